@@ -1,0 +1,67 @@
+"""Is that forge process still alive? A pid alone lies (pids are reused), so every
+record of a live process carries the pid and the process's start time, read from
+/proc, and both must match."""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+
+def start_time(pid: int) -> int | None:
+    """The process's start time in clock ticks since boot, or None if it is gone."""
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError, PermissionError, OSError):
+        return None
+    # The command name may hold spaces and parentheses: split after the last ')'.
+    fields = raw[raw.rindex(")") + 2 :].split()
+    if fields[0] == "Z":  # a zombie has finished; only its exit status is left
+        return None
+    return int(fields[19])
+
+
+@dataclass(frozen=True)
+class Owner:
+    """Who holds something: a process named by pid, start time and host."""
+
+    pid: int
+    start: int | None
+    host: str
+    command: str = ""
+
+    @classmethod
+    def me(cls, command: str = "") -> Owner:
+        pid = os.getpid()
+        return cls(pid=pid, start=start_time(pid), host=socket.gethostname(), command=command)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Owner:
+        return cls(
+            pid=int(data["pid"]),
+            start=None if data.get("start") is None else int(data["start"]),
+            host=str(data.get("host", "")),
+            command=str(data.get("command", "")),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def alive(self) -> bool:
+        """True when this very process still runs (same pid *and* same start time).
+
+        A record from another host cannot be checked and counts as alive (fail closed).
+        """
+        if self.host and self.host != socket.gethostname():
+            return True
+        now = start_time(self.pid)
+        if now is None:
+            return False
+        return self.start is None or now == self.start
+
+    def describe(self) -> str:
+        what = f" ({self.command})" if self.command else ""
+        return f"pid {self.pid}{what} on {self.host}"

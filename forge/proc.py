@@ -1,0 +1,91 @@
+"""The one door to subprocesses.
+
+Short commands (git plumbing) go through `run`; long ones (agents, checks,
+verification lanes) go through the process-group functions, so they can be
+stopped as a whole: TERM, a grace period, KILL, and nothing left behind.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from forge.errors import ForgeError
+
+# Variables a parent git (a hook, `git rebase -x`) leaks into its children; left
+# in place they would point every git call of ours at the wrong repository.
+_GIT_LEAKS = (
+    "GIT_DIR",
+    "GIT_INDEX_FILE",
+    "GIT_WORK_TREE",
+    "GIT_PREFIX",
+    "GIT_COMMON_DIR",
+    "GIT_OBJECT_DIRECTORY",
+    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+    "GIT_QUARANTINE_PATH",
+)
+
+
+def clean_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in _GIT_LEAKS}
+    env["GIT_TERMINAL_PROMPT"] = "0"
+    if extra:
+        env.update(extra)
+    return env
+
+
+def tail(text: str, lines: int = 20) -> str:
+    return "\n".join(text.rstrip().splitlines()[-lines:])
+
+
+class CommandError(ForgeError):
+    """A short command failed: says argv, cwd, exit code and the output's tail."""
+
+    def __init__(self, argv: Sequence[str], cwd: Path, returncode: int, output: str) -> None:
+        self.argv = list(argv)
+        self.cwd = cwd
+        self.returncode = returncode
+        self.output = output
+        last = tail(output, 1) or "(no output)"
+        super().__init__(f"`{' '.join(self.argv)}` in {cwd} exited {returncode}: {last}")
+
+
+@dataclass(frozen=True)
+class Completed:
+    argv: list[str]
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def run(
+    argv: Sequence[str],
+    *,
+    cwd: Path,
+    env: Mapping[str, str] | None = None,
+    input: str | None = None,
+    check: bool = True,
+    timeout: float | None = None,
+) -> Completed:
+    """Run a short command to completion and capture its output."""
+    if not cwd.is_absolute():
+        raise ValueError(f"cwd must be absolute: {cwd}")
+    try:
+        cp = subprocess.run(
+            list(argv),
+            cwd=cwd,
+            env=clean_env(env),
+            input=input,
+            stdin=None if input is not None else subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+    except FileNotFoundError as exc:
+        raise ForgeError(f"cannot run `{argv[0]}`: not found on PATH") from exc
+    if check and cp.returncode != 0:
+        raise CommandError(argv, cwd, cp.returncode, (cp.stderr or "") + (cp.stdout or ""))
+    return Completed(list(argv), cp.returncode, cp.stdout, cp.stderr)
