@@ -162,7 +162,8 @@ def hooks_uninstall() -> None:
 @app.command()
 def demo(
     path: Annotated[
-        Path | None, typer.Argument(help="Where to create the demo repository (default: a temp dir).")
+        Path | None,
+        typer.Argument(help="Where to create the demo repository (default: a temp dir)."),
     ] = None,
 ) -> None:
     """Build a throwaway repository and run a sample plan end to end (no AI, no network)."""

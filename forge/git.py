@@ -83,9 +83,13 @@ class Repository:
 
     def rev_parse(self, rev: str) -> str:
         """The commit `rev` names, or a ForgeError saying it names none."""
-        cp = self.try_git("rev-parse", "--verify", "--quiet", "--end-of-options", f"{rev}^{{commit}}")
+        cp = self.try_git(
+            "rev-parse", "--verify", "--quiet", "--end-of-options", f"{rev}^{{commit}}"
+        )
         if cp.returncode != 0:
-            raise ForgeError(f"unknown revision '{rev}': no commit by that name in {self.main_root}")
+            raise ForgeError(
+                f"unknown revision '{rev}': no commit by that name in {self.main_root}"
+            )
         return cp.stdout.strip()
 
     def ref_value(self, ref: str) -> str | None:

@@ -14,7 +14,9 @@ FAKES = Path(__file__).parent / "fakes"
 
 
 @pytest.fixture(autouse=True)
-def hermetic(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+def hermetic(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[None]:
     home = tmp_path_factory.mktemp("home")
     for var in list(os.environ):
         if var.startswith(("GIT_", "FORGE_")):
@@ -67,6 +69,10 @@ def forge_cmd(*args: str) -> list[str]:
 def run_forge(cwd: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     """Run the real CLI in a subprocess, as a user would."""
     return subprocess.run(
-        forge_cmd(*args), cwd=cwd, capture_output=True, text=True, timeout=timeout,
+        forge_cmd(*args),
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
         stdin=subprocess.DEVNULL,
     )
