@@ -51,7 +51,31 @@ def plan(
     as_json: JsonOpt = False,
 ) -> None:
     """Validate a plan, build its DAG, compute waves, record it; print the wave table."""
-    _not_yet("plan")
+    from forge import dag, registry, report
+
+    if check:
+        plan_obj, waves = registry.check(plan_file)
+        recorded, record_file = None, None
+        cpath = dag.critical_path(plan_obj)
+    else:
+        from forge.git import discover
+
+        repo = discover()
+        recorded = registry.record(repo, plan_file)
+        plan_obj, waves = recorded.plan, recorded.as_waves()
+        record_file = repo.state.plan_file(plan_obj.name)
+        cpath = dict(recorded.critical_path)
+    if as_json:
+        emit_json(
+            report.wave_data(
+                plan_obj, waves, critical_path=cpath, recorded=recorded, record_file=record_file
+            )
+        )
+        return
+    typer.echo(report.wave_table(plan_obj, waves))
+    typer.echo(report.plan_summary(plan_obj, waves, recorded=recorded))
+    if record_file is not None:
+        typer.echo(f"record: {record_file}")
 
 
 @app.command()
@@ -72,7 +96,17 @@ def run(
     as_json: JsonOpt = False,
 ) -> None:
     """Run (or resume) a plan: dispatch tasks, merge into integration, verify."""
-    _not_yet("run")
+    from forge import registry, runner
+
+    repo = _repo()
+    recorded = registry.resolve(repo, plan_ref)
+    options = runner.RunOptions(
+        max_parallel=max_parallel,
+        retry_failed=retry_failed,
+        infra_retries=infra_retries,
+        worktree_root=worktree_root,
+    )
+    _execute_run(repo, recorded, options, as_json=as_json)
 
 
 @app.command()
@@ -88,7 +122,13 @@ def retry(
     as_json: JsonOpt = False,
 ) -> None:
     """Run one failed task again with its last failure as feedback, then merge and verify."""
-    _not_yet("retry")
+    from forge import registry, runner
+
+    repo = _repo()
+    recorded = registry.resolve(repo, plan_ref)
+    runner.check_retry(repo, recorded.plan, task, agent=agent)
+    options = runner.RunOptions(only=task, fresh=fresh, agent=agent, retry_failed=0)
+    _execute_run(repo, recorded, options, as_json=as_json)
 
 
 @app.command()
@@ -109,7 +149,19 @@ def status(
     as_json: JsonOpt = False,
 ) -> None:
     """Show a plan's tasks, attempts, verification and worktrees."""
-    _not_yet("status")
+    from forge import views
+
+    repo = _repo()
+    plan_name, task = _status_target(repo, target, plan_ref)
+    data = views.status_data(repo, plan_name)
+    if task is not None and task not in data["history"]:
+        raise ForgeError(f"plan '{plan_name}' has no task '{task}'")
+    if as_json:
+        emit_json(data if task is None else {"plan": plan_name, "task": task,
+                                             "attempts": data["history"][task],
+                                             **next(r for r in data["tasks"] if r["id"] == task)})
+        return
+    typer.echo(views.render_status(data) if task is None else views.render_history(data, task), nl=False)
 
 
 @app.command()
@@ -120,7 +172,10 @@ def accept(
     ] = False,
 ) -> None:
     """Bring a verified integration branch into your branch (fast-forward by default)."""
-    _not_yet("accept")
+    from forge.accept import accept as do_accept
+
+    repo = _repo()
+    typer.echo(do_accept(repo, _plan_name(repo, plan_ref), merge=merge))
 
 
 @app.command()
@@ -129,13 +184,27 @@ def hold(
     plan_ref: PlanOpt = None,
 ) -> None:
     """Stop new dispatches (repository-wide, or one plan with --plan)."""
-    _not_yet("hold")
+    from forge import hold as holds
+
+    repo = _repo()
+    plan = _plan_name(repo, plan_ref) if plan_ref else None
+    h = holds.set_hold(repo.state, plan, reason=reason)
+    typer.echo(f"hold set: {h.describe()}\nnothing new starts until `forge resume"
+               + (f" --plan {plan}" if plan else "") + "`")
 
 
 @app.command()
 def resume(plan_ref: PlanOpt = None) -> None:
     """Allow new dispatches again (removes the hold `forge hold` set)."""
-    _not_yet("resume")
+    from forge import hold as holds
+
+    repo = _repo()
+    plan = _plan_name(repo, plan_ref) if plan_ref else None
+    removed = holds.release(repo.state, plan)
+    if removed is None:
+        typer.echo("no hold was set" + (f" on plan '{plan}'" if plan else " on the repository"))
+    else:
+        typer.echo(f"hold removed ({removed.describe()})")
 
 
 @app.command()
@@ -144,7 +213,17 @@ def clean(
     all_plans: Annotated[bool, typer.Option("--all", help="Clean every plan.")] = False,
 ) -> None:
     """Remove a plan's worktrees and branches (unmerged work is salvaged to a ref first)."""
-    _not_yet("clean")
+    from forge.clean import clean_plan
+
+    repo = _repo()
+    if all_plans and plan_ref:
+        raise ForgeError("give a plan or --all, not both")
+    names = repo.state.recorded_plans() if all_plans else [_plan_name(repo, plan_ref)]
+    for name in names:
+        for note in clean_plan(repo, name):
+            typer.echo(f"{name}: {note}")
+    if not names:
+        typer.echo("no plans recorded: nothing to clean")
 
 
 @hooks_app.command("install")
@@ -167,7 +246,92 @@ def demo(
     ] = None,
 ) -> None:
     """Build a throwaway repository and run a sample plan end to end (no AI, no network)."""
-    _not_yet("demo")
+    from forge import demo as demo_mod
+    from forge import git, registry, report, runner
+
+    repo_path, plan_path = demo_mod.create(path)
+    typer.echo(f"demo repository: {repo_path}\nplan: {plan_path}\n")
+    repo = git.discover(repo_path)
+    recorded = registry.record(repo, plan_path)
+    typer.echo(report.wave_table(recorded.plan, recorded.as_waves()), nl=False)
+    typer.echo("")
+    _execute_run(repo, recorded, runner.RunOptions(), as_json=False)
+    typer.echo(
+        f"\nnext: cd {repo_path} && forge status && forge accept   "
+        f"(then `git log --graph --oneline` to see the merges)"
+    )
+
+
+def _repo() -> Any:
+    from forge import git
+
+    return git.discover()
+
+
+def _plan_name(repo: Any, ref: str | None) -> str:
+    """A recorded plan's name from a name or a file, without loading the DAG."""
+    names = repo.state.recorded_plans()
+    if ref is None:
+        if len(names) == 1:
+            return str(names[0])
+        if not names:
+            raise ForgeError("no plan recorded: run `forge plan PLAN.toml` first")
+        raise ForgeError(f"several plans are recorded ({', '.join(names)}): name one")
+    if ref in names:
+        return ref
+    from forge import registry
+
+    return str(registry.resolve(repo, ref).plan.name)
+
+
+def _status_target(repo: Any, target: str | None, plan_ref: str | None) -> tuple[str, str | None]:
+    names = repo.state.recorded_plans()
+    if target is not None and plan_ref is None and target in names:
+        return target, None
+    if target is not None and plan_ref is None and (target.endswith(".toml") or "/" in target):
+        return _plan_name(repo, target), None
+    return _plan_name(repo, plan_ref), target
+
+
+def _execute_run(repo: Any, recorded: Any, options: Any, *, as_json: bool) -> None:
+    from forge import interrupt, runner, views
+    from forge.live import LiveView
+
+    with interrupt.on_stop_signals() as stop, LiveView(quiet=as_json) as view:
+        report = runner.run_plan(
+            repo, recorded, options, stop=stop, on_change=view.on_change, on_event=view.on_event
+        )
+    if as_json:
+        emit_json(
+            {
+                "plan": report.plan,
+                "exit_code": int(report.exit_code),
+                "tasks": [views.task_row(t) for t in report.state.tasks.values()],
+                "verification": report.verification,
+                "integration_head": report.integration_head,
+                "paused": report.paused,
+                "logs": str(report.logs),
+            }
+        )
+    else:
+        typer.echo(views.results_table(report.state), nl=False)
+        for ts in report.state.tasks.values():
+            if ts.suggestion and ts.status != "MERGED":
+                typer.echo(f"{ts.id}: {ts.suggestion}")
+            for ref in ts.salvage:
+                typer.echo(f"{ts.id}: salvaged work kept in {ref}")
+        if report.interrupted:
+            typer.echo("interrupted: running tasks were stopped; `forge run` resumes")
+        elif report.paused:
+            typer.echo(f"paused: {report.paused}")
+        else:
+            typer.echo("\n".join(views.verification_lines(report.verification)))
+        head = (report.integration_head or "")[:12]
+        typer.echo(f"integration: {report.state.integration.removeprefix('refs/heads/')} at {head}")
+        typer.echo(f"logs: {report.logs}")
+        typer.echo("your branch, index and working tree were not touched")
+    if report.exit_code != ExitCode.OK:
+        raise typer.Exit(int(report.exit_code))
 
 
 def main(argv: list[str] | None = None) -> NoReturn:

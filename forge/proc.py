@@ -7,11 +7,17 @@ stopped as a whole: TERM, a grace period, KILL, and nothing left behind.
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import os
+import signal
 import subprocess
-from collections.abc import Mapping, Sequence
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from forge.errors import ForgeError
 
@@ -89,3 +95,290 @@ def run(
     if check and cp.returncode != 0:
         raise CommandError(argv, cwd, cp.returncode, (cp.stderr or "") + (cp.stdout or ""))
     return Completed(list(argv), cp.returncode, cp.stdout, cp.stderr)
+
+
+# --- process groups ---------------------------------------------------------------
+#
+# Agents, checks and verification lanes run in a process group (a session) of their
+# own, so stopping one stops everything it started: TERM to the whole group, a grace
+# period, KILL, and a wait until every member is really gone. A process that escaped
+# its group with setsid is still found by the tag forge put in its environment.
+
+TAG_VAR = "FORGE_PROC_TAG"
+_POLL = 0.02  # seconds between liveness checks while waiting
+_KILL_PATIENCE = 60.0  # how long to keep re-sending KILL before giving up loudly
+
+# Pids whose exit status belongs to a Popen object in some thread: reaping them here
+# would make that Popen report exit code 0 for a process that was killed.
+_popen_pids: set[int] = set()
+_popen_lock = threading.Lock()
+
+
+@dataclass(frozen=True)
+class GroupResult:
+    returncode: int | None  # the leader's exit code (negative: killed by that signal)
+    timed_out: bool
+    stopped: bool  # the `stop` event asked for it
+    duration: float
+    pgid: int  # 0 when the command could not be started at all
+
+
+@dataclass(frozen=True)
+class _Proc:
+    pid: int
+    ppid: int
+    pgid: int
+    state: str
+
+
+def _read_proc(pid: int) -> _Proc | None:
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # The command name may hold spaces and parentheses: split after the last ')'.
+    fields = raw[raw.rindex(")") + 2 :].split()
+    return _Proc(pid=pid, state=fields[0], ppid=int(fields[1]), pgid=int(fields[2]))
+
+
+def _all_pids() -> list[int]:
+    return [int(name) for name in os.listdir("/proc") if name.isdigit()]
+
+
+def _members(pgid: int) -> list[_Proc]:
+    """Every process of the group, zombies included."""
+    found = []
+    for pid in _all_pids():
+        info = _read_proc(pid)
+        if info is not None and info.pgid == pgid:
+            found.append(info)
+    return found
+
+
+def _reap(procs: Sequence[_Proc]) -> None:
+    """Collect zombies that are our own children (a subreaper inherits orphans), one
+    pid at a time: waitpid(-1) would steal the exit status of other threads' children."""
+    me = os.getpid()
+    with _popen_lock:
+        owned = set(_popen_pids)
+    for p in procs:
+        if p.state == "Z" and p.ppid == me and p.pid not in owned:
+            with contextlib.suppress(ChildProcessError, OSError):
+                os.waitpid(p.pid, os.WNOHANG)
+
+
+def _alive(procs: Sequence[_Proc]) -> list[int]:
+    return [p.pid for p in procs if p.state != "Z"]
+
+
+def group_alive(pgid: int) -> bool:
+    """True while any member of the group is running. Decided from /proc rather than
+    killpg(pgid, 0), which also answers for a group of unreaped zombies."""
+    if pgid <= 0:
+        return False
+    members = _members(pgid)
+    _reap(members)
+    return bool(_alive(members))
+
+
+def _environ_has(pid: int, needle: bytes) -> bool:
+    try:
+        data = Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return False
+    return needle in data.split(b"\0")
+
+
+def find_tagged(tag: str) -> list[int]:
+    """Live processes started with FORGE_PROC_TAG=tag (by any forge process, even one
+    that is gone: crash recovery uses this to find what a killed runner left behind)."""
+    needle = f"{TAG_VAR}={tag}".encode()
+    me = os.getpid()
+    found = []
+    for pid in _all_pids():
+        if pid == me:
+            continue
+        info = _read_proc(pid)
+        if info is None or info.state == "Z":
+            continue
+        if _environ_has(pid, needle):
+            found.append(pid)
+    return found
+
+
+def _signal_all(pgid: int, pids: Sequence[int], sig: int) -> None:
+    if pgid > 0:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pgid, sig)
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, sig)
+
+
+def _survivors(pgid: int, tag: str | None, leader: subprocess.Popen[bytes] | None) -> list[int]:
+    if leader is not None:
+        leader.poll()  # reaps the leader through its Popen, which keeps its exit code
+    members = _members(pgid) if pgid > 0 else []
+    _reap(members)
+    alive = set(_alive(members))
+    if tag:
+        alive.update(find_tagged(tag))
+    if leader is not None and leader.returncode is None:
+        alive.add(leader.pid)
+    return sorted(alive)
+
+
+def _stop(
+    pgid: int,
+    *,
+    grace: float,
+    tag: str | None,
+    log: Callable[[str], None],
+    leader: subprocess.Popen[bytes] | None = None,
+) -> None:
+    alive = _survivors(pgid, tag, leader)
+    if not alive:
+        return
+    log(f"forge: sent TERM to group {pgid} ({len(alive)} process(es))")
+    escaped = [pid for pid in alive if (info := _read_proc(pid)) and info.pgid != pgid]
+    _signal_all(pgid, escaped, signal.SIGTERM)
+    # A stopped (SIGSTOP) process only acts on TERM once it runs again.
+    _signal_all(pgid, escaped, signal.SIGCONT)
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline:
+        alive = _survivors(pgid, tag, leader)
+        if not alive:
+            log(f"forge: group {pgid} stopped after TERM")
+            return
+        time.sleep(_POLL)
+    give_up = time.monotonic() + _KILL_PATIENCE
+    log(f"forge: sent KILL to group {pgid} ({len(alive)} process(es) still running)")
+    while alive:
+        escaped = [pid for pid in alive if (info := _read_proc(pid)) and info.pgid != pgid]
+        _signal_all(pgid, escaped, signal.SIGKILL)
+        time.sleep(_POLL)
+        alive = _survivors(pgid, tag, leader)
+        if alive and time.monotonic() > give_up:
+            # Only an uninterruptible (D state) process survives KILL this long.
+            log(f"forge: processes {alive} of group {pgid} survive KILL; giving up on them")
+            return
+    log(f"forge: group {pgid} killed")
+
+
+def stop_group(
+    pgid: int,
+    *,
+    grace: float,
+    tag: str | None = None,
+    log: Callable[[str], None] | None = None,
+) -> None:
+    """TERM the group (and every process tagged `tag`), wait up to `grace` seconds,
+    KILL what is left, and return only when all of them are gone."""
+    _stop(pgid, grace=grace, tag=tag, log=log or (lambda _line: None))
+
+
+def become_subreaper() -> bool:
+    """Make orphaned descendants re-parent to this process (not to init), so their
+    zombies can be reaped here and a stopped group really empties. Linux only."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return int(libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+_PR_SET_CHILD_SUBREAPER = 36
+
+
+def _append_line(path: Path, line: str) -> None:
+    with path.open("a", encoding="utf-8") as fh:
+        fh.write(line.rstrip("\n") + "\n")
+
+
+def run_group(
+    argv: Sequence[str] | str,
+    *,
+    cwd: Path,
+    log_path: Path,
+    env: Mapping[str, str] | None = None,
+    timeout: float | None = None,
+    grace: float = 5.0,
+    stop: threading.Event | None = None,
+    on_start: Callable[[int], None] | None = None,
+    tag: str | None = None,
+    input_path: Path | None = None,
+) -> GroupResult:
+    """Run a long command in a process group of its own, output appended to `log_path`.
+
+    Waits until the leader exits, `timeout` passes or `stop` is set; in the last two
+    cases the group is stopped (TERM, `grace`, KILL). Members left behind by a leader
+    that exited by itself are stopped too. A command that cannot be started at all
+    returns exit code 127, as a shell would, with the reason in the log.
+    """
+    if not cwd.is_absolute():
+        raise ValueError(f"cwd must be absolute: {cwd}")
+    args = ["bash", "-c", argv] if isinstance(argv, str) else list(argv)
+    extra = dict(env or {})
+    if tag:
+        extra[TAG_VAR] = tag
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+
+    def log(line: str) -> None:
+        _append_line(log_path, line)
+
+    started = time.monotonic()
+    with contextlib.ExitStack() as stack:
+        out = stack.enter_context(log_path.open("ab"))
+        stdin: Any = subprocess.DEVNULL
+        if input_path is not None:
+            stdin = stack.enter_context(input_path.open("rb"))
+        try:
+            # The lock keeps _reap (another thread stopping a group) from taking this
+            # child's exit status between the fork and our registering its pid.
+            with _popen_lock:
+                child = subprocess.Popen(
+                    args,
+                    cwd=cwd,
+                    env=clean_env(extra),
+                    stdin=stdin,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+                _popen_pids.add(child.pid)
+        except OSError as exc:
+            log(f"forge: cannot run `{args[0]}`: {exc.strerror or exc}")
+            return GroupResult(127, False, False, time.monotonic() - started, 0)
+    pgid = child.pid  # a session leader's pgid is its pid
+    try:
+        if on_start is not None:
+            on_start(pgid)
+        deadline = None if timeout is None else started + timeout
+        timed_out = stopped = False
+        while True:
+            try:
+                child.wait(timeout=_POLL)
+                break
+            except subprocess.TimeoutExpired:
+                pass
+            if stop is not None and stop.is_set():
+                stopped = True
+            elif deadline is not None and time.monotonic() >= deadline:
+                timed_out = True
+                log(f"forge: timed out after {timeout:g}s")
+            if stopped or timed_out:
+                _stop(pgid, grace=grace, tag=tag, log=log, leader=child)
+                child.wait()
+                break
+        # Daemons the leader left behind must not outlive the run.
+        if _survivors(pgid, tag, None):
+            if not (stopped or timed_out):
+                log(f"forge: the command exited but left processes behind in group {pgid}")
+            _stop(pgid, grace=grace, tag=tag, log=log)
+        return GroupResult(child.returncode, timed_out, stopped, time.monotonic() - started, pgid)
+    finally:
+        if child.returncode is None:  # on_start raised, or a KeyboardInterrupt
+            _stop(pgid, grace=grace, tag=tag, log=log, leader=child)
+            child.wait()
+        with _popen_lock:
+            _popen_pids.discard(child.pid)

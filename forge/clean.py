@@ -1,0 +1,93 @@
+"""`forge clean`: remove a plan's worktrees and branches, salvaging first.
+
+Work that never merged is committed to a salvage ref (and named) before its
+worktree or branch goes. The integration branch is kept while it holds work no
+other branch has (not accepted yet); state is reset only when it goes too.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from forge import faults, worktrees
+from forge.git import Repository
+from forge.integrate import is_ancestor
+from forge.runstate import StateStore, task_ref
+from forge.state import plan_lock
+
+
+def clean_plan(repo: Repository, plan: str, *, worktree_root: Path | None = None) -> list[str]:
+    notes: list[str] = []
+    with plan_lock(repo.state, plan, command="forge clean"):
+        store = StateStore(repo.state, plan)
+        state = store.load_existing()
+        integration_ref = f"refs/heads/forge/{plan}-integration"
+        integration = repo.ref_value(integration_ref)
+        if state is not None:
+            for slot in list(state.slots.values()):
+                path = Path(slot.path)
+                ref = worktrees.salvage(repo, path, plan=plan, task=slot.task or slot.name)
+                if ref:
+                    notes.append(f"salvaged uncommitted work in {path} to {ref}")
+                    if slot.task and slot.task in state.tasks:
+                        state.tasks[slot.task].salvage.append(ref)
+                    store.save(state)
+                faults.point("clean-after-salvage")
+                worktrees.remove(repo, path)
+                del state.slots[slot.name]
+                for ts in state.tasks.values():
+                    if ts.slot == slot.name:
+                        ts.slot = None
+                store.save(state)
+                notes.append(f"removed worktree {path}")
+        for ref, head in _task_branches(repo, plan):
+            if integration is None or not is_ancestor(repo, head, integration):
+                task = ref.removeprefix(task_ref(plan, ""))
+                kept = _salvage_ref(repo, plan, task, head)
+                notes.append(f"branch {ref.removeprefix('refs/heads/')} held unmerged work: kept in {kept}")
+                if state is not None and task in state.tasks and kept not in state.tasks[task].salvage:
+                    state.tasks[task].salvage.append(kept)
+                    store.save(state)
+            repo.try_git("update-ref", "-d", ref, head)
+            notes.append(f"deleted branch {ref.removeprefix('refs/heads/')}")
+        verify_dir = repo.worktrees_root(worktree_root) / ".verify" / plan
+        if worktrees.is_worktree(verify_dir):
+            worktrees.remove(repo, verify_dir)
+            notes.append(f"removed verification worktree {verify_dir}")
+        if integration is not None:
+            if _accepted(repo, integration):
+                repo.try_git("update-ref", "-d", integration_ref, integration)
+                notes.append(f"deleted branch forge/{plan}-integration (already in your branches)")
+                if state is not None:
+                    store.path.unlink(missing_ok=True)
+            else:
+                notes.append(
+                    f"kept branch forge/{plan}-integration: it holds work not accepted yet "
+                    f"(`forge accept {plan}`, or `git branch -D forge/{plan}-integration`)"
+                )
+        worktrees.prune(repo)
+    return notes
+
+
+def _task_branches(repo: Repository, plan: str) -> list[tuple[str, str]]:
+    out = repo.git("for-each-ref", "--format=%(refname) %(objectname)", f"refs/heads/forge/{plan}/")
+    return [tuple(line.split(" ", 1)) for line in out.splitlines() if line]  # type: ignore[misc]
+
+
+def _accepted(repo: Repository, commit: str) -> bool:
+    out = repo.git("for-each-ref", "--format=%(refname)", "--contains", commit, "refs/heads/")
+    return any(not ref.startswith("refs/heads/forge/") for ref in out.splitlines())
+
+
+def _salvage_ref(repo: Repository, plan: str, task: str, commit: str) -> str:
+    existing = repo.git("for-each-ref", "--format=%(refname) %(objectname)", f"refs/forge/salvage/{plan}/{task}/")
+    for line in existing.splitlines():
+        ref, _, oid = line.partition(" ")
+        if oid == commit:
+            return ref
+    n = 1
+    while repo.ref_value(f"refs/forge/salvage/{plan}/{task}/{n}") is not None:
+        n += 1
+    ref = f"refs/forge/salvage/{plan}/{task}/{n}"
+    repo.update_ref(ref, commit, None, message="forge: salvage before clean")
+    return ref

@@ -1,0 +1,63 @@
+"""What a retry tells the agent: the last failure, its log's tail, the diff it made."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from forge import proc
+from forge.git import Repository
+from forge.plan import Task
+from forge.runstate import FAILURES, TaskState
+
+LOG_TAIL_LINES = 40
+
+
+def for_retry(repo: Repository, ts: TaskState) -> Any | None:
+    """The agents.Feedback for the next attempt, from the last judged failure."""
+    from forge import agents
+
+    judged = [a for a in ts.attempts[:-1] if a.status in FAILURES]
+    if not judged:
+        return None
+    last = judged[-1]
+    log_tail = ""
+    if last.log:
+        try:
+            log_tail = proc.tail(Path(last.log).read_text(errors="replace"), LOG_TAIL_LINES)
+        except FileNotFoundError:
+            log_tail = f"(log {last.log} is gone)"
+    diff = ""
+    if last.commit and ts.base:
+        diff = repo.try_git("diff", "--stat", ts.base, last.commit).stdout.rstrip()
+    return agents.Feedback(
+        status=str(last.status),
+        reason=last.reason,
+        log_tail=log_tail,
+        diff_summary=diff or "(no change was made)",
+        source=last.feedback_source or "agent",
+    )
+
+
+def render(fb: Any) -> str:
+    return (
+        f"# Last attempt: {fb.status} ({fb.source})\n\n{fb.reason}\n\n"
+        f"## Log tail\n\n{fb.log_tail}\n\n## Its diff\n\n{fb.diff_summary}\n"
+    )
+
+
+def write_prompt(
+    defn: Any, path: Path, *, plan: str, task: Task, attempt: int, fb: Any | None
+) -> None:
+    from forge import agents
+
+    agents.write_prompt_file(
+        path,
+        plan=plan,
+        task_id=task.id,
+        title=task.title,
+        prompt=task.prompt or "",
+        files=task.files,
+        attempt=attempt,
+        feedback=fb,
+    )

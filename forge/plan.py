@@ -1,0 +1,553 @@
+"""The plan: frozen dataclasses, loaded from a TOML file and checked strictly.
+
+`load_plan` reports every problem of a file at once, one line each, naming the
+file, the line where it can be found and the task. It never writes anything.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, cast
+
+from forge.config import (
+    Problems,
+    TomlSource,
+    VerifyConfig,
+    check_keys,
+    is_str_list,
+    parse_agents,
+    parse_duration,
+    parse_verify,
+    ref_part_problem,
+    toml_error_line,
+)
+from forge.errors import ForgeError
+
+__all__ = [
+    "DEFAULT_MAX_PARALLEL",
+    "DEFAULT_TIMEOUT",
+    "Plan",
+    "Task",
+    "load_plan",
+    "normalize_pattern",
+    "parse_duration",
+]
+
+# Two tasks at once is a safe default: real parallelism, yet few enough agents that
+# a plan written without thought for quotas does not hit a rate limit at once.
+DEFAULT_MAX_PARALLEL = 2
+DEFAULT_TIMEOUT = 30 * 60.0  # seconds an agent or shell task may run
+DEFAULT_ESCALATE_AFTER = 3
+
+Scope = Literal["error", "warn"]
+Clean = Literal["untracked", "all"]
+
+PLAN_KEYS = (
+    "name",
+    "base",
+    "max_parallel",
+    "setup",
+    "verify",
+    "verify_reruns",
+    "agent",
+    "timeout",
+    "escalate_after",
+    "escalate_effort",
+    "scope",
+    "clean",
+    "agents",
+    "task",
+)
+TASK_KEYS = (
+    "id",
+    "title",
+    "prompt",
+    "run",
+    "files",
+    "deps",
+    "check",
+    "agent",
+    "timeout",
+    "estimate",
+)
+GLOB_CHARS = frozenset("*?[")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Task:
+    id: str
+    title: str = ""
+    prompt: str | None = None  # an agent task: what to ask the agent
+    run: str | None = None  # a shell task: the command (exactly one of prompt/run)
+    files: tuple[str, ...] = ()  # normalized patterns the task may change
+    deps: tuple[str, ...] = ()
+    check: str | None = None  # the task's own check, run in its worktree
+    agent: str | None = None  # agent spec; None: the plan's
+    timeout: float | None = None  # seconds; None: the plan's
+    estimate: float | None = None  # relative size for the critical path; None: 1
+
+    @property
+    def is_shell(self) -> bool:
+        return self.run is not None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "title": self.title,
+            "prompt": self.prompt,
+            "run": self.run,
+            "files": list(self.files),
+            "deps": list(self.deps),
+            "check": self.check,
+            "agent": self.agent,
+            "timeout": self.timeout,
+            "estimate": self.estimate,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Task:
+        return cls(
+            id=data["id"],
+            title=data.get("title", ""),
+            prompt=data.get("prompt"),
+            run=data.get("run"),
+            files=tuple(data.get("files", ())),
+            deps=tuple(data.get("deps", ())),
+            check=data.get("check"),
+            agent=data.get("agent"),
+            timeout=data.get("timeout"),
+            estimate=data.get("estimate"),
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class Plan:
+    name: str
+    source: Path | None = None  # the file it was loaded from (absolute)
+    base: str | None = None  # None: HEAD when the plan is recorded
+    max_parallel: int = DEFAULT_MAX_PARALLEL
+    setup: str | None = None
+    verify: VerifyConfig | None = None  # None: forge.toml's [verify], if any
+    agent: str | None = None
+    timeout: float = DEFAULT_TIMEOUT
+    escalate_after: int = DEFAULT_ESCALATE_AFTER  # 0: never escalate
+    escalate_effort: bool = False
+    scope: Scope = "error"  # changes outside a task's files: fail the task, or warn
+    clean: Clean = "untracked"
+    agents: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    tasks: tuple[Task, ...] = ()
+
+    def task(self, task_id: str) -> Task:
+        for t in self.tasks:
+            if t.id == task_id:
+                return t
+        raise ForgeError(
+            f"plan '{self.name}' has no task '{task_id}' "
+            f"(tasks: {', '.join(t.id for t in self.tasks)})"
+        )
+
+    @property
+    def task_ids(self) -> tuple[str, ...]:
+        return tuple(t.id for t in self.tasks)
+
+    def timeout_of(self, task: Task) -> float:
+        return task.timeout if task.timeout is not None else self.timeout
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "source": None if self.source is None else str(self.source),
+            "base": self.base,
+            "max_parallel": self.max_parallel,
+            "setup": self.setup,
+            "verify": None if self.verify is None else self.verify.to_dict(),
+            "agent": self.agent,
+            "timeout": self.timeout,
+            "escalate_after": self.escalate_after,
+            "escalate_effort": self.escalate_effort,
+            "scope": self.scope,
+            "clean": self.clean,
+            "agents": {k: dict(v) for k, v in self.agents.items()},
+            "tasks": [t.to_dict() for t in self.tasks],
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Plan:
+        return cls(
+            name=data["name"],
+            source=None if data.get("source") is None else Path(data["source"]),
+            base=data.get("base"),
+            max_parallel=data.get("max_parallel", DEFAULT_MAX_PARALLEL),
+            setup=data.get("setup"),
+            verify=None if data.get("verify") is None else VerifyConfig.from_dict(data["verify"]),
+            agent=data.get("agent"),
+            timeout=data.get("timeout", DEFAULT_TIMEOUT),
+            escalate_after=data.get("escalate_after", DEFAULT_ESCALATE_AFTER),
+            escalate_effort=data.get("escalate_effort", False),
+            scope=data.get("scope", "error"),
+            clean=data.get("clean", "untracked"),
+            agents={k: dict(v) for k, v in data.get("agents", {}).items()},
+            tasks=tuple(Task.from_dict(t) for t in data.get("tasks", ())),
+        )
+
+
+def normalize_pattern(pattern: str) -> str:
+    """`./a//b/` -> `a/b`; the empty path and `./` -> `.` (the whole tree)."""
+    parts = [p for p in pattern.strip().split("/") if p not in ("", ".")]
+    return "/".join(parts) or "."
+
+
+def name_problem(name: str) -> str | None:
+    """Why `name` cannot name a plan (None if it can)."""
+    why = ref_part_problem(name)
+    if why:
+        return why
+    if name.endswith("-integration"):
+        # forge/<name>-integration is the integration branch of plan <name>; a plan
+        # named so would collide with it (refs are files).
+        return "a plan name cannot end in `-integration`"
+    return None
+
+
+def load_plan(path: Path) -> Plan:
+    """Load and check a plan file; PlanError lists every problem found."""
+    return load_plan_source(path)[0]
+
+
+def load_plan_source(path: Path) -> tuple[Plan, bytes]:
+    """The plan and the exact bytes it was parsed from (to hash what was checked)."""
+    shown = str(path)
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise ForgeError(f"plan file {shown} not found") from None
+    except IsADirectoryError:
+        raise ForgeError(f"plan file {shown} is a folder, not a TOML file") from None
+    except OSError as exc:
+        raise ForgeError(f"cannot read plan file {shown}: {exc.strerror}") from None
+    return parse_plan(raw, source=path.resolve(), shown=shown), raw
+
+
+def parse_plan(raw: bytes, *, source: Path, shown: str) -> Plan:
+    problems = Problems(shown)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        problems.add(f"not UTF-8 text ({exc.reason} at byte {exc.start})")
+        problems.raise_if_any()
+        raise AssertionError("unreachable") from exc
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        problems.add(f"TOML syntax error: {exc}", line=toml_error_line(exc))
+        problems.raise_if_any()
+        raise AssertionError("unreachable") from exc
+    plan = _Checker(data, TomlSource(text), problems, source).plan()
+    problems.raise_if_any()
+    assert plan is not None
+    return plan
+
+
+class _Checker:
+    """Walks the parsed TOML once, collecting every problem instead of stopping."""
+
+    def __init__(self, data: dict[str, Any], src: TomlSource, problems: Problems, source: Path):
+        self.data = data
+        self.src = src
+        self.problems = problems
+        self.source = source
+
+    def top_line(self, key: str) -> int | None:
+        return self.src.key_line(key) or self.src.table_line(key)
+
+    def add(self, message: str, key: str | None = None, *, line: int | None = None) -> None:
+        if line is None and key is not None:
+            line = self.top_line(key)
+        self.problems.add(message, line=line)
+
+    # -- top level ---------------------------------------------------------------
+
+    def plan(self) -> Plan | None:
+        d = self.data
+        check_keys(d, PLAN_KEYS, what="plan", problems=self.problems, line_of=self.top_line)
+        name = self.name()
+        base = self.opt_str("base")
+        setup = self.opt_str("setup")
+        agent = self.opt_str("agent")
+        max_parallel = self.int_at_least("max_parallel", 1, DEFAULT_MAX_PARALLEL)
+        escalate_after = self.int_at_least("escalate_after", 0, DEFAULT_ESCALATE_AFTER)
+        escalate_effort = d.get("escalate_effort", False)
+        if not isinstance(escalate_effort, bool):
+            self.add("`escalate_effort` must be true or false", "escalate_effort")
+        timeout = self.duration(d, "timeout", line_of=self.top_line) or DEFAULT_TIMEOUT
+        scope = self.choice("scope", ("error", "warn"))
+        clean = self.choice("clean", ("untracked", "all"))
+        verify = self.verify()
+        agents = parse_agents(
+            d.get("agents", {}),
+            problems=self.problems,
+            line_of=lambda k: self.src.table_line(k) or self.top_line("agents"),
+        )
+        tasks = self.tasks()
+        if self.problems.items:
+            return None
+        return Plan(
+            name=name,
+            source=self.source,
+            base=base,
+            max_parallel=max_parallel,
+            setup=setup,
+            verify=verify,
+            agent=agent,
+            timeout=timeout,
+            escalate_after=escalate_after,
+            escalate_effort=bool(escalate_effort),
+            scope=cast(Scope, scope),
+            clean=cast(Clean, clean),
+            agents=agents,
+            tasks=tasks,
+        )
+
+    def name(self) -> str:
+        if "name" in self.data:
+            name = self.data["name"]
+            if not isinstance(name, str):
+                self.add("`name` must be a string", "name")
+                return ""
+            why = name_problem(name)
+            if why:
+                self.add(f"plan name `{name}` is not valid: {why}", "name")
+            return name
+        name = self.source.stem
+        why = name_problem(name)
+        if why:
+            self.add(
+                f"plan name `{name}` (from the file name) is not valid: {why}; "
+                f'set `name = "..."` in the plan'
+            )
+        return name
+
+    def opt_str(self, key: str) -> str | None:
+        value = self.data.get(key)
+        if value is None:
+            return None
+        if not isinstance(value, str) or not value.strip():
+            self.add(f"`{key}` must be a non-empty string", key)
+            return None
+        return value
+
+    def int_at_least(self, key: str, low: int, default: int) -> int:
+        value = self.data.get(key, default)
+        if isinstance(value, bool) or not isinstance(value, int):
+            self.add(f"`{key}` must be a whole number, got {value!r}", key)
+            return default
+        if value < low:
+            self.add(f"`{key}` must be at least {low}, got {value}", key)
+            return default
+        return value
+
+    def choice(self, key: str, options: tuple[str, ...]) -> str:
+        value = self.data.get(key, options[0])
+        if value not in options:
+            wanted = " or ".join(f'"{o}"' for o in options)
+            self.add(f"`{key}` must be {wanted}, got {value!r}", key)
+            return options[0]
+        return str(value)
+
+    def duration(
+        self, table: Mapping[str, Any], key: str, *, line_of: Any, prefix: str = ""
+    ) -> float | None:
+        if key not in table:
+            return None
+        try:
+            return parse_duration(table[key])
+        except ValueError as exc:
+            self.problems.add(f"{prefix}`{key}`: {exc}", line=line_of(key))
+            return None
+
+    def verify(self) -> VerifyConfig | None:
+        header = self.src.table_line("verify")
+
+        def line_of(key: str) -> int | None:
+            if key in ("verify", "verify_reruns"):
+                return self.top_line(key)
+            found = self.src.key_line(key, header) if header else None
+            return found or self.src.table_line(f"verify.{key}") or header
+            # a lane named like a top-level key still points into [verify]
+
+        return parse_verify(
+            self.data.get("verify"),
+            reruns=self.data.get("verify_reruns"),
+            what="verify",
+            problems=self.problems,
+            line_of=line_of,
+        )
+
+    # -- tasks -------------------------------------------------------------------
+
+    def tasks(self) -> tuple[Task, ...]:
+        raw = self.data.get("task")
+        if raw is None:
+            self.add("no tasks: add at least one [[task]] with id, files and prompt or run")
+            return ()
+        if not isinstance(raw, list) or not all(isinstance(t, dict) for t in raw):
+            self.add("`task` must be written as [[task]] tables", "task")
+            return ()
+        tasks: list[Task] = []
+        headers: dict[str, int | None] = {}  # id -> header line of its first [[task]]
+        for n, table in enumerate(raw):
+            header = self.src.table_line("task", n)
+            tid = table.get("id")
+            if isinstance(tid, str) and tid in headers:
+                at = headers[tid]
+                self.problems.add(
+                    f"task `{tid}`: duplicate id (first used" + (f" at line {at})" if at else ")"),
+                    line=header,
+                )
+                continue
+            if isinstance(tid, str):
+                headers[tid] = header
+            task = self.task(n, table)
+            if task is not None:
+                tasks.append(task)
+        # Ids of tasks with other problems still count as known: a dependency on them
+        # is not a second problem.
+        self.check_deps(tasks, known=set(headers), headers=headers)
+        return tuple(tasks)
+
+    def task(self, n: int, table: dict[str, Any]) -> Task | None:
+        header = self.src.table_line("task", n)
+
+        def line_of(key: str) -> int | None:
+            return (self.src.key_line(key, header) if header else None) or header
+
+        raw_id = table.get("id")
+        if not isinstance(raw_id, str) or not raw_id:
+            label = f"task #{n + 1}"
+            if raw_id is None:
+                self.problems.add(f"{label}: missing `id`", line=header)
+            else:
+                self.problems.add(f"{label}: `id` must be a non-empty string", line=line_of("id"))
+            tid = None
+        else:
+            label = f"task `{raw_id}`"
+            tid = raw_id
+            why = ref_part_problem(raw_id)
+            if why:
+                self.problems.add(f"{label}: id is not valid: {why}", line=line_of("id"))
+                tid = None
+        before = len(self.problems.items)
+        check_keys(table, TASK_KEYS, what=label, problems=self.problems, line_of=line_of)
+
+        def opt(key: str) -> str | None:
+            value = table.get(key)
+            if value is None:
+                return None
+            if not isinstance(value, str) or not value.strip():
+                self.problems.add(f"{label}: `{key}` must be a non-empty string", line=line_of(key))
+                return None
+            return value
+
+        title = table.get("title", tid or "")
+        if not isinstance(title, str):
+            self.problems.add(f"{label}: `title` must be a string", line=line_of("title"))
+        prompt, run = opt("prompt"), opt("run")
+        if "prompt" not in table and "run" not in table:
+            self.problems.add(
+                f"{label}: needs `prompt` (an agent task) or `run` (a shell command)", line=header
+            )
+        elif "prompt" in table and "run" in table:
+            self.problems.add(
+                f"{label}: has both `prompt` and `run`; a task is one or the other",
+                line=line_of("run"),
+            )
+        files = self.files(table, label, line_of)
+        deps: list[str] = []
+        raw_deps = table.get("deps", [])
+        if not is_str_list(raw_deps):
+            self.problems.add(f"{label}: `deps` must be a list of task ids", line=line_of("deps"))
+        else:
+            deps = list(dict.fromkeys(raw_deps))  # a dep listed twice is one dep
+        estimate: float | None = None
+        if "estimate" in table:
+            value = table["estimate"]
+            if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+                self.problems.add(
+                    f"{label}: `estimate` must be a number above 0 (a relative size)",
+                    line=line_of("estimate"),
+                )
+            else:
+                estimate = float(value)
+        timeout = self.duration(table, "timeout", line_of=line_of, prefix=f"{label}: ")
+        check, agent = opt("check"), opt("agent")
+        if tid is None or len(self.problems.items) > before:
+            return None
+        return Task(
+            id=tid,
+            title=str(title) or tid,
+            prompt=prompt,
+            run=run,
+            files=files,
+            deps=tuple(deps),
+            check=check,
+            agent=agent,
+            timeout=timeout,
+            estimate=estimate,
+        )
+
+    def files(self, table: dict[str, Any], label: str, line_of: Any) -> tuple[str, ...]:
+        raw = table.get("files")
+        line = line_of("files")
+        if raw is None:
+            self.problems.add(
+                f"{label}: missing `files` (what the task may change; `.` for everything)",
+                line=line,
+            )
+            return ()
+        if not is_str_list(raw):
+            self.problems.add(f"{label}: `files` must be a list of paths or globs", line=line)
+            return ()
+        if not raw:
+            self.problems.add(
+                f"{label}: `files` is empty; list what the task may change", line=line
+            )
+            return ()
+        out: list[str] = []
+        for entry in raw:
+            if entry.startswith(("/", "~")) or (len(entry) > 1 and entry[1] == ":"):
+                self.problems.add(
+                    f"{label}: `files` entry {entry!r} is absolute; use a path inside the repository",
+                    line=line,
+                )
+            elif ".." in entry.split("/"):
+                self.problems.add(
+                    f"{label}: `files` entry {entry!r} contains `..`; use a path inside the repository",
+                    line=line,
+                )
+            elif not entry.strip():
+                self.problems.add(f"{label}: `files` has an empty entry", line=line)
+            else:
+                out.append(normalize_pattern(entry))
+        return tuple(dict.fromkeys(out))
+
+    def check_deps(
+        self, tasks: list[Task], *, known: set[str], headers: Mapping[str, int | None]
+    ) -> None:
+        from forge.dag import find_cycle_in
+
+        for t in tasks:
+            header = headers.get(t.id)
+            line = (self.src.key_line("deps", header) if header else None) or header
+            for dep in t.deps:
+                if dep not in known:
+                    listing = ", ".join(sorted(known))
+                    self.problems.add(
+                        f"task `{t.id}`: unknown dependency `{dep}` (tasks: {listing})", line=line
+                    )
+        order = {t.id: n for n, t in enumerate(tasks)}
+        cycle = find_cycle_in({t.id: t.deps for t in tasks}, order)
+        if cycle:
+            self.problems.add(f"dependency cycle: {' -> '.join(cycle)}", line=headers.get(cycle[0]))

@@ -1,0 +1,125 @@
+"""Crash recovery: what a run finds when it starts after a runner that is gone.
+
+A task left RUNNING by a dead runner: its leftover processes are stopped, uncommitted
+work in its worktree is committed to a salvage ref (named), and it becomes
+INTERRUPTED, or MERGED if its work had already reached integration (a run killed
+between `update-ref` and its state write): nothing is merged twice.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+from forge import proc, worktrees
+from forge.git import Repository
+from forge.integrate import is_ancestor
+from forge.liveness import Owner
+from forge.plan import Plan
+from forge.runstate import FAILURES, RunState, StateStore, Status, TaskState
+
+DEFAULT_GRACE = 5.0
+
+
+def grace_seconds() -> float:
+    """Seconds between TERM and KILL when stopping an agent (FORGE_GRACE to change)."""
+    try:
+        return float(os.environ.get("FORGE_GRACE", DEFAULT_GRACE))
+    except ValueError:
+        return DEFAULT_GRACE
+
+
+def recover(
+    repo: Repository,
+    plan: Plan,
+    state: RunState,
+    store: StateStore,
+    *,
+    on_event: Callable[[str], None] = lambda _m: None,
+) -> list[str]:
+    notes: list[str] = []
+    integration = repo.ref_value(state.integration)
+    for ts in state.tasks.values():
+        if ts.status == Status.RUNNING:
+            notes += _recover_running(repo, plan, state, ts)
+        if ts.status != Status.MERGED and integration and _landed(repo, ts, integration):
+            ts.status, ts.reason = Status.MERGED, ""
+            ts.merged_commit = integration
+            if ts.last is not None:
+                ts.last.status, ts.last.reason = Status.MERGED, ""
+            notes.append(f"{ts.id}: its merge had landed before the crash; recorded as MERGED")
+    for note in notes:
+        on_event(note)
+    store.save(state)
+    return notes
+
+
+def _landed(repo: Repository, ts: TaskState, integration: str) -> bool:
+    last = ts.last
+    if last is None or not last.commit or last.commit == ts.base:
+        return False
+    return is_ancestor(repo, last.commit, integration)
+
+
+def _recover_running(repo: Repository, plan: Plan, state: RunState, ts: TaskState) -> list[str]:
+    notes = []
+    runner = Owner.from_dict(ts.runner) if ts.runner else None
+    who = runner.describe() if runner else "an earlier run"
+    last = ts.last
+    if last is not None:
+        pids = proc.find_tagged(last.tag) if last.tag else []
+        groups = {last.pgid} if last.pgid else set()
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                groups.add(os.getpgid(pid))
+        for pgid in groups:
+            proc.stop_group(pgid, grace=grace_seconds(), tag=last.tag)
+        if groups or pids:
+            notes.append(f"{ts.id}: stopped {len(pids) or len(groups)} leftover process(es)")
+        last.status = Status.INTERRUPTED
+        last.reason = f"the run was killed ({who} is gone)"
+        last.pgid = None
+    ts.status = Status.INTERRUPTED
+    ts.reason = f"the run was killed ({who} is gone)"
+    ts.runner = None
+    return notes
+
+
+def reset_for_attempt(
+    repo: Repository, plan: Plan, ts: TaskState, path: Path, *, fresh: bool
+) -> tuple[str, str | None]:
+    """Bring the task's branch to where the next attempt starts, in its slot at `path`.
+
+    An attempt that never reached a verdict (interrupted, killed, infrastructure) is
+    void: what it left, committed or not, goes to a salvage ref first, then the branch
+    goes back to the last judged work (the last failed attempt's commit, so a retry
+    fixes its own work) or to the pinned base (first attempt, or --fresh).
+    Returns (start commit, salvage ref or None).
+    """
+    assert ts.base is not None and ts.branch is not None
+    judged = [a for a in ts.attempts[:-1] if a.status in FAILURES and a.commit]
+    start = ts.base if fresh or not judged else str(judged[-1].commit)
+    salvaged = worktrees.salvage(repo, path, plan=plan.name, task=ts.id)
+    if salvaged:  # its work is safe in the ref: clear the tree for the next attempt
+        repo.git("reset", "--quiet", "--hard", cwd=path)
+        repo.git("clean", "-fdq", cwd=path)
+    head = repo.ref_value(ts.branch) or ts.base
+    if salvaged is None and head != start and not is_ancestor(repo, head, start):
+        salvaged = _salvage_commit(repo, plan.name, ts.id, head)
+    if salvaged:
+        ts.salvage.append(salvaged)
+    if head != start:
+        worktrees.detach(repo, path)
+        repo.update_ref(ts.branch, start, head, message="forge: reset task branch")
+    return start, salvaged
+
+
+def _salvage_commit(repo: Repository, plan: str, task: str, commit: str) -> str:
+    n = 1
+    while repo.ref_value(f"refs/forge/salvage/{plan}/{task}/{n}") is not None:
+        n += 1
+    ref = f"refs/forge/salvage/{plan}/{task}/{n}"
+    repo.update_ref(ref, commit, None, message="forge: salvage")
+    return ref

@@ -1,0 +1,132 @@
+"""Worktree slots: each running task has a worktree of its own, but worktrees are
+reused across tasks. Adding a worktree costs ~1 s on a large repository and
+moving one to another commit ~0.1 s, so a slot is moved, not recreated.
+
+A slot is never moved while it holds uncommitted work; work that must be removed
+is first committed to a salvage ref (forge's identity, no hooks), and the ref named.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+from pathlib import Path
+
+from forge.errors import ForgeError
+from forge.git import Repository
+from forge.integrate import identity_env
+
+
+def prune(repo: Repository) -> None:
+    """Forget registrations of worktrees whose folders are gone (a crash, an rm -rf)."""
+    repo.try_git("worktree", "prune")
+
+
+def is_worktree(path: Path) -> bool:
+    return (path / ".git").is_file()
+
+
+def add(repo: Repository, path: Path, commit: str) -> None:
+    if path.exists() and not is_worktree(path):
+        if any(path.iterdir()):
+            raise ForgeError(f"{path} exists and is not a forge worktree; move it away")
+        path.rmdir()
+    if not path.exists():
+        prune(repo)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        repo.git("worktree", "add", "--quiet", "--detach", str(path), commit)
+
+
+def dirty_paths(path: Path, repo: Repository) -> list[str]:
+    out = repo.git("status", "--porcelain", "--untracked-files=all", cwd=path)
+    return [line[3:] for line in out.splitlines() if line.strip()]
+
+
+def move(repo: Repository, path: Path, branch: str, *, clean_all: bool) -> None:
+    """Check `branch` out in the slot at `path`, rewriting only the files that differ.
+
+    Ignored files (installed dependencies, caches) are kept unless `clean_all`, so
+    a slot's setup runs once, not once per task.
+    """
+    dirty = dirty_paths(path, repo)
+    if dirty:
+        raise ForgeError(
+            f"worktree {path} holds uncommitted work ({', '.join(dirty[:5])}); "
+            "forge will not move it"
+        )
+    short = branch.removeprefix("refs/heads/")
+    repo.git("checkout", "--quiet", "--force", "--no-recurse-submodules", short, cwd=path)
+    repo.git("clean", "-fdqx" if clean_all else "-fdq", cwd=path)
+
+
+def detach(repo: Repository, path: Path) -> None:
+    """Let go of the branch (so it can be deleted or checked out elsewhere); files stay."""
+    if is_worktree(path):
+        repo.try_git("checkout", "--quiet", "--detach", cwd=path)
+
+
+def commit_all(repo: Repository, path: Path, message: str) -> str | None:
+    """Commit whatever is in the worktree onto its HEAD with plumbing (no hooks run:
+    the task's check and the verification are forge's gates, and a user's
+    pre-commit hook may be slow, interactive or forge's own). None: nothing to commit."""
+    repo.git("add", "--all", cwd=path)
+    tree = repo.git("write-tree", cwd=path).strip()
+    head = repo.git("rev-parse", "HEAD", cwd=path).strip()
+    if tree == repo.tree_of(head):
+        return None
+    env = identity_env(repo)
+    commit = repo.git("commit-tree", tree, "-p", head, "-m", message, cwd=path, env=env).strip()
+    # HEAD may be a branch (a task) or detached (salvage of a bare slot).
+    branch = repo.try_git("symbolic-ref", "--quiet", "HEAD", cwd=path).stdout.strip()
+    if branch:
+        repo.update_ref(branch, commit, head, message=message)
+    else:
+        repo.git("update-ref", "--no-deref", "HEAD", commit, head, cwd=path)
+    return commit
+
+
+def salvage(repo: Repository, path: Path, *, plan: str, task: str) -> str | None:
+    """Commit uncommitted work in `path` to refs/forge/salvage/<plan>/<task>/<n>
+    without moving the worktree's branch. Returns the ref, or None if clean."""
+    if not is_worktree(path) or not dirty_paths(path, repo):
+        return None
+    index = path / ".." / f".forge-salvage-index-{os.getpid()}"
+    env = {**identity_env(repo), "GIT_INDEX_FILE": str(index.resolve())}
+    try:
+        head = repo.git("rev-parse", "HEAD", cwd=path).strip()
+        repo.git("read-tree", head, cwd=path, env=env)
+        repo.git("add", "--all", cwd=path, env=env)
+        tree = repo.git("write-tree", cwd=path, env=env).strip()
+        commit = repo.git(
+            "commit-tree", tree, "-p", head, "-m", f"forge: salvage of {plan}/{task}",
+            cwd=path, env=env,
+        ).strip()
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            index.resolve().unlink()
+    n = 1
+    while repo.ref_value(f"refs/forge/salvage/{plan}/{task}/{n}") is not None:
+        n += 1
+    ref = f"refs/forge/salvage/{plan}/{task}/{n}"
+    repo.update_ref(ref, commit, None, message="forge: salvage")
+    return ref
+
+
+def remove(repo: Repository, path: Path) -> None:
+    """Remove a worktree. Callers salvage first: this discards what is in it."""
+    if is_worktree(path):
+        repo.try_git("worktree", "remove", "--force", "--force", str(path))
+    if path.exists():
+        shutil.rmtree(path, ignore_errors=True)
+    prune(repo)
+
+
+def disk_usage(path: Path) -> int:
+    """Bytes used under `path` (not following links)."""
+    total = 0
+    for root, _dirs, files in os.walk(path):
+        for name in files:
+            with contextlib.suppress(OSError):
+                total += os.lstat(os.path.join(root, name)).st_size
+    return total
