@@ -264,7 +264,9 @@ class _Reader:
         out: dict[str, list[Any]] = {}
         for kind, item in value.items():
             if kind not in INFRA_KINDS:
-                self.problems.append(f"{key}: unknown kind {kind!r} (known: {', '.join(INFRA_KINDS)})")
+                self.problems.append(
+                    f"{key}: unknown kind {kind!r} (known: {', '.join(INFRA_KINDS)})"
+                )
                 continue
             out[kind] = list(item) if isinstance(item, list) else [item]
         return out
@@ -336,7 +338,9 @@ def _merge_over_preset(preset: Mapping[str, Any], table: Mapping[str, Any]) -> d
     return merged
 
 
-def resolve(spec: AgentSpec | str, defs: Mapping[str, Mapping[str, Any]]) -> tuple[AgentDef, AgentSpec]:
+def resolve(
+    spec: AgentSpec | str, defs: Mapping[str, Mapping[str, Any]]
+) -> tuple[AgentDef, AgentSpec]:
     """The definition of `spec`'s agent and the spec with its defaults filled in.
 
     `defs` holds the raw `[agents.NAME]` tables, plan ones already merged over

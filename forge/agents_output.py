@@ -14,6 +14,7 @@ the task should be split (`is_context_overflow` lets the runner say so).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 from collections.abc import Iterator, Sequence
@@ -128,9 +129,8 @@ def _error_texts(obj: dict[str, Any]) -> list[str]:
     if kind == "result" and obj.get("is_error"):  # Claude: branch on is_error, not subtype
         out.append(str(obj.get("result") or obj.get("subtype") or "error"))
         out.extend(str(e) for e in obj.get("errors") or [] if e)
-    if kind in ("error", "turn.failed"):  # Codex
-        if obj.get("message"):
-            out.append(str(obj["message"]))
+    if kind in ("error", "turn.failed") and obj.get("message"):  # Codex
+        out.append(str(obj["message"]))
     err = obj.get("error")
     if isinstance(err, dict) and (kind in ("error", "turn.failed", "result") or kind is None):
         code = err.get("code") or err.get("status")
@@ -181,7 +181,9 @@ def classify_failure(
     outages; only a failed spawn counts there.
     """
     if spawn_error is not None:
-        return InfraFailure("binary-missing", f"agent {defn.name} could not start: {spawn_error}", None)
+        return InfraFailure(
+            "binary-missing", f"agent {defn.name} could not start: {spawn_error}", None
+        )
     if defn.script or (returncode == 0 and not defn.infra_on_success):
         return None
     texts, resets, _ = _signals(output)
@@ -197,7 +199,9 @@ def classify_failure(
     return InfraFailure(kind, message[:300], retry)
 
 
-def _match(defn: AgentDef, returncode: int | None, texts: list[str]) -> tuple[str | None, str | None]:
+def _match(
+    defn: AgentDef, returncode: int | None, texts: list[str]
+) -> tuple[str | None, str | None]:
     last = texts[-1] if texts else f"exit {returncode}"
     if returncode in (126, 127):
         for text in reversed(texts):
@@ -270,8 +274,10 @@ def parse_retry_duration(text: str) -> float | None:
 
 
 def _retry_after(texts: list[str], resets: list[tuple[float, bool]], now: float) -> float | None:
-    if resets:
-        return max(0.0, max(epoch for epoch, _ in resets) - now)
+    # Only a rejecting event's reset time counts: "allowed" events carry one too.
+    rejected = [epoch for epoch, is_rejected in resets if is_rejected]
+    if rejected:
+        return max(0.0, max(rejected) - now)
     for text in reversed(texts):
         if m := _RESETS_IN_SECONDS.search(text):
             return float(m.group(1))
@@ -298,12 +304,12 @@ def _until_claude_reset(m: re.Match[str], now: float) -> float | None:
     weekday, hour, minute, ampm, zone = m.groups()
     tz: tzinfo = _local_tz(now)
     if zone:
-        try:
+        with contextlib.suppress(ZoneInfoNotFoundError, ValueError):
             tz = ZoneInfo(zone.strip())
-        except (ZoneInfoNotFoundError, ValueError):
-            pass
     current = datetime.fromtimestamp(now, tz)
-    target = current.replace(hour=_hour(int(hour), ampm), minute=int(minute or 0), second=0, microsecond=0)
+    target = current.replace(
+        hour=_hour(int(hour), ampm), minute=int(minute or 0), second=0, microsecond=0
+    )
     if weekday:
         days = (_WEEKDAYS.index(weekday[:3].lower()) - target.weekday()) % 7
         target += timedelta(days=days)
@@ -321,7 +327,9 @@ def _until_codex_reset(m: re.Match[str], now: float) -> float | None:
         if month[:3].lower() not in _MONTHS:
             return None
         try:
-            target = datetime(int(year), _MONTHS.index(month[:3].lower()) + 1, int(day), h, mi, tzinfo=tz)
+            target = datetime(
+                int(year), _MONTHS.index(month[:3].lower()) + 1, int(day), h, mi, tzinfo=tz
+            )
         except ValueError:
             return None
         return max(0.0, target.timestamp() - now)
@@ -422,7 +430,9 @@ def _gemini_usage(dicts: list[dict[str, Any]]) -> Usage | None:
             prompt = tokens.get("prompt", tokens.get("input"))
             inputs = _add(inputs, _int(prompt))
             # Thinking is billed as output.
-            outputs = _add(outputs, _add(_int(tokens.get("candidates")), _int(tokens.get("thoughts"))))
+            outputs = _add(
+                outputs, _add(_int(tokens.get("candidates")), _int(tokens.get("thoughts")))
+            )
         return Usage(None, inputs, outputs)
     return None
 
@@ -434,8 +444,8 @@ def _aider_usage(output: str) -> Usage | None:
     inputs = outputs = 0
     cost: float | None = None
     for m in matches:
-        sent, cache_write, cache_hit, received, _msg_cost, session_cost = m.groups()
-        inputs += _count(sent) + sum(_count(x) for x in (cache_write, cache_hit) if x)
+        sent, _write, _hit, received, _msg_cost, session_cost = m.groups()
+        inputs += _count(sent)
         outputs += _count(received)
         if session_cost:
             cost = float(session_cost.replace(",", ""))  # running total: the last one wins

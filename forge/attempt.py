@@ -175,13 +175,19 @@ def _steps(
         ctx.slots.mark_setup(slot)
 
     outcome = _run_work(ctx, task, ts, attempt, attempt_dir, path, spec=spec)
+    message = f"forge: {ctx.plan.name}/{task.id} attempt {attempt.number}\n\n{task.title}"
     if outcome is not None:
+        if outcome.status in (Status.FAILED, Status.TIMEOUT):
+            # Keep what a judged attempt left, so the retry fixes its own work.
+            commit = worktrees.commit_all(repo, path, message + "\n\n(failed attempt)")
+            if commit:
+                attempt.commit = commit
+                attempt.diff_hash = _diff_hash(repo, ts.base, commit)
         return outcome
     faults.point("after-agent")
 
-    commit = worktrees.commit_all(
-        repo, path, f"forge: {ctx.plan.name}/{task.id} attempt {attempt.number}\n\n{task.title}"
-    )
+    commit = worktrees.commit_all(repo, path, message)
+    faults.point("after-commit")
     head = commit or start_head
     if head == start_head:
         return Outcome(Status.FAILED, "no changes")
@@ -195,8 +201,7 @@ def _steps(
         if ctx.plan.scope != "warn":
             return Outcome(Status.FAILED, msg)
         ts.warnings.append(msg)
-    diff = repo.git("diff", "--binary", ts.base, head)
-    attempt.diff_hash = hashlib.sha256(diff.encode()).hexdigest()
+    attempt.diff_hash = _diff_hash(repo, ts.base, head)
     judged = [a for a in ts.attempts[:-1] if a.status in FAILURES and a.diff_hash]
     if judged and judged[-1].diff_hash == attempt.diff_hash:
         return Outcome(Status.FAILED, "no progress: the same change as the last failed attempt")
@@ -335,6 +340,10 @@ def _group(
         argv, cwd=cwd, log_path=log, env=env, timeout=timeout, grace=grace_seconds(),
         stop=ctx.stop, on_start=started, tag=attempt.tag, input_path=input_path,
     )
+
+
+def _diff_hash(repo: Repository, base: str, head: str) -> str:
+    return hashlib.sha256(repo.git("diff", "--binary", base, head).encode()).hexdigest()
 
 
 def _check_stop(ctx: RunContext) -> None:

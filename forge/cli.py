@@ -31,7 +31,9 @@ app.add_typer(hooks_app, name="hooks")
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")]
 PlanArg = Annotated[
     str | None,
-    typer.Argument(help="Plan name or plan file (may be left out when there is one plan)."),
+    typer.Argument(
+        metavar="PLAN", help="Plan name or plan file (may be left out when there is one plan)."
+    ),
 ]
 PlanOpt = Annotated[str | None, typer.Option("--plan", help="Plan name or plan file.")]
 
@@ -111,7 +113,7 @@ def run(
 
 @app.command()
 def retry(
-    task: Annotated[str, typer.Argument(help="The task to run again.")],
+    task: Annotated[str, typer.Argument(metavar="TASK", help="The task to run again.")],
     plan_ref: PlanOpt = None,
     agent: Annotated[
         str | None, typer.Option("--agent", help="Agent spec name[:model[:effort]] from now on.")
@@ -133,7 +135,7 @@ def retry(
 
 @app.command()
 def verify(
-    rev: Annotated[str | None, typer.Argument(help="Commit to verify.")] = None,
+    rev: Annotated[str | None, typer.Argument(metavar="REV", help="Commit to verify.")] = None,
     plan_ref: PlanOpt = None,
     force: Annotated[bool, typer.Option("--force", help="Ignore a remembered verdict.")] = False,
     as_json: JsonOpt = False,
@@ -144,7 +146,7 @@ def verify(
 
 @app.command()
 def status(
-    target: Annotated[str | None, typer.Argument(help="Plan, or a task of the plan.")] = None,
+    target: Annotated[str | None, typer.Argument(metavar="PLAN|TASK", help="Plan, or a task of the plan.")] = None,
     plan_ref: PlanOpt = None,
     as_json: JsonOpt = False,
 ) -> None:

@@ -87,7 +87,12 @@ CLAUDE: dict[str, Any] = {
             r"Credit balance is too low",
             r"usage limit reached",
         ],
-        "rate-limit": [r"rate_limit_error", r"\b429\b", r"overloaded_error", r"\b529\b"],
+        "rate-limit": [
+            r"rate_limit_error",
+            r"API Error: 429",
+            r"overloaded_error",
+            r"API Error: 529",
+        ],
         "network": [r"API Error: Connection error", r"Request timed out"],
     },
 }
@@ -218,7 +223,7 @@ GEMINI: dict[str, Any] = {
     "infra_patterns": {
         "auth": [r"Please set an Auth method", r"API key not valid"],
         "quota": [r"RESOURCE_EXHAUSTED", r"exceeded your current quota"],
-        "rate-limit": [r"Please wait and try again later", r"Status: 429", r"\b429\b"],
+        "rate-limit": [r"Please wait and try again later", r"Status: 429", r"status 429:"],
         "network": [r"ECONNRESET", r"ETIMEDOUT", r"ENOTFOUND", r"EAI_AGAIN", r"fetch failed"],
     },
 }

@@ -1,0 +1,101 @@
+"""Helpers for tests that run plans end to end through the real CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from conftest import forge_cmd, git, run_forge
+
+
+def write_plan(tmp: Path, body: str, *, name: str = "p") -> Path:
+    path = tmp / f"{name}.toml"
+    path.write_text(f'name = "{name}"\n' + body)
+    return path
+
+
+def plan_and_run(repo: Path, plan: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    cp = run_forge(repo, "plan", str(plan))
+    assert cp.returncode == 0, cp.stderr
+    return run_forge(repo, "run", *args)
+
+
+def state(repo: Path, plan: str = "p") -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(
+        (repo / ".git" / "forge" / "plans" / plan / "state.json").read_text()
+    )
+    return data
+
+
+def statuses(repo: Path, plan: str = "p") -> dict[str, str]:
+    return {tid: t["status"] for tid, t in state(repo, plan)["tasks"].items()}
+
+
+def user_view(repo: Path) -> tuple[str, str, str, bytes]:
+    """What the user sees: branch, HEAD, status, and the index file itself."""
+    return (
+        git(repo, "symbolic-ref", "HEAD"),
+        git(repo, "rev-parse", "HEAD"),
+        git(repo, "status", "--porcelain", "--untracked-files=all"),
+        (repo / ".git" / "index").read_bytes(),
+    )
+
+
+def wait_for(cond: Callable[[], bool], *, timeout: float = 30.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.02)
+
+
+def spawn_forge(cwd: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        forge_cmd(*args),
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat[stat.rindex(")") + 2] != "Z"
+
+
+def tagged(tag_fragment: str) -> list[int]:
+    """Live processes whose environment carries a FORGE_PROC_TAG containing the fragment."""
+    found = []
+    needle = f"FORGE_PROC_TAG={tag_fragment}".encode()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            env = (entry / "environ").read_bytes()
+        except OSError:
+            continue
+        if needle in env and alive(int(entry.name)):
+            found.append(int(entry.name))
+    return found
+
+
+def merge_count(repo: Path, task: str, plan: str = "p") -> int:
+    log = git(repo, "log", "--format=%s", f"forge/{plan}-integration")
+    return sum(1 for line in log.splitlines() if line.startswith(f"forge: merge {plan}/{task} "))
+
+
+def kill9(p: subprocess.Popen[str]) -> None:
+    p.send_signal(signal.SIGKILL)
+    p.wait(timeout=30)

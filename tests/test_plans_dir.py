@@ -1,0 +1,33 @@
+"""Every example plan in plans/ stays valid: it loads, and its waves compute."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from forge.dag import compute_waves, critical_path
+from forge.plan import load_plan
+
+PLANS = sorted((Path(__file__).resolve().parent.parent / "plans").glob("*.toml"))
+
+
+def test_there_is_an_example() -> None:
+    assert any(p.name == "example.toml" for p in PLANS)
+
+
+@pytest.mark.parametrize("path", PLANS, ids=[p.name for p in PLANS])
+def test_plan_is_valid(path: Path) -> None:
+    plan = load_plan(path)
+    waves = compute_waves(plan)
+    assert sorted(t for w in waves.waves for t in w) == sorted(plan.task_ids)
+    assert set(critical_path(plan)) == set(plan.task_ids)
+
+
+def test_example_shows_what_it_promises() -> None:
+    plan = load_plan(Path(__file__).resolve().parent.parent / "plans" / "example.toml")
+    waves = compute_waves(plan)
+    assert any(t.deps for t in plan.tasks)  # dependencies
+    assert waves.deferrals  # an overlap that causes a deferral
+    assert any(t.is_shell for t in plan.tasks)  # a shell task
+    assert any(t.prompt for t in plan.tasks)  # a prompt task
