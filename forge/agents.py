@@ -431,9 +431,10 @@ def agent_env(
 ) -> dict[str, str]:
     """The variables an attempt adds to `proc.clean_env()`.
 
-    `state_dir` is a directory of the runner's, outside the worktree, for this
-    task's agent (e.g. `<plan>/agents/<task>`); it is created, with the
-    directories of `isolate_env` and the parents of `env` paths under it.
+    `state_dir` is a directory of the runner's for agents' state, outside any
+    worktree; all tasks of a plan may share it (the presets put `{task}` in the
+    paths under it). It is created, with the directories of `isolate_env` and
+    the parents of `env` paths that use it.
 
     Per-task config dirs (`isolate_env`: CLAUDE_CONFIG_DIR, CODEX_HOME,
     GEMINI_CLI_HOME) are set only when one of `isolate_when` (an API key) is in

@@ -65,6 +65,8 @@ _CONTEXT_OVERFLOW = re.compile(
     r"|context[ _-]?(?:window|length)[ _-]?exceeded|exceeds? the (?:model's )?context (?:window|length)",
     re.IGNORECASE,
 )
+# What proc.run_group logs when the program cannot be started (it then returns 127).
+_SPAWN_FAILED = re.compile(r"^forge: cannot run `.*$", re.MULTILINE)
 _MISSING_BINARY = re.compile(
     r"command not found|no such file or directory|not found|permission denied", re.IGNORECASE
 )
@@ -184,6 +186,9 @@ def classify_failure(
         return InfraFailure(
             "binary-missing", f"agent {defn.name} could not start: {spawn_error}", None
         )
+    spawn = _SPAWN_FAILED.search(output[-_SCAN_BYTES:]) if returncode == 127 else None
+    if spawn is not None:
+        return InfraFailure("binary-missing", spawn.group(0).strip(), None)
     if defn.script or (returncode == 0 and not defn.infra_on_success):
         return None
     texts, resets, _ = _signals(output)

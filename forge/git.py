@@ -118,7 +118,14 @@ def discover(start: Path | None = None) -> Repository:
     here = (start or Path.cwd()).resolve()
     check_git_version()
     cp = proc.run(
-        ["git", "rev-parse", "--is-bare-repository", "--show-toplevel", "--git-common-dir"],
+        [
+            "git",
+            "rev-parse",
+            "--path-format=absolute",
+            "--is-bare-repository",
+            "--show-toplevel",
+            "--git-common-dir",
+        ],
         cwd=here,
         check=False,
     )

@@ -259,6 +259,7 @@ class _Checker:
         self.src = src
         self.problems = problems
         self.source = source
+        self.dep_map: dict[str, tuple[str, ...]] = {}  # task id -> deps, in plan order
 
     def top_line(self, key: str) -> int | None:
         return self.src.key_line(key) or self.src.table_line(key)
@@ -415,7 +416,7 @@ class _Checker:
                 tasks.append(task)
         # Ids of tasks with other problems still count as known: a dependency on them
         # is not a second problem.
-        self.check_deps(tasks, known=set(headers), headers=headers)
+        self.check_deps(known=set(headers), headers=headers)
         return tuple(tasks)
 
     def task(self, n: int, table: dict[str, Any]) -> Task | None:
@@ -471,6 +472,10 @@ class _Checker:
             self.problems.add(f"{label}: `deps` must be a list of task ids", line=line_of("deps"))
         else:
             deps = list(dict.fromkeys(raw_deps))  # a dep listed twice is one dep
+        if tid is not None:
+            # Dependencies are checked for every task with an id, even one with other
+            # problems, so a cycle through it is reported in the same pass.
+            self.dep_map[tid] = tuple(deps)
         estimate: float | None = None
         if "estimate" in table:
             value = table["estimate"]
@@ -533,21 +538,19 @@ class _Checker:
                 out.append(normalize_pattern(entry))
         return tuple(dict.fromkeys(out))
 
-    def check_deps(
-        self, tasks: list[Task], *, known: set[str], headers: Mapping[str, int | None]
-    ) -> None:
+    def check_deps(self, *, known: set[str], headers: Mapping[str, int | None]) -> None:
         from forge.dag import find_cycle_in
 
-        for t in tasks:
-            header = headers.get(t.id)
+        for tid, deps in self.dep_map.items():
+            header = headers.get(tid)
             line = (self.src.key_line("deps", header) if header else None) or header
-            for dep in t.deps:
+            for dep in deps:
                 if dep not in known:
                     listing = ", ".join(sorted(known))
                     self.problems.add(
-                        f"task `{t.id}`: unknown dependency `{dep}` (tasks: {listing})", line=line
+                        f"task `{tid}`: unknown dependency `{dep}` (tasks: {listing})", line=line
                     )
-        order = {t.id: n for n, t in enumerate(tasks)}
-        cycle = find_cycle_in({t.id: t.deps for t in tasks}, order)
+        order = {tid: n for n, tid in enumerate(self.dep_map)}
+        cycle = find_cycle_in(self.dep_map, order)
         if cycle:
             self.problems.add(f"dependency cycle: {' -> '.join(cycle)}", line=headers.get(cycle[0]))

@@ -72,7 +72,7 @@ CLAUDE: dict[str, Any] = {
     "root_env": {"IS_SANDBOX": "1"},
     # Parallel runs corrupt the shared ~/.claude.json; a config dir per task
     # avoids it. Only with a key in the environment: a fresh dir holds no login.
-    "isolate_env": {"CLAUDE_CONFIG_DIR": "{state_dir}/claude"},
+    "isolate_env": {"CLAUDE_CONFIG_DIR": "{state_dir}/{task}/claude"},
     "isolate_when": ["ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN"],
     "infra_patterns": {
         "auth": [
@@ -130,7 +130,7 @@ CODEX: dict[str, Any] = {
     "usage_format": "codex",
     # CODEX_HOME holds SQLite state that parallel runs contend on. exec reads
     # CODEX_API_KEY; without it the login lives in CODEX_HOME and must stay.
-    "isolate_env": {"CODEX_HOME": "{state_dir}/codex"},
+    "isolate_env": {"CODEX_HOME": "{state_dir}/{task}/codex"},
     "isolate_when": ["CODEX_API_KEY"],
     "infra_patterns": {
         "auth": [
@@ -182,8 +182,8 @@ AIDER: dict[str, Any] = {
     "usage_format": "aider",
     "infra_on_success": True,
     "env": {
-        "AIDER_CHAT_HISTORY_FILE": "{state_dir}/aider/chat-history.md",
-        "AIDER_INPUT_HISTORY_FILE": "{state_dir}/aider/input-history",
+        "AIDER_CHAT_HISTORY_FILE": "{state_dir}/{task}/aider/chat-history.md",
+        "AIDER_INPUT_HISTORY_FILE": "{state_dir}/{task}/aider/input-history",
     },
     # The repo map's tag cache (`.aider.tags.cache.v4/`) lands in the worktree.
     "ignore_paths": [".aider*"],
@@ -217,7 +217,7 @@ GEMINI: dict[str, Any] = {
     "default_model": "flash",
     "usage_format": "gemini",
     "env": {"GEMINI_TELEMETRY_ENABLED": "false"},
-    "isolate_env": {"GEMINI_CLI_HOME": "{state_dir}/gemini"},
+    "isolate_env": {"GEMINI_CLI_HOME": "{state_dir}/{task}/gemini"},
     "isolate_when": ["GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_GENAI_USE_VERTEXAI"],
     "infra_exit_codes": {"auth": [41]},
     "infra_patterns": {

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from forge import hold as holds
-from forge import recovery
+from forge import proc, recovery
 from forge.attempt import Outcome, RunContext, run_attempt
 from forge.errors import ExitCode, ForgeError
 from forge.git import Repository
@@ -84,6 +84,9 @@ def run_plan(
     on_event: Callable[[str], None] = lambda _m: None,
 ) -> RunReport:
     plan = recorded.plan
+    # Orphaned grandchildren of agents re-parent to forge, so a stopped group can be
+    # reaped to the last process instead of lingering as zombies of init.
+    proc.become_subreaper()
     with plan_lock(repo.state, plan.name, command="forge run") as owner:
         store = StateStore(repo.state, plan.name)
         state = store.load([t.id for t in plan.tasks])

@@ -387,3 +387,13 @@ def test_repo_config_problems(tmp_path: Path, text: str, fragment: str, line: in
     hits = [p for p in info.value.problems if fragment in p]
     assert hits, info.value.problems
     assert hits[0].startswith(f"{tmp_path / 'forge.toml'}:{line}: "), hits[0]
+
+
+def test_cycle_through_a_task_with_other_problems_is_still_reported(tmp_path: Path) -> None:
+    problems = problems_of(
+        tmp_path,
+        '[[task]]\nid = "b"\nfiles = ["src"]\ndeps = ["c"]\n'
+        '[[task]]\nid = "c"\nrun = "true"\nfiles = ["x"]\ndeps = ["b"]\n',
+    )
+    assert any("needs `prompt`" in p for p in problems)
+    assert any(p.endswith(":1: dependency cycle: b -> c -> b") for p in problems), problems
