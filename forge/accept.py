@@ -43,9 +43,11 @@ def accept(repo: Repository, plan: str, *, merge: bool) -> str:
     note = f" ({len(unmerged)} task(s) not merged: {', '.join(unmerged)})" if unmerged else ""
     if is_ancestor(repo, head, user_head):
         return f"{branch} already contains {short}{note}"
+    orig_head = repo.ref_value("ORIG_HEAD")
     if is_ancestor(repo, user_head, head):
         cp = repo.try_git("merge", "--ff-only", "--quiet", head)
         if cp.returncode != 0:
+            _restore_orig_head(repo, orig_head)
             raise ForgeError(f"git refused to fast-forward {branch}: {_why(cp)}")
         return f"fast-forwarded {branch} to {short} ({head[:12]}){note}"
     if not merge:
@@ -56,10 +58,29 @@ def accept(repo: Repository, plan: str, *, merge: bool) -> str:
     cp = repo.try_git("merge", "--no-ff", "--quiet", "-m", f"forge: accept plan {plan}", head)
     if cp.returncode != 0:
         repo.try_git("merge", "--abort")
+        _restore_orig_head(repo, orig_head)
         raise ForgeError(f"git could not merge {short} into {branch}: {_why(cp)}")
     return f"merged {short} into {branch}{note}"
 
 
 def _why(cp: proc.Completed) -> str:
-    text = (cp.stderr or cp.stdout).strip().splitlines()
-    return text[0] if text else f"exit {cp.returncode}"
+    """git's reason on one line, with the paths it lists (tab-indented) named, so the
+    user knows which of their files are in the way."""
+    lines = (cp.stderr or cp.stdout).rstrip().splitlines()
+    if not lines:
+        return f"exit {cp.returncode}"
+    paths = [ln.strip() for ln in lines[1:] if ln.startswith("\t")]
+    head = lines[0].strip().rstrip(":")
+    if paths:
+        shown = ", ".join(paths[:8]) + (f" and {len(paths) - 8} more" if len(paths) > 8 else "")
+        return f"{head}: {shown} (move or commit them first)"
+    return head
+
+
+def _restore_orig_head(repo: Repository, old: str | None) -> None:
+    """A refused merge still writes ORIG_HEAD; put it back, so a refusal leaves the
+    repository exactly as it was."""
+    if old is None:
+        repo.try_git("update-ref", "--no-deref", "-d", "ORIG_HEAD")
+    else:
+        repo.try_git("update-ref", "--no-deref", "ORIG_HEAD", old)

@@ -141,7 +141,40 @@ def verify(
     as_json: JsonOpt = False,
 ) -> None:
     """Verify a commit (default: the plan's integration head, or HEAD outside a plan)."""
-    _not_yet("verify")
+    from forge import interrupt, verify_command
+    from forge.errors import Interrupted
+    from forge.verify import Verdict, describe_failure, verify_commit
+
+    repo = _repo()
+    target = verify_command.resolve_target(repo, rev=rev, plan_ref=plan_ref)
+
+    def progress(line: str) -> None:
+        sys.stderr.write(f"forge: {line}\n")
+
+    with (
+        interrupt.on_stop_signals() as stop,
+        verify_command.plan_context(repo, target.plan),
+    ):
+        record = verify_commit(
+            repo,
+            target.rev,
+            target.config,
+            key=target.key,
+            stop=stop,
+            force=force,
+            on_event=None if as_json else progress,
+        )
+        if target.plan is not None:
+            verify_command.record_in_plan(repo, target.plan, record)
+    if as_json:
+        emit_json(record.to_dict())
+    else:
+        for line in verify_command.render(record):
+            typer.echo(line)
+    if stop.is_set() or record.verdict == Verdict.INTERRUPTED:
+        raise Interrupted("verification interrupted: every lane's processes were stopped")
+    if record.verdict == Verdict.FAIL:
+        raise ForgeError(describe_failure(record), code=ExitCode.FAILED)
 
 
 @app.command()
@@ -231,13 +264,31 @@ def clean(
 @hooks_app.command("install")
 def hooks_install() -> None:
     """Install forge's git hooks (keeping and chaining any hook already there)."""
-    _not_yet("hooks install")
+    from forge import hooks
+
+    for line in hooks.install(_repo()):
+        typer.echo(line)
 
 
 @hooks_app.command("uninstall")
 def hooks_uninstall() -> None:
     """Remove forge's git hooks and restore what was there before."""
-    _not_yet("hooks uninstall")
+    from forge import hooks
+
+    for line in hooks.uninstall(_repo()):
+        typer.echo(line)
+
+
+@app.command(
+    "_hook",
+    hidden=True,
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+)
+def hook_entry(ctx: typer.Context, name: str) -> None:
+    """Run by the installed git hook scripts: `_hook NAME SCRIPT [ARGS...]`."""
+    from forge import hooks
+
+    raise typer.Exit(hooks.run_hook(name, list(ctx.args)))
 
 
 @app.command()

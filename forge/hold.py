@@ -11,6 +11,7 @@ import contextlib
 import hashlib
 import json
 import os
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,7 +38,9 @@ class Hold:
                 f"hold file {self.path} cannot be read ({self.unreadable}); it counts as a hold: "
                 f"fix it or delete it, or run `forge resume`"
             )
-        who = f" by {self.owner.describe()}" if self.owner else (f" by {self.by}" if self.by else "")
+        who = (
+            f" by {self.owner.describe()}" if self.owner else (f" by {self.by}" if self.by else "")
+        )
         dead = " (that process has died)" if self.owner and not self.owner.alive() else ""
         return f"{self.scope} held since {self.since}{who}{dead}: {self.reason}"
 
@@ -48,21 +51,37 @@ def _path(state: StateDir, plan: str | None) -> Path:
 
 def read(state: StateDir, plan: str | None) -> Hold | None:
     path = _path(state, plan)
-    scope = "repository" if plan is None else f"plan '{plan}'"
     try:
-        text = path.read_text(encoding="utf-8")
+        raw = path.read_bytes()
     except FileNotFoundError:
         return None
     except OSError as exc:
-        return Hold(path, "", "", None, scope, unreadable=exc.strerror or str(exc))
+        return _unreadable(path, plan, exc.strerror or str(exc))
+    return _parse(path, plan, raw)
+
+
+def _scope(plan: str | None) -> str:
+    return "repository" if plan is None else f"plan '{plan}'"
+
+
+def _unreadable(path: Path, plan: str | None, why: str) -> Hold:
+    return Hold(path, "", "", None, _scope(plan), unreadable=why)
+
+
+def _parse(path: Path, plan: str | None, raw: bytes) -> Hold:
     try:
-        data: Any = json.loads(text)
+        data: Any = json.loads(raw.decode("utf-8"))
         owner = Owner.from_dict(data["owner"]) if data.get("owner") else None
         return Hold(
-            path, str(data["reason"]), str(data.get("since", "")), owner, scope, str(data.get("by", ""))
+            path,
+            str(data["reason"]),
+            str(data.get("since", "")),
+            owner,
+            _scope(plan),
+            str(data.get("by", "")),
         )
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
-        return Hold(path, "", "", None, scope, unreadable=f"not a valid hold record: {exc}")
+        return _unreadable(path, plan, f"not a valid hold record: {exc}")
 
 
 def active(state: StateDir, plan: str) -> Hold | None:
@@ -84,20 +103,37 @@ def set_hold(state: StateDir, plan: str | None, *, reason: str, owner: Owner | N
 
 
 def digest(path: Path) -> str | None:
+    """What identifies one hold file's content; None when there is no file. A file
+    that cannot be read is identified by what it is (a folder, say), so even it can
+    be compared before it is removed."""
     try:
         return hashlib.sha256(path.read_bytes()).hexdigest()
     except FileNotFoundError:
         return None
+    except OSError:
+        try:
+            st = path.lstat()
+        except FileNotFoundError:
+            return None
+        return f"unreadable:{st.st_mode}:{st.st_ino}:{st.st_mtime_ns}"
 
 
 def release(state: StateDir, plan: str | None, *, expected: str | None = None) -> Hold | None:
     """Remove the hold, but only if the file is still the one we read (compare before
-    remove); returns the hold removed, None if there was none."""
+    remove); returns the hold removed, None if there was none.
+
+    `expected` is the digest of the hold the caller decided to remove (it read and
+    showed it earlier); without it, the hold read here is the one removed.
+    """
     path = _path(state, plan)
+    want = digest(path) if expected is None else expected
     before = read(state, plan)
-    if before is None:
+    if before is None or want is None:
         return None
-    want = expected if expected is not None else digest(path)
+    if digest(path) != want:
+        raise ForgeError(
+            f"the hold at {path} changed since it was read; it stays (run `forge resume` again)"
+        )
     # Rename first, then compare: the rename is atomic, so a hold written after our
     # read is never removed by us.
     grabbed = path.with_name(f".{path.name}.{os.getpid()}.release")
@@ -106,12 +142,21 @@ def release(state: StateDir, plan: str | None, *, expected: str | None = None) -
     except FileNotFoundError:
         return None
     if digest(grabbed) != want:
-        with contextlib.suppress(FileNotFoundError):
-            if not path.exists():
-                os.replace(grabbed, path)
+        if not path.exists():  # put the newer hold back
+            os.replace(grabbed, path)
+        else:  # an even newer hold is in place: it supersedes the one we took
+            _discard(grabbed)
         raise ForgeError(f"the hold at {path} changed while it was being removed; it stays")
-    grabbed.unlink()
+    _discard(grabbed)
     return before
+
+
+def _discard(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
 
 
 def _user() -> str:

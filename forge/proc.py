@@ -382,3 +382,42 @@ def run_group(
             child.wait()
         with _popen_lock:
             _popen_pids.discard(child.pid)
+
+
+def spawn_detached(
+    argv: Sequence[str], *, cwd: Path, log_path: Path, env: Mapping[str, str] | None = None
+) -> int:
+    """Start a background process that outlives us: a session of its own (no
+    terminal, so no SIGINT/SIGHUP from it), stdin from /dev/null, output to a log."""
+    if not cwd.is_absolute():
+        raise ValueError(f"cwd must be absolute: {cwd}")
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with log_path.open("ab") as out:
+        child = subprocess.Popen(
+            list(argv),
+            cwd=cwd,
+            env=clean_env(env),
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    return child.pid
+
+
+def passthrough(argv: Sequence[str], *, cwd: Path, input: bytes | None = None) -> int:
+    """Run a command on our own terminal with our environment exactly as it is, and
+    return its exit code: for a user's git hook that forge chains, which expects
+    what git gave forge (GIT_DIR included) and speaks to the user directly."""
+    if not cwd.is_absolute():
+        raise ValueError(f"cwd must be absolute: {cwd}")
+    try:
+        cp = subprocess.run(
+            list(argv),
+            cwd=cwd,
+            input=input,
+            stdin=None if input is not None else subprocess.DEVNULL,
+        )
+    except OSError as exc:
+        raise ForgeError(f"cannot run `{argv[0]}`: {exc.strerror or exc}") from exc
+    return cp.returncode

@@ -380,7 +380,11 @@ class Dispatcher:
             if wait is None:
                 wait = min(INFRA_BACKOFF_CAP, INFRA_BACKOFF * 2 ** (n - 1))
             self.not_before[tid] = time.monotonic() + min(wait, INFRA_BACKOFF_CAP)
-        elif outcome.reason.startswith("no progress"):
+        elif outcome.reason.startswith("no progress") or (
+            outcome.reason.startswith("no changes") and len(self.ctx.state.tasks[tid].attempts) > 1
+        ):
+            # Work that makes no progress is not retried automatically (a retry that
+            # changes nothing, or changes the same thing again).
             self.no_auto.add(tid)
 
 

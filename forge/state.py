@@ -28,14 +28,50 @@ from pathlib import Path
 from typing import Any
 
 from forge.errors import Busy, StateError
-from forge.liveness import Owner
+from forge.liveness import Owner, start_time
 
 SCHEMA_VERSION = 1
+TEMP_SUFFIX = ".tmp"
+
+
+def sweep_temp_files(directory: Path) -> list[Path]:
+    """Remove the temp files of atomic writes whose writer is gone (a `kill -9`
+    between the temp file and its rename). A temp file of a live writer stays.
+    Returns what was removed."""
+    removed: list[Path] = []
+    try:
+        entries = list(directory.iterdir())
+    except OSError:
+        return removed
+    for entry in entries:
+        name = entry.name
+        if not (name.startswith(".") and name.endswith(TEMP_SUFFIX)):
+            continue
+        pid = _writer_pid(name)
+        if pid is None or pid == os.getpid() or start_time(pid) is not None:
+            continue
+        with contextlib.suppress(FileNotFoundError):
+            entry.unlink()
+            removed.append(entry)
+    return removed
+
+
+def _writer_pid(name: str) -> int | None:
+    """`.state.json.1234.ab_c9.tmp` -> 1234; None for a name no atomic write made."""
+    parts = name[: -len(TEMP_SUFFIX)].split(".")
+    # ["", "state", "json", "1234", "ab_c9"]: the pid is the part before the random one
+    if len(parts) < 4 or not parts[-2].isdigit():
+        return None
+    return int(parts[-2])
 
 
 def atomic_write_text(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    # The writer's pid is in the name, so a temp file left by a killed writer can be
+    # told from one being written right now (sweep_temp_files).
+    fd, tmp = tempfile.mkstemp(
+        prefix=f".{path.name}.{os.getpid()}.", suffix=TEMP_SUFFIX, dir=path.parent
+    )
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
@@ -142,10 +178,12 @@ def plan_lock(state: StateDir, plan: str, *, command: str) -> Iterator[Owner]:
     try:
         lock.acquire(timeout=0)
     except Timeout:
-        holder = read_json_or(owner_file, None, what="lock owner file")
-        who = Owner.from_dict(holder).describe() if isinstance(holder, dict) else "another process"
-        raise Busy(f"plan '{plan}' is busy: {who} is running it") from None
+        raise Busy(f"plan '{plan}' is busy: {_holder(owner_file)}") from None
     me = Owner.me(command)
+    # Holding the lock, no other run of this plan is writing: clear what a killed one
+    # left half-written (only files whose writer is gone).
+    sweep_temp_files(pdir)
+    sweep_temp_files(state.root)
     try:
         write_json(owner_file, me.to_dict())
         yield me
@@ -153,3 +191,21 @@ def plan_lock(state: StateDir, plan: str, *, command: str) -> Iterator[Owner]:
         with contextlib.suppress(FileNotFoundError):
             owner_file.unlink()
         lock.release()
+
+
+def _holder(owner_file: Path) -> str:
+    """Who holds the lock, as far as owner.json tells, checked for liveness (pid and
+    start time): the lock is the truth, owner.json only a name for it."""
+    try:
+        data = read_json_or(owner_file, None, what="lock owner file")
+        owner = Owner.from_dict(data) if isinstance(data, dict) else None
+    except (StateError, KeyError, TypeError, ValueError):
+        owner = None
+    if owner is None:
+        return "another forge process holds its lock (it has not said which yet); try again shortly"
+    if not owner.alive():
+        return (
+            f"another forge process holds its lock (the recorded holder, {owner.describe()}, "
+            f"is gone); try again shortly"
+        )
+    return f"{owner.describe()} is running it (wait for it to end, or stop it)"

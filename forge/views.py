@@ -50,7 +50,8 @@ def task_row(ts: TaskState) -> dict[str, Any]:
     return {
         "id": ts.id,
         "status": str(ts.status),
-        "attempts": len(ts.attempts),
+        # INFRA and INTERRUPTED attempts spent nothing: they are history, not attempts
+        "attempts": sum(1 for a in ts.attempts if a.status not in ("INFRA", "INTERRUPTED")),
         "agent": last.agent if last else (ts.agent or ""),
         "seconds": task_time(ts),
         "reason": ts.reason,

@@ -8,7 +8,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -41,6 +41,14 @@ def read_pids(path: Path) -> list[int]:
 def subreaper() -> None:
     # Orphaned grandchildren then become our children, and their zombies get reaped.
     assert proc.become_subreaper()
+
+
+@pytest.fixture
+def tag(request: pytest.FixtureRequest) -> Iterator[str]:
+    """A tag for the test's processes; whatever a failing test leaves is killed."""
+    name = f"t-{request.node.name}-{os.getpid()}"
+    yield name
+    proc.stop_group(0, grace=0, tag=name)
 
 
 def test_run_group_exit_code_and_log(tmp_path: Path) -> None:
@@ -86,11 +94,12 @@ def test_missing_binary_is_127(tmp_path: Path) -> None:
     assert "cannot run `no-such-binary-forge`" in log.read_text()
 
 
-def test_timeout_kills_stubborn_group_with_grandchildren(tmp_path: Path) -> None:
+def test_timeout_kills_stubborn_group_with_grandchildren(tmp_path: Path, tag: str) -> None:
     pidfile = tmp_path / "pids"
     log = tmp_path / "t.log"
     box: list[proc.GroupResult] = []
     t = threading.Thread(
+        daemon=True,
         target=lambda: box.append(
             proc.run_group(
                 [sys.executable, str(STUBBORN), str(pidfile)],
@@ -98,8 +107,9 @@ def test_timeout_kills_stubborn_group_with_grandchildren(tmp_path: Path) -> None
                 log_path=log,
                 timeout=1.5,
                 grace=0.3,
+                tag=tag,
             )
-        )
+        ),
     )
     t.start()
     pids = read_pids(pidfile)
@@ -114,11 +124,12 @@ def test_timeout_kills_stubborn_group_with_grandchildren(tmp_path: Path) -> None
     assert f"sent KILL to group {res.pgid}" in text
 
 
-def test_stop_event_stops_group(tmp_path: Path) -> None:
+def test_stop_event_stops_group(tmp_path: Path, tag: str) -> None:
     pidfile = tmp_path / "pids"
     stop = threading.Event()
     box: list[proc.GroupResult] = []
     t = threading.Thread(
+        daemon=True,
         target=lambda: box.append(
             proc.run_group(
                 [sys.executable, str(STUBBORN), str(pidfile)],
@@ -126,8 +137,9 @@ def test_stop_event_stops_group(tmp_path: Path) -> None:
                 log_path=tmp_path / "s.log",
                 grace=0.3,
                 stop=stop,
+                tag=tag,
             )
-        )
+        ),
     )
     t.start()
     pids = read_pids(pidfile)
@@ -140,12 +152,13 @@ def test_stop_event_stops_group(tmp_path: Path) -> None:
     assert not proc.group_alive(res.pgid)
 
 
-def test_polite_group_stops_on_term_without_kill(tmp_path: Path) -> None:
+def test_polite_group_stops_on_term_without_kill(tmp_path: Path, tag: str) -> None:
     stop = threading.Event()
     log = tmp_path / "p.log"
     marker = tmp_path / "started"
     box: list[proc.GroupResult] = []
     t = threading.Thread(
+        daemon=True,
         target=lambda: box.append(
             proc.run_group(
                 f"touch {marker}; sleep 60 & sleep 60; wait",
@@ -153,8 +166,9 @@ def test_polite_group_stops_on_term_without_kill(tmp_path: Path) -> None:
                 log_path=log,
                 grace=5,
                 stop=stop,
+                tag=tag,
             )
-        )
+        ),
     )
     t.start()
     wait_for(marker.exists)
@@ -165,11 +179,11 @@ def test_polite_group_stops_on_term_without_kill(tmp_path: Path) -> None:
     assert not proc.group_alive(box[0].pgid)
 
 
-def test_leader_exit_leaves_no_daemon(tmp_path: Path) -> None:
+def test_leader_exit_leaves_no_daemon(tmp_path: Path, tag: str) -> None:
     log = tmp_path / "d.log"
     pidfile = tmp_path / "daemon.pid"
     res = proc.run_group(
-        f"sleep 60 & echo $! > {pidfile}; exit 0", cwd=tmp_path, log_path=log, grace=1
+        f"sleep 60 & echo $! > {pidfile}; exit 0", cwd=tmp_path, log_path=log, grace=1, tag=tag
     )
     assert res.returncode == 0
     pid = int(pidfile.read_text())
@@ -182,6 +196,7 @@ def test_setsid_escapee_is_found_by_tag(tmp_path: Path) -> None:
     stop = threading.Event()
     box: list[proc.GroupResult] = []
     t = threading.Thread(
+        daemon=True,
         target=lambda: box.append(
             proc.run_group(
                 [sys.executable, str(STUBBORN), str(pidfile), "--escape"],
@@ -191,7 +206,7 @@ def test_setsid_escapee_is_found_by_tag(tmp_path: Path) -> None:
                 stop=stop,
                 tag="t-escape",
             )
-        )
+        ),
     )
     t.start()
     pids = read_pids(pidfile)
@@ -214,6 +229,7 @@ def test_stop_group_of_foreign_group(tmp_path: Path) -> None:
     )
     pids = read_pids(pidfile)
     lines: list[str] = []
+    wait_for(lambda: set(pids) <= set(proc.find_tagged("t-foreign")), what="tagged pids")
     assert proc.group_alive(child.pid)
     proc.stop_group(child.pid, grace=0.3, tag="t-foreign", log=lines.append)
     assert not any(running(p) for p in pids)
@@ -235,7 +251,7 @@ def test_parallel_groups_keep_their_own_exit_codes(tmp_path: Path) -> None:
             stop=stop if i == 0 else None,
         )
 
-    threads = [threading.Thread(target=one, args=(i,)) for i in range(1, 6)]
+    threads = [threading.Thread(target=one, args=(i,), daemon=True) for i in range(1, 6)]
     for t in threads:
         t.start()
     for t in threads:

@@ -218,7 +218,7 @@ files = ["a.txt"]
 
 [[task]]
 id = "b"
-run = "echo partial > b.txt; touch {started}; while [ ! -f {go} ]; do sleep 0.02; done; echo b > b.txt"
+run = "if [ -f {go} ]; then echo b > b.txt; exit 0; fi; echo partial > b.txt; touch {started}; sleep 600"
 files = ["b.txt"]
 """
     plan = write_plan(tmp_path, body)

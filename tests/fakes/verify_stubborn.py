@@ -30,7 +30,7 @@ def main() -> None:
         [
             sys.executable,
             "-c",
-            f"import subprocess,sys; p=subprocess.Popen([sys.executable,'-c',{IGNORE_TERM!r}]); print(p.pid)",
+            f"import subprocess,sys; p=subprocess.Popen([sys.executable,'-c',{IGNORE_TERM!r}],stdout=subprocess.DEVNULL); print(p.pid)",
         ],
         stdout=subprocess.PIPE,
         text=True,

@@ -1,0 +1,153 @@
+"""forge's benchmark suite: `python bench/bench.py [--quick] [--write-results] [NAME ...]`.
+
+Runs every benchmark (or the ones named) in a fresh temp dir, with no network and
+no user git config, and prints each figure with its ratio against the alternative
+measured in the same run. See bench/README.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import fastpath  # noqa: E402
+import makespan  # noqa: E402
+import merge  # noqa: E402
+import naive  # noqa: E402
+import overhead  # noqa: E402
+import stop  # noqa: E402
+from kit import Context, Figure, hermetic_env  # noqa: E402
+
+BENCHES: dict[str, Callable[[Context], list[Figure]]] = {
+    "overhead": overhead.run,
+    "makespan": makespan.run,
+    "merge": merge.run,
+    "naive": naive.run,
+    "stop": stop.run,
+    "hooks": fastpath.run,
+}
+HERE = Path(__file__).resolve().parent
+
+
+def machine() -> dict[str, str]:
+    mem = "?"
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                mem = f"{int(line.split()[1]) / 1024 / 1024:.1f} GiB"
+    except OSError:
+        pass
+    fs = subprocess.run(
+        ["df", "--output=fstype", tempfile.gettempdir()], capture_output=True, text=True
+    ).stdout.split()
+    git_v = subprocess.run(["git", "--version"], capture_output=True, text=True).stdout.strip()
+    return {
+        "cpus (nproc)": str(os.cpu_count()),
+        "memory": mem,
+        "temp filesystem": fs[-1] if fs else "?",
+        "git": git_v.removeprefix("git version "),
+        "python": platform.python_version(),
+        "os": f"{platform.system()} {platform.release()}",
+    }
+
+
+def table(figures: list[Figure]) -> str:
+    rows = [("bench", "configuration", "forge", "alternative", "ratio", "target", "")]
+    for f in figures:
+        rows.append(
+            (f.bench, f.config, f.forge, f.alternative, f"{f.ratio:.2f}", f.target_text(), f.verdict())
+        )
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = ["| " + " | ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) + " |" for r in rows]
+    lines.insert(1, "|" + "|".join("-" * (w + 2) for w in widths) + "|")
+    return "\n".join(lines)
+
+
+def write_results(figures: list[Figure], *, quick: bool, names: list[str], wall: float) -> Path:
+    info = machine()
+    cmd = "python bench/bench.py" + (" --quick" if quick else "") + " --write-results"
+    if names != list(BENCHES):
+        cmd += " " + " ".join(names)
+    out = [
+        "# Benchmark results",
+        "",
+        f"Written by `{cmd}` on {time.strftime('%Y-%m-%d %H:%M %Z')} "
+        f"(the suite took {wall:.0f} s).",
+        "",
+        "Machine: " + ", ".join(f"{k} {v}" for k, v in info.items()) + ".",
+        "",
+        table(figures),
+        "",
+    ]
+    notes = [f for f in figures if f.note]
+    if notes:
+        out += ["Details:", ""]
+        out += [f"- {f.bench} ({f.config}): {f.note}" for f in notes]
+        out.append("")
+    missed = [f for f in figures if f.met is False]
+    met = [f for f in figures if f.met]
+    out.append(
+        f"Targets met: {len(met)} of {len(met) + len(missed)}."
+        + ("" if not missed else " Missed: " + "; ".join(f"{f.bench} ({f.config})" for f in missed) + ".")
+    )
+    analysis = HERE / "ANALYSIS.md"
+    if analysis.exists():
+        out += ["", analysis.read_text().rstrip()]
+    path = HERE / "RESULTS.md"
+    path.write_text("\n".join(out) + "\n")
+    return path
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description="forge's benchmark suite")
+    ap.add_argument("names", nargs="*", metavar="NAME",
+                    help=f"benchmarks to run (default: all): {', '.join(BENCHES)}")
+    ap.add_argument("--quick", action="store_true", help="small sizes (about a minute in all)")
+    ap.add_argument("--write-results", action="store_true", help="write bench/RESULTS.md")
+    ap.add_argument("--keep", action="store_true", help="keep the temp dir (repos, logs)")
+    args = ap.parse_args(argv)
+    unknown = [n for n in args.names if n not in BENCHES]
+    if unknown:
+        ap.error(f"unknown benchmark {', '.join(unknown)} (known: {', '.join(BENCHES)})")
+    names = args.names or list(BENCHES)
+    root = Path(tempfile.mkdtemp(prefix="forge-bench-"))
+    hermetic_env(root)
+    ctx = Context(root=root, quick=args.quick)
+    figures: list[Figure] = []
+    started = time.perf_counter()
+    try:
+        for name in names:
+            ctx.log(f"== {name}")
+            t0 = time.perf_counter()
+            got = BENCHES[name](ctx)
+            for f in got:
+                ctx.log(f"  {f.config}: forge {f.forge}, alternative {f.alternative}, "
+                        f"RATIO {f.ratio:.2f} ({f.verdict()})")
+            ctx.log(f"  ({time.perf_counter() - t0:.1f} s)")
+            figures += got
+    finally:
+        if args.keep:
+            print(f"kept: {root}")
+        else:
+            shutil.rmtree(root, ignore_errors=True)
+    wall = time.perf_counter() - started
+    print()
+    print(table(figures))
+    print(f"\n{len(figures)} figures in {wall:.0f} s")
+    if args.write_results:
+        print(f"wrote {write_results(figures, quick=args.quick, names=names, wall=wall)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,184 @@
+"""Shared tools of the benchmark suite: a hermetic environment, timing, git and
+forge subprocesses, and the figures each benchmark reports.
+
+Every benchmark compares forge with an alternative measured in the same run, so
+a figure is a ratio, never an absolute time held against a threshold.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+FIXED_DATE = "2026-01-01T00:00:00+00:00"
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One measured line: forge's figure, the alternative's, and their ratio."""
+
+    bench: str
+    config: str
+    forge: str  # what forge took, human readable
+    alternative: str  # what the alternative took
+    ratio: float
+    target: float | None  # the ratio must be <= target; None: informational
+    note: str = ""
+    # Where the issue sets a target in seconds (the fast paths), it is checked too.
+    seconds: float | None = None
+    max_seconds: float | None = None
+
+    @property
+    def met(self) -> bool | None:
+        checks = []
+        if self.target is not None:
+            checks.append(self.ratio <= self.target)
+        if self.max_seconds is not None and self.seconds is not None:
+            checks.append(self.seconds < self.max_seconds)
+        return None if not checks else all(checks)
+
+    def target_text(self) -> str:
+        parts = []
+        if self.target is not None:
+            parts.append(f"ratio <= {self.target:g}")
+        if self.max_seconds is not None:
+            parts.append(f"< {self.max_seconds:g} s")
+        return ", ".join(parts) or "-"
+
+    def verdict(self) -> str:
+        met = self.met
+        return "-" if met is None else ("met" if met else "MISSED")
+
+
+@dataclass
+class Context:
+    """What every benchmark gets: where to work, how big to go, the repos built so far."""
+
+    root: Path  # the session's temp dir
+    quick: bool
+    repos: dict[int, Path] = field(default_factory=dict)
+    log: Callable[[str], None] = lambda line: print(line, flush=True)
+
+    def tmp(self, name: str) -> Path:
+        path = self.root / name
+        n = 1
+        while path.exists():
+            n += 1
+            path = self.root / f"{name}-{n}"
+        path.mkdir(parents=True)
+        return path
+
+
+def hermetic_env(root: Path) -> None:
+    """No user or system git config, a fixed identity, worktrees under `root`."""
+    home = root / "home"
+    home.mkdir(parents=True, exist_ok=True)
+    for var in list(os.environ):
+        if var.startswith(("GIT_", "FORGE_")):
+            del os.environ[var]
+    os.environ.update(
+        {
+            "HOME": str(home),
+            "XDG_CONFIG_HOME": str(home / ".config"),
+            "GIT_CONFIG_NOSYSTEM": "1",
+            "GIT_AUTHOR_NAME": "Bench Author",
+            "GIT_AUTHOR_EMAIL": "author@example.com",
+            "GIT_COMMITTER_NAME": "Bench Committer",
+            "GIT_COMMITTER_EMAIL": "committer@example.com",
+            "GIT_AUTHOR_DATE": FIXED_DATE,
+            "GIT_COMMITTER_DATE": FIXED_DATE,
+            "GIT_EDITOR": "false",
+            "GIT_TERMINAL_PROMPT": "0",
+            "FORGE_WORKTREES": str(root / "worktrees"),
+            "NO_COLOR": "1",
+            "COLUMNS": "200",
+        }
+    )
+
+
+def git(cwd: Path, *args: str, input: str | None = None, env: Mapping[str, str] | None = None) -> str:
+    cp = subprocess.run(
+        ["git", *args],
+        cwd=cwd,
+        input=input,
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+    )
+    if cp.returncode != 0:
+        raise RuntimeError(f"git {' '.join(args)} in {cwd} exited {cp.returncode}: {cp.stderr}")
+    return cp.stdout.strip()
+
+
+def forge_argv(*args: str) -> list[str]:
+    return [sys.executable, "-m", "forge", *args]
+
+
+def forge(
+    cwd: Path, *args: str, ok: Sequence[int] = (0,), timeout: float = 900
+) -> subprocess.CompletedProcess[str]:
+    """Run the installed forge as a user does; a surprising exit code stops the bench."""
+    cp = subprocess.run(
+        forge_argv(*args),
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=timeout,
+    )
+    if cp.returncode not in ok:
+        raise RuntimeError(
+            f"forge {' '.join(args)} exited {cp.returncode}:\n{cp.stdout[-2000:]}\n{cp.stderr[-2000:]}"
+        )
+    return cp
+
+
+def sh(cwd: Path, script: str, *, timeout: float = 900) -> None:
+    cp = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", script],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=timeout,
+    )
+    if cp.returncode != 0:
+        raise RuntimeError(f"script in {cwd} exited {cp.returncode}:\n{script}\n{cp.stderr[-3000:]}")
+
+
+@contextmanager
+def stopwatch() -> Iterator[list[float]]:
+    """`with stopwatch() as t: ...` then t[0] holds the seconds spent."""
+    out: list[float] = []
+    start = time.perf_counter()
+    try:
+        yield out
+    finally:
+        out.append(time.perf_counter() - start)
+
+
+def timed(fn: Callable[[], object]) -> float:
+    with stopwatch() as t:
+        fn()
+    return t[0]
+
+
+def median_of(fn: Callable[[], object], *, runs: int, warmup: int = 1) -> float:
+    for _ in range(warmup):
+        fn()
+    return statistics.median(timed(fn) for _ in range(runs))
+
+
+def ms(seconds: float) -> str:
+    return f"{seconds * 1000:.0f} ms"
+
+
+def secs(seconds: float) -> str:
+    return f"{seconds:.2f} s"

@@ -1,0 +1,138 @@
+"""makespan: random DAGs of tasks that sleep 0.2 to 1.0 s, run by forge with
+max_parallel 4. The figure is the wall time of `forge run` divided by the lower
+bound max(critical path, total work / max_parallel).
+
+Each task's `estimate` is its sleep, as a user would size tasks. For reference the
+note gives the makespan of an overhead-free greedy schedule (critical path first),
+which separates the scheduling policy's loss from forge's per-task cost.
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import random
+from dataclasses import dataclass
+
+import repogen
+from kit import Context, Figure, forge, secs, stopwatch
+from plans import BenchPlan, BenchTask
+
+PARALLEL = 4
+TARGET = 1.10
+
+
+@dataclass(frozen=True)
+class Dag:
+    name: str
+    durations: list[float]
+    deps: list[list[int]]
+
+
+def random_dag(name: str, n: int, *, seed: int, max_deps: int, window: int) -> Dag:
+    """Task i depends on up to `max_deps` of the `window` tasks before it."""
+    rng = random.Random(seed)
+    durations = [round(rng.uniform(0.2, 1.0), 2) for _ in range(n)]
+    deps = []
+    for i in range(n):
+        pool = list(range(max(0, i - window), i))
+        k = min(len(pool), rng.randint(0, max_deps))
+        deps.append(sorted(rng.sample(pool, k)))
+    return Dag(name, durations, deps)
+
+
+def critical_path(dag: Dag) -> float:
+    finish: list[float] = []
+    for i, d in enumerate(dag.durations):
+        finish.append(d + max((finish[j] for j in dag.deps[i]), default=0.0))
+    return max(finish)
+
+
+def greedy(dag: Dag, parallel: int) -> float:
+    """List scheduling with zero overhead, longest remaining chain first."""
+    n = len(dag.durations)
+    dependants: list[list[int]] = [[] for _ in range(n)]
+    for i, ds in enumerate(dag.deps):
+        for j in ds:
+            dependants[j].append(i)
+    chain = [0.0] * n
+    for i in reversed(range(n)):
+        chain[i] = dag.durations[i] + max((chain[k] for k in dependants[i]), default=0.0)
+    waiting = [len(ds) for ds in dag.deps]
+    ready = [(-chain[i], i) for i in range(n) if waiting[i] == 0]
+    heapq.heapify(ready)
+    running: list[tuple[float, int]] = []
+    now = 0.0
+    while ready or running:
+        while ready and len(running) < parallel:
+            _, i = heapq.heappop(ready)
+            heapq.heappush(running, (now + dag.durations[i], i))
+        now, done = heapq.heappop(running)
+        for k in dependants[done]:
+            waiting[k] -= 1
+            if waiting[k] == 0:
+                heapq.heappush(ready, (-chain[k], k))
+    return now
+
+
+def plan_of(dag: Dag, files: int) -> BenchPlan:
+    tasks = []
+    for i, d in enumerate(dag.durations):
+        path = repogen.file_path(i * (files // len(dag.durations)))
+        tasks.append(
+            BenchTask(
+                id=f"t{i:03d}",
+                run=f"sleep {d}; echo done >> {path}",
+                files=(path,),
+                deps=tuple(f"t{j:03d}" for j in dag.deps[i]),
+                estimate=d,
+            )
+        )
+    return BenchPlan(name=f"mk-{dag.name}", tasks=tasks, max_parallel=PARALLEL)
+
+
+def run(ctx: Context) -> list[Figure]:
+    n = 16 if ctx.quick else 50
+    dags = [random_dag("sparse", n, seed=7, max_deps=2, window=12)]
+    if not ctx.quick:
+        dags.append(random_dag("dense", n, seed=11, max_deps=3, window=6))
+    repo = repogen.repo(ctx, 1000)
+    figures = []
+    for dag in dags:
+        plan = plan_of(dag, 1000)
+        path = plan.write(ctx.tmp(f"plan-{plan.name}"))
+        forge(repo, "plan", str(path))
+        with stopwatch() as t:
+            forge(repo, "run", plan.name)
+        state = json.loads(
+            (repo / ".git" / "forge" / "plans" / plan.name / "state.json").read_text()
+        )
+        if {x["status"] for x in state["tasks"].values()} != {"MERGED"}:
+            raise RuntimeError(f"makespan plan {plan.name} did not merge every task")
+        inner = float(state.get("wall_seconds") or 0.0)
+        cp = critical_path(dag)
+        work = sum(dag.durations)
+        bound = max(cp, work / PARALLEL)
+        ideal = greedy(dag, PARALLEL)
+        ctx.log(
+            f"  {dag.name}: forge run {secs(t[0])} (inside the run {secs(inner)}); "
+            f"critical path {secs(cp)}, work/{PARALLEL} {secs(work / PARALLEL)}, "
+            f"overhead-free greedy {secs(ideal)}"
+        )
+        figures.append(
+            Figure(
+                bench="makespan",
+                config=f"{n} tasks, {dag.name} DAG, max_parallel {PARALLEL}",
+                forge=secs(t[0]),
+                alternative=f"{secs(bound)} (lower bound)",
+                ratio=t[0] / bound,
+                target=TARGET,
+                note=(
+                    f"inside the run {secs(inner)} (ratio {inner / bound:.2f}); "
+                    f"an overhead-free greedy schedule takes {secs(ideal)} "
+                    f"(ratio {ideal / bound:.2f}); critical path {secs(cp)}, "
+                    f"total work / {PARALLEL} = {secs(work / PARALLEL)}"
+                ),
+            )
+        )
+    return figures

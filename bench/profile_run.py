@@ -1,0 +1,143 @@
+"""Where a `forge run` spends its time: runs a plan of no-op shell tasks in-process
+and adds up the time of every git call (by subcommand and by the forge function
+that made it), every state save and every task command.
+
+    python bench/profile_run.py [--files 10000] [--tasks 20] [--parallel 2] [--verify]
+
+A diagnostic for the overhead benchmark, not a benchmark itself: the wrapping adds
+a little time of its own.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import repogen  # noqa: E402
+from kit import Context, hermetic_env  # noqa: E402
+from overhead import paths_for  # noqa: E402
+from plans import BenchPlan, edit_tasks  # noqa: E402
+
+Totals = collections.defaultdict[str, list[float]]
+
+
+def caller() -> str:
+    """The innermost forge function outside proc.py and git.py on the stack."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        mod = frame.f_globals.get("__name__", "")
+        if mod.startswith("forge.") and mod not in ("forge.proc", "forge.git"):
+            return f"{mod.removeprefix('forge.')}.{frame.f_code.co_name}"
+        frame = frame.f_back  # type: ignore[assignment]
+    return "?"
+
+
+def instrument(by_cmd: Totals, by_caller: Totals, other: Totals) -> None:
+    from forge import proc, runstate
+
+    lock = threading.Lock()
+    real_run = proc.run
+
+    def run(argv: Any, **kw: Any) -> Any:
+        t0 = time.perf_counter()
+        try:
+            return real_run(argv, **kw)
+        finally:
+            dt = time.perf_counter() - t0
+            args = list(argv)
+            name = " ".join(args[:2]) if args and args[0] == "git" else str(args[0])
+            with lock:
+                by_cmd[name].append(dt)
+                by_caller[f"{caller()} -> {name}"].append(dt)
+
+    proc.run = run  # type: ignore[assignment]
+    real_group = proc.run_group
+
+    def run_group(*a: Any, **kw: Any) -> Any:
+        t0 = time.perf_counter()
+        try:
+            return real_group(*a, **kw)
+        finally:
+            with lock:
+                other["task command (process group)"].append(time.perf_counter() - t0)
+
+    proc.run_group = run_group  # type: ignore[assignment]
+    real_save = runstate.StateStore.save
+
+    def save(self: Any, st: Any) -> None:
+        t0 = time.perf_counter()
+        try:
+            real_save(self, st)
+        finally:
+            with lock:
+                other["state.json save (fsync)"].append(time.perf_counter() - t0)
+
+    runstate.StateStore.save = save  # type: ignore[method-assign]
+
+
+def report(title: str, totals: Totals, wall: float, tasks: int, top: int) -> None:
+    print(f"\n{title}")
+    print(f"{'total s':>8} {'% wall':>7} {'calls':>6} {'per task ms':>12}  what")
+    for name, xs in sorted(totals.items(), key=lambda kv: -sum(kv[1]))[:top]:
+        s = sum(xs)
+        print(f"{s:8.2f} {100 * s / wall:6.0f}% {len(xs):6d} {1000 * s / tasks:12.1f}  {name}")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--files", type=int, default=10_000)
+    ap.add_argument("--tasks", type=int, default=20)
+    ap.add_argument("--parallel", type=int, default=2)
+    ap.add_argument("--verify", action="store_true", help="also verify (needs a verify command)")
+    args = ap.parse_args()
+    root = Path(tempfile.mkdtemp(prefix="forge-profile-"))
+    hermetic_env(root)
+    ctx = Context(root=root, quick=False)
+    repo_path = repogen.repo(ctx, args.files)
+    plan = BenchPlan(
+        name="prof",
+        tasks=edit_tasks(args.tasks, paths_for(args.tasks, args.files)),
+        max_parallel=args.parallel,
+    )
+    plan_file = plan.write(ctx.tmp("plan"))
+
+    by_cmd: Totals = collections.defaultdict(list)
+    by_caller: Totals = collections.defaultdict(list)
+    other: Totals = collections.defaultdict(list)
+    t_import = time.perf_counter()
+    from forge import git, registry, runner
+
+    t_import = time.perf_counter() - t_import
+    instrument(by_cmd, by_caller, other)
+    repo = git.discover(repo_path)
+    t0 = time.perf_counter()
+    recorded = registry.record(repo, plan_file)
+    t_plan = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    rep = runner.run_plan(
+        repo, recorded, runner.RunOptions(verify=args.verify), stop=threading.Event()
+    )
+    wall = time.perf_counter() - t0
+    bad = {t.id: t.status for t in rep.state.tasks.values() if t.status != "MERGED"}
+    print(
+        f"{args.files} files, {args.tasks} tasks, max_parallel {args.parallel}: "
+        f"import {t_import:.2f} s, plan {t_plan:.2f} s, run {wall:.2f} s "
+        f"({wall / args.tasks:.3f} s/task){'; NOT MERGED: ' + str(bad) if bad else ''}"
+    )
+    print("(totals add up time across threads: with parallel slots they exceed the wall)")
+    report("git calls by subcommand", by_cmd, wall, args.tasks, 20)
+    report("git calls by forge caller", by_caller, wall, args.tasks, 25)
+    report("other", other, wall, args.tasks, 5)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

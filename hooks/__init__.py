@@ -1,0 +1,2 @@
+"""The git hook scripts `forge hooks install` writes (templates: @PYTHON@ is the
+interpreter forge ran under at install time)."""

@@ -1,0 +1,144 @@
+"""`forge verify` as a user runs it: exit codes, output, and real signals."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from conftest import commit_all, forge_cmd, run_forge
+
+from forge import proc
+
+FAKES = Path(__file__).parent / "fakes"
+PY = sys.executable
+
+
+def wait_for(cond: Callable[[], bool], timeout: float = 20.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.01)
+
+
+def running(pid: int) -> bool:
+    info = proc._read_proc(pid)
+    return info is not None and info.state != "Z"
+
+
+def configure(repo: Path, lanes: dict[str, str], *, reruns: int = 1) -> None:
+    body = "".join(f"{name} = {json.dumps(cmd)}\n" for name, cmd in lanes.items())
+    (repo / "forge.toml").write_text(
+        f'[verify]\nreruns = {reruns}\ngrace = "0.5s"\n[verify.lanes]\n{body}'
+    )
+    commit_all(repo, "verify config")
+
+
+def test_pass_then_remembered(repo: Path) -> None:
+    configure(repo, {"unit": "echo fine"})
+    first = run_forge(repo, "verify")
+    assert first.returncode == 0, first.stderr
+    assert "lane unit: PASS" in first.stdout
+    assert "verification PASS" in first.stdout
+    second = run_forge(repo, "verify")
+    assert second.returncode == 0
+    assert "remembered verdict" in second.stdout
+
+
+def test_fail_exits_5_naming_the_log(repo: Path) -> None:
+    configure(repo, {"unit": "echo fine", "lint": "echo bad; exit 1"})
+    res = run_forge(repo, "verify", "--json")
+    assert res.returncode == 5
+    data = json.loads(res.stdout)
+    assert data["verdict"] == "FAIL"
+    assert data["lanes"]["unit"]["verdict"] == "PASS"
+    assert len(data["lanes"]["lint"]["runs"]) == 2
+    assert "forge: verification FAIL" in res.stderr and "lint-2.log" in res.stderr
+
+
+def test_flaky_exits_0(repo: Path, tmp_path: Path) -> None:
+    configure(repo, {"unit": f"{PY} {FAKES / 'verify_flaky.py'} {tmp_path / 'n'} 1"})
+    res = run_forge(repo, "verify")
+    assert res.returncode == 0, res.stderr
+    assert "lane unit: FLAKY (2 runs)" in res.stdout
+    assert "verification FLAKY" in res.stdout
+
+
+def test_unverified_without_config(repo: Path) -> None:
+    res = run_forge(repo, "verify")
+    assert res.returncode == 0
+    assert "UNVERIFIED" in res.stdout
+
+
+def test_unknown_rev_is_usage_error(repo: Path) -> None:
+    res = run_forge(repo, "verify", "no-such-rev")
+    assert res.returncode == 2
+    assert "unknown revision 'no-such-rev'" in res.stderr
+
+
+def _sigint_when_ready(
+    repo: Path, pidfile: Path
+) -> tuple[subprocess.CompletedProcess[str], list[int]]:
+    child = subprocess.Popen(
+        forge_cmd("verify", "--json"),
+        cwd=repo,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        stdin=subprocess.DEVNULL,
+    )
+    try:
+        wait_for(pidfile.exists, what="the verifier's pid file")
+        pids = [int(p) for p in pidfile.read_text().split()]
+        assert all(running(p) for p in pids)
+        child.send_signal(signal.SIGINT)
+        out, err = child.communicate(timeout=60)
+    finally:
+        if child.poll() is None:
+            child.kill()
+    return subprocess.CompletedProcess(child.args, child.returncode, out, err), pids
+
+
+def test_sigint_stops_stubborn_lane_with_grandchildren(repo: Path, tmp_path: Path) -> None:
+    pidfile = tmp_path / "pids"
+    configure(repo, {"slow": f"{PY} {FAKES / 'verify_stubborn.py'} {pidfile}"})
+    res, pids = _sigint_when_ready(repo, pidfile)
+    assert res.returncode == 130, res.stderr
+    assert not any(running(p) for p in pids)
+    assert "interrupted" in res.stderr
+    data = json.loads(res.stdout)
+    assert data["verdict"] == "INTERRUPTED"
+    (run,) = data["lanes"]["slow"]["runs"]
+    assert run["stopped"]
+    log = Path(run["log"]).read_text()
+    assert "sent TERM" in log and "sent KILL" in log
+
+
+def test_sigint_during_rerun_is_not_rerun_again(repo: Path, tmp_path: Path) -> None:
+    pidfile = tmp_path / "pids"
+    first = tmp_path / "first"
+    stubborn = f"{PY} {FAKES / 'verify_stubborn.py'} {pidfile}"
+    cmd = f"if [ -f {first} ]; then exec {stubborn}; else touch {first}; exit 1; fi"
+    configure(repo, {"unit": cmd}, reruns=3)
+    res, pids = _sigint_when_ready(repo, pidfile)
+    assert res.returncode == 130
+    assert not any(running(p) for p in pids)
+    runs = json.loads(res.stdout)["lanes"]["unit"]["runs"]
+    assert [(r["kind"], r["stopped"]) for r in runs] == [("initial", False), ("rerun", True)]
+
+
+def test_sigterm_is_a_stop_too(repo: Path, tmp_path: Path) -> None:
+    marker = tmp_path / "started"
+    configure(repo, {"slow": f"touch {marker}; sleep 60"})
+    child = subprocess.Popen(
+        forge_cmd("verify"), cwd=repo, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    wait_for(marker.exists, what="the lane to start")
+    child.send_signal(signal.SIGTERM)
+    _out, err = child.communicate(timeout=60)
+    assert child.returncode == 130, err
