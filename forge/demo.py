@@ -69,7 +69,6 @@ id = "usage"
 title = "Document mul()"
 run = "printf '\\n## mul(a, b)\\n\\nReturns a * b.\\n' >> README.md"
 files = ["README.md"]
-deps = ["mul"]
 """
 
 

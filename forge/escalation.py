@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 FAILURES = frozenset({"FAILED", "TIMEOUT", "NO_PROGRESS"})
-NEUTRAL = frozenset({"INFRA", "INTERRUPTED"})
+NEUTRAL = frozenset({"INFRA", "INTERRUPTED", "CONFLICT"})
 PASSES = frozenset({"MERGED"})
 
 Action = Literal["same", "model", "effort", "split", "stop"]

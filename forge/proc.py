@@ -8,7 +8,6 @@ stopped as a whole: TERM, a grace period, KILL, and nothing left behind.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import signal
 import subprocess
@@ -281,6 +280,8 @@ def become_subreaper() -> bool:
     """Make orphaned descendants re-parent to this process (not to init), so their
     zombies can be reaped here and a stopped group really empties. Linux only."""
     try:
+        import ctypes  # only here: importing it costs ~10 ms on every command
+
         libc = ctypes.CDLL(None, use_errno=True)
         return int(libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)) == 0
     except (OSError, AttributeError):

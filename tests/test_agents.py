@@ -465,6 +465,7 @@ def test_classify_real_messages(agent: str, rc: int, output: str, kind: str) -> 
         # A pass, whatever the agent wrote.
         ("claude", 0, _claude_result("I added a rate limit; usage limit checks pass", is_error=False)),
         # The agent's own words and tool output are not the CLI's error.
+        ("claude", 1, _claude_result("Added a rate limit (429 Too Many Requests)", is_error=False)),
         ("claude", 1, json.dumps({"type": "assistant", "message": {"content": [{"type": "text", "text": "You've hit your usage limit"}]}})
          + "\n" + _claude_result("error_max_turns", is_error=True)),
         ("codex", 1, json.dumps({"type": "item.completed", "item": {"type": "command_execution", "aggregated_output": "ECONNREFUSED 429 rate limit"}})

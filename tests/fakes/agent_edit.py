@@ -14,7 +14,9 @@ from pathlib import Path
 
 args = [a for a in sys.argv[1:] if not a.startswith("--")]
 name = args[0] if args else os.environ.get("FORGE_FAKE_FILE", "agent-edit.txt")
-default = f"edit by {os.environ.get('FORGE_TASK', '?')} attempt {os.environ.get('FORGE_ATTEMPT', '?')}"
+default = (
+    f"edit by {os.environ.get('FORGE_TASK', '?')} attempt {os.environ.get('FORGE_ATTEMPT', '?')}"
+)
 text = args[1] if len(args) > 1 else os.environ.get("FORGE_FAKE_TEXT", default)
 path = Path.cwd() / name
 path.parent.mkdir(parents=True, exist_ok=True)

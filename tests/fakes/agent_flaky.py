@@ -18,5 +18,7 @@ if runs < fails:
     print(f"flaky agent: failing run {runs + 1} of the first {fails}")
     sys.exit(1)
 with (Path.cwd() / name).open("a") as fh:
-    fh.write(f"flaky agent succeeded on run {runs + 1}, attempt {os.environ.get('FORGE_ATTEMPT', '?')}\n")
+    fh.write(
+        f"flaky agent succeeded on run {runs + 1}, attempt {os.environ.get('FORGE_ATTEMPT', '?')}\n"
+    )
 print(f"edited {name} on run {runs + 1}")
