@@ -258,17 +258,31 @@ def _run_work(
         if fb is not None:
             feedback_file = attempt_dir / "feedback.md"
             feedback_file.write_text(feedback.render(fb))
-        feedback.write_prompt(defn, prompt_file, plan=ctx.plan.name, task=task,
-                              attempt=attempt.number, fb=fb)
+        feedback.write_prompt(
+            defn, prompt_file, plan=ctx.plan.name, task=task, attempt=attempt.number, fb=fb
+        )
         argv, stdin = agents.render_command(
             defn, spec, prompt_file=prompt_file, task=task.id, worktree=path
         )
         env = agents.agent_env(
-            defn, spec, task=task.id, attempt=attempt.number, prompt_file=prompt_file,
-            feedback_file=feedback_file, state_dir=ctx.logs.parent / "agent-state",
+            defn,
+            spec,
+            task=task.id,
+            attempt=attempt.number,
+            prompt_file=prompt_file,
+            feedback_file=feedback_file,
+            state_dir=ctx.logs.parent / "agent-state",
         )
-        res = _group(ctx, argv, cwd=path, log=log, attempt=attempt, timeout=timeout,
-                     env=env, input_path=stdin)
+        res = _group(
+            ctx,
+            argv,
+            cwd=path,
+            log=log,
+            attempt=attempt,
+            timeout=timeout,
+            env=env,
+            input_path=stdin,
+        )
     if res.stopped:
         return Outcome(Status.INTERRUPTED, "stopped by the user")
     if res.timed_out:
@@ -285,8 +299,10 @@ def _run_work(
         infra = agents.classify_failure(defn, returncode=res.returncode, output=output)
         if infra is not None:
             return Outcome(
-                Status.INFRA, f"{infra.kind}: {infra.message}",
-                infra_retry_after=infra.retry_after, infra_kind=infra.kind,
+                Status.INFRA,
+                f"{infra.kind}: {infra.message}",
+                infra_retry_after=infra.retry_after,
+                infra_kind=infra.kind,
             )
     if res.returncode != 0:
         what = "command" if spec is None else "agent"
@@ -337,8 +353,16 @@ def _group(
             ctx.save()
 
     return proc.run_group(
-        argv, cwd=cwd, log_path=log, env=env, timeout=timeout, grace=grace_seconds(),
-        stop=ctx.stop, on_start=started, tag=attempt.tag, input_path=input_path,
+        argv,
+        cwd=cwd,
+        log_path=log,
+        env=env,
+        timeout=timeout,
+        grace=grace_seconds(),
+        stop=ctx.stop,
+        on_start=started,
+        tag=attempt.tag,
+        input_path=input_path,
     )
 
 

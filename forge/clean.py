@@ -44,8 +44,14 @@ def clean_plan(repo: Repository, plan: str, *, worktree_root: Path | None = None
             if integration is None or not is_ancestor(repo, head, integration):
                 task = ref.removeprefix(task_ref(plan, ""))
                 kept = _salvage_ref(repo, plan, task, head)
-                notes.append(f"branch {ref.removeprefix('refs/heads/')} held unmerged work: kept in {kept}")
-                if state is not None and task in state.tasks and kept not in state.tasks[task].salvage:
+                notes.append(
+                    f"branch {ref.removeprefix('refs/heads/')} held unmerged work: kept in {kept}"
+                )
+                if (
+                    state is not None
+                    and task in state.tasks
+                    and kept not in state.tasks[task].salvage
+                ):
                     state.tasks[task].salvage.append(kept)
                     store.save(state)
             repo.try_git("update-ref", "-d", ref, head)
@@ -80,7 +86,9 @@ def _accepted(repo: Repository, commit: str) -> bool:
 
 
 def _salvage_ref(repo: Repository, plan: str, task: str, commit: str) -> str:
-    existing = repo.git("for-each-ref", "--format=%(refname) %(objectname)", f"refs/forge/salvage/{plan}/{task}/")
+    existing = repo.git(
+        "for-each-ref", "--format=%(refname) %(objectname)", f"refs/forge/salvage/{plan}/{task}/"
+    )
     for line in existing.splitlines():
         ref, _, oid = line.partition(" ")
         if oid == commit:

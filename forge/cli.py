@@ -179,7 +179,9 @@ def verify(
 
 @app.command()
 def status(
-    target: Annotated[str | None, typer.Argument(metavar="PLAN|TASK", help="Plan, or a task of the plan.")] = None,
+    target: Annotated[
+        str | None, typer.Argument(metavar="PLAN|TASK", help="Plan, or a task of the plan.")
+    ] = None,
     plan_ref: PlanOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -192,11 +194,20 @@ def status(
     if task is not None and task not in data["history"]:
         raise ForgeError(f"plan '{plan_name}' has no task '{task}'")
     if as_json:
-        emit_json(data if task is None else {"plan": plan_name, "task": task,
-                                             "attempts": data["history"][task],
-                                             **next(r for r in data["tasks"] if r["id"] == task)})
+        emit_json(
+            data
+            if task is None
+            else {
+                "plan": plan_name,
+                "task": task,
+                "attempts": data["history"][task],
+                **next(r for r in data["tasks"] if r["id"] == task),
+            }
+        )
         return
-    typer.echo(views.render_status(data) if task is None else views.render_history(data, task), nl=False)
+    typer.echo(
+        views.render_status(data) if task is None else views.render_history(data, task), nl=False
+    )
 
 
 @app.command()
@@ -224,8 +235,11 @@ def hold(
     repo = _repo()
     plan = _plan_name(repo, plan_ref) if plan_ref else None
     h = holds.set_hold(repo.state, plan, reason=reason)
-    typer.echo(f"hold set: {h.describe()}\nnothing new starts until `forge resume"
-               + (f" --plan {plan}" if plan else "") + "`")
+    typer.echo(
+        f"hold set: {h.describe()}\nnothing new starts until `forge resume"
+        + (f" --plan {plan}" if plan else "")
+        + "`"
+    )
 
 
 @app.command()
@@ -355,34 +369,9 @@ def _execute_run(repo: Any, recorded: Any, options: Any, *, as_json: bool) -> No
             repo, recorded, options, stop=stop, on_change=view.on_change, on_event=view.on_event
         )
     if as_json:
-        emit_json(
-            {
-                "plan": report.plan,
-                "exit_code": int(report.exit_code),
-                "tasks": [views.task_row(t) for t in report.state.tasks.values()],
-                "verification": report.verification,
-                "integration_head": report.integration_head,
-                "paused": report.paused,
-                "logs": str(report.logs),
-            }
-        )
+        emit_json(views.report_data(report))
     else:
-        typer.echo(views.results_table(report.state), nl=False)
-        for ts in report.state.tasks.values():
-            if ts.suggestion and ts.status != "MERGED":
-                typer.echo(f"{ts.id}: {ts.suggestion}")
-            for ref in ts.salvage:
-                typer.echo(f"{ts.id}: salvaged work kept in {ref}")
-        if report.interrupted:
-            typer.echo("interrupted: running tasks were stopped; `forge run` resumes")
-        elif report.paused:
-            typer.echo(f"paused: {report.paused}")
-        else:
-            typer.echo("\n".join(views.verification_lines(report.verification)))
-        head = (report.integration_head or "")[:12]
-        typer.echo(f"integration: {report.state.integration.removeprefix('refs/heads/')} at {head}")
-        typer.echo(f"logs: {report.logs}")
-        typer.echo("your branch, index and working tree were not touched")
+        typer.echo(views.render_report(report), nl=False)
     if report.exit_code != ExitCode.OK:
         raise typer.Exit(int(report.exit_code))
 

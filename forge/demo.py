@@ -17,7 +17,7 @@ def add(a, b):
     return a + b
 '''
 
-TEST_CALC = '''import unittest
+TEST_CALC = """import unittest
 
 from calc import add
 
@@ -25,7 +25,7 @@ from calc import add
 class AddTest(unittest.TestCase):
     def test_add(self):
         self.assertEqual(add(2, 3), 5)
-'''
+"""
 
 README = "# calc\n\nA tiny calculator.\n"
 

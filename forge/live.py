@@ -30,7 +30,9 @@ class LiveView:
             from rich.live import Live
 
             self._live = Live(
-                self._render(), console=Console(file=self.stream), refresh_per_second=4,
+                self._render(),
+                console=Console(file=self.stream),
+                refresh_per_second=4,
                 get_renderable=self._render,
             )
             self._live.__enter__()
@@ -53,7 +55,9 @@ class LiveView:
         if self.quiet:
             return
         if self._live is not None:
-            self._live.console.print(f"[dim]{fmt_seconds(time.monotonic() - self._t0)}[/] {message}")
+            self._live.console.print(
+                f"[dim]{fmt_seconds(time.monotonic() - self._t0)}[/] {message}"
+            )
         else:
             self.stream.write(f"[{fmt_seconds(time.monotonic() - self._t0):>7}] {message}\n")
             self.stream.flush()

@@ -71,6 +71,44 @@ def results_table(state: RunState) -> str:
     return _table(["task", "status", "attempts", "time", "reason"], rows)
 
 
+def report_data(report: Any) -> dict[str, Any]:
+    """A finished run (runner.RunReport) as data, for --json."""
+    return {
+        "plan": report.plan,
+        "exit_code": int(report.exit_code),
+        "tasks": [task_row(t) for t in report.state.tasks.values()],
+        "verification": report.verification,
+        "integration": report.state.integration,
+        "integration_head": report.integration_head,
+        "paused": report.paused,
+        "interrupted": report.interrupted,
+        "recovered": report.recovered,
+        "logs": str(report.logs),
+        "wall_seconds": report.state.wall_seconds,
+    }
+
+
+def render_report(report: Any) -> str:
+    """What a person sees when a run ends: the tasks, the verdict, where things are."""
+    state = report.state
+    out = [results_table(state).rstrip("\n")]
+    for ts in state.tasks.values():
+        if ts.suggestion and ts.status != Status.MERGED:
+            out.append(f"{ts.id}: {ts.suggestion}")
+        out += [f"{ts.id}: salvaged work kept in {ref}" for ref in ts.salvage]
+    if report.interrupted:
+        out.append("interrupted: running tasks were stopped; `forge run` resumes")
+    elif report.paused:
+        out.append(f"paused: {report.paused}")
+    else:
+        out += verification_lines(report.verification)
+    head = (report.integration_head or "")[:12]
+    out.append(f"integration: {state.integration.removeprefix('refs/heads/')} at {head}")
+    out.append(f"logs: {report.logs}")
+    out.append("your branch, index and working tree were not touched")
+    return "\n".join(out) + "\n"
+
+
 def verification_lines(record: dict[str, Any] | None) -> list[str]:
     if not record:
         return ["verification: not run"]
@@ -142,7 +180,9 @@ def _runner(repo: Repository, plan: str) -> str | None:
 
 
 def render_status(data: dict[str, Any]) -> str:
-    out = [f"plan {data['plan']}  (base {str(data['base'])[:12]}, integration {data['integration'].removeprefix('refs/heads/')} at {str(data['integration_head'])[:12]})"]
+    out = [
+        f"plan {data['plan']}  (base {str(data['base'])[:12]}, integration {data['integration'].removeprefix('refs/heads/')} at {str(data['integration_head'])[:12]})"
+    ]
     if data["runner"]:
         out.append(f"running: {data['runner']}")
     if data["hold"]:
@@ -152,7 +192,16 @@ def render_status(data: dict[str, Any]) -> str:
     rows = []
     for r in data["tasks"]:
         reason = r["reason"] or "; ".join(r["warnings"])
-        rows.append([r["id"], r["status"], str(r["attempts"]), r["agent"], fmt_seconds(r["seconds"]), reason])
+        rows.append(
+            [
+                r["id"],
+                r["status"],
+                str(r["attempts"]),
+                r["agent"],
+                fmt_seconds(r["seconds"]),
+                reason,
+            ]
+        )
     out.append(_table(["task", "status", "attempts", "agent", "time", "reason"], rows).rstrip())
     for r in data["tasks"]:
         if r["suggestion"]:
@@ -181,10 +230,17 @@ def render_history(data: dict[str, Any], task: str) -> str:
             usage = f"${a['cost_usd']:.4f}"
         elif a.get("input_tokens") is not None:
             usage = f"{a['input_tokens']}/{a.get('output_tokens')} tok"
-        rows.append([
-            str(a["number"]), a["agent"], str(a["status"]), str(a.get("started", "")),
-            fmt_seconds(a.get("duration")), usage, a.get("reason", ""),
-        ])
+        rows.append(
+            [
+                str(a["number"]),
+                a["agent"],
+                str(a["status"]),
+                str(a.get("started", "")),
+                fmt_seconds(a.get("duration")),
+                usage,
+                a.get("reason", ""),
+            ]
+        )
     out.append(_table(["#", "agent", "status", "started", "time", "cost", "reason"], rows).rstrip())
     if row["suggestion"]:
         out.append(row["suggestion"])

@@ -99,8 +99,14 @@ def salvage(repo: Repository, path: Path, *, plan: str, task: str) -> str | None
         repo.git("add", "--all", cwd=path, env=env)
         tree = repo.git("write-tree", cwd=path, env=env).strip()
         commit = repo.git(
-            "commit-tree", tree, "-p", head, "-m", f"forge: salvage of {plan}/{task}",
-            cwd=path, env=env,
+            "commit-tree",
+            tree,
+            "-p",
+            head,
+            "-m",
+            f"forge: salvage of {plan}/{task}",
+            cwd=path,
+            env=env,
         ).strip()
     finally:
         with contextlib.suppress(FileNotFoundError):
