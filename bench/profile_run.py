@@ -2,7 +2,7 @@
 and adds up the time of every git call (by subcommand and by the forge function
 that made it), every state save and every task command.
 
-    python bench/profile_run.py [--files 10000] [--tasks 20] [--parallel 2] [--verify]
+    python bench/profile_run.py [--files 10000] [--tasks 20] [--parallel 2] [--verify CMD]
 
 A diagnostic for the overhead benchmark, not a benchmark itself: the wrapping adds
 a little time of its own.
@@ -96,7 +96,7 @@ def main() -> int:
     ap.add_argument("--files", type=int, default=10_000)
     ap.add_argument("--tasks", type=int, default=20)
     ap.add_argument("--parallel", type=int, default=2)
-    ap.add_argument("--verify", action="store_true", help="also verify (needs a verify command)")
+    ap.add_argument("--verify", metavar="CMD", help="verify the result with this command")
     args = ap.parse_args()
     root = Path(tempfile.mkdtemp(prefix="forge-profile-"))
     hermetic_env(root)
@@ -106,6 +106,7 @@ def main() -> int:
         name="prof",
         tasks=edit_tasks(args.tasks, paths_for(args.tasks, args.files)),
         max_parallel=args.parallel,
+        verify=args.verify,
     )
     plan_file = plan.write(ctx.tmp("plan"))
 
@@ -123,7 +124,7 @@ def main() -> int:
     t_plan = time.perf_counter() - t0
     t0 = time.perf_counter()
     rep = runner.run_plan(
-        repo, recorded, runner.RunOptions(verify=args.verify), stop=threading.Event()
+        repo, recorded, runner.RunOptions(verify=args.verify is not None), stop=threading.Event()
     )
     wall = time.perf_counter() - t0
     bad = {t.id: t.status for t in rep.state.tasks.values() if t.status != "MERGED"}

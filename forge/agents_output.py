@@ -1,4 +1,4 @@
-"""Reading an agent's log: infrastructure failures, retry-after hints, usage.
+"""Reading an agent's log: infrastructure failures and their retry-after hints.
 
 Only text that can be the CLI's own error is searched: plain lines near the
 end of the log, and the error fields of JSON events (a Claude `result` with

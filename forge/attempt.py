@@ -272,7 +272,9 @@ def _run_work(
             prompt_file=prompt_file,
             feedback_file=feedback_file,
             state_dir=ctx.logs.parent / "agent-state",
+            worktree=path,
         )
+        timeout = task.timeout or defn.timeout or ctx.plan.timeout
         res = _group(
             ctx,
             argv,
@@ -304,7 +306,16 @@ def _run_work(
                 infra_retry_after=infra.retry_after,
                 infra_kind=infra.kind,
             )
+        _drop_ignored(path, defn.ignore_paths)
     if res.returncode != 0:
+        if defn is not None:
+            from forge import agents
+
+            if agents.is_context_overflow(output):
+                return Outcome(
+                    Status.FAILED,
+                    "the prompt overflowed the agent's context window: split the task",
+                )
         what = "command" if spec is None else "agent"
         return Outcome(Status.FAILED, f"{what} exited {res.returncode}: {_last_line(log)}")
     return None
@@ -364,6 +375,21 @@ def _group(
         tag=attempt.tag,
         input_path=input_path,
     )
+
+
+def _drop_ignored(path: Path, patterns: tuple[str, ...]) -> None:
+    """Remove what the agent's CLI leaves in the worktree that is never the task's
+    work (aider's caches): it must neither count as a change nor break the scope."""
+    import shutil
+
+    for pattern in patterns:
+        for hit in path.glob(pattern):
+            if hit.name == ".git":
+                continue
+            if hit.is_dir() and not hit.is_symlink():
+                shutil.rmtree(hit, ignore_errors=True)
+            else:
+                hit.unlink(missing_ok=True)
 
 
 def _diff_hash(repo: Repository, base: str, head: str) -> str:

@@ -51,7 +51,8 @@ def write_prompt(
 ) -> None:
     from forge import agents
 
-    agents.write_prompt_file(
+    agents.write_attempt_file(
+        defn,
         path,
         plan=plan,
         task_id=task.id,

@@ -13,15 +13,22 @@ from runkit import plan_and_run, state, statuses, write_plan
 PY = shlex.quote(sys.executable)
 
 
-def agent(name: str, command: str, *, models: str = '["small", "medium", "large"]',
-          efforts: str | None = '["low", "medium", "high"]') -> str:
+def agent(
+    name: str,
+    command: str,
+    *,
+    models: str = '["small", "medium", "large"]',
+    efforts: str | None = '["low", "medium", "high"]',
+) -> str:
     argv = json.dumps(["bash", "-c", command])
     ladder = f"efforts = {efforts}\n" if efforts else ""
     return f"[agents.{name}]\ncommand = {argv}\nmodels = {models}\n{ladder}"
 
 
 def task(prompt: str = "do it", files: str = '["x.txt"]', extra: str = "") -> str:
-    return f'[[task]]\nid = "t"\ntitle = "the task"\nprompt = "{prompt}"\nfiles = {files}\n{extra}\n'
+    return (
+        f'[[task]]\nid = "t"\ntitle = "the task"\nprompt = "{prompt}"\nfiles = {files}\n{extra}\n'
+    )
 
 
 def attempts(repo: Path) -> list[dict[str, object]]:
@@ -87,8 +94,14 @@ def test_rate_limit_pauses_without_spending_attempts(repo: Path, tmp_path: Path)
     from conftest import forge_cmd
 
     env = {**os.environ, "FORGE_INFRA_BACKOFF": "0.05"}
-    cp = subprocess.run(forge_cmd("run", "--infra-retries", "2"), cwd=repo, env=env,
-                        capture_output=True, text=True, timeout=60)
+    cp = subprocess.run(
+        forge_cmd("run", "--infra-retries", "2"),
+        cwd=repo,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert cp.returncode == 8, cp.stdout + cp.stderr
     tries = attempts(repo)
     assert len(tries) == 3 and all(a["status"] == "INFRA" for a in tries)
@@ -106,7 +119,7 @@ def test_retry_feeds_the_failure_back(repo: Path, tmp_path: Path) -> None:
     copies = tmp_path / "prompt-$FORGE_ATTEMPT.md"
     body = (
         'agent = "fake"\n'
-        + agent("fake", f"{PY} {FAKES}/agent_copy_prompt.py \"{copies}\" x.txt")
+        + agent("fake", f'{PY} {FAKES}/agent_copy_prompt.py "{copies}" x.txt')
         + task(extra='check = "echo CHECK-SAYS-NO; grep -q twice x.txt"')
     )
     cp = plan_and_run(repo, write_plan(tmp_path, body))
@@ -169,3 +182,12 @@ def test_retry_refusals_change_nothing(repo: Path, tmp_path: Path) -> None:
         assert cp.returncode == 2, (args, cp.stderr)
         assert needle in cp.stderr and "Traceback" not in cp.stderr
     assert (repo / ".git/forge/plans/p/state.json").read_bytes() == before
+
+
+def test_shell_preset_runs_the_prompt_as_a_script(repo: Path, tmp_path: Path) -> None:
+    body = 'agent = "shell"\n' + task(prompt="echo from-shell > x.txt")
+    cp = plan_and_run(repo, write_plan(tmp_path, body))
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    from conftest import git
+
+    assert git(repo, "show", "forge/p-integration:x.txt") == "from-shell"
