@@ -12,6 +12,7 @@ from pathlib import Path
 from forge import faults, worktrees
 from forge.git import Repository
 from forge.integrate import is_ancestor
+from forge.recovery import sweep_salvage_indexes
 from forge.runstate import StateStore, task_ref
 from forge.state import plan_lock
 
@@ -24,6 +25,8 @@ def clean_plan(repo: Repository, plan: str, *, worktree_root: Path | None = None
         integration_ref = f"refs/heads/forge/{plan}-integration"
         integration = repo.ref_value(integration_ref)
         if state is not None:
+            for folder in {Path(slot.path).parent for slot in state.slots.values()}:
+                sweep_salvage_indexes(folder)
             for slot in list(state.slots.values()):
                 path = Path(slot.path)
                 ref = worktrees.salvage(repo, path, plan=plan, task=slot.task or slot.name)

@@ -17,7 +17,7 @@ from pathlib import Path
 from forge import proc, worktrees
 from forge.git import Repository
 from forge.integrate import is_ancestor
-from forge.liveness import Owner
+from forge.liveness import Owner, start_time
 from forge.plan import Plan
 from forge.runstate import FAILURES, RunState, StateStore, Status, TaskState
 
@@ -46,6 +46,8 @@ def recover(
     on_event: Callable[[str], None] = lambda _m: None,
 ) -> list[str]:
     notes: list[str] = []
+    for folder in {Path(slot.path).parent for slot in state.slots.values()}:
+        sweep_salvage_indexes(folder)
     integration = repo.ref_value(state.integration)
     for ts in state.tasks.values():
         if ts.status == Status.RUNNING:
@@ -60,6 +62,27 @@ def recover(
         on_event(note)
     store.save(state)
     return notes
+
+
+SALVAGE_INDEX_PREFIX = ".forge-salvage-index-"
+
+
+def sweep_salvage_indexes(folder: Path) -> list[Path]:
+    """Remove the temporary index files of salvages whose process is gone (killed
+    mid-salvage); one of a live process stays. Returns what was removed."""
+    removed: list[Path] = []
+    try:
+        entries = [e for e in folder.iterdir() if e.name.startswith(SALVAGE_INDEX_PREFIX)]
+    except OSError:
+        return removed
+    for entry in entries:
+        pid = entry.name[len(SALVAGE_INDEX_PREFIX) :].partition(".")[0]
+        if not pid.isdigit() or int(pid) == os.getpid() or start_time(int(pid)) is not None:
+            continue
+        with contextlib.suppress(FileNotFoundError):
+            entry.unlink()
+            removed.append(entry)
+    return removed
 
 
 def _landed(repo: Repository, ts: TaskState, integration: str) -> bool:

@@ -114,16 +114,20 @@ def verification_lines(record: dict[str, Any] | None) -> list[str]:
         return ["verification: not run"]
     verdict = record.get("verdict", "?")
     commit = str(record.get("commit", ""))[:12]
-    cached = " (remembered verdict)" if record.get("cached") else ""
+    cached = " (remembered verdict: this tree was verified before)" if record.get("cached") else ""
     lines = [f"verification: {verdict} on {commit}{cached}"]
-    for lane, runs in (record.get("lanes") or {}).items():
-        if isinstance(runs, dict):
-            runs = runs.get("runs", [])
-        for run in runs or []:
-            log = run.get("log") or run.get("log_path") or ""
-            lines.append(
-                f"  {lane} {run.get('kind', '')}: exit {run.get('exit_code', run.get('returncode'))} {log}"
-            )
+    for lane, data in (record.get("lanes") or {}).items():
+        lines.append(f"  lane {lane}: {data.get('verdict', '?')}")
+        for run in data.get("runs", []):
+            changed = run.get("changed") or []
+            what = f"exit {run.get('exit_code')}"
+            if run.get("timed_out"):
+                what = "timed out"
+            elif run.get("stopped"):
+                what = "stopped"
+            if changed:
+                what += f", changed {', '.join(changed[:5])}"
+            lines.append(f"    {run.get('kind', 'run')}: {what}  {run.get('log') or ''}")
     return lines
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import threading
 from pathlib import Path
 
 from forge.errors import ForgeError
@@ -27,15 +28,21 @@ def is_worktree(path: Path) -> bool:
     return (path / ".git").is_file()
 
 
+# One `worktree add` at a time: its `prune` must never race another add's
+# half-made registration.
+_ADD_LOCK = threading.Lock()
+
+
 def add(repo: Repository, path: Path, commit: str) -> None:
-    if path.exists() and not is_worktree(path):
-        if any(path.iterdir()):
-            raise ForgeError(f"{path} exists and is not a forge worktree; move it away")
-        path.rmdir()
-    if not path.exists():
-        prune(repo)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        repo.git("worktree", "add", "--quiet", "--detach", str(path), commit)
+    with _ADD_LOCK:
+        if path.exists() and not is_worktree(path):
+            if any(path.iterdir()):
+                raise ForgeError(f"{path} exists and is not a forge worktree; move it away")
+            path.rmdir()
+        if not path.exists():
+            prune(repo)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            repo.git("worktree", "add", "--quiet", "--detach", str(path), commit)
 
 
 def dirty_paths(path: Path, repo: Repository) -> list[str]:

@@ -130,8 +130,18 @@ def test_a_killed_writers_temp_file_is_swept(tmp_path: Path, repo: Path) -> None
     # the next run of a plan sweeps what a killed run left in its folder
     plan = write_plan(tmp_path, '[[task]]\nid = "a"\nrun = "echo a > a.txt"\nfiles = ["a.txt"]\n')
     assert run_forge(repo, "plan", str(plan)).returncode == 0
-    left = repo / f".git/forge/plans/p/.state.json.{dead.pid}.zz99zz99.tmp"
-    left.write_text("{")
     assert run_forge(repo, "run").returncode == 0
-    assert not left.exists()
+    slot_dir = Path(next(iter(state(repo)["slots"].values()))["path"]).parent
+    left = [
+        repo / f".git/forge/plans/p/.state.json.{dead.pid}.zz99zz99.tmp",
+        slot_dir / f".forge-salvage-index-{dead.pid}",
+    ]
+    for p in left:
+        p.write_text("{")
+    mine = slot_dir / f".forge-salvage-index-{os.getpid()}"  # a live salvage: kept
+    mine.write_text("{")
+    assert run_forge(repo, "run").returncode == 0
+    assert not [p for p in left if p.exists()], "a killed run's temp files were not swept"
+    assert mine.exists()
+    mine.unlink()
     assert not forge_temp_files(repo)
