@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -136,11 +135,14 @@ def main(argv: list[str] | None = None) -> int:
             ctx.log(f"  ({time.perf_counter() - t0:.1f} s)")
             figures += got
     finally:
+        wall = time.perf_counter() - started
         if args.keep:
             print(f"kept: {root}")
         else:
-            shutil.rmtree(root, ignore_errors=True)
-    wall = time.perf_counter() - started
+            # Worktrees of large repositories are slow to delete (ext4): say so.
+            t0 = time.perf_counter()
+            subprocess.run(["rm", "-rf", "--", str(root)], check=False)
+            print(f"removed the temp dir in {time.perf_counter() - t0:.0f} s")
     print()
     print(table(figures))
     print(f"\n{len(figures)} figures in {wall:.0f} s")

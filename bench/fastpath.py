@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import repogen
-from kit import Context, Figure, forge, forge_argv, git, median_of, ms
+from kit import Context, Figure, settle, forge, forge_argv, git, median_of, ms
 from overhead import paths_for
 from plans import BenchPlan, edit_tasks
 
@@ -78,7 +78,12 @@ def prepush_figure(ctx: Context, repo: Path, runs: int, gs: float, py: float) ->
     hook = hook_path(repo, "pre-push")
     if not os.access(hook, os.X_OK):
         raise RuntimeError(f"forge hooks install left no executable {hook}")
+    logs = repo / ".git" / "forge" / "verify" / "logs"
+    before = len(list(logs.iterdir())) if logs.is_dir() else 0
     took = median_of(lambda: quiet([str(hook), "origin", "/nowhere"], repo, input=stdin), runs=runs)
+    after = len(list(logs.iterdir())) if logs.is_dir() else 0
+    if after != before:  # the point is the remembered verdict: no verification may run
+        raise RuntimeError(f"pre-push ran {after - before} verification(s) on a verified tree")
     ctx.log(f"  pre-push (remembered verdict): {ms(took)}; git status {ms(gs)}")
     return Figure(
         bench="hooks",
@@ -102,5 +107,7 @@ def run(ctx: Context) -> list[Figure]:
     try:
         figures.append(prepush_figure(ctx, repo, runs, gs, py))
     finally:
+        # Later benchmarks share the repository: no hooks, no config left behind.
+        forge(repo, "hooks", "uninstall", ok=(0, 2))
         (repo / "forge.toml").unlink(missing_ok=True)
     return figures

@@ -153,6 +153,12 @@ def sh(cwd: Path, script: str, *, timeout: float = 900) -> None:
         raise RuntimeError(f"script in {cwd} exited {cp.returncode}:\n{script}\n{cp.stderr[-3000:]}")
 
 
+def settle() -> None:
+    """Flush dirty pages before a timed section, so the writeback of files an
+    earlier step wrote (repositories, worktrees) does not land inside it."""
+    os.sync()
+
+
 @contextmanager
 def stopwatch() -> Iterator[list[float]]:
     """`with stopwatch() as t: ...` then t[0] holds the seconds spent."""

@@ -15,7 +15,8 @@ import random
 from dataclasses import dataclass
 
 import repogen
-from kit import Context, Figure, forge, secs, stopwatch
+from kit import Context, Figure, settle, forge, secs, stopwatch
+from overhead import floor, paths_for
 from plans import BenchPlan, BenchTask
 
 PARALLEL = 4
@@ -48,16 +49,18 @@ def critical_path(dag: Dag) -> float:
     return max(finish)
 
 
-def greedy(dag: Dag, parallel: int) -> float:
-    """List scheduling with zero overhead, longest remaining chain first."""
+def greedy(dag: Dag, parallel: int, *, extra: float = 0.0) -> float:
+    """List scheduling, longest remaining chain first, each task lasting its sleep
+    plus `extra` seconds."""
     n = len(dag.durations)
+    durations = [d + extra for d in dag.durations]
     dependants: list[list[int]] = [[] for _ in range(n)]
     for i, ds in enumerate(dag.deps):
         for j in ds:
             dependants[j].append(i)
     chain = [0.0] * n
     for i in reversed(range(n)):
-        chain[i] = dag.durations[i] + max((chain[k] for k in dependants[i]), default=0.0)
+        chain[i] = durations[i] + max((chain[k] for k in dependants[i]), default=0.0)
     waiting = [len(ds) for ds in dag.deps]
     ready = [(-chain[i], i) for i in range(n) if waiting[i] == 0]
     heapq.heapify(ready)
@@ -66,7 +69,7 @@ def greedy(dag: Dag, parallel: int) -> float:
     while ready or running:
         while ready and len(running) < parallel:
             _, i = heapq.heappop(ready)
-            heapq.heappush(running, (now + dag.durations[i], i))
+            heapq.heappush(running, (now + durations[i], i))
         now, done = heapq.heappop(running)
         for k in dependants[done]:
             waiting[k] -= 1
@@ -97,6 +100,9 @@ def run(ctx: Context) -> list[Figure]:
     if not ctx.quick:
         dags.append(random_dag("dense", n, seed=11, max_deps=3, window=6))
     repo = repogen.repo(ctx, 1000)
+    # What bare git costs per task here (checkout, add, commit, merge), one at a time.
+    k = 6 if ctx.quick else 12
+    git_cost = floor(ctx, repo, paths_for(k, 1000, offset=7), "makespan", slots=1) / k
     figures = []
     for dag in dags:
         plan = plan_of(dag, 1000)
@@ -114,6 +120,7 @@ def run(ctx: Context) -> list[Figure]:
         work = sum(dag.durations)
         bound = max(cp, work / PARALLEL)
         ideal = greedy(dag, PARALLEL)
+        with_git = greedy(dag, PARALLEL, extra=git_cost)
         ctx.log(
             f"  {dag.name}: forge run {secs(t[0])} (inside the run {secs(inner)}); "
             f"critical path {secs(cp)}, work/{PARALLEL} {secs(work / PARALLEL)}, "
@@ -130,7 +137,9 @@ def run(ctx: Context) -> list[Figure]:
                 note=(
                     f"inside the run {secs(inner)} (ratio {inner / bound:.2f}); "
                     f"an overhead-free greedy schedule takes {secs(ideal)} "
-                    f"(ratio {ideal / bound:.2f}); critical path {secs(cp)}, "
+                    f"(ratio {ideal / bound:.2f}), and {secs(with_git)} (ratio "
+                    f"{with_git / bound:.2f}) when each task also pays bare git's "
+                    f"{git_cost * 1000:.0f} ms; critical path {secs(cp)}, "
                     f"total work / {PARALLEL} = {secs(work / PARALLEL)}"
                 ),
             )

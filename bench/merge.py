@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import repogen
-from kit import Context, Figure, git, ms, stopwatch
+from kit import Context, Figure, git, ms, settle, stopwatch
 
 TARGET = 1.3
 
@@ -40,22 +40,31 @@ def make_branches(repo: Path, prefix: str, indices: list[int]) -> list[str]:
     return [f"refs/heads/{prefix}/t{n:03d}" for n in range(len(indices))]
 
 
-def forge_merges(repo: Path, branches: list[str], integ: str) -> list[float]:
+def forge_merges(repos: dict[int, tuple[Path, list[str]]]) -> dict[int, list[float]]:
+    """Time merge_task for every branch, alternating between the repositories so
+    that both sizes see the same background load (writeback, page cache)."""
     from forge.git import discover
     from forge.integrate import merge_task
 
-    r = discover(repo)
-    base = git(repo, "rev-parse", "HEAD")
-    git(repo, "update-ref", integ, base)
-    commits = [git(repo, "rev-parse", b) for b in branches]
-    merge_task(r, ref=integ, task_commit=base, message="warm-up")  # identity lookup, caches
-    times = []
-    for c in commits:
-        t0 = time.perf_counter()
-        res = merge_task(r, ref=integ, task_commit=c, message=f"merge {c[:8]}")
-        times.append(time.perf_counter() - t0)
-        if not res.merged or res.already:
-            raise RuntimeError(f"merge of {c} did not land: {res}")
+    prepared = {}
+    for files, (repo, branches) in repos.items():
+        r = discover(repo)
+        base = git(repo, "rev-parse", "HEAD")
+        integ = f"refs/heads/mb{files}-integration"
+        git(repo, "update-ref", integ, base)
+        commits = [git(repo, "rev-parse", b) for b in branches]
+        merge_task(r, ref=integ, task_commit=base, message="warm-up")  # identity lookup
+        prepared[files] = (r, integ, commits)
+    settle()
+    times: dict[int, list[float]] = {files: [] for files in repos}
+    count = min(len(c) for _, _, c in prepared.values())
+    for i in range(count):
+        for files, (r, integ, commits) in prepared.items():
+            t0 = time.perf_counter()
+            res = merge_task(r, ref=integ, task_commit=commits[i], message=f"merge {i}")
+            times[files].append(time.perf_counter() - t0)
+            if not res.merged or res.already:
+                raise RuntimeError(f"merge of {commits[i]} did not land: {res}")
     return times
 
 
@@ -74,13 +83,16 @@ def run(ctx: Context) -> list[Figure]:
     sizes = [1000, 10_000] if ctx.quick else [10_000, 50_000]
     count = 30 if ctx.quick else 100
     sample = 10 if ctx.quick else 20
-    plumbing: dict[int, list[float]] = {}
-    checkout: dict[int, list[float]] = {}
+    repos = {}
     for files in sizes:
         repo = repogen.repo(ctx, files)
         stride = files // count
         branches = make_branches(repo, f"mb{files}", [n * stride + 3 for n in range(count)])
-        plumbing[files] = forge_merges(repo, branches, f"refs/heads/mb{files}-integration")
+        repos[files] = (repo, branches)
+    plumbing = forge_merges(repos)
+    checkout: dict[int, list[float]] = {}
+    for files, (repo, branches) in repos.items():
+        settle()
         checkout[files] = checkout_merges(ctx, repo, branches[:sample], str(files))
         ctx.log(
             f"  {files} files: merge_task mean {ms(statistics.mean(plumbing[files]))} "

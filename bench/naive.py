@@ -12,7 +12,7 @@ import subprocess
 from pathlib import Path
 
 import repogen
-from kit import Context, Figure, forge, git, secs, stopwatch
+from kit import Context, Figure, settle, forge, git, secs, stopwatch
 from overhead import paths_for
 from plans import BenchPlan, edit_tasks
 

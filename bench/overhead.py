@@ -15,7 +15,7 @@ import subprocess
 from pathlib import Path
 
 import repogen
-from kit import Context, Figure, forge, git, secs, stopwatch
+from kit import Context, Figure, forge, git, secs, settle, stopwatch
 from plans import BenchPlan, edit_tasks
 
 SLOTS = 2
@@ -53,7 +53,7 @@ def paths_for(n: int, files: int, *, offset: int = 0) -> list[str]:
     return [repogen.file_path((offset + i * stride) % files) for i in range(n)]
 
 
-def floor(ctx: Context, repo: Path, paths: list[str], tag: str) -> float:
+def floor(ctx: Context, repo: Path, paths: list[str], tag: str, *, slots: int = SLOTS) -> float:
     work = ctx.tmp(f"floor-{tag}")
     base = git(repo, "rev-parse", "HEAD")
     integ = f"refs/heads/floor-{tag}-integration"
@@ -61,11 +61,12 @@ def floor(ctx: Context, repo: Path, paths: list[str], tag: str) -> float:
     script = work / "worker.sh"
     script.write_text(FLOOR_WORKER)
     lists = []
-    for w in range(SLOTS):
-        mine = [(f"floor-{tag}/t{i:03d}", p) for i, p in enumerate(paths) if i % SLOTS == w]
+    for w in range(slots):
+        mine = [(f"floor-{tag}/t{i:03d}", p) for i, p in enumerate(paths) if i % slots == w]
         lst = work / f"tasks-{w}.txt"
         lst.write_text("".join(f"{b} {p}\n" for b, p in mine))
         lists.append(lst)
+    settle()
     with stopwatch() as t:
         procs = [
             subprocess.Popen(
@@ -73,7 +74,7 @@ def floor(ctx: Context, repo: Path, paths: list[str], tag: str) -> float:
                  str(work / "merge.lock"), str(lists[w])],
                 cwd=repo, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
             )
-            for w in range(SLOTS)
+            for w in range(slots)
         ]
         for p in procs:
             _, err = p.communicate()
@@ -90,6 +91,7 @@ def through_forge(ctx: Context, repo: Path, paths: list[str], tag: str) -> tuple
     name = f"ovh-{tag}"
     plan = BenchPlan(name=name, tasks=edit_tasks(len(paths), paths), max_parallel=SLOTS)
     path = plan.write(ctx.tmp(f"plan-{tag}"))
+    settle()
     with stopwatch() as tp:
         forge(repo, "plan", str(path))
     with stopwatch() as tr:

@@ -3,10 +3,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from forge.plan import Task
+from forge.errors import ForgeError, PlanError
+from forge.plan import Plan, Task
 from forge.runstate import TaskState
 
 DEFAULT_AGENT = "claude"
@@ -22,6 +24,25 @@ class NextSpec:
 
 def base_spec_text(ctx: Any, task: Task, ts: TaskState) -> str:
     return ts.agent or task.agent or ctx.plan.agent or DEFAULT_AGENT
+
+
+def check_specs(plan: Plan, defs: Mapping[str, Mapping[str, Any]]) -> None:
+    """Refuse a plan whose prompt tasks name an agent, model or effort that does not
+    resolve: one line per task, before anything is written."""
+    from forge import agents
+
+    problems = []
+    for task in plan.tasks:
+        if task.run is not None:
+            continue
+        spec = task.agent or plan.agent or DEFAULT_AGENT
+        try:
+            agents.resolve(spec, defs)
+        except ForgeError as exc:
+            where = plan.source or plan.name
+            problems.append(f"{where}: task '{task.id}': agent '{spec}': {exc.message}")
+    if problems:
+        raise PlanError(problems)
 
 
 def next_spec(ctx: Any, task: Task, ts: TaskState) -> NextSpec:

@@ -129,13 +129,13 @@ def discover(start: Path | None = None) -> Repository:
         cwd=here,
         check=False,
     )
+    lines = cp.stdout.splitlines()
+    if lines[:1] == ["true"]:  # rev-parse prints this, then fails on --show-toplevel
+        raise ForgeError(f"{here} is a bare repository: forge needs a working tree")
     if cp.returncode != 0:
         if "not a git repository" in cp.stderr:
             raise ForgeError(f"{here} is not in a git repository (run `git init` first)")
         raise ForgeError(f"git cannot read the repository at {here}: {proc.tail(cp.stderr, 1)}")
-    lines = cp.stdout.splitlines()
-    if lines and lines[0] == "true":
-        raise ForgeError(f"{here} is a bare repository: forge needs a working tree")
     if len(lines) < 3:
         raise ForgeError(f"{here} is inside a git directory, not a working tree")
     root = Path(lines[1]).resolve()

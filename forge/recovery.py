@@ -76,7 +76,8 @@ def sweep_salvage_indexes(folder: Path) -> list[Path]:
     except OSError:
         return removed
     for entry in entries:
-        pid = entry.name[len(SALVAGE_INDEX_PREFIX) :].partition(".")[0]
+        # .forge-salvage-index-<pid>-<random>
+        pid = entry.name[len(SALVAGE_INDEX_PREFIX) :].partition("-")[0].partition(".")[0]
         if not pid.isdigit() or int(pid) == os.getpid() or start_time(int(pid)) is not None:
             continue
         with contextlib.suppress(FileNotFoundError):

@@ -119,7 +119,11 @@ def record(repo: Repository, plan_path: Path) -> Recorded:
 
     from forge.dag import compute_waves, critical_path
 
+    from forge.config import load_repo_config
+    from forge.escalate_run import check_specs
+
     plan, raw = load_plan_source(plan_path)
+    check_specs(plan, {**load_repo_config(repo.root).agents, **plan.agents})
     waves = compute_waves(plan)
     cpath = critical_path(plan)
     base_ref, base_commit = _base(repo, plan)

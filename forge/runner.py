@@ -84,6 +84,10 @@ def run_plan(
     on_event: Callable[[str], None] = lambda _m: None,
 ) -> RunReport:
     plan = recorded.plan
+    from forge.escalate_run import check_specs
+
+    defs = agent_defs(repo, plan)
+    check_specs(plan, defs)  # forge.toml may have changed since `forge plan`
     # Orphaned grandchildren of agents re-parent to forge, so a stopped group can be
     # reaped to the last process instead of lingering as zombies of init.
     proc.become_subreaper()
@@ -115,7 +119,7 @@ def run_plan(
                 slots=SlotPool(repo, root, state, store, clean_all=plan.clean == "all"),
                 logs=logs,
                 stop=stop,
-                agent_defs=agent_defs(repo, plan),
+                agent_defs=defs,
                 owner=owner.to_dict(),
                 on_change=lambda tid: on_change(state, tid),
             )

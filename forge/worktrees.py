@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import tempfile
 import threading
 from pathlib import Path
 
@@ -98,8 +99,13 @@ def salvage(repo: Repository, path: Path, *, plan: str, task: str) -> str | None
     without moving the worktree's branch. Returns the ref, or None if clean."""
     if not is_worktree(path) or not dirty_paths(path, repo):
         return None
-    index = path / ".." / f".forge-salvage-index-{os.getpid()}"
-    env = {**identity_env(repo), "GIT_INDEX_FILE": str(index.resolve())}
+    # An index of its own, unique to this call: salvages of several slots may run
+    # at once, and the worktree's own index must stay as it is.
+    fd, name = tempfile.mkstemp(prefix=f".forge-salvage-index-{os.getpid()}-", dir=path.parent)
+    os.close(fd)
+    index = Path(name)
+    index.unlink()  # git wants to create it; an empty file is not a valid index
+    env = {**identity_env(repo), "GIT_INDEX_FILE": str(index)}
     try:
         head = repo.git("rev-parse", "HEAD", cwd=path).strip()
         repo.git("read-tree", head, cwd=path, env=env)
@@ -117,7 +123,7 @@ def salvage(repo: Repository, path: Path, *, plan: str, task: str) -> str | None
         ).strip()
     finally:
         with contextlib.suppress(FileNotFoundError):
-            index.resolve().unlink()
+            index.unlink()
     n = 1
     while repo.ref_value(f"refs/forge/salvage/{plan}/{task}/{n}") is not None:
         n += 1

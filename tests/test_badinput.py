@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -54,9 +54,7 @@ def _forge_repo(repo: Path) -> Repository:
     return discover(repo)
 
 
-def _craft_state(
-    repo: Path, *, status: str = Status.MERGED, verdict: str | None = None
-) -> str:
+def _craft_state(repo: Path, *, status: str = Status.MERGED, verdict: str | None = None) -> str:
     """A state in which task `a` reached `status`, its work (a.txt) on integration,
     and (if `verdict`) a verification record of the integration head."""
     r = _forge_repo(repo)
@@ -199,6 +197,15 @@ def _corrupt(which: str, command: str) -> Callable[[Path], tuple[Path, list[str]
     return setup
 
 
+def _unknown_agent_run(repo: Path) -> tuple[Path, list[str]]:
+    # Recorded while forge.toml defined the agent; the definition is gone since.
+    toml = repo / "forge.toml"
+    toml.write_text('[agents.nosuchagent]\ncommand = ["true"]\n')
+    _record(repo, PROMPT_PLAN.replace('agent = "claude"', 'agent = "nosuchagent"'))
+    toml.unlink()
+    return repo, ["run"]
+
+
 def _no_plan(command: str) -> Callable[[Path], tuple[Path, list[str]]]:
     return lambda repo: (repo, [command])
 
@@ -221,7 +228,9 @@ CASES: dict[str, Case] = {
     "not-a-repository": Case(_not_a_repo, ("not in a git repository", "git init")),
     "bare-repository": Case(_bare, ("bare", "working tree")),
     "detached-head-accept": Case(_detached_accept, ("detached", "check out")),
-    "unknown-base": Case(_plan_file(_task("").replace('name = "p"', 'name = "p"\nbase = "nosuch"')), ("nosuch",)),
+    "unknown-base": Case(
+        _plan_file(_task("").replace('name = "p"', 'name = "p"\nbase = "nosuch"')), ("nosuch",)
+    ),
     "missing-plan-file": Case(_missing_plan, ("nope.toml", "not found")),
     "toml-error": Case(_plan_file('name = "p"\n[[task]\n'), ("toml", "line")),
     "unknown-key": Case(_plan_file(_task('colour = "red"\n')), ("colour",)),
@@ -233,13 +242,24 @@ CASES: dict[str, Case] = {
         ("cycle", "a -> b -> a"),
     ),
     "unknown-dependency": Case(_plan_file(_task('deps = ["ghost"]\n')), ("ghost",)),
-    "duplicate-ids": Case(_plan_file(_task("") + '[[task]]\nid = "a"\nrun = "true"\nfiles = ["b"]\n'), ("duplicate", "a")),
+    "duplicate-ids": Case(
+        _plan_file(_task("") + '[[task]]\nid = "a"\nrun = "true"\nfiles = ["b"]\n'),
+        ("duplicate", "a"),
+    ),
     "id-not-valid-in-a-ref": Case(_plan_file(_task("", tid="a..b")), ("a..b", "not valid")),
     "absolute-path": Case(_plan_file(_task("", files='["/etc/passwd"]')), ("/etc/passwd",)),
     "dotdot-path": Case(_plan_file(_task("", files='["../escape.txt"]')), ("../escape.txt",)),
-    "no-prompt-nor-run": Case(_plan_file('name = "p"\n[[task]]\nid = "a"\nfiles = ["a"]\n'), ("prompt", "run")),
+    "no-prompt-nor-run": Case(
+        _plan_file('name = "p"\n[[task]]\nid = "a"\nfiles = ["a"]\n'), ("prompt", "run")
+    ),
     "no-files": Case(_plan_file('name = "p"\n[[task]]\nid = "a"\nrun = "true"\n'), ("files",)),
-    "unknown-agent": Case(_plan_file('name = "p"\nagent = "nosuchagent"\n[[task]]\nid = "a"\nprompt = "x"\nfiles = ["a"]\n'), ("nosuchagent",)),
+    "unknown-agent": Case(
+        _plan_file(
+            'name = "p"\nagent = "nosuchagent"\n[[task]]\nid = "a"\nprompt = "x"\nfiles = ["a"]\n'
+        ),
+        ("nosuchagent",),
+    ),
+    "unknown-agent-run": Case(_unknown_agent_run, ("nosuchagent", "forge.toml")),
     "unknown-model": Case(_retry("a", "--agent", "claude:nosuch"), ("nosuch",)),
     "unknown-effort": Case(_retry("a", "--agent", "claude:sonnet:nosuch"), ("nosuch",)),
     "retry-unknown-task": Case(_retry("ghost"), ("ghost", "tasks: a")),
@@ -247,7 +267,9 @@ CASES: dict[str, Case] = {
     "accept-unverified": Case(_accept_unverified, ("not passed verification", "forge run")),
     "accept-local-changes": Case(_accept_in_the_way, ("refused", "a.txt")),
     "changed-plan-file": Case(_changed_plan, ("changed since it was recorded", "forge plan")),
-    "corrupt-state-run": Case(_corrupt("state.json", "run"), ("state.json", "corrupt", "move it aside")),
+    "corrupt-state-run": Case(
+        _corrupt("state.json", "run"), ("state.json", "corrupt", "move it aside")
+    ),
     "corrupt-state-status": Case(_corrupt("state.json", "status"), ("state.json", "corrupt")),
     "corrupt-plan-json": Case(_corrupt("plan.json", "run"), ("plan.json", "corrupt", "forge plan")),
     "run-no-plan": Case(_no_plan("run"), ("no plan recorded", "forge plan")),
@@ -256,16 +278,7 @@ CASES: dict[str, Case] = {
     "hold-without-reason": Case(_empty_hold, ("reason",)),
 }
 
-KNOWN_BUGS = {
-    "bare-repository": (
-        "git.discover: --show-toplevel fails in a bare repository before the "
-        "--is-bare-repository answer (printed on stdout) is looked at"
-    ),
-    "unknown-agent": (
-        "registry.record does not resolve the plan's agent specs, so `forge plan` "
-        "records a plan whose agent does not exist"
-    ),
-}
+KNOWN_BUGS: dict[str, str] = {}
 
 
 def _params() -> list[object]:

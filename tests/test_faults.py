@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import os
 import subprocess
+import threading
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from conftest import git, run_forge
@@ -21,6 +23,10 @@ from runkit import (
     wait_for,
     write_plan,
 )
+
+from forge.git import discover
+from forge.recovery import reset_for_attempt
+from forge.runstate import TaskState
 
 TASKS = ("a", "b", "c", "d")
 
@@ -104,8 +110,16 @@ def assert_resumed_cleanly(repo: Path, killed: list[str]) -> str:
         assert git(repo, "merge-base", "--is-ancestor", merged, head) == ""
         assert git(repo, "show", f"{head}:{tid}.txt") == tid
     # the dependency order held: c's base already had a's merge
-    assert git(repo, "merge-base", "--is-ancestor", st["tasks"]["a"]["merged_commit"],
-               st["tasks"]["c"]["base"]) == ""
+    assert (
+        git(
+            repo,
+            "merge-base",
+            "--is-ancestor",
+            st["tasks"]["a"]["merged_commit"],
+            st["tasks"]["c"]["base"],
+        )
+        == ""
+    )
     assert not leftovers(), "a process of the run outlived it"
     for tid in killed:
         assert st["tasks"][tid]["attempts"][0]["status"] in ("INTERRUPTED", "MERGED")
@@ -117,6 +131,21 @@ def assert_resumed_cleanly(repo: Path, killed: list[str]) -> str:
         assert ref in cp.stdout
     assert not list(Path(os.environ["FORGE_WORKTREES"]).rglob(".forge-salvage-index*"))
     return cp.stdout
+
+
+def settle(repo: Path) -> None:
+    """Wait for git commands the killed runner had started to finish (git carries on
+    when its parent dies): a worktree being added looks dirty until it is done."""
+    gitdir = repo / ".git"
+
+    def busy() -> list[Path]:
+        return [
+            *gitdir.glob("worktrees/*/locked"),
+            *gitdir.glob("worktrees/*/index.lock"),
+            *gitdir.glob("index.lock"),
+        ]
+
+    wait_for(lambda: not busy(), what="the killed runner's git commands to finish")
 
 
 def left_work(repo: Path, tid: str) -> bool:
@@ -154,6 +183,7 @@ def test_a_kill_at_each_point_loses_nothing(point: str, repo: Path, tmp_path: Pa
     assert killed, before
     merged_before = {t for t, s in before.items() if s == "MERGED"}
     head_before = git(repo, "rev-parse", "forge/p-integration")
+    settle(repo)
     with_work = [t for t in killed if left_work(repo, t)]
     assert_resumed_cleanly(repo, killed)
     # nothing merged before the kill was lost or redone
@@ -197,8 +227,7 @@ def test_kill9_while_an_agent_runs(repo: Path, tmp_path: Path) -> None:
 def test_kill9_during_verification(repo: Path, tmp_path: Path) -> None:
     started, pid_file = tmp_path / "verify-started", tmp_path / "verify-pid"
     verify = (
-        f"if [ -f {started} ]; then exit 0; fi; echo $$ > {pid_file}; touch {started}; "
-        f"sleep 600"
+        f"if [ -f {started} ]; then exit 0; fi; echo $$ > {pid_file}; touch {started}; sleep 600"
     )
     _record(repo, tmp_path, f"verify = '''{verify}'''\n" + PLAN)
     p = spawn_forge(repo, "run", env={"FORGE_GRACE": "0.5"})
@@ -235,3 +264,42 @@ def test_kill9_during_clean_then_clean_again(repo: Path, tmp_path: Path) -> None
     assert not list(Path(os.environ["FORGE_WORKTREES"]).rglob(".forge-salvage-index*"))
     named = [r for r in after if r in cp.stdout]
     assert named, "the second clean names the salvage ref of the unmerged branch"
+
+
+def test_salvages_at_once_keep_each_tasks_own_work(repo: Path, tmp_path: Path) -> None:
+    """Attempts start on worker threads, so two can salvage their slots at once;
+    each salvage ref must hold its own task's work and nothing else."""
+    r = discover(repo)
+    base = git(repo, "rev-parse", "HEAD")
+    plan = SimpleNamespace(name="p")
+    root = Path(os.environ["FORGE_WORKTREES"]) / "repo" / "p"
+    tasks = [f"t{i}" for i in range(4)]
+    paths = {t: root / f"slot-{t}" for t in tasks}
+    for t in tasks:
+        git(repo, "branch", f"forge/p/{t}", base)
+        git(repo, "worktree", "add", "-q", str(paths[t]), f"forge/p/{t}")
+    for _round in range(3):
+        states = {t: TaskState(id=t, base=base, branch=f"refs/heads/forge/p/{t}") for t in tasks}
+        for t in tasks:
+            (paths[t] / f"{t}.txt").write_text(f"work of {t}\n")
+        barrier = threading.Barrier(len(tasks))
+
+        def salvage(ts: TaskState, path: Path, barrier: threading.Barrier) -> None:
+            barrier.wait()
+            reset_for_attempt(r, plan, ts, path, fresh=False)  # type: ignore[arg-type]
+
+        threads = [
+            threading.Thread(target=salvage, args=(states[t], paths[t], barrier)) for t in tasks
+        ]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        for t in tasks:
+            (ref,) = states[t].salvage
+            names = git(repo, "ls-tree", "--name-only", ref).split()
+            assert f"{t}.txt" in names, f"{t}'s work is missing from {ref}"
+            assert not [n for n in names if n.endswith(".txt") and n != f"{t}.txt"], names
+            assert git(repo, "show", f"{ref}:{t}.txt") == f"work of {t}"
+            assert not git(paths[t], "status", "--porcelain"), "the slot is clean for the attempt"
+    assert not list(root.glob(".forge-salvage-index*"))
