@@ -43,6 +43,7 @@ def status_figure(ctx: Context, repo: Path, runs: int, gs: float, py: float) -> 
     )
     forge(repo, "plan", str(plan.write(ctx.tmp("plan-status"))))
     forge(repo, "run", "status50")
+    settle()
     took = median_of(lambda: quiet(forge_argv("status", "status50"), repo), runs=runs)
     as_json = median_of(
         lambda: quiet(forge_argv("status", "status50", "--json"), repo), runs=runs
@@ -80,6 +81,7 @@ def prepush_figure(ctx: Context, repo: Path, runs: int, gs: float, py: float) ->
         raise RuntimeError(f"forge hooks install left no executable {hook}")
     logs = repo / ".git" / "forge" / "verify" / "logs"
     before = len(list(logs.iterdir())) if logs.is_dir() else 0
+    settle()
     took = median_of(lambda: quiet([str(hook), "origin", "/nowhere"], repo, input=stdin), runs=runs)
     after = len(list(logs.iterdir())) if logs.is_dir() else 0
     if after != before:  # the point is the remembered verdict: no verification may run
@@ -102,6 +104,7 @@ def run(ctx: Context) -> list[Figure]:
     files = 1000 if ctx.quick else 10_000
     runs = 3 if ctx.quick else 7
     repo = repogen.repo(ctx, files)
+    settle()
     gs, py = baselines(repo, runs)
     figures = [status_figure(ctx, repo, runs, gs, py)]
     try:

@@ -108,6 +108,7 @@ def run(ctx: Context) -> list[Figure]:
         plan = plan_of(dag, 1000)
         path = plan.write(ctx.tmp(f"plan-{plan.name}"))
         forge(repo, "plan", str(path))
+        settle()
         with stopwatch() as t:
             forge(repo, "run", plan.name)
         state = json.loads(

@@ -54,6 +54,7 @@ def by_script(ctx: Context, repo: Path, paths: list[str]) -> float:
         "PARALLEL": str(PARALLEL),
         "TEST": TEST,
     }
+    settle()
     with stopwatch() as t:
         cp = subprocess.run(
             ["bash", "-c", SCRIPT], cwd=repo, env=env, capture_output=True, text=True,
@@ -73,6 +74,7 @@ def by_forge(ctx: Context, repo: Path, paths: list[str]) -> tuple[float, str]:
         name="naive", tasks=edit_tasks(len(paths), paths), max_parallel=PARALLEL, verify=TEST
     )
     path = plan.write(ctx.tmp("plan-naive"))
+    settle()
     with stopwatch() as t:
         forge(repo, "plan", str(path))
         forge(repo, "run", "naive")

@@ -117,9 +117,8 @@ def record(repo: Repository, plan_path: Path) -> Recorded:
     """
     from filelock import FileLock
 
-    from forge.dag import compute_waves, critical_path
-
     from forge.config import load_repo_config
+    from forge.dag import compute_waves, critical_path
     from forge.escalate_run import check_specs
 
     plan, raw = load_plan_source(plan_path)

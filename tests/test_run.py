@@ -52,8 +52,16 @@ def test_success_merges_and_leaves_the_user_untouched(repo: Path, tmp_path: Path
     assert len(parents) == 2
     # the dependency's base was pinned after `a` merged
     st = state(repo)
-    assert git(repo, "merge-base", "--is-ancestor", st["tasks"]["a"]["merged_commit"],
-               st["tasks"]["b"]["base"]) == ""
+    assert (
+        git(
+            repo,
+            "merge-base",
+            "--is-ancestor",
+            st["tasks"]["a"]["merged_commit"],
+            st["tasks"]["b"]["base"],
+        )
+        == ""
+    )
 
 
 def test_failure_is_failed_and_blocks_dependants(repo: Path, tmp_path: Path) -> None:
@@ -142,8 +150,13 @@ files = ["two.txt"]
     plan = write_plan(tmp_path, body)
     assert run_forge(repo, "plan", str(plan)).returncode == 0
     p = spawn_forge(repo, "run")
-    wait_for(lambda: (repo / ".git/forge/plans/p/state.json").exists()
-             and state(repo)["tasks"]["one"]["status"] == "MERGED", what="one merged")
+    wait_for(
+        lambda: (
+            (repo / ".git/forge/plans/p/state.json").exists()
+            and state(repo)["tasks"]["one"]["status"] == "MERGED"
+        ),
+        what="one merged",
+    )
     head = git(repo, "rev-parse", "forge/p-integration")
     go.write_text("go")
     out, err = p.communicate(timeout=60)
@@ -224,7 +237,9 @@ files = ["b.txt"]
     plan = write_plan(tmp_path, body)
     assert run_forge(repo, "plan", str(plan)).returncode == 0
     p = spawn_forge(repo, "run")
-    wait_for(lambda: started.exists() and statuses(repo).get("a") == "MERGED", what="a merged, b running")
+    wait_for(
+        lambda: started.exists() and statuses(repo).get("a") == "MERGED", what="a merged, b running"
+    )
     kill9(p)
     assert statuses(repo)["b"] == "RUNNING"
     assert tagged("p/b/")  # the agent outlived its runner...
