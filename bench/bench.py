@@ -19,13 +19,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import fastpath  # noqa: E402
-import makespan  # noqa: E402
-import merge  # noqa: E402
-import naive  # noqa: E402
-import overhead  # noqa: E402
-import stop  # noqa: E402
-from kit import Context, Figure, hermetic_env  # noqa: E402
+import fastpath
+import makespan
+import merge
+import naive
+import overhead
+import stop
+from kit import Context, Figure, hermetic_env
 
 BENCHES: dict[str, Callable[[Context], list[Figure]]] = {
     "overhead": overhead.run,
@@ -36,6 +36,10 @@ BENCHES: dict[str, Callable[[Context], list[Figure]]] = {
     "hooks": fastpath.run,
 }
 HERE = Path(__file__).resolve().parent
+QUICK_NOTE = (
+    "--quick: sizes below those the targets are set for (and fixed costs weigh more "
+    "on few tasks), so these verdicts are indicative only."
+)
 
 
 def machine() -> dict[str, str]:
@@ -64,10 +68,20 @@ def table(figures: list[Figure]) -> str:
     rows = [("bench", "configuration", "forge", "alternative", "ratio", "target", "")]
     for f in figures:
         rows.append(
-            (f.bench, f.config, f.forge, f.alternative, f"{f.ratio:.2f}", f.target_text(), f.verdict())
+            (
+                f.bench,
+                f.config,
+                f.forge,
+                f.alternative,
+                f"{f.ratio:.2f}",
+                f.target_text(),
+                f.verdict(),
+            )
         )
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    lines = ["| " + " | ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) + " |" for r in rows]
+    lines = [
+        "| " + " | ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) + " |" for r in rows
+    ]
     lines.insert(1, "|" + "|".join("-" * (w + 2) for w in widths) + "|")
     return "\n".join(lines)
 
@@ -97,11 +111,17 @@ def write_results(figures: list[Figure], *, quick: bool, names: list[str], wall:
     met = [f for f in figures if f.met]
     out.append(
         f"Targets met: {len(met)} of {len(met) + len(missed)}."
-        + ("" if not missed else " Missed: " + "; ".join(f"{f.bench} ({f.config})" for f in missed) + ".")
+        + (
+            ""
+            if not missed
+            else " Missed: " + "; ".join(f"{f.bench} ({f.config})" for f in missed) + "."
+        )
     )
-    analysis = HERE / "ANALYSIS.md"
-    if analysis.exists():
-        out += ["", analysis.read_text().rstrip()]
+    if quick:
+        out += ["", QUICK_NOTE]
+    diagnosis = HERE / "DIAGNOSIS.md"
+    if diagnosis.exists():
+        out += ["", diagnosis.read_text().rstrip()]
     path = HERE / "RESULTS.md"
     path.write_text("\n".join(out) + "\n")
     return path
@@ -109,8 +129,12 @@ def write_results(figures: list[Figure], *, quick: bool, names: list[str], wall:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="forge's benchmark suite")
-    ap.add_argument("names", nargs="*", metavar="NAME",
-                    help=f"benchmarks to run (default: all): {', '.join(BENCHES)}")
+    ap.add_argument(
+        "names",
+        nargs="*",
+        metavar="NAME",
+        help=f"benchmarks to run (default: all): {', '.join(BENCHES)}",
+    )
     ap.add_argument("--quick", action="store_true", help="small sizes (about a minute in all)")
     ap.add_argument("--write-results", action="store_true", help="write bench/RESULTS.md")
     ap.add_argument("--keep", action="store_true", help="keep the temp dir (repos, logs)")
@@ -130,8 +154,10 @@ def main(argv: list[str] | None = None) -> int:
             t0 = time.perf_counter()
             got = BENCHES[name](ctx)
             for f in got:
-                ctx.log(f"  {f.config}: forge {f.forge}, alternative {f.alternative}, "
-                        f"RATIO {f.ratio:.2f} ({f.verdict()})")
+                ctx.log(
+                    f"  {f.config}: forge {f.forge}, alternative {f.alternative}, "
+                    f"RATIO {f.ratio:.2f} ({f.verdict()})"
+                )
             ctx.log(f"  ({time.perf_counter() - t0:.1f} s)")
             figures += got
     finally:
@@ -146,6 +172,8 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(table(figures))
     print(f"\n{len(figures)} figures in {wall:.0f} s")
+    if args.quick:
+        print(QUICK_NOTE)
     if args.write_results:
         print(f"wrote {write_results(figures, quick=args.quick, names=names, wall=wall)}")
     return 0

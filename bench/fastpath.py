@@ -13,8 +13,9 @@ import sys
 from pathlib import Path
 
 import repogen
-from kit import Context, Figure, settle, forge, forge_argv, git, median_of, ms
+from kit import Context, Figure, forge, forge_argv, git, median_of, ms, settle
 from overhead import paths_for
+
 from plans import BenchPlan, edit_tasks
 
 MAX_SECONDS = 0.3
@@ -45,9 +46,7 @@ def status_figure(ctx: Context, repo: Path, runs: int, gs: float, py: float) -> 
     forge(repo, "run", "status50")
     settle()
     took = median_of(lambda: quiet(forge_argv("status", "status50"), repo), runs=runs)
-    as_json = median_of(
-        lambda: quiet(forge_argv("status", "status50", "--json"), repo), runs=runs
-    )
+    as_json = median_of(lambda: quiet(forge_argv("status", "status50", "--json"), repo), runs=runs)
     ctx.log(
         f"  forge status: {ms(took)} (--json {ms(as_json)}); git status {ms(gs)}, "
         f"python -c pass {ms(py)}"

@@ -103,7 +103,9 @@ def hermetic_env(root: Path) -> None:
     )
 
 
-def git(cwd: Path, *args: str, input: str | None = None, env: Mapping[str, str] | None = None) -> str:
+def git(
+    cwd: Path, *args: str, input: str | None = None, env: Mapping[str, str] | None = None
+) -> str:
     cp = subprocess.run(
         ["git", *args],
         cwd=cwd,
@@ -150,7 +152,9 @@ def sh(cwd: Path, script: str, *, timeout: float = 900) -> None:
         timeout=timeout,
     )
     if cp.returncode != 0:
-        raise RuntimeError(f"script in {cwd} exited {cp.returncode}:\n{script}\n{cp.stderr[-3000:]}")
+        raise RuntimeError(
+            f"script in {cwd} exited {cp.returncode}:\n{script}\n{cp.stderr[-3000:]}"
+        )
 
 
 def settle() -> None:

@@ -15,8 +15,9 @@ import random
 from dataclasses import dataclass
 
 import repogen
-from kit import Context, Figure, settle, forge, secs, stopwatch
+from kit import Context, Figure, forge, secs, settle, stopwatch
 from overhead import floor, paths_for
+
 from plans import BenchPlan, BenchTask
 
 PARALLEL = 4

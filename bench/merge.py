@@ -34,9 +34,7 @@ def make_branches(repo: Path, prefix: str, indices: list[int]) -> list[str]:
             + b"M 100644 inline %s\n" % repogen.file_path(i).encode()
             + b"data %d\n%s\n" % (len(content), content)
         )
-    subprocess.run(
-        ["git", "fast-import", "--quiet"], cwd=repo, input=b"".join(chunks), check=True
-    )
+    subprocess.run(["git", "fast-import", "--quiet"], cwd=repo, input=b"".join(chunks), check=True)
     return [f"refs/heads/{prefix}/t{n:03d}" for n in range(len(indices))]
 
 

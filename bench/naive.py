@@ -12,8 +12,9 @@ import subprocess
 from pathlib import Path
 
 import repogen
-from kit import Context, Figure, settle, forge, git, secs, stopwatch
+from kit import Context, Figure, forge, git, secs, settle, stopwatch
 from overhead import paths_for
+
 from plans import BenchPlan, edit_tasks
 
 PARALLEL = 4
@@ -57,7 +58,11 @@ def by_script(ctx: Context, repo: Path, paths: list[str]) -> float:
     settle()
     with stopwatch() as t:
         cp = subprocess.run(
-            ["bash", "-c", SCRIPT], cwd=repo, env=env, capture_output=True, text=True,
+            ["bash", "-c", SCRIPT],
+            cwd=repo,
+            env=env,
+            capture_output=True,
+            text=True,
             stdin=subprocess.DEVNULL,
         )
     if cp.returncode != 0:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import repogen
 from kit import Context, Figure, forge, git, secs, settle, stopwatch
+
 from plans import BenchPlan, edit_tasks
 
 SLOTS = 2
@@ -70,9 +71,19 @@ def floor(ctx: Context, repo: Path, paths: list[str], tag: str, *, slots: int = 
     with stopwatch() as t:
         procs = [
             subprocess.Popen(
-                ["bash", str(script), str(work / f"slot-{w}"), base, integ,
-                 str(work / "merge.lock"), str(lists[w])],
-                cwd=repo, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                [
+                    "bash",
+                    str(script),
+                    str(work / f"slot-{w}"),
+                    base,
+                    integ,
+                    str(work / "merge.lock"),
+                    str(lists[w]),
+                ],
+                cwd=repo,
+                stdin=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                text=True,
             )
             for w in range(slots)
         ]
@@ -86,7 +97,9 @@ def floor(ctx: Context, repo: Path, paths: list[str], tag: str, *, slots: int = 
     return t[0]
 
 
-def through_forge(ctx: Context, repo: Path, paths: list[str], tag: str) -> tuple[float, float, float]:
+def through_forge(
+    ctx: Context, repo: Path, paths: list[str], tag: str
+) -> tuple[float, float, float]:
     """(plan seconds, run seconds, forge's own recorded wall time of the run)."""
     name = f"ovh-{tag}"
     plan = BenchPlan(name=name, tasks=edit_tasks(len(paths), paths), max_parallel=SLOTS)

@@ -21,10 +21,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import repogen  # noqa: E402
-from kit import Context, hermetic_env  # noqa: E402
-from overhead import paths_for  # noqa: E402
-from plans import BenchPlan, edit_tasks  # noqa: E402
+import repogen
+from kit import Context, hermetic_env
+from overhead import paths_for
+
+from plans import BenchPlan, edit_tasks
 
 Totals = collections.defaultdict[str, list[float]]
 
@@ -58,7 +59,7 @@ def instrument(by_cmd: Totals, by_caller: Totals, other: Totals) -> None:
                 by_cmd[name].append(dt)
                 by_caller[f"{caller()} -> {name}"].append(dt)
 
-    proc.run = run  # type: ignore[assignment]
+    proc.run = run
     real_group = proc.run_group
 
     def run_group(*a: Any, **kw: Any) -> Any:
@@ -69,7 +70,7 @@ def instrument(by_cmd: Totals, by_caller: Totals, other: Totals) -> None:
             with lock:
                 other["task command (process group)"].append(time.perf_counter() - t0)
 
-    proc.run_group = run_group  # type: ignore[assignment]
+    proc.run_group = run_group
     real_save = runstate.StateStore.save
 
     def save(self: Any, st: Any) -> None:

@@ -12,10 +12,12 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import repogen
 from kit import Context, Figure, forge, forge_argv, secs
+
 from plans import BenchPlan, edit_tasks
 
 GRACE = 1.0
@@ -30,9 +32,9 @@ def alive(pid: int) -> bool:
     return stat[stat.rindex(")") + 2] != "Z"
 
 
-def wait_for(cond: object, *, timeout: float, what: str) -> None:
+def wait_for(cond: Callable[[], bool], *, timeout: float, what: str) -> None:
     deadline = time.monotonic() + timeout
-    while not cond():  # type: ignore[operator]
+    while not cond():
         if time.monotonic() > deadline:
             raise RuntimeError(f"timed out waiting for {what}")
         time.sleep(0.01)
@@ -42,13 +44,20 @@ def interrupt(repo: Path, argv: list[str], pidfile: Path) -> tuple[float, int, i
     """Start forge, wait until the stubborn verification runs, SIGINT forge.
     Returns (seconds from the signal to forge's exit, exit code, processes left)."""
     p = subprocess.Popen(
-        argv, cwd=repo, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True,
+        argv,
+        cwd=repo,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     pids: list[int] = []
     try:
-        wait_for(lambda: pidfile.exists() or p.poll() is not None, timeout=120,
-                 what="the verification to start")
+        wait_for(
+            lambda: pidfile.exists() or p.poll() is not None,
+            timeout=120,
+            what="the verification to start",
+        )
         if p.poll() is not None:
             out, err = p.communicate()
             raise RuntimeError(f"forge exited {p.returncode} before the signal:\n{out}\n{err}")
@@ -106,9 +115,12 @@ def run(ctx: Context) -> list[Figure]:
 
     run_cmd = f"{sys.executable} {STUBBORN} {work / 'run.pids'}"
     plan = BenchPlan(
-        name="stop", tasks=edit_tasks(1, [repogen.file_path(1)]),
-        extra={"verify": f"{{ command = {json.dumps(run_cmd)}, grace = {GRACE:g} }}",
-               "verify_reruns": "0"},
+        name="stop",
+        tasks=edit_tasks(1, [repogen.file_path(1)]),
+        extra={
+            "verify": f"{{ command = {json.dumps(run_cmd)}, grace = {GRACE:g} }}",
+            "verify_reruns": "0",
+        },
     )
     forge(repo, "plan", str(plan.write(work)))
     took, code, left = interrupt(repo, forge_argv("run", "stop"), work / "run.pids")

@@ -26,11 +26,15 @@ def main() -> None:
     # A grandchild whose parent exits: orphaned, it re-parents away from us. It
     # must not hold the pipe, or reading the pid would wait for it forever.
     middle = subprocess.Popen(
-        [sys.executable, "-c",
-         "import subprocess, sys\n"
-         f"p = subprocess.Popen([sys.executable, '-c', {IGNORE_TERM!r}], stdout=subprocess.DEVNULL)\n"
-         "print(p.pid)"],
-        stdout=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-c",
+            "import subprocess, sys\n"
+            f"p = subprocess.Popen([sys.executable, '-c', {IGNORE_TERM!r}], stdout=subprocess.DEVNULL)\n"
+            "print(p.pid)",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
     )
     orphan = int(middle.communicate()[0].strip())
     pids = [os.getpid(), *(k.pid for k in kids), orphan]

@@ -49,7 +49,9 @@ def accept(repo: Repository, plan: str, *, merge: bool) -> str:
         if cp.returncode != 0:
             _restore_orig_head(repo, orig_head)
             raise ForgeError(f"git refused to fast-forward {branch}: {_why(cp)}")
-        return f"fast-forwarded {branch} to {short} ({head[:12]}){note}"
+        return f"fast-forwarded {branch} to {short} ({head[:12]}){note}" + _landed(
+            repo, user_head, head
+        )
     if not merge:
         raise ForgeError(
             f"{branch} has moved since the plan's base, so it cannot be fast-forwarded to "
@@ -60,7 +62,15 @@ def accept(repo: Repository, plan: str, *, merge: bool) -> str:
         repo.try_git("merge", "--abort")
         _restore_orig_head(repo, orig_head)
         raise ForgeError(f"git could not merge {short} into {branch}: {_why(cp)}")
-    return f"merged {short} into {branch}{note}"
+    return f"merged {short} into {branch}{note}" + _landed(repo, user_head, head)
+
+
+def _landed(repo: Repository, before: str, head: str) -> str:
+    merges = [s for s in repo.first_parent_subjects(before, head) if s.startswith("forge: merge ")]
+    if not merges:
+        return ""
+    names = [s.removeprefix("forge: merge ").split(" (")[0] for s in reversed(merges)]
+    return f"\nlanded {len(names)} task(s): {', '.join(names)}"
 
 
 def _why(cp: proc.Completed) -> str:

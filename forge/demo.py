@@ -7,6 +7,7 @@ import shlex
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from forge import proc
 
@@ -32,44 +33,53 @@ README = "# calc\n\nA tiny calculator.\n"
 # Each task is a shell command that edits the project, as an agent would. `docs`
 # and `usage` both write README.md, so forge defers one of them to a later wave
 # and never runs them at once.
-PLAN = """\
-name = "demo"
-max_parallel = 3
-verify = "{py} -m unittest discover -q"
-verify_reruns = 1
-
-[[task]]
-id = "mul"
-title = "Add mul()"
-run = '''printf '\\n\\ndef mul(a, b):\\n    return a * b\\n' >> calc.py'''
-files = ["calc.py"]
-
-[[task]]
-id = "test-mul"
-title = "Test mul()"
-run = '''printf 'import unittest\\n\\nfrom calc import mul\\n\\n\\nclass MulTest(unittest.TestCase):\\n    def test_mul(self):\\n        self.assertEqual(mul(4, 5), 20)\\n' > test_mul.py'''
-files = ["test_mul.py"]
-deps = ["mul"]
-check = "{py} -m unittest -q test_mul"
-
-[[task]]
-id = "changelog"
-title = "Start a changelog"
-run = "printf '# Changelog\\n\\n- add mul()\\n' > CHANGELOG.md"
-files = ["CHANGELOG.md"]
-
-[[task]]
-id = "docs"
-title = "Document add()"
-run = "printf '\\n## add(a, b)\\n\\nReturns a + b.\\n' >> README.md"
-files = ["README.md"]
-
-[[task]]
-id = "usage"
-title = "Document mul()"
-run = "printf '\\n## mul(a, b)\\n\\nReturns a * b.\\n' >> README.md"
-files = ["README.md"]
-"""
+def plan_data(python: str) -> dict[str, Any]:
+    py = shlex.quote(python)
+    test_mul = (
+        "import unittest\n\nfrom calc import mul\n\n\n"
+        "class MulTest(unittest.TestCase):\n"
+        "    def test_mul(self):\n        self.assertEqual(mul(4, 5), 20)\n"
+    )
+    return {
+        "name": "demo",
+        "max_parallel": 3,
+        "verify": f"{py} -m unittest discover -q",
+        "verify_reruns": 1,
+        "task": [
+            {
+                "id": "mul",
+                "title": "Add mul()",
+                "run": "printf '\\n\\ndef mul(a, b):\\n    return a * b\\n' >> calc.py",
+                "files": ["calc.py"],
+            },
+            {
+                "id": "test-mul",
+                "title": "Test mul()",
+                "run": f"printf %s {shlex.quote(test_mul)} > test_mul.py",
+                "files": ["test_mul.py"],
+                "deps": ["mul"],
+                "check": f"{py} -m unittest -q test_mul",
+            },
+            {
+                "id": "changelog",
+                "title": "Start a changelog",
+                "run": "printf '# Changelog\\n\\n- add mul()\\n' > CHANGELOG.md",
+                "files": ["CHANGELOG.md"],
+            },
+            {
+                "id": "docs",
+                "title": "Document add()",
+                "run": "printf '\\n## add(a, b)\\n\\nReturns a + b.\\n' >> README.md",
+                "files": ["README.md"],
+            },
+            {
+                "id": "usage",
+                "title": "Document mul()",
+                "run": "printf '\\n## mul(a, b)\\n\\nReturns a * b.\\n' >> README.md",
+                "files": ["README.md"],
+            },
+        ],
+    }
 
 
 def create(path: Path | None) -> tuple[Path, Path]:
@@ -98,5 +108,7 @@ def create(path: Path | None) -> tuple[Path, Path]:
     ):
         proc.run(argv, cwd=repo, env=env)
     plan = root / "demo-plan.toml"
-    plan.write_text(PLAN.replace("{py}", shlex.quote(sys.executable)))
+    import tomli_w
+
+    plan.write_text(tomli_w.dumps(plan_data(sys.executable)))
     return repo, plan

@@ -103,6 +103,17 @@ class Repository:
     def tree_of(self, rev: str) -> str:
         return self.git("rev-parse", f"{rev}^{{tree}}").strip()
 
+    def first_parent_subjects(self, since: str, until: str, *, limit: int = 200) -> list[str]:
+        """Subjects of the commits `until` has over `since`, following first parents
+        (on an integration branch: one merge commit per task that landed)."""
+        import git as gitpython  # GitPython costs ~75 ms to import: only here
+
+        with gitpython.Repo(self.root) as r:
+            return [
+                c.summary if isinstance(c.summary, str) else c.summary.decode(errors="replace")
+                for c in r.iter_commits(f"{since}..{until}", first_parent=True, max_count=limit)
+            ]
+
     def update_ref(self, ref: str, new: str, old: str | None, *, message: str) -> None:
         """Move `ref` to `new` only if it still points at `old` (None: must not exist)."""
         cp = self.try_git("update-ref", "-m", message, ref, new, old or ZERO)
