@@ -30,6 +30,7 @@ class AddTest(unittest.TestCase):
 
 README = "# calc\n\nA tiny calculator.\n"
 
+
 # Each task is a shell command that edits the project, as an agent would. `docs`
 # and `usage` both write README.md, so forge defers one of them to a later wave
 # and never runs them at once.

@@ -21,7 +21,8 @@ from typing import Any
 from forge.dag import Waves
 from forge.errors import ForgeError, StateError
 from forge.git import Repository
-from forge.plan import Plan, load_plan, load_plan_source, name_problem
+from forge.plan import Plan, load_plan, name_problem
+from forge.plan_load import load_plan_source
 from forge.state import SCHEMA_VERSION, plan_lock, read_json, write_json
 
 

@@ -32,6 +32,7 @@ def hermetic(
     monkeypatch.setenv("GIT_COMMITTER_DATE", "2026-01-01T00:00:00+00:00")
     monkeypatch.setenv("GIT_EDITOR", "false")
     monkeypatch.setenv("FORGE_WORKTREES", str(tmp_path_factory.mktemp("worktrees")))
+    monkeypatch.setenv("FORGE_GRACE", "0.5")  # agents stopped in tests need no 5 s grace
     monkeypatch.setenv("NO_COLOR", "1")
     monkeypatch.setenv("COLUMNS", "200")
     yield
