@@ -147,12 +147,18 @@ def main(argv: list[str] | None = None) -> int:
     hermetic_env(root)
     ctx = Context(root=root, quick=args.quick)
     figures: list[Figure] = []
+    failed: list[str] = []
     started = time.perf_counter()
     try:
         for name in names:
             ctx.log(f"== {name}")
             t0 = time.perf_counter()
-            got = BENCHES[name](ctx)
+            try:
+                got = BENCHES[name](ctx)
+            except Exception as exc:  # one broken benchmark must not hide the others
+                failed.append(name)
+                ctx.log("  ERROR: " + "\n  ".join(str(exc).strip().splitlines()[-12:]))
+                continue
             for f in got:
                 ctx.log(
                     f"  {f.config}: forge {f.forge}, alternative {f.alternative}, "
@@ -174,6 +180,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\n{len(figures)} figures in {wall:.0f} s")
     if args.quick:
         print(QUICK_NOTE)
+    if failed:
+        print(f"FAILED: {', '.join(failed)} (see the errors above); RESULTS.md not written")
+        return 1
     if args.write_results:
         print(f"wrote {write_results(figures, quick=args.quick, names=names, wall=wall)}")
     return 0

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import subprocess
 import sys
 import tempfile
 import threading
@@ -138,6 +139,7 @@ def main() -> int:
     report("git calls by subcommand", by_cmd, wall, args.tasks, 20)
     report("git calls by forge caller", by_caller, wall, args.tasks, 25)
     report("other", other, wall, args.tasks, 5)
+    subprocess.run(["rm", "-rf", "--", str(root)], check=False)
     return 0
 
 

@@ -126,6 +126,8 @@ def run_attempt(ctx: RunContext, task: Task, *, spec: Any | None, fresh: bool = 
         outcome = stop.outcome
     except Exception as exc:  # a bug or an unexpected git failure: record, don't lose state
         outcome = Outcome(Status.FAILED, f"forge error: {exc}")
+    if outcome.status == Status.MERGED:
+        ctx.slots.release(task.id)  # its MERGED state was saved by the merge
     with ctx.store.lock:
         attempt.status = outcome.status
         attempt.reason = outcome.reason
@@ -135,8 +137,6 @@ def run_attempt(ctx: RunContext, task: Task, *, spec: Any | None, fresh: bool = 
         ts.reason = outcome.reason
         ts.runner = None
         ctx.save(task.id)
-    if outcome.status == Status.MERGED:
-        ctx.slots.release(task.id)
     return outcome
 
 
@@ -155,12 +155,17 @@ def _steps(
     # The branch: created at the pinned base on the first attempt.
     if repo.ref_value(ts.branch) is None:
         repo.update_ref(ts.branch, ts.base, None, message="forge: task branch")
-    slot, new = ctx.slots.acquire(task.id, ts.base)
+    got = ctx.slots.acquire(task.id, ts.base)
+    slot, new = got.slot, not got.slot.setup_done
     path = Path(slot.path)
-    start_head, salvaged = reset_for_attempt(repo, ctx.plan, ts, path, fresh=fresh)
+    # One look at the slot per attempt, none when it is clean by construction; after
+    # reset_for_attempt it is clean (anything found was salvaged, then cleared).
+    start_head, salvaged = reset_for_attempt(
+        repo, ctx.plan, ts, path, fresh=fresh, known_clean=got.clean
+    )
     if salvaged:
         ctx.save(task.id)
-    worktrees.move(repo, path, ts.branch, clean_all=ctx.plan.clean == "all")
+    worktrees.move(repo, path, ts.branch, clean_all=ctx.plan.clean == "all", known_clean=True)
     _check_stop(ctx)
 
     if new and ctx.plan.setup:
@@ -359,9 +364,9 @@ def _group(
     input_path: Path | None = None,
 ) -> proc.GroupResult:
     def started(pgid: int) -> None:
-        with ctx.store.lock:
-            attempt.pgid = pgid
-            ctx.save()
+        # Kept in memory and saved with the next change: crash recovery finds the
+        # processes by their tag, which was saved before the spawn.
+        attempt.pgid = pgid
 
     return proc.run_group(
         argv,

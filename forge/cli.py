@@ -183,6 +183,9 @@ def status(
         str | None, typer.Argument(metavar="PLAN|TASK", help="Plan, or a task of the plan.")
     ] = None,
     plan_ref: PlanOpt = None,
+    disk: Annotated[
+        bool, typer.Option("--disk", help="Measure the worktrees' disk use now.")
+    ] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Show a plan's tasks, attempts, verification and worktrees."""
@@ -190,7 +193,7 @@ def status(
 
     repo = _repo()
     plan_name, task = _status_target(repo, target, plan_ref)
-    data = views.status_data(repo, plan_name)
+    data = views.status_data(repo, plan_name, disk=disk)
     if task is not None and task not in data["history"]:
         raise ForgeError(f"plan '{plan_name}' has no task '{task}'")
     if as_json:

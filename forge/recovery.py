@@ -118,7 +118,7 @@ def _recover_running(repo: Repository, plan: Plan, state: RunState, ts: TaskStat
 
 
 def reset_for_attempt(
-    repo: Repository, plan: Plan, ts: TaskState, path: Path, *, fresh: bool
+    repo: Repository, plan: Plan, ts: TaskState, path: Path, *, fresh: bool, known_clean: bool
 ) -> tuple[str, str | None]:
     """Bring the task's branch to where the next attempt starts, in its slot at `path`.
 
@@ -132,7 +132,8 @@ def reset_for_attempt(
     judged = [a for a in ts.attempts[:-1] if a.status in FAILURES and a.commit]
     start = ts.base if fresh or not judged else str(judged[-1].commit)
     with _SALVAGE_LOCK:
-        salvaged = worktrees.salvage(repo, path, plan=plan.name, task=ts.id)
+        dirty = [] if known_clean else worktrees.dirty_paths(path, repo)
+    salvaged = worktrees.salvage(repo, path, plan=plan.name, task=ts.id, dirty=dirty)
     if salvaged:  # its work is safe in the ref: clear the tree for the next attempt
         repo.git("reset", "--quiet", "--hard", cwd=path)
         repo.git("clean", "-fdq", cwd=path)

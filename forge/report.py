@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 _FILES_WIDTH = 60  # keep a row on one line; the full list is in --json
 
 
-def _table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+def text_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
     widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(headers)]
 
     def line(cells: Sequence[str]) -> str:
@@ -46,7 +46,7 @@ def wave_table(plan: Plan, waves: Waves) -> str:
                     waves.deferrals.get(tid, ""),
                 ]
             )
-    return "\n".join(_table(["wave", "task", "kind", "deps", "files", "note"], rows))
+    return "\n".join(text_table(["wave", "task", "kind", "deps", "files", "note"], rows))
 
 
 def plan_summary(plan: Plan, waves: Waves, *, recorded: Recorded | None) -> str:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from forge import hold as holds
-from forge import proc, recovery
+from forge import proc, recovery, worktrees
 from forge.attempt import Outcome, RunContext, run_attempt
 from forge.errors import ExitCode, ForgeError
 from forge.git import Repository
@@ -111,12 +111,14 @@ def run_plan(
             if options.agent and options.only:
                 state.tasks[options.only].agent = options.agent
                 store.save(state)
+            slots = SlotPool(repo, root, state, store, clean_all=plan.clean == "all")
+            slots.free_merged()
             ctx = RunContext(
                 repo=repo,
                 plan=plan,
                 state=state,
                 store=store,
-                slots=SlotPool(repo, root, state, store, clean_all=plan.clean == "all"),
+                slots=slots,
                 logs=logs,
                 stop=stop,
                 agent_defs=defs,
@@ -134,6 +136,9 @@ def run_plan(
                 if stop.is_set():
                     report.interrupted = True
         finally:
+            for slot in state.slots.values():  # measured here so `forge status` stays fast
+                path = Path(slot.path)
+                slot.bytes = worktrees.disk_usage(path) if path.exists() else 0
             state.finished = now_iso()
             state.wall_seconds = round(time.monotonic() - started, 3)
             store.save(state)

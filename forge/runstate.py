@@ -100,6 +100,8 @@ class Slot:
     path: str
     task: str | None = None  # the task whose work it holds (None: free)
     setup_done: bool = False
+    bytes: int | None = None  # disk use, measured when the last run ended
+    clean: bool = False  # holds nothing uncommitted (just made, or its task merged)
 
 
 @dataclass
@@ -169,7 +171,7 @@ class StateStore:
 
     def save(self, st: RunState) -> None:
         with self._lock:
-            write_json(self.path, st.to_dict())
+            write_json(self.path, st.to_dict(), compact=True)
 
     @property
     def lock(self) -> threading.RLock:

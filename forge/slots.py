@@ -7,6 +7,7 @@ so a crash between the two leaves a slot the next run recognises.
 from __future__ import annotations
 
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 
 from forge import worktrees
@@ -25,9 +26,8 @@ class SlotPool:
         self.clean_all = clean_all
         self._lock = threading.Lock()
 
-    def acquire(self, task: str, base: str) -> tuple[Slot, bool]:
-        """The slot for `task` (its own if it holds one), recorded, then made to exist.
-        Returns the slot and whether it is new (its setup has not run)."""
+    def acquire(self, task: str, base: str) -> Acquired:
+        """The slot for `task` (its own if it holds one), recorded, then made to exist."""
         with self._lock, self.store.lock:
             ts = self.state.tasks[task]
             slot = self.state.slots.get(ts.slot or "")
@@ -43,31 +43,52 @@ class SlotPool:
                 name = f"slot-{n}"
                 slot = Slot(name=name, path=str(self.root / name))
                 self.state.slots[name] = slot
+            was_clean = slot.clean
             slot.task = task
+            slot.clean = False  # from now on it may hold the task's uncommitted work
             ts.slot = slot.name
             self.store.save(self.state)
         path = Path(slot.path)
+        created = False
         if not worktrees.is_worktree(path):
             slot.setup_done = False
             worktrees.add(self.repo, path, base)
-        return slot, not slot.setup_done
+            created = True
+        return Acquired(slot, created=created, clean=created or was_clean)
 
     def mark_setup(self, slot: Slot) -> None:
-        with self.store.lock:
-            slot.setup_done = True
-            self.store.save(self.state)
+        # Not saved on its own: losing it to a crash only runs the setup once more.
+        slot.setup_done = True
 
     def release(self, task: str) -> None:
-        """Give the task's slot back to the pool (only after its MERGED state is saved)."""
+        """Give the merged task's slot back to the pool. Its work is committed and
+        merged, so the slot is clean by construction: the next task skips the look.
+        Saved with the task's final state, not on its own."""
         with self._lock, self.store.lock:
             ts = self.state.tasks[task]
             slot = self.state.slots.get(ts.slot or "")
             ts.slot = None
             if slot is not None and slot.task == task:
                 slot.task = None
-            self.store.save(self.state)
+                slot.clean = True
         if slot is not None:
             worktrees.detach(self.repo, Path(slot.path))
+
+    def free_merged(self) -> None:
+        """Slots still held by merged tasks (a run killed before it released them)."""
+        for slot in self.state.slots.values():
+            owner = self.state.tasks.get(slot.task or "")
+            if slot.task is not None and (owner is None or owner.status == "MERGED"):
+                slot.task = None
+                if owner is not None:
+                    owner.slot = None
+
+
+@dataclass(frozen=True)
+class Acquired:
+    slot: Slot
+    created: bool  # just added: its setup has not run
+    clean: bool  # known to hold no uncommitted work: no need to look
 
 
 def _order(slot: Slot) -> tuple[int, str]:

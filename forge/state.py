@@ -65,7 +65,11 @@ def _writer_pid(name: str) -> int | None:
     return int(parts[-2])
 
 
-def atomic_write_text(path: Path, text: str) -> None:
+def atomic_write_text(path: Path, text: str, *, durable: bool = True) -> None:
+    """Write `text` to `path` so that readers see the old file or the new one, never
+    half of one. The rename alone makes this safe against a killed writer; `durable`
+    also fsyncs, so the file survives a power cut (run state skips it: it is written
+    several times per task, and a crash of the machine is not what it guards against)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     # The writer's pid is in the name, so a temp file left by a killed writer can be
     # told from one being written right now (sweep_temp_files).
@@ -75,8 +79,9 @@ def atomic_write_text(path: Path, text: str) -> None:
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
+            if durable:
+                fh.flush()
+                os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
@@ -84,8 +89,11 @@ def atomic_write_text(path: Path, text: str) -> None:
         raise
 
 
-def write_json(path: Path, data: Any) -> None:
-    atomic_write_text(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
+def write_json(path: Path, data: Any, *, compact: bool = False) -> None:
+    if compact:  # hot path (run state): no indentation, no fsync
+        atomic_write_text(path, json.dumps(data, separators=(",", ":")) + "\n", durable=False)
+    else:
+        atomic_write_text(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
 def read_json(path: Path, *, what: str = "state file") -> Any:

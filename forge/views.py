@@ -5,7 +5,6 @@ Built from the state files alone (no DAG, no GitPython), so `forge status` is fa
 
 from __future__ import annotations
 
-import io
 import time
 from pathlib import Path
 from typing import Any
@@ -18,17 +17,10 @@ from forge.runstate import RunState, StateStore, Status, TaskState
 from forge.state import read_json
 
 
-def _table(headers: list[str], rows: list[list[str]], title: str | None = None) -> str:
-    from rich import box
-    from rich.console import Console
-    from rich.table import Table
+def _table(headers: list[str], rows: list[list[str]]) -> str:
+    from forge.report import text_table
 
-    table = Table(*headers, box=box.SIMPLE_HEAD, title=title, title_justify="left")
-    for row in rows:
-        table.add_row(*row)
-    buf = io.StringIO()
-    Console(file=buf, width=160, no_color=True, force_terminal=False).print(table)
-    return buf.getvalue().rstrip() + "\n"
+    return "\n".join(text_table(headers, rows)) + "\n"
 
 
 def fmt_seconds(seconds: float | None) -> str:
@@ -131,7 +123,9 @@ def verification_lines(record: dict[str, Any] | None) -> list[str]:
     return lines
 
 
-def status_data(repo: Repository, plan: str, *, disk: bool = True) -> dict[str, Any]:
+def status_data(repo: Repository, plan: str, *, disk: bool = False) -> dict[str, Any]:
+    """Everything `forge status` shows. Disk use is the figure measured when the last
+    run ended, unless `disk` asks to measure now (slow on a large repository)."""
     store = StateStore(repo.state, plan)
     state = store.load_existing()
     recorded = read_json(repo.state.plan_file(plan), what="recorded plan")
@@ -149,7 +143,10 @@ def status_data(repo: Repository, plan: str, *, disk: bool = True) -> dict[str, 
                 "path": slot.path,
                 "task": slot.task,
                 "exists": path.exists(),
-                "bytes": worktrees.disk_usage(path) if disk and path.exists() else 0,
+                "bytes": (
+                    worktrees.disk_usage(path) if disk and path.exists() else (slot.bytes or 0)
+                ),
+                "measured": "now" if disk else "at the end of the last run",
             }
         )
     hold = holds.active(repo.state, plan)
@@ -215,7 +212,8 @@ def render_status(data: dict[str, Any]) -> str:
     out += verification_lines(data["verification"])
     if data["slots"]:
         total = sum(s["bytes"] for s in data["slots"])
-        out.append(f"worktrees ({len(data['slots'])} slots, {_bytes(total)}):")
+        when = data["slots"][0]["measured"]
+        out.append(f"worktrees ({len(data['slots'])} slots, {_bytes(total)} measured {when}):")
         for s in data["slots"]:
             holds_what = f"holds {s['task']}" if s["task"] else "free"
             out.append(f"  {s['name']}: {holds_what}, {_bytes(s['bytes'])}  {s['path']}")

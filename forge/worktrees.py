@@ -15,6 +15,7 @@ import tempfile
 import threading
 from pathlib import Path
 
+from forge import proc
 from forge.errors import ForgeError
 from forge.git import Repository
 from forge.integrate import identity_env
@@ -51,27 +52,38 @@ def dirty_paths(path: Path, repo: Repository) -> list[str]:
     return [line[3:] for line in out.splitlines() if line.strip()]
 
 
-def move(repo: Repository, path: Path, branch: str, *, clean_all: bool) -> None:
+def move(
+    repo: Repository, path: Path, branch: str, *, clean_all: bool, known_clean: bool = False
+) -> None:
     """Check `branch` out in the slot at `path`, rewriting only the files that differ.
 
-    Ignored files (installed dependencies, caches) are kept unless `clean_all`, so
-    a slot's setup runs once, not once per task.
+    Refuses a slot holding uncommitted work, unless the caller has just seen it
+    clean (`known_clean`: a `git status` costs ~0.1 s on a large repository, and
+    is not paid twice). Ignored files (installed dependencies, caches) are kept
+    unless `clean_all`, so a slot's setup runs once, not once per task.
     """
-    dirty = dirty_paths(path, repo)
-    if dirty:
-        raise ForgeError(
-            f"worktree {path} holds uncommitted work ({', '.join(dirty[:5])}); "
-            "forge will not move it"
-        )
+    if not known_clean:
+        dirty = dirty_paths(path, repo)
+        if dirty:
+            raise ForgeError(
+                f"worktree {path} holds uncommitted work ({', '.join(dirty[:5])}); "
+                "forge will not move it"
+            )
     short = branch.removeprefix("refs/heads/")
     repo.git("checkout", "--quiet", "--force", "--no-recurse-submodules", short, cwd=path)
-    repo.git("clean", "-fdqx" if clean_all else "-fdq", cwd=path)
+    if clean_all:
+        repo.git("clean", "-fdqx", cwd=path)
 
 
 def detach(repo: Repository, path: Path) -> None:
-    """Let go of the branch (so it can be deleted or checked out elsewhere); files stay."""
-    if is_worktree(path):
-        repo.try_git("checkout", "--quiet", "--detach", cwd=path)
+    """Let go of the branch (so it can be deleted or checked out elsewhere); files and
+    index stay. HEAD is pointed at the same commit directly: a `checkout --detach`
+    would refresh the whole index for nothing."""
+    if not is_worktree(path):
+        return
+    head = repo.try_git("rev-parse", "--verify", "--quiet", "HEAD", cwd=path).stdout.strip()
+    if head:
+        repo.try_git("update-ref", "--no-deref", "HEAD", head, cwd=path)
 
 
 def commit_all(repo: Repository, path: Path, message: str) -> str | None:
@@ -94,10 +106,15 @@ def commit_all(repo: Repository, path: Path, message: str) -> str | None:
     return commit
 
 
-def salvage(repo: Repository, path: Path, *, plan: str, task: str) -> str | None:
+def salvage(
+    repo: Repository, path: Path, *, plan: str, task: str, dirty: list[str] | None = None
+) -> str | None:
     """Commit uncommitted work in `path` to refs/forge/salvage/<plan>/<task>/<n>
-    without moving the worktree's branch. Returns the ref, or None if clean."""
-    if not is_worktree(path) or not dirty_paths(path, repo):
+    without moving the worktree's branch. Returns the ref, or None if clean.
+    `dirty`: what the caller's own `dirty_paths` just found (saves a second look)."""
+    if not is_worktree(path):
+        return None
+    if not (dirty if dirty is not None else dirty_paths(path, repo)):
         return None
     # An index of its own, unique to this call: salvages of several slots may run
     # at once, and the worktree's own index must stay as it is.
@@ -142,7 +159,15 @@ def remove(repo: Repository, path: Path) -> None:
 
 
 def disk_usage(path: Path) -> int:
-    """Bytes used under `path` (not following links)."""
+    """Bytes used under `path` (not following links): `du` when there is one (a
+    slot of a large repository holds tens of thousands of files), else a walk."""
+    cp = (
+        proc.run(["du", "-sb", str(path)], cwd=Path("/"), check=False)
+        if shutil.which("du")
+        else None
+    )
+    if cp is not None and cp.returncode == 0 and cp.stdout.split():
+        return int(cp.stdout.split()[0])
     total = 0
     for root, _dirs, files in os.walk(path):
         for name in files:
