@@ -184,16 +184,17 @@ def _steps(
     if outcome is not None:
         if outcome.status in (Status.FAILED, Status.TIMEOUT):
             # Keep what a judged attempt left, so the retry fixes its own work.
-            commit = worktrees.commit_all(repo, path, message + "\n\n(failed attempt)")
-            if commit:
+            commit = worktrees.commit_all(
+                repo, path, message + "\n\n(failed attempt)", branch=ts.branch
+            )
+            if commit != start_head:
                 attempt.commit = commit
                 attempt.diff_hash = _diff_hash(repo, ts.base, commit)
         return outcome
     faults.point("after-agent")
 
-    commit = worktrees.commit_all(repo, path, message)
+    head = worktrees.commit_all(repo, path, message, branch=ts.branch)
     faults.point("after-commit")
-    head = commit or start_head
     if head == start_head:
         return Outcome(Status.FAILED, "no changes")
     attempt.commit = head
@@ -398,7 +399,10 @@ def _drop_ignored(path: Path, patterns: tuple[str, ...]) -> None:
 
 
 def _diff_hash(repo: Repository, base: str, head: str) -> str:
-    return hashlib.sha256(repo.git("diff", "--binary", base, head).encode()).hexdigest()
+    """Identifies the change an attempt made. The base is pinned, so two attempts'
+    diffs are byte-identical exactly when their trees are: the tree id says it
+    without computing a diff."""
+    return hashlib.sha256(f"{base} {repo.tree_of(head)}".encode()).hexdigest()
 
 
 def _check_stop(ctx: RunContext) -> None:

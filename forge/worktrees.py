@@ -86,23 +86,20 @@ def detach(repo: Repository, path: Path) -> None:
         repo.try_git("update-ref", "--no-deref", "HEAD", head, cwd=path)
 
 
-def commit_all(repo: Repository, path: Path, message: str) -> str | None:
-    """Commit whatever is in the worktree onto its HEAD with plumbing (no hooks run:
-    the task's check and the verification are forge's gates, and a user's
-    pre-commit hook may be slow, interactive or forge's own). None: nothing to commit."""
+def commit_all(repo: Repository, path: Path, message: str, *, branch: str) -> str:
+    """Commit whatever is in the worktree onto `branch` (checked out there) with
+    plumbing: no hooks run (the task's check and the verification are forge's
+    gates, and a user's pre-commit hook may be slow, interactive or forge's own).
+    Commits the agent made itself stay under it. Returns the branch's head after:
+    unchanged when there was nothing to commit."""
     repo.git("add", "--all", cwd=path)
     tree = repo.git("write-tree", cwd=path).strip()
     head = repo.git("rev-parse", "HEAD", cwd=path).strip()
     if tree == repo.tree_of(head):
-        return None
+        return head
     env = identity_env(repo)
     commit = repo.git("commit-tree", tree, "-p", head, "-m", message, cwd=path, env=env).strip()
-    # HEAD may be a branch (a task) or detached (salvage of a bare slot).
-    branch = repo.try_git("symbolic-ref", "--quiet", "HEAD", cwd=path).stdout.strip()
-    if branch:
-        repo.update_ref(branch, commit, head, message=message)
-    else:
-        repo.git("update-ref", "--no-deref", "HEAD", commit, head, cwd=path)
+    repo.update_ref(branch, commit, head, message=message)
     return commit
 
 

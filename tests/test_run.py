@@ -298,3 +298,23 @@ def test_clean_salvages_unmerged_work(repo: Path, tmp_path: Path) -> None:
     assert refs and "salvage" in cp.stdout
     contents = {git(repo, "show", f"{r}:a.txt") for r in refs}
     assert "edited by hand" in contents
+
+
+def test_work_the_agent_committed_itself_is_kept(repo: Path, tmp_path: Path) -> None:
+    body = """
+[[task]]
+id = "a"
+run = "echo one > a.txt; git add a.txt; git commit -qm 'by the agent'; echo two > b.txt"
+files = ["a.txt", "b.txt"]
+
+[[task]]
+id = "c"
+run = "echo c > c.txt; git add c.txt; git commit -qm 'only a commit'"
+files = ["c.txt"]
+"""
+    cp = plan_and_run(repo, write_plan(tmp_path, body))
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    tree = set(git(repo, "ls-tree", "--name-only", "forge/p-integration").split())
+    assert {"a.txt", "b.txt", "c.txt"} <= tree
+    subjects = git(repo, "log", "--format=%s", "forge/p/a")
+    assert "by the agent" in subjects  # the agent's own commit stays in the history
