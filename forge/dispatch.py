@@ -225,7 +225,11 @@ class Dispatcher:
                 return
 
     def _after(self, tid: str, outcome: Outcome) -> None:
-        if self.prewarm is not None and outcome.status == Status.MERGED:
+        if (
+            self.prewarm is not None
+            and self.prewarm.thread is None
+            and outcome.status == Status.MERGED
+        ):
             head = self.ctx.repo.ref_value(self.ctx.state.integration)
             if head and self.options.verify:
                 self.prewarm.start(head)

@@ -25,6 +25,7 @@ class SlotPool:
         self.store = store
         self.clean_all = clean_all
         self._lock = threading.Lock()
+        worktrees.prune(repo)  # registrations of worktrees whose folders are gone
 
     def acquire(self, task: str, base: str) -> Acquired:
         """The slot for `task` (its own if it holds one), recorded, then made to exist."""

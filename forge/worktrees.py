@@ -12,7 +12,6 @@ import contextlib
 import os
 import shutil
 import tempfile
-import threading
 from pathlib import Path
 
 from forge import proc
@@ -30,21 +29,17 @@ def is_worktree(path: Path) -> bool:
     return (path / ".git").is_file()
 
 
-# One `worktree add` at a time: its `prune` must never race another add's
-# half-made registration.
-_ADD_LOCK = threading.Lock()
-
-
 def add(repo: Repository, path: Path, commit: str) -> None:
-    with _ADD_LOCK:
-        if path.exists() and not is_worktree(path):
-            if any(path.iterdir()):
-                raise ForgeError(f"{path} exists and is not a forge worktree; move it away")
-            path.rmdir()
-        if not path.exists():
-            prune(repo)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            repo.git("worktree", "add", "--quiet", "--detach", str(path), commit)
+    """A new detached worktree at `path`. Several may be added at once: git marks a
+    worktree it is still making as locked, so a concurrent `prune` leaves it alone.
+    Stale registrations are pruned once per run (`prune`), not once per add."""
+    if path.exists() and not is_worktree(path):
+        if any(path.iterdir()):
+            raise ForgeError(f"{path} exists and is not a forge worktree; move it away")
+        path.rmdir()
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        repo.git("worktree", "add", "--quiet", "--detach", str(path), commit)
 
 
 def dirty_paths(path: Path, repo: Repository) -> list[str]:
