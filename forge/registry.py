@@ -110,6 +110,21 @@ def _check_refs(repo: Repository, name: str) -> None:
             )
 
 
+def _check_same_source(repo: Repository, plan: Plan) -> None:
+    """Two plan files with one name would silently take turns in one record (and one
+    run state): refuse the second while the first still exists."""
+    try:
+        old = read_json(repo.state.plan_file(plan.name), what="recorded plan")
+    except (FileNotFoundError, ForgeError):
+        return
+    src = old.get("source_path") if isinstance(old, dict) else None
+    if src and plan.source and Path(src) != plan.source and Path(src).exists():
+        raise ForgeError(
+            f"plan '{plan.name}' is already recorded from {src}; give this plan another "
+            f'name (`name = "..."` in {plan.source}) or record that file again'
+        )
+
+
 def record(repo: Repository, plan_path: Path) -> Recorded:
     """Validate, compute waves, pin the base and write the record atomically.
 
@@ -128,6 +143,7 @@ def record(repo: Repository, plan_path: Path) -> Recorded:
     cpath = critical_path(plan)
     base_ref, base_commit = _base(repo, plan)
     _check_refs(repo, plan.name)
+    _check_same_source(repo, plan)
     recorded = Recorded(
         plan=plan,
         source_path=plan.source,

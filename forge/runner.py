@@ -89,7 +89,10 @@ def run_plan(
         state.finished = None
         state.paused = None
         started = time.monotonic()
+        existed = repo.ref_value(state.integration) is not None
         integration = ensure_integration(repo, state.integration, recorded.base_commit)
+        if not existed:
+            _forget_lost_merges(state)
         store.save(state)
         logs = repo.state.logs_dir(plan.name)
         root = repo.worktrees_root(options.worktree_root) / plan.name
@@ -136,6 +139,18 @@ def run_plan(
             store.save(state)
         report.exit_code = exit_code(plan, state, report, only=options.only)
         return report
+
+
+def _forget_lost_merges(state: RunState) -> None:
+    """The integration branch was deleted (by hand, or `git branch -D`) after tasks
+    had merged into it: their work is no longer there, so they run again rather than
+    count as merged into a branch that does not hold them."""
+    for ts in state.tasks.values():
+        if ts.status == Status.MERGED:
+            ts.status = Status.PENDING
+            ts.reason = "its merge was on an integration branch that has been deleted"
+            ts.base = None  # pinned again at its next dispatch, on the new integration
+            ts.merged_commit = None
 
 
 def plan_task(plan: Plan, tid: str) -> Task | None:

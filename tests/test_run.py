@@ -318,3 +318,25 @@ files = ["c.txt"]
     assert {"a.txt", "b.txt", "c.txt"} <= tree
     subjects = git(repo, "log", "--format=%s", "forge/p/a")
     assert "by the agent" in subjects  # the agent's own commit stays in the history
+
+
+def test_a_deleted_integration_branch_runs_its_tasks_again(repo: Path, tmp_path: Path) -> None:
+    assert plan_and_run(repo, write_plan(tmp_path, TWO)).returncode == 0
+    git(repo, "branch", "-D", "forge/p-integration")
+    cp = run_forge(repo, "run")
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    assert statuses(repo) == {"a": "MERGED", "b": "MERGED"}
+    tree = git(repo, "ls-tree", "--name-only", "forge/p-integration").split()
+    assert {"a.txt", "b.txt"} <= set(tree)
+
+
+def test_one_plan_name_from_two_files_is_refused(repo: Path, tmp_path: Path) -> None:
+    first = write_plan(tmp_path, TWO)
+    (tmp_path / "other").mkdir()
+    second = write_plan(tmp_path / "other", TWO)
+    assert run_forge(repo, "plan", str(first)).returncode == 0
+    before = (repo / ".git/forge/plans/p/plan.json").read_bytes()
+    cp = run_forge(repo, "plan", str(second))
+    assert cp.returncode == 2
+    assert "already recorded from" in cp.stderr and str(first) in cp.stderr
+    assert (repo / ".git/forge/plans/p/plan.json").read_bytes() == before
