@@ -54,7 +54,9 @@ class Dispatcher:
         self.order = {t.id: i for i, t in enumerate(self.plan.tasks)}
         self.cp = dict(recorded.critical_path) or dag.critical_path(self.plan)
         self.overlaps = dag.task_overlaps(self.plan)
-        self.done: queue.Queue[tuple[str, Outcome]] = queue.Queue()
+        self.done: queue.Queue[tuple[str, Outcome | None]] = queue.Queue()
+        ctx.slots.on_ready = lambda: self.done.put(("", None))
+        self.notes: dict[str, str] = {}  # escalation notes, said when the task starts
         self.running: set[str] = set()
         self.retries: dict[str, int] = {}  # failed-task retries spent in this run
         self.infra: dict[str, int] = {}  # infrastructure retries spent in this run
@@ -74,14 +76,7 @@ class Dispatcher:
                     state.paused = f"hold: {held.describe()}"
                 if not state.paused:
                     self._mark_blocked()
-                    for task in self._ready():
-                        if len(self.running) >= self.max_parallel:
-                            break
-                        if self._overlaps_running(task.id):
-                            continue
-                        spec = self._spec_for(task)
-                        if spec is not False:
-                            self._start(pool, task, spec)
+                    self._dispatch(pool)
                 if not self.running and (state.paused or not self._waiting()):
                     break
                 self._drain(block=True)
@@ -141,7 +136,7 @@ class Dispatcher:
                 self.forced = None
             return False
         if decision.note:
-            self.on_event(f"{task.id}: {decision.note}")
+            self.notes[task.id] = decision.note  # said when it starts
         return decision.spec
 
     def _overlaps_running(self, tid: str) -> bool:
@@ -191,6 +186,27 @@ class Dispatcher:
 
     # -- running ---------------------------------------------------------------
 
+    def _dispatch(self, pool: ThreadPoolExecutor) -> None:
+        slots = self.ctx.slots
+        waiting = 0  # ready tasks that found no slot ready
+        for task in self._ready():
+            if len(self.running) + waiting >= self.max_parallel:
+                break
+            if self._overlaps_running(task.id):
+                continue
+            spec = self._spec_for(task)
+            if spec is False:
+                continue
+            if slots.reserve(task.id) or slots.error is not None:
+                # (with an error, the attempt makes its slot itself, or fails saying why)
+                self._start(pool, task, spec)
+            else:
+                waiting += 1
+        if waiting:
+            base = self.ctx.repo.ref_value(self.ctx.state.integration)
+            if base:
+                slots.grow(base, wanted=waiting)
+
     def _start(self, pool: ThreadPoolExecutor, task: Task, spec: Any) -> None:
         ts = self.ctx.state.tasks[task.id]
         if ts.status in FAILURES:
@@ -199,6 +215,9 @@ class Dispatcher:
             self.forced = None
         self.running.add(task.id)
         fresh = self.options.fresh and self.options.only == task.id
+        note = self.notes.pop(task.id, None)
+        if note:
+            self.on_event(f"{task.id}: {note}")
         self.on_event(f"{task.id}: started" + (f" ({spec})" if spec is not None else ""))
 
         def work() -> None:
@@ -217,8 +236,9 @@ class Dispatcher:
             return
         while True:
             tid, outcome = item
-            self.running.discard(tid)
-            self._after(tid, outcome)
+            if outcome is not None:  # None: a slot became ready, look again
+                self.running.discard(tid)
+                self._after(tid, outcome)
             try:
                 item = self.done.get_nowait()
             except queue.Empty:

@@ -119,7 +119,10 @@ def run_plan(
             prewarm = Prewarm(repo, plan)
             from forge.dispatch import Dispatcher
 
-            Dispatcher(ctx, recorded, options, on_event, prewarm=prewarm).loop()
+            try:
+                Dispatcher(ctx, recorded, options, on_event, prewarm=prewarm).loop()
+            finally:
+                slots.wait()
             prewarm.join()
             report.paused = state.paused
             report.integration_head = repo.ref_value(state.integration)

@@ -36,7 +36,7 @@ def add(repo: Repository, path: Path, commit: str) -> None:
     if path.exists() and not is_worktree(path):
         if any(path.iterdir()):
             raise ForgeError(f"{path} exists and is not a forge worktree; move it away")
-        path.rmdir()
+        path.rmdir()  # an add killed before git wrote anything there
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
         repo.git("worktree", "add", "--quiet", "--detach", str(path), commit)
