@@ -24,7 +24,7 @@ from forge.registry import Recorded
 from forge.runstate import FAILURES, REDISPATCH, Status
 
 if TYPE_CHECKING:
-    from forge.runner import Prewarm, RunOptions
+    from forge.runner import RunOptions
 
 # First wait after an infrastructure failure, doubled each time (FORGE_INFRA_BACKOFF).
 INFRA_BACKOFF = float(os.environ.get("FORGE_INFRA_BACKOFF", "5"))
@@ -40,12 +40,9 @@ class Dispatcher:
         recorded: Recorded,
         options: RunOptions,
         on_event: Callable[[str], None],
-        *,
-        prewarm: Prewarm | None = None,
     ) -> None:
         from forge import dag
 
-        self.prewarm = prewarm
         self.ctx = ctx
         self.plan = ctx.plan
         self.options = options
@@ -245,14 +242,6 @@ class Dispatcher:
                 return
 
     def _after(self, tid: str, outcome: Outcome) -> None:
-        if (
-            self.prewarm is not None
-            and self.prewarm.thread is None
-            and outcome.status == Status.MERGED
-        ):
-            head = self.ctx.repo.ref_value(self.ctx.state.integration)
-            if head and self.options.verify:
-                self.prewarm.start(head)
         self.on_event(
             f"{tid}: {outcome.status}" + (f" ({outcome.reason})" if outcome.reason else "")
         )

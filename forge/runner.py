@@ -117,10 +117,14 @@ def run_plan(
                 on_change=lambda tid: on_change(state, tid),
             )
             prewarm = Prewarm(repo, plan)
+            if options.verify and integration:
+                # From the start: slots are made one or two at a time, so a core is
+                # free for the verification's checkouts, which then only move at the end.
+                prewarm.start(integration)
             from forge.dispatch import Dispatcher
 
             try:
-                Dispatcher(ctx, recorded, options, on_event, prewarm=prewarm).loop()
+                Dispatcher(ctx, recorded, options, on_event).loop()
             finally:
                 slots.wait()
             prewarm.join()
