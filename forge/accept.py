@@ -41,6 +41,8 @@ def accept(repo: Repository, plan: str, *, merge: bool) -> str:
     user_head = repo.git("rev-parse", "HEAD").strip()
     unmerged = [t.id for t in state.tasks.values() if t.status != Status.MERGED]
     note = f" ({len(unmerged)} task(s) not merged: {', '.join(unmerged)})" if unmerged else ""
+    if verdict == "UNVERIFIED":
+        note += " (not verified: no verify command is configured)"
     if is_ancestor(repo, head, user_head):
         return f"{branch} already contains {short}{note}"
     orig_head = repo.ref_value("ORIG_HEAD")
