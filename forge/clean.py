@@ -46,7 +46,7 @@ def clean_plan(repo: Repository, plan: str, *, worktree_root: Path | None = None
         for ref, head in _task_branches(repo, plan):
             if integration is None or not is_ancestor(repo, head, integration):
                 task = ref.removeprefix(task_ref(plan, ""))
-                kept = _salvage_ref(repo, plan, task, head)
+                kept = worktrees.keep(repo, head, plan=plan, task=task)
                 notes.append(
                     f"branch {ref.removeprefix('refs/heads/')} held unmerged work: kept in {kept}"
                 )
@@ -86,19 +86,3 @@ def _task_branches(repo: Repository, plan: str) -> list[tuple[str, str]]:
 def _accepted(repo: Repository, commit: str) -> bool:
     out = repo.git("for-each-ref", "--format=%(refname)", "--contains", commit, "refs/heads/")
     return any(not ref.startswith("refs/heads/forge/") for ref in out.splitlines())
-
-
-def _salvage_ref(repo: Repository, plan: str, task: str, commit: str) -> str:
-    existing = repo.git(
-        "for-each-ref", "--format=%(refname) %(objectname)", f"refs/forge/salvage/{plan}/{task}/"
-    )
-    for line in existing.splitlines():
-        ref, _, oid = line.partition(" ")
-        if oid == commit:
-            return ref
-    n = 1
-    while repo.ref_value(f"refs/forge/salvage/{plan}/{task}/{n}") is not None:
-        n += 1
-    ref = f"refs/forge/salvage/{plan}/{task}/{n}"
-    repo.update_ref(ref, commit, None, message="forge: salvage before clean")
-    return ref

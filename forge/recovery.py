@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -22,11 +21,6 @@ from forge.plan import Plan
 from forge.runstate import FAILURES, RunState, StateStore, Status, TaskState
 
 DEFAULT_GRACE = 5.0
-
-# worktrees.salvage builds its commit in a temporary index whose name is the same for
-# every slot of a plan in one process, and numbers refs by looking for a free one:
-# two attempts salvaging at once (two threads) would mix their work. One at a time.
-_SALVAGE_LOCK = threading.Lock()
 
 
 def grace_seconds() -> float:
@@ -131,32 +125,17 @@ def reset_for_attempt(
     assert ts.base is not None and ts.branch is not None
     judged = [a for a in ts.attempts[:-1] if a.status in FAILURES and a.commit]
     start = ts.base if fresh or not judged else str(judged[-1].commit)
-    with _SALVAGE_LOCK:
-        dirty = [] if known_clean else worktrees.dirty_paths(path, repo)
+    dirty = [] if known_clean else worktrees.dirty_paths(path, repo)
     salvaged = worktrees.salvage(repo, path, plan=plan.name, task=ts.id, dirty=dirty)
     if salvaged:  # its work is safe in the ref: clear the tree for the next attempt
         repo.git("reset", "--quiet", "--hard", cwd=path)
         repo.git("clean", "-fdq", cwd=path)
     head = repo.ref_value(ts.branch) or ts.base
     if salvaged is None and head != start and not is_ancestor(repo, head, start):
-        salvaged = _salvage_commit(repo, plan.name, ts.id, head)
+        salvaged = worktrees.keep(repo, head, plan=plan.name, task=ts.id)
     if salvaged:
         ts.salvage.append(salvaged)
     if head != start:
         worktrees.detach(repo, path)
         repo.update_ref(ts.branch, start, head, message="forge: reset task branch")
     return start, salvaged
-
-
-def _salvage_commit(repo: Repository, plan: str, task: str, commit: str) -> str:
-    with _SALVAGE_LOCK:
-        return _salvage_commit_locked(repo, plan, task, commit)
-
-
-def _salvage_commit_locked(repo: Repository, plan: str, task: str, commit: str) -> str:
-    n = 1
-    while repo.ref_value(f"refs/forge/salvage/{plan}/{task}/{n}") is not None:
-        n += 1
-    ref = f"refs/forge/salvage/{plan}/{task}/{n}"
-    repo.update_ref(ref, commit, None, message="forge: salvage")
-    return ref

@@ -12,6 +12,7 @@ import contextlib
 import os
 import shutil
 import tempfile
+import threading
 from pathlib import Path
 
 from forge import proc
@@ -133,12 +134,30 @@ def salvage(
     finally:
         with contextlib.suppress(FileNotFoundError):
             index.unlink()
-    n = 1
-    while repo.ref_value(f"refs/forge/salvage/{plan}/{task}/{n}") is not None:
-        n += 1
-    ref = f"refs/forge/salvage/{plan}/{task}/{n}"
-    repo.update_ref(ref, commit, None, message="forge: salvage")
-    return ref
+    return keep(repo, commit, plan=plan, task=task)
+
+
+_KEEP_LOCK = threading.Lock()
+
+
+def keep(repo: Repository, commit: str, *, plan: str, task: str) -> str:
+    """The salvage ref holding `commit`: an existing refs/forge/salvage/<plan>/<task>/<n>
+    that already points at it, else the next free <n>. The one namer of salvage refs."""
+    prefix = f"refs/forge/salvage/{plan}/{task}/"
+    with _KEEP_LOCK:
+        taken = {}
+        for line in repo.git(
+            "for-each-ref", "--format=%(refname) %(objectname)", prefix
+        ).splitlines():
+            ref, _, oid = line.partition(" ")
+            taken[ref] = oid
+            if oid == commit:
+                return ref
+        n = 1
+        while f"{prefix}{n}" in taken:
+            n += 1
+        repo.update_ref(f"{prefix}{n}", commit, None, message="forge: salvage")
+        return f"{prefix}{n}"
 
 
 def remove(repo: Repository, path: Path) -> None:
