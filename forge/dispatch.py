@@ -69,7 +69,8 @@ class Dispatcher:
                 if self.ctx.stop.is_set():
                     break
                 held = holds.active(self.ctx.repo.state, self.plan.name)
-                if held is not None:
+                if held is not None and self._ready():
+                    # Only a hold that keeps something from starting pauses the run.
                     state.paused = f"hold: {held.describe()}"
                 if not state.paused:
                     self._mark_blocked()

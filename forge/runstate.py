@@ -175,6 +175,9 @@ class StateStore:
             st = RunState(plan=self.plan, integration=integration_ref(self.plan), tasks={})
         for tid in task_ids:
             st.tasks.setdefault(tid, TaskState(id=tid))
+        # Plan order, so every table lists tasks as the plan does.
+        order = {tid: i for i, tid in enumerate(task_ids)}
+        st.tasks = dict(sorted(st.tasks.items(), key=lambda kv: order.get(kv[0], len(order))))
         return st
 
     def load_existing(self) -> RunState | None:
