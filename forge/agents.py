@@ -220,9 +220,7 @@ def agent_env(
             Path(env[key]).parent.mkdir(parents=True, exist_ok=True)
     if as_root:
         env.update((k, _fill(v, values, lambda _: "")) for k, v in defn.root_env)
-    if defn.isolate_env and (
-        not defn.isolate_when or any(environ.get(k) for k in defn.isolate_when)
-    ):
+    if defn.isolate_env and defn.isolates(environ):
         for key, value in defn.isolate_env:
             env[key] = _fill(value, values, lambda _: "")
             Path(env[key]).mkdir(parents=True, exist_ok=True)

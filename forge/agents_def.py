@@ -44,6 +44,19 @@ class AgentDef:
     ignore_paths: tuple[str, ...] = ()
     written_for: str | None = None
 
+    def isolates(self, environ: Mapping[str, str]) -> bool:
+        """Whether `isolate_env` applies: no `isolate_when`, or one of its entries
+        holds. `VAR` holds when VAR is set and not empty; `VAR=value` when VAR
+        equals value (case aside), so a switch set to "false" does not count."""
+        if not self.isolate_when:
+            return True
+        for entry in self.isolate_when:
+            key, sep, want = entry.partition("=")
+            have = environ.get(key)
+            if have and (not sep or have.strip().lower() == want.strip().lower()):
+                return True
+        return False
+
     @classmethod
     def from_table(cls, name: str, table: Mapping[str, Any]) -> AgentDef:
         """Build from an `[agents.NAME]` table; every problem in one line of ForgeError."""

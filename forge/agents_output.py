@@ -31,7 +31,8 @@ INFRA_KINDS = ("binary-missing", "auth", "quota", "rate-limit", "network")
 _SCAN_BYTES = 4_000_000  # logs can be huge; the facts sit at the end
 _PLAIN_LINES = 60  # CLIs print their fatal error last
 
-# Apply to every agent but a script (shell). Checked after the agent's own.
+# Apply to every agent but a script (shell), and only after a non-zero exit.
+# Checked after the agent's own.
 GENERIC_PATTERNS: dict[str, tuple[str, ...]] = {
     "auth": (
         r"\binvalid[ _-]?api[ _-]?key\b",
@@ -208,7 +209,13 @@ def _match(
     for kind, codes in defn.infra_exit_codes:
         if returncode in codes:
             return kind, last
-    for table in (dict(defn.infra_patterns), GENERIC_PATTERNS):
+    # After exit 0 the run may well have succeeded, and its log is the agent's
+    # talk and tool output, full of words like "rate limit": only the CLI's own
+    # exact messages can then tell of an outage, never the generic patterns.
+    tables = [dict(defn.infra_patterns)]
+    if returncode != 0:
+        tables.append(GENERIC_PATTERNS)
+    for table in tables:
         for kind in INFRA_KINDS:
             for pattern in table.get(kind, ()):
                 rx = _rx(pattern)

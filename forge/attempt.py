@@ -161,7 +161,14 @@ def _steps(
     # One look at the slot per attempt, none when it is clean by construction; after
     # reset_for_attempt it is clean (anything found was salvaged, then cleared).
     start_head, salvaged = reset_for_attempt(
-        repo, ctx.plan, ts, path, fresh=fresh, known_clean=got.clean
+        repo,
+        ctx.plan,
+        ts,
+        path,
+        fresh=fresh,
+        known_clean=got.clean,
+        integration_head=repo.ref_value(ctx.state.integration),
+        shell=task.run is not None,
     )
     if salvaged:
         ctx.save(task.id)
@@ -205,10 +212,19 @@ def _steps(
     if outside:
         msg = f"changed files outside its declared files: {', '.join(outside[:8])}"
         if ctx.plan.scope != "warn":
+            attempt.diff_hash = _diff_hash(repo, ts.base, head)
+            attempt.feedback_source = "scope"
             return Outcome(Status.FAILED, msg)
         ts.warnings.append(msg)
     attempt.diff_hash = _diff_hash(repo, ts.base, head)
-    judged = [a for a in ts.attempts[:-1] if a.status in FAILURES and a.diff_hash]
+    # Only a change that was itself judged and rejected (by the check, the scope or
+    # a merge) makes the same change again "no progress"; an agent that exited
+    # non-zero may have made the right change and been cut off.
+    judged = [
+        a
+        for a in ts.attempts[:-1]
+        if a.status in FAILURES and a.diff_hash and a.feedback_source in ("check", "scope", "merge")
+    ]
     if judged and judged[-1].diff_hash == attempt.diff_hash:
         return Outcome(Status.FAILED, "no progress: the same change as the last failed attempt")
     with ctx.store.lock:

@@ -111,7 +111,13 @@ def prepare(repo: Repository, *, key: str, lane: str, commit: str) -> Checkout:
             # Forge's own folder, but no longer a worktree git knows (an `add` that was
             # killed half way, a registration pruned): start it again.
             shutil.rmtree(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ForgeError(
+                f"cannot make the verification checkout {path}: {exc.strerror or exc}; "
+                "set FORGE_WORKTREES (or --worktree-root) to a folder forge may write"
+            ) from None
         repo.git(*_NO_HOOKS, "worktree", "add", "--quiet", "--detach", str(path), commit)
         co.end_run()
         return co

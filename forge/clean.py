@@ -12,12 +12,12 @@ from pathlib import Path
 from forge import faults, worktrees
 from forge.git import Repository
 from forge.integrate import is_ancestor
-from forge.recovery import sweep_salvage_indexes
+from forge.recovery import stop_leftovers, sweep_salvage_indexes
 from forge.runstate import StateStore, task_ref
 from forge.state import plan_lock
 
 
-def clean_plan(repo: Repository, plan: str, *, worktree_root: Path | None = None) -> list[str]:
+def clean_plan(repo: Repository, plan: str) -> list[str]:
     notes: list[str] = []
     with plan_lock(repo.state, plan, command="forge clean"):
         store = StateStore(repo.state, plan)
@@ -25,6 +25,11 @@ def clean_plan(repo: Repository, plan: str, *, worktree_root: Path | None = None
         integration_ref = f"refs/heads/forge/{plan}-integration"
         integration = repo.ref_value(integration_ref)
         if state is not None:
+            for ts in state.tasks.values():
+                if ts.status == "RUNNING":  # a run killed with its agent still going
+                    stopped = stop_leftovers(ts)
+                    if stopped:
+                        notes.append(f"stopped {stopped} leftover process(es) of {ts.id}")
             for folder in {Path(slot.path).parent for slot in state.slots.values()}:
                 sweep_salvage_indexes(folder)
             for slot in list(state.slots.values()):
@@ -59,10 +64,12 @@ def clean_plan(repo: Repository, plan: str, *, worktree_root: Path | None = None
                     store.save(state)
             repo.try_git("update-ref", "-d", ref, head)
             notes.append(f"deleted branch {ref.removeprefix('refs/heads/')}")
-        verify_dir = repo.worktrees_root(worktree_root) / ".verify" / plan
-        if worktrees.is_worktree(verify_dir):
-            worktrees.remove(repo, verify_dir)
-            notes.append(f"removed verification worktree {verify_dir}")
+        # The plan's verification checkouts (one per lane), wherever the worktree root
+        # was when they were made: git knows them all.
+        for path in _registered_worktrees(repo):
+            if path.parent.name == plan and path.parent.parent.name == ".verify":
+                worktrees.remove(repo, path)
+                notes.append(f"removed verification worktree {path}")
         if integration is not None:
             if _accepted(repo, integration):
                 repo.try_git("update-ref", "-d", integration_ref, integration)
@@ -81,6 +88,13 @@ def clean_plan(repo: Repository, plan: str, *, worktree_root: Path | None = None
 def _task_branches(repo: Repository, plan: str) -> list[tuple[str, str]]:
     out = repo.git("for-each-ref", "--format=%(refname) %(objectname)", f"refs/heads/forge/{plan}/")
     return [tuple(line.split(" ", 1)) for line in out.splitlines() if line]  # type: ignore[misc]
+
+
+def _registered_worktrees(repo: Repository) -> list[Path]:
+    out = repo.git("worktree", "list", "--porcelain")
+    return [
+        Path(line[len("worktree ") :]) for line in out.splitlines() if line.startswith("worktree ")
+    ]
 
 
 def _accepted(repo: Repository, commit: str) -> bool:

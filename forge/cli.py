@@ -8,6 +8,7 @@ DAG or GitPython.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
@@ -102,11 +103,14 @@ def run(
 
     repo = _repo()
     recorded = registry.resolve(repo, plan_ref)
+    if worktree_root is not None:
+        # Through the environment, so the slots, the verification checkouts and the
+        # agents' own forge calls all see the same root.
+        os.environ["FORGE_WORKTREES"] = str(worktree_root.resolve())
     options = runner.RunOptions(
         max_parallel=max_parallel,
         retry_failed=retry_failed,
         infra_retries=infra_retries,
-        worktree_root=worktree_root,
     )
     _execute_run(repo, recorded, options, as_json=as_json)
 
@@ -164,8 +168,11 @@ def verify(
             force=force,
             on_event=None if as_json else progress,
         )
-        if target.plan is not None:
-            verify_command.record_in_plan(repo, target.plan, record)
+        if target.plan is not None and not verify_command.record_in_plan(repo, target.plan, record):
+            progress(
+                f"{record.commit[:12]} is not the integration head of plan '{target.plan}': "
+                f"its verdict is not recorded in the plan"
+            )
     if as_json:
         emit_json(record.to_dict())
     else:

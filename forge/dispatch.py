@@ -98,12 +98,12 @@ class Dispatcher:
             return False
         if not self._deps_merged(task):
             return False
+        if task.id in self.no_auto:  # the policy said stop (split, or no progress)
+            return False
         if ts.status == Status.INFRA:
             return time.monotonic() >= self.not_before.get(task.id, 0.0)
         if ts.status in REDISPATCH:
             return True
-        if task.id in self.no_auto:
-            return False
         if self.forced == task.id:
             return True
         return ts.status in FAILURES and self.retries.get(task.id, 0) < self.options.retry_failed

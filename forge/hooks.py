@@ -29,13 +29,20 @@ MARKER = "# forge-hook:"
 LEGACY_SUFFIX = ".forge-legacy"
 PUSH_KEY = "push"  # the checkouts of verifications run by pre-push
 SKIP_VAR = "FORGE_SKIP_VERIFY"
+TASK_VARS = ("FORGE_TASK", proc.TAG_VAR)  # set for the processes forge runs for a task
+
+
+def _hooks_path(repo: Repository) -> str | None:
+    """core.hooksPath, when set."""
+    cp = repo.try_git("config", "--get", "core.hooksPath")
+    value = cp.stdout.strip()
+    return value if cp.returncode == 0 and value else None
 
 
 def hooks_dir(repo: Repository) -> Path:
     """Where git looks: core.hooksPath when set, else <git common dir>/hooks."""
-    cp = repo.try_git("config", "--get", "core.hooksPath")
-    value = cp.stdout.strip()
-    if cp.returncode == 0 and value:
+    value = _hooks_path(repo)
+    if value is not None:
         path = Path(value).expanduser()
         # git runs hooks from the top of the worktree: a relative path starts there.
         return path if path.is_absolute() else repo.root / path
@@ -64,7 +71,36 @@ def install(repo: Repository, *, python: str | None = None) -> list[str]:
     """Install the hooks; returns what was done, one line each. Checks every hook
     before touching any, so a refusal leaves all of them as they were."""
     where = hooks_dir(repo)
+    managed = _hooks_path(repo)
     interpreter = shlex.quote(python or sys.executable)
+    try:
+        return _install(where, managed, interpreter)
+    except OSError as exc:
+        if managed is not None:
+            raise ForgeError(
+                f"hooks are disabled by core.hooksPath={managed} ({where} is not a folder "
+                f"forge can write: {exc.strerror or exc}); unset it or point it at a folder, "
+                f"then run `forge hooks install` again"
+            ) from exc
+        raise ForgeError(f"cannot install the hooks in {where}: {exc}") from exc
+
+
+def _install(where: Path, managed: str | None, interpreter: str) -> list[str]:
+    if managed is not None:
+        if _present(where) and not where.is_dir():
+            raise NotADirectoryError(20, "not a folder", str(where))
+        # A hook manager (husky, lefthook, ...) owns this folder and often tells
+        # its hooks apart by file name: renaming one to <name>.forge-legacy would
+        # silently switch it off. Its own hook must call forge instead.
+        theirs = [n for n in HOOKS if _present(where / n) and not is_forge_hook(where / n)]
+        if theirs:
+            line = f'{interpreter} -P -m forge.hooks {theirs[0]} "$0" "$@"'
+            more = f" (and likewise in {', '.join(theirs[1:])})" if theirs[1:] else ""
+            raise ForgeError(
+                f"core.hooksPath={managed} has its own {theirs[0]} hook, which forge will not "
+                f"replace: add this line to your hook manager's {theirs[0]} hook "
+                f"instead{more}: {line}"
+            )
     for name in HOOKS:
         target, legacy = where / name, where / f"{name}{LEGACY_SUFFIX}"
         if _present(target) and not is_forge_hook(target) and _present(legacy):
@@ -137,7 +173,8 @@ def run_hook(name: str, args: list[str]) -> int:
     if name == "pre-push":
         return code or _pre_push(stdin or b"")
     if name in ("post-commit", "post-merge"):
-        _after_commit()
+        if not _in_task_env():
+            _after_commit()
         return code
     raise ForgeError(f"unknown hook '{name}'")
 
@@ -147,10 +184,23 @@ def _config(repo: Repository) -> VerifyConfig | None:
     return config if config is not None and config.lanes else None
 
 
+def _in_task_env() -> bool:
+    """Whether forge itself runs this (an agent or a task script committing in its
+    worktree): those commits are not the user's and must not stop, or replace,
+    the verification of the user's own."""
+    return any(os.environ.get(var) for var in TASK_VARS)
+
+
+def _in_task_worktree(repo: Repository) -> bool:
+    return repo.root.resolve().is_relative_to(repo.worktrees_root().resolve())
+
+
 def _after_commit() -> None:
     from forge import verify_bg
 
     repo = discover(Path.cwd())
+    if _in_task_worktree(repo):
+        return
     config = _config(repo)
     if config is None:
         return

@@ -19,7 +19,8 @@ Keys beyond SPEC's `command`/`models`/`efforts` (all optional, open to users):
   (`claude`, `codex`, `gemini`, `aider`, `none`).
 - `env`: always set; `root_env`: set only when forge runs as root;
   `isolate_env` + `isolate_when`: per-task state dirs, set only when one of the
-  `isolate_when` variables is present (see `forge.agents.agent_env`).
+  `isolate_when` entries holds: `VAR` (set, not empty) or `VAR=value`
+  (see `forge.agents_def.AgentDef.isolates`).
   Values may use `{state_dir}` and the command placeholders.
 - `infra_patterns` / `infra_exit_codes`: per kind (`auth`, `quota`,
   `rate-limit`, `network`, `binary-missing`), what marks an infrastructure
@@ -187,10 +188,15 @@ AIDER: dict[str, Any] = {
     },
     # The repo map's tag cache (`.aider.tags.cache.v4/`) lands in the worktree.
     "ignore_paths": [".aider*"],
+    # Aider's own messages (aider/exceptions.py), word for word: after its exit 0
+    # they are the only text read, since the rest is the model's edits and talk.
     "infra_patterns": {
-        "auth": [r"not able to authenticate you"],
-        "rate-limit": [r"has rate limited you"],
-        "network": [r"API provider(?:'s servers)? (?:is|are) (?:down|overloaded|unavailable)"],
+        "auth": [r"\bThe API provider is not able to authenticate you\b"],
+        "rate-limit": [r"\bThe API provider has rate limited you\b"],
+        "network": [
+            r"\bThe API provider's servers are down or overloaded\b",
+            r"\bThe API provider timed out without returning a response\b",
+        ],
     },
 }
 
@@ -218,7 +224,14 @@ GEMINI: dict[str, Any] = {
     "usage_format": "gemini",
     "env": {"GEMINI_TELEMETRY_ENABLED": "false"},
     "isolate_env": {"GEMINI_CLI_HOME": "{state_dir}/{task}/gemini"},
-    "isolate_when": ["GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_GENAI_USE_VERTEXAI"],
+    # Only the logins that need no state in GEMINI_CLI_HOME: an API key, or
+    # Vertex AI / Code Assist switched on. GOOGLE_API_KEY alone does not pick the
+    # auth method (an OAuth user may have it set for other tools).
+    "isolate_when": [
+        "GEMINI_API_KEY",
+        "GOOGLE_GENAI_USE_VERTEXAI=true",
+        "GOOGLE_GENAI_USE_GCA=true",
+    ],
     "infra_exit_codes": {"auth": [41]},
     "infra_patterns": {
         "auth": [r"Please set an Auth method", r"API key not valid"],

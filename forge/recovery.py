@@ -87,21 +87,56 @@ def _landed(repo: Repository, ts: TaskState, integration: str) -> bool:
     return is_ancestor(repo, last.commit, integration)
 
 
+def stop_leftovers(ts: TaskState) -> int:
+    """Stop what the task's last attempt left running; returns how many were alive.
+
+    Processes are found by the tag in their environment, never by a recorded pgid
+    alone: that number may belong to an unrelated process group by now."""
+    last = ts.last
+    if last is None or not last.tag:
+        return 0
+    pids = proc.find_tagged(last.tag)
+    groups = set()
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            groups.add(os.getpgid(pid))
+    for pgid in groups:
+        proc.stop_group(pgid, grace=grace_seconds(), tag=last.tag)
+    last.pgid = None
+    return len(pids)
+
+
+def drop_task(repo: Repository, plan: Plan, state: RunState, tid: str) -> list[str]:
+    """A task removed from the plan since the last run: stop what it left running,
+    save its uncommitted work under its own name, give its slot back clean."""
+    notes = []
+    ts = state.tasks.pop(tid)
+    stopped = stop_leftovers(ts)
+    if stopped:
+        notes.append(f"{tid} (no longer in the plan): stopped {stopped} leftover process(es)")
+    slot = state.slots.get(ts.slot or "")
+    if slot is not None and slot.task == tid:
+        path = Path(slot.path)
+        ref = worktrees.salvage(repo, path, plan=plan.name, task=tid)
+        if ref:
+            notes.append(f"{tid} (no longer in the plan): its work is kept in {ref}")
+            repo.try_git("reset", "--quiet", "--hard", cwd=path)
+            repo.try_git("clean", "-fdq", cwd=path)
+        worktrees.detach(repo, path)
+        slot.task = None
+        slot.clean = ref is not None or not worktrees.dirty_paths(path, repo)
+    return notes
+
+
 def _recover_running(repo: Repository, plan: Plan, state: RunState, ts: TaskState) -> list[str]:
     notes = []
     runner = Owner.from_dict(ts.runner) if ts.runner else None
     who = runner.describe() if runner else "an earlier run"
     last = ts.last
     if last is not None:
-        pids = proc.find_tagged(last.tag) if last.tag else []
-        groups = {last.pgid} if last.pgid else set()
-        for pid in pids:
-            with contextlib.suppress(ProcessLookupError):
-                groups.add(os.getpgid(pid))
-        for pgid in groups:
-            proc.stop_group(pgid, grace=grace_seconds(), tag=last.tag)
-        if groups or pids:
-            notes.append(f"{ts.id}: stopped {len(pids) or len(groups)} leftover process(es)")
+        stopped = stop_leftovers(ts)
+        if stopped:
+            notes.append(f"{ts.id}: stopped {stopped} leftover process(es)")
         last.status = Status.INTERRUPTED
         last.reason = f"the run was killed ({who} is gone)"
         last.pgid = None
@@ -112,7 +147,15 @@ def _recover_running(repo: Repository, plan: Plan, state: RunState, ts: TaskStat
 
 
 def reset_for_attempt(
-    repo: Repository, plan: Plan, ts: TaskState, path: Path, *, fresh: bool, known_clean: bool
+    repo: Repository,
+    plan: Plan,
+    ts: TaskState,
+    path: Path,
+    *,
+    fresh: bool,
+    known_clean: bool,
+    integration_head: str | None = None,
+    shell: bool = False,
 ) -> tuple[str, str | None]:
     """Bring the task's branch to where the next attempt starts, in its slot at `path`.
 
@@ -123,15 +166,31 @@ def reset_for_attempt(
     Returns (start commit, salvage ref or None).
     """
     assert ts.base is not None and ts.branch is not None
-    judged = [a for a in ts.attempts[:-1] if a.status in FAILURES and a.commit]
-    start = ts.base if fresh or not judged else str(judged[-1].commit)
+    failures = [a for a in ts.attempts[:-1] if a.status in FAILURES]
+    conflicted = bool(failures) and failures[-1].status == Status.CONFLICT
+    if integration_head and failures and (fresh or conflicted or shell):
+        # A conflict comes back on every retry from the old base: start again on
+        # what integration holds now (so do --fresh and a shell command, which
+        # starts from scratch anyway). The diff is measured against the new base.
+        ts.base = integration_head
+    judged = [a for a in failures if a.commit]
+    # A shell command re-run on its own output would apply itself twice: shell
+    # tasks always start from the base; agents fix their own last work.
+    continue_work = judged and not (fresh or conflicted or shell)
+    start = str(judged[-1].commit) if continue_work else ts.base
     dirty = [] if known_clean else worktrees.dirty_paths(path, repo)
     salvaged = worktrees.salvage(repo, path, plan=plan.name, task=ts.id, dirty=dirty)
     if salvaged:  # its work is safe in the ref: clear the tree for the next attempt
         repo.git("reset", "--quiet", "--hard", cwd=path)
         repo.git("clean", "-fdq", cwd=path)
     head = repo.ref_value(ts.branch) or ts.base
-    if salvaged is None and head != start and not is_ancestor(repo, head, start):
+    recorded = {a.commit for a in judged}  # a judged attempt's work: named in its record
+    if (
+        salvaged is None
+        and head != start
+        and head not in recorded
+        and not is_ancestor(repo, head, start)
+    ):
         salvaged = worktrees.keep(repo, head, plan=plan.name, task=ts.id)
     if salvaged:
         ts.salvage.append(salvaged)

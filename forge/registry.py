@@ -81,10 +81,21 @@ def sha256_of(path: Path) -> str:
 
 def check(plan_path: Path) -> tuple[Plan, Waves]:
     """Validate a plan file and compute its waves; needs no repository, writes nothing."""
+    from forge.config import load_repo_config
     from forge.dag import compute_waves
+    from forge.escalate_run import check_specs
+    from forge.git import discover
 
     plan = load_plan(plan_path)
-    return plan, compute_waves(plan)
+    waves = compute_waves(plan)
+    # The agents `forge plan` would check against: forge.toml's, when there is a
+    # repository to read it from, under the plan's own.
+    try:
+        defs = dict(load_repo_config(discover().root).agents)
+    except ForgeError:
+        defs = {}
+    check_specs(plan, {**defs, **plan.agents})
+    return plan, waves
 
 
 def _base(repo: Repository, plan: Plan) -> tuple[str, str]:

@@ -82,9 +82,6 @@ def run_plan(
     with plan_lock(repo.state, plan.name, command="forge run") as owner:
         store = StateStore(repo.state, plan.name)
         state = store.load([t.id for t in plan.tasks])
-        for tid in list(state.tasks):  # a task dropped from the plan since: forget it
-            if plan_task(plan, tid) is None and state.tasks[tid].status != Status.MERGED:
-                del state.tasks[tid]
         state.started = now_iso()
         state.finished = None
         state.paused = None
@@ -99,6 +96,13 @@ def run_plan(
         report = RunReport(plan.name, state, ExitCode.OK, logs, integration)
         try:
             report.recovered = recovery.recover(repo, plan, state, store, on_event=on_event)
+            for tid in list(state.tasks):  # a task dropped from the plan since
+                if plan_task(plan, tid) is None and state.tasks[tid].status != Status.MERGED:
+                    notes = recovery.drop_task(repo, plan, state, tid)
+                    report.recovered += notes
+                    for note in notes:
+                        on_event(note)
+            store.save(state)
             if options.agent and options.only:
                 state.tasks[options.only].agent = options.agent
                 store.save(state)

@@ -133,15 +133,17 @@ class SlotPool:
         """Give the merged task's slot back to the pool. Its work is committed and
         merged, so the slot is clean by construction: the next task skips the look.
         Saved with the task's final state, not on its own."""
+        ts = self.state.tasks[task]
+        slot = self.state.slots.get(ts.slot or "")
+        if slot is not None and slot.task == task:
+            # Let go of the branch while the slot is still the task's: once it is
+            # marked free, the next task may be checking out its own branch there.
+            worktrees.detach(self.repo, Path(slot.path))
         with self._lock, self.store.lock:
-            ts = self.state.tasks[task]
-            slot = self.state.slots.get(ts.slot or "")
             ts.slot = None
             if slot is not None and slot.task == task:
                 slot.task = None
                 slot.clean = True
-        if slot is not None:
-            worktrees.detach(self.repo, Path(slot.path))
 
     def free_merged(self) -> None:
         """Slots still held by merged tasks (a run killed before it released them)."""

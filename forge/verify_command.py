@@ -58,16 +58,22 @@ def plan_context(repo: Repository, plan: str | None) -> Iterator[None]:
         yield
 
 
-def record_in_plan(repo: Repository, plan: str, record: VerifyRecord) -> None:
-    """Make the plan's state carry this verification (what `forge accept` checks)."""
+def record_in_plan(repo: Repository, plan: str, record: VerifyRecord) -> bool:
+    """Make the plan's state carry this verification (what `forge accept` checks),
+    and say whether it did. Only a verification of the integration head counts:
+    `forge verify --plan P OLDER_COMMIT` must not vouch for what accept would land."""
     from forge.runstate import StateStore
 
     store = StateStore(repo.state, plan)
     state = store.load_existing()
     if state is None:
-        return
+        return False
+    head = repo.ref_value(f"{state.integration}^{{commit}}")
+    if head is None or head != record.commit:
+        return False
     state.verification = record.to_dict()
     store.save(state)
+    return True
 
 
 def _lane_lines(lane: LaneResult) -> list[str]:

@@ -39,7 +39,13 @@ def add(repo: Repository, path: Path, commit: str) -> None:
             raise ForgeError(f"{path} exists and is not a forge worktree; move it away")
         path.rmdir()  # an add killed before git wrote anything there
     if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ForgeError(
+                f"cannot make the worktree {path}: {exc.strerror or exc}; "
+                "set FORGE_WORKTREES (or --worktree-root) to a folder forge may write"
+            ) from None
         repo.git("worktree", "add", "--quiet", "--detach", str(path), commit)
 
 

@@ -484,6 +484,65 @@ def test_classify_not_infra(agent: str, rc: int, output: str) -> None:
     assert classify_failure(PRESETS[agent], returncode=rc, output=output, now=NOW) is None
 
 
+AIDER_EDITS_A_RATE_LIMITER = """Aider v0.86.1
+Main model: anthropic/claude-sonnet-4 with diff edit format
+I'll add a token-bucket rate limiter; it retries on 429 Too Many Requests.
+
+src/ratelimit.py
+<<<<<<< SEARCH
+=======
+class RateLimiter:
+    \"\"\"Connection refused? quota exceeded? back off.\"\"\"
+>>>>>>> REPLACE
+
+Applied edit to src/client.py
+Applied edit to src/ratelimit.py
+Tokens: 5.2k sent, 310 received. Cost: $0.02 message, $0.02 session.
+"""
+
+
+def test_exit_0_reads_only_the_clis_own_messages() -> None:
+    # aider exits 0 on API errors too, but after a successful run its log is the
+    # model's edits: the generic patterns ("rate limit", "429") must not fire.
+    aider = PRESETS["aider"]
+    assert classify_failure(aider, returncode=0, output=AIDER_EDITS_A_RATE_LIMITER) is None
+    own = AIDER_EDITS_A_RATE_LIMITER + "The API provider has rate limited you. Try again later.\n"
+    hit = classify_failure(aider, returncode=0, output=own)
+    assert hit is not None and hit.kind == "rate-limit"
+    # A custom agent reading exit 0 gets only its own patterns; non-zero, the generic ones too.
+    mine = custom(infra_on_success=True, infra_patterns={"quota": ["MY CLI: out of credit"]})
+    assert classify_failure(mine, returncode=0, output="rate limit reached") is None
+    assert classify_failure(mine, returncode=0, output="MY CLI: out of credit") is not None
+    failed = classify_failure(mine, returncode=1, output="rate limit reached")
+    assert failed is not None and failed.kind == "rate-limit"
+
+
+@pytest.mark.parametrize(
+    ("environ", "isolated"),
+    [
+        ({"GEMINI_API_KEY": "k"}, True),
+        ({"GOOGLE_GENAI_USE_VERTEXAI": "true"}, True),
+        ({"GOOGLE_GENAI_USE_VERTEXAI": "True", "GOOGLE_API_KEY": "k"}, True),
+        ({"GOOGLE_GENAI_USE_GCA": "true"}, True),
+        ({"GOOGLE_API_KEY": "k"}, False),  # an OAuth user's key for other tools
+        ({"GOOGLE_GENAI_USE_VERTEXAI": "false"}, False),
+        ({"GOOGLE_GENAI_USE_GCA": "false", "GOOGLE_API_KEY": "k"}, False),
+        ({"GEMINI_API_KEY": ""}, False),
+    ],
+)
+def test_gemini_isolates_only_for_logins_that_need_no_state(
+    environ: dict[str, str], isolated: bool
+) -> None:
+    assert PRESETS["gemini"].isolates(environ) is isolated
+
+
+def test_isolate_when_entries() -> None:
+    assert custom().isolates({})  # no condition: always
+    defn = custom(isolate_env={"X_HOME": "{state_dir}/x"}, isolate_when=["KEY", "MODE=on"])
+    assert defn.isolates({"KEY": "1"}) and defn.isolates({"MODE": "ON"})
+    assert not defn.isolates({"MODE": "off"}) and not defn.isolates({})
+
+
 def test_context_overflow_is_recognised() -> None:
     assert is_context_overflow(_claude_result("Prompt is too long"))
     assert is_context_overflow(

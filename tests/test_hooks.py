@@ -151,6 +151,45 @@ def test_install_follows_core_hookspath(repo: Path) -> None:
     assert not (repo / "githooks" / "pre-push").exists()
 
 
+def test_install_leaves_a_hook_managers_hooks_alone(repo: Path) -> None:
+    # husky: core.hooksPath=.husky/_ holds its own scripts, told apart by basename "$0".
+    managed = repo / ".husky" / "_"
+    managed.mkdir(parents=True)
+    husky = '#!/usr/bin/env sh\n. "$(dirname "$0")/h"\n'
+    (managed / "pre-push").write_text(husky)
+    (managed / "pre-push").chmod(0o755)
+    git(repo, "config", "core.hooksPath", ".husky/_")
+    res = run_forge(repo, "hooks", "install")
+    assert res.returncode == 2, res.stdout
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1
+    assert "core.hooksPath=.husky/_" in lines[0]
+    assert 'forge.hooks pre-push "$0" "$@"' in lines[0]
+    assert sorted(p.name for p in managed.iterdir()) == ["pre-push"]  # nothing renamed
+    assert (managed / "pre-push").read_text() == husky
+
+    # An empty hooksPath folder (or one without these hooks) is forge's to fill.
+    (managed / "pre-push").unlink()
+    res = run_forge(repo, "hooks", "install")
+    assert res.returncode == 0, res.stderr
+    assert "forge.hooks pre-push" in (managed / "pre-push").read_text()
+    assert run_forge(repo, "hooks", "install").returncode == 0  # updating its own is fine
+
+
+def test_hookspath_that_is_not_a_folder_is_one_line(repo: Path, tmp_path: Path) -> None:
+    git(repo, "config", "core.hooksPath", "/dev/null")
+    res = run_forge(repo, "hooks", "install")
+    assert res.returncode == 2
+    assert res.stderr.startswith("forge: hooks are disabled by core.hooksPath=/dev/null")
+    assert len(res.stderr.strip().splitlines()) == 1 and "Traceback" not in res.stderr
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    git(repo, "config", "core.hooksPath", str(afile / "hooks"))
+    res = run_forge(repo, "hooks", "install")
+    assert res.returncode == 2 and "Traceback" not in res.stderr
+    assert "hooks are disabled by core.hooksPath=" in res.stderr
+
+
 def test_pre_push_blocks_a_failing_tip_then_allows_a_fixed_one(repo: Path, remote: Path) -> None:
     assert run_forge(repo, "hooks", "install").returncode == 0
     configure(repo, {"unit": "echo broken; exit 1"})
@@ -216,3 +255,38 @@ def test_newer_commit_supersedes_background_verification(repo: Path, tmp_path: P
     assert current is not None and current.commit == second
     records = [read_json(p) for p in (r.state.verify_dir / "records").glob("*.json")]
     assert any(d["commit"] == first and d["verdict"] == "INTERRUPTED" for d in records)
+
+
+def test_commits_in_forge_task_worktrees_leave_background_verification_alone(
+    repo: Path, tmp_path: Path
+) -> None:
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    assert run_forge(repo, "hooks", "install").returncode == 0
+    first = configure(repo, {"slow": f"sh {FAKES / 'verify_pids.sh'} {pids}"})
+    wait_for(lambda: len(list(pids.glob("*.pid"))) == 1, what="the first lane to start")
+    r = discover(repo)
+    current = verify_bg.running(r)
+    assert current is not None and current.commit == first
+
+    # An agent committing with forge's variables set, anywhere.
+    (repo / "agent.txt").write_text("agent\n")
+    git(repo, "add", "-A")
+    subprocess.run(
+        ["git", "commit", "-q", "-m", "agent"],
+        cwd=repo,
+        check=True,
+        env={**os.environ, "FORGE_TASK": "t1"},
+    )
+    # A commit in a worktree under forge's worktrees root, without the variables.
+    wt = r.worktrees_root() / "p" / "t2"
+    git(repo, "worktree", "add", "-q", "-b", "forge/p/t2", str(wt))
+    (wt / "task.txt").write_text("task\n")
+    task_commit = commit_all(wt, "task")
+    git(wt, "merge", "-q", "--no-edit", "main")  # post-merge too (a no-op merge or not)
+
+    still = verify_bg.running(r)
+    assert still is not None and still.owner == current.owner and still.commit == first
+    assert len(list(pids.glob("*.pid"))) == 1
+    request = read_json(r.state.verify_dir / "background-request.json")
+    assert request["commit"] == first, task_commit

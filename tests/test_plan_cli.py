@@ -101,6 +101,25 @@ def test_check_needs_no_repository(tmp_path: Path) -> None:
     assert cp.returncode == 0, cp.stderr
 
 
+def test_check_rejects_an_agent_plan_rejects(repo: Path, tmp_path: Path) -> None:
+    bad = 'name = "p1"\nagent = "claude:gpt-4"\n[[task]]\nid = "a"\nprompt = "do it"\nfiles = ["a.txt"]\n'
+    write_plan(repo, bad, "p1.toml")
+    cp = run_forge(repo, "plan", "--check", "plans/p1.toml")
+    assert cp.returncode == 2, cp.stdout
+    assert "task 'a': agent 'claude:gpt-4'" in cp.stderr
+    assert forge_files(repo) == []
+    # The agents of forge.toml count, as they do for `forge plan`.
+    (repo / "forge.toml").write_text('[agents.mine]\ncommand = ["my-agent", "{prompt_file}"]\n')
+    write_plan(repo, bad.replace("claude:gpt-4", "mine"), "p1.toml")
+    cp = run_forge(repo, "plan", "--check", "plans/p1.toml")
+    assert cp.returncode == 0, cp.stderr
+    # Outside a repository only the presets and the plan's own agents are known.
+    outside = tmp_path / "p1.toml"
+    outside.write_text(bad.replace("claude:gpt-4", "mine"))
+    cp = run_forge(tmp_path, "plan", "--check", str(outside))
+    assert cp.returncode == 2 and "agent 'mine'" in cp.stderr
+
+
 INVALID = {
     "unknown key": (
         '[[task]]\nid = "a"\nrun = "x"\nfiles = ["a"]\ndepends = ["b"]\n',

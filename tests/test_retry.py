@@ -191,3 +191,28 @@ def test_shell_preset_runs_the_prompt_as_a_script(repo: Path, tmp_path: Path) ->
     from conftest import git
 
     assert git(repo, "show", "forge/p-integration:x.txt") == "from-shell"
+
+
+def test_a_conflicted_task_retries_on_the_new_integration_head(repo: Path, tmp_path: Path) -> None:
+    flag = tmp_path / "flag"
+    body = f"""
+max_parallel = 1
+[[task]]
+id = "b"
+run = "echo b >> CHANGELOG.md; test -f {flag}"
+files = ["CHANGELOG.md"]
+
+[[task]]
+id = "a"
+run = "echo a >> CHANGELOG.md"
+files = ["CHANGELOG.md"]
+"""
+    cp = plan_and_run(repo, write_plan(tmp_path, body))
+    assert cp.returncode == 5
+    assert statuses(repo) == {"b": "FAILED", "a": "MERGED"}
+    flag.write_text("")
+    cp = run_forge(repo, "retry", "b")
+    assert cp.returncode == 0, cp.stdout + cp.stderr  # from the base: no double "b"
+    from conftest import git
+
+    assert git(repo, "show", "forge/p-integration:CHANGELOG.md").splitlines() == ["a", "b"]

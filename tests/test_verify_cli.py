@@ -142,3 +142,35 @@ def test_sigterm_is_a_stop_too(repo: Path, tmp_path: Path) -> None:
     child.send_signal(signal.SIGTERM)
     _out, err = child.communicate(timeout=60)
     assert child.returncode == 130, err
+
+
+def test_plan_records_only_a_verification_of_its_integration_head(repo: Path) -> None:
+    from forge.git import discover
+    from forge.runstate import StateStore
+
+    configure(repo, {"done": "test -f done.txt"}, reruns=0)
+    (repo / "plans").mkdir()
+    (repo / "plans" / "p.toml").write_text(
+        'name = "p"\n[[task]]\nid = "t"\nrun = "echo done > done.txt"\nfiles = ["done.txt"]\n'
+    )
+    assert run_forge(repo, "plan", "plans/p.toml").returncode == 0
+    ran = run_forge(repo, "run", "p")
+    assert ran.returncode == 0, ran.stderr
+    r = discover(repo)
+    head = r.rev_parse("refs/heads/forge/p-integration")
+    ok = run_forge(repo, "verify", "--plan", "p")
+    assert ok.returncode == 0, ok.stderr
+
+    def recorded() -> tuple[str, str]:
+        state = StateStore(r.state, "p").load_existing()
+        assert state is not None and state.verification is not None
+        return state.verification["commit"], state.verification["verdict"]
+
+    assert recorded() == (head, "PASS")
+    # Another commit (here the base, which lacks the task's work) is verified but
+    # must not stand for the plan: accept reads this verdict.
+    base = r.rev_parse("main")
+    other = run_forge(repo, "verify", "--plan", "p", "main")
+    assert other.returncode == 5
+    assert "not the integration head" in other.stderr
+    assert recorded() == (head, "PASS"), base
