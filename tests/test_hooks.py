@@ -5,31 +5,19 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from conftest import commit_all, git, run_forge
+from runkit import alive as running
+from runkit import wait_for
 
-from forge import proc, verify_bg
+from forge import verify_bg
 from forge.git import discover
 from forge.state import read_json
 
 FAKES = Path(__file__).parent / "fakes"
-
-
-def wait_for(cond: Callable[[], bool], timeout: float = 30.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.02)
-
-
-def running(pid: int) -> bool:
-    info = proc._read_proc(pid)
-    return info is not None and info.state != "Z"
 
 
 def configure(repo: Path, lanes: dict[str, str], *, reruns: int = 0) -> str:

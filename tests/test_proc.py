@@ -7,29 +7,17 @@ import signal
 import subprocess
 import sys
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from runkit import alive as running
+from runkit import wait_for
 
 from forge import proc
 
 FAKES = Path(__file__).parent / "fakes"
 STUBBORN = FAKES / "verify_stubborn.py"
-
-
-def wait_for(cond: Callable[[], bool], timeout: float = 10.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.01)
-
-
-def running(pid: int) -> bool:
-    info = proc._read_proc(pid)
-    return info is not None and info.state != "Z"
 
 
 def read_pids(path: Path) -> list[int]:

@@ -5,13 +5,12 @@ from __future__ import annotations
 import subprocess
 import sys
 import threading
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from runkit import alive as running
+from runkit import wait_for
 
-from forge import proc
 from forge.checkout import checkout_path
 from forge.config import VerifyConfig
 from forge.errors import ForgeError
@@ -20,19 +19,6 @@ from forge.verify import Verdict, VerifyRecord, cached_verdict, latest_record, v
 
 FAKES = Path(__file__).parent / "fakes"
 PY = sys.executable
-
-
-def wait_for(cond: Callable[[], bool], timeout: float = 15.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.01)
-
-
-def running(pid: int) -> bool:
-    info = proc._read_proc(pid)
-    return info is not None and info.state != "Z"
 
 
 def cfg(*lanes: tuple[str, str], reruns: int = 2, timeout: float | None = None) -> VerifyConfig:

@@ -6,29 +6,14 @@ import json
 import signal
 import subprocess
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 from conftest import commit_all, forge_cmd, run_forge
-
-from forge import proc
+from runkit import alive as running
+from runkit import wait_for
 
 FAKES = Path(__file__).parent / "fakes"
 PY = sys.executable
-
-
-def wait_for(cond: Callable[[], bool], timeout: float = 20.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.01)
-
-
-def running(pid: int) -> bool:
-    info = proc._read_proc(pid)
-    return info is not None and info.state != "Z"
 
 
 def configure(repo: Path, lanes: dict[str, str], *, reruns: int = 1) -> None:
