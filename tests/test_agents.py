@@ -7,8 +7,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
-from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -16,6 +14,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 from conftest import FAKES
+from runkit import wait_for
 
 from forge import proc
 from forge.agents import (
@@ -876,14 +875,6 @@ def _gone(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] == "Z"
 
 
-def _wait_for(condition: Callable[[], bool], what: str, timeout: float = 20) -> None:
-    """Poll a condition with a deadline (never a bare sleep)."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.02)
-
-
 def test_fake_hang_ignores_term_until_killed(tmp_path: Path) -> None:
     pidfile = tmp_path / "pids"
     child = subprocess.Popen(
@@ -891,7 +882,7 @@ def test_fake_hang_ignores_term_until_killed(tmp_path: Path) -> None:
         cwd=tmp_path, start_new_session=True, stdout=subprocess.DEVNULL,
     )  # fmt: skip
     try:
-        _wait_for(lambda: pidfile.exists() or child.poll() is not None, "the pid file")
+        wait_for(lambda: pidfile.exists() or child.poll() is not None, what="the pid file")
         pids = [int(p) for p in pidfile.read_text().split()]
         assert pids[0] == child.pid and len(pids) == 2
         os.killpg(child.pid, signal.SIGTERM)
@@ -901,4 +892,4 @@ def test_fake_hang_ignores_term_until_killed(tmp_path: Path) -> None:
     finally:
         os.killpg(child.pid, signal.SIGKILL)
         child.wait(timeout=10)
-    _wait_for(lambda: _gone(pids[1]), "the grandchild to die")
+    wait_for(lambda: _gone(pids[1]), what="the grandchild to die")
