@@ -31,3 +31,16 @@ def test_example_shows_what_it_promises() -> None:
     assert waves.deferrals  # an overlap that causes a deferral
     assert any(t.is_shell for t in plan.tasks)  # a shell task
     assert any(t.prompt for t in plan.tasks)  # a prompt task
+
+
+def test_the_readme_plan_is_valid(tmp_path: Path) -> None:
+    """The plan the README shows a person is one forge accepts."""
+    import re
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    plans = [b for b in re.findall(r"```toml\n(.*?)```", readme, re.S) if "[[task]]" in b]
+    assert plans, "the README shows a plan"
+    for n, text in enumerate(plans):
+        path = tmp_path / f"readme-{n}.toml"
+        path.write_text(text)
+        assert compute_waves(load_plan(path)).waves
