@@ -28,7 +28,6 @@ class RunOptions:
     max_parallel: int | None = None
     retry_failed: int = 0
     infra_retries: int = 3
-    worktree_root: Path | None = None
     only: str | None = None  # `forge retry TASK`: run just this task
     fresh: bool = False
     agent: str | None = None  # `forge retry --agent SPEC`
@@ -92,7 +91,7 @@ def run_plan(
             _forget_lost_merges(state)
         store.save(state)
         logs = repo.state.logs_dir(plan.name)
-        root = repo.worktrees_root(options.worktree_root) / plan.name
+        root = repo.worktrees_root() / plan.name
         report = RunReport(plan.name, state, ExitCode.OK, logs, integration)
         try:
             report.recovered = recovery.recover(repo, plan, state, store, on_event=on_event)
