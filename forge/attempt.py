@@ -29,7 +29,6 @@ from forge.runstate import (
     StateStore,
     Status,
     TaskState,
-    now_iso,
     task_ref,
 )
 from forge.slots import SlotPool
@@ -436,7 +435,3 @@ def _read(path: Path) -> str:
 def _last_line(log: Path) -> str:
     lines = [ln for ln in _read(log).splitlines() if ln.strip() and not ln.startswith("forge: ")]
     return lines[-1].strip()[:200] if lines else "(no output)"
-
-
-def started_at() -> str:
-    return now_iso()

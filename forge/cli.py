@@ -39,10 +39,6 @@ PlanArg = Annotated[
 PlanOpt = Annotated[str | None, typer.Option("--plan", help="Plan name or plan file.")]
 
 
-def _not_yet(what: str) -> NoReturn:
-    raise ForgeError(f"`forge {what}` is not available in this version of forge")
-
-
 def emit_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
 
