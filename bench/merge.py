@@ -1,5 +1,5 @@
 """merge: 100 disjoint task branches merged into an integration branch with
-forge.integrate.merge_task (merge-tree, commit-tree, update-ref: no checkout), at
+forge.git.merge.merge_task (merge-tree, commit-tree, update-ref: no checkout), at
 10k and 50k files. The per-merge cost must not grow with the repository.
 
 For context, the same merges through a checkout (`git merge --no-ff` in a
@@ -41,8 +41,8 @@ def make_branches(repo: Path, prefix: str, indices: list[int]) -> list[str]:
 def forge_merges(repos: dict[int, tuple[Path, list[str]]]) -> dict[int, list[float]]:
     """Time merge_task for every branch, alternating between the repositories so
     that both sizes see the same background load (writeback, page cache)."""
-    from forge.git import discover
-    from forge.integrate import merge_task
+    from forge.git.merge import merge_task
+    from forge.git.repo import discover
 
     prepared = {}
     for files, (repo, branches) in repos.items():

@@ -36,14 +36,15 @@ def caller() -> str:
     frame = sys._getframe(2)
     while frame is not None:
         mod = frame.f_globals.get("__name__", "")
-        if mod.startswith("forge.") and mod not in ("forge.proc", "forge.git"):
+        if mod.startswith("forge.") and mod not in ("forge.base.proc", "forge.git.repo"):
             return f"{mod.removeprefix('forge.')}.{frame.f_code.co_name}"
         frame = frame.f_back  # type: ignore[assignment]
     return "?"
 
 
 def instrument(by_cmd: Totals, by_caller: Totals, other: Totals) -> None:
-    from forge import proc, runstate
+    from forge.base import proc
+    from forge.run import state as runstate
 
     lock = threading.Lock()
     real_run = proc.run
@@ -116,7 +117,9 @@ def main() -> int:
     by_caller: Totals = collections.defaultdict(list)
     other: Totals = collections.defaultdict(list)
     t_import = time.perf_counter()
-    from forge import git, registry, runner
+    from forge.git import repo as git
+    from forge.plan import registry
+    from forge.run import runner
 
     t_import = time.perf_counter() - t_import
     instrument(by_cmd, by_caller, other)

@@ -50,14 +50,15 @@ def plan(
     as_json: JsonOpt = False,
 ) -> None:
     """Validate a plan, build its DAG, compute waves, record it; print the wave table."""
-    from forge import dag, registry, report
+    from forge.plan import dag, registry
+    from forge.plan import tables as report
 
     if check:
         plan_obj, waves = registry.check(plan_file)
         recorded, record_file = None, None
         cpath = dag.critical_path(plan_obj)
     else:
-        from forge.git import discover
+        from forge.git.repo import discover
 
         repo = discover()
         recorded = registry.record(repo, plan_file)
@@ -95,7 +96,8 @@ def run(
     as_json: JsonOpt = False,
 ) -> None:
     """Run (or resume) a plan: dispatch tasks, merge into integration, verify."""
-    from forge import registry, runner
+    from forge.plan import registry
+    from forge.run import runner
 
     repo = _repo()
     recorded = registry.resolve(repo, plan_ref)
@@ -124,7 +126,8 @@ def retry(
     as_json: JsonOpt = False,
 ) -> None:
     """Run one failed task again with its last failure as feedback, then merge and verify."""
-    from forge import registry, runner
+    from forge.plan import registry
+    from forge.run import runner
 
     repo = _repo()
     recorded = registry.resolve(repo, plan_ref)
@@ -141,9 +144,10 @@ def verify(
     as_json: JsonOpt = False,
 ) -> None:
     """Verify a commit (default: the plan's integration head, or HEAD outside a plan)."""
-    from forge import interrupt, verify_command
+    from forge.base import interrupt
+    from forge.commands import verify as verify_command
     from forge.errors import Interrupted
-    from forge.verify import Verdict, describe_failure, verify_commit
+    from forge.verify.engine import Verdict, describe_failure, verify_commit
 
     repo = _repo()
     target = verify_command.resolve_target(repo, rev=rev, plan_ref=plan_ref)
@@ -192,7 +196,7 @@ def status(
     as_json: JsonOpt = False,
 ) -> None:
     """Show a plan's tasks, attempts, verification and worktrees."""
-    from forge import views
+    from forge.commands import status as views
 
     repo = _repo()
     plan_name, task = _status_target(repo, target, plan_ref)
@@ -224,7 +228,7 @@ def accept(
     ] = False,
 ) -> None:
     """Bring a verified integration branch into your branch (fast-forward by default)."""
-    from forge.accept import accept as do_accept
+    from forge.commands.accept import accept as do_accept
 
     repo = _repo()
     typer.echo(do_accept(repo, _plan_name(repo, plan_ref), merge=merge))
@@ -236,7 +240,7 @@ def hold(
     plan_ref: PlanOpt = None,
 ) -> None:
     """Stop new dispatches (repository-wide, or one plan with --plan)."""
-    from forge import hold as holds
+    from forge.run import hold as holds
 
     repo = _repo()
     plan = _plan_name(repo, plan_ref) if plan_ref else None
@@ -251,7 +255,7 @@ def hold(
 @app.command()
 def resume(plan_ref: PlanOpt = None) -> None:
     """Allow new dispatches again (removes the hold `forge hold` set)."""
-    from forge import hold as holds
+    from forge.run import hold as holds
 
     repo = _repo()
     plan = _plan_name(repo, plan_ref) if plan_ref else None
@@ -268,7 +272,7 @@ def clean(
     all_plans: Annotated[bool, typer.Option("--all", help="Clean every plan.")] = False,
 ) -> None:
     """Remove a plan's worktrees and branches (unmerged work is salvaged to a ref first)."""
-    from forge.clean import clean_plan
+    from forge.commands.clean import clean_plan
 
     repo = _repo()
     if all_plans and plan_ref:
@@ -284,7 +288,7 @@ def clean(
 @hooks_app.command("install")
 def hooks_install() -> None:
     """Install forge's git hooks (keeping and chaining any hook already there)."""
-    from forge import hooks
+    from forge.hooks import runtime as hooks
 
     for line in hooks.install(_repo()):
         typer.echo(line)
@@ -293,7 +297,7 @@ def hooks_install() -> None:
 @hooks_app.command("uninstall")
 def hooks_uninstall() -> None:
     """Remove forge's git hooks and restore what was there before."""
-    from forge import hooks
+    from forge.hooks import runtime as hooks
 
     for line in hooks.uninstall(_repo()):
         typer.echo(line)
@@ -306,7 +310,7 @@ def hooks_uninstall() -> None:
 )
 def hook_entry(ctx: typer.Context, name: str) -> None:
     """Run by the installed git hook scripts: `_hook NAME SCRIPT [ARGS...]`."""
-    from forge import hooks
+    from forge.hooks import runtime as hooks
 
     raise typer.Exit(hooks.run_hook(name, list(ctx.args)))
 
@@ -319,8 +323,11 @@ def demo(
     ] = None,
 ) -> None:
     """Build a throwaway repository and run a sample plan end to end (no AI, no network)."""
-    from forge import demo as demo_mod
-    from forge import git, registry, report, runner
+    from forge.commands import demo as demo_mod
+    from forge.git import repo as git
+    from forge.plan import registry
+    from forge.plan import tables as report
+    from forge.run import runner
 
     repo_path, plan_path = demo_mod.create(path)
     typer.echo(f"demo repository: {repo_path}\nplan: {plan_path}\n")
@@ -336,7 +343,7 @@ def demo(
 
 
 def _repo() -> Any:
-    from forge import git
+    from forge.git import repo as git
 
     return git.discover()
 
@@ -352,7 +359,7 @@ def _plan_name(repo: Any, ref: str | None) -> str:
         raise ForgeError(f"several plans are recorded ({', '.join(names)}): name one")
     if ref in names:
         return ref
-    from forge import registry
+    from forge.plan import registry
 
     return str(registry.resolve(repo, ref).plan.name)
 
@@ -367,8 +374,10 @@ def _status_target(repo: Any, target: str | None, plan_ref: str | None) -> tuple
 
 
 def _execute_run(repo: Any, recorded: Any, options: Any, *, as_json: bool) -> None:
-    from forge import interrupt, runner, views
-    from forge.live import LiveView
+    from forge.base import interrupt
+    from forge.commands import status as views
+    from forge.commands.live import LiveView
+    from forge.run import runner
 
     with interrupt.on_stop_signals() as stop, LiveView(quiet=as_json) as view:
         report = runner.run_plan(

@@ -16,8 +16,8 @@ import pytest
 from conftest import FAKES
 from runkit import wait_for
 
-from forge import proc
-from forge.agents import (
+from forge.agents.output import parse_retry_duration
+from forge.agents.spec import (
     PRESETS,
     AgentDef,
     AgentSpec,
@@ -34,7 +34,7 @@ from forge.agents import (
     write_prompt_file,
     write_script_file,
 )
-from forge.agents_output import parse_retry_duration
+from forge.base import proc
 from forge.errors import ForgeError
 
 PY = sys.executable

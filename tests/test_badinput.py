@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 from conftest import git, run_forge
 
+from forge.base.files import plan_lock
+from forge.base.liveness import Owner
 from forge.errors import ForgeError
-from forge.git import Repository, check_git_version, discover
-from forge.liveness import Owner
-from forge.registry import record
-from forge.runstate import RunState, StateStore, Status, TaskState, integration_ref
-from forge.state import plan_lock
+from forge.git.repo import Repository, check_git_version, discover
+from forge.plan.registry import record
+from forge.run.state import RunState, StateStore, Status, TaskState, integration_ref
 
 SHELL_PLAN = """\
 name = "p"

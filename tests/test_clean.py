@@ -13,7 +13,7 @@ from pathlib import Path
 from conftest import git, run_forge
 from runkit import spawn_forge, state, wait_for, write_plan
 
-from forge.state import atomic_write_text, sweep_temp_files
+from forge.base.files import atomic_write_text, sweep_temp_files
 
 # `a` merges, `bad` fails and keeps its worktree and branch.
 MIXED = """

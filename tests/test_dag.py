@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from forge.dag import (
+from forge.plan.dag import (
     Waves,
     build_graph,
     compute_waves,
@@ -20,7 +20,7 @@ from forge.dag import (
     task_overlaps,
     topological_order,
 )
-from forge.plan import Plan, Task
+from forge.plan.model import Plan, Task
 
 
 def plan_of(

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from forge.escalation import Decision, Outcome, next_step, split_suggestion, streak
+from forge.agents.escalation import Decision, Outcome, next_step, split_suggestion, streak
 
 MODELS = ("small", "medium", "large")
 EFFORTS = ("low", "high")

@@ -24,9 +24,9 @@ from runkit import (
     write_plan,
 )
 
-from forge.git import discover
-from forge.recovery import reset_for_attempt
-from forge.runstate import TaskState
+from forge.git.repo import discover
+from forge.run.recovery import reset_for_attempt
+from forge.run.state import TaskState
 
 TASKS = ("a", "b", "c", "d")
 

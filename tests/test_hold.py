@@ -12,10 +12,10 @@ import pytest
 from conftest import run_forge
 from runkit import merge_count, spawn_forge, state, statuses, wait_for, write_plan
 
-from forge import hold as holds
+from forge.base.liveness import Owner, start_time
 from forge.errors import ForgeError
-from forge.git import discover
-from forge.liveness import Owner, start_time
+from forge.git.repo import discover
+from forge.run import hold as holds
 
 TWO = """
 max_parallel = 1

@@ -13,9 +13,9 @@ from conftest import commit_all, git, run_forge
 from runkit import alive as running
 from runkit import wait_for
 
-from forge import verify_bg
-from forge.git import discover
-from forge.state import read_json
+from forge.base.files import read_json
+from forge.git.repo import discover
+from forge.verify import background as verify_bg
 
 FAKES = Path(__file__).parent / "fakes"
 

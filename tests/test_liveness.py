@@ -14,10 +14,10 @@ import pytest
 from conftest import run_forge
 from runkit import statuses, wait_for, write_plan
 
+from forge.base.files import plan_lock
+from forge.base.liveness import Owner, start_time
 from forge.errors import Busy
-from forge.git import discover
-from forge.liveness import Owner, start_time
-from forge.state import plan_lock
+from forge.git.repo import discover
 
 
 def _dead_owner() -> Owner:
@@ -81,8 +81,8 @@ def test_owner_records_round_trip() -> None:
 HOLDER = """
 import sys, time
 from pathlib import Path
-from forge.git import discover
-from forge.state import plan_lock
+from forge.git.repo import discover
+from forge.base.files import plan_lock
 repo = discover(Path(sys.argv[1]))
 with plan_lock(repo.state, "p", command="forge holder-test"):
     Path(sys.argv[2]).write_text("locked")

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from forge.config import RepoConfig, VerifyConfig, load_repo_config
 from forge.errors import ForgeError, PlanError
-from forge.plan import (
+from forge.plan.config import RepoConfig, VerifyConfig, load_repo_config
+from forge.plan.model import (
     DEFAULT_MAX_PARALLEL,
     DEFAULT_TIMEOUT,
     Plan,

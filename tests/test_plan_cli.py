@@ -11,8 +11,8 @@ import pytest
 from conftest import commit_all, git, run_forge
 
 from forge.errors import ForgeError
-from forge.git import discover
-from forge.registry import Recorded, record, resolve
+from forge.git.repo import discover
+from forge.plan.registry import Recorded, record, resolve
 
 PLAN = """\
 name = "demo"
@@ -289,7 +289,7 @@ def test_record_refuses_while_the_plan_runs(repo: Path) -> None:
     """A running plan holds its run lock; a re-plan must not change it underneath."""
     import sys
 
-    from forge.state import StateDir
+    from forge.base.files import StateDir
 
     path = write_plan(repo)
     r = discover(repo)
@@ -299,7 +299,7 @@ def test_record_refuses_while_the_plan_runs(repo: Path) -> None:
             sys.executable,
             "-c",
             "import sys, pathlib;"
-            "from forge.state import StateDir, plan_lock;"
+            "from forge.base.files import StateDir, plan_lock;"
             f"s = StateDir(pathlib.Path({str(state.root)!r}));"
             "cm = plan_lock(s, 'demo', command='forge run');"
             "cm.__enter__(); print('held', flush=True); sys.stdin.read()",

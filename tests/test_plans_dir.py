@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from forge.dag import compute_waves, critical_path
-from forge.plan import load_plan
+from forge.plan.dag import compute_waves, critical_path
+from forge.plan.model import load_plan
 
 PLANS = sorted((Path(__file__).resolve().parent.parent / "plans").glob("*.toml"))
 

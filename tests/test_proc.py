@@ -14,7 +14,7 @@ import pytest
 from runkit import alive as running
 from runkit import wait_for
 
-from forge import proc
+from forge.base import proc
 
 FAKES = Path(__file__).parent / "fakes"
 STUBBORN = FAKES / "verify_stubborn.py"

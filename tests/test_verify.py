@@ -11,11 +11,11 @@ import pytest
 from runkit import alive as running
 from runkit import wait_for
 
-from forge.checkout import checkout_path
-from forge.config import VerifyConfig
 from forge.errors import ForgeError
-from forge.git import Repository, discover
-from forge.verify import Verdict, VerifyRecord, cached_verdict, latest_record, verify_commit
+from forge.git.repo import Repository, discover
+from forge.plan.config import VerifyConfig
+from forge.verify.checkout import checkout_path
+from forge.verify.engine import Verdict, VerifyRecord, cached_verdict, latest_record, verify_commit
 
 FAKES = Path(__file__).parent / "fakes"
 PY = sys.executable

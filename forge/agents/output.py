@@ -1,0 +1,344 @@
+"""Reading an agent's log: infrastructure failures and their retry-after hints.
+
+Only text that can be the CLI's own error is searched: plain lines near the
+end of the log, and the error fields of JSON events (a Claude `result` with
+`is_error`, Codex `error` / `turn.failed`, Gemini `error`). The agent's own
+messages and tool output in JSON events are skipped, so an agent that writes a
+rate limiter, or runs a test printing "Connection refused", is not mistaken for
+an outage.
+
+Context-window overflow is not an infrastructure failure: the same prompt would
+overflow again, so a retry cannot fix it. It is a failed attempt, and a sign
+the task should be split (`is_context_overflow` lets the runner say so).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta, tzinfo
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+if TYPE_CHECKING:
+    from forge.agents.definition import AgentDef
+
+INFRA_KINDS = ("binary-missing", "auth", "quota", "rate-limit", "network")
+_SCAN_BYTES = 4_000_000  # logs can be huge; the facts sit at the end
+_PLAIN_LINES = 60  # CLIs print their fatal error last
+
+# Apply to every agent but a script (shell), and only after a non-zero exit.
+# Checked after the agent's own.
+GENERIC_PATTERNS: dict[str, tuple[str, ...]] = {
+    "auth": (
+        r"\binvalid[ _-]?api[ _-]?key\b",
+        r"\b401\b.*\bunauthori[sz]ed\b",
+        r"\bauthentication (?:failed|error)\b",
+        r"\bnot logged in\b",
+    ),
+    "quota": (
+        r"\bquota (?:exceeded|exhausted)\b",
+        r"\binsufficient[_ ]quota\b",
+        r"\bhit your (?:\w+ )?limit\b",
+        r"\bcredit balance is too low\b",
+    ),
+    "rate-limit": (
+        r"\brate[ _-]?limit",
+        r"\btoo many requests\b",
+        # "429" alone also appears in tracebacks ("line 429"); want it as a status.
+        r"(?:status|code|error|http)\W{0,3}\w{0,12}\W{0,3}429\b",
+    ),
+    "network": (
+        r"\bE(?:CONNRESET|CONNREFUSED|TIMEDOUT|NOTFOUND|AI_AGAIN|HOSTUNREACH|NETUNREACH)\b",
+        r"\bconnection (?:refused|reset|failed|error)\b",
+        r"\bcould not resolve host\b",
+        r"\btemporary failure in name resolution\b",
+        r"\bnetwork is unreachable\b",
+    ),
+}
+
+_CONTEXT_OVERFLOW = re.compile(
+    r"prompt is too long|ran out of room in the model's context window|has hit a token limit"
+    r"|context[ _-]?(?:window|length)[ _-]?exceeded|exceeds? the (?:model's )?context (?:window|length)",
+    re.IGNORECASE,
+)
+# What proc.run_group logs when the program cannot be started (it then returns 127).
+_SPAWN_FAILED = re.compile(r"^forge: cannot run `.*$", re.MULTILINE)
+_MISSING_BINARY = re.compile(
+    r"command not found|no such file or directory|not found|permission denied", re.IGNORECASE
+)
+
+
+@dataclass(frozen=True)
+class InfraFailure:
+    kind: str  # one of INFRA_KINDS
+    message: str  # one line: what the CLI said
+    retry_after: float | None  # seconds, when the CLI said when to come back
+
+
+@lru_cache(maxsize=512)
+def _rx(pattern: str) -> re.Pattern[str]:
+    return re.compile(pattern, re.IGNORECASE)
+
+
+def split_log(output: str) -> tuple[list[Any], list[str]]:
+    """Split a log into JSON values (one per line, or pretty-printed over several)
+    and the remaining plain lines."""
+    text = output[-_SCAN_BYTES:]
+    decoder = json.JSONDecoder()
+    values: list[Any] = []
+    plain: list[str] = []
+    pos = 0
+    while pos < len(text):
+        end = text.find("\n", pos)
+        end = len(text) if end < 0 else end
+        line = text[pos:end]
+        start = pos + len(line) - len(line.lstrip())
+        if text.startswith(("{", "["), start):
+            try:
+                value, stop = decoder.raw_decode(text, start)
+            except ValueError:
+                pass
+            else:
+                values.append(value)
+                after = text.find("\n", stop)
+                pos = len(text) if after < 0 else after + 1
+                continue
+        if line.strip():
+            plain.append(line.strip())
+        pos = end + 1
+    return values, plain
+
+
+def dicts_of(values: Sequence[Any]) -> Iterator[dict[str, Any]]:
+    return (v for v in values if isinstance(v, dict))
+
+
+def _error_texts(obj: dict[str, Any]) -> list[str]:
+    """The error messages a CLI's JSON event carries; none for ordinary events."""
+    out: list[str] = []
+    kind = obj.get("type")
+    if kind == "result" and obj.get("is_error"):  # Claude: branch on is_error, not subtype
+        out.append(str(obj.get("result") or obj.get("subtype") or "error"))
+        out.extend(str(e) for e in obj.get("errors") or [] if e)
+    if kind in ("error", "turn.failed") and obj.get("message"):  # Codex
+        out.append(str(obj["message"]))
+    err = obj.get("error")
+    if isinstance(err, dict) and (kind in ("error", "turn.failed", "result") or kind is None):
+        code = err.get("code") or err.get("status")
+        prefix = f"status {code}: " if code is not None else ""
+        out.append(prefix + str(err.get("message") or err.get("type") or err))
+    elif isinstance(err, str) and err:
+        out.append(err)
+    return out
+
+
+def _reset_epochs(obj: Any) -> Iterator[tuple[float, bool]]:
+    """(resetsAt epoch, rejected?) from rate-limit events, however they nest."""
+    if isinstance(obj, dict):
+        for key in ("resetsAt", "resets_at"):
+            value = obj.get(key)
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                status = str(obj.get("status", "")).lower()
+                yield float(value), status not in ("", "allowed", "allowed_warning")
+        for value in obj.values():
+            yield from _reset_epochs(value)
+
+
+def _signals(output: str) -> tuple[list[str], list[tuple[float, bool]], list[dict[str, Any]]]:
+    values, plain = split_log(output)
+    texts: list[str] = []
+    resets: list[tuple[float, bool]] = []
+    dicts = list(dicts_of(values))
+    for obj in dicts:
+        texts.extend(_error_texts(obj))
+        resets.extend(_reset_epochs(obj))
+    texts.extend(plain[-_PLAIN_LINES:])
+    return texts, resets, dicts
+
+
+def classify_failure(
+    defn: AgentDef,
+    *,
+    returncode: int | None,
+    output: str,
+    spawn_error: str | None = None,
+    now: float | None = None,
+) -> InfraFailure | None:
+    """An infrastructure failure, or None for an ordinary result (pass or fail).
+
+    Call it after every agent run. A zero exit is looked at only for agents
+    whose CLI exits 0 on API errors (`infra_on_success`: aider). A script's
+    (the shell preset's) output is the user's own and is never read for
+    outages; only a failed spawn counts there.
+    """
+    if spawn_error is not None:
+        return InfraFailure(
+            "binary-missing", f"agent {defn.name} could not start: {spawn_error}", None
+        )
+    spawn = _SPAWN_FAILED.search(output[-_SCAN_BYTES:]) if returncode == 127 else None
+    if spawn is not None:
+        return InfraFailure("binary-missing", spawn.group(0).strip(), None)
+    if defn.script or (returncode == 0 and not defn.infra_on_success):
+        return None
+    texts, resets, _ = _signals(output)
+    when = datetime.now().timestamp() if now is None else now
+    kind, message = _match(defn, returncode, texts)
+    if kind is None and any(rejected for _, rejected in resets):
+        kind, message = "rate-limit", "rate limit reached (rate_limit_event)"
+    if kind is None or message is None:
+        return None
+    retry = None
+    if kind in ("quota", "rate-limit", "network"):
+        retry = _retry_after(texts, resets, when)
+    return InfraFailure(kind, message[:300], retry)
+
+
+def _match(
+    defn: AgentDef, returncode: int | None, texts: list[str]
+) -> tuple[str | None, str | None]:
+    last = texts[-1] if texts else f"exit {returncode}"
+    if returncode in (126, 127):
+        for text in reversed(texts):
+            if _MISSING_BINARY.search(text):
+                return "binary-missing", text
+    for kind, codes in defn.infra_exit_codes:
+        if returncode in codes:
+            return kind, last
+    # After exit 0 the run may well have succeeded, and its log is the agent's
+    # talk and tool output, full of words like "rate limit": only the CLI's own
+    # exact messages can then tell of an outage, never the generic patterns.
+    tables = [dict(defn.infra_patterns)]
+    if returncode != 0:
+        tables.append(GENERIC_PATTERNS)
+    for table in tables:
+        for kind in INFRA_KINDS:
+            for pattern in table.get(kind, ()):
+                rx = _rx(pattern)
+                for text in reversed(texts):
+                    if rx.search(text):
+                        return kind, text
+    return None, None
+
+
+def is_context_overflow(output: str) -> bool:
+    """Whether the agent ran out of context window (a failure; suggests a split)."""
+    texts, _, _ = _signals(output)
+    return any(_CONTEXT_OVERFLOW.search(t) for t in texts)
+
+
+# --- retry-after -------------------------------------------------------------
+
+_UNIT = r"(?:ms|milliseconds?|seconds?|secs?|s|minutes?|mins?|m|hours?|hrs?|h|days?|d)(?![a-z])"
+_DUR = rf"(?:\d+(?:\.\d+)?\s*{_UNIT}\s*)+|\d+(?:\.\d+)?"
+_DUR_PART = re.compile(rf"(\d+(?:\.\d+)?)\s*({_UNIT})?", re.IGNORECASE)
+_RETRY_IN = re.compile(
+    rf"(?:retry[- _]?after|retry in|try again in|resets? in|retrying in)\W{{0,3}}\s*({_DUR})",
+    re.IGNORECASE,
+)
+_RESETS_IN_SECONDS = re.compile(r"resets_in_seconds\W{0,3}\s*(\d+(?:\.\d+)?)", re.IGNORECASE)
+_WEEKDAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
+# Claude: "resets 4:20am (Europe/Warsaw)", "resets Mon 12:00am", "resets 5pm (...)".
+_CLAUDE_RESET = re.compile(
+    r"resets\s+(?:(mon|tue|wed|thu|fri|sat|sun)[a-z]*\s+)?(\d{1,2})(?::(\d{2}))?\s*(am|pm)\b"
+    r"(?:\s*\(([^)]+)\))?",
+    re.IGNORECASE,
+)
+# Codex: "try again at 3:45 PM." / "try again at Jul 9th, 2026 1:47 AM." (local time).
+_CODEX_RESET = re.compile(
+    r"try again at\s+(?:([a-z]{3})[a-z]*\.?\s+(\d{1,2})(?:st|nd|rd|th)?,?\s+(\d{4}),?\s+)?"
+    r"(\d{1,2}):(\d{2})\s*(am|pm)",
+    re.IGNORECASE,
+)
+_MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
+
+
+def parse_retry_duration(text: str) -> float | None:
+    """Seconds in `30s`, `1m30s`, `560ms`, `2 minutes`, `20` (seconds)."""
+    total = 0.0
+    found = False
+    for num, unit in _DUR_PART.findall(text):
+        found = True
+        u = (unit or "s").lower()
+        if u.startswith("ms") or u.startswith("milli"):
+            scale = 0.001
+        elif u.startswith("s"):
+            scale = 1.0
+        elif u.startswith("m"):
+            scale = 60.0
+        elif u.startswith("h"):
+            scale = 3600.0
+        else:
+            scale = 86400.0
+        total += float(num) * scale
+    return total if found else None
+
+
+def _retry_after(texts: list[str], resets: list[tuple[float, bool]], now: float) -> float | None:
+    # Only a rejecting event's reset time counts: "allowed" events carry one too.
+    rejected = [epoch for epoch, is_rejected in resets if is_rejected]
+    if rejected:
+        return max(0.0, max(rejected) - now)
+    for text in reversed(texts):
+        if m := _RESETS_IN_SECONDS.search(text):
+            return float(m.group(1))
+        if m := _RETRY_IN.search(text):
+            return parse_retry_duration(m.group(1))
+        if m := _CLAUDE_RESET.search(text):
+            return _until_claude_reset(m, now)
+        if m := _CODEX_RESET.search(text):
+            return _until_codex_reset(m, now)
+    return None
+
+
+def _local_tz(now: float) -> tzinfo:
+    tz = datetime.fromtimestamp(now).astimezone().tzinfo
+    assert tz is not None
+    return tz
+
+
+def _hour(hour: int, ampm: str) -> int:
+    return hour % 12 + (12 if ampm.lower() == "pm" else 0)
+
+
+def _until_claude_reset(m: re.Match[str], now: float) -> float | None:
+    weekday, hour, minute, ampm, zone = m.groups()
+    tz: tzinfo = _local_tz(now)
+    if zone:
+        with contextlib.suppress(ZoneInfoNotFoundError, ValueError):
+            tz = ZoneInfo(zone.strip())
+    current = datetime.fromtimestamp(now, tz)
+    target = current.replace(
+        hour=_hour(int(hour), ampm), minute=int(minute or 0), second=0, microsecond=0
+    )
+    if weekday:
+        days = (_WEEKDAYS.index(weekday[:3].lower()) - target.weekday()) % 7
+        target += timedelta(days=days)
+    while target <= current:
+        target += timedelta(days=7 if weekday else 1)
+    return target.timestamp() - now
+
+
+def _until_codex_reset(m: re.Match[str], now: float) -> float | None:
+    month, day, year, hour, minute, ampm = m.groups()
+    tz = _local_tz(now)
+    current = datetime.fromtimestamp(now, tz)
+    h, mi = _hour(int(hour), ampm), int(minute)
+    if month:
+        if month[:3].lower() not in _MONTHS:
+            return None
+        try:
+            target = datetime(
+                int(year), _MONTHS.index(month[:3].lower()) + 1, int(day), h, mi, tzinfo=tz
+            )
+        except ValueError:
+            return None
+        return max(0.0, target.timestamp() - now)
+    target = current.replace(hour=h, minute=mi, second=0, microsecond=0)
+    if target <= current:
+        target += timedelta(days=1)
+    return target.timestamp() - now

@@ -1,0 +1,259 @@
+"""The built-in agents, written as `[agents.NAME]` tables.
+
+The presets use the very format a user writes in `forge.toml` or a plan, so a
+user's `[agents.claude]` table can override any key of a preset (only the keys it
+sets) and `forge.agents.definition.AgentDef.from_table` checks both the same way.
+
+CLI versions followed (flags drift fast; each preset names its version in
+`written_for`): Claude Code 2.1.x (2.1.240 changelog, field notes on 2.1.251),
+Codex CLI 0.151 (`codex exec`), Aider at commit 5dc9490 (0.8x), Gemini CLI at
+commit 5411f11 (0.x, headless mode). Model names drift even faster than flags:
+override a ladder with `[agents.NAME] models = [...]`.
+
+Keys beyond SPEC's `command`/`models`/`efforts` (all optional, open to users):
+
+- `prompt_on_stdin`: the prompt file is fed on stdin instead of named in argv.
+  Prompts can be large; argv is capped (ARG_MAX, and 128 KiB per argument on Linux).
+- `script`: the prompt file is the task's prompt verbatim, run as a script.
+- `usage_format`: which parser reads cost/tokens from the log
+  (`claude`, `codex`, `gemini`, `aider`, `none`).
+- `env`: always set; `root_env`: set only when forge runs as root;
+  `isolate_env` + `isolate_when`: per-task state dirs, set only when one of the
+  `isolate_when` entries holds: `VAR` (set, not empty) or `VAR=value`
+  (see `forge.agents.definition.AgentDef.isolates`).
+  Values may use `{state_dir}` and the command placeholders.
+- `infra_patterns` / `infra_exit_codes`: per kind (`auth`, `quota`,
+  `rate-limit`, `network`, `binary-missing`), what marks an infrastructure
+  failure, on top of the generic patterns every agent gets.
+- `infra_on_success`: look for infrastructure failures even after exit 0.
+- `ignore_paths`: files the CLI leaves in the worktree that are never the
+  task's work (globs, relative to the worktree); the runner drops them before
+  committing, so they neither count as changes nor break the `files` scope.
+- `default_model` / `default_effort`: used when the spec leaves them out
+  (else the weakest of each ladder).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+# Claude Code: `-p` is print (headless) mode; bypassPermissions because the agent
+# runs unattended in a worktree of its own, and any permission prompt would hang
+# or deny. JSON output carries `total_cost_usd` and `usage`. The prompt goes on
+# stdin (no argv limit).
+CLAUDE: dict[str, Any] = {
+    "written_for": "Claude Code 2.1.x",
+    "command": [
+        "claude",
+        "-p",
+        "--permission-mode",
+        "bypassPermissions",
+        "--output-format",
+        "json",
+        "--model",
+        "{model}",
+        "--effort",
+        "{effort}",
+    ],
+    "prompt_on_stdin": True,
+    "models": ["haiku", "sonnet", "opus"],
+    "efforts": ["low", "medium", "high", "xhigh", "max"],
+    "default_model": "sonnet",
+    "default_effort": "medium",
+    "usage_format": "claude",
+    "env": {
+        # No updater, telemetry or error reports from dozens of parallel runs.
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        "DISABLE_AUTOUPDATER": "1",
+    },
+    # As root, bypassPermissions exits 1 ("cannot be used with root/sudo
+    # privileges") unless the process declares itself sandboxed. forge runs it
+    # in an isolated worktree, and only sets this where it is needed, so a
+    # non-root run keeps Claude Code's own guard.
+    "root_env": {"IS_SANDBOX": "1"},
+    # Parallel runs corrupt the shared ~/.claude.json; a config dir per task
+    # avoids it. Only with a key in the environment: a fresh dir holds no login.
+    "isolate_env": {"CLAUDE_CONFIG_DIR": "{state_dir}/{task}/claude"},
+    "isolate_when": ["ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN"],
+    "infra_patterns": {
+        "auth": [
+            r"Not logged in",
+            r"Invalid API key",
+            r"Please run /login",
+            r"OAuth token (?:has )?expired",
+            r"authentication_error",
+        ],
+        "quota": [
+            r"hit your (?:session|weekly|usage|daily|monthly|opus|sonnet)?\s*limit",
+            r"Credit balance is too low",
+            r"usage limit reached",
+        ],
+        "rate-limit": [
+            r"rate_limit_error",
+            r"API Error: 429",
+            r"overloaded_error",
+            r"API Error: 529",
+        ],
+        "network": [r"API Error: Connection error", r"Request timed out"],
+    },
+}
+
+# Codex: `exec` never asks for approval. workspace-write keeps writes inside the
+# worktree (a worktree is a git boundary, not an OS one); `.git` stays
+# read-only so the agent cannot commit, which is what forge wants. In a
+# container where bubblewrap cannot start, override the command with
+# `--dangerously-bypass-approvals-and-sandbox`. The prompt is piped with `-` and
+# stdin then closes: with an open non-TTY stdin codex waits for more input.
+CODEX: dict[str, Any] = {
+    "written_for": "Codex CLI 0.151",
+    "command": [
+        "codex",
+        "exec",
+        "--json",
+        "--sandbox",
+        "workspace-write",
+        "--skip-git-repo-check",
+        "-c",
+        "check_for_update_on_startup=false",
+        "-c",
+        "analytics.enabled=false",
+        "-m",
+        "{model}",
+        "-c",
+        'model_reasoning_effort="{effort}"',
+        "-",
+    ],
+    "prompt_on_stdin": True,
+    "models": ["gpt-5.4-mini", "gpt-5.4"],
+    "efforts": ["minimal", "low", "medium", "high", "xhigh"],
+    "default_model": "gpt-5.4",
+    "default_effort": "medium",
+    "usage_format": "codex",
+    # CODEX_HOME holds SQLite state that parallel runs contend on. exec reads
+    # CODEX_API_KEY; without it the login lives in CODEX_HOME and must stay.
+    "isolate_env": {"CODEX_HOME": "{state_dir}/{task}/codex"},
+    "isolate_when": ["CODEX_API_KEY"],
+    "infra_patterns": {
+        "auth": [
+            r"invalid_api_key",
+            r"\b401 Unauthorized\b",
+            r"refresh token (?:was already used|has expired|is invalid)",
+            r"Please log out and sign in again",
+            r"Not logged in",
+        ],
+        "quota": [r"hit your usage limit", r"Quota exceeded", r"insufficient_quota"],
+        "rate-limit": [r"exceeded retry limit, last status: 429", r"\b429 Too Many Requests\b"],
+        "network": [
+            r"Connection failed",
+            r"stream disconnected before completion",
+            r"error sending request",
+        ],
+    },
+}
+
+# Aider: commits every edit by default; forge commits, so auto and dirty commits
+# are off. `--no-gitignore` stops it adding `.aider*` to .gitignore (a change
+# outside the task's files); its history files go to the task's state dir.
+# `--analytics-disable`: with --yes-always, a sampled analytics opt-in prompt
+# would be accepted. Aider exits 0 even when the LLM call failed, hence
+# `infra_on_success`.
+AIDER: dict[str, Any] = {
+    "written_for": "aider 0.8x (5dc9490)",
+    "command": [
+        "aider",
+        "--model",
+        "{model}",
+        "--reasoning-effort",
+        "{effort}",
+        "--message-file",
+        "{prompt_file}",
+        "--yes-always",
+        "--no-auto-commits",
+        "--no-dirty-commits",
+        "--no-gitignore",
+        "--analytics-disable",
+        "--no-check-update",
+        "--no-show-release-notes",
+        "--no-pretty",
+    ],
+    "models": ["haiku", "sonnet", "opus"],
+    "efforts": ["low", "medium", "high"],
+    "default_model": "sonnet",
+    "default_effort": "medium",
+    "usage_format": "aider",
+    "infra_on_success": True,
+    "env": {
+        "AIDER_CHAT_HISTORY_FILE": "{state_dir}/{task}/aider/chat-history.md",
+        "AIDER_INPUT_HISTORY_FILE": "{state_dir}/{task}/aider/input-history",
+    },
+    # The repo map's tag cache (`.aider.tags.cache.v4/`) lands in the worktree.
+    "ignore_paths": [".aider*"],
+    # Aider's own messages (aider/exceptions.py), word for word: after its exit 0
+    # they are the only text read, since the rest is the model's edits and talk.
+    "infra_patterns": {
+        "auth": [r"\bThe API provider is not able to authenticate you\b"],
+        "rate-limit": [r"\bThe API provider has rate limited you\b"],
+        "network": [
+            r"\bThe API provider's servers are down or overloaded\b",
+            r"\bThe API provider timed out without returning a response\b",
+        ],
+    },
+}
+
+# Gemini CLI: `-p` makes it headless and is appended to stdin, so the prompt
+# file goes on stdin and `-p` just says to act on it. Without `--skip-trust` a
+# fresh worktree is an untrusted folder and headless mode exits 55.
+GEMINI: dict[str, Any] = {
+    "written_for": "Gemini CLI (5411f11)",
+    "command": [
+        "gemini",
+        "--approval-mode=yolo",
+        "--skip-trust",
+        "-o",
+        "json",
+        "-m",
+        "{model}",
+        "-p",
+        "Carry out the task described above.",
+    ],
+    "prompt_on_stdin": True,
+    "models": ["flash-lite", "flash", "pro"],
+    # No thinking flag: effort is a settings file matter, so no effort ladder.
+    "efforts": [],
+    "default_model": "flash",
+    "usage_format": "gemini",
+    "env": {"GEMINI_TELEMETRY_ENABLED": "false"},
+    "isolate_env": {"GEMINI_CLI_HOME": "{state_dir}/{task}/gemini"},
+    # Only the logins that need no state in GEMINI_CLI_HOME: an API key, or
+    # Vertex AI / Code Assist switched on. GOOGLE_API_KEY alone does not pick the
+    # auth method (an OAuth user may have it set for other tools).
+    "isolate_when": [
+        "GEMINI_API_KEY",
+        "GOOGLE_GENAI_USE_VERTEXAI=true",
+        "GOOGLE_GENAI_USE_GCA=true",
+    ],
+    "infra_exit_codes": {"auth": [41]},
+    "infra_patterns": {
+        "auth": [r"Please set an Auth method", r"API key not valid"],
+        "quota": [r"RESOURCE_EXHAUSTED", r"exceeded your current quota"],
+        "rate-limit": [r"Please wait and try again later", r"Status: 429", r"status 429:"],
+        "network": [r"ECONNRESET", r"ETIMEDOUT", r"ENOTFOUND", r"EAI_AGAIN", r"fetch failed"],
+    },
+}
+
+# The task's prompt is a bash script. Its output is the user's own, so no
+# pattern reads it as an infrastructure failure.
+SHELL: dict[str, Any] = {
+    "written_for": "bash",
+    "command": ["bash", "{prompt_file}"],
+    "script": True,
+    "usage_format": "none",
+}
+
+PRESET_TABLES: dict[str, dict[str, Any]] = {
+    "claude": CLAUDE,
+    "codex": CODEX,
+    "aider": AIDER,
+    "gemini": GEMINI,
+    "shell": SHELL,
+}

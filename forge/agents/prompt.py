@@ -1,0 +1,152 @@
+"""The file an attempt hands its agent: a prompt (Markdown) or, for a script
+agent (the shell preset), the task's prompt verbatim as a bash script.
+
+Each attempt of each task gets a file of its own: a shared prompt file races
+when tasks run at once, and a retry must not overwrite what the last attempt
+was given. The runner calls `write_attempt_file`, which picks the right form.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from forge.base.files import atomic_write_text
+
+if TYPE_CHECKING:
+    from forge.agents.spec import AgentDef
+
+
+@dataclass(frozen=True)
+class Feedback:
+    """The last failure, handed to the next attempt."""
+
+    status: str  # FAILED, TIMEOUT, CONFLICT, ...
+    reason: str  # the one-line reason
+    log_tail: str  # tail of the log that failed
+    diff_summary: str  # e.g. `git diff --stat` of the failed attempt
+    source: str  # "agent" | "check" | "merge" | "verify:<lane>"
+
+
+_SOURCES = {
+    "agent": "the agent run",
+    "check": "the task's check",
+    "merge": "the merge into the integration branch",
+}
+
+
+def _fence(text: str) -> str:
+    """A code fence longer than any backtick run inside, so the text cannot close it."""
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    return "`" * max(3, longest + 1)
+
+
+def _block(text: str) -> str:
+    body = text.rstrip("\n") or "(empty)"
+    fence = _fence(body)
+    return f"{fence}text\n{body}\n{fence}"
+
+
+def _source(source: str) -> str:
+    if source.startswith("verify:"):
+        return f"verification lane `{source.split(':', 1)[1]}` on the integration branch"
+    return _SOURCES.get(source, source)
+
+
+def render_prompt(
+    *,
+    plan: str,
+    task_id: str,
+    title: str,
+    prompt: str,
+    files: Sequence[str],
+    attempt: int,
+    feedback: Feedback | None,
+) -> str:
+    heading = f"# Task `{task_id}`: {title}" if title else f"# Task `{task_id}`"
+    parts = [
+        heading,
+        f"Plan `{plan}`, attempt {attempt}.",
+        prompt.strip(),
+        "## Files you may change",
+        "\n".join(f"- `{f}`" for f in files) or "- (none declared)",
+        "Change only these files (a directory or glob covers what it matches). "
+        "A change to any other file fails the attempt. Do not commit: your "
+        "changes are committed for you when you finish.",
+    ]
+    if feedback is not None:
+        parts += [
+            "## Last attempt failed",
+            f"Status: {feedback.status}\nReason: {feedback.reason}\n"
+            f"Failed in: {_source(feedback.source)}",
+            "### Tail of the failing log",
+            _block(feedback.log_tail),
+            "### What the last attempt changed",
+            _block(feedback.diff_summary),
+            "Find the cause of this failure and fix it; do not repeat the same change.",
+        ]
+    return "\n\n".join(parts) + "\n"
+
+
+def write_prompt_file(
+    path: Path,
+    *,
+    plan: str,
+    task_id: str,
+    title: str,
+    prompt: str,
+    files: Sequence[str],
+    attempt: int,
+    feedback: Feedback | None,
+) -> None:
+    """The prompt of one attempt: task id, title, prompt, declared files and, on a
+    retry, the last failure (status, reason, log tail, diff summary)."""
+    atomic_write_text(
+        path,
+        render_prompt(
+            plan=plan,
+            task_id=task_id,
+            title=title,
+            prompt=prompt,
+            files=files,
+            attempt=attempt,
+            feedback=feedback,
+        ),
+    )
+
+
+def write_script_file(path: Path, *, script: str) -> None:
+    """The task's prompt as it is, to run with `bash`. A script reads the last
+    failure, if it wants it, from $FORGE_FEEDBACK_FILE."""
+    atomic_write_text(path, script if script.endswith("\n") else script + "\n")
+
+
+def write_attempt_file(
+    defn: AgentDef,
+    path: Path,
+    *,
+    plan: str,
+    task_id: str,
+    title: str,
+    prompt: str,
+    files: Sequence[str],
+    attempt: int,
+    feedback: Feedback | None,
+) -> None:
+    """What the runner calls: a script file for a script agent, else a prompt file."""
+    if defn.script:
+        write_script_file(path, script=prompt)
+    else:
+        write_prompt_file(
+            path,
+            plan=plan,
+            task_id=task_id,
+            title=title,
+            prompt=prompt,
+            files=files,
+            attempt=attempt,
+            feedback=feedback,
+        )

@@ -1,0 +1,262 @@
+"""Agents: specs (`name[:model[:effort]]`), definitions (a preset or an
+`[agents.NAME]` table), and the command and environment of one attempt.
+
+The runner's sequence for one attempt of a prompt task::
+
+    defn, spec = resolve(task_spec, agent_tables)          # ForgeError on a bad spec
+    reason = check_binary(defn)                            # not None -> INFRA, no attempt
+    write_attempt_file(defn, prompt_path, ...)             # a new file per attempt
+    argv, stdin = render_command(defn, spec, prompt_file=prompt_path, task=..., worktree=...)
+    env = agent_env(defn, spec, task=..., attempt=..., ...)  # extra vars, on top of clean_env
+    ... run argv in the worktree, stdin from `stdin` (else DEVNULL), output to the log ...
+    classify_failure(defn, returncode=rc, output=log_text)  # InfraFailure -> INFRA
+    parse_usage(defn, log_text)                            # cost/tokens for the attempt record
+
+Presets and the CLI versions they follow: `forge.agents.presets`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from forge.agents.definition import PLACEHOLDER, AgentDef, parse_duration
+from forge.agents.output import InfraFailure, classify_failure, is_context_overflow
+from forge.agents.presets import PRESET_TABLES
+from forge.agents.prompt import Feedback, write_attempt_file, write_prompt_file, write_script_file
+from forge.agents.usage import Usage, parse_usage
+from forge.errors import ForgeError
+
+__all__ = [
+    "PRESETS",
+    "AgentDef",
+    "AgentSpec",
+    "Feedback",
+    "InfraFailure",
+    "Usage",
+    "agent_env",
+    "check_binary",
+    "classify_failure",
+    "is_context_overflow",
+    "parse_duration",
+    "parse_usage",
+    "render_command",
+    "resolve",
+    "write_attempt_file",
+    "write_prompt_file",
+    "write_script_file",
+]
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+@dataclass(frozen=True)
+class AgentSpec:
+    """`name[:model[:effort]]`; an empty part (`claude::high`) means the default."""
+
+    name: str
+    model: str | None = None
+    effort: str | None = None
+
+    @classmethod
+    def parse(cls, text: str) -> AgentSpec:
+        parts = text.strip().split(":")
+        if len(parts) > 3 or not _NAME.match(parts[0]):
+            raise ForgeError(
+                f"bad agent spec {text!r}: expected name[:model[:effort]], e.g. claude:sonnet:high"
+            )
+        model = parts[1] if len(parts) > 1 and parts[1] else None
+        effort = parts[2] if len(parts) > 2 and parts[2] else None
+        return cls(parts[0], model, effort)
+
+    def __str__(self) -> str:
+        if self.effort is not None:
+            return f"{self.name}:{self.model or ''}:{self.effort}"
+        if self.model is not None:
+            return f"{self.name}:{self.model}"
+        return self.name
+
+
+PRESETS: dict[str, AgentDef] = {
+    name: AgentDef.from_table(name, table) for name, table in PRESET_TABLES.items()
+}
+
+
+def _merge_over_preset(preset: Mapping[str, Any], table: Mapping[str, Any]) -> dict[str, Any]:
+    """A table named like a preset overrides only the keys it sets. A new ladder
+    without a new default drops the preset's default, which may not be on it."""
+    merged = {**preset, **table}
+    for ladder, default in (("models", "default_model"), ("efforts", "default_effort")):
+        if ladder in table and default not in table and merged.get(default) not in table[ladder]:
+            merged.pop(default, None)
+    return merged
+
+
+def resolve(
+    spec: AgentSpec | str, defs: Mapping[str, Mapping[str, Any]]
+) -> tuple[AgentDef, AgentSpec]:
+    """The definition of `spec`'s agent and the spec with its defaults filled in.
+
+    `defs` holds the raw `[agents.NAME]` tables, plan ones already merged over
+    forge.toml ones by the caller.
+    """
+    if isinstance(spec, str):
+        spec = AgentSpec.parse(spec)
+    table = defs.get(spec.name)
+    if table is not None:
+        if not isinstance(table, Mapping):
+            raise ForgeError(f"[agents.{spec.name}] must be a table")
+        preset = PRESET_TABLES.get(spec.name)
+        defn = AgentDef.from_table(
+            spec.name, _merge_over_preset(preset, table) if preset else table
+        )
+    elif spec.name in PRESETS:
+        defn = PRESETS[spec.name]
+    else:
+        known = sorted({*PRESETS, *defs})
+        raise ForgeError(
+            f"unknown agent {spec.name!r}: use one of {', '.join(known)}, "
+            f"or define [agents.{spec.name}] in forge.toml or the plan"
+        )
+    model = _pick(defn, "model", spec.model, defn.models, defn.default_model)
+    effort = _pick(defn, "effort", spec.effort, defn.efforts, defn.default_effort)
+    return defn, AgentSpec(spec.name, model, effort)
+
+
+def _pick(
+    defn: AgentDef, what: str, asked: str | None, ladder: tuple[str, ...], default: str | None
+) -> str | None:
+    if asked is None:
+        return default if default is not None else (ladder[0] if ladder else None)
+    if not ladder:
+        raise ForgeError(
+            f"agent {defn.name} takes no {what} (got {asked!r}); "
+            f"give [agents.{defn.name}] a list of {what}s to allow one"
+        )
+    if asked not in ladder:
+        raise ForgeError(
+            f"agent {defn.name} has no {what} {asked!r}: choose one of {', '.join(ladder)} "
+            f"(or set {what}s in [agents.{defn.name}])"
+        )
+    return asked
+
+
+def _fill(text: str, values: Mapping[str, str | None], on_missing: Callable[[str], str]) -> str:
+    def one(match: re.Match[str]) -> str:
+        value = values.get(match.group(1))
+        return value if value is not None else on_missing(match.group(1))
+
+    return PLACEHOLDER.sub(one, text)
+
+
+def render_command(
+    defn: AgentDef, spec: AgentSpec, *, prompt_file: Path, task: str, worktree: Path
+) -> tuple[list[str], Path | None]:
+    """The argv of one attempt and the file to feed on stdin (None: stdin is DEVNULL)."""
+    if not prompt_file.is_absolute() or not worktree.is_absolute():
+        raise ValueError("prompt_file and worktree must be absolute paths")
+    values = {
+        "prompt_file": str(prompt_file),
+        "model": spec.model,
+        "effort": spec.effort,
+        "task": task,
+        "worktree": str(worktree),
+    }
+
+    def missing(name: str) -> str:
+        raise ForgeError(f"agent {defn.name}'s command uses {{{name}}} but the spec sets no {name}")
+
+    argv = [_fill(arg, values, missing) for arg in defn.command]
+    return argv, (prompt_file if defn.prompt_on_stdin else None)
+
+
+def agent_env(
+    defn: AgentDef,
+    spec: AgentSpec,
+    *,
+    task: str,
+    attempt: int,
+    prompt_file: Path,
+    feedback_file: Path | None,
+    state_dir: Path,
+    worktree: Path | None = None,
+    environ: Mapping[str, str] | None = None,
+    as_root: bool | None = None,
+) -> dict[str, str]:
+    """The variables an attempt adds to `proc.clean_env()`.
+
+    `state_dir` is a directory of the runner's for agents' state, outside any
+    worktree; all tasks of a plan may share it (the presets put `{task}` in the
+    paths under it). It is created, with the directories of `isolate_env` and
+    the parents of `env` paths that use it.
+
+    Per-task config dirs (`isolate_env`: CLAUDE_CONFIG_DIR, CODEX_HOME,
+    GEMINI_CLI_HOME) are set only when one of `isolate_when` (an API key) is in
+    the environment. A fresh config dir holds no login, and copying the user's
+    credentials in is worse: OAuth refresh tokens rotate, so a copy that
+    refreshes would log the user's own CLI out. Without a key the agents share
+    the user's config, as the user's own parallel sessions would.
+    """
+    environ = os.environ if environ is None else environ
+    as_root = (os.geteuid() == 0) if as_root is None else as_root
+    values = {
+        "prompt_file": str(prompt_file),
+        "model": spec.model or "",
+        "effort": spec.effort or "",
+        "task": task,
+        "worktree": str(worktree) if worktree else "",
+        "state_dir": str(state_dir),
+    }
+    state_dir.mkdir(parents=True, exist_ok=True)
+    env: dict[str, str] = {}
+    for key, value in defn.env:
+        env[key] = _fill(value, values, lambda _: "")
+        if "{state_dir}" in value:
+            Path(env[key]).parent.mkdir(parents=True, exist_ok=True)
+    if as_root:
+        env.update((k, _fill(v, values, lambda _: "")) for k, v in defn.root_env)
+    if defn.isolate_env and defn.isolates(environ):
+        for key, value in defn.isolate_env:
+            env[key] = _fill(value, values, lambda _: "")
+            Path(env[key]).mkdir(parents=True, exist_ok=True)
+    # Last, so no table can hide from the agent which attempt it is.
+    env.update(
+        FORGE_TASK=task,
+        FORGE_ATTEMPT=str(attempt),
+        FORGE_PROMPT_FILE=str(prompt_file),
+        FORGE_MODEL=spec.model or "",
+        FORGE_EFFORT=spec.effort or "",
+        FORGE_STATE_DIR=str(state_dir),
+    )
+    if worktree is not None:
+        env["FORGE_WORKTREE"] = str(worktree)
+    if feedback_file is not None:
+        env["FORGE_FEEDBACK_FILE"] = str(feedback_file)
+    return env
+
+
+def check_binary(defn: AgentDef, *, path: str | None = None) -> str | None:
+    """Why the agent's program cannot be started, or None when it is there (or
+    cannot be known before the run: a placeholder or a worktree-relative path)."""
+    exe = defn.command[0]
+    if PLACEHOLDER.search(exe):
+        return None
+    hint = (
+        f"install it, or point [agents.{defn.name}] command at it"
+        if defn.name in PRESETS
+        else f"fix [agents.{defn.name}] command"
+    )
+    if "/" in exe:
+        if not os.path.isabs(exe):
+            return None
+        if os.path.isfile(exe) and os.access(exe, os.X_OK):
+            return None
+        return f"agent {defn.name}: {exe} is not an executable file ({hint})"
+    if shutil.which(exe, path=path if path is not None else os.environ.get("PATH")) is None:
+        return f"agent {defn.name}: `{exe}` not found on PATH ({hint})"
+    return None

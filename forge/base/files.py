@@ -1,0 +1,219 @@
+"""forge's files on disk, under the repository's git common directory.
+
+Every write is atomic (a temp file in the same folder, fsync, `os.replace`), so a
+`kill -9` leaves either the old file or the new one, never half of one. A file
+that cannot be read is named with how to recover, and is never overwritten.
+
+Layout (``<common>`` is ``git rev-parse --git-common-dir``)::
+
+    <common>/forge/hold.json                     repository-wide hold
+    <common>/forge/plans/<plan>/plan.json        the recorded plan (forge plan)
+    <common>/forge/plans/<plan>/state.json       task statuses, attempts, verification
+    <common>/forge/plans/<plan>/run.lock         held by the one process running the plan
+    <common>/forge/plans/<plan>/owner.json       who holds run.lock (pid + start time)
+    <common>/forge/plans/<plan>/hold.json        a hold on this plan only
+    <common>/forge/plans/<plan>/logs/...         agent, check, setup, merge logs
+    <common>/forge/verify/...                    verification records and verdict cache
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from forge.base.liveness import Owner, start_time
+from forge.errors import Busy, StateError
+
+SCHEMA_VERSION = 1
+TEMP_SUFFIX = ".tmp"
+
+
+def sweep_temp_files(directory: Path) -> list[Path]:
+    """Remove the temp files of atomic writes whose writer is gone (a `kill -9`
+    between the temp file and its rename). A temp file of a live writer stays.
+    Returns what was removed."""
+    removed: list[Path] = []
+    try:
+        entries = list(directory.iterdir())
+    except OSError:
+        return removed
+    for entry in entries:
+        name = entry.name
+        if not (name.startswith(".") and name.endswith(TEMP_SUFFIX)):
+            continue
+        pid = _writer_pid(name)
+        if pid is None or pid == os.getpid() or start_time(pid) is not None:
+            continue
+        with contextlib.suppress(FileNotFoundError):
+            entry.unlink()
+            removed.append(entry)
+    return removed
+
+
+def _writer_pid(name: str) -> int | None:
+    """`.state.json.1234.ab_c9.tmp` -> 1234; None for a name no atomic write made."""
+    parts = name[: -len(TEMP_SUFFIX)].split(".")
+    # ["", "state", "json", "1234", "ab_c9"]: the pid is the part before the random one
+    if len(parts) < 4 or not parts[-2].isdigit():
+        return None
+    return int(parts[-2])
+
+
+def atomic_write_text(path: Path, text: str, *, durable: bool = True) -> None:
+    """Write `text` to `path` so that readers see the old file or the new one, never
+    half of one. The rename alone makes this safe against a killed writer; `durable`
+    also fsyncs, so the file survives a power cut (run state skips it: it is written
+    several times per task, and a crash of the machine is not what it guards against)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # The writer's pid is in the name, so a temp file left by a killed writer can be
+    # told from one being written right now (sweep_temp_files).
+    fd, tmp = tempfile.mkstemp(
+        prefix=f".{path.name}.{os.getpid()}.", suffix=TEMP_SUFFIX, dir=path.parent
+    )
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            if durable:
+                fh.flush()
+                os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+def write_json(path: Path, data: Any, *, compact: bool = False) -> None:
+    if compact:  # hot path (run state): no indentation, no fsync
+        atomic_write_text(path, json.dumps(data, separators=(",", ":")) + "\n", durable=False)
+    else:
+        atomic_write_text(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+
+def read_json(path: Path, *, what: str = "state file") -> Any:
+    """Read a JSON file forge wrote; a corrupt one is a StateError naming it."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise StateError(f"cannot read {what} {path}: {exc.strerror}") from exc
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise StateError(
+            f"{what} {path} is corrupt ({exc.msg} at line {exc.lineno}); "
+            f"move it aside and run `forge plan` again to start from a fresh record"
+        ) from exc
+    if isinstance(data, dict) and data.get("schema_version", SCHEMA_VERSION) > SCHEMA_VERSION:
+        raise StateError(
+            f"{what} {path} was written by a newer forge (schema "
+            f"{data['schema_version']}); upgrade forge to use it"
+        )
+    return data
+
+
+def read_json_or(path: Path, default: Any, *, what: str = "state file") -> Any:
+    try:
+        return read_json(path, what=what)
+    except FileNotFoundError:
+        return default
+
+
+@dataclass(frozen=True)
+class StateDir:
+    """Paths of forge's files for one repository."""
+
+    root: Path  # <common>/forge
+
+    @classmethod
+    def for_common_dir(cls, common_dir: Path) -> StateDir:
+        return cls(common_dir / "forge")
+
+    @property
+    def hold_file(self) -> Path:
+        return self.root / "hold.json"
+
+    @property
+    def plans_dir(self) -> Path:
+        return self.root / "plans"
+
+    @property
+    def verify_dir(self) -> Path:
+        return self.root / "verify"
+
+    def plan_dir(self, plan: str) -> Path:
+        return self.plans_dir / plan
+
+    def plan_file(self, plan: str) -> Path:
+        return self.plan_dir(plan) / "plan.json"
+
+    def state_file(self, plan: str) -> Path:
+        return self.plan_dir(plan) / "state.json"
+
+    def plan_hold_file(self, plan: str) -> Path:
+        return self.plan_dir(plan) / "hold.json"
+
+    def logs_dir(self, plan: str) -> Path:
+        return self.plan_dir(plan) / "logs"
+
+    def recorded_plans(self) -> list[str]:
+        if not self.plans_dir.is_dir():
+            return []
+        return sorted(p.parent.name for p in self.plans_dir.glob("*/plan.json"))
+
+
+@contextlib.contextmanager
+def plan_lock(state: StateDir, plan: str, *, command: str) -> Iterator[Owner]:
+    """Hold the plan's run lock for the duration; refuse (Busy, exit 2) when another
+    live forge process holds it, naming that process.
+
+    The lock is a kernel `flock` (filelock), so it dies with its holder: a `kill -9`
+    never leaves a stale lock. owner.json only tells *who* holds it.
+    """
+    from filelock import FileLock, Timeout
+
+    pdir = state.plan_dir(plan)
+    pdir.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(str(pdir / "run.lock"))
+    owner_file = pdir / "owner.json"
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        raise Busy(f"plan '{plan}' is busy: {_holder(owner_file)}") from None
+    me = Owner.me(command)
+    # Holding the lock, no other run of this plan is writing: clear what a killed one
+    # left half-written (only files whose writer is gone).
+    sweep_temp_files(pdir)
+    sweep_temp_files(state.root)
+    try:
+        write_json(owner_file, me.to_dict())
+        yield me
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            owner_file.unlink()
+        lock.release()
+
+
+def _holder(owner_file: Path) -> str:
+    """Who holds the lock, as far as owner.json tells, checked for liveness (pid and
+    start time): the lock is the truth, owner.json only a name for it."""
+    try:
+        data = read_json_or(owner_file, None, what="lock owner file")
+        owner = Owner.from_dict(data) if isinstance(data, dict) else None
+    except (StateError, KeyError, TypeError, ValueError):
+        owner = None
+    if owner is None:
+        return "another forge process holds its lock (it has not said which yet); try again shortly"
+    if not owner.alive():
+        return (
+            f"another forge process holds its lock (the recorded holder, {owner.describe()}, "
+            f"is gone); try again shortly"
+        )
+    return f"{owner.describe()} is running it (wait for it to end, or stop it)"

@@ -1,0 +1,98 @@
+"""`forge accept`: bring a verified integration branch into the user's branch.
+
+The only command that touches the user's checkout, and it does so as git would:
+`git merge --ff-only` (or `--no-ff` with --merge), which refuses rather than
+overwrite uncommitted work.
+"""
+
+from __future__ import annotations
+
+from forge.base import proc
+from forge.errors import ExitCode, ForgeError
+from forge.git.merge import is_ancestor
+from forge.git.repo import Repository
+from forge.run.state import StateStore, Status
+
+GOOD = ("PASS", "FLAKY", "UNVERIFIED")
+
+
+def accept(repo: Repository, plan: str, *, merge: bool) -> str:
+    state = StateStore(repo.state, plan).load_existing()
+    if state is None:
+        raise ForgeError(f"plan '{plan}' has not run yet: run `forge run {plan}` first")
+    head = repo.ref_value(state.integration)
+    if head is None:
+        raise ForgeError(f"plan '{plan}' has no integration branch: run `forge run {plan}`")
+    record = state.verification or {}
+    verdict = record.get("verdict")
+    if record.get("commit") != head or verdict not in GOOD:
+        what = f"its last verification was {verdict}" if verdict else "it was never verified"
+        if record.get("commit") and record.get("commit") != head:
+            what = "it moved since its last verification"
+        raise ForgeError(
+            f"integration head {head[:12]} of plan '{plan}' has not passed verification "
+            f"({what}); run `forge run {plan}` or `forge verify --plan {plan}` first",
+            code=ExitCode.FAILED if verdict == "FAIL" else ExitCode.USAGE,
+        )
+    branch = repo.current_branch()
+    if branch is None:
+        raise ForgeError("HEAD is detached: check out the branch to accept the plan into")
+    short = state.integration.removeprefix("refs/heads/")
+    user_head = repo.git("rev-parse", "HEAD").strip()
+    unmerged = [t.id for t in state.tasks.values() if t.status != Status.MERGED]
+    note = f" ({len(unmerged)} task(s) not merged: {', '.join(unmerged)})" if unmerged else ""
+    if verdict == "UNVERIFIED":
+        note += " (not verified: no verify command is configured)"
+    if is_ancestor(repo, head, user_head):
+        return f"{branch} already contains {short}{note}"
+    orig_head = repo.ref_value("ORIG_HEAD")
+    if is_ancestor(repo, user_head, head):
+        cp = repo.try_git("merge", "--ff-only", "--quiet", head)
+        if cp.returncode != 0:
+            _restore_orig_head(repo, orig_head)
+            raise ForgeError(f"git refused to fast-forward {branch}: {_why(cp)}")
+        return f"fast-forwarded {branch} to {short} ({head[:12]}){note}" + _landed(
+            repo, user_head, head
+        )
+    if not merge:
+        raise ForgeError(
+            f"{branch} has moved since the plan's base, so it cannot be fast-forwarded to "
+            f"{short}; use `forge accept --merge` for a merge commit"
+        )
+    cp = repo.try_git("merge", "--no-ff", "--quiet", "-m", f"forge: accept plan {plan}", head)
+    if cp.returncode != 0:
+        repo.try_git("merge", "--abort")
+        _restore_orig_head(repo, orig_head)
+        raise ForgeError(f"git could not merge {short} into {branch}: {_why(cp)}")
+    return f"merged {short} into {branch}{note}" + _landed(repo, user_head, head)
+
+
+def _landed(repo: Repository, before: str, head: str) -> str:
+    merges = [s for s in repo.first_parent_subjects(before, head) if s.startswith("forge: merge ")]
+    if not merges:
+        return ""
+    names = [s.removeprefix("forge: merge ").split(" (")[0] for s in reversed(merges)]
+    return f"\nlanded {len(names)} task(s): {', '.join(names)}"
+
+
+def _why(cp: proc.Completed) -> str:
+    """git's reason on one line, with the paths it lists (tab-indented) named, so the
+    user knows which of their files are in the way."""
+    lines = (cp.stderr or cp.stdout).rstrip().splitlines()
+    if not lines:
+        return f"exit {cp.returncode}"
+    paths = [ln.strip() for ln in lines[1:] if ln.startswith("\t")]
+    head = lines[0].strip().rstrip(":")
+    if paths:
+        shown = ", ".join(paths[:8]) + (f" and {len(paths) - 8} more" if len(paths) > 8 else "")
+        return f"{head}: {shown} (move or commit them first)"
+    return head
+
+
+def _restore_orig_head(repo: Repository, old: str | None) -> None:
+    """A refused merge still writes ORIG_HEAD; put it back, so a refusal leaves the
+    repository exactly as it was."""
+    if old is None:
+        repo.try_git("update-ref", "--no-deref", "-d", "ORIG_HEAD")
+    else:
+        repo.try_git("update-ref", "--no-deref", "ORIG_HEAD", old)

@@ -1,0 +1,103 @@
+"""`forge clean`: remove a plan's worktrees and branches, salvaging first.
+
+Work that never merged is committed to a salvage ref (and named) before its
+worktree or branch goes. The integration branch is kept while it holds work no
+other branch has (not accepted yet); state is reset only when it goes too.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from forge.base import faults
+from forge.base.files import plan_lock
+from forge.git import worktrees
+from forge.git.merge import is_ancestor
+from forge.git.repo import Repository
+from forge.run.recovery import stop_leftovers, sweep_salvage_indexes
+from forge.run.state import StateStore, task_ref
+
+
+def clean_plan(repo: Repository, plan: str) -> list[str]:
+    notes: list[str] = []
+    with plan_lock(repo.state, plan, command="forge clean"):
+        store = StateStore(repo.state, plan)
+        state = store.load_existing()
+        integration_ref = f"refs/heads/forge/{plan}-integration"
+        integration = repo.ref_value(integration_ref)
+        if state is not None:
+            for ts in state.tasks.values():
+                if ts.status == "RUNNING":  # a run killed with its agent still going
+                    stopped = stop_leftovers(ts)
+                    if stopped:
+                        notes.append(f"stopped {stopped} leftover process(es) of {ts.id}")
+            for folder in {Path(slot.path).parent for slot in state.slots.values()}:
+                sweep_salvage_indexes(folder)
+            for slot in list(state.slots.values()):
+                path = Path(slot.path)
+                ref = worktrees.salvage(repo, path, plan=plan, task=slot.task or slot.name)
+                if ref:
+                    notes.append(f"salvaged uncommitted work in {path} to {ref}")
+                    if slot.task and slot.task in state.tasks:
+                        state.tasks[slot.task].salvage.append(ref)
+                    store.save(state)
+                faults.point("clean-after-salvage")
+                worktrees.remove(repo, path)
+                del state.slots[slot.name]
+                for ts in state.tasks.values():
+                    if ts.slot == slot.name:
+                        ts.slot = None
+                store.save(state)
+                notes.append(f"removed worktree {path}")
+        for ref, head in _task_branches(repo, plan):
+            if integration is None or not is_ancestor(repo, head, integration):
+                task = ref.removeprefix(task_ref(plan, ""))
+                kept = worktrees.keep(repo, head, plan=plan, task=task)
+                notes.append(
+                    f"branch {ref.removeprefix('refs/heads/')} held unmerged work: kept in {kept}"
+                )
+                if (
+                    state is not None
+                    and task in state.tasks
+                    and kept not in state.tasks[task].salvage
+                ):
+                    state.tasks[task].salvage.append(kept)
+                    store.save(state)
+            repo.try_git("update-ref", "-d", ref, head)
+            notes.append(f"deleted branch {ref.removeprefix('refs/heads/')}")
+        # The plan's verification checkouts (one per lane), wherever the worktree root
+        # was when they were made: git knows them all.
+        for path in _registered_worktrees(repo):
+            if path.parent.name == plan and path.parent.parent.name == ".verify":
+                worktrees.remove(repo, path)
+                notes.append(f"removed verification worktree {path}")
+        if integration is not None:
+            if _accepted(repo, integration):
+                repo.try_git("update-ref", "-d", integration_ref, integration)
+                notes.append(f"deleted branch forge/{plan}-integration (already in your branches)")
+                if state is not None:
+                    store.path.unlink(missing_ok=True)
+            else:
+                notes.append(
+                    f"kept branch forge/{plan}-integration: it holds work not accepted yet "
+                    f"(`forge accept {plan}`, or `git branch -D forge/{plan}-integration`)"
+                )
+        worktrees.prune(repo)
+    return notes
+
+
+def _task_branches(repo: Repository, plan: str) -> list[tuple[str, str]]:
+    out = repo.git("for-each-ref", "--format=%(refname) %(objectname)", f"refs/heads/forge/{plan}/")
+    return [tuple(line.split(" ", 1)) for line in out.splitlines() if line]  # type: ignore[misc]
+
+
+def _registered_worktrees(repo: Repository) -> list[Path]:
+    out = repo.git("worktree", "list", "--porcelain")
+    return [
+        Path(line[len("worktree ") :]) for line in out.splitlines() if line.startswith("worktree ")
+    ]
+
+
+def _accepted(repo: Repository, commit: str) -> bool:
+    out = repo.git("for-each-ref", "--format=%(refname)", "--contains", commit, "refs/heads/")
+    return any(not ref.startswith("refs/heads/forge/") for ref in out.splitlines())

@@ -1,0 +1,269 @@
+"""What forge shows: the results table of a run, `forge status`, a task's history.
+
+Built from the state files alone (no DAG, no GitPython), so `forge status` is fast.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from forge.base.files import read_json
+from forge.base.liveness import Owner
+from forge.git import worktrees
+from forge.git.repo import Repository
+from forge.run import hold as holds
+from forge.run.state import RunState, StateStore, Status, TaskState
+
+
+def _table(headers: list[str], rows: list[list[str]]) -> str:
+    from forge.plan.tables import text_table
+
+    return "\n".join(text_table(headers, rows)) + "\n"
+
+
+def fmt_seconds(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    minutes, sec = divmod(int(seconds), 60)
+    return f"{minutes}m{sec:02d}s" if minutes < 60 else f"{minutes // 60}h{minutes % 60:02d}m"
+
+
+def task_time(ts: TaskState) -> float | None:
+    spent = [a.duration for a in ts.attempts if a.duration is not None]
+    return sum(spent) if spent else None
+
+
+def task_row(ts: TaskState) -> dict[str, Any]:
+    last = ts.last
+    return {
+        "id": ts.id,
+        "status": str(ts.status),
+        # INFRA and INTERRUPTED attempts spent nothing: they are history, not attempts
+        "attempts": sum(1 for a in ts.attempts if a.status not in ("INFRA", "INTERRUPTED")),
+        "agent": last.agent if last else (ts.agent or ""),
+        "seconds": task_time(ts),
+        "reason": ts.reason,
+        "suggestion": ts.suggestion,
+        "salvage": list(ts.salvage),
+        "warnings": list(ts.warnings),
+        "slot": ts.slot,
+    }
+
+
+def results_table(state: RunState) -> str:
+    rows = []
+    for ts in state.tasks.values():
+        r = task_row(ts)
+        reason = r["reason"] or ("; ".join(r["warnings"]) if r["warnings"] else "")
+        rows.append([r["id"], r["status"], str(r["attempts"]), fmt_seconds(r["seconds"]), reason])
+    return _table(["task", "status", "attempts", "time", "reason"], rows)
+
+
+def report_data(report: Any) -> dict[str, Any]:
+    """A finished run (runner.RunReport) as data, for --json."""
+    return {
+        "plan": report.plan,
+        "exit_code": int(report.exit_code),
+        "tasks": [task_row(t) for t in report.state.tasks.values()],
+        "verification": report.verification,
+        "integration": report.state.integration,
+        "integration_head": report.integration_head,
+        "paused": report.paused,
+        "interrupted": report.interrupted,
+        "recovered": report.recovered,
+        "logs": str(report.logs),
+        "wall_seconds": report.state.wall_seconds,
+    }
+
+
+def render_report(report: Any) -> str:
+    """What a person sees when a run ends: the tasks, the verdict, where things are."""
+    state = report.state
+    out = [results_table(state).rstrip("\n")]
+    for ts in state.tasks.values():
+        if ts.suggestion and ts.status != Status.MERGED:
+            out.append(f"{ts.id}: {ts.suggestion}")
+        out += [f"{ts.id}: salvaged work kept in {ref}" for ref in ts.salvage]
+    if report.interrupted:
+        out.append("interrupted: running tasks were stopped; `forge run` resumes")
+    elif report.paused:
+        out.append(f"paused: {report.paused}")
+    else:
+        out += verification_lines(report.verification)
+    head = (report.integration_head or "")[:12]
+    out.append(f"integration: {state.integration.removeprefix('refs/heads/')} at {head}")
+    out.append(f"logs: {report.logs}")
+    out.append("your branch, index and working tree were not touched")
+    return "\n".join(out) + "\n"
+
+
+def verification_lines(record: dict[str, Any] | None) -> list[str]:
+    if not record:
+        return ["verification: not run"]
+    verdict = record.get("verdict", "?")
+    commit = str(record.get("commit", ""))[:12]
+    cached = " (remembered verdict: this tree was verified before)" if record.get("cached") else ""
+    lines = [f"verification: {verdict} on {commit}{cached}"]
+    for lane, data in (record.get("lanes") or {}).items():
+        lines.append(f"  lane {lane}: {data.get('verdict', '?')}")
+        for run in data.get("runs", []):
+            changed = run.get("changed") or []
+            what = f"exit {run.get('exit_code')}"
+            if run.get("timed_out"):
+                what = "timed out"
+            elif run.get("stopped"):
+                what = "stopped"
+            if changed:
+                what += f", changed {', '.join(changed[:5])}"
+            lines.append(f"    {run.get('kind', 'run')}: {what}  {run.get('log') or ''}")
+    return lines
+
+
+def status_data(repo: Repository, plan: str, *, disk: bool = False) -> dict[str, Any]:
+    """Everything `forge status` shows. Disk use is the figure measured when the last
+    run ended, unless `disk` asks to measure now (slow on a large repository)."""
+    store = StateStore(repo.state, plan)
+    state = store.load_existing()
+    recorded = read_json(repo.state.plan_file(plan), what="recorded plan")
+    task_ids = [t["id"] for t in recorded.get("plan", {}).get("tasks", [])]
+    if state is None:
+        state = store.load(task_ids)
+    order = {tid: i for i, tid in enumerate(task_ids)}
+    tasks = sorted(state.tasks.values(), key=lambda t: order.get(t.id, len(order)))
+    slots = []
+    for slot in state.slots.values():
+        path = Path(slot.path)
+        slots.append(
+            {
+                "name": slot.name,
+                "path": slot.path,
+                "task": slot.task,
+                "exists": path.exists(),
+                "bytes": (
+                    worktrees.disk_usage(path) if disk and path.exists() else (slot.bytes or 0)
+                ),
+                "measured": "now" if disk else "at the end of the last run",
+            }
+        )
+    hold = holds.active(repo.state, plan)
+    runner = _runner(repo, plan)
+    return {
+        "plan": plan,
+        "source": recorded.get("source_path"),
+        "base": recorded.get("base_commit"),
+        "integration": state.integration,
+        "integration_head": repo.ref_value(state.integration),
+        "tasks": [task_row(t) for t in tasks],
+        "history": {t.id: [vars(a) for a in t.attempts] for t in tasks},
+        "verification": state.verification,
+        "slots": slots,
+        "hold": hold.describe() if hold else None,
+        "paused": state.paused,
+        "runner": runner,
+        "started": state.started,
+        "finished": state.finished,
+        "wall_seconds": state.wall_seconds,
+        "logs": str(repo.state.logs_dir(plan)),
+    }
+
+
+def _runner(repo: Repository, plan: str) -> str | None:
+    try:
+        data = read_json(repo.state.plan_dir(plan) / "owner.json", what="lock owner file")
+    except FileNotFoundError:
+        return None
+    owner = Owner.from_dict(data)
+    return owner.describe() + ("" if owner.alive() else " (gone)")
+
+
+def render_status(data: dict[str, Any]) -> str:
+    out = [
+        f"plan {data['plan']}  (base {str(data['base'])[:12]}, integration {data['integration'].removeprefix('refs/heads/')} at {str(data['integration_head'])[:12]})"
+    ]
+    if data["runner"]:
+        out.append(f"running: {data['runner']}")
+    if data["hold"]:
+        out.append(f"HOLD: {data['hold']}")
+    if data["paused"]:
+        out.append(f"paused: {data['paused']}")
+    rows = []
+    for r in data["tasks"]:
+        reason = r["reason"] or "; ".join(r["warnings"])
+        rows.append(
+            [
+                r["id"],
+                r["status"],
+                str(r["attempts"]),
+                r["agent"],
+                fmt_seconds(r["seconds"]),
+                reason,
+            ]
+        )
+    out.append(_table(["task", "status", "attempts", "agent", "time", "reason"], rows).rstrip())
+    for r in data["tasks"]:
+        if r["suggestion"]:
+            out.append(f"{r['id']}: {r['suggestion']}")
+        for ref in r["salvage"]:
+            out.append(f"{r['id']}: salvaged work kept in {ref}")
+    out += verification_lines(data["verification"])
+    if data["slots"]:
+        total = sum(s["bytes"] for s in data["slots"])
+        when = data["slots"][0]["measured"]
+        out.append(f"worktrees ({len(data['slots'])} slots, {_bytes(total)} measured {when}):")
+        for s in data["slots"]:
+            holds_what = f"holds {s['task']}" if s["task"] else "free"
+            out.append(f"  {s['name']}: {holds_what}, {_bytes(s['bytes'])}  {s['path']}")
+    out.append(f"logs: {data['logs']}")
+    return "\n".join(out) + "\n"
+
+
+def render_history(data: dict[str, Any], task: str) -> str:
+    attempts = data["history"].get(task, [])
+    row = next(r for r in data["tasks"] if r["id"] == task)
+    out = [f"task {task}: {row['status']}" + (f" ({row['reason']})" if row["reason"] else "")]
+    rows = []
+    for a in attempts:
+        usage = ""
+        if a.get("cost_usd") is not None:
+            usage = f"${a['cost_usd']:.4f}"
+        elif a.get("input_tokens") is not None:
+            usage = f"{a['input_tokens']}/{a.get('output_tokens')} tok"
+        rows.append(
+            [
+                str(a["number"]),
+                a["agent"],
+                str(a["status"]),
+                str(a.get("started", "")),
+                fmt_seconds(a.get("duration")),
+                usage,
+                a.get("reason", ""),
+            ]
+        )
+    out.append(_table(["#", "agent", "status", "started", "time", "cost", "reason"], rows).rstrip())
+    if row["suggestion"]:
+        out.append(row["suggestion"])
+    for ref in row["salvage"]:
+        out.append(f"salvaged work kept in {ref}")
+    if attempts and attempts[-1].get("log"):
+        out.append(f"last log: {attempts[-1]['log']}")
+    return "\n".join(out) + "\n"
+
+
+def _bytes(n: int) -> str:
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if size < 1024 or unit == "GiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{n} B"
+
+
+def elapsed(since: float) -> str:
+    return fmt_seconds(time.monotonic() - since)
+
+
+__all__ = ["Status", "render_history", "render_status", "results_table", "status_data"]

@@ -1,0 +1,112 @@
+"""`forge verify`: which commit, with which config, and how the result reads."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from forge.git.repo import Repository
+from forge.plan.config import VerifyConfig, load_repo_config
+from forge.verify.records import LaneResult, Verdict, VerifyRecord
+
+CLI_KEY = "cli"  # the checkouts of `forge verify` outside a plan
+
+
+@dataclass(frozen=True)
+class Target:
+    rev: str
+    config: VerifyConfig | None
+    plan: str | None  # the plan whose verification this is, if any
+    key: str
+
+
+def integration_ref(plan: str) -> str:
+    return f"refs/heads/forge/{plan}-integration"
+
+
+def resolve_target(repo: Repository, *, rev: str | None, plan_ref: str | None) -> Target:
+    """REV (default: the plan's integration head, else HEAD) and the config: the
+    plan's `verify`, else `[verify]` in forge.toml."""
+    from forge.errors import ForgeError
+
+    if plan_ref is None:
+        return Target(rev or "HEAD", load_repo_config(repo.root).verify, None, CLI_KEY)
+    from forge.plan.registry import resolve
+
+    plan = resolve(repo, plan_ref).plan
+    config = plan.verify if plan.verify is not None else load_repo_config(repo.root).verify
+    if rev is None:
+        rev = integration_ref(plan.name)
+        if repo.ref_value(rev) is None:
+            raise ForgeError(
+                f"plan '{plan.name}' has no integration branch yet: run `forge run {plan.name}`"
+            )
+    return Target(rev, config, plan.name, plan.name)
+
+
+@contextlib.contextmanager
+def plan_context(repo: Repository, plan: str | None) -> Iterator[None]:
+    """Hold the plan's run lock while verifying it, so the verdict written into its
+    state cannot race a `forge run` of the same plan."""
+    if plan is None:
+        yield
+        return
+    from forge.base.files import plan_lock
+
+    with plan_lock(repo.state, plan, command="forge verify"):
+        yield
+
+
+def record_in_plan(repo: Repository, plan: str, record: VerifyRecord) -> bool:
+    """Make the plan's state carry this verification (what `forge accept` checks),
+    and say whether it did. Only a verification of the integration head counts:
+    `forge verify --plan P OLDER_COMMIT` must not vouch for what accept would land."""
+    from forge.run.state import StateStore
+
+    store = StateStore(repo.state, plan)
+    state = store.load_existing()
+    if state is None:
+        return False
+    head = repo.ref_value(f"{state.integration}^{{commit}}")
+    if head is None or head != record.commit:
+        return False
+    state.verification = record.to_dict()
+    store.save(state)
+    return True
+
+
+def _lane_lines(lane: LaneResult) -> list[str]:
+    runs = len(lane.runs)
+    lines = [f"lane {lane.name}: {lane.verdict} ({runs} run{'s' if runs != 1 else ''})"]
+    for run in lane.runs:
+        if run.stopped:
+            what = "stopped"
+        elif run.timed_out:
+            what = "timed out"
+        else:
+            what = f"exit {run.exit_code}"
+        lines.append(f"  {run.kind}: {what} in {run.duration:.1f}s, log {run.log}")
+        if run.changed:
+            lines.append(f"    changed the checkout: {', '.join(run.changed)}")
+    return lines
+
+
+def render(record: VerifyRecord) -> list[str]:
+    lines: list[str] = []
+    for lane in record.lanes:
+        lines += _lane_lines(lane)
+    where = f"{record.commit[:12]} (tree {record.tree[:12]})"
+    if record.verdict == Verdict.UNVERIFIED:
+        lines.append(
+            f"verification UNVERIFIED on {where}: no verify command is configured "
+            f"(set [verify] in forge.toml or `verify` in the plan)"
+        )
+    elif record.cached:
+        lines.append(
+            f"verification {record.verdict} on {where}: remembered verdict of verification "
+            f"{record.id} (`--force` runs it again)"
+        )
+    else:
+        lines.append(f"verification {record.verdict} on {where} in {record.duration:.1f}s")
+    return lines

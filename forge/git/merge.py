@@ -1,0 +1,77 @@
+"""Merge finished tasks into the integration branch without touching any working
+tree: `merge-tree --write-tree`, `commit-tree` with two parents, and `update-ref`
+with the expected old value. One merge at a time (the caller holds the lock)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from forge.base import faults
+from forge.errors import ForgeError
+from forge.git.repo import Repository
+
+
+@dataclass(frozen=True)
+class MergeResult:
+    merged: bool
+    commit: str | None = None  # the new integration head
+    conflicts: tuple[str, ...] = ()
+    already: bool = False  # the task's work was already on integration (a resumed merge)
+
+
+def ensure_integration(repo: Repository, ref: str, base_commit: str) -> str:
+    """The integration head, creating the branch at the plan's base on first use."""
+    head = repo.ref_value(ref)
+    if head is None:
+        repo.update_ref(ref, base_commit, None, message="forge: start integration")
+        head = base_commit
+    return head
+
+
+def is_ancestor(repo: Repository, commit: str, of: str) -> bool:
+    return repo.try_git("merge-base", "--is-ancestor", commit, of).returncode == 0
+
+
+def merge_task(repo: Repository, *, ref: str, task_commit: str, message: str) -> MergeResult:
+    """Merge `task_commit` into the branch `ref`; a conflict leaves `ref` untouched."""
+    head = repo.ref_value(ref)
+    if head is None:
+        raise ForgeError(f"integration branch {ref} is missing; run `forge run` to recreate it")
+    if is_ancestor(repo, task_commit, head):
+        # Already there: a run killed between update-ref and its state write. Never
+        # merge twice.
+        return MergeResult(merged=True, commit=head, already=True)
+    cp = repo.try_git(
+        "merge-tree", "--write-tree", "--name-only", "--no-messages", head, task_commit
+    )
+    lines = cp.stdout.splitlines()
+    if cp.returncode == 1:
+        conflicts = tuple(dict.fromkeys(line for line in lines[1:] if line.strip()))
+        return MergeResult(merged=False, conflicts=conflicts)
+    if cp.returncode != 0 or not lines:
+        raise ForgeError(f"git merge-tree failed on {ref}: {cp.stderr.strip()}")
+    tree = lines[0].strip()
+    commit = repo.git(
+        "commit-tree", tree, "-p", head, "-p", task_commit, "-m", message, env=identity_env(repo)
+    ).strip()
+    faults.point("merge-before-update-ref")
+    repo.update_ref(ref, commit, head, message=message)
+    faults.point("merge-after-update-ref")
+    return MergeResult(merged=True, commit=commit)
+
+
+_IDENTITY: dict[str, dict[str, str]] = {}
+
+
+def identity_env(repo: Repository) -> dict[str, str]:
+    """forge commits as the user when git knows who that is, else as forge itself
+    (a fresh machine with no user.name must not make every task fail)."""
+    key = str(repo.common_dir)
+    if key not in _IDENTITY:
+        env: dict[str, str] = {}
+        for role in ("AUTHOR", "COMMITTER"):
+            if repo.try_git("var", f"GIT_{role}_IDENT").returncode != 0:
+                env[f"GIT_{role}_NAME"] = "forge"
+                env[f"GIT_{role}_EMAIL"] = "forge@localhost"
+        _IDENTITY[key] = env
+    return _IDENTITY[key]

@@ -1,0 +1,164 @@
+"""The one door to git.
+
+Hot paths use git plumbing through `proc.run` (a git call costs ~2 ms; importing
+GitPython ~75 ms), so nothing here imports GitPython at module level; it is loaded
+only where its object model earns its cost. Refs are updated with the expected old
+value, so a concurrent move is detected rather than overwritten.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+from forge.base import proc
+from forge.base.files import StateDir
+from forge.errors import ForgeError
+
+MIN_GIT = (2, 38)  # `git merge-tree --write-tree` arrived in 2.38
+ZERO = "0" * 40
+
+
+def git_version() -> tuple[int, int]:
+    out = proc.run(["git", "--version"], cwd=Path("/")).stdout
+    m = re.search(r"(\d+)\.(\d+)", out)
+    if not m:
+        raise ForgeError(f"cannot tell git's version from {out.strip()!r}")
+    return int(m.group(1)), int(m.group(2))
+
+
+def check_git_version(version: tuple[int, int] | None = None) -> None:
+    have = version or git_version()
+    if have < MIN_GIT:
+        raise ForgeError(
+            f"forge needs git {MIN_GIT[0]}.{MIN_GIT[1]} or newer "
+            f"(for merge-tree --write-tree); this git is {have[0]}.{have[1]}"
+        )
+
+
+@dataclass(frozen=True)
+class Repository:
+    """A repository as forge sees it, from any of its worktrees."""
+
+    root: Path  # top of the worktree forge was called from
+    common_dir: Path  # shared by every worktree: forge's state lives here
+    main_root: Path  # the main worktree
+
+    def git(
+        self,
+        *args: str,
+        cwd: Path | None = None,
+        input: str | None = None,
+        check: bool = True,
+        env: Mapping[str, str] | None = None,
+    ) -> str:
+        return proc.run(
+            ["git", *args], cwd=cwd or self.root, input=input, check=check, env=env
+        ).stdout
+
+    def try_git(self, *args: str, cwd: Path | None = None) -> proc.Completed:
+        return proc.run(["git", *args], cwd=cwd or self.root, check=False)
+
+    @cached_property
+    def state(self) -> StateDir:
+        return StateDir.for_common_dir(self.common_dir)
+
+    @property
+    def name(self) -> str:
+        return self.main_root.name
+
+    def worktrees_root(self, override: Path | None = None) -> Path:
+        """Where forge puts its worktrees: outside the user's tree, so their tools never
+        walk into them (`--worktree-root`, then FORGE_WORKTREES, then beside the repo)."""
+        if override is not None:
+            return override.resolve() / self.name
+        env = os.environ.get("FORGE_WORKTREES")
+        if env:
+            return Path(env).resolve() / self.name
+        return self.main_root.parent / ".forge-worktrees" / self.name
+
+    def rev_parse(self, rev: str) -> str:
+        """The commit `rev` names, or a ForgeError saying it names none."""
+        cp = self.try_git(
+            "rev-parse", "--verify", "--quiet", "--end-of-options", f"{rev}^{{commit}}"
+        )
+        if cp.returncode != 0:
+            raise ForgeError(
+                f"unknown revision '{rev}': no commit by that name in {self.main_root}"
+            )
+        return cp.stdout.strip()
+
+    def ref_value(self, ref: str) -> str | None:
+        cp = self.try_git("rev-parse", "--verify", "--quiet", ref)
+        return cp.stdout.strip() if cp.returncode == 0 else None
+
+    def current_branch(self) -> str | None:
+        cp = self.try_git("symbolic-ref", "--quiet", "--short", "HEAD")
+        return cp.stdout.strip() if cp.returncode == 0 else None
+
+    def tree_of(self, rev: str) -> str:
+        return self.git("rev-parse", f"{rev}^{{tree}}").strip()
+
+    def first_parent_subjects(self, since: str, until: str, *, limit: int = 200) -> list[str]:
+        """Subjects of the commits `until` has over `since`, following first parents
+        (on an integration branch: one merge commit per task that landed)."""
+        import git as gitpython  # GitPython costs ~75 ms to import: only here
+
+        with gitpython.Repo(self.root) as r:
+            return [
+                c.summary if isinstance(c.summary, str) else c.summary.decode(errors="replace")
+                for c in r.iter_commits(f"{since}..{until}", first_parent=True, max_count=limit)
+            ]
+
+    def update_ref(self, ref: str, new: str, old: str | None, *, message: str) -> None:
+        """Move `ref` to `new` only if it still points at `old` (None: must not exist)."""
+        cp = self.try_git("update-ref", "-m", message, ref, new, old or ZERO)
+        if cp.returncode != 0:
+            raise ForgeError(
+                f"{ref} moved while forge was updating it (expected {(old or 'absent')[:12]}): "
+                f"{proc.tail(cp.stderr, 1)}"
+            )
+
+
+def discover(start: Path | None = None) -> Repository:
+    """The repository that contains `start` (default: the current folder)."""
+    here = (start or Path.cwd()).resolve()
+    check_git_version()
+    cp = proc.run(
+        [
+            "git",
+            "rev-parse",
+            "--path-format=absolute",
+            "--is-bare-repository",
+            "--show-toplevel",
+            "--git-common-dir",
+        ],
+        cwd=here,
+        check=False,
+    )
+    lines = cp.stdout.splitlines()
+    if lines[:1] == ["true"]:  # rev-parse prints this, then fails on --show-toplevel
+        raise ForgeError(f"{here} is a bare repository: forge needs a working tree")
+    if cp.returncode != 0:
+        if "not a git repository" in cp.stderr:
+            raise ForgeError(f"{here} is not in a git repository (run `git init` first)")
+        raise ForgeError(f"git cannot read the repository at {here}: {proc.tail(cp.stderr, 1)}")
+    if len(lines) < 3:
+        raise ForgeError(f"{here} is inside a git directory, not a working tree")
+    root = Path(lines[1]).resolve()
+    common = Path(lines[2])
+    common = (common if common.is_absolute() else root / common).resolve()
+    main_root = _main_worktree(root, common)
+    return Repository(root=root, common_dir=common, main_root=main_root)
+
+
+def _main_worktree(root: Path, common: Path) -> Path:
+    out = proc.run(["git", "worktree", "list", "--porcelain"], cwd=root).stdout
+    for line in out.splitlines():
+        if line.startswith("worktree "):
+            return Path(line[len("worktree ") :]).resolve()
+    return root

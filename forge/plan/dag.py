@@ -1,0 +1,228 @@
+"""The plan as a DAG: cycles, overlap of file patterns, waves, critical paths.
+
+Overlap of two `files` patterns is judged conservatively: two patterns overlap
+unless their leading literal components prove they cannot name a common path.
+
+- A plain path covers itself and everything under it, compared by components
+  (`src/app` overlaps `src/app/x.py`, not `src/application.py`); `.` covers all.
+- Past the first component holding a glob character (`*`, `?`, `[`), nothing is
+  proved: fnmatch's `*` also matches `/`, so a glob may reach any depth. Only the
+  glob component's literal start still counts (`test_a*` cannot name `test_b.py`).
+
+Waves are a view for people and a priority hint for the scheduler, not a barrier:
+the scheduler may start a task as soon as its dependencies merged and it overlaps
+nothing running (`task_overlaps`).
+
+networkx is imported inside the functions that need it, so importing this module
+(for `Waves`) costs nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from forge.plan.model import GLOB_CHARS, Plan, normalize_pattern
+
+if TYPE_CHECKING:
+    import networkx as nx
+
+
+def _components(pattern: str) -> list[str]:
+    norm = normalize_pattern(pattern)
+    return [] if norm == "." else norm.split("/")
+
+
+def _literal_start(component: str) -> str:
+    for i, ch in enumerate(component):
+        if ch in GLOB_CHARS:
+            return component[:i]
+    return component
+
+
+def _is_glob(component: str) -> bool:
+    return any(ch in GLOB_CHARS for ch in component)
+
+
+def patterns_overlap(a: str, b: str) -> bool:
+    """Can patterns `a` and `b` name a common path? (True when unsure.)"""
+    ca, cb = _components(a), _components(b)
+    for x, y in zip(ca, cb, strict=False):
+        gx, gy = _is_glob(x), _is_glob(y)
+        if not gx and not gy:
+            if x != y:
+                return False
+            continue
+        # A glob's match at this depth starts with its literal start, and cannot be
+        # narrowed further (its `*` may span `/`): compare the starts, then give up.
+        px, py = _literal_start(x), _literal_start(y)
+        if gx and gy:
+            return px.startswith(py) or py.startswith(px)
+        # A literal component must be named whole: it has to start with the glob's start.
+        return y.startswith(px) if gx else x.startswith(py)
+    # One is a leading part of the other: a path covers everything under it.
+    return True
+
+
+def overlap(files_a: Iterable[str], files_b: Iterable[str]) -> tuple[str, str] | None:
+    """The first pair (a, b) of overlapping patterns, or None when disjoint."""
+    bs = list(files_b)
+    for a in files_a:
+        for b in bs:
+            if patterns_overlap(a, b):
+                return a, b
+    return None
+
+
+def _pair_text(pair: tuple[str, str]) -> str:
+    a, b = pair
+    if a == b:
+        return a
+    # The longer of two nested paths says more precisely where the clash is.
+    if not (_is_glob(a) or _is_glob(b)):
+        return a if len(a) >= len(b) else b
+    return f"{a} ~ {b}"
+
+
+def find_cycle_in(deps: Mapping[str, Iterable[str]], order: Mapping[str, int]) -> list[str] | None:
+    """A dependency cycle as [a, b, ..., a] where a depends on b, starting from the
+    cycle's earliest task in plan order; None when there is none. Deterministic."""
+    graph = {t: sorted(set(ds), key=lambda d: order.get(d, 0)) for t, ds in deps.items()}
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    for start in sorted(graph, key=lambda t: order.get(t, 0)):
+        if state.get(start):
+            continue
+        path: list[str] = [start]
+        stack = [iter(graph[start])]
+        state[start] = 1
+        while stack:
+            nxt = next(stack[-1], None)
+            if nxt is None:
+                state[path.pop()] = 2
+                stack.pop()
+                continue
+            if nxt not in graph or state.get(nxt) == 2:
+                continue
+            if state.get(nxt) == 1:
+                cycle = path[path.index(nxt) :]
+                first = min(range(len(cycle)), key=lambda i: order.get(cycle[i], 0))
+                cycle = cycle[first:] + cycle[:first]
+                return [*cycle, cycle[0]]
+            state[nxt] = 1
+            path.append(nxt)
+            stack.append(iter(graph[nxt]))
+    return None
+
+
+def find_cycle(plan: Plan) -> list[str] | None:
+    order = {t.id: n for n, t in enumerate(plan.tasks)}
+    return find_cycle_in({t.id: t.deps for t in plan.tasks}, order)
+
+
+def build_graph(plan: Plan) -> nx.DiGraph:
+    """Nodes are task ids (attribute `order`: the index in the plan), edges dep -> task."""
+    import networkx as nx
+
+    graph = nx.DiGraph()
+    for n, t in enumerate(plan.tasks):
+        graph.add_node(t.id, order=n)
+    ids = set(plan.task_ids)
+    for t in plan.tasks:
+        for dep in t.deps:
+            if dep in ids:
+                graph.add_edge(dep, t.id)
+    return graph
+
+
+def topological_order(plan: Plan) -> list[str]:
+    """Dependencies first; ties broken by plan order (so the result is stable)."""
+    import networkx as nx
+
+    graph = build_graph(plan)
+    order: dict[str, int] = {t.id: n for n, t in enumerate(plan.tasks)}
+    return list(nx.lexicographical_topological_sort(graph, key=order.__getitem__))
+
+
+@dataclass(frozen=True)
+class Waves:
+    """Waves of tasks, each wave file-disjoint, each after its tasks' dependencies.
+
+    `wave_of` maps a task id to its 0-based index in `waves` (shown to people as
+    1-based). `deferrals` holds, for each task moved past the earliest wave its
+    dependencies allow, why ("deferred: overlaps `api` on src/app").
+    """
+
+    waves: tuple[tuple[str, ...], ...]
+    deferrals: Mapping[str, str] = field(default_factory=dict)
+    wave_of: Mapping[str, int] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"waves": [list(w) for w in self.waves], "deferrals": dict(self.deferrals)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Waves:
+        return cls.of(tuple(tuple(w) for w in data["waves"]), dict(data.get("deferrals", {})))
+
+    @classmethod
+    def of(cls, waves: tuple[tuple[str, ...], ...], deferrals: Mapping[str, str]) -> Waves:
+        wave_of = {t: n for n, wave in enumerate(waves) for t in wave}
+        return cls(waves=waves, deferrals=dict(deferrals), wave_of=wave_of)
+
+
+def compute_waves(plan: Plan) -> Waves:
+    """Each task, in topological order, goes into the first wave after its
+    dependencies' waves in which it overlaps no task already placed."""
+    tasks = {t.id: t for t in plan.tasks}
+    placed: list[list[str]] = []
+    wave_of: dict[str, int] = {}
+    deferrals: dict[str, str] = {}
+    for tid in topological_order(plan):
+        task = tasks[tid]
+        earliest = max((wave_of[d] + 1 for d in task.deps if d in wave_of), default=0)
+        w = earliest
+        while w < len(placed) and any(overlap(task.files, tasks[o].files) for o in placed[w]):
+            w += 1
+        if w == len(placed):
+            placed.append([])
+        placed[w].append(tid)
+        wave_of[tid] = w
+        if w > earliest:
+            # Name one clash in each wave the task had to skip.
+            clashes: list[str] = []
+            for skipped in placed[earliest:w]:
+                for other in skipped:
+                    pair = overlap(task.files, tasks[other].files)
+                    if pair:
+                        clashes.append(f"`{other}` on {_pair_text(pair)}")
+                        break
+            deferrals[tid] = "deferred: overlaps " + "; ".join(clashes)
+    return Waves.of(tuple(tuple(w) for w in placed), deferrals)
+
+
+def critical_path(plan: Plan) -> dict[str, float]:
+    """For each task, the longest chain of dependants starting at it (itself
+    included), weighing each task by its `estimate` (1 when unset)."""
+    dependants: dict[str, list[str]] = {t.id: [] for t in plan.tasks}
+    for t in plan.tasks:
+        for dep in t.deps:
+            if dep in dependants:
+                dependants[dep].append(t.id)
+    weight = {t.id: (t.estimate if t.estimate is not None else 1.0) for t in plan.tasks}
+    length: dict[str, float] = {}
+    for tid in reversed(topological_order(plan)):
+        length[tid] = weight[tid] + max((length[d] for d in dependants[tid]), default=0.0)
+    return {t.id: length[t.id] for t in plan.tasks}
+
+
+def task_overlaps(plan: Plan) -> dict[str, frozenset[str]]:
+    """For each task, the other tasks whose files overlap its own: they must never
+    run at the same time."""
+    out: dict[str, set[str]] = {t.id: set() for t in plan.tasks}
+    tasks = list(plan.tasks)
+    for i, a in enumerate(tasks):
+        for b in tasks[i + 1 :]:
+            if overlap(a.files, b.files):
+                out[a.id].add(b.id)
+                out[b.id].add(a.id)
+    return {k: frozenset(v) for k, v in out.items()}

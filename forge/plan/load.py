@@ -1,0 +1,405 @@
+"""Reading a plan file: TOML in, a checked `Plan` out, or every problem at once.
+
+Each problem is one line naming the file, the line where it can be found and the
+task. Nothing here writes anything.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, cast
+
+from forge.errors import ForgeError
+from forge.plan.config import (
+    Problems,
+    TomlSource,
+    VerifyConfig,
+    check_keys,
+    is_str_list,
+    parse_agents,
+    parse_duration,
+    parse_verify,
+    ref_part_problem,
+    toml_error_line,
+)
+from forge.plan.model import (
+    DEFAULT_ESCALATE_AFTER,
+    DEFAULT_MAX_PARALLEL,
+    DEFAULT_TIMEOUT,
+    Clean,
+    Plan,
+    Scope,
+    Task,
+    name_problem,
+    normalize_pattern,
+)
+
+PLAN_KEYS = (
+    "name",
+    "base",
+    "max_parallel",
+    "setup",
+    "verify",
+    "verify_reruns",
+    "agent",
+    "timeout",
+    "escalate_after",
+    "escalate_effort",
+    "scope",
+    "clean",
+    "agents",
+    "task",
+)
+TASK_KEYS = (
+    "id",
+    "title",
+    "prompt",
+    "run",
+    "files",
+    "deps",
+    "check",
+    "agent",
+    "timeout",
+    "estimate",
+)
+
+
+def load_plan_source(path: Path) -> tuple[Plan, bytes]:
+    """The plan and the exact bytes it was parsed from (to hash what was checked)."""
+    shown = str(path)
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise ForgeError(f"plan file {shown} not found") from None
+    except IsADirectoryError:
+        raise ForgeError(f"plan file {shown} is a folder, not a TOML file") from None
+    except OSError as exc:
+        raise ForgeError(f"cannot read plan file {shown}: {exc.strerror}") from None
+    return parse_plan(raw, source=path.resolve(), shown=shown), raw
+
+
+def parse_plan(raw: bytes, *, source: Path, shown: str) -> Plan:
+    problems = Problems(shown)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        problems.add(f"not UTF-8 text ({exc.reason} at byte {exc.start})")
+        problems.raise_if_any()
+        raise AssertionError("unreachable") from exc
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        problems.add(f"TOML syntax error: {exc}", line=toml_error_line(exc))
+        problems.raise_if_any()
+        raise AssertionError("unreachable") from exc
+    plan = _Checker(data, TomlSource(text), problems, source).plan()
+    problems.raise_if_any()
+    assert plan is not None
+    return plan
+
+
+class _Checker:
+    """Walks the parsed TOML once, collecting every problem instead of stopping."""
+
+    def __init__(self, data: dict[str, Any], src: TomlSource, problems: Problems, source: Path):
+        self.data = data
+        self.src = src
+        self.problems = problems
+        self.source = source
+        self.dep_map: dict[str, tuple[str, ...]] = {}  # task id -> deps, in plan order
+
+    def top_line(self, key: str) -> int | None:
+        return self.src.key_line(key) or self.src.table_line(key)
+
+    def add(self, message: str, key: str | None = None, *, line: int | None = None) -> None:
+        if line is None and key is not None:
+            line = self.top_line(key)
+        self.problems.add(message, line=line)
+
+    # -- top level ---------------------------------------------------------------
+
+    def plan(self) -> Plan | None:
+        d = self.data
+        check_keys(d, PLAN_KEYS, what="plan", problems=self.problems, line_of=self.top_line)
+        name = self.name()
+        base = self.opt_str("base")
+        setup = self.opt_str("setup")
+        agent = self.opt_str("agent")
+        max_parallel = self.int_at_least("max_parallel", 1, DEFAULT_MAX_PARALLEL)
+        escalate_after = self.int_at_least("escalate_after", 0, DEFAULT_ESCALATE_AFTER)
+        escalate_effort = d.get("escalate_effort", False)
+        if not isinstance(escalate_effort, bool):
+            self.add("`escalate_effort` must be true or false", "escalate_effort")
+        timeout = self.duration(d, "timeout", line_of=self.top_line) or DEFAULT_TIMEOUT
+        scope = self.choice("scope", ("error", "warn"))
+        clean = self.choice("clean", ("untracked", "all"))
+        verify = self.verify()
+        agents = parse_agents(
+            d.get("agents", {}),
+            problems=self.problems,
+            line_of=lambda k: self.src.table_line(k) or self.top_line("agents"),
+        )
+        tasks = self.tasks()
+        if self.problems.items:
+            return None
+        return Plan(
+            name=name,
+            source=self.source,
+            base=base,
+            max_parallel=max_parallel,
+            setup=setup,
+            verify=verify,
+            agent=agent,
+            timeout=timeout,
+            escalate_after=escalate_after,
+            escalate_effort=bool(escalate_effort),
+            scope=cast(Scope, scope),
+            clean=cast(Clean, clean),
+            agents=agents,
+            tasks=tasks,
+        )
+
+    def name(self) -> str:
+        if "name" in self.data:
+            name = self.data["name"]
+            if not isinstance(name, str):
+                self.add("`name` must be a string", "name")
+                return ""
+            why = name_problem(name)
+            if why:
+                self.add(f"plan name `{name}` is not valid: {why}", "name")
+            return name
+        name = self.source.stem
+        why = name_problem(name)
+        if why:
+            self.add(
+                f"plan name `{name}` (from the file name) is not valid: {why}; "
+                f'set `name = "..."` in the plan'
+            )
+        return name
+
+    def opt_str(self, key: str) -> str | None:
+        value = self.data.get(key)
+        if value is None:
+            return None
+        if not isinstance(value, str) or not value.strip():
+            self.add(f"`{key}` must be a non-empty string", key)
+            return None
+        return value
+
+    def int_at_least(self, key: str, low: int, default: int) -> int:
+        value = self.data.get(key, default)
+        if isinstance(value, bool) or not isinstance(value, int):
+            self.add(f"`{key}` must be a whole number, got {value!r}", key)
+            return default
+        if value < low:
+            self.add(f"`{key}` must be at least {low}, got {value}", key)
+            return default
+        return value
+
+    def choice(self, key: str, options: tuple[str, ...]) -> str:
+        value = self.data.get(key, options[0])
+        if value not in options:
+            wanted = " or ".join(f'"{o}"' for o in options)
+            self.add(f"`{key}` must be {wanted}, got {value!r}", key)
+            return options[0]
+        return str(value)
+
+    def duration(
+        self, table: Mapping[str, Any], key: str, *, line_of: Any, prefix: str = ""
+    ) -> float | None:
+        if key not in table:
+            return None
+        try:
+            return parse_duration(table[key])
+        except ValueError as exc:
+            self.problems.add(f"{prefix}`{key}`: {exc}", line=line_of(key))
+            return None
+
+    def verify(self) -> VerifyConfig | None:
+        header = self.src.table_line("verify")
+
+        def line_of(key: str) -> int | None:
+            if key in ("verify", "verify_reruns"):
+                return self.top_line(key)
+            found = self.src.key_line(key, header) if header else None
+            return found or self.src.table_line(f"verify.{key}") or header
+            # a lane named like a top-level key still points into [verify]
+
+        return parse_verify(
+            self.data.get("verify"),
+            reruns=self.data.get("verify_reruns"),
+            what="verify",
+            problems=self.problems,
+            line_of=line_of,
+        )
+
+    # -- tasks -------------------------------------------------------------------
+
+    def tasks(self) -> tuple[Task, ...]:
+        raw = self.data.get("task")
+        if raw is None:
+            self.add("no tasks: add at least one [[task]] with id, files and prompt or run")
+            return ()
+        if not isinstance(raw, list) or not all(isinstance(t, dict) for t in raw):
+            self.add("`task` must be written as [[task]] tables", "task")
+            return ()
+        tasks: list[Task] = []
+        headers: dict[str, int | None] = {}  # id -> header line of its first [[task]]
+        for n, table in enumerate(raw):
+            header = self.src.table_line("task", n)
+            tid = table.get("id")
+            if isinstance(tid, str) and tid in headers:
+                at = headers[tid]
+                self.problems.add(
+                    f"task `{tid}`: duplicate id (first used" + (f" at line {at})" if at else ")"),
+                    line=header,
+                )
+                continue
+            if isinstance(tid, str):
+                headers[tid] = header
+            task = self.task(n, table)
+            if task is not None:
+                tasks.append(task)
+        # Ids of tasks with other problems still count as known: a dependency on them
+        # is not a second problem.
+        self.check_deps(known=set(headers), headers=headers)
+        return tuple(tasks)
+
+    def task(self, n: int, table: dict[str, Any]) -> Task | None:
+        header = self.src.table_line("task", n)
+
+        def line_of(key: str) -> int | None:
+            return (self.src.key_line(key, header) if header else None) or header
+
+        raw_id = table.get("id")
+        if not isinstance(raw_id, str) or not raw_id:
+            label = f"task #{n + 1}"
+            if raw_id is None:
+                self.problems.add(f"{label}: missing `id`", line=header)
+            else:
+                self.problems.add(f"{label}: `id` must be a non-empty string", line=line_of("id"))
+            tid = None
+        else:
+            label = f"task `{raw_id}`"
+            tid = raw_id
+            why = ref_part_problem(raw_id)
+            if why:
+                self.problems.add(f"{label}: id is not valid: {why}", line=line_of("id"))
+                tid = None
+        before = len(self.problems.items)
+        check_keys(table, TASK_KEYS, what=label, problems=self.problems, line_of=line_of)
+
+        def opt(key: str) -> str | None:
+            value = table.get(key)
+            if value is None:
+                return None
+            if not isinstance(value, str) or not value.strip():
+                self.problems.add(f"{label}: `{key}` must be a non-empty string", line=line_of(key))
+                return None
+            return value
+
+        title = table.get("title", tid or "")
+        if not isinstance(title, str):
+            self.problems.add(f"{label}: `title` must be a string", line=line_of("title"))
+        prompt, run = opt("prompt"), opt("run")
+        if "prompt" not in table and "run" not in table:
+            self.problems.add(
+                f"{label}: needs `prompt` (an agent task) or `run` (a shell command)", line=header
+            )
+        elif "prompt" in table and "run" in table:
+            self.problems.add(
+                f"{label}: has both `prompt` and `run`; a task is one or the other",
+                line=line_of("run"),
+            )
+        files = self.files(table, label, line_of)
+        deps: list[str] = []
+        raw_deps = table.get("deps", [])
+        if not is_str_list(raw_deps):
+            self.problems.add(f"{label}: `deps` must be a list of task ids", line=line_of("deps"))
+        else:
+            deps = list(dict.fromkeys(raw_deps))  # a dep listed twice is one dep
+        if tid is not None:
+            # Dependencies are checked for every task with an id, even one with other
+            # problems, so a cycle through it is reported in the same pass.
+            self.dep_map[tid] = tuple(deps)
+        estimate: float | None = None
+        if "estimate" in table:
+            value = table["estimate"]
+            if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+                self.problems.add(
+                    f"{label}: `estimate` must be a number above 0 (a relative size)",
+                    line=line_of("estimate"),
+                )
+            else:
+                estimate = float(value)
+        timeout = self.duration(table, "timeout", line_of=line_of, prefix=f"{label}: ")
+        check, agent = opt("check"), opt("agent")
+        if tid is None or len(self.problems.items) > before:
+            return None
+        return Task(
+            id=tid,
+            title=str(title) or tid,
+            prompt=prompt,
+            run=run,
+            files=files,
+            deps=tuple(deps),
+            check=check,
+            agent=agent,
+            timeout=timeout,
+            estimate=estimate,
+        )
+
+    def files(self, table: dict[str, Any], label: str, line_of: Any) -> tuple[str, ...]:
+        raw = table.get("files")
+        line = line_of("files")
+        if raw is None:
+            self.problems.add(
+                f"{label}: missing `files` (what the task may change; `.` for everything)",
+                line=line,
+            )
+            return ()
+        if not is_str_list(raw):
+            self.problems.add(f"{label}: `files` must be a list of paths or globs", line=line)
+            return ()
+        if not raw:
+            self.problems.add(
+                f"{label}: `files` is empty; list what the task may change", line=line
+            )
+            return ()
+        out: list[str] = []
+        for entry in raw:
+            if entry.startswith(("/", "~")) or (len(entry) > 1 and entry[1] == ":"):
+                self.problems.add(
+                    f"{label}: `files` entry {entry!r} is absolute; use a path inside the repository",
+                    line=line,
+                )
+            elif ".." in entry.split("/"):
+                self.problems.add(
+                    f"{label}: `files` entry {entry!r} contains `..`; use a path inside the repository",
+                    line=line,
+                )
+            elif not entry.strip():
+                self.problems.add(f"{label}: `files` has an empty entry", line=line)
+            else:
+                out.append(normalize_pattern(entry))
+        return tuple(dict.fromkeys(out))
+
+    def check_deps(self, *, known: set[str], headers: Mapping[str, int | None]) -> None:
+        from forge.plan.dag import find_cycle_in
+
+        for tid, deps in self.dep_map.items():
+            header = headers.get(tid)
+            line = (self.src.key_line("deps", header) if header else None) or header
+            for dep in deps:
+                if dep not in known:
+                    listing = ", ".join(sorted(known))
+                    self.problems.add(
+                        f"task `{tid}`: unknown dependency `{dep}` (tasks: {listing})", line=line
+                    )
+        order = {tid: n for n, tid in enumerate(self.dep_map)}
+        cycle = find_cycle_in(self.dep_map, order)
+        if cycle:
+            self.problems.add(f"dependency cycle: {' -> '.join(cycle)}", line=headers.get(cycle[0]))

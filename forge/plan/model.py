@@ -1,0 +1,183 @@
+"""The plan: frozen dataclasses for a plan and its tasks, and their defaults.
+
+Reading and checking a plan file is forge/plan_load.py's job; `load_plan` here is
+its front door.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from forge.errors import ForgeError
+from forge.plan.config import (
+    VerifyConfig,
+    parse_duration,
+    ref_part_problem,
+)
+
+__all__ = [
+    "DEFAULT_MAX_PARALLEL",
+    "DEFAULT_TIMEOUT",
+    "Plan",
+    "Task",
+    "load_plan",
+    "normalize_pattern",
+    "parse_duration",
+]
+
+# Two tasks at once is a safe default: real parallelism, yet few enough agents that
+# a plan written without thought for quotas does not hit a rate limit at once.
+DEFAULT_MAX_PARALLEL = 2
+DEFAULT_TIMEOUT = 30 * 60.0  # seconds an agent or shell task may run
+DEFAULT_ESCALATE_AFTER = 3
+
+Scope = Literal["error", "warn"]
+Clean = Literal["untracked", "all"]
+
+GLOB_CHARS = frozenset("*?[")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Task:
+    id: str
+    title: str = ""
+    prompt: str | None = None  # an agent task: what to ask the agent
+    run: str | None = None  # a shell task: the command (exactly one of prompt/run)
+    files: tuple[str, ...] = ()  # normalized patterns the task may change
+    deps: tuple[str, ...] = ()
+    check: str | None = None  # the task's own check, run in its worktree
+    agent: str | None = None  # agent spec; None: the plan's
+    timeout: float | None = None  # seconds; None: the plan's
+    estimate: float | None = None  # relative size for the critical path; None: 1
+
+    @property
+    def is_shell(self) -> bool:
+        return self.run is not None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "title": self.title,
+            "prompt": self.prompt,
+            "run": self.run,
+            "files": list(self.files),
+            "deps": list(self.deps),
+            "check": self.check,
+            "agent": self.agent,
+            "timeout": self.timeout,
+            "estimate": self.estimate,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Task:
+        return cls(
+            id=data["id"],
+            title=data.get("title", ""),
+            prompt=data.get("prompt"),
+            run=data.get("run"),
+            files=tuple(data.get("files", ())),
+            deps=tuple(data.get("deps", ())),
+            check=data.get("check"),
+            agent=data.get("agent"),
+            timeout=data.get("timeout"),
+            estimate=data.get("estimate"),
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class Plan:
+    name: str
+    source: Path | None = None  # the file it was loaded from (absolute)
+    base: str | None = None  # None: HEAD when the plan is recorded
+    max_parallel: int = DEFAULT_MAX_PARALLEL
+    setup: str | None = None
+    verify: VerifyConfig | None = None  # None: forge.toml's [verify], if any
+    agent: str | None = None
+    timeout: float = DEFAULT_TIMEOUT
+    escalate_after: int = DEFAULT_ESCALATE_AFTER  # 0: never escalate
+    escalate_effort: bool = False
+    scope: Scope = "error"  # changes outside a task's files: fail the task, or warn
+    clean: Clean = "untracked"
+    agents: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    tasks: tuple[Task, ...] = ()
+
+    def task(self, task_id: str) -> Task:
+        for t in self.tasks:
+            if t.id == task_id:
+                return t
+        raise ForgeError(
+            f"plan '{self.name}' has no task '{task_id}' "
+            f"(tasks: {', '.join(t.id for t in self.tasks)})"
+        )
+
+    @property
+    def task_ids(self) -> tuple[str, ...]:
+        return tuple(t.id for t in self.tasks)
+
+    def timeout_of(self, task: Task) -> float:
+        return task.timeout if task.timeout is not None else self.timeout
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "source": None if self.source is None else str(self.source),
+            "base": self.base,
+            "max_parallel": self.max_parallel,
+            "setup": self.setup,
+            "verify": None if self.verify is None else self.verify.to_dict(),
+            "agent": self.agent,
+            "timeout": self.timeout,
+            "escalate_after": self.escalate_after,
+            "escalate_effort": self.escalate_effort,
+            "scope": self.scope,
+            "clean": self.clean,
+            "agents": {k: dict(v) for k, v in self.agents.items()},
+            "tasks": [t.to_dict() for t in self.tasks],
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Plan:
+        return cls(
+            name=data["name"],
+            source=None if data.get("source") is None else Path(data["source"]),
+            base=data.get("base"),
+            max_parallel=data.get("max_parallel", DEFAULT_MAX_PARALLEL),
+            setup=data.get("setup"),
+            verify=None if data.get("verify") is None else VerifyConfig.from_dict(data["verify"]),
+            agent=data.get("agent"),
+            timeout=data.get("timeout", DEFAULT_TIMEOUT),
+            escalate_after=data.get("escalate_after", DEFAULT_ESCALATE_AFTER),
+            escalate_effort=data.get("escalate_effort", False),
+            scope=data.get("scope", "error"),
+            clean=data.get("clean", "untracked"),
+            agents={k: dict(v) for k, v in data.get("agents", {}).items()},
+            tasks=tuple(Task.from_dict(t) for t in data.get("tasks", ())),
+        )
+
+
+def normalize_pattern(pattern: str) -> str:
+    """`./a//b/` -> `a/b`; the empty path and `./` -> `.` (the whole tree)."""
+    parts = [p for p in pattern.strip().split("/") if p not in ("", ".")]
+    return "/".join(parts) or "."
+
+
+def name_problem(name: str) -> str | None:
+    """Why `name` cannot name a plan (None if it can)."""
+    why = ref_part_problem(name)
+    if why:
+        return why
+    if name.endswith("-integration"):
+        # forge/<name>-integration is the integration branch of plan <name>; a plan
+        # named so would collide with it (refs are files).
+        return "a plan name cannot end in `-integration`"
+    return None
+
+
+def load_plan(path: Path) -> Plan:
+    """Load and check a plan file; PlanError lists every problem found."""
+    from forge.plan.load import load_plan_source
+
+    return load_plan_source(path)[0]

@@ -1,0 +1,254 @@
+"""Recorded plans: what `forge plan` checked and wrote, and how other commands
+find it again.
+
+A recorded plan lives at `<common>/forge/plans/<name>/plan.json`, under the git
+common directory, so every worktree of the repository sees it and the user's
+working tree stays untouched. It holds the normalized plan, the source file's
+path and hash, the pinned base commit and the waves.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from forge.base.files import SCHEMA_VERSION, plan_lock, read_json, write_json
+from forge.errors import ForgeError, StateError
+from forge.git.repo import Repository
+from forge.plan.dag import Waves
+from forge.plan.load import load_plan_source
+from forge.plan.model import Plan, load_plan, name_problem
+
+
+@dataclass(frozen=True, kw_only=True)
+class Recorded:
+    plan: Plan
+    source_path: Path | None
+    source_sha256: str
+    base_ref: str  # what the base was given as (`main`, or HEAD's branch)
+    base_commit: str  # the commit it named when the plan was recorded
+    waves: tuple[tuple[str, ...], ...]
+    deferrals: Mapping[str, str] = field(default_factory=dict)
+    critical_path: Mapping[str, float] = field(default_factory=dict)
+    recorded_at: str = ""
+
+    @property
+    def name(self) -> str:
+        return self.plan.name
+
+    def as_waves(self) -> Waves:
+        return Waves.of(self.waves, self.deferrals)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "plan": self.plan.to_dict(),
+            "source_path": None if self.source_path is None else str(self.source_path),
+            "source_sha256": self.source_sha256,
+            "base_ref": self.base_ref,
+            "base_commit": self.base_commit,
+            "waves": [list(w) for w in self.waves],
+            "deferrals": dict(self.deferrals),
+            "critical_path": dict(self.critical_path),
+            "recorded_at": self.recorded_at,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Recorded:
+        src = data.get("source_path")
+        return cls(
+            plan=Plan.from_dict(data["plan"]),
+            source_path=None if src is None else Path(src),
+            source_sha256=data["source_sha256"],
+            base_ref=data["base_ref"],
+            base_commit=data["base_commit"],
+            waves=tuple(tuple(w) for w in data["waves"]),
+            deferrals=dict(data.get("deferrals", {})),
+            critical_path={k: float(v) for k, v in data.get("critical_path", {}).items()},
+            recorded_at=data.get("recorded_at", ""),
+        )
+
+
+def sha256_of(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def check(plan_path: Path) -> tuple[Plan, Waves]:
+    """Validate a plan file and compute its waves; needs no repository, writes nothing."""
+    from forge.git.repo import discover
+    from forge.plan.config import load_repo_config
+    from forge.plan.dag import compute_waves
+    from forge.run.next_agent import check_specs
+
+    plan = load_plan(plan_path)
+    waves = compute_waves(plan)
+    # The agents `forge plan` would check against: forge.toml's, when there is a
+    # repository to read it from, under the plan's own.
+    try:
+        defs = dict(load_repo_config(discover().root).agents)
+    except ForgeError:
+        defs = {}
+    check_specs(plan, {**defs, **plan.agents})
+    return plan, waves
+
+
+def _base(repo: Repository, plan: Plan) -> tuple[str, str]:
+    if plan.base is not None:
+        return plan.base, repo.rev_parse(plan.base)
+    if repo.ref_value("HEAD^{commit}") is None:
+        raise ForgeError(
+            f"HEAD names no commit yet in {repo.root}: make a first commit, "
+            f"or set `base` in the plan"
+        )
+    return repo.current_branch() or "HEAD", repo.rev_parse("HEAD")
+
+
+def _check_refs(repo: Repository, name: str) -> None:
+    """Refuse names git could not create: refs are files, so a branch `forge/<name>`
+    blocks every `forge/<name>/<task>`, and a branch `forge` blocks them all."""
+    for blocker in ("refs/heads/forge", f"refs/heads/forge/{name}"):
+        if repo.ref_value(blocker) is not None:
+            short = blocker.removeprefix("refs/heads/")
+            raise ForgeError(
+                f"a branch named `{short}` exists, so forge cannot create its branches "
+                f"`forge/{name}/<task>`; rename that branch (git branch -m {short} ...)"
+            )
+
+
+def _check_same_source(repo: Repository, plan: Plan) -> None:
+    """Two plan files with one name would silently take turns in one record (and one
+    run state): refuse the second while the first still exists."""
+    try:
+        old = read_json(repo.state.plan_file(plan.name), what="recorded plan")
+    except (FileNotFoundError, ForgeError):
+        return
+    src = old.get("source_path") if isinstance(old, dict) else None
+    if src and plan.source and Path(src) != plan.source and Path(src).exists():
+        raise ForgeError(
+            f"plan '{plan.name}' is already recorded from {src}; give this plan another "
+            f'name (`name = "..."` in {plan.source}) or record that file again'
+        )
+
+
+def record(repo: Repository, plan_path: Path) -> Recorded:
+    """Validate, compute waves, pin the base and write the record atomically.
+
+    Everything that can fail is checked before the first write: an invalid plan
+    leaves the previous record (and the disk) as it was.
+    """
+    from filelock import FileLock
+
+    from forge.plan.config import load_repo_config
+    from forge.plan.dag import compute_waves, critical_path
+    from forge.run.next_agent import check_specs
+
+    plan, raw = load_plan_source(plan_path)
+    check_specs(plan, {**load_repo_config(repo.root).agents, **plan.agents})
+    waves = compute_waves(plan)
+    cpath = critical_path(plan)
+    base_ref, base_commit = _base(repo, plan)
+    _check_refs(repo, plan.name)
+    _check_same_source(repo, plan)
+    recorded = Recorded(
+        plan=plan,
+        source_path=plan.source,
+        source_sha256=hashlib.sha256(raw).hexdigest(),
+        base_ref=base_ref,
+        base_commit=base_commit,
+        waves=waves.waves,
+        deferrals=dict(waves.deferrals),
+        critical_path=cpath,
+        recorded_at=datetime.now(UTC).isoformat(timespec="seconds"),
+    )
+    state = repo.state
+    pdir = state.plan_dir(plan.name)
+    pdir.mkdir(parents=True, exist_ok=True)
+    # record.lock orders concurrent `forge plan`s; the run lock keeps a plan that is
+    # being run from changing under the process running it.
+    with (
+        FileLock(str(pdir / "record.lock")),
+        plan_lock(state, plan.name, command="forge plan"),
+    ):
+        write_json(state.plan_file(plan.name), recorded.to_dict())
+    return recorded
+
+
+def load_recorded(repo: Repository, name: str) -> Recorded:
+    path = repo.state.plan_file(name)
+    data = read_json(path, what="recorded plan")
+    try:
+        return Recorded.from_dict(data)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise StateError(
+            f"recorded plan {path} is not in a form this forge understands ({exc!r}); "
+            f"run `forge plan` on its file again"
+        ) from exc
+
+
+def _plan_name_in(path: Path) -> str:
+    """The plan name a file declares (or its stem), read leniently: a file that no
+    longer parses still names the record it came from."""
+    with contextlib.suppress(OSError, tomllib.TOMLDecodeError, UnicodeDecodeError):
+        name = tomllib.loads(path.read_text(encoding="utf-8")).get("name")
+        if isinstance(name, str):
+            return name
+    return path.stem
+
+
+def _looks_like_path(ref: str) -> bool:
+    return "/" in ref or ref.endswith(".toml") or ref.startswith(".")
+
+
+def resolve(repo: Repository, ref: str | None, *, cwd: Path | None = None) -> Recorded:
+    """The recorded plan `ref` names: a plan name, a plan file, or None for the one
+    plan recorded. Refuses a record whose source file changed since `forge plan`."""
+    names = repo.state.recorded_plans()
+    listing = ", ".join(names) if names else "none"
+    if ref is None:
+        if not names:
+            raise ForgeError("no plan recorded; run `forge plan PLAN.toml` first")
+        if len(names) > 1:
+            raise ForgeError(f"several plans are recorded ({listing}); name one")
+        recorded = load_recorded(repo, names[0])
+    elif not _looks_like_path(ref) and name_problem(ref) is None and ref in names:
+        recorded = load_recorded(repo, ref)
+    else:
+        path = Path(ref)
+        if not path.is_absolute():
+            path = (cwd or Path.cwd()) / path
+        if not path.is_file():
+            if _looks_like_path(ref):
+                raise ForgeError(f"plan file {ref} not found")
+            raise ForgeError(f"no plan named '{ref}' is recorded (recorded: {listing})")
+        path = path.resolve()
+        found = None
+        for name in names:
+            candidate = load_recorded(repo, name)
+            if candidate.source_path == path:
+                found = candidate
+                break
+        if found is None:
+            declared = _plan_name_in(path)
+            if declared in names:
+                found = load_recorded(repo, declared)
+        if found is None:
+            raise ForgeError(f"plan file {ref} is not recorded; run `forge plan {ref}` first")
+        recorded = found
+    _refuse_changed(recorded)
+    return recorded
+
+
+def _refuse_changed(recorded: Recorded) -> None:
+    src = recorded.source_path
+    if src is None or not src.is_file():
+        return  # the source is gone: the recorded copy is all there is, and it was checked
+    if sha256_of(src) != recorded.source_sha256:
+        raise ForgeError(
+            f"plan file {src} changed since it was recorded; run `forge plan {src}` again"
+        )

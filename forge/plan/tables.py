@@ -1,0 +1,95 @@
+"""What forge shows people and scripts: plain text (fit for a log or a pipe) and
+JSON with the same content."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from forge.plan.model import Plan
+
+if TYPE_CHECKING:
+    from forge.plan.dag import Waves
+    from forge.plan.registry import Recorded
+
+_FILES_WIDTH = 60  # keep a row on one line; the full list is in --json
+
+
+def text_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(headers)]
+
+    def line(cells: Sequence[str]) -> str:
+        return "  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip()
+
+    return [line(headers), line(["-" * w for w in widths]), *(line(r) for r in rows)]
+
+
+def _short(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def wave_table(plan: Plan, waves: Waves) -> str:
+    """The plan's waves as a table: wave (1-based), task, kind, deps, files, note."""
+    tasks = {t.id: t for t in plan.tasks}
+    rows: list[list[str]] = []
+    for n, wave in enumerate(waves.waves, start=1):
+        for tid in wave:
+            t = tasks[tid]
+            rows.append(
+                [
+                    str(n),
+                    tid,
+                    "shell" if t.is_shell else "agent",
+                    ", ".join(t.deps) or "-",
+                    _short(" ".join(t.files), _FILES_WIDTH),
+                    waves.deferrals.get(tid, ""),
+                ]
+            )
+    return "\n".join(text_table(["wave", "task", "kind", "deps", "files", "note"], rows))
+
+
+def plan_summary(plan: Plan, waves: Waves, *, recorded: Recorded | None) -> str:
+    """One line under the table: what was recorded where, or that nothing was."""
+    count = f"{len(plan.tasks)} task{'s' * (len(plan.tasks) != 1)}"
+    wcount = f"{len(waves.waves)} wave{'s' * (len(waves.waves) != 1)}"
+    if recorded is None:
+        return f"plan '{plan.name}' is valid ({count}, {wcount}); nothing recorded (--check)"
+    return (
+        f"recorded plan '{plan.name}' ({count}, {wcount}, base {recorded.base_ref} "
+        f"@ {recorded.base_commit[:12]}); run it with `forge run {plan.name}`"
+    )
+
+
+def wave_data(
+    plan: Plan,
+    waves: Waves,
+    *,
+    critical_path: Mapping[str, float],
+    recorded: Recorded | None,
+    record_file: Path | None,
+) -> dict[str, Any]:
+    """The same content as the wave table, for scripts (`forge plan --json`)."""
+    return {
+        "plan": plan.name,
+        "source": None if plan.source is None else str(plan.source),
+        "recorded": recorded is not None,
+        "record_file": None if record_file is None else str(record_file),
+        "base_ref": None if recorded is None else recorded.base_ref,
+        "base_commit": None if recorded is None else recorded.base_commit,
+        "max_parallel": plan.max_parallel,
+        "waves": [list(w) for w in waves.waves],
+        "tasks": [
+            {
+                "id": t.id,
+                "title": t.title,
+                "kind": "shell" if t.is_shell else "agent",
+                "wave": waves.wave_of[t.id] + 1,
+                "deps": list(t.deps),
+                "files": list(t.files),
+                "deferral": waves.deferrals.get(t.id),
+                "critical_path": critical_path.get(t.id),
+            }
+            for t in plan.tasks
+        ],
+    }

@@ -1,0 +1,440 @@
+"""One attempt of one task, from slot to merge.
+
+slot -> setup (once per slot) -> agent or shell command -> commit -> scope check
+-> no-progress check -> task check -> merge into integration. Each step records
+its status before it acts; the first failing step ends the attempt with a status
+and a one-line reason.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import os
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from forge.base import faults, proc
+from forge.git import merge as integrate
+from forge.git import worktrees
+from forge.git.repo import Repository
+from forge.plan.model import Plan, Task
+from forge.run.recovery import grace_seconds, reset_for_attempt
+from forge.run.slots import SlotPool
+from forge.run.state import (
+    FAILURES,
+    Attempt,
+    RunState,
+    StateStore,
+    Status,
+    TaskState,
+    task_ref,
+)
+
+
+@dataclass
+class RunContext:
+    """What every attempt of one run shares."""
+
+    repo: Repository
+    plan: Plan
+    state: RunState
+    store: StateStore
+    slots: SlotPool
+    logs: Path
+    stop: threading.Event
+    agent_defs: Mapping[str, Mapping[str, Any]]
+    owner: dict[str, Any]
+    merge_lock: threading.Lock = field(default_factory=threading.Lock)
+    on_change: Callable[[str], None] = lambda _task: None
+
+    def save(self, task: str | None = None) -> None:
+        self.store.save(self.state)
+        if task is not None:
+            self.on_change(task)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    status: Status
+    reason: str
+    infra_retry_after: float | None = None
+    infra_kind: str | None = None
+
+
+class _Stop(Exception):
+    """Ends an attempt early with an outcome."""
+
+    def __init__(self, outcome: Outcome) -> None:
+        super().__init__(outcome.reason)
+        self.outcome = outcome
+
+
+def covers(pattern: str, path: str) -> bool:
+    """Does a declared `files` entry allow changing `path`? A directory entry covers
+    everything under it, `.` covers everything, globs match as fnmatch does."""
+    pattern = pattern.rstrip("/")
+    if pattern in (".", ""):
+        return True
+    if path == pattern or path.startswith(pattern + "/"):
+        return True
+    if any(ch in pattern for ch in "*?["):
+        parts = path.split("/")
+        return any(
+            fnmatch.fnmatchcase("/".join(parts[:i]), pattern) for i in range(1, len(parts) + 1)
+        )
+    return False
+
+
+def out_of_scope(files: tuple[str, ...], changed: list[str]) -> list[str]:
+    return [p for p in changed if not any(covers(f, p) for f in files)]
+
+
+def run_attempt(ctx: RunContext, task: Task, *, spec: Any | None, fresh: bool = False) -> Outcome:
+    """Run one attempt of `task` and leave its outcome in the state.
+
+    `spec` is the agents.AgentSpec to use for a prompt task (None for a `run` task).
+    """
+    ts = ctx.state.tasks[task.id]
+    started = time.monotonic()
+    number = len(ts.attempts) + 1
+    tag = f"{ctx.plan.name}/{task.id}/{number}/{os.getpid()}"
+    attempt = Attempt(
+        number=number,
+        agent="run" if spec is None else str(spec),
+        model=getattr(spec, "model", None),
+        effort=getattr(spec, "effort", None),
+        tag=tag,
+    )
+    attempt_dir = ctx.logs / task.id / f"attempt-{number}"
+    attempt_dir.mkdir(parents=True, exist_ok=True)
+    with ctx.store.lock:
+        ts.attempts.append(attempt)
+        ts.status = Status.RUNNING
+        ts.reason = ""
+        ts.runner = ctx.owner
+        if ts.base is None:
+            ts.base = ctx.repo.ref_value(ctx.state.integration)
+        ts.branch = task_ref(ctx.plan.name, task.id)
+        ctx.save(task.id)
+    try:
+        outcome = _steps(ctx, task, ts, attempt, attempt_dir, spec=spec, fresh=fresh)
+    except _Stop as stop:
+        outcome = stop.outcome
+    except Exception as exc:  # a bug or an unexpected git failure: record, don't lose state
+        outcome = Outcome(Status.FAILED, f"forge error: {exc}")
+    if outcome.status == Status.MERGED:
+        ctx.slots.release(task.id)  # its MERGED state was saved by the merge
+    with ctx.store.lock:
+        attempt.status = outcome.status
+        attempt.reason = outcome.reason
+        attempt.duration = round(time.monotonic() - started, 3)
+        attempt.pgid = None
+        ts.status = outcome.status
+        ts.reason = outcome.reason
+        ts.runner = None
+        ctx.save(task.id)
+    return outcome
+
+
+def _steps(
+    ctx: RunContext,
+    task: Task,
+    ts: TaskState,
+    attempt: Attempt,
+    attempt_dir: Path,
+    *,
+    spec: Any | None,
+    fresh: bool,
+) -> Outcome:
+    repo = ctx.repo
+    assert ts.base is not None and ts.branch is not None
+    # The branch: created at the pinned base on the first attempt.
+    if repo.ref_value(ts.branch) is None:
+        repo.update_ref(ts.branch, ts.base, None, message="forge: task branch")
+    got = ctx.slots.acquire(task.id, ts.base)
+    slot, new = got.slot, not got.slot.setup_done
+    path = Path(slot.path)
+    # One look at the slot per attempt, none when it is clean by construction; after
+    # reset_for_attempt it is clean (anything found was salvaged, then cleared).
+    start_head, salvaged = reset_for_attempt(
+        repo,
+        ctx.plan,
+        ts,
+        path,
+        fresh=fresh,
+        known_clean=got.clean,
+        integration_head=repo.ref_value(ctx.state.integration),
+        shell=task.run is not None,
+    )
+    if salvaged:
+        ctx.save(task.id)
+    worktrees.move(repo, path, ts.branch, clean_all=ctx.plan.clean == "all", known_clean=True)
+    _check_stop(ctx)
+
+    if new and ctx.plan.setup:
+        log = attempt_dir / "setup.log"
+        res = _group(ctx, ctx.plan.setup, cwd=path, log=log, attempt=attempt, timeout=None)
+        if res.stopped:
+            raise _Stop(Outcome(Status.INTERRUPTED, "stopped during setup"))
+        if res.returncode != 0:
+            attempt.log = str(log)
+            raise _Stop(Outcome(Status.FAILED, f"setup failed: {_last_line(log)}"))
+    if new:
+        ctx.slots.mark_setup(slot)
+
+    outcome = _run_work(ctx, task, ts, attempt, attempt_dir, path, spec=spec)
+    message = f"forge: {ctx.plan.name}/{task.id} attempt {attempt.number}\n\n{task.title}"
+    if outcome is not None:
+        if outcome.status in (Status.FAILED, Status.TIMEOUT):
+            # Keep what a judged attempt left, so the retry fixes its own work.
+            commit = worktrees.commit_all(
+                repo, path, message + "\n\n(failed attempt)", branch=ts.branch
+            )
+            if commit != start_head:
+                attempt.commit = commit
+                attempt.diff_hash = _diff_hash(repo, ts.base, commit)
+        return outcome
+    faults.point("after-agent")
+
+    head = worktrees.commit_all(repo, path, message, branch=ts.branch)
+    faults.point("after-commit")
+    if head == start_head:
+        return Outcome(Status.FAILED, "no changes")
+    attempt.commit = head
+    changed = repo.git("diff", "--name-only", "--no-renames", ts.base, head).splitlines()
+    if not changed:
+        return Outcome(Status.FAILED, "no changes (the work adds up to nothing against the base)")
+    outside = out_of_scope(task.files, changed)
+    if outside:
+        msg = f"changed files outside its declared files: {', '.join(outside[:8])}"
+        if ctx.plan.scope != "warn":
+            attempt.diff_hash = _diff_hash(repo, ts.base, head)
+            attempt.feedback_source = "scope"
+            return Outcome(Status.FAILED, msg)
+        ts.warnings.append(msg)
+    attempt.diff_hash = _diff_hash(repo, ts.base, head)
+    # Only a change that was itself judged and rejected (by the check, the scope or
+    # a merge) makes the same change again "no progress"; an agent that exited
+    # non-zero may have made the right change and been cut off.
+    judged = [
+        a
+        for a in ts.attempts[:-1]
+        if a.status in FAILURES and a.diff_hash and a.feedback_source in ("check", "scope", "merge")
+    ]
+    if judged and judged[-1].diff_hash == attempt.diff_hash:
+        return Outcome(Status.FAILED, "no progress: the same change as the last failed attempt")
+    with ctx.store.lock:
+        ctx.save(task.id)
+
+    if task.check:
+        log = attempt_dir / "check.log"
+        res = _group(ctx, task.check, cwd=path, log=log, attempt=attempt, timeout=None)
+        # The check may have written into the worktree; the work is committed, so
+        # restore the tree to it (a later attempt must start from the commit).
+        repo.try_git("reset", "--quiet", "--hard", cwd=path)
+        repo.try_git("clean", "-fdq", cwd=path)
+        if res.stopped:
+            return Outcome(Status.INTERRUPTED, "stopped during the check")
+        if res.returncode != 0:
+            attempt.log = str(log)
+            attempt.feedback_source = "check"
+            return Outcome(Status.FAILED, f"check failed: {_last_line(log)}")
+    faults.point("before-merge")
+    _check_stop(ctx)
+    return _merge(ctx, task, ts, attempt, attempt_dir, head)
+
+
+def _run_work(
+    ctx: RunContext,
+    task: Task,
+    ts: TaskState,
+    attempt: Attempt,
+    attempt_dir: Path,
+    path: Path,
+    *,
+    spec: Any | None,
+) -> Outcome | None:
+    """Run the agent or the shell command. None when it succeeded."""
+    timeout = task.timeout or ctx.plan.timeout
+    log = attempt_dir / "agent.log"
+    attempt.log = str(log)
+    attempt.feedback_source = "agent"
+    if spec is None:
+        assert task.run is not None
+        res = _group(ctx, task.run, cwd=path, log=log, attempt=attempt, timeout=timeout)
+        defn = None
+    else:
+        from forge.agents import spec as agents
+        from forge.run import feedback
+
+        defn, spec = agents.resolve(spec, ctx.agent_defs)
+        missing = agents.check_binary(defn)
+        if missing:
+            return Outcome(Status.INFRA, f"binary-missing: {missing}", infra_kind="binary-missing")
+        prompt_file = attempt_dir / "prompt.md"
+        fb = feedback.for_retry(ctx.repo, ts) if len(ts.attempts) > 1 else None
+        feedback_file = None
+        if fb is not None:
+            feedback_file = attempt_dir / "feedback.md"
+            feedback_file.write_text(feedback.render(fb))
+        feedback.write_prompt(
+            defn, prompt_file, plan=ctx.plan.name, task=task, attempt=attempt.number, fb=fb
+        )
+        argv, stdin = agents.render_command(
+            defn, spec, prompt_file=prompt_file, task=task.id, worktree=path
+        )
+        env = agents.agent_env(
+            defn,
+            spec,
+            task=task.id,
+            attempt=attempt.number,
+            prompt_file=prompt_file,
+            feedback_file=feedback_file,
+            state_dir=ctx.logs.parent / "agent-state",
+            worktree=path,
+        )
+        timeout = task.timeout or defn.timeout or ctx.plan.timeout
+        res = _group(
+            ctx,
+            argv,
+            cwd=path,
+            log=log,
+            attempt=attempt,
+            timeout=timeout,
+            env=env,
+            input_path=stdin,
+        )
+    if res.stopped:
+        return Outcome(Status.INTERRUPTED, "stopped by the user")
+    if res.timed_out:
+        return Outcome(Status.TIMEOUT, f"timed out after {timeout:g}s")
+    output = _read(log)
+    if defn is not None:
+        from forge.agents import spec as agents
+
+        usage = agents.parse_usage(defn, output)
+        if usage is not None:
+            attempt.cost_usd = usage.cost_usd
+            attempt.input_tokens = usage.input_tokens
+            attempt.output_tokens = usage.output_tokens
+        infra = agents.classify_failure(defn, returncode=res.returncode, output=output)
+        if infra is not None:
+            return Outcome(
+                Status.INFRA,
+                f"{infra.kind}: {infra.message}",
+                infra_retry_after=infra.retry_after,
+                infra_kind=infra.kind,
+            )
+        _drop_ignored(path, defn.ignore_paths)
+    if res.returncode != 0:
+        if defn is not None:
+            from forge.agents import spec as agents
+
+            if agents.is_context_overflow(output):
+                return Outcome(
+                    Status.FAILED,
+                    "the prompt overflowed the agent's context window: split the task",
+                )
+        what = "command" if spec is None else "agent"
+        return Outcome(Status.FAILED, f"{what} exited {res.returncode}: {_last_line(log)}")
+    return None
+
+
+def _merge(
+    ctx: RunContext, task: Task, ts: TaskState, attempt: Attempt, attempt_dir: Path, head: str
+) -> Outcome:
+    with ctx.merge_lock:
+        res = integrate.merge_task(
+            ctx.repo,
+            ref=ctx.state.integration,
+            task_commit=head,
+            message=f"forge: merge {ctx.plan.name}/{task.id} (attempt {attempt.number})\n\n{task.title}",
+        )
+        if not res.merged:
+            log = attempt_dir / "merge.log"
+            log.write_text("conflicting paths:\n" + "\n".join(res.conflicts) + "\n")
+            attempt.log = str(log)
+            attempt.feedback_source = "merge"
+            return Outcome(
+                Status.CONFLICT, f"conflicts with integration in: {', '.join(res.conflicts[:8])}"
+            )
+        with ctx.store.lock:
+            ts.merged_commit = res.commit
+            attempt.status = Status.MERGED
+            ts.status = Status.MERGED
+            ctx.save(task.id)
+    return Outcome(Status.MERGED, "")
+
+
+def _group(
+    ctx: RunContext,
+    argv: list[str] | str,
+    *,
+    cwd: Path,
+    log: Path,
+    attempt: Attempt,
+    timeout: float | None,
+    env: Mapping[str, str] | None = None,
+    input_path: Path | None = None,
+) -> proc.GroupResult:
+    def started(pgid: int) -> None:
+        # Kept in memory and saved with the next change: crash recovery finds the
+        # processes by their tag, which was saved before the spawn.
+        attempt.pgid = pgid
+
+    return proc.run_group(
+        argv,
+        cwd=cwd,
+        log_path=log,
+        env=env,
+        timeout=timeout,
+        grace=grace_seconds(),
+        stop=ctx.stop,
+        on_start=started,
+        tag=attempt.tag,
+        input_path=input_path,
+    )
+
+
+def _drop_ignored(path: Path, patterns: tuple[str, ...]) -> None:
+    """Remove what the agent's CLI leaves in the worktree that is never the task's
+    work (aider's caches): it must neither count as a change nor break the scope."""
+    import shutil
+
+    for pattern in patterns:
+        for hit in path.glob(pattern):
+            if hit.name == ".git":
+                continue
+            if hit.is_dir() and not hit.is_symlink():
+                shutil.rmtree(hit, ignore_errors=True)
+            else:
+                hit.unlink(missing_ok=True)
+
+
+def _diff_hash(repo: Repository, base: str, head: str) -> str:
+    """Identifies the change an attempt made. The base is pinned, so two attempts'
+    diffs are byte-identical exactly when their trees are: the tree id says it
+    without computing a diff."""
+    return hashlib.sha256(f"{base} {repo.tree_of(head)}".encode()).hexdigest()
+
+
+def _check_stop(ctx: RunContext) -> None:
+    if ctx.stop.is_set():
+        raise _Stop(Outcome(Status.INTERRUPTED, "stopped by the user"))
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(errors="replace")
+    except FileNotFoundError:
+        return ""
+
+
+def _last_line(log: Path) -> str:
+    lines = [ln for ln in _read(log).splitlines() if ln.strip() and not ln.startswith("forge: ")]
+    return lines[-1].strip()[:200] if lines else "(no output)"

@@ -1,0 +1,270 @@
+"""The dispatch loop of a run: what starts when.
+
+A task starts when its dependencies have merged, a slot is free, and no running
+task overlaps its files: waves are a view, not a barrier. Among ready tasks the
+longest critical path goes first, ties in plan order. The loop is the only thread
+that decides; attempts run on worker threads and report back through a queue.
+Infrastructure failures wait out a backoff and then pause the run; a hold stops
+new starts while running tasks finish.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any
+
+from forge.plan.model import Task
+from forge.plan.registry import Recorded
+from forge.run import hold as holds
+from forge.run.attempt import Outcome, RunContext, run_attempt
+from forge.run.state import FAILURES, REDISPATCH, Status
+
+if TYPE_CHECKING:
+    from forge.run.runner import RunOptions
+
+# First wait after an infrastructure failure, doubled each time (FORGE_INFRA_BACKOFF).
+INFRA_BACKOFF = float(os.environ.get("FORGE_INFRA_BACKOFF", "5"))
+INFRA_BACKOFF_CAP = 300.0
+
+
+class Dispatcher:
+    """Decides what starts when. Only the loop thread changes dispatch decisions."""
+
+    def __init__(
+        self,
+        ctx: RunContext,
+        recorded: Recorded,
+        options: RunOptions,
+        on_event: Callable[[str], None],
+    ) -> None:
+        from forge.plan import dag
+
+        self.ctx = ctx
+        self.plan = ctx.plan
+        self.options = options
+        self.on_event = on_event
+        self.max_parallel = options.max_parallel or self.plan.max_parallel
+        self.order = {t.id: i for i, t in enumerate(self.plan.tasks)}
+        self.cp = dict(recorded.critical_path) or dag.critical_path(self.plan)
+        self.overlaps = dag.task_overlaps(self.plan)
+        self.done: queue.Queue[tuple[str, Outcome | None]] = queue.Queue()
+        ctx.slots.on_ready = lambda: self.done.put(("", None))
+        self.notes: dict[str, str] = {}  # escalation notes, said when the task starts
+        self.running: set[str] = set()
+        self.retries: dict[str, int] = {}  # failed-task retries spent in this run
+        self.infra: dict[str, int] = {}  # infrastructure retries spent in this run
+        self.not_before: dict[str, float] = {}  # backoff after an infrastructure failure
+        self.no_auto: set[str] = set()  # tasks the policy says not to retry automatically
+        self.forced = options.only  # `forge retry`: dispatch it even though it failed
+
+    def loop(self) -> None:
+        state = self.ctx.state
+        with ThreadPoolExecutor(max_workers=self.max_parallel, thread_name_prefix="task") as pool:
+            while True:
+                self._drain(block=False)
+                if self.ctx.stop.is_set():
+                    break
+                held = holds.active(self.ctx.repo.state, self.plan.name)
+                if held is not None and self._ready():
+                    # Only a hold that keeps something from starting pauses the run.
+                    state.paused = f"hold: {held.describe()}"
+                if not state.paused:
+                    self._mark_blocked()
+                    self._dispatch(pool)
+                if not self.running and (state.paused or not self._waiting()):
+                    break
+                self._drain(block=True)
+            if self.running:  # stopped: the attempts see the event and end
+                while self.running:
+                    self._drain(block=True)
+        if not self.ctx.state.paused and not self.ctx.stop.is_set():
+            self._mark_blocked()
+        self.ctx.save()
+
+    # -- decisions -------------------------------------------------------------
+
+    def _deps_merged(self, task: Task) -> bool:
+        return all(self.ctx.state.tasks[d].status == Status.MERGED for d in task.deps)
+
+    def _eligible(self, task: Task) -> bool:
+        ts = self.ctx.state.tasks[task.id]
+        if task.id in self.running or ts.status == Status.MERGED:
+            return False
+        if self.options.only and task.id != self.options.only:
+            return False
+        if not self._deps_merged(task):
+            return False
+        if task.id in self.no_auto:  # the policy said stop (split, or no progress)
+            return False
+        if ts.status == Status.INFRA:
+            return time.monotonic() >= self.not_before.get(task.id, 0.0)
+        if ts.status in REDISPATCH:
+            return True
+        if self.forced == task.id:
+            return True
+        return ts.status in FAILURES and self.retries.get(task.id, 0) < self.options.retry_failed
+
+    def _ready(self) -> list[Task]:
+        ready = [t for t in self.plan.tasks if self._eligible(t)]
+        ready.sort(key=lambda t: (-self.cp.get(t.id, 1.0), self.order[t.id]))
+        return ready
+
+    def _spec_for(self, task: Task) -> Any:
+        """The agent spec for the next attempt; False when the policy says stop."""
+        if task.run is not None:
+            return None
+        from forge.agents import spec as agents
+        from forge.run import next_agent as escalate_run
+
+        ts = self.ctx.state.tasks[task.id]
+        if self.options.agent and self.forced == task.id:
+            return agents.resolve(self.options.agent, self.ctx.agent_defs)[1]
+        decision = escalate_run.next_spec(self.ctx, task, ts)
+        if decision.spec is None:
+            with self.ctx.store.lock:
+                if decision.suggestion:
+                    ts.suggestion = decision.suggestion
+                ts.reason = ts.reason or decision.reason
+                self.ctx.save(task.id)
+            self.no_auto.add(task.id)
+            if self.forced == task.id:
+                self.forced = None
+            return False
+        if decision.note:
+            self.notes[task.id] = decision.note  # said when it starts
+        return decision.spec
+
+    def _overlaps_running(self, tid: str) -> bool:
+        return any(other in self.running for other in self.overlaps.get(tid, ()))
+
+    def _waiting(self) -> bool:
+        """Is anything still to be started (now or after a backoff)?"""
+        return any(self._eligible(t) for t in self.plan.tasks) or any(
+            self.ctx.state.tasks[t].status == Status.INFRA and t not in self.running
+            for t in self.not_before
+        )
+
+    def _mark_blocked(self) -> None:
+        state = self.ctx.state
+        changed = False
+        for task in self.plan.tasks:
+            ts = state.tasks[task.id]
+            if ts.status not in (Status.PENDING, Status.BLOCKED) or task.id in self.running:
+                continue
+            bad = [d for d in task.deps if state.tasks[d].status != Status.MERGED]
+            blocked_by = [d for d in bad if self._finally_unmerged(d)]
+            if blocked_by and ts.status != Status.BLOCKED:
+                d = blocked_by[0]
+                ts.status = Status.BLOCKED
+                ts.reason = f"dependency {d} did not merge ({state.tasks[d].status})"
+                changed = True
+            elif not bad and ts.status == Status.BLOCKED:
+                ts.status, ts.reason = Status.PENDING, ""
+                changed = True
+        if changed:
+            self.ctx.save()
+
+    def _finally_unmerged(self, tid: str) -> bool:
+        """Will `tid` stay unmerged for the rest of this run?"""
+        ts = self.ctx.state.tasks[tid]
+        if ts.status == Status.MERGED or tid in self.running:
+            return False
+        if ts.status == Status.BLOCKED:
+            return True
+        task = next((t for t in self.plan.tasks if t.id == tid), None)
+        if task is None:
+            return True
+        if ts.status in (Status.PENDING, Status.INTERRUPTED, Status.INFRA):
+            # Pending work is not a failure: only a dependency that failed blocks.
+            return any(self._finally_unmerged(d) for d in task.deps)
+        return not self._eligible(task)
+
+    # -- running ---------------------------------------------------------------
+
+    def _dispatch(self, pool: ThreadPoolExecutor) -> None:
+        slots = self.ctx.slots
+        waiting = 0  # ready tasks that found no slot ready
+        for task in self._ready():
+            if len(self.running) + waiting >= self.max_parallel:
+                break
+            if self._overlaps_running(task.id):
+                continue
+            spec = self._spec_for(task)
+            if spec is False:
+                continue
+            if slots.reserve(task.id) or slots.error is not None:
+                # (with an error, the attempt makes its slot itself, or fails saying why)
+                self._start(pool, task, spec)
+            else:
+                waiting += 1
+        if waiting:
+            base = self.ctx.repo.ref_value(self.ctx.state.integration)
+            if base:
+                slots.grow(base, wanted=waiting)
+
+    def _start(self, pool: ThreadPoolExecutor, task: Task, spec: Any) -> None:
+        ts = self.ctx.state.tasks[task.id]
+        if ts.status in FAILURES:
+            self.retries[task.id] = self.retries.get(task.id, 0) + 1
+        if self.forced == task.id:
+            self.forced = None
+        self.running.add(task.id)
+        fresh = self.options.fresh and self.options.only == task.id
+        note = self.notes.pop(task.id, None)
+        if note:
+            self.on_event(f"{task.id}: {note}")
+        self.on_event(f"{task.id}: started" + (f" ({spec})" if spec is not None else ""))
+
+        def work() -> None:
+            try:
+                outcome = run_attempt(self.ctx, task, spec=spec, fresh=fresh)
+            except BaseException as exc:  # never let a worker die silently
+                outcome = Outcome(Status.FAILED, f"forge error: {exc}")
+            self.done.put((task.id, outcome))
+
+        pool.submit(work)
+
+    def _drain(self, *, block: bool) -> None:
+        try:
+            item = self.done.get(timeout=0.2) if block else self.done.get_nowait()
+        except queue.Empty:
+            return
+        while True:
+            tid, outcome = item
+            if outcome is not None:  # None: a slot became ready, look again
+                self.running.discard(tid)
+                self._after(tid, outcome)
+            try:
+                item = self.done.get_nowait()
+            except queue.Empty:
+                return
+
+    def _after(self, tid: str, outcome: Outcome) -> None:
+        self.on_event(
+            f"{tid}: {outcome.status}" + (f" ({outcome.reason})" if outcome.reason else "")
+        )
+        if outcome.status == Status.INFRA:
+            n = self.infra.get(tid, 0) + 1
+            self.infra[tid] = n
+            if n > self.options.infra_retries or outcome.infra_kind == "binary-missing":
+                with self.ctx.store.lock:
+                    self.ctx.state.paused = (
+                        f"infrastructure: {outcome.reason} (after {n - 1} retries); "
+                        "run `forge run` again when it is back"
+                    )
+                    self.ctx.save()
+                return
+            wait = outcome.infra_retry_after
+            if wait is None:
+                wait = min(INFRA_BACKOFF_CAP, INFRA_BACKOFF * 2 ** (n - 1))
+            self.not_before[tid] = time.monotonic() + min(wait, INFRA_BACKOFF_CAP)
+        elif outcome.reason.startswith("no progress") or (
+            outcome.reason.startswith("no changes") and len(self.ctx.state.tasks[tid].attempts) > 1
+        ):
+            # Work that makes no progress is not retried automatically (a retry that
+            # changes nothing, or changes the same thing again).
+            self.no_auto.add(tid)

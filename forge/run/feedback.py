@@ -1,0 +1,64 @@
+"""What a retry tells the agent: the last failure, its log's tail, the diff it made."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from forge.base import proc
+from forge.git.repo import Repository
+from forge.plan.model import Task
+from forge.run.state import FAILURES, TaskState
+
+LOG_TAIL_LINES = 40
+
+
+def for_retry(repo: Repository, ts: TaskState) -> Any | None:
+    """The agents.Feedback for the next attempt, from the last judged failure."""
+    from forge.agents import spec as agents
+
+    judged = [a for a in ts.attempts[:-1] if a.status in FAILURES]
+    if not judged:
+        return None
+    last = judged[-1]
+    log_tail = ""
+    if last.log:
+        try:
+            log_tail = proc.tail(Path(last.log).read_text(errors="replace"), LOG_TAIL_LINES)
+        except FileNotFoundError:
+            log_tail = f"(log {last.log} is gone)"
+    diff = ""
+    if last.commit and ts.base:
+        diff = repo.try_git("diff", "--stat", ts.base, last.commit).stdout.rstrip()
+    return agents.Feedback(
+        status=str(last.status),
+        reason=last.reason,
+        log_tail=log_tail,
+        diff_summary=diff or "(no change was made)",
+        source=last.feedback_source or "agent",
+    )
+
+
+def render(fb: Any) -> str:
+    return (
+        f"# Last attempt: {fb.status} ({fb.source})\n\n{fb.reason}\n\n"
+        f"## Log tail\n\n{fb.log_tail}\n\n## Its diff\n\n{fb.diff_summary}\n"
+    )
+
+
+def write_prompt(
+    defn: Any, path: Path, *, plan: str, task: Task, attempt: int, fb: Any | None
+) -> None:
+    from forge.agents import spec as agents
+
+    agents.write_attempt_file(
+        defn,
+        path,
+        plan=plan,
+        task_id=task.id,
+        title=task.title,
+        prompt=task.prompt or "",
+        files=task.files,
+        attempt=attempt,
+        feedback=fb,
+    )

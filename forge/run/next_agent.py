@@ -1,0 +1,80 @@
+"""Which agent spec the next attempt of a task gets: the pure escalation policy
+(escalation.py) applied to the task's recorded attempts."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from forge.errors import ForgeError, PlanError
+from forge.plan.model import Plan, Task
+from forge.run.state import TaskState
+
+DEFAULT_AGENT = "claude"
+
+
+@dataclass(frozen=True)
+class NextSpec:
+    spec: Any | None  # agents.AgentSpec; None: do not run (split or stop)
+    reason: str = ""
+    suggestion: str | None = None
+    note: str | None = None  # said to the user when the spec moved up the ladder
+
+
+def base_spec_text(ctx: Any, task: Task, ts: TaskState) -> str:
+    return ts.agent or task.agent or ctx.plan.agent or DEFAULT_AGENT
+
+
+def check_specs(plan: Plan, defs: Mapping[str, Mapping[str, Any]]) -> None:
+    """Refuse a plan whose prompt tasks name an agent, model or effort that does not
+    resolve: one line per task, before anything is written."""
+    from forge.agents import spec as agents
+
+    problems = []
+    for task in plan.tasks:
+        if task.run is not None:
+            continue
+        spec = task.agent or plan.agent or DEFAULT_AGENT
+        try:
+            agents.resolve(spec, defs)
+        except ForgeError as exc:
+            where = plan.source or plan.name
+            problems.append(f"{where}: task '{task.id}': agent '{spec}': {exc.message}")
+    if problems:
+        raise PlanError(problems)
+
+
+def next_spec(ctx: Any, task: Task, ts: TaskState) -> NextSpec:
+    from forge.agents import escalation
+    from forge.agents import spec as agents
+
+    defn, base = agents.resolve(base_spec_text(ctx, task, ts), ctx.agent_defs)
+    mine = [a for a in ts.attempts if a.agent.split(":")[0] == defn.name]
+    if ts.agent and mine and mine[-1].agent != str(base):
+        mine = []  # `forge retry --agent` chose a new spec: it starts a fresh streak
+    if not mine:
+        return NextSpec(base)
+    history = [escalation.Outcome(a.model, a.effort, str(a.status)) for a in mine]
+    model = mine[-1].model or base.model
+    effort = mine[-1].effort or base.effort
+    decision = escalation.next_step(
+        history,
+        models=defn.models,
+        efforts=defn.efforts,
+        model=model,
+        effort=effort,
+        escalate_after=ctx.plan.escalate_after,
+        escalate_effort=ctx.plan.escalate_effort,
+    )
+    if decision.action == "split":
+        return NextSpec(
+            None, reason=decision.reason, suggestion=escalation.split_suggestion(task.id, history)
+        )
+    if decision.action == "stop":
+        return NextSpec(None, reason=decision.reason)
+    spec = agents.AgentSpec(defn.name, decision.model, decision.effort)
+    note = None
+    if decision.action in ("model", "effort"):
+        note = f"escalating to {spec}: {decision.reason}"
+    return NextSpec(spec, note=note)

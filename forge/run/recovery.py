@@ -1,0 +1,201 @@
+"""Crash recovery: what a run finds when it starts after a runner that is gone.
+
+A task left RUNNING by a dead runner: its leftover processes are stopped, uncommitted
+work in its worktree is committed to a salvage ref (named), and it becomes
+INTERRUPTED, or MERGED if its work had already reached integration (a run killed
+between `update-ref` and its state write): nothing is merged twice.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+from forge.base import proc
+from forge.base.liveness import Owner, start_time
+from forge.git import worktrees
+from forge.git.merge import is_ancestor
+from forge.git.repo import Repository
+from forge.plan.model import Plan
+from forge.run.state import FAILURES, RunState, StateStore, Status, TaskState
+
+DEFAULT_GRACE = 5.0
+
+
+def grace_seconds() -> float:
+    """Seconds between TERM and KILL when stopping an agent (FORGE_GRACE to change)."""
+    try:
+        return float(os.environ.get("FORGE_GRACE", DEFAULT_GRACE))
+    except ValueError:
+        return DEFAULT_GRACE
+
+
+def recover(
+    repo: Repository,
+    plan: Plan,
+    state: RunState,
+    store: StateStore,
+    *,
+    on_event: Callable[[str], None] = lambda _m: None,
+) -> list[str]:
+    notes: list[str] = []
+    for folder in {Path(slot.path).parent for slot in state.slots.values()}:
+        sweep_salvage_indexes(folder)
+    integration = repo.ref_value(state.integration)
+    for ts in state.tasks.values():
+        if ts.status == Status.RUNNING:
+            notes += _recover_running(repo, plan, state, ts)
+        if ts.status != Status.MERGED and integration and _landed(repo, ts, integration):
+            ts.status, ts.reason = Status.MERGED, ""
+            ts.merged_commit = integration
+            if ts.last is not None:
+                ts.last.status, ts.last.reason = Status.MERGED, ""
+            notes.append(f"{ts.id}: its merge had landed before the crash; recorded as MERGED")
+    for note in notes:
+        on_event(note)
+    store.save(state)
+    return notes
+
+
+SALVAGE_INDEX_PREFIX = ".forge-salvage-index-"
+
+
+def sweep_salvage_indexes(folder: Path) -> list[Path]:
+    """Remove the temporary index files of salvages whose process is gone (killed
+    mid-salvage); one of a live process stays. Returns what was removed."""
+    removed: list[Path] = []
+    try:
+        entries = [e for e in folder.iterdir() if e.name.startswith(SALVAGE_INDEX_PREFIX)]
+    except OSError:
+        return removed
+    for entry in entries:
+        # .forge-salvage-index-<pid>-<random>
+        pid = entry.name[len(SALVAGE_INDEX_PREFIX) :].partition("-")[0].partition(".")[0]
+        if not pid.isdigit() or int(pid) == os.getpid() or start_time(int(pid)) is not None:
+            continue
+        with contextlib.suppress(FileNotFoundError):
+            entry.unlink()
+            removed.append(entry)
+    return removed
+
+
+def _landed(repo: Repository, ts: TaskState, integration: str) -> bool:
+    last = ts.last
+    if last is None or not last.commit or last.commit == ts.base:
+        return False
+    return is_ancestor(repo, last.commit, integration)
+
+
+def stop_leftovers(ts: TaskState) -> int:
+    """Stop what the task's last attempt left running; returns how many were alive.
+
+    Processes are found by the tag in their environment, never by a recorded pgid
+    alone: that number may belong to an unrelated process group by now."""
+    last = ts.last
+    if last is None or not last.tag:
+        return 0
+    pids = proc.find_tagged(last.tag)
+    groups = set()
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            groups.add(os.getpgid(pid))
+    for pgid in groups:
+        proc.stop_group(pgid, grace=grace_seconds(), tag=last.tag)
+    last.pgid = None
+    return len(pids)
+
+
+def drop_task(repo: Repository, plan: Plan, state: RunState, tid: str) -> list[str]:
+    """A task removed from the plan since the last run: stop what it left running,
+    save its uncommitted work under its own name, give its slot back clean."""
+    notes = []
+    ts = state.tasks.pop(tid)
+    stopped = stop_leftovers(ts)
+    if stopped:
+        notes.append(f"{tid} (no longer in the plan): stopped {stopped} leftover process(es)")
+    slot = state.slots.get(ts.slot or "")
+    if slot is not None and slot.task == tid:
+        path = Path(slot.path)
+        ref = worktrees.salvage(repo, path, plan=plan.name, task=tid)
+        if ref:
+            notes.append(f"{tid} (no longer in the plan): its work is kept in {ref}")
+            repo.try_git("reset", "--quiet", "--hard", cwd=path)
+            repo.try_git("clean", "-fdq", cwd=path)
+        worktrees.detach(repo, path)
+        slot.task = None
+        slot.clean = ref is not None or not worktrees.dirty_paths(path, repo)
+    return notes
+
+
+def _recover_running(repo: Repository, plan: Plan, state: RunState, ts: TaskState) -> list[str]:
+    notes = []
+    runner = Owner.from_dict(ts.runner) if ts.runner else None
+    who = runner.describe() if runner else "an earlier run"
+    last = ts.last
+    if last is not None:
+        stopped = stop_leftovers(ts)
+        if stopped:
+            notes.append(f"{ts.id}: stopped {stopped} leftover process(es)")
+        last.status = Status.INTERRUPTED
+        last.reason = f"the run was killed ({who} is gone)"
+        last.pgid = None
+    ts.status = Status.INTERRUPTED
+    ts.reason = f"the run was killed ({who} is gone)"
+    ts.runner = None
+    return notes
+
+
+def reset_for_attempt(
+    repo: Repository,
+    plan: Plan,
+    ts: TaskState,
+    path: Path,
+    *,
+    fresh: bool,
+    known_clean: bool,
+    integration_head: str | None = None,
+    shell: bool = False,
+) -> tuple[str, str | None]:
+    """Bring the task's branch to where the next attempt starts, in its slot at `path`.
+
+    An attempt that never reached a verdict (interrupted, killed, infrastructure) is
+    void: what it left, committed or not, goes to a salvage ref first, then the branch
+    goes back to the last judged work (the last failed attempt's commit, so a retry
+    fixes its own work) or to the pinned base (first attempt, or --fresh).
+    Returns (start commit, salvage ref or None).
+    """
+    assert ts.base is not None and ts.branch is not None
+    failures = [a for a in ts.attempts[:-1] if a.status in FAILURES]
+    conflicted = bool(failures) and failures[-1].status == Status.CONFLICT
+    if integration_head and failures and (fresh or conflicted or shell):
+        # A conflict comes back on every retry from the old base: start again on
+        # what integration holds now (so do --fresh and a shell command, which
+        # starts from scratch anyway). The diff is measured against the new base.
+        ts.base = integration_head
+    judged = [a for a in failures if a.commit]
+    # A shell command re-run on its own output would apply itself twice: shell
+    # tasks always start from the base; agents fix their own last work.
+    continue_work = judged and not (fresh or conflicted or shell)
+    start = str(judged[-1].commit) if continue_work else ts.base
+    dirty = [] if known_clean else worktrees.dirty_paths(path, repo)
+    salvaged = worktrees.salvage(repo, path, plan=plan.name, task=ts.id, dirty=dirty)
+    if salvaged:  # its work is safe in the ref: clear the tree for the next attempt
+        repo.git("reset", "--quiet", "--hard", cwd=path)
+        repo.git("clean", "-fdq", cwd=path)
+    head = repo.ref_value(ts.branch) or ts.base
+    recorded = {a.commit for a in judged}  # a judged attempt's work: named in its record
+    if (
+        salvaged is None
+        and head != start
+        and head not in recorded
+        and not is_ancestor(repo, head, start)
+    ):
+        salvaged = worktrees.keep(repo, head, plan=plan.name, task=ts.id)
+    if salvaged:
+        ts.salvage.append(salvaged)
+    if head != start:
+        worktrees.detach(repo, path)
+        repo.update_ref(ts.branch, start, head, message="forge: reset task branch")
+    return start, salvaged

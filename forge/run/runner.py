@@ -1,0 +1,271 @@
+"""Run (or resume) a recorded plan: lock, recover, dispatch (forge/dispatch.py),
+verify the integration head, and say how it ended (the exit code)."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from forge.base import proc
+from forge.base.files import plan_lock
+from forge.errors import ExitCode, ForgeError
+from forge.git import worktrees
+from forge.git.merge import ensure_integration
+from forge.git.repo import Repository
+from forge.plan.model import Plan, Task
+from forge.plan.registry import Recorded
+from forge.run import recovery
+from forge.run.attempt import RunContext
+from forge.run.slots import SlotPool
+from forge.run.state import RunState, StateStore, Status, now_iso
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    max_parallel: int | None = None
+    retry_failed: int = 0
+    infra_retries: int = 3
+    only: str | None = None  # `forge retry TASK`: run just this task
+    fresh: bool = False
+    agent: str | None = None  # `forge retry --agent SPEC`
+    verify: bool = True
+
+
+@dataclass
+class RunReport:
+    plan: str
+    state: RunState
+    exit_code: ExitCode
+    logs: Path
+    integration_head: str | None
+    verification: dict[str, Any] | None = None
+    paused: str | None = None
+    recovered: list[str] = field(default_factory=list)
+    interrupted: bool = False
+
+
+def agent_defs(repo: Repository, plan: Plan) -> dict[str, Mapping[str, Any]]:
+    from forge.plan.config import load_repo_config
+
+    defs: dict[str, Mapping[str, Any]] = dict(load_repo_config(repo.root).agents)
+    defs.update(plan.agents)  # the plan's own definitions win
+    return defs
+
+
+def verify_config(repo: Repository, plan: Plan) -> Any:
+    from forge.plan.config import load_repo_config
+
+    return plan.verify if plan.verify is not None else load_repo_config(repo.root).verify
+
+
+def run_plan(
+    repo: Repository,
+    recorded: Recorded,
+    options: RunOptions,
+    *,
+    stop: threading.Event,
+    on_change: Callable[[RunState, str], None] = lambda _s, _t: None,
+    on_event: Callable[[str], None] = lambda _m: None,
+) -> RunReport:
+    plan = recorded.plan
+    from forge.run.next_agent import check_specs
+
+    defs = agent_defs(repo, plan)
+    check_specs(plan, defs)  # forge.toml may have changed since `forge plan`
+    # Orphaned grandchildren of agents re-parent to forge, so a stopped group can be
+    # reaped to the last process instead of lingering as zombies of init.
+    proc.become_subreaper()
+    with plan_lock(repo.state, plan.name, command="forge run") as owner:
+        store = StateStore(repo.state, plan.name)
+        state = store.load([t.id for t in plan.tasks])
+        state.started = now_iso()
+        state.finished = None
+        state.paused = None
+        started = time.monotonic()
+        existed = repo.ref_value(state.integration) is not None
+        integration = ensure_integration(repo, state.integration, recorded.base_commit)
+        if not existed:
+            _forget_lost_merges(state)
+        store.save(state)
+        logs = repo.state.logs_dir(plan.name)
+        root = repo.worktrees_root() / plan.name
+        report = RunReport(plan.name, state, ExitCode.OK, logs, integration)
+        try:
+            report.recovered = recovery.recover(repo, plan, state, store, on_event=on_event)
+            for tid in list(state.tasks):  # a task dropped from the plan since
+                if plan_task(plan, tid) is None and state.tasks[tid].status != Status.MERGED:
+                    notes = recovery.drop_task(repo, plan, state, tid)
+                    report.recovered += notes
+                    for note in notes:
+                        on_event(note)
+            store.save(state)
+            if options.agent and options.only:
+                state.tasks[options.only].agent = options.agent
+                store.save(state)
+            slots = SlotPool(repo, root, state, store, clean_all=plan.clean == "all")
+            slots.free_merged()
+            ctx = RunContext(
+                repo=repo,
+                plan=plan,
+                state=state,
+                store=store,
+                slots=slots,
+                logs=logs,
+                stop=stop,
+                agent_defs=defs,
+                owner=owner.to_dict(),
+                on_change=lambda tid: on_change(state, tid),
+            )
+            prewarm = Prewarm(repo, plan)
+            if options.verify and integration:
+                # From the start: slots are made one or two at a time, so a core is
+                # free for the verification's checkouts, which then only move at the end.
+                prewarm.start(integration)
+            from forge.run.dispatch import Dispatcher
+
+            try:
+                Dispatcher(ctx, recorded, options, on_event).loop()
+            finally:
+                slots.wait()
+            prewarm.join()
+            report.paused = state.paused
+            report.integration_head = repo.ref_value(state.integration)
+            if stop.is_set():
+                report.interrupted = True
+            elif options.verify and report.integration_head and not state.paused:
+                report.verification = _verify(repo, plan, report.integration_head, stop, on_event)
+                state.verification = report.verification
+                if stop.is_set():
+                    report.interrupted = True
+        finally:
+            for slot in state.slots.values():  # measured here so `forge status` stays fast
+                path = Path(slot.path)
+                slot.bytes = worktrees.disk_usage(path) if path.exists() else 0
+            state.finished = now_iso()
+            state.wall_seconds = round(time.monotonic() - started, 3)
+            store.save(state)
+        report.exit_code = exit_code(plan, state, report, only=options.only)
+        return report
+
+
+def _forget_lost_merges(state: RunState) -> None:
+    """The integration branch was deleted (by hand, or `git branch -D`) after tasks
+    had merged into it: their work is no longer there, so they run again rather than
+    count as merged into a branch that does not hold them."""
+    for ts in state.tasks.values():
+        if ts.status == Status.MERGED:
+            ts.status = Status.PENDING
+            ts.reason = "its merge was on an integration branch that has been deleted"
+            ts.base = None  # pinned again at its next dispatch, on the new integration
+            ts.merged_commit = None
+
+
+def plan_task(plan: Plan, tid: str) -> Task | None:
+    return next((t for t in plan.tasks if t.id == tid), None)
+
+
+class Prewarm:
+    """Makes the plan's verification checkouts while tasks still run: a new checkout
+    costs ~1 s on a large repository, and would otherwise be paid after the last
+    merge, when everyone waits for the verdict."""
+
+    def __init__(self, repo: Repository, plan: Plan) -> None:
+        self.repo = repo
+        self.plan = plan
+        self.thread: threading.Thread | None = None
+
+    def start(self, commit: str) -> None:
+        if self.thread is not None:
+            return
+        from forge.verify import checkout
+
+        config = verify_config(self.repo, self.plan)
+        lanes = [lane for lane, _ in (config.lanes if config else ())]
+        missing = [
+            lane
+            for lane in lanes
+            if not checkout.checkout_path(self.repo, self.plan.name, lane).exists()
+        ]
+        if not missing:
+            self.thread = threading.current_thread()  # nothing to do; never start again
+            return
+
+        def work() -> None:
+            # Best effort: the verification makes what is missing anyway.
+            with contextlib.suppress(Exception), checkout.key_lock(self.repo, self.plan.name):
+                for lane in missing:
+                    checkout.prepare(self.repo, key=self.plan.name, lane=lane, commit=commit)
+
+        self.thread = threading.Thread(target=work, name="prewarm", daemon=True)
+        self.thread.start()
+
+    def join(self) -> None:
+        if self.thread is not None and self.thread is not threading.current_thread():
+            self.thread.join()
+
+
+def _verify(
+    repo: Repository, plan: Plan, head: str, stop: threading.Event, on_event: Callable[[str], None]
+) -> dict[str, Any]:
+    from forge.verify import engine as verify
+
+    record = verify.verify_commit(
+        repo, head, verify_config(repo, plan), key=plan.name, stop=stop, on_event=on_event
+    )
+    data: dict[str, Any] = record.to_dict()
+    return data
+
+
+def exit_code(plan: Plan, state: RunState, report: RunReport, *, only: str | None) -> ExitCode:
+    if report.interrupted:
+        return ExitCode.INTERRUPTED
+    if state.paused:
+        return ExitCode.PAUSED
+    tasks = [state.tasks[only]] if only else list(state.tasks.values())
+    if any(t.suggestion and t.status != Status.MERGED for t in tasks):
+        return ExitCode.SPLIT
+    if any(t.status != Status.MERGED for t in tasks):
+        return ExitCode.FAILED
+    verdict = (report.verification or {}).get("verdict")
+    if verdict == "FAIL":
+        return ExitCode.FAILED
+    if verdict == "INTERRUPTED":
+        return ExitCode.INTERRUPTED
+    return ExitCode.OK
+
+
+def run_error_if_unknown(plan: Plan, task: str) -> None:
+    if plan_task(plan, task) is None:
+        known = ", ".join(t.id for t in plan.tasks)
+        raise ForgeError(f"unknown task '{task}' in plan '{plan.name}' (tasks: {known})")
+
+
+def check_retry(repo: Repository, plan: Plan, task: str, *, agent: str | None) -> None:
+    """Refuse, changing nothing, a retry that cannot run: an unknown or merged task,
+    a dependency that has not merged, an agent spec that does not resolve."""
+    run_error_if_unknown(plan, task)
+    state = StateStore(repo.state, plan.name).load_existing()
+    ts = state.tasks.get(task) if state else None
+    if ts is not None and ts.status == Status.MERGED:
+        raise ForgeError(f"task '{task}' has already merged; nothing to retry")
+    t = plan_task(plan, task)
+    assert t is not None
+    for dep in t.deps:
+        dst = state.tasks.get(dep) if state else None
+        if dst is None or dst.status != Status.MERGED:
+            status = dst.status if dst else Status.PENDING
+            raise ForgeError(
+                f"task '{task}' depends on '{dep}', which has not merged ({status}); "
+                f"retry '{dep}' first"
+            )
+    if agent is not None:
+        if t.run is not None:
+            raise ForgeError(f"task '{task}' is a shell task (`run`): it takes no agent")
+        from forge.agents import spec as agents
+
+        agents.resolve(agent, agent_defs(repo, plan))

@@ -1,0 +1,195 @@
+"""A plan's run state: task statuses, attempts, slots and the last verification.
+
+One JSON file per plan (state.json), rewritten atomically on every change and
+always *before* the action it records, so a `kill -9` at any instant leaves a
+state the next run resumes from.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field, fields
+from datetime import UTC, datetime
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from forge.base.files import SCHEMA_VERSION, StateDir, read_json, write_json
+
+
+class Status(StrEnum):
+    PENDING = "PENDING"
+    RUNNING = "RUNNING"
+    MERGED = "MERGED"
+    FAILED = "FAILED"
+    TIMEOUT = "TIMEOUT"
+    CONFLICT = "CONFLICT"
+    BLOCKED = "BLOCKED"
+    INFRA = "INFRA"
+    INTERRUPTED = "INTERRUPTED"
+
+
+# Statuses that spent an attempt and wait for `forge retry` (or --retry-failed).
+FAILURES = frozenset({Status.FAILED, Status.TIMEOUT, Status.CONFLICT})
+# Statuses that `forge run` dispatches again by itself: they spent no attempt.
+REDISPATCH = frozenset({Status.PENDING, Status.INTERRUPTED, Status.INFRA, Status.BLOCKED})
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+@dataclass
+class Attempt:
+    number: int
+    agent: str  # the spec used: name[:model[:effort]], or "run" for a shell task
+    model: str | None = None
+    effort: str | None = None
+    status: str = Status.RUNNING
+    reason: str = ""
+    started: str = field(default_factory=now_iso)
+    duration: float | None = None
+    log: str | None = None
+    commit: str | None = None  # the task branch head this attempt produced
+    diff_hash: str | None = None  # sha256 of the diff against the pinned base
+    feedback_source: str | None = None  # what failed: agent, check, merge, verify:<lane>
+    cost_usd: float | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    pgid: int | None = None  # the agent's process group while it runs
+    tag: str | None = None  # FORGE_PROC_TAG of its processes, for crash recovery
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Attempt:
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+
+@dataclass
+class TaskState:
+    id: str
+    status: str = Status.PENDING
+    reason: str = ""
+    base: str | None = None  # pinned at first dispatch: the integration head then
+    branch: str | None = None
+    slot: str | None = None  # the worktree slot holding this task's work, if any
+    agent: str | None = None  # spec override set by `forge retry --agent`
+    attempts: list[Attempt] = field(default_factory=list)
+    runner: dict[str, Any] | None = None  # Owner of the process running it (RUNNING only)
+    merged_commit: str | None = None  # the integration merge commit that landed it
+    suggestion: str | None = None  # written when escalation is exhausted
+    salvage: list[str] = field(default_factory=list)  # refs holding salvaged work
+    warnings: list[str] = field(default_factory=list)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TaskState:
+        names = {f.name for f in fields(cls)}
+        kwargs = {k: v for k, v in data.items() if k in names and k != "attempts"}
+        ts = cls(**kwargs)
+        ts.attempts = [Attempt.from_dict(a) for a in data.get("attempts", [])]
+        return ts
+
+    @property
+    def last(self) -> Attempt | None:
+        return self.attempts[-1] if self.attempts else None
+
+
+@dataclass
+class Slot:
+    name: str
+    path: str
+    task: str | None = None  # the task whose work it holds (None: free)
+    setup_done: bool = False
+    bytes: int | None = None  # disk use, measured when the last run ended
+    clean: bool = False  # holds nothing uncommitted (just made, or its task merged)
+
+
+@dataclass
+class RunState:
+    plan: str
+    integration: str  # the integration branch's full ref name
+    tasks: dict[str, TaskState]
+    slots: dict[str, Slot] = field(default_factory=dict)
+    verification: dict[str, Any] | None = None  # the last VerifyRecord, as data
+    paused: str | None = None  # why the last run paused (hold, infrastructure)
+    started: str | None = None
+    finished: str | None = None
+    wall_seconds: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        # Shallow copies, not dataclasses.asdict: this runs several times per task
+        # under the store lock, and asdict's deep copy costs ~35x more.
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "plan": self.plan,
+            "integration": self.integration,
+            "tasks": {
+                tid: {**vars(ts), "attempts": [dict(vars(a)) for a in ts.attempts]}
+                for tid, ts in self.tasks.items()
+            },
+            "slots": {name: dict(vars(slot)) for name, slot in self.slots.items()},
+            "verification": self.verification,
+            "paused": self.paused,
+            "started": self.started,
+            "finished": self.finished,
+            "wall_seconds": self.wall_seconds,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RunState:
+        return cls(
+            plan=data["plan"],
+            integration=data["integration"],
+            tasks={k: TaskState.from_dict(v) for k, v in data.get("tasks", {}).items()},
+            slots={k: Slot(**v) for k, v in data.get("slots", {}).items()},
+            verification=data.get("verification"),
+            paused=data.get("paused"),
+            started=data.get("started"),
+            finished=data.get("finished"),
+            wall_seconds=data.get("wall_seconds"),
+        )
+
+
+def integration_ref(plan: str) -> str:
+    return f"refs/heads/forge/{plan}-integration"
+
+
+def task_ref(plan: str, task: str) -> str:
+    return f"refs/heads/forge/{plan}/{task}"
+
+
+class StateStore:
+    """The one writer of a plan's state.json; every save is atomic and serialised."""
+
+    def __init__(self, state_dir: StateDir, plan: str) -> None:
+        self.path: Path = state_dir.state_file(plan)
+        self.plan = plan
+        self._lock = threading.RLock()
+
+    def load(self, task_ids: list[str]) -> RunState:
+        """The saved state, or a fresh one; tasks added to the plan since start PENDING."""
+        try:
+            raw = read_json(self.path, what="plan state")
+            st = RunState.from_dict(raw)
+        except FileNotFoundError:
+            st = RunState(plan=self.plan, integration=integration_ref(self.plan), tasks={})
+        for tid in task_ids:
+            st.tasks.setdefault(tid, TaskState(id=tid))
+        # Plan order, so every table lists tasks as the plan does.
+        order = {tid: i for i, tid in enumerate(task_ids)}
+        st.tasks = dict(sorted(st.tasks.items(), key=lambda kv: order.get(kv[0], len(order))))
+        return st
+
+    def load_existing(self) -> RunState | None:
+        try:
+            return RunState.from_dict(read_json(self.path, what="plan state"))
+        except FileNotFoundError:
+            return None
+
+    def save(self, st: RunState) -> None:
+        with self._lock:
+            write_json(self.path, st.to_dict(), compact=True)
+
+    @property
+    def lock(self) -> threading.RLock:
+        return self._lock

@@ -1,0 +1,247 @@
+"""The verification engine: lanes in parallel, flake reruns, fingerprints, verdicts.
+
+One verification judges exactly one commit, in checkouts of forge's own (see
+forge/checkout.py). Each lane's command runs in a process group of its own with its
+own timeout and log. A lane that fails with its checkout unchanged is rerun up to
+`reruns` times; a later pass makes it FLAKY. A run that changed the checkout is FAIL
+whatever its exit code, is never rerun, and the checkout is restored before anything
+else runs in it. A stop (the `stop` event: SIGINT/SIGTERM, or a newer verification
+superseding this one) stops every lane's group and makes the lanes INTERRUPTED;
+nothing stopped is rerun, and a stop before a run starts runs nothing.
+
+The verdict is the worst lane's: FAIL, then INTERRUPTED, FLAKY, PASS. PASS and
+FLAKY are remembered per (tree, config fingerprint) and answered from the cache.
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from datetime import UTC, datetime
+
+from forge.base import proc
+from forge.git.repo import Repository
+from forge.plan.config import VerifyConfig
+from forge.verify import records as verify_records
+from forge.verify.checkout import Checkout, check_key, key_lock, prepare
+from forge.verify.records import LaneResult, LaneRun, Verdict, VerifyRecord, worst
+
+__all__ = [
+    "LaneResult",
+    "LaneRun",
+    "Verdict",
+    "VerifyRecord",
+    "cached_verdict",
+    "describe_failure",
+    "lane_tag",
+    "latest_record",
+    "verify_commit",
+]
+
+Emit = Callable[[str], None]
+
+
+def cached_verdict(repo: Repository, tree: str, config: VerifyConfig) -> VerifyRecord | None:
+    return verify_records.cached(repo.state, tree, config.fingerprint())
+
+
+def latest_record(repo: Repository, key: str) -> VerifyRecord | None:
+    return verify_records.latest(repo.state, key)
+
+
+def lane_tag(repo: Repository, key: str, lane: str) -> str:
+    """The FORGE_PROC_TAG of a lane's processes: finds them even after a crash."""
+    return f"forge-verify:{repo.common_dir}:{key}:{lane}"
+
+
+def _new_id(commit: str) -> str:
+    return f"{time.strftime('%Y%m%d-%H%M%S')}-{commit[:8]}-{secrets.token_hex(3)}"
+
+
+def verify_commit(
+    repo: Repository,
+    rev: str,
+    config: VerifyConfig | None,
+    *,
+    key: str,
+    stop: threading.Event | None = None,
+    force: bool = False,
+    on_event: Emit | None = None,
+) -> VerifyRecord:
+    """Verify the commit `rev` names; the record is stored before it is returned.
+
+    `key` names the checkouts used (a plan name, `cli`, `hook`): one verification
+    per key at a time (Busy otherwise).
+    """
+    emit: Emit = on_event or (lambda _msg: None)
+    check_key(key)
+    commit = repo.rev_parse(rev)
+    tree = repo.tree_of(commit)
+    started = datetime.now(UTC).isoformat(timespec="seconds")
+    base = VerifyRecord(
+        id=_new_id(commit),
+        key=key,
+        commit=commit,
+        tree=tree,
+        config_hash="",
+        verdict=Verdict.UNVERIFIED,
+        lanes=(),
+        started=started,
+        duration=0.0,
+    )
+    if config is None or not config.lanes:
+        emit("no verification configured: UNVERIFIED")
+        verify_records.save(repo.state, base)
+        return base
+    base = replace(base, config_hash=config.fingerprint())
+    if not force:
+        hit = cached_verdict(repo, tree, config)
+        if hit is not None:
+            record = replace(hit, key=key, commit=commit)
+            emit(f"tree {tree[:12]} was verified before ({record.verdict}): remembered verdict")
+            verify_records.save(repo.state, record)
+            return record
+    stop = stop or threading.Event()
+    t0 = time.monotonic()
+    if stop.is_set():
+        record = _interrupted_before_start(base, config)
+    else:
+        proc.become_subreaper()  # orphaned grandchildren of lanes come back to be reaped
+        with key_lock(repo, key):
+            lanes = _run_lanes(repo, base, config, stop, emit)
+        record = replace(
+            base,
+            lanes=lanes,
+            verdict=worst([lane.verdict for lane in lanes]),
+            duration=round(time.monotonic() - t0, 3),
+        )
+    verify_records.save(repo.state, record)
+    emit(f"verification {record.verdict} ({record.commit[:12]})")
+    return record
+
+
+def _interrupted_before_start(base: VerifyRecord, config: VerifyConfig) -> VerifyRecord:
+    lanes = tuple(LaneResult(n, c, Verdict.INTERRUPTED, ()) for n, c in config.lanes)
+    return replace(base, lanes=lanes, verdict=Verdict.INTERRUPTED)
+
+
+def _run_lanes(
+    repo: Repository,
+    base: VerifyRecord,
+    config: VerifyConfig,
+    stop: threading.Event,
+    emit: Emit,
+) -> tuple[LaneResult, ...]:
+    # Checkouts are prepared one after another: concurrent `git worktree add` calls
+    # contend for the same administrative files.
+    checkouts: dict[str, Checkout] = {}
+    for name, _cmd in config.lanes:
+        if stop.is_set():
+            break
+        checkouts[name] = prepare(repo, key=base.key, lane=name, commit=base.commit)
+    results: dict[str, LaneResult] = {}
+    errors: list[BaseException] = []
+
+    def lane_main(name: str, command: str) -> None:
+        try:
+            co = checkouts.get(name)
+            if co is None:
+                results[name] = LaneResult(name, command, Verdict.INTERRUPTED, ())
+            else:
+                results[name] = _run_lane(repo, base, config, co, name, command, stop, emit)
+        except BaseException as exc:  # reported by the caller's thread, after the join
+            errors.append(exc)
+            results[name] = LaneResult(name, command, Verdict.FAIL, ())
+
+    threads = [
+        threading.Thread(target=lane_main, args=lane, name=f"verify-{lane[0]}", daemon=True)
+        for lane in config.lanes
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        # A timed join keeps the main thread responsive to SIGINT/SIGTERM handlers.
+        while t.is_alive():
+            t.join(0.1)
+    if errors:
+        raise errors[0]
+    return tuple(results[name] for name, _cmd in config.lanes)
+
+
+def _run_lane(
+    repo: Repository,
+    base: VerifyRecord,
+    config: VerifyConfig,
+    co: Checkout,
+    name: str,
+    command: str,
+    stop: threading.Event,
+    emit: Emit,
+) -> LaneResult:
+    runs: list[LaneRun] = []
+    verdict = Verdict.INTERRUPTED
+    logs = verify_records.logs_dir(repo.state, base.id)
+    for n in range(1, config.reruns + 2):
+        if stop.is_set():
+            verdict = Verdict.INTERRUPTED
+            break
+        kind = "initial" if n == 1 else "rerun"
+        log = logs / f"{name}-{n}.log"
+        emit(f"lane {name}: {kind} run {n} started (log {log})")
+        before = co.fingerprint()
+        co.begin_run()
+        res = proc.run_group(
+            command,
+            cwd=co.path,
+            log_path=log,
+            timeout=config.timeout,
+            grace=config.grace,
+            stop=stop,
+            tag=lane_tag(repo, base.key, name),
+        )
+        changed = co.fingerprint().changes_since(before)
+        if changed:
+            co.restore(base.commit)
+        co.end_run()
+        runs.append(
+            LaneRun(
+                kind=kind,
+                exit_code=res.returncode,
+                duration=round(res.duration, 3),
+                changed=tuple(changed),
+                log=str(log),
+                timed_out=res.timed_out,
+                stopped=res.stopped,
+            )
+        )
+        if res.stopped:
+            verdict = Verdict.INTERRUPTED
+            break
+        if changed:
+            emit(f"lane {name}: the run changed the checkout: {', '.join(changed[:8])}")
+            verdict = Verdict.FAIL
+            break
+        if res.returncode == 0 and not res.timed_out:
+            verdict = Verdict.PASS if n == 1 else Verdict.FLAKY
+            break
+        why = "timed out" if res.timed_out else f"exit {res.returncode}"
+        emit(f"lane {name}: run {n} failed ({why})")
+        verdict = Verdict.FAIL
+    result = LaneResult(name, command, verdict, tuple(runs))
+    emit(f"lane {name}: {verdict} ({result.reason})")
+    return result
+
+
+def describe_failure(record: VerifyRecord) -> str:
+    """One line: which lanes failed and where their last log is."""
+    bad = [lane for lane in record.lanes if lane.verdict == Verdict.FAIL]
+    if not bad:
+        return f"verification {record.verdict}"
+    parts = [
+        f"{lane.name}: {lane.reason}" + (f", log {lane.runs[-1].log}" if lane.runs else "")
+        for lane in bad
+    ]
+    return f"verification FAIL on {record.commit[:12]}: " + "; ".join(parts)

@@ -1,0 +1,235 @@
+"""Verification records and the verdict cache, on disk under `<common>/forge/verify/`.
+
+    records/<id>.json              every verification, whole
+    cache/<tree>-<config>.json     the record that judged this tree PASS or FLAKY
+    latest/<key>.json              the last verification of a key (a plan, `cli`, ...)
+
+Kept free of heavy imports: the pre-push hook answers from here in a few ms.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from forge.base.files import SCHEMA_VERSION, StateDir, read_json_or, write_json
+
+
+class Verdict(enum.StrEnum):
+    """Worst first, for a lane and for a verification (the worst of its lanes).
+
+    FAIL outranks INTERRUPTED: a lane that failed for good before the stop is a fact
+    about the commit, and stopping the other lanes does not unmake it.
+    """
+
+    FAIL = "FAIL"
+    INTERRUPTED = "INTERRUPTED"
+    FLAKY = "FLAKY"
+    PASS = "PASS"
+    UNVERIFIED = "UNVERIFIED"
+
+    @property
+    def ok(self) -> bool:
+        """Good enough to land (and exit 0)."""
+        return self in (Verdict.PASS, Verdict.FLAKY, Verdict.UNVERIFIED)
+
+
+_ORDER = [Verdict.FAIL, Verdict.INTERRUPTED, Verdict.FLAKY, Verdict.PASS]
+
+
+def worst(verdicts: list[Verdict]) -> Verdict:
+    return min(verdicts, key=_ORDER.index) if verdicts else Verdict.UNVERIFIED
+
+
+@dataclass(frozen=True)
+class LaneRun:
+    kind: str  # "initial" or "rerun"
+    exit_code: int | None
+    duration: float
+    changed: tuple[str, ...]  # paths the run changed in the checkout
+    log: str
+    timed_out: bool = False
+    stopped: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "exit_code": self.exit_code,
+            "duration": round(self.duration, 3),
+            "changed": list(self.changed),
+            "log": self.log,
+            "timed_out": self.timed_out,
+            "stopped": self.stopped,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> LaneRun:
+        code = data.get("exit_code")
+        return cls(
+            kind=str(data["kind"]),
+            exit_code=None if code is None else int(code),
+            duration=float(data.get("duration", 0.0)),
+            changed=tuple(data.get("changed", ())),
+            log=str(data.get("log", "")),
+            timed_out=bool(data.get("timed_out", False)),
+            stopped=bool(data.get("stopped", False)),
+        )
+
+
+@dataclass(frozen=True)
+class LaneResult:
+    name: str
+    command: str
+    verdict: Verdict
+    runs: tuple[LaneRun, ...]
+
+    @property
+    def reason(self) -> str:
+        last = self.runs[-1] if self.runs else None
+        if last is None:
+            return "not started"
+        if last.changed:
+            return f"changed the checkout: {', '.join(last.changed[:8])}"
+        if last.stopped:
+            return "stopped"
+        if last.timed_out:
+            return f"timed out after {last.duration:.1f}s"
+        return f"exit {last.exit_code}"
+
+
+@dataclass(frozen=True)
+class VerifyRecord:
+    id: str
+    key: str
+    commit: str
+    tree: str
+    config_hash: str
+    verdict: Verdict
+    lanes: tuple[LaneResult, ...]
+    started: str
+    duration: float
+    cached: bool = False
+
+    def logs(self) -> list[str]:
+        return [run.log for lane in self.lanes for run in lane.runs]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "id": self.id,
+            "key": self.key,
+            "commit": self.commit,
+            "tree": self.tree,
+            "config_hash": self.config_hash,
+            "verdict": self.verdict.value,
+            "lanes": {
+                lane.name: {
+                    "command": lane.command,
+                    "verdict": lane.verdict.value,
+                    "runs": [r.to_dict() for r in lane.runs],
+                }
+                for lane in self.lanes
+            },
+            "started": self.started,
+            "duration": round(self.duration, 3),
+            "cached": self.cached,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> VerifyRecord:
+        lanes = tuple(
+            LaneResult(
+                name=name,
+                command=str(lane.get("command", "")),
+                verdict=Verdict(lane["verdict"]),
+                runs=tuple(LaneRun.from_dict(r) for r in lane.get("runs", [])),
+            )
+            for name, lane in dict(data.get("lanes", {})).items()
+        )
+        return cls(
+            id=str(data["id"]),
+            key=str(data.get("key", "")),
+            commit=str(data["commit"]),
+            tree=str(data["tree"]),
+            config_hash=str(data.get("config_hash", "")),
+            verdict=Verdict(data["verdict"]),
+            lanes=lanes,
+            started=str(data.get("started", "")),
+            duration=float(data.get("duration", 0.0)),
+            cached=bool(data.get("cached", False)),
+        )
+
+
+def _dir(state: StateDir) -> Path:
+    return state.verify_dir
+
+
+def logs_dir(state: StateDir, record_id: str) -> Path:
+    return _dir(state) / "logs" / record_id
+
+
+def _record_file(state: StateDir, record_id: str) -> Path:
+    return _dir(state) / "records" / f"{record_id}.json"
+
+
+def _cache_file(state: StateDir, tree: str, config_hash: str) -> Path:
+    return _dir(state) / "cache" / f"{tree}-{config_hash}.json"
+
+
+def _latest_file(state: StateDir, key: str) -> Path:
+    return _dir(state) / "latest" / f"{key}.json"
+
+
+def save(state: StateDir, record: VerifyRecord) -> None:
+    """Store the record, point its key at it, and remember or forget its verdict."""
+    if not record.cached:
+        write_json(_record_file(state, record.id), record.to_dict())
+    write_json(
+        _latest_file(state, record.key),
+        {"record": record.id, "commit": record.commit, "cached": record.cached},
+    )
+    if record.cached or not record.config_hash:
+        return
+    cache = _cache_file(state, record.tree, record.config_hash)
+    if record.verdict in (Verdict.PASS, Verdict.FLAKY):
+        write_json(cache, {"record": record.id})
+    elif record.verdict == Verdict.FAIL:
+        # A forced run that failed: the tree's remembered PASS is no longer the truth.
+        with contextlib.suppress(FileNotFoundError):
+            cache.unlink()
+
+
+def load(state: StateDir, record_id: str) -> VerifyRecord | None:
+    data = read_json_or(_record_file(state, record_id), None, what="verification record")
+    return VerifyRecord.from_dict(data) if isinstance(data, dict) else None
+
+
+def cached(state: StateDir, tree: str, config_hash: str) -> VerifyRecord | None:
+    """The remembered PASS or FLAKY verdict of this (tree, config), marked cached."""
+    entry = read_json_or(_cache_file(state, tree, config_hash), None, what="verdict cache entry")
+    if not isinstance(entry, dict):
+        return None
+    record = load(state, str(entry.get("record", "")))
+    if record is None or record.tree != tree or record.config_hash != config_hash:
+        return None
+    if record.verdict not in (Verdict.PASS, Verdict.FLAKY):
+        return None
+    return replace(record, cached=True)
+
+
+def latest(state: StateDir, key: str) -> VerifyRecord | None:
+    entry = read_json_or(_latest_file(state, key), None, what="latest verification")
+    if not isinstance(entry, dict):
+        return None
+    record = load(state, str(entry.get("record", "")))
+    if record is None:
+        return None
+    return replace(
+        record,
+        key=key,
+        commit=str(entry.get("commit", record.commit)),
+        cached=bool(entry.get("cached", False)),
+    )
