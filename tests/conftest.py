@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-FAKES = Path(__file__).parent / "fakes"
+from helpers.gitkit import commit_all, git
 
 
 @pytest.fixture(autouse=True)
@@ -38,18 +35,6 @@ def hermetic(
     yield
 
 
-def git(cwd: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", *args], cwd=cwd, check=True, capture_output=True, text=True
-    ).stdout.strip()
-
-
-def commit_all(repo: Path, message: str = "change") -> str:
-    git(repo, "add", "-A")
-    git(repo, "commit", "-q", "-m", message)
-    return git(repo, "rev-parse", "HEAD")
-
-
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
     """A real repository with one commit on `main`."""
@@ -61,19 +46,3 @@ def repo(tmp_path: Path) -> Path:
     (path / "src" / "app.py").write_text("VALUE = 1\n")
     commit_all(path, "initial")
     return path
-
-
-def forge_cmd(*args: str) -> list[str]:
-    return [sys.executable, "-m", "forge", *args]
-
-
-def run_forge(cwd: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    """Run the real CLI in a subprocess, as a user would."""
-    return subprocess.run(
-        forge_cmd(*args),
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        stdin=subprocess.DEVNULL,
-    )

@@ -5,8 +5,8 @@ from __future__ import annotations
 import signal
 from pathlib import Path
 
-from conftest import git, run_forge
-from runkit import (
+from helpers.gitkit import git, run_forge
+from helpers.runkit import (
     alive,
     kill9,
     merge_count,

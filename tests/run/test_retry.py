@@ -7,8 +7,8 @@ import shlex
 import sys
 from pathlib import Path
 
-from conftest import FAKES, run_forge
-from runkit import plan_and_run, state, statuses, write_plan
+from helpers.gitkit import FAKES, run_forge
+from helpers.runkit import plan_and_run, state, statuses, write_plan
 
 PY = shlex.quote(sys.executable)
 
@@ -91,7 +91,7 @@ def test_rate_limit_pauses_without_spending_attempts(repo: Path, tmp_path: Path)
     import os
     import subprocess
 
-    from conftest import forge_cmd
+    from helpers.gitkit import forge_cmd
 
     env = {**os.environ, "FORGE_INFRA_BACKOFF": "0.05"}
     cp = subprocess.run(
@@ -188,7 +188,7 @@ def test_shell_preset_runs_the_prompt_as_a_script(repo: Path, tmp_path: Path) ->
     body = 'agent = "shell"\n' + task(prompt="echo from-shell > x.txt")
     cp = plan_and_run(repo, write_plan(tmp_path, body))
     assert cp.returncode == 0, cp.stdout + cp.stderr
-    from conftest import git
+    from helpers.gitkit import git
 
     assert git(repo, "show", "forge/p-integration:x.txt") == "from-shell"
 
@@ -213,6 +213,6 @@ files = ["CHANGELOG.md"]
     flag.write_text("")
     cp = run_forge(repo, "retry", "b")
     assert cp.returncode == 0, cp.stdout + cp.stderr  # from the base: no double "b"
-    from conftest import git
+    from helpers.gitkit import git
 
     assert git(repo, "show", "forge/p-integration:CHANGELOG.md").splitlines() == ["a", "b"]

@@ -9,8 +9,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import run_forge
-from runkit import merge_count, spawn_forge, state, statuses, wait_for, write_plan
+from helpers.gitkit import run_forge
+from helpers.runkit import merge_count, spawn_forge, state, statuses, wait_for, write_plan
 
 from forge.base.liveness import Owner, start_time
 from forge.errors import ForgeError

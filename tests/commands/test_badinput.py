@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from conftest import git, run_forge
+from helpers.gitkit import git, run_forge
 
 from forge.base.files import plan_lock
 from forge.base.liveness import Owner

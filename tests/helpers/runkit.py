@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from conftest import forge_cmd, git, run_forge
+from helpers.gitkit import forge_cmd, git, run_forge
 
 
 def write_plan(tmp: Path, body: str, *, name: str = "p") -> Path:

@@ -13,8 +13,8 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest
-from conftest import FAKES
-from runkit import wait_for
+from helpers.gitkit import FAKES
+from helpers.runkit import wait_for
 
 from forge.agents.output import parse_retry_duration
 from forge.agents.spec import (

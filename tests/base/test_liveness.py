@@ -11,8 +11,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import run_forge
-from runkit import statuses, wait_for, write_plan
+from helpers.gitkit import run_forge
+from helpers.runkit import statuses, wait_for, write_plan
 
 from forge.base.files import plan_lock
 from forge.base.liveness import Owner, start_time

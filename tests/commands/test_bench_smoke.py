@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-BENCH = Path(__file__).resolve().parent.parent / "bench" / "bench.py"
+BENCH = Path(__file__).resolve().parents[2] / "bench" / "bench.py"
 
 
 def test_quick_overhead_bench_runs_and_prints_ratios() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from conftest import git, run_forge
+from helpers.gitkit import git, run_forge
 
 
 def test_demo_runs_end_to_end(tmp_path: Path) -> None:

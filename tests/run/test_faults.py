@@ -12,8 +12,8 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from conftest import git, run_forge
-from runkit import (
+from helpers.gitkit import git, run_forge
+from helpers.runkit import (
     alive,
     kill9,
     merge_count,

@@ -10,8 +10,8 @@ import signal
 import subprocess
 from pathlib import Path
 
-from conftest import git, run_forge
-from runkit import spawn_forge, state, wait_for, write_plan
+from helpers.gitkit import git, run_forge
+from helpers.runkit import spawn_forge, state, wait_for, write_plan
 
 from forge.base.files import atomic_write_text, sweep_temp_files
 

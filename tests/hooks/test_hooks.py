@@ -9,15 +9,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import commit_all, git, run_forge
-from runkit import alive as running
-from runkit import wait_for
+from helpers.gitkit import commit_all, git, run_forge
+from helpers.runkit import alive as running
+from helpers.runkit import wait_for
 
 from forge.base.files import read_json
 from forge.git.repo import discover
 from forge.verify import background as verify_bg
 
-FAKES = Path(__file__).parent / "fakes"
+FAKES = Path(__file__).resolve().parents[1] / "fakes"
 
 
 def configure(repo: Path, lanes: dict[str, str], *, reruns: int = 0) -> str:

@@ -8,11 +8,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import commit_all, forge_cmd, run_forge
-from runkit import alive as running
-from runkit import wait_for
+from helpers.gitkit import commit_all, forge_cmd, run_forge
+from helpers.runkit import alive as running
+from helpers.runkit import wait_for
 
-FAKES = Path(__file__).parent / "fakes"
+FAKES = Path(__file__).resolve().parents[1] / "fakes"
 PY = sys.executable
 
 

@@ -11,12 +11,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from runkit import alive as running
-from runkit import wait_for
+from helpers.runkit import alive as running
+from helpers.runkit import wait_for
 
 from forge.base import proc
 
-FAKES = Path(__file__).parent / "fakes"
+FAKES = Path(__file__).resolve().parents[1] / "fakes"
 STUBBORN = FAKES / "verify_stubborn.py"
 
 

@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import commit_all, git, run_forge
+from helpers.gitkit import commit_all, git, run_forge
 
 from forge.errors import ForgeError
 from forge.git.repo import discover

@@ -8,8 +8,17 @@ import shlex
 import sys
 from pathlib import Path
 
-from conftest import git, run_forge
-from runkit import kill9, plan_and_run, spawn_forge, state, statuses, tagged, wait_for, write_plan
+from helpers.gitkit import git, run_forge
+from helpers.runkit import (
+    kill9,
+    plan_and_run,
+    spawn_forge,
+    state,
+    statuses,
+    tagged,
+    wait_for,
+    write_plan,
+)
 
 PY = shlex.quote(sys.executable)
 

@@ -8,8 +8,8 @@ import threading
 from pathlib import Path
 
 import pytest
-from runkit import alive as running
-from runkit import wait_for
+from helpers.runkit import alive as running
+from helpers.runkit import wait_for
 
 from forge.errors import ForgeError
 from forge.git.repo import Repository, discover
@@ -17,7 +17,7 @@ from forge.plan.config import VerifyConfig
 from forge.verify.checkout import checkout_path
 from forge.verify.engine import Verdict, VerifyRecord, cached_verdict, latest_record, verify_commit
 
-FAKES = Path(__file__).parent / "fakes"
+FAKES = Path(__file__).resolve().parents[1] / "fakes"
 PY = sys.executable
 
 

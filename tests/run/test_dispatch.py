@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from runkit import plan_and_run, state, statuses, write_plan
+from helpers.runkit import plan_and_run, state, statuses, write_plan
 
 
 def _events(log: Path) -> list[tuple[str, str]]:

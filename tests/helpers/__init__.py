@@ -1,0 +1,1 @@
+"""Shared test helpers: real git, the real CLI, waiting on conditions."""
