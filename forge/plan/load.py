@@ -27,6 +27,7 @@ from forge.plan.config import (
 from forge.plan.model import (
     DEFAULT_ESCALATE_AFTER,
     DEFAULT_MAX_PARALLEL,
+    DEFAULT_SETUP_TIMEOUT,
     DEFAULT_TIMEOUT,
     Clean,
     Plan,
@@ -41,6 +42,7 @@ PLAN_KEYS = (
     "base",
     "max_parallel",
     "setup",
+    "setup_timeout",
     "verify",
     "verify_reruns",
     "agent",
@@ -133,6 +135,9 @@ class _Checker:
         if not isinstance(escalate_effort, bool):
             self.add("`escalate_effort` must be true or false", "escalate_effort")
         timeout = self.duration(d, "timeout", line_of=self.top_line) or DEFAULT_TIMEOUT
+        setup_timeout = (
+            self.duration(d, "setup_timeout", line_of=self.top_line) or DEFAULT_SETUP_TIMEOUT
+        )
         scope = self.choice("scope", ("error", "warn"))
         clean = self.choice("clean", ("untracked", "all"))
         verify = self.verify()
@@ -150,6 +155,7 @@ class _Checker:
             base=base,
             max_parallel=max_parallel,
             setup=setup,
+            setup_timeout=setup_timeout,
             verify=verify,
             agent=agent,
             timeout=timeout,

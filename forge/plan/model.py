@@ -20,6 +20,7 @@ from forge.plan.config import (
 
 __all__ = [
     "DEFAULT_MAX_PARALLEL",
+    "DEFAULT_SETUP_TIMEOUT",
     "DEFAULT_TIMEOUT",
     "Plan",
     "Task",
@@ -31,7 +32,8 @@ __all__ = [
 # Two tasks at once is a safe default: real parallelism, yet few enough agents that
 # a plan written without thought for quotas does not hit a rate limit at once.
 DEFAULT_MAX_PARALLEL = 2
-DEFAULT_TIMEOUT = 30 * 60.0  # seconds an agent or shell task may run
+DEFAULT_TIMEOUT = 30 * 60.0  # seconds an attempt (agent or shell command, then check) may run
+DEFAULT_SETUP_TIMEOUT = 10 * 60.0  # seconds the plan's `setup` may run in one worktree
 DEFAULT_ESCALATE_AFTER = 3
 
 Scope = Literal["error", "warn"]
@@ -94,6 +96,7 @@ class Plan:
     base: str | None = None  # None: HEAD when the plan is recorded
     max_parallel: int = DEFAULT_MAX_PARALLEL
     setup: str | None = None
+    setup_timeout: float = DEFAULT_SETUP_TIMEOUT
     verify: VerifyConfig | None = None  # None: forge.toml's [verify], if any
     agent: str | None = None
     timeout: float = DEFAULT_TIMEOUT
@@ -127,6 +130,7 @@ class Plan:
             "base": self.base,
             "max_parallel": self.max_parallel,
             "setup": self.setup,
+            "setup_timeout": self.setup_timeout,
             "verify": None if self.verify is None else self.verify.to_dict(),
             "agent": self.agent,
             "timeout": self.timeout,
@@ -146,6 +150,7 @@ class Plan:
             base=data.get("base"),
             max_parallel=data.get("max_parallel", DEFAULT_MAX_PARALLEL),
             setup=data.get("setup"),
+            setup_timeout=data.get("setup_timeout", DEFAULT_SETUP_TIMEOUT),
             verify=None if data.get("verify") is None else VerifyConfig.from_dict(data["verify"]),
             agent=data.get("agent"),
             timeout=data.get("timeout", DEFAULT_TIMEOUT),

@@ -178,16 +178,24 @@ def _steps(
 
     if new and ctx.plan.setup:
         log = attempt_dir / "setup.log"
-        res = _group(ctx, ctx.plan.setup, cwd=path, log=log, attempt=attempt, timeout=None)
+        limit = ctx.plan.setup_timeout
+        res = _group(ctx, ctx.plan.setup, cwd=path, log=log, attempt=attempt, timeout=limit)
         if res.stopped:
             raise _Stop(Outcome(Status.INTERRUPTED, "stopped during setup"))
+        if res.timed_out:
+            attempt.log = str(log)
+            raise _Stop(
+                Outcome(Status.TIMEOUT, f"setup timed out after {limit:g}s (setup_timeout)")
+            )
         if res.returncode != 0:
             attempt.log = str(log)
             raise _Stop(Outcome(Status.FAILED, f"setup failed: {_last_line(log)}"))
     if new:
         ctx.slots.mark_setup(slot)
 
-    outcome = _run_work(ctx, task, ts, attempt, attempt_dir, path, spec=spec)
+    limit = _timeout_of(ctx, task, spec)
+    work_started = time.monotonic()
+    outcome = _run_work(ctx, task, ts, attempt, attempt_dir, path, spec=spec, timeout=limit)
     message = f"forge: {ctx.plan.name}/{task.id} attempt {attempt.number}\n\n{task.title}"
     if outcome is not None:
         if outcome.status in (Status.FAILED, Status.TIMEOUT):
@@ -233,13 +241,27 @@ def _steps(
 
     if task.check:
         log = attempt_dir / "check.log"
-        res = _group(ctx, task.check, cwd=path, log=log, attempt=attempt, timeout=None)
+        # The attempt's timeout covers the check: it gets what the agent left.
+        left = limit - (time.monotonic() - work_started)
+        if left <= 0:
+            attempt.feedback_source = "check"
+            return Outcome(
+                Status.TIMEOUT, f"check not run: the attempt's {limit:g}s timeout was used up"
+            )
+        res = _group(ctx, task.check, cwd=path, log=log, attempt=attempt, timeout=left)
         # The check may have written into the worktree; the work is committed, so
         # restore the tree to it (a later attempt must start from the commit).
         repo.try_git("reset", "--quiet", "--hard", cwd=path)
         repo.try_git("clean", "-fdq", cwd=path)
         if res.stopped:
             return Outcome(Status.INTERRUPTED, "stopped during the check")
+        if res.timed_out:
+            attempt.log = str(log)
+            attempt.feedback_source = "check"
+            return Outcome(
+                Status.TIMEOUT,
+                f"check timed out (the attempt's {limit:g}s timeout includes the check)",
+            )
         if res.returncode != 0:
             attempt.log = str(log)
             attempt.feedback_source = "check"
@@ -247,6 +269,19 @@ def _steps(
     faults.point("before-merge")
     _check_stop(ctx)
     return _merge(ctx, task, ts, attempt, attempt_dir, head)
+
+
+def _timeout_of(ctx: RunContext, task: Task, spec: Any | None) -> float:
+    """The attempt's time limit: the agent or command and then the check share it."""
+    if task.timeout:
+        return task.timeout
+    if spec is not None:
+        from forge.agents import spec as agents
+
+        defn, _ = agents.resolve(spec, ctx.agent_defs)
+        if defn.timeout:
+            return float(defn.timeout)
+    return ctx.plan.timeout
 
 
 def _run_work(
@@ -258,9 +293,10 @@ def _run_work(
     path: Path,
     *,
     spec: Any | None,
+    timeout: float,
 ) -> Outcome | None:
-    """Run the agent or the shell command. None when it succeeded."""
-    timeout = task.timeout or ctx.plan.timeout
+    """Run the agent or the shell command for at most `timeout` seconds. None when it
+    succeeded."""
     log = attempt_dir / "agent.log"
     attempt.log = str(log)
     attempt.feedback_source = "agent"
@@ -298,7 +334,6 @@ def _run_work(
             state_dir=ctx.logs.parent / "agent-state",
             worktree=path,
         )
-        timeout = task.timeout or defn.timeout or ctx.plan.timeout
         res = _group(
             ctx,
             argv,
@@ -312,7 +347,8 @@ def _run_work(
     if res.stopped:
         return Outcome(Status.INTERRUPTED, "stopped by the user")
     if res.timed_out:
-        return Outcome(Status.TIMEOUT, f"timed out after {timeout:g}s")
+        what = "command" if spec is None else "agent"
+        return Outcome(Status.TIMEOUT, f"{what} timed out after {timeout:g}s")
     output = _read(log)
     if defn is not None:
         from forge.agents import spec as agents
