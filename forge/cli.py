@@ -392,6 +392,14 @@ def _execute_run(repo: Any, recorded: Any, options: Any, *, as_json: bool) -> No
 
 
 def main(argv: list[str] | None = None) -> NoReturn:
+    from forge.base.text import PrintableStream
+
+    # Task text (reasons, file names, output) is data: no control character from it
+    # reaches the user's terminal, whichever code path prints it.
+    if not isinstance(sys.stdout, PrintableStream):
+        sys.stdout = PrintableStream(sys.stdout)
+    if not isinstance(sys.stderr, PrintableStream):
+        sys.stderr = PrintableStream(sys.stderr)
     try:
         app(args=argv, prog_name="forge")
     except ForgeError as exc:

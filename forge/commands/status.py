@@ -18,9 +18,11 @@ from forge.run.state import RunState, StateStore, Status, TaskState
 
 
 def _table(headers: list[str], rows: list[list[str]]) -> str:
+    from forge.base.text import one_line
     from forge.plan.tables import text_table
 
-    return "\n".join(text_table(headers, rows)) + "\n"
+    # A cell on one line whatever a task's reason holds: the columns stay columns.
+    return "\n".join(text_table(headers, [[one_line(c) for c in row] for row in rows])) + "\n"
 
 
 def fmt_seconds(seconds: float | None) -> str:
