@@ -92,9 +92,9 @@ def _task_branches(repo: Repository, plan: str) -> list[tuple[str, str]]:
 
 
 def _registered_worktrees(repo: Repository) -> list[Path]:
-    out = repo.git("worktree", "list", "--porcelain")
+    out = repo.git("worktree", "list", "--porcelain", "-z")
     return [
-        Path(line[len("worktree ") :]) for line in out.splitlines() if line.startswith("worktree ")
+        Path(line[len("worktree ") :]) for line in out.split("\0") if line.startswith("worktree ")
     ]
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from forge.base import faults, proc
+from forge.base.text import one_line
 from forge.git import merge as integrate
 from forge.git import worktrees
 from forge.git.repo import Repository
@@ -214,12 +215,18 @@ def _steps(
     if head == start_head:
         return Outcome(Status.FAILED, "no changes")
     attempt.commit = head
-    changed = repo.git("diff", "--name-only", "--no-renames", ts.base, head).splitlines()
+    # NUL-separated: without -z git quotes any name that is not plain ASCII.
+    changed = [
+        p
+        for p in repo.git("diff", "--name-only", "-z", "--no-renames", ts.base, head).split("\0")
+        if p
+    ]
     if not changed:
         return Outcome(Status.FAILED, "no changes (the work adds up to nothing against the base)")
     outside = out_of_scope(task.files, changed)
     if outside:
-        msg = f"changed files outside its declared files: {', '.join(outside[:8])}"
+        shown = ", ".join(one_line(p) for p in outside[:8])
+        msg = f"changed files outside its declared files: {shown}"
         if ctx.plan.scope != "warn":
             attempt.diff_hash = _diff_hash(repo, ts.base, head)
             attempt.feedback_source = "scope"
@@ -393,11 +400,12 @@ def _merge(
         )
         if not res.merged:
             log = attempt_dir / "merge.log"
-            log.write_text("conflicting paths:\n" + "\n".join(res.conflicts) + "\n")
+            shown = [one_line(p) for p in res.conflicts]
+            log.write_text("conflicting paths:\n" + "\n".join(shown) + "\n")
             attempt.log = str(log)
             attempt.feedback_source = "merge"
             return Outcome(
-                Status.CONFLICT, f"conflicts with integration in: {', '.join(res.conflicts[:8])}"
+                Status.CONFLICT, f"conflicts with integration in: {', '.join(shown[:8])}"
             )
         with ctx.store.lock:
             ts.merged_commit = res.commit

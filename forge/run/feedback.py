@@ -29,7 +29,9 @@ def for_retry(repo: Repository, ts: TaskState) -> Any | None:
             log_tail = f"(log {last.log} is gone)"
     diff = ""
     if last.commit and ts.base:
-        diff = repo.try_git("diff", "--stat", ts.base, last.commit).stdout.rstrip()
+        diff = repo.try_git(
+            "-c", "core.quotePath=false", "diff", "--stat", ts.base, last.commit
+        ).stdout.rstrip()
     return agents.Feedback(
         status=str(last.status),
         reason=last.reason,
