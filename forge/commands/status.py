@@ -11,6 +11,7 @@ from typing import Any
 
 from forge.base.files import read_json
 from forge.base.liveness import Owner
+from forge.errors import StateError
 from forge.git import worktrees
 from forge.git.repo import Repository
 from forge.run import hold as holds
@@ -130,8 +131,15 @@ def status_data(repo: Repository, plan: str, *, disk: bool = False) -> dict[str,
     run ended, unless `disk` asks to measure now (slow on a large repository)."""
     store = StateStore(repo.state, plan)
     state = store.load_existing()
-    recorded = read_json(repo.state.plan_file(plan), what="recorded plan")
-    task_ids = [t["id"] for t in recorded.get("plan", {}).get("tasks", [])]
+    path = repo.state.plan_file(plan)
+    recorded = read_json(path, what="recorded plan")
+    try:
+        task_ids = [str(t["id"]) for t in recorded["plan"]["tasks"]]
+    except (KeyError, TypeError) as exc:
+        raise StateError(
+            f"recorded plan {path} is not in a form this forge understands ({exc!r}); "
+            f"run `forge plan` on its file again"
+        ) from None
     if state is None:
         state = store.load(task_ids)
     order = {tid: i for i, tid in enumerate(task_ids)}

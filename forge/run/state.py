@@ -14,7 +14,9 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from forge.base import shape
 from forge.base.files import SCHEMA_VERSION, StateDir, read_json, write_json
+from forge.errors import StateError
 
 
 class Status(StrEnum):
@@ -150,6 +152,25 @@ class RunState:
         )
 
 
+def state_problem(data: Any) -> str | None:
+    """Why `data` is not a run state this forge can read (None: it is)."""
+    why = shape.problem(RunState, data)
+    if why:
+        return why
+    statuses = set(Status)
+    for tid, ts in data.get("tasks", {}).items():
+        wrong = [ts.get("status", Status.PENDING)] + [
+            a.get("status", Status.RUNNING) for a in ts.get("attempts", [])
+        ]
+        bad = next((s for s in wrong if s not in statuses), None)
+        if bad is not None:
+            return f"task `{tid}` has the unknown status {bad!r}"
+    verification = data.get("verification")
+    if verification is not None and not isinstance(verification.get("verdict", ""), str):
+        return "`verification.verdict` is not a string"
+    return None
+
+
 def integration_ref(plan: str) -> str:
     return f"refs/heads/forge/{plan}-integration"
 
@@ -169,8 +190,7 @@ class StateStore:
     def load(self, task_ids: list[str]) -> RunState:
         """The saved state, or a fresh one; tasks added to the plan since start PENDING."""
         try:
-            raw = read_json(self.path, what="plan state")
-            st = RunState.from_dict(raw)
+            st = self._read()
         except FileNotFoundError:
             st = RunState(plan=self.plan, integration=integration_ref(self.plan), tasks={})
         for tid in task_ids:
@@ -182,9 +202,19 @@ class StateStore:
 
     def load_existing(self) -> RunState | None:
         try:
-            return RunState.from_dict(read_json(self.path, what="plan state"))
+            return self._read()
         except FileNotFoundError:
             return None
+
+    def _read(self) -> RunState:
+        data = read_json(self.path, what="plan state")
+        why = state_problem(data)
+        if why:
+            raise StateError(
+                f"plan state {self.path} has an unexpected shape ({why}); move it aside "
+                f"and run `forge plan` again to start from a fresh record"
+            )
+        return RunState.from_dict(data)
 
     def save(self, st: RunState) -> None:
         with self._lock:

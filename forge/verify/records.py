@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from forge.base.files import SCHEMA_VERSION, StateDir, read_json_or, write_json
+from forge.errors import StateError
 
 
 class Verdict(enum.StrEnum):
@@ -203,8 +204,20 @@ def save(state: StateDir, record: VerifyRecord) -> None:
 
 
 def load(state: StateDir, record_id: str) -> VerifyRecord | None:
-    data = read_json_or(_record_file(state, record_id), None, what="verification record")
-    return VerifyRecord.from_dict(data) if isinstance(data, dict) else None
+    path = _record_file(state, record_id)
+    data = read_json_or(path, None, what="verification record")
+    if data is None:
+        return None
+    try:
+        if not isinstance(data, dict):
+            raise TypeError(f"{type(data).__name__}, not an object")
+        return VerifyRecord.from_dict(data)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        why = f"`{exc.args[0]}` is missing" if isinstance(exc, KeyError) else str(exc)
+        raise StateError(
+            f"verification record {path} has an unexpected shape ({why}); move it aside "
+            f"(forge verifies the commit again)"
+        ) from None
 
 
 def cached(state: StateDir, tree: str, config_hash: str) -> VerifyRecord | None:
