@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from forge.base import faults, proc
+from forge.base import faults, logs, proc
 from forge.base.text import one_line
 from forge.git import merge as integrate
 from forge.git import worktrees
@@ -356,7 +356,9 @@ def _run_work(
     if res.timed_out:
         what = "command" if spec is None else "agent"
         return Outcome(Status.TIMEOUT, f"{what} timed out after {timeout:g}s")
-    output = _read(log)
+    # The end of the output: usage and provider errors are reported last, and a log
+    # may be as large as its cap.
+    output = logs.tail(log, logs.ANALYSIS_BYTES)
     if defn is not None:
         from forge.agents import spec as agents
 
@@ -442,6 +444,7 @@ def _group(
         on_start=started,
         tag=attempt.tag,
         input_path=input_path,
+        cap=ctx.plan.log_cap,
     )
 
 
@@ -472,13 +475,7 @@ def _check_stop(ctx: RunContext) -> None:
         raise _Stop(Outcome(Status.INTERRUPTED, "stopped by the user"))
 
 
-def _read(path: Path) -> str:
-    try:
-        return path.read_text(errors="replace")
-    except FileNotFoundError:
-        return ""
-
-
 def _last_line(log: Path) -> str:
-    lines = [ln for ln in _read(log).splitlines() if ln.strip() and not ln.startswith("forge: ")]
+    text = logs.tail(log)
+    lines = [ln for ln in text.splitlines() if ln.strip() and not ln.startswith("forge: ")]
     return lines[-1].strip()[:200] if lines else "(no output)"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from forge.base import proc
+from forge.base import logs, proc
 from forge.git.repo import Repository
 from forge.plan.model import Task
 from forge.run.state import FAILURES, TaskState
@@ -23,9 +23,10 @@ def for_retry(repo: Repository, ts: TaskState) -> Any | None:
     last = judged[-1]
     log_tail = ""
     if last.log:
-        try:
-            log_tail = proc.tail(Path(last.log).read_text(errors="replace"), LOG_TAIL_LINES)
-        except FileNotFoundError:
+        path = Path(last.log)
+        if path.exists():
+            log_tail = proc.tail(logs.tail(path), LOG_TAIL_LINES)
+        else:
             log_tail = f"(log {last.log} is gone)"
     diff = ""
     if last.commit and ts.base:
