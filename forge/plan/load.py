@@ -6,11 +6,13 @@ task. Nothing here writes anything.
 
 from __future__ import annotations
 
+import re
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, cast
 
+from forge.base.proc import parse_size
 from forge.errors import ForgeError
 from forge.plan.config import (
     Problems,
@@ -37,16 +39,20 @@ from forge.plan.model import (
     normalize_pattern,
 )
 
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
 PLAN_KEYS = (
     "name",
     "base",
     "max_parallel",
     "setup",
     "setup_timeout",
+    "env",
     "verify",
     "verify_reruns",
     "agent",
     "timeout",
+    "log_cap",
     "escalate_after",
     "escalate_effort",
     "scope",
@@ -138,6 +144,8 @@ class _Checker:
         setup_timeout = (
             self.duration(d, "setup_timeout", line_of=self.top_line) or DEFAULT_SETUP_TIMEOUT
         )
+        log_cap = self.size("log_cap")
+        env = self.env()
         scope = self.choice("scope", ("error", "warn"))
         clean = self.choice("clean", ("untracked", "all"))
         verify = self.verify()
@@ -156,9 +164,11 @@ class _Checker:
             max_parallel=max_parallel,
             setup=setup,
             setup_timeout=setup_timeout,
+            env=env,
             verify=verify,
             agent=agent,
             timeout=timeout,
+            log_cap=log_cap,
             escalate_after=escalate_after,
             escalate_effort=bool(escalate_effort),
             scope=cast(Scope, scope),
@@ -204,6 +214,30 @@ class _Checker:
             self.add(f"`{key}` must be at least {low}, got {value}", key)
             return default
         return value
+
+    def env(self) -> dict[str, str]:
+        raw = self.data.get("env", {})
+        if not isinstance(raw, dict):
+            self.add('`env` must be a table of strings, e.g. env = { PATH = "..." }', "env")
+            return {}
+        out: dict[str, str] = {}
+        for name, value in raw.items():
+            if not _ENV_NAME.match(name):
+                self.add(f"`env`: {name!r} is not a valid environment variable name", "env")
+            elif not isinstance(value, str):
+                self.add(f"`env.{name}` must be a string, got {value!r}", "env")
+            else:
+                out[name] = value
+        return out
+
+    def size(self, key: str) -> int | None:
+        if key not in self.data:
+            return None
+        try:
+            return parse_size(self.data[key])
+        except ValueError as exc:
+            self.add(f"`{key}`: {exc}", key)
+            return None
 
     def choice(self, key: str, options: tuple[str, ...]) -> str:
         value = self.data.get(key, options[0])

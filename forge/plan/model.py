@@ -7,7 +7,7 @@ its front door.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -97,9 +97,13 @@ class Plan:
     max_parallel: int = DEFAULT_MAX_PARALLEL
     setup: str | None = None
     setup_timeout: float = DEFAULT_SETUP_TIMEOUT
+    # Environment of every command run in a worktree (setup, agents, checks, lanes);
+    # values may use {worktree} and $VAR.
+    env: Mapping[str, str] = field(default_factory=dict)
     verify: VerifyConfig | None = None  # None: forge.toml's [verify], if any
     agent: str | None = None
     timeout: float = DEFAULT_TIMEOUT
+    log_cap: int | None = None  # bytes of a command's output kept in its log; None: default
     escalate_after: int = DEFAULT_ESCALATE_AFTER  # 0: never escalate
     escalate_effort: bool = False
     scope: Scope = "error"  # changes outside a task's files: fail the task, or warn
@@ -120,6 +124,19 @@ class Plan:
     def task_ids(self) -> tuple[str, ...]:
         return tuple(t.id for t in self.tasks)
 
+    def verify_config(self, repo_default: VerifyConfig | None) -> VerifyConfig | None:
+        """The verification of this plan's runs: its own `verify`, else the
+        repository's, run with the plan's `setup` and `env` in each checkout."""
+        config = self.verify if self.verify is not None else repo_default
+        if config is None:
+            return None
+        return replace(
+            config,
+            setup=self.setup,
+            setup_timeout=self.setup_timeout,
+            env=tuple(sorted(self.env.items())),
+        )
+
     def timeout_of(self, task: Task) -> float:
         return task.timeout if task.timeout is not None else self.timeout
 
@@ -131,9 +148,11 @@ class Plan:
             "max_parallel": self.max_parallel,
             "setup": self.setup,
             "setup_timeout": self.setup_timeout,
+            "env": dict(self.env),
             "verify": None if self.verify is None else self.verify.to_dict(),
             "agent": self.agent,
             "timeout": self.timeout,
+            "log_cap": self.log_cap,
             "escalate_after": self.escalate_after,
             "escalate_effort": self.escalate_effort,
             "scope": self.scope,
@@ -151,9 +170,11 @@ class Plan:
             max_parallel=data.get("max_parallel", DEFAULT_MAX_PARALLEL),
             setup=data.get("setup"),
             setup_timeout=data.get("setup_timeout", DEFAULT_SETUP_TIMEOUT),
+            env=dict(data.get("env", {})),
             verify=None if data.get("verify") is None else VerifyConfig.from_dict(data["verify"]),
             agent=data.get("agent"),
             timeout=data.get("timeout", DEFAULT_TIMEOUT),
+            log_cap=data.get("log_cap"),
             escalate_after=data.get("escalate_after", DEFAULT_ESCALATE_AFTER),
             escalate_effort=data.get("escalate_effort", False),
             scope=data.get("scope", "error"),
