@@ -65,6 +65,10 @@ def plan(
         plan_obj, waves = recorded.plan, recorded.as_waves()
         record_file = repo.state.plan_file(plan_obj.name)
         cpath = dict(recorded.critical_path)
+    from forge.plan import advice
+
+    for warning in advice.warnings(plan_obj):
+        sys.stderr.write(f"forge: warning: {warning}\n")
     if as_json:
         emit_json(
             report.wave_data(

@@ -35,7 +35,7 @@ def resolve_target(repo: Repository, *, rev: str | None, plan_ref: str | None) -
     from forge.plan.registry import resolve
 
     plan = resolve(repo, plan_ref).plan
-    config = plan.verify if plan.verify is not None else load_repo_config(repo.root).verify
+    config = plan.verify_config(load_repo_config(repo.root).verify)
     if rev is None:
         rev = integration_ref(plan.name)
         if repo.ref_value(rev) is None:

@@ -35,6 +35,7 @@ from forge.run.state import (
     TaskState,
     task_ref,
 )
+from forge.verify import environment
 
 
 @dataclass
@@ -177,10 +178,16 @@ def _steps(
     worktrees.move(repo, path, ts.branch, clean_all=ctx.plan.clean == "all", known_clean=True)
     _check_stop(ctx)
 
-    if new and ctx.plan.setup:
+    env = environment.expand(ctx.plan.env, path)
+    digest = environment.setup_hash(ctx.plan.setup, ctx.plan.env)
+    # Once per slot, and again when the setup or env changed, or when `clean = "all"`
+    # removed what it made.
+    if ctx.plan.setup and (ctx.plan.clean == "all" or not environment.is_set_up(path, digest)):
         log = attempt_dir / "setup.log"
         limit = ctx.plan.setup_timeout
-        res = _group(ctx, ctx.plan.setup, cwd=path, log=log, attempt=attempt, timeout=limit)
+        res = _group(
+            ctx, ctx.plan.setup, cwd=path, log=log, attempt=attempt, timeout=limit, env=env
+        )
         if res.stopped:
             raise _Stop(Outcome(Status.INTERRUPTED, "stopped during setup"))
         if res.timed_out:
@@ -191,12 +198,15 @@ def _steps(
         if res.returncode != 0:
             attempt.log = str(log)
             raise _Stop(Outcome(Status.FAILED, f"setup failed: {_last_line(log)}"))
+        environment.mark_set_up(path, digest)
     if new:
         ctx.slots.mark_setup(slot)
 
     limit = _timeout_of(ctx, task, spec)
     work_started = time.monotonic()
-    outcome = _run_work(ctx, task, ts, attempt, attempt_dir, path, spec=spec, timeout=limit)
+    outcome = _run_work(
+        ctx, task, ts, attempt, attempt_dir, path, spec=spec, timeout=limit, env=env
+    )
     message = f"forge: {ctx.plan.name}/{task.id} attempt {attempt.number}\n\n{task.title}"
     if outcome is not None:
         if outcome.status in (Status.FAILED, Status.TIMEOUT):
@@ -255,7 +265,7 @@ def _steps(
             return Outcome(
                 Status.TIMEOUT, f"check not run: the attempt's {limit:g}s timeout was used up"
             )
-        res = _group(ctx, task.check, cwd=path, log=log, attempt=attempt, timeout=left)
+        res = _group(ctx, task.check, cwd=path, log=log, attempt=attempt, timeout=left, env=env)
         # The check may have written into the worktree; the work is committed, so
         # restore the tree to it (a later attempt must start from the commit).
         repo.try_git("reset", "--quiet", "--hard", cwd=path)
@@ -301,6 +311,7 @@ def _run_work(
     *,
     spec: Any | None,
     timeout: float,
+    env: dict[str, str],
 ) -> Outcome | None:
     """Run the agent or the shell command for at most `timeout` seconds. None when it
     succeeded."""
@@ -309,7 +320,7 @@ def _run_work(
     attempt.feedback_source = "agent"
     if spec is None:
         assert task.run is not None
-        res = _group(ctx, task.run, cwd=path, log=log, attempt=attempt, timeout=timeout)
+        res = _group(ctx, task.run, cwd=path, log=log, attempt=attempt, timeout=timeout, env=env)
         defn = None
     else:
         from forge.agents import spec as agents
@@ -331,7 +342,7 @@ def _run_work(
         argv, stdin = agents.render_command(
             defn, spec, prompt_file=prompt_file, task=task.id, worktree=path
         )
-        env = agents.agent_env(
+        agent_env = agents.agent_env(
             defn,
             spec,
             task=task.id,
@@ -348,7 +359,7 @@ def _run_work(
             log=log,
             attempt=attempt,
             timeout=timeout,
-            env=env,
+            env={**env, **agent_env},
             input_path=stdin,
         )
     if res.stopped:

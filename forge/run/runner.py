@@ -60,7 +60,7 @@ def agent_defs(repo: Repository, plan: Plan) -> dict[str, Mapping[str, Any]]:
 def verify_config(repo: Repository, plan: Plan) -> Any:
     from forge.plan.config import load_repo_config
 
-    return plan.verify if plan.verify is not None else load_repo_config(repo.root).verify
+    return plan.verify_config(load_repo_config(repo.root).verify)
 
 
 def run_plan(

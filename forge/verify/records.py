@@ -47,7 +47,7 @@ def worst(verdicts: list[Verdict]) -> Verdict:
 
 @dataclass(frozen=True)
 class LaneRun:
-    kind: str  # "initial" or "rerun"
+    kind: str  # "initial", "rerun", or "setup" (the plan's setup in the checkout failed)
     exit_code: int | None
     duration: float
     changed: tuple[str, ...]  # paths the run changed in the checkout
@@ -92,6 +92,15 @@ class LaneResult:
         last = self.runs[-1] if self.runs else None
         if last is None:
             return "not started"
+        if last.kind == "setup":
+            why = (
+                f"left files git does not ignore: {', '.join(last.changed[:8])}"
+                if last.changed
+                else "timed out (setup_timeout)"
+                if last.timed_out
+                else f"exit {last.exit_code}"
+            )
+            return f"setup failed in its checkout: {why}"
         if last.changed:
             return f"changed the checkout: {', '.join(last.changed[:8])}"
         if last.stopped:
