@@ -59,8 +59,19 @@ def plan(
         cpath = dag.critical_path(plan_obj)
     else:
         from forge.git.repo import discover
+        from forge.plan.model import load_plan
+        from forge.run import reconcile
+        from forge.run.state import StateStore
 
         repo = discover()
+        # Said before recording: what the change means for work that already merged,
+        # and an integration branch that is not forge's is refused.
+        new = load_plan(plan_file)
+        reconcile.check_integration_is_ours(
+            repo, new.name, StateStore(repo.state, new.name).load_existing()
+        )
+        for note in reconcile.explain(repo, new):
+            sys.stderr.write(f"forge: note: {note}\n")
         recorded = registry.record(repo, plan_file)
         plan_obj, waves = recorded.plan, recorded.as_waves()
         record_file = repo.state.plan_file(plan_obj.name)
@@ -135,7 +146,7 @@ def retry(
 
     repo = _repo()
     recorded = registry.resolve(repo, plan_ref)
-    runner.check_retry(repo, recorded.plan, task, agent=agent)
+    runner.check_retry(repo, recorded.plan, task, agent=agent, fresh=fresh)
     options = runner.RunOptions(only=task, fresh=fresh, agent=agent, retry_failed=0)
     _execute_run(repo, recorded, options, as_json=as_json)
 

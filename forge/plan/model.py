@@ -59,6 +59,15 @@ class Task:
     def is_shell(self) -> bool:
         return self.run is not None
 
+    def definition(self) -> str:
+        """Identifies what the task asks for: work merged under another definition
+        is not this task's work any more."""
+        import hashlib
+        import json
+
+        what = [self.prompt, self.run, list(self.files), list(self.deps), self.check]
+        return hashlib.sha256(json.dumps(what).encode()).hexdigest()[:16]
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "id": self.id,

@@ -422,6 +422,7 @@ def _merge(
             )
         with ctx.store.lock:
             ts.merged_commit = res.commit
+            ts.merged_definition = task.definition()
             attempt.status = Status.MERGED
             ts.status = Status.MERGED
             ctx.save(task.id)

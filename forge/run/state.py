@@ -79,6 +79,7 @@ class TaskState:
     attempts: list[Attempt] = field(default_factory=list)
     runner: dict[str, Any] | None = None  # Owner of the process running it (RUNNING only)
     merged_commit: str | None = None  # the integration merge commit that landed it
+    merged_definition: str | None = None  # Task.definition() of the work that merged
     suggestion: str | None = None  # written when escalation is exhausted
     salvage: list[str] = field(default_factory=list)  # refs holding salvaged work
     warnings: list[str] = field(default_factory=list)
