@@ -8,14 +8,16 @@ DAG or GitPython.
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
 from forge.errors import ExitCode, ForgeError
+
+if TYPE_CHECKING:
+    from forge.base.settings import Settings
 
 app = typer.Typer(
     name="forge",
@@ -58,9 +60,7 @@ def plan(
         recorded, record_file = None, None
         cpath = dag.critical_path(plan_obj)
     else:
-        from forge.git.repo import discover
-
-        repo = discover()
+        repo = _repo()
         recorded = registry.record(repo, plan_file)
         plan_obj, waves = recorded.plan, recorded.as_waves()
         record_file = repo.state.plan_file(plan_obj.name)
@@ -99,12 +99,10 @@ def run(
     from forge.plan import registry
     from forge.run import runner
 
-    repo = _repo()
+    # The slots, the verification checkouts and (through their environment) the
+    # agents' own forge calls all see this root.
+    repo = _repo(worktree_root=worktree_root)
     recorded = registry.resolve(repo, plan_ref)
-    if worktree_root is not None:
-        # Through the environment, so the slots, the verification checkouts and the
-        # agents' own forge calls all see the same root.
-        os.environ["FORGE_WORKTREES"] = str(worktree_root.resolve())
     options = runner.RunOptions(
         max_parallel=max_parallel,
         retry_failed=retry_failed,
@@ -331,7 +329,7 @@ def demo(
 
     repo_path, plan_path = demo_mod.create(path)
     typer.echo(f"demo repository: {repo_path}\nplan: {plan_path}\n")
-    repo = git.discover(repo_path)
+    repo = git.discover(repo_path, _settings())
     recorded = registry.record(repo, plan_path)
     typer.echo(report.wave_table(recorded.plan, recorded.as_waves()), nl=False)
     typer.echo("")
@@ -342,10 +340,16 @@ def demo(
     )
 
 
-def _repo() -> Any:
+def _settings(*, worktree_root: Path | None = None) -> Settings:
+    from forge.base.settings import Settings
+
+    return Settings.from_env(worktree_root=worktree_root)
+
+
+def _repo(*, worktree_root: Path | None = None) -> Any:
     from forge.git import repo as git
 
-    return git.discover()
+    return git.discover(settings=_settings(worktree_root=worktree_root))
 
 
 def _plan_name(repo: Any, ref: str | None) -> str:

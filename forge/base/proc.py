@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from forge.base.settings import DEFAULT_GRACE
 from forge.errors import ForgeError
 
 # Variables a parent git (a hook, `git rebase -x`) leaks into its children; left
@@ -303,7 +304,7 @@ def run_group(
     log_path: Path,
     env: Mapping[str, str] | None = None,
     timeout: float | None = None,
-    grace: float = 5.0,
+    grace: float = DEFAULT_GRACE,
     stop: threading.Event | None = None,
     on_start: Callable[[int], None] | None = None,
     tag: str | None = None,

@@ -28,7 +28,7 @@ def clean_plan(repo: Repository, plan: str) -> list[str]:
         if state is not None:
             for ts in state.tasks.values():
                 if ts.status == "RUNNING":  # a run killed with its agent still going
-                    stopped = stop_leftovers(ts)
+                    stopped = stop_leftovers(ts, grace=repo.settings.grace)
                     if stopped:
                         notes.append(f"stopped {stopped} leftover process(es) of {ts.id}")
             for folder in {Path(slot.path).parent for slot in state.slots.values()}:

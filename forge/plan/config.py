@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from forge.base.settings import DEFAULT_GRACE
 from forge.errors import ForgeError, PlanError
 
-DEFAULT_GRACE = 5.0
 DEFAULT_RERUNS = 2
 
 

@@ -19,11 +19,12 @@ from pathlib import Path
 from typing import Any
 
 from forge.base import faults, proc
+from forge.base.settings import Settings
 from forge.git import merge as integrate
 from forge.git import worktrees
 from forge.git.repo import Repository
 from forge.plan.model import Plan, Task
-from forge.run.recovery import grace_seconds, reset_for_attempt
+from forge.run.recovery import reset_for_attempt
 from forge.run.slots import SlotPool
 from forge.run.state import (
     FAILURES,
@@ -51,6 +52,10 @@ class RunContext:
     owner: dict[str, Any]
     merge_lock: threading.Lock = field(default_factory=threading.Lock)
     on_change: Callable[[str], None] = lambda _task: None
+
+    @property
+    def settings(self) -> Settings:
+        return self.repo.settings
 
     def save(self, task: str | None = None) -> None:
         self.store.save(self.state)
@@ -391,9 +396,9 @@ def _group(
         argv,
         cwd=cwd,
         log_path=log,
-        env=env,
+        env={**ctx.settings.child_env(), **(env or {})},
         timeout=timeout,
-        grace=grace_seconds(),
+        grace=ctx.settings.grace,
         stop=ctx.stop,
         on_start=started,
         tag=attempt.tag,

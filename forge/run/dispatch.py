@@ -10,7 +10,6 @@ new starts while running tasks finish.
 
 from __future__ import annotations
 
-import os
 import queue
 import time
 from collections.abc import Callable
@@ -26,8 +25,6 @@ from forge.run.state import FAILURES, REDISPATCH, Status
 if TYPE_CHECKING:
     from forge.run.runner import RunOptions
 
-# First wait after an infrastructure failure, doubled each time (FORGE_INFRA_BACKOFF).
-INFRA_BACKOFF = float(os.environ.get("FORGE_INFRA_BACKOFF", "5"))
 INFRA_BACKOFF_CAP = 300.0
 
 
@@ -260,7 +257,8 @@ class Dispatcher:
                 return
             wait = outcome.infra_retry_after
             if wait is None:
-                wait = min(INFRA_BACKOFF_CAP, INFRA_BACKOFF * 2 ** (n - 1))
+                backoff = self.ctx.settings.infra_backoff  # doubled each time
+                wait = min(INFRA_BACKOFF_CAP, backoff * 2 ** (n - 1))
             self.not_before[tid] = time.monotonic() + min(wait, INFRA_BACKOFF_CAP)
         elif outcome.reason.startswith("no progress") or (
             outcome.reason.startswith("no changes") and len(self.ctx.state.tasks[tid].attempts) > 1

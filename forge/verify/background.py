@@ -25,6 +25,7 @@ from typing import Any
 from forge.base import proc
 from forge.base.files import read_json_or, write_json
 from forge.base.liveness import Owner
+from forge.base.settings import DEFAULT_GRACE
 from forge.git.repo import Repository
 from forge.plan.config import VerifyConfig
 from forge.verify import records as verify_records
@@ -66,7 +67,7 @@ def running(repo: Repository) -> Running | None:
         owner=Owner.from_dict(data["owner"]),
         commit=str(data["commit"]),
         tags=tuple(data.get("tags", ())),
-        grace=float(data.get("grace", 5.0)),
+        grace=float(data.get("grace", DEFAULT_GRACE)),
     )
     return found if found.alive() else None
 

@@ -197,6 +197,7 @@ def _run_lane(
             command,
             cwd=co.path,
             log_path=log,
+            env=repo.settings.child_env(),
             timeout=config.timeout,
             grace=config.grace,
             stop=stop,

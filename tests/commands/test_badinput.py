@@ -341,3 +341,21 @@ def test_corrupt_state_is_named_and_never_overwritten(repo: Path) -> None:
         assert str(path) in cp.stderr, (argv, cp.stderr)
         assert "Traceback" not in cp.stderr
         assert path.read_bytes() == raw, f"`forge {' '.join(argv)}` overwrote the corrupt file"
+
+
+@pytest.mark.parametrize(
+    ("var", "value"),
+    [("FORGE_GRACE", "soon"), ("FORGE_INFRA_BACKOFF", "-1"), ("FORGE_GRACE", "nan")],
+)
+@pytest.mark.parametrize("command", ["run", "status"])
+def test_a_bad_setting_in_the_environment_is_one_line(
+    repo: Path, monkeypatch: pytest.MonkeyPatch, var: str, value: str, command: str
+) -> None:
+    _record(repo)
+    monkeypatch.setenv(var, value)
+    before = snapshot(repo)
+    cp = run_forge(repo, command)
+    assert cp.returncode == 2, cp.stdout + cp.stderr
+    assert cp.stderr.splitlines() == [cp.stderr.strip()]
+    assert cp.stderr.startswith(f"forge: {var}=") and "Traceback" not in cp.stderr
+    assert snapshot(repo) == before
