@@ -9,15 +9,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from forge.agents.output import INFRA_KINDS
+from forge.base.durations import parse_duration
 from forge.errors import ForgeError
 
 COMMAND_PLACEHOLDERS = ("prompt_file", "model", "effort", "task", "worktree")
 ENV_PLACEHOLDERS = (*COMMAND_PLACEHOLDERS, "state_dir")
 USAGE_FORMATS = ("claude", "codex", "gemini", "aider", "none")
 PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
-_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?", re.IGNORECASE)
-_DURATION = re.compile(r"^\s*(?:\d+(?:\.\d+)?\s*(?:ms|s|m|h|d)?\s*)+$", re.IGNORECASE)
-_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 
 
 @dataclass(frozen=True)
@@ -191,10 +189,13 @@ class _Reader:
         value = self.table.get(key)
         if value is None:
             return None
-        seconds = parse_duration(value)
-        if seconds is None:
-            self._bad(key, 'a duration like "30m", "90s" or "1h30m", or a number of seconds')
-        return seconds
+        try:
+            return parse_duration(value)
+        except ValueError:
+            self._bad(
+                key, 'a duration like "30m", "90s", "1h30m" or "500ms", or a number of seconds'
+            )
+            return None
 
     def _kind_table(self, key: str) -> dict[str, list[Any]]:
         value = self.table.get(key, {})
@@ -236,21 +237,6 @@ class _Reader:
                 continue
             out.append((kind, tuple(items)))
         return tuple(out)
-
-
-def parse_duration(value: object) -> float | None:
-    """Seconds from `30m`, `90s`, `1h30m`, `1.5h` or a plain number; None if malformed."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int | float):
-        return float(value) if value > 0 else None
-    if not isinstance(value, str) or not _DURATION.match(value):
-        return None
-    total = sum(
-        float(num) * _UNIT_SECONDS[(unit or "s").lower()]
-        for num, unit in _DURATION_PART.findall(value)
-    )
-    return total if total > 0 else None
 
 
 def _check_placeholders(text: str, known: tuple[str, ...], key: str, problems: list[str]) -> None:

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from forge.agents.definition import PLACEHOLDER, AgentDef, parse_duration
+from forge.agents.definition import PLACEHOLDER, AgentDef
 from forge.agents.output import InfraFailure, classify_failure, is_context_overflow
 from forge.agents.presets import PRESET_TABLES
 from forge.agents.prompt import Feedback, write_attempt_file, write_prompt_file, write_script_file
@@ -43,7 +43,6 @@ __all__ = [
     "check_binary",
     "classify_failure",
     "is_context_overflow",
-    "parse_duration",
     "parse_usage",
     "render_command",
     "resolve",

@@ -12,12 +12,12 @@ writes the environment: a child that must see a setting gets it in its own env.
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from forge.base.durations import parse_duration
 from forge.errors import ExitCode, ForgeError
 
 DEFAULT_GRACE = 5.0  # seconds between TERM and KILL, for agents and verification lanes
@@ -72,11 +72,17 @@ def _seconds(env: Mapping[str, str], var: str, default: float) -> float:
     if not raw:
         return default
     try:
-        value = float(raw)
+        return 0.0 if _is_zero(raw) else parse_duration(raw)
     except ValueError:
-        value = math.nan
-    if not math.isfinite(value) or value < 0:
         raise ForgeError(
-            f"{var}={raw!r}: expected a number of seconds (e.g. 5 or 0.5)", code=ExitCode.USAGE
-        )
-    return value
+            f"{var}={raw!r}: expected seconds or a duration (e.g. 5, 0.5 or 500ms)",
+            code=ExitCode.USAGE,
+        ) from None
+
+
+def _is_zero(raw: str) -> bool:
+    """Zero is a fine grace or backoff (stop at once, retry at once), unlike a timeout."""
+    try:
+        return float(raw) == 0
+    except ValueError:
+        return False

@@ -6,7 +6,6 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
-import math
 import re
 import tomllib
 from collections.abc import Callable, Iterable, Mapping
@@ -14,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from forge.base.durations import parse_duration
 from forge.base.settings import DEFAULT_GRACE
 from forge.errors import ForgeError, PlanError
 
@@ -54,41 +54,6 @@ class VerifyConfig:
         it changes how a run is stopped, not what a verdict means."""
         key = {"lanes": self.to_dict()["lanes"], "reruns": self.reruns, "timeout": self.timeout}
         return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
-
-
-# --- durations --------------------------------------------------------------------
-
-_DURATION = re.compile(
-    r"^(?:(?P<h>\d+(?:\.\d+)?)h)?(?:(?P<m>\d+(?:\.\d+)?)m)?(?:(?P<s>\d+(?:\.\d+)?)s)?$"
-)
-
-
-def parse_duration(value: str | int | float) -> float:
-    """Seconds from "90s", "30m", "1h", "1h30m" or a plain number of seconds.
-
-    Raises ValueError (with a message fit for a problem line) for anything else,
-    including zero and negative values: a timeout of nothing is a typo, not a wish.
-    """
-    if isinstance(value, bool):
-        raise ValueError(f"expected a duration such as 90s, 30m or 1h30m, got {value!r}")
-    if isinstance(value, int | float):
-        seconds = float(value)
-    elif isinstance(value, str):
-        text = value.strip().lower().replace(" ", "")
-        try:
-            seconds = float(text)
-        except ValueError:
-            m = _DURATION.match(text)
-            if not text or not m:
-                raise ValueError(
-                    f"expected a duration such as 90s, 30m or 1h30m, got {value!r}"
-                ) from None
-            seconds = float(m["h"] or 0) * 3600 + float(m["m"] or 0) * 60 + float(m["s"] or 0)
-    else:
-        raise ValueError(f"expected a duration such as 90s, 30m or 1h30m, got {value!r}")
-    if not math.isfinite(seconds) or seconds <= 0:
-        raise ValueError(f"a duration must be more than zero, got {value!r}")
-    return seconds
 
 
 # --- strict checking of TOML settings (plans and forge.toml share it) --------------

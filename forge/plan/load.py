@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, cast
 
+from forge.base.durations import parse_duration
 from forge.errors import ForgeError
 from forge.plan.config import (
     Problems,
@@ -19,7 +20,6 @@ from forge.plan.config import (
     check_keys,
     is_str_list,
     parse_agents,
-    parse_duration,
     parse_verify,
     ref_part_problem,
     toml_error_line,

@@ -11,10 +11,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from forge.base.durations import parse_duration
 from forge.errors import ForgeError
 from forge.plan.config import (
     VerifyConfig,
-    parse_duration,
     ref_part_problem,
 )
 

@@ -21,7 +21,7 @@ def test_defaults_when_nothing_is_set() -> None:
 
 
 def test_values_from_the_environment(tmp_path: Path) -> None:
-    env = {"FORGE_WORKTREES": str(tmp_path), "FORGE_GRACE": "0.5", "FORGE_INFRA_BACKOFF": " 0 "}
+    env = {"FORGE_WORKTREES": str(tmp_path), "FORGE_GRACE": "500ms", "FORGE_INFRA_BACKOFF": " 0 "}
     s = Settings.from_env(env)
     assert (s.worktree_root, s.grace, s.infra_backoff) == (tmp_path.resolve(), 0.5, 0.0)
     assert s.worktrees_for(Path("/src/app")) == tmp_path.resolve() / "app"
@@ -37,7 +37,7 @@ def test_the_flag_wins_over_the_variable_and_the_environment_is_not_written(
     assert dict(os.environ) == before
 
 
-@pytest.mark.parametrize("value", ["soon", "-1", "nan", "inf", "5s5"])
+@pytest.mark.parametrize("value", ["soon", "-1", "nan", "inf", "5x"])
 @pytest.mark.parametrize("var", ["FORGE_GRACE", "FORGE_INFRA_BACKOFF"])
 def test_a_bad_value_names_the_variable(var: str, value: str) -> None:
     with pytest.raises(ForgeError) as info:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from forge.base.durations import parse_duration
 from forge.errors import ForgeError, PlanError
 from forge.plan.config import RepoConfig, VerifyConfig, load_repo_config
 from forge.plan.model import (
@@ -16,7 +17,6 @@ from forge.plan.model import (
     Task,
     load_plan,
     normalize_pattern,
-    parse_duration,
 )
 
 GOOD = """\
@@ -171,6 +171,10 @@ def test_verify_lanes_table(tmp_path: Path) -> None:
         (1.5, 1.5),
         ("12", 12),
         ("0.5h", 1800),
+        ("500ms", 0.5),
+        ("1d", 86400),
+        ("1H 30M", 5400),
+        ("2 minutes", 120),
     ],
 )
 def test_parse_duration(value: str | int | float, seconds: float) -> None:
