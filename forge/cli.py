@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 import typer
 
 from forge.errors import ExitCode, ForgeError
+from forge.git.repo import short_sha
 
 if TYPE_CHECKING:
     from forge.base.settings import Settings
@@ -168,7 +169,7 @@ def verify(
         )
         if target.plan is not None and not verify_command.record_in_plan(repo, target.plan, record):
             progress(
-                f"{record.commit[:12]} is not the integration head of plan '{target.plan}': "
+                f"{short_sha(record.commit)} is not the integration head of plan '{target.plan}': "
                 f"its verdict is not recorded in the plan"
             )
     if as_json:

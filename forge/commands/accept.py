@@ -10,7 +10,7 @@ from __future__ import annotations
 from forge.base import proc
 from forge.errors import ExitCode, ForgeError
 from forge.git.merge import is_ancestor
-from forge.git.repo import Repository
+from forge.git.repo import Repository, short_sha
 from forge.run.state import StateStore, Status
 
 GOOD = ("PASS", "FLAKY", "UNVERIFIED")
@@ -30,7 +30,7 @@ def accept(repo: Repository, plan: str, *, merge: bool) -> str:
         if record.get("commit") and record.get("commit") != head:
             what = "it moved since its last verification"
         raise ForgeError(
-            f"integration head {head[:12]} of plan '{plan}' has not passed verification "
+            f"integration head {short_sha(head)} of plan '{plan}' has not passed verification "
             f"({what}); run `forge run {plan}` or `forge verify --plan {plan}` first",
             code=ExitCode.FAILED if verdict == "FAIL" else ExitCode.USAGE,
         )
@@ -51,7 +51,7 @@ def accept(repo: Repository, plan: str, *, merge: bool) -> str:
         if cp.returncode != 0:
             _restore_orig_head(repo, orig_head)
             raise ForgeError(f"git refused to fast-forward {branch}: {_why(cp)}")
-        return f"fast-forwarded {branch} to {short} ({head[:12]}){note}" + _landed(
+        return f"fast-forwarded {branch} to {short} ({short_sha(head)}){note}" + _landed(
             repo, user_head, head
         )
     if not merge:

@@ -12,7 +12,7 @@ from typing import Any
 from forge.base.files import read_json
 from forge.base.liveness import Owner
 from forge.git import worktrees
-from forge.git.repo import Repository
+from forge.git.repo import Repository, short_sha
 from forge.run import hold as holds
 from forge.run.state import RunState, StateStore, Status, TaskState
 
@@ -94,7 +94,7 @@ def render_report(report: Any) -> str:
         out.append(f"paused: {report.paused}")
     else:
         out += verification_lines(report.verification)
-    head = (report.integration_head or "")[:12]
+    head = short_sha(report.integration_head)
     out.append(f"integration: {state.integration.removeprefix('refs/heads/')} at {head}")
     out.append(f"logs: {report.logs}")
     out.append("your branch, index and working tree were not touched")
@@ -105,7 +105,7 @@ def verification_lines(record: dict[str, Any] | None) -> list[str]:
     if not record:
         return ["verification: not run"]
     verdict = record.get("verdict", "?")
-    commit = str(record.get("commit", ""))[:12]
+    commit = short_sha(str(record.get("commit", "")))
     cached = " (remembered verdict: this tree was verified before)" if record.get("cached") else ""
     lines = [f"verification: {verdict} on {commit}{cached}"]
     for lane, data in (record.get("lanes") or {}).items():
@@ -182,7 +182,7 @@ def _runner(repo: Repository, plan: str) -> str | None:
 
 def render_status(data: dict[str, Any]) -> str:
     out = [
-        f"plan {data['plan']}  (base {str(data['base'])[:12]}, integration {data['integration'].removeprefix('refs/heads/')} at {str(data['integration_head'])[:12]})"
+        f"plan {data['plan']}  (base {short_sha(str(data['base']))}, integration {data['integration'].removeprefix('refs/heads/')} at {short_sha(str(data['integration_head']))})"
     ]
     if data["runner"]:
         out.append(f"running: {data['runner']}")

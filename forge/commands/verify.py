@@ -6,7 +6,7 @@ import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from forge.git.repo import Repository
+from forge.git.repo import Repository, short_sha
 from forge.plan.config import VerifyConfig, load_repo_config
 from forge.verify.records import LaneResult, Verdict, VerifyRecord
 
@@ -96,7 +96,7 @@ def render(record: VerifyRecord) -> list[str]:
     lines: list[str] = []
     for lane in record.lanes:
         lines += _lane_lines(lane)
-    where = f"{record.commit[:12]} (tree {record.tree[:12]})"
+    where = f"{short_sha(record.commit)} (tree {short_sha(record.tree)})"
     if record.verdict == Verdict.UNVERIFIED:
         lines.append(
             f"verification UNVERIFIED on {where}: no verify command is configured "

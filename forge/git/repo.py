@@ -21,6 +21,12 @@ from forge.errors import ForgeError
 
 MIN_GIT = (2, 38)  # `git merge-tree --write-tree` arrived in 2.38
 ZERO = "0" * 40
+SHORT_SHA = 12  # enough to be unique in any repository people read
+
+
+def short_sha(sha: str | None) -> str:
+    """A commit or tree id as forge prints it."""
+    return (sha or "")[:SHORT_SHA]
 
 
 def git_version() -> tuple[int, int]:
@@ -114,7 +120,7 @@ class Repository:
         cp = self.try_git("update-ref", "-m", message, ref, new, old or ZERO)
         if cp.returncode != 0:
             raise ForgeError(
-                f"{ref} moved while forge was updating it (expected {(old or 'absent')[:12]}): "
+                f"{ref} moved while forge was updating it (expected {short_sha(old) or 'absent'}): "
                 f"{proc.tail(cp.stderr, 1)}"
             )
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from forge.base.files import read_json_or, write_json
 from forge.base.liveness import Owner
 from forge.errors import Busy, ForgeError
-from forge.git.repo import Repository
+from forge.git.repo import Repository, short_sha
 
 _KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 # Our git commands in a checkout must not run the user's hooks (post-checkout, ...).
@@ -51,7 +51,7 @@ class Fingerprint:
         paths = {e[3:] for e in self.entries ^ before.entries}
         out = sorted(paths)
         if self.head != before.head:
-            out.insert(0, f"HEAD (moved to {self.head[:12] or 'nothing'})")
+            out.insert(0, f"HEAD (moved to {short_sha(self.head) or 'nothing'})")
         return out
 
 
