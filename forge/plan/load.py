@@ -33,8 +33,8 @@ from forge.plan.model import (
     Scope,
     Task,
     name_problem,
-    normalize_pattern,
 )
+from forge.plan.patterns import normalize_pattern
 
 PLAN_KEYS = (
     "name",

@@ -24,7 +24,6 @@ __all__ = [
     "Plan",
     "Task",
     "load_plan",
-    "normalize_pattern",
     "parse_duration",
 ]
 
@@ -36,8 +35,6 @@ DEFAULT_ESCALATE_AFTER = 3
 
 Scope = Literal["error", "warn"]
 Clean = Literal["untracked", "all"]
-
-GLOB_CHARS = frozenset("*?[")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -156,12 +153,6 @@ class Plan:
             agents={k: dict(v) for k, v in data.get("agents", {}).items()},
             tasks=tuple(Task.from_dict(t) for t in data.get("tasks", ())),
         )
-
-
-def normalize_pattern(pattern: str) -> str:
-    """`./a//b/` -> `a/b`; the empty path and `./` -> `.` (the whole tree)."""
-    parts = [p for p in pattern.strip().split("/") if p not in ("", ".")]
-    return "/".join(parts) or "."
 
 
 def name_problem(name: str) -> str | None:

@@ -8,7 +8,6 @@ and a one-line reason.
 
 from __future__ import annotations
 
-import fnmatch
 import hashlib
 import os
 import threading
@@ -24,6 +23,7 @@ from forge.git import merge as integrate
 from forge.git import worktrees
 from forge.git.repo import Repository
 from forge.plan.model import Plan, Task
+from forge.plan.patterns import out_of_scope
 from forge.run.recovery import reset_for_attempt
 from forge.run.slots import SlotPool
 from forge.run.state import (
@@ -77,26 +77,6 @@ class _Stop(Exception):
     def __init__(self, outcome: Outcome) -> None:
         super().__init__(outcome.reason)
         self.outcome = outcome
-
-
-def covers(pattern: str, path: str) -> bool:
-    """Does a declared `files` entry allow changing `path`? A directory entry covers
-    everything under it, `.` covers everything, globs match as fnmatch does."""
-    pattern = pattern.rstrip("/")
-    if pattern in (".", ""):
-        return True
-    if path == pattern or path.startswith(pattern + "/"):
-        return True
-    if any(ch in pattern for ch in "*?["):
-        parts = path.split("/")
-        return any(
-            fnmatch.fnmatchcase("/".join(parts[:i]), pattern) for i in range(1, len(parts) + 1)
-        )
-    return False
-
-
-def out_of_scope(files: tuple[str, ...], changed: list[str]) -> list[str]:
-    return [p for p in changed if not any(covers(f, p) for f in files)]
 
 
 def run_attempt(ctx: RunContext, task: Task, *, spec: Any | None, fresh: bool = False) -> Outcome:

@@ -16,8 +16,8 @@ from forge.plan.model import (
     Plan,
     Task,
     load_plan,
-    normalize_pattern,
 )
+from forge.plan.patterns import normalize_pattern
 
 GOOD = """\
 name = "health"
