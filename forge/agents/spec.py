@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from forge.agents.definition import PLACEHOLDER, AgentDef
+from forge.agents.names import AGENT_NAME_RULE, agent_name_problem
 from forge.agents.output import InfraFailure, classify_failure, is_context_overflow
 from forge.agents.presets import PRESET_TABLES
 from forge.agents.prompt import Feedback, write_attempt_file, write_prompt_file, write_script_file
@@ -51,8 +52,6 @@ __all__ = [
     "write_script_file",
 ]
 
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
-
 
 @dataclass(frozen=True)
 class AgentSpec:
@@ -65,9 +64,10 @@ class AgentSpec:
     @classmethod
     def parse(cls, text: str) -> AgentSpec:
         parts = text.strip().split(":")
-        if len(parts) > 3 or not _NAME.match(parts[0]):
+        if len(parts) > 3 or agent_name_problem(parts[0]):
             raise ForgeError(
                 f"bad agent spec {text!r}: expected name[:model[:effort]], e.g. claude:sonnet:high"
+                f" ({AGENT_NAME_RULE})"
             )
         model = parts[1] if len(parts) > 1 and parts[1] else None
         effort = parts[2] if len(parts) > 2 and parts[2] else None

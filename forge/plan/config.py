@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from forge.agents.names import agent_name_problem
 from forge.base.durations import parse_duration
 from forge.base.settings import DEFAULT_GRACE
 from forge.errors import ForgeError, PlanError
@@ -297,8 +298,9 @@ def parse_agents(
     for name, table in value.items():
         line = line_of(f"agents.{name}")
         what = f"agent `{name}`"
-        if not re.match(r"^[A-Za-z0-9][A-Za-z0-9_-]*$", name):
-            problems.add(f"{what}: a name uses letters, digits, `_` and `-` (no `:`)", line=line)
+        why = agent_name_problem(name)
+        if why:
+            problems.add(f"{what}: {why}", line=line)
         if not isinstance(table, dict):
             problems.add(f"{what}: must be a table ([agents.{name}])", line=line)
             continue
