@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from forge.base import proc
 from forge.errors import ExitCode, ForgeError
+from forge.git import refs
 from forge.git.merge import is_ancestor
 from forge.git.repo import Repository, short_sha
 from forge.run.state import StateStore, Status
@@ -37,7 +38,7 @@ def accept(repo: Repository, plan: str, *, merge: bool) -> str:
     branch = repo.current_branch()
     if branch is None:
         raise ForgeError("HEAD is detached: check out the branch to accept the plan into")
-    short = state.integration.removeprefix("refs/heads/")
+    short = refs.branch_name(state.integration)
     user_head = repo.git("rev-parse", "HEAD").strip()
     unmerged = [t.id for t in state.tasks.values() if t.status != Status.MERGED]
     note = f" ({len(unmerged)} task(s) not merged: {', '.join(unmerged)})" if unmerged else ""

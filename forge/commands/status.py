@@ -11,7 +11,7 @@ from typing import Any
 
 from forge.base.files import read_json
 from forge.base.liveness import Owner
-from forge.git import worktrees
+from forge.git import refs, worktrees
 from forge.git.repo import Repository, short_sha
 from forge.run import hold as holds
 from forge.run.state import RunState, StateStore, Status, TaskState
@@ -95,7 +95,7 @@ def render_report(report: Any) -> str:
     else:
         out += verification_lines(report.verification)
     head = short_sha(report.integration_head)
-    out.append(f"integration: {state.integration.removeprefix('refs/heads/')} at {head}")
+    out.append(f"integration: {refs.branch_name(state.integration)} at {head}")
     out.append(f"logs: {report.logs}")
     out.append("your branch, index and working tree were not touched")
     return "\n".join(out) + "\n"
@@ -182,7 +182,7 @@ def _runner(repo: Repository, plan: str) -> str | None:
 
 def render_status(data: dict[str, Any]) -> str:
     out = [
-        f"plan {data['plan']}  (base {short_sha(str(data['base']))}, integration {data['integration'].removeprefix('refs/heads/')} at {short_sha(str(data['integration_head']))})"
+        f"plan {data['plan']}  (base {short_sha(str(data['base']))}, integration {refs.branch_name(data['integration'])} at {short_sha(str(data['integration_head']))})"
     ]
     if data["runner"]:
         out.append(f"running: {data['runner']}")

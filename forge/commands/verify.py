@@ -6,6 +6,7 @@ import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from forge.git.refs import integration_ref
 from forge.git.repo import Repository, short_sha
 from forge.plan.config import VerifyConfig, load_repo_config
 from forge.verify.records import LaneResult, Verdict, VerifyRecord
@@ -19,10 +20,6 @@ class Target:
     config: VerifyConfig | None
     plan: str | None  # the plan whose verification this is, if any
     key: str
-
-
-def integration_ref(plan: str) -> str:
-    return f"refs/heads/forge/{plan}-integration"
 
 
 def resolve_target(repo: Repository, *, rev: str | None, plan_ref: str | None) -> Target:

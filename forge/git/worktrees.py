@@ -17,6 +17,7 @@ from pathlib import Path
 
 from forge.base import proc
 from forge.errors import ForgeError
+from forge.git import refs
 from forge.git.merge import identity_env
 from forge.git.repo import Repository
 
@@ -71,7 +72,7 @@ def move(
                 f"worktree {path} holds uncommitted work ({', '.join(dirty[:5])}); "
                 "forge will not move it"
             )
-    short = branch.removeprefix("refs/heads/")
+    short = refs.branch_name(branch)
     repo.git("checkout", "--quiet", "--force", "--no-recurse-submodules", short, cwd=path)
     if clean_all:
         repo.git("clean", "-fdqx", cwd=path)
@@ -149,7 +150,7 @@ _KEEP_LOCK = threading.Lock()
 def keep(repo: Repository, commit: str, *, plan: str, task: str) -> str:
     """The salvage ref holding `commit`: an existing refs/forge/salvage/<plan>/<task>/<n>
     that already points at it, else the next free <n>. The one namer of salvage refs."""
-    prefix = f"refs/forge/salvage/{plan}/{task}/"
+    prefix = refs.salvage_refs(plan, task)
     with _KEEP_LOCK:
         taken = {}
         for line in repo.git(

@@ -20,6 +20,7 @@ from typing import Any
 
 from forge.base.files import SCHEMA_VERSION, plan_lock, read_json, write_json
 from forge.errors import ForgeError, StateError
+from forge.git import refs
 from forge.git.repo import Repository
 from forge.plan.dag import Waves
 from forge.plan.load import load_plan_source
@@ -112,9 +113,9 @@ def _base(repo: Repository, plan: Plan) -> tuple[str, str]:
 def _check_refs(repo: Repository, name: str) -> None:
     """Refuse names git could not create: refs are files, so a branch `forge/<name>`
     blocks every `forge/<name>/<task>`, and a branch `forge` blocks them all."""
-    for blocker in ("refs/heads/forge", f"refs/heads/forge/{name}"):
+    for blocker in (refs.FORGE_BRANCHES.rstrip("/"), refs.task_refs(name).rstrip("/")):
         if repo.ref_value(blocker) is not None:
-            short = blocker.removeprefix("refs/heads/")
+            short = refs.branch_name(blocker)
             raise ForgeError(
                 f"a branch named `{short}` exists, so forge cannot create its branches "
                 f"`forge/{name}/<task>`; rename that branch (git branch -m {short} ...)"

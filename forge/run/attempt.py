@@ -21,6 +21,7 @@ from forge.base import faults, proc
 from forge.base.settings import Settings
 from forge.git import merge as integrate
 from forge.git import worktrees
+from forge.git.refs import task_ref
 from forge.git.repo import Repository
 from forge.plan.model import Plan, Task
 from forge.plan.patterns import out_of_scope
@@ -33,7 +34,6 @@ from forge.run.state import (
     StateStore,
     Status,
     TaskState,
-    task_ref,
 )
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from forge.base.files import SCHEMA_VERSION, StateDir, read_json, write_json
+from forge.git.refs import integration_ref
 
 
 class Status(StrEnum):
@@ -148,14 +149,6 @@ class RunState:
             finished=data.get("finished"),
             wall_seconds=data.get("wall_seconds"),
         )
-
-
-def integration_ref(plan: str) -> str:
-    return f"refs/heads/forge/{plan}-integration"
-
-
-def task_ref(plan: str, task: str) -> str:
-    return f"refs/heads/forge/{plan}/{task}"
 
 
 class StateStore:

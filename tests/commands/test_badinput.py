@@ -16,9 +16,10 @@ from helpers.gitkit import git, run_forge
 from forge.base.files import plan_lock
 from forge.base.liveness import Owner
 from forge.errors import ForgeError
+from forge.git.refs import integration_ref
 from forge.git.repo import Repository, check_git_version, discover
 from forge.plan.registry import record
-from forge.run.state import RunState, StateStore, Status, TaskState, integration_ref
+from forge.run.state import RunState, StateStore, Status, TaskState
 
 SHELL_PLAN = """\
 name = "p"
