@@ -101,21 +101,28 @@ class Plan:
     agents: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     tasks: tuple[Task, ...] = ()
 
+    def find_task(self, task_id: str) -> Task | None:
+        return next((t for t in self.tasks if t.id == task_id), None)
+
     def task(self, task_id: str) -> Task:
-        for t in self.tasks:
-            if t.id == task_id:
-                return t
-        raise ForgeError(
-            f"plan '{self.name}' has no task '{task_id}' "
-            f"(tasks: {', '.join(t.id for t in self.tasks)})"
-        )
+        """The task `task_id`, or a ForgeError naming the tasks there are."""
+        found = self.find_task(task_id)
+        if found is None:
+            known = ", ".join(t.id for t in self.tasks)
+            raise ForgeError(f"unknown task '{task_id}' in plan '{self.name}' (tasks: {known})")
+        return found
 
     @property
     def task_ids(self) -> tuple[str, ...]:
         return tuple(t.id for t in self.tasks)
 
-    def timeout_of(self, task: Task) -> float:
-        return task.timeout if task.timeout is not None else self.timeout
+    def timeout_of(self, task: Task, agent_timeout: float | None = None) -> float:
+        """Seconds one attempt of `task` may run: its own timeout, else its agent's,
+        else the plan's."""
+        for seconds in (task.timeout, agent_timeout):
+            if seconds is not None:
+                return seconds
+        return self.timeout
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -245,7 +245,7 @@ def _run_work(
     spec: Any | None,
 ) -> Outcome | None:
     """Run the agent or the shell command. None when it succeeded."""
-    timeout = task.timeout or ctx.plan.timeout
+    timeout = ctx.plan.timeout_of(task)
     log = attempt_dir / "agent.log"
     attempt.log = str(log)
     attempt.feedback_source = "agent"
@@ -283,7 +283,7 @@ def _run_work(
             state_dir=ctx.logs.parent / "agent-state",
             worktree=path,
         )
-        timeout = task.timeout or defn.timeout or ctx.plan.timeout
+        timeout = ctx.plan.timeout_of(task, defn.timeout)
         res = _group(
             ctx,
             argv,

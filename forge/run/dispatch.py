@@ -172,7 +172,7 @@ class Dispatcher:
             return False
         if ts.status == Status.BLOCKED:
             return True
-        task = next((t for t in self.plan.tasks if t.id == tid), None)
+        task = self.plan.find_task(tid)
         if task is None:
             return True
         if ts.status in (Status.PENDING, Status.INTERRUPTED, Status.INFRA):

@@ -17,7 +17,7 @@ from forge.errors import ExitCode, ForgeError
 from forge.git import worktrees
 from forge.git.merge import ensure_integration
 from forge.git.repo import Repository
-from forge.plan.model import Plan, Task
+from forge.plan.model import Plan
 from forge.plan.registry import Recorded
 from forge.run import recovery
 from forge.run.attempt import RunContext
@@ -98,7 +98,7 @@ def run_plan(
         try:
             report.recovered = recovery.recover(repo, plan, state, store, on_event=on_event)
             for tid in list(state.tasks):  # a task dropped from the plan since
-                if plan_task(plan, tid) is None and state.tasks[tid].status != Status.MERGED:
+                if plan.find_task(tid) is None and state.tasks[tid].status != Status.MERGED:
                     notes = recovery.drop_task(repo, plan, state, tid)
                     report.recovered += notes
                     for note in notes:
@@ -163,10 +163,6 @@ def _forget_lost_merges(state: RunState) -> None:
             ts.reason = "its merge was on an integration branch that has been deleted"
             ts.base = None  # pinned again at its next dispatch, on the new integration
             ts.merged_commit = None
-
-
-def plan_task(plan: Plan, tid: str) -> Task | None:
-    return next((t for t in plan.tasks if t.id == tid), None)
 
 
 class Prewarm:
@@ -239,22 +235,14 @@ def exit_code(plan: Plan, state: RunState, report: RunReport, *, only: str | Non
     return ExitCode.OK
 
 
-def run_error_if_unknown(plan: Plan, task: str) -> None:
-    if plan_task(plan, task) is None:
-        known = ", ".join(t.id for t in plan.tasks)
-        raise ForgeError(f"unknown task '{task}' in plan '{plan.name}' (tasks: {known})")
-
-
 def check_retry(repo: Repository, plan: Plan, task: str, *, agent: str | None) -> None:
     """Refuse, changing nothing, a retry that cannot run: an unknown or merged task,
     a dependency that has not merged, an agent spec that does not resolve."""
-    run_error_if_unknown(plan, task)
+    t = plan.task(task)
     state = StateStore(repo.state, plan.name).load_existing()
     ts = state.tasks.get(task) if state else None
     if ts is not None and ts.status == Status.MERGED:
         raise ForgeError(f"task '{task}' has already merged; nothing to retry")
-    t = plan_task(plan, task)
-    assert t is not None
     for dep in t.deps:
         dst = state.tasks.get(dep) if state else None
         if dst is None or dst.status != Status.MERGED:

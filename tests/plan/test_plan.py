@@ -101,6 +101,8 @@ def test_good_plan_loads_every_field(tmp_path: Path) -> None:
     assert changelog.is_shell and changelog.run == "echo entry >> CHANGELOG.md"
     assert plan.task("route") is route
     assert plan.timeout_of(route) == 90.0 and plan.timeout_of(model) == 2700.0
+    # the task's own timeout, then its agent's, then the plan's
+    assert plan.timeout_of(route, 60.0) == 90.0 and plan.timeout_of(model, 60.0) == 60.0
 
 
 def test_defaults(tmp_path: Path) -> None:
@@ -122,8 +124,9 @@ def test_defaults(tmp_path: Path) -> None:
 
 def test_unknown_task_raises_forge_error(tmp_path: Path) -> None:
     plan = load_plan(write(tmp_path, GOOD))
-    with pytest.raises(ForgeError, match="no task 'nope'"):
+    with pytest.raises(ForgeError, match="unknown task 'nope' in plan 'health' \\(tasks: model,"):
         plan.task("nope")
+    assert plan.find_task("nope") is None
 
 
 def test_round_trip_is_exact(tmp_path: Path) -> None:
