@@ -101,6 +101,13 @@ class Plan:
     agents: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     tasks: tuple[Task, ...] = ()
 
+    def agent_tables(
+        self, repo_agents: Mapping[str, Mapping[str, Any]]
+    ) -> dict[str, Mapping[str, Any]]:
+        """The `[agents.NAME]` tables this plan runs with: forge.toml's (`repo_agents`),
+        the plan's own winning name by name."""
+        return {**repo_agents, **self.agents}
+
     def find_task(self, task_id: str) -> Task | None:
         return next((t for t in self.tasks if t.id == task_id), None)
 

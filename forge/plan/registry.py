@@ -95,7 +95,7 @@ def check(plan_path: Path) -> tuple[Plan, Waves]:
         defs = dict(load_repo_config(discover().root).agents)
     except ForgeError:
         defs = {}
-    check_specs(plan, {**defs, **plan.agents})
+    check_specs(plan, plan.agent_tables(defs))
     return plan, waves
 
 
@@ -150,7 +150,7 @@ def record(repo: Repository, plan_path: Path) -> Recorded:
     from forge.run.next_agent import check_specs
 
     plan, raw = load_plan_source(plan_path)
-    check_specs(plan, {**load_repo_config(repo.root).agents, **plan.agents})
+    check_specs(plan, plan.agent_tables(load_repo_config(repo.root).agents))
     waves = compute_waves(plan)
     cpath = critical_path(plan)
     base_ref, base_commit = _base(repo, plan)

@@ -52,9 +52,7 @@ class RunReport:
 def agent_defs(repo: Repository, plan: Plan) -> dict[str, Mapping[str, Any]]:
     from forge.plan.config import load_repo_config
 
-    defs: dict[str, Mapping[str, Any]] = dict(load_repo_config(repo.root).agents)
-    defs.update(plan.agents)  # the plan's own definitions win
-    return defs
+    return plan.agent_tables(load_repo_config(repo.root).agents)
 
 
 def verify_config(repo: Repository, plan: Plan) -> Any:
