@@ -128,7 +128,7 @@ def status_data(repo: Repository, plan: str, *, disk: bool = False) -> dict[str,
     run ended, unless `disk` asks to measure now (slow on a large repository)."""
     store = StateStore(repo.state, plan)
     state = store.load_existing()
-    recorded = read_json(repo.state.plan_file(plan), what="recorded plan")
+    recorded = repo.state.read_plan_record(plan)
     task_ids = [t["id"] for t in recorded.get("plan", {}).get("tasks", [])]
     if state is None:
         state = store.load(task_ids)

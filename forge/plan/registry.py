@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from forge.base.files import SCHEMA_VERSION, plan_lock, read_json, write_json
+from forge.base.files import SCHEMA_VERSION, plan_lock, write_json
 from forge.errors import ForgeError, StateError
 from forge.git import refs
 from forge.git.repo import Repository
@@ -126,7 +126,7 @@ def _check_same_source(repo: Repository, plan: Plan) -> None:
     """Two plan files with one name would silently take turns in one record (and one
     run state): refuse the second while the first still exists."""
     try:
-        old = read_json(repo.state.plan_file(plan.name), what="recorded plan")
+        old = repo.state.read_plan_record(plan.name)
     except (FileNotFoundError, ForgeError):
         return
     src = old.get("source_path") if isinstance(old, dict) else None
@@ -182,7 +182,7 @@ def record(repo: Repository, plan_path: Path) -> Recorded:
 
 def load_recorded(repo: Repository, name: str) -> Recorded:
     path = repo.state.plan_file(name)
-    data = read_json(path, what="recorded plan")
+    data = repo.state.read_plan_record(name)
     try:
         return Recorded.from_dict(data)
     except (KeyError, TypeError, ValueError) as exc:
