@@ -15,7 +15,7 @@ from forge.git import refs, worktrees
 from forge.git.merge import is_ancestor
 from forge.git.repo import Repository
 from forge.run.recovery import stop_leftovers, sweep_salvage_indexes
-from forge.run.state import StateStore
+from forge.run.state import StateStore, Status
 
 
 def clean_plan(repo: Repository, plan: str) -> list[str]:
@@ -27,7 +27,7 @@ def clean_plan(repo: Repository, plan: str) -> list[str]:
         integration = repo.ref_value(integration_ref)
         if state is not None:
             for ts in state.tasks.values():
-                if ts.status == "RUNNING":  # a run killed with its agent still going
+                if ts.status == Status.RUNNING:  # a run killed with its agent still going
                     stopped = stop_leftovers(ts, grace=repo.settings.grace)
                     if stopped:
                         notes.append(f"stopped {stopped} leftover process(es) of {ts.id}")

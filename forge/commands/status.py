@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from forge.base.files import read_json
 from forge.base.liveness import Owner
@@ -15,6 +15,10 @@ from forge.git import refs, worktrees
 from forge.git.repo import Repository, short_sha
 from forge.run import hold as holds
 from forge.run.state import RunState, StateStore, Status, TaskState
+from forge.verify.records import VerifyRecord
+
+if TYPE_CHECKING:
+    from forge.run.runner import RunReport
 
 
 def _table(headers: list[str], rows: list[list[str]]) -> str:
@@ -63,13 +67,13 @@ def results_table(state: RunState) -> str:
     return _table(["task", "status", "attempts", "time", "reason"], rows)
 
 
-def report_data(report: Any) -> dict[str, Any]:
-    """A finished run (runner.RunReport) as data, for --json."""
+def report_data(report: RunReport) -> dict[str, Any]:
+    """A finished run as data, for --json."""
     return {
         "plan": report.plan,
         "exit_code": int(report.exit_code),
         "tasks": [task_row(t) for t in report.state.tasks.values()],
-        "verification": report.verification,
+        "verification": _as_data(report.verification),
         "integration": report.state.integration,
         "integration_head": report.integration_head,
         "paused": report.paused,
@@ -80,7 +84,11 @@ def report_data(report: Any) -> dict[str, Any]:
     }
 
 
-def render_report(report: Any) -> str:
+def _as_data(record: VerifyRecord | None) -> dict[str, Any] | None:
+    return None if record is None else record.to_dict()
+
+
+def render_report(report: RunReport) -> str:
     """What a person sees when a run ends: the tasks, the verdict, where things are."""
     state = report.state
     out = [results_table(state).rstrip("\n")]
@@ -101,25 +109,13 @@ def render_report(report: Any) -> str:
     return "\n".join(out) + "\n"
 
 
-def verification_lines(record: dict[str, Any] | None) -> list[str]:
-    if not record:
+def verification_lines(record: VerifyRecord | None) -> list[str]:
+    if record is None:
         return ["verification: not run"]
-    verdict = record.get("verdict", "?")
-    commit = short_sha(str(record.get("commit", "")))
-    cached = " (remembered verdict: this tree was verified before)" if record.get("cached") else ""
-    lines = [f"verification: {verdict} on {commit}{cached}"]
-    for lane, data in (record.get("lanes") or {}).items():
-        lines.append(f"  lane {lane}: {data.get('verdict', '?')}")
-        for run in data.get("runs", []):
-            changed = run.get("changed") or []
-            what = f"exit {run.get('exit_code')}"
-            if run.get("timed_out"):
-                what = "timed out"
-            elif run.get("stopped"):
-                what = "stopped"
-            if changed:
-                what += f", changed {', '.join(changed[:5])}"
-            lines.append(f"    {run.get('kind', 'run')}: {what}  {run.get('log') or ''}")
+    cached = " (remembered verdict: this tree was verified before)" if record.cached else ""
+    lines = [f"verification: {record.verdict} on {short_sha(record.commit)}{cached}"]
+    for lane in record.lanes:
+        lines += [f"  {line}" for line in lane.lines()]
     return lines
 
 
@@ -159,7 +155,7 @@ def status_data(repo: Repository, plan: str, *, disk: bool = False) -> dict[str,
         "integration_head": repo.ref_value(state.integration),
         "tasks": [task_row(t) for t in tasks],
         "history": {t.id: [vars(a) for a in t.attempts] for t in tasks},
-        "verification": state.verification,
+        "verification": _as_data(state.verification),
         "slots": slots,
         "hold": hold.describe() if hold else None,
         "paused": state.paused,
@@ -209,7 +205,9 @@ def render_status(data: dict[str, Any]) -> str:
             out.append(f"{r['id']}: {r['suggestion']}")
         for ref in r["salvage"]:
             out.append(f"{r['id']}: salvaged work kept in {ref}")
-    out += verification_lines(data["verification"])
+    out += verification_lines(
+        VerifyRecord.from_dict(data["verification"]) if data["verification"] else None
+    )
     if data["slots"]:
         total = sum(s["bytes"] for s in data["slots"])
         when = data["slots"][0]["measured"]

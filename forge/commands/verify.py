@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from forge.git.refs import integration_ref
 from forge.git.repo import Repository, short_sha
 from forge.plan.config import VerifyConfig, load_repo_config
-from forge.verify.records import LaneResult, Verdict, VerifyRecord
+from forge.verify.records import Verdict, VerifyRecord
 
 CLI_KEY = "cli"  # the checkouts of `forge verify` outside a plan
 
@@ -68,31 +68,15 @@ def record_in_plan(repo: Repository, plan: str, record: VerifyRecord) -> bool:
     head = repo.ref_value(f"{state.integration}^{{commit}}")
     if head is None or head != record.commit:
         return False
-    state.verification = record.to_dict()
+    state.verification = record
     store.save(state)
     return True
-
-
-def _lane_lines(lane: LaneResult) -> list[str]:
-    runs = len(lane.runs)
-    lines = [f"lane {lane.name}: {lane.verdict} ({runs} run{'s' if runs != 1 else ''})"]
-    for run in lane.runs:
-        if run.stopped:
-            what = "stopped"
-        elif run.timed_out:
-            what = "timed out"
-        else:
-            what = f"exit {run.exit_code}"
-        lines.append(f"  {run.kind}: {what} in {run.duration:.1f}s, log {run.log}")
-        if run.changed:
-            lines.append(f"    changed the checkout: {', '.join(run.changed)}")
-    return lines
 
 
 def render(record: VerifyRecord) -> list[str]:
     lines: list[str] = []
     for lane in record.lanes:
-        lines += _lane_lines(lane)
+        lines += lane.lines()
     where = f"{short_sha(record.commit)} (tree {short_sha(record.tree)})"
     if record.verdict == Verdict.UNVERIFIED:
         lines.append(

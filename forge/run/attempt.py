@@ -15,9 +15,10 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from forge.base import faults, proc
+from forge.base.liveness import Owner
 from forge.base.settings import Settings
 from forge.git import merge as integrate
 from forge.git import worktrees
@@ -31,10 +32,14 @@ from forge.run.state import (
     FAILURES,
     Attempt,
     RunState,
+    Stall,
     StateStore,
     Status,
     TaskState,
 )
+
+if TYPE_CHECKING:
+    from forge.agents.spec import AgentSpec
 
 
 @dataclass
@@ -49,7 +54,7 @@ class RunContext:
     logs: Path
     stop: threading.Event
     agent_defs: Mapping[str, Mapping[str, Any]]
-    owner: dict[str, Any]
+    owner: Owner  # this run's process, recorded as each task's runner
     merge_lock: threading.Lock = field(default_factory=threading.Lock)
     on_change: Callable[[str], None] = lambda _task: None
 
@@ -69,6 +74,7 @@ class Outcome:
     reason: str
     infra_retry_after: float | None = None
     infra_kind: str | None = None
+    stall: Stall | None = None  # FAILED: the work went nowhere
 
 
 class _Stop(Exception):
@@ -79,10 +85,12 @@ class _Stop(Exception):
         self.outcome = outcome
 
 
-def run_attempt(ctx: RunContext, task: Task, *, spec: Any | None, fresh: bool = False) -> Outcome:
+def run_attempt(
+    ctx: RunContext, task: Task, *, spec: AgentSpec | None, fresh: bool = False
+) -> Outcome:
     """Run one attempt of `task` and leave its outcome in the state.
 
-    `spec` is the agents.AgentSpec to use for a prompt task (None for a `run` task).
+    `spec` is the agent spec of a prompt task (None for a `run` task).
     """
     ts = ctx.state.tasks[task.id]
     started = time.monotonic()
@@ -91,8 +99,8 @@ def run_attempt(ctx: RunContext, task: Task, *, spec: Any | None, fresh: bool = 
     attempt = Attempt(
         number=number,
         agent="run" if spec is None else str(spec),
-        model=getattr(spec, "model", None),
-        effort=getattr(spec, "effort", None),
+        model=None if spec is None else spec.model,
+        effort=None if spec is None else spec.effort,
         tag=tag,
     )
     attempt_dir = ctx.logs / task.id / f"attempt-{number}"
@@ -117,6 +125,7 @@ def run_attempt(ctx: RunContext, task: Task, *, spec: Any | None, fresh: bool = 
     with ctx.store.lock:
         attempt.status = outcome.status
         attempt.reason = outcome.reason
+        attempt.stall = outcome.stall
         attempt.duration = round(time.monotonic() - started, 3)
         attempt.pgid = None
         ts.status = outcome.status
@@ -133,7 +142,7 @@ def _steps(
     attempt: Attempt,
     attempt_dir: Path,
     *,
-    spec: Any | None,
+    spec: AgentSpec | None,
     fresh: bool,
 ) -> Outcome:
     repo = ctx.repo
@@ -189,11 +198,15 @@ def _steps(
     head = worktrees.commit_all(repo, path, message, branch=ts.branch)
     faults.point("after-commit")
     if head == start_head:
-        return Outcome(Status.FAILED, "no changes")
+        return Outcome(Status.FAILED, "no changes", stall=Stall.NO_CHANGES)
     attempt.commit = head
     changed = repo.git("diff", "--name-only", "--no-renames", ts.base, head).splitlines()
     if not changed:
-        return Outcome(Status.FAILED, "no changes (the work adds up to nothing against the base)")
+        return Outcome(
+            Status.FAILED,
+            "no changes (the work adds up to nothing against the base)",
+            stall=Stall.NO_CHANGES,
+        )
     outside = out_of_scope(task.files, changed)
     if outside:
         msg = f"changed files outside its declared files: {', '.join(outside[:8])}"
@@ -212,7 +225,11 @@ def _steps(
         if a.status in FAILURES and a.diff_hash and a.feedback_source in ("check", "scope", "merge")
     ]
     if judged and judged[-1].diff_hash == attempt.diff_hash:
-        return Outcome(Status.FAILED, "no progress: the same change as the last failed attempt")
+        return Outcome(
+            Status.FAILED,
+            "no progress: the same change as the last failed attempt",
+            stall=Stall.NO_PROGRESS,
+        )
     with ctx.store.lock:
         ctx.save(task.id)
 
@@ -242,7 +259,7 @@ def _run_work(
     attempt_dir: Path,
     path: Path,
     *,
-    spec: Any | None,
+    spec: AgentSpec | None,
 ) -> Outcome | None:
     """Run the agent or the shell command. None when it succeeded."""
     timeout = ctx.plan.timeout_of(task)

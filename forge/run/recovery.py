@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from forge.base import proc
-from forge.base.liveness import Owner, start_time
+from forge.base.liveness import start_time
 from forge.git import worktrees
 from forge.git.merge import is_ancestor
 from forge.git.repo import Repository
@@ -121,7 +121,7 @@ def drop_task(repo: Repository, plan: Plan, state: RunState, tid: str) -> list[s
 
 def _recover_running(repo: Repository, plan: Plan, state: RunState, ts: TaskState) -> list[str]:
     notes = []
-    runner = Owner.from_dict(ts.runner) if ts.runner else None
+    runner = ts.runner
     who = runner.describe() if runner else "an earlier run"
     last = ts.last
     if last is not None:

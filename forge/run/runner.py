@@ -17,12 +17,14 @@ from forge.errors import ExitCode, ForgeError
 from forge.git import worktrees
 from forge.git.merge import ensure_integration
 from forge.git.repo import Repository
+from forge.plan.config import VerifyConfig
 from forge.plan.model import Plan
 from forge.plan.registry import Recorded
 from forge.run import recovery
 from forge.run.attempt import RunContext
 from forge.run.slots import SlotPool
 from forge.run.state import RunState, StateStore, Status, now_iso
+from forge.verify.records import Verdict, VerifyRecord
 
 
 @dataclass(frozen=True)
@@ -43,7 +45,7 @@ class RunReport:
     exit_code: ExitCode
     logs: Path
     integration_head: str | None
-    verification: dict[str, Any] | None = None
+    verification: VerifyRecord | None = None
     paused: str | None = None
     recovered: list[str] = field(default_factory=list)
     interrupted: bool = False
@@ -55,7 +57,7 @@ def agent_defs(repo: Repository, plan: Plan) -> dict[str, Mapping[str, Any]]:
     return plan.agent_tables(load_repo_config(repo.root).agents)
 
 
-def verify_config(repo: Repository, plan: Plan) -> Any:
+def verify_config(repo: Repository, plan: Plan) -> VerifyConfig | None:
     from forge.plan.config import load_repo_config
 
     return plan.verify if plan.verify is not None else load_repo_config(repo.root).verify
@@ -116,7 +118,7 @@ def run_plan(
                 logs=logs,
                 stop=stop,
                 agent_defs=defs,
-                owner=owner.to_dict(),
+                owner=owner,
                 on_change=lambda tid: on_change(state, tid),
             )
             prewarm = Prewarm(repo, plan)
@@ -205,14 +207,12 @@ class Prewarm:
 
 def _verify(
     repo: Repository, plan: Plan, head: str, stop: threading.Event, on_event: Callable[[str], None]
-) -> dict[str, Any]:
+) -> VerifyRecord:
     from forge.verify import engine as verify
 
-    record = verify.verify_commit(
+    return verify.verify_commit(
         repo, head, verify_config(repo, plan), key=plan.name, stop=stop, on_event=on_event
     )
-    data: dict[str, Any] = record.to_dict()
-    return data
 
 
 def exit_code(plan: Plan, state: RunState, report: RunReport, *, only: str | None) -> ExitCode:
@@ -225,10 +225,10 @@ def exit_code(plan: Plan, state: RunState, report: RunReport, *, only: str | Non
         return ExitCode.SPLIT
     if any(t.status != Status.MERGED for t in tasks):
         return ExitCode.FAILED
-    verdict = (report.verification or {}).get("verdict")
-    if verdict == "FAIL":
+    verdict = report.verification.verdict if report.verification else None
+    if verdict == Verdict.FAIL:
         return ExitCode.FAILED
-    if verdict == "INTERRUPTED":
+    if verdict == Verdict.INTERRUPTED:
         return ExitCode.INTERRUPTED
     return ExitCode.OK
 

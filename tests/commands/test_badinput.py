@@ -20,6 +20,7 @@ from forge.git.refs import integration_ref
 from forge.git.repo import Repository, check_git_version, discover
 from forge.plan.registry import record
 from forge.run.state import RunState, StateStore, Status, TaskState
+from forge.verify.records import VerifyRecord
 
 SHELL_PLAN = """\
 name = "p"
@@ -68,7 +69,7 @@ def _craft_state(repo: Path, *, status: str = Status.MERGED, verdict: str | None
     st = RunState(plan="p", integration=integration_ref("p"), tasks={"a": TaskState(id="a")})
     st.tasks["a"].status = status
     if verdict is not None:
-        st.verification = {"verdict": verdict, "commit": head}
+        st.verification = VerifyRecord.from_dict({"verdict": verdict, "commit": head})
     StateStore(r.state, "p").save(st)
     return head
 
