@@ -28,7 +28,7 @@ from typing import Any
 from forge.agents.definition import PLACEHOLDER, AgentDef
 from forge.agents.names import AGENT_NAME_RULE, agent_name_problem
 from forge.agents.output import InfraFailure, classify_failure, is_context_overflow
-from forge.agents.presets import PRESET_TABLES
+from forge.agents.presets import PRESET_TABLES, over_preset
 from forge.agents.prompt import Feedback, write_attempt_file, write_prompt_file, write_script_file
 from forge.agents.usage import Usage, parse_usage
 from forge.errors import ForgeError
@@ -86,16 +86,6 @@ PRESETS: dict[str, AgentDef] = {
 }
 
 
-def _merge_over_preset(preset: Mapping[str, Any], table: Mapping[str, Any]) -> dict[str, Any]:
-    """A table named like a preset overrides only the keys it sets. A new ladder
-    without a new default drops the preset's default, which may not be on it."""
-    merged = {**preset, **table}
-    for ladder, default in (("models", "default_model"), ("efforts", "default_effort")):
-        if ladder in table and default not in table and merged.get(default) not in table[ladder]:
-            merged.pop(default, None)
-    return merged
-
-
 def resolve(
     spec: AgentSpec | str, defs: Mapping[str, Mapping[str, Any]]
 ) -> tuple[AgentDef, AgentSpec]:
@@ -110,10 +100,7 @@ def resolve(
     if table is not None:
         if not isinstance(table, Mapping):
             raise ForgeError(f"[agents.{spec.name}] must be a table")
-        preset = PRESET_TABLES.get(spec.name)
-        defn = AgentDef.from_table(
-            spec.name, _merge_over_preset(preset, table) if preset else table
-        )
+        defn = AgentDef.from_table(spec.name, over_preset(spec.name, table))
     elif spec.name in PRESETS:
         defn = PRESETS[spec.name]
     else:

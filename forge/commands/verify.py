@@ -28,11 +28,15 @@ def resolve_target(repo: Repository, *, rev: str | None, plan_ref: str | None) -
     from forge.errors import ForgeError
 
     if plan_ref is None:
-        return Target(rev or "HEAD", load_repo_config(repo.root).verify, None, CLI_KEY)
+        return Target(
+            rev or "HEAD", load_repo_config(repo.root, read_agents=False).verify, None, CLI_KEY
+        )
     from forge.plan.registry import resolve
 
     plan = resolve(repo, plan_ref).plan
-    config = plan.verify if plan.verify is not None else load_repo_config(repo.root).verify
+    config = plan.verify
+    if config is None:
+        config = load_repo_config(repo.root, read_agents=False).verify
     if rev is None:
         rev = integration_ref(plan.name)
         if repo.ref_value(rev) is None:

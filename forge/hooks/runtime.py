@@ -181,7 +181,7 @@ def run_hook(name: str, args: list[str]) -> int:
 
 
 def _config(repo: Repository) -> VerifyConfig | None:
-    config = load_repo_config(repo.root).verify
+    config = load_repo_config(repo.root, read_agents=False).verify
     return config if config is not None and config.lanes else None
 
 

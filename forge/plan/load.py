@@ -12,10 +12,9 @@ from pathlib import Path
 from typing import Any, cast
 
 from forge.base.durations import parse_duration
+from forge.base.tomlread import Problems, TomlSource
 from forge.errors import ForgeError
 from forge.plan.config import (
-    Problems,
-    TomlSource,
     VerifyConfig,
     check_keys,
     is_str_list,
@@ -140,6 +139,7 @@ class _Checker:
             d.get("agents", {}),
             problems=self.problems,
             line_of=lambda k: self.src.table_line(k) or self.top_line("agents"),
+            src=self.src,
         )
         tasks = self.tasks()
         if self.problems.items:
