@@ -31,10 +31,25 @@ def is_worktree(path: Path) -> bool:
     return (path / ".git").is_file()
 
 
-def add(repo: Repository, path: Path, commit: str) -> None:
-    """A new detached worktree at `path`. Several may be added at once: git marks a
+# Our git commands in a checkout of forge's own must not run the user's hooks
+# (post-checkout, ...).
+NO_HOOKS = ("-c", "core.hooksPath=/dev/null")
+
+
+def add(
+    repo: Repository,
+    path: Path,
+    commit: str,
+    *,
+    what: str = "worktree",
+    hooks: bool = True,
+) -> None:
+    """A new detached worktree at `path` (the one way forge makes a worktree: task
+    slots and verification checkouts; `hooks=False` keeps the user's post-checkout
+    hook out of forge's own checkouts). Several may be added at once: git marks a
     worktree it is still making as locked, so a concurrent `prune` leaves it alone.
-    Stale registrations are pruned once per run (`prune`), not once per add."""
+    Stale registrations are pruned once per run (`prune`), not once per add.
+    A folder in the way that is not a worktree is refused when it holds anything."""
     if path.exists() and not is_worktree(path):
         if any(path.iterdir()):
             raise ForgeError(f"{path} exists and is not a forge worktree; move it away")
@@ -44,10 +59,11 @@ def add(repo: Repository, path: Path, commit: str) -> None:
             path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise ForgeError(
-                f"cannot make the worktree {path}: {exc.strerror or exc}; "
+                f"cannot make the {what} {path}: {exc.strerror or exc}; "
                 "set FORGE_WORKTREES (or --worktree-root) to a folder forge may write"
             ) from None
-        repo.git("worktree", "add", "--quiet", "--detach", str(path), commit)
+        options = () if hooks else NO_HOOKS
+        repo.git(*options, "worktree", "add", "--quiet", "--detach", str(path), commit)
 
 
 def dirty_paths(path: Path, repo: Repository) -> list[str]:
