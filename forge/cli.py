@@ -19,6 +19,9 @@ from forge.git.repo import short_sha
 
 if TYPE_CHECKING:
     from forge.base.settings import Settings
+    from forge.git.repo import Repository
+    from forge.plan.registry import Recorded
+    from forge.run.runner import RunOptions
 
 app = typer.Typer(
     name="forge",
@@ -347,13 +350,13 @@ def _settings(*, worktree_root: Path | None = None) -> Settings:
     return Settings.from_env(worktree_root=worktree_root)
 
 
-def _repo(*, worktree_root: Path | None = None) -> Any:
+def _repo(*, worktree_root: Path | None = None) -> Repository:
     from forge.git import repo as git
 
     return git.discover(settings=_settings(worktree_root=worktree_root))
 
 
-def _plan_name(repo: Any, ref: str | None) -> str:
+def _plan_name(repo: Repository, ref: str | None) -> str:
     """A recorded plan's name from a name or a file, without loading the DAG."""
     names = repo.state.recorded_plans()
     if ref is None:
@@ -369,7 +372,9 @@ def _plan_name(repo: Any, ref: str | None) -> str:
     return str(registry.resolve(repo, ref).plan.name)
 
 
-def _status_target(repo: Any, target: str | None, plan_ref: str | None) -> tuple[str, str | None]:
+def _status_target(
+    repo: Repository, target: str | None, plan_ref: str | None
+) -> tuple[str, str | None]:
     names = repo.state.recorded_plans()
     if target is not None and plan_ref is None and target in names:
         return target, None
@@ -378,7 +383,9 @@ def _status_target(repo: Any, target: str | None, plan_ref: str | None) -> tuple
     return _plan_name(repo, plan_ref), target
 
 
-def _execute_run(repo: Any, recorded: Any, options: Any, *, as_json: bool) -> None:
+def _execute_run(
+    repo: Repository, recorded: Recorded, options: RunOptions, *, as_json: bool
+) -> None:
     from forge.base import interrupt
     from forge.commands import status as views
     from forge.commands.live import LiveView
