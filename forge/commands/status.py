@@ -47,7 +47,9 @@ def task_row(ts: TaskState) -> dict[str, Any]:
         "id": ts.id,
         "status": str(ts.status),
         # INFRA and INTERRUPTED attempts spent nothing: they are history, not attempts
-        "attempts": sum(1 for a in ts.attempts if a.status not in ("INFRA", "INTERRUPTED")),
+        "attempts": sum(
+            1 for a in ts.attempts if a.status not in (Status.INFRA, Status.INTERRUPTED)
+        ),
         "agent": last.agent if last else (ts.agent or ""),
         "seconds": task_time(ts),
         "reason": ts.reason,
