@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 import typer
 
 from forge.errors import ExitCode, ForgeError
-from forge.git.repo import short_sha
 
 if TYPE_CHECKING:
     from forge.base.settings import Settings
@@ -149,6 +148,7 @@ def verify(
     from forge.base import interrupt
     from forge.commands import verify as verify_command
     from forge.errors import Interrupted
+    from forge.git.repo import short_sha
     from forge.verify.engine import Verdict, describe_failure, verify_commit
 
     repo = _repo()
