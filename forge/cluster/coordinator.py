@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from forge.cluster.job import Job, JobResult
+from forge.cluster.worker import CACHE_VAR
 from forge.errors import ExitCode, ForgeError
 from forge.git import worktrees
 from forge.git.repo import Repository
@@ -40,6 +41,7 @@ from forge.run.state import FAILURES, Attempt, Status, TaskState
 
 INSTALL_HINT = "the cluster needs Dask distributed: pip install 'forge[cluster]'"
 LOST_AFTER = 10.0  # seconds without the scheduler before the run pauses
+LOCAL_CACHE = ".cluster"  # folder of local:N workers' caches, under the plan's slots
 STOP_WAIT = 60.0  # after a stop, how long to wait for workers to report back
 
 
@@ -109,6 +111,9 @@ class Cluster:
                     processes=True,
                     dashboard_address=None,
                     silence_logs=50,
+                    # The workers' mirror and slots live with the plan's own slots,
+                    # reused run after run, and `forge clean` removes them.
+                    env={CACHE_VAR: str(local_cache(self.repo, self.plan))},
                 )
             finally:
                 signal.signal(signal.SIGINT, old)
@@ -151,8 +156,10 @@ class Cluster:
 
     def _make_bare(self) -> Path:
         """A bare repository for `local:N` that borrows this repository's objects, so
-        publishing a commit is an update-ref, not a copy."""
-        bare = self.repo.state.root / "cluster" / f"{self.plan}-{self.nonce}.git"
+        publishing a commit is an update-ref, not a copy. Its path is the same every
+        run of the plan (one runner per plan), so the workers' mirrors are reused."""
+        bare = self.repo.state.root / "cluster" / f"{self.plan}.git"
+        shutil.rmtree(bare, ignore_errors=True)  # left by a run that was killed
         bare.parent.mkdir(parents=True, exist_ok=True)
         self.repo.git("init", "--quiet", "--bare", str(bare))
         objects = self.repo.common_dir / "objects"
@@ -378,6 +385,11 @@ class Cluster:
             return Outcome(Status.FAILED, "no changes")
         ts.warnings.extend(result.warnings)
         return commit
+
+
+def local_cache(repo: Repository, plan: str) -> Path:
+    """Where `local:N` workers keep their mirror and slots: beside the plan's slots."""
+    return repo.worktrees_root() / plan / LOCAL_CACHE
 
 
 def identity(repo: Repository) -> dict[str, str]:

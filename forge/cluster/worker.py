@@ -81,19 +81,18 @@ def _where() -> str:
 def _claim(job: Job, where: str) -> bool:
     """False when this job already started on another worker (which then died)."""
     try:
-        from distributed import Variable
-    except ImportError:
+        from distributed import Variable, get_client
+
+        client = get_client()
+    except (ImportError, ValueError):  # not on a worker (called directly)
         return True
+    claim = Variable(f"forge-claim-{job.key}", client=client)
     try:
-        claim = Variable(f"forge-claim-{job.key}")
-        try:
-            claim.get(timeout=0)
-            return False
-        except TimeoutError:
-            claim.set(where)
-            return True
-    except ValueError:  # not inside a worker (direct call in tests)
+        claim.get(timeout=0)
+    except TimeoutError:
+        claim.set(where)
         return True
+    return False
 
 
 def _watch_stop(name: str, stop: threading.Event, done: threading.Event) -> None:
@@ -174,8 +173,12 @@ def _slot(job: Job) -> Iterator[tuple[Path, Path]]:
         if not (mirror / "HEAD").exists():
             _git("clone", "--quiet", "--bare", "--no-tags", job.remote, str(mirror), cwd=home)
             _git("config", "core.hooksPath", os.devnull, cwd=mirror)
-        ref = f"+{job.job_ref}:{job.job_ref}"
-        _git("fetch", "--quiet", "--no-tags", job.remote, ref, cwd=mirror)
+        have = proc.run(
+            ["git", "cat-file", "-e", f"{job.start}^{{commit}}"], cwd=mirror, check=False
+        )
+        if have.returncode != 0:  # most starts are new integration heads; some are known
+            ref = f"+{job.job_ref}:{job.job_ref}"
+            _git("fetch", "--quiet", "--no-tags", job.remote, ref, cwd=mirror)
     n = 0
     while True:
         lock = FileLock(str(home / f"slot-{n}.lock"))

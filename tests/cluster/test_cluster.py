@@ -76,6 +76,13 @@ def test_a_cluster_run_lands_what_a_local_run_lands(repo: Path, tmp_path: Path) 
     assert git(repo, "for-each-ref", "refs/forge/results") == ""
     history = run_forge(repo, "status", "b", "--plan", "p")
     assert "where" in history.stdout and "tcp://127.0.0.1" in history.stdout
+    # The workers' mirror and slots stay for the next run, beside the plan's slots,
+    # until `forge clean`.
+    cache = Path(os.environ["FORGE_WORKTREES"]) / "repo" / "p" / ".cluster"
+    assert (cache / next(cache.iterdir()).name / "mirror.git").is_dir()
+    cleaned = run_forge(repo, "clean", "p")
+    assert cleaned.returncode == 0, cleaned.stderr
+    assert not cache.exists()
 
 
 def test_a_bad_cluster_address_changes_nothing(repo: Path) -> None:
