@@ -203,7 +203,7 @@ class Dispatcher:
             launch = self._launch_for(task)
             if launch is None:
                 continue
-            if slots.reserve(task.id) or slots.error is not None:
+            if self.ctx.remote is not None or slots.reserve(task.id) or slots.error is not None:
                 # (with an error, the attempt makes its slot itself, or fails saying why)
                 self._start(pool, task, launch.spec)
             else:
