@@ -12,16 +12,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, cast
 
+from forge.base.durations import parse_duration
 from forge.base.proc import parse_size
+from forge.base.tomlread import Problems, TomlSource
 from forge.errors import ForgeError
 from forge.plan.config import (
-    Problems,
-    TomlSource,
     VerifyConfig,
     check_keys,
     is_str_list,
     parse_agents,
-    parse_duration,
     parse_verify,
     ref_part_problem,
     toml_error_line,
@@ -36,8 +35,8 @@ from forge.plan.model import (
     Scope,
     Task,
     name_problem,
-    normalize_pattern,
 )
+from forge.plan.patterns import normalize_pattern
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -153,6 +152,7 @@ class _Checker:
             d.get("agents", {}),
             problems=self.problems,
             line_of=lambda k: self.src.table_line(k) or self.top_line("agents"),
+            src=self.src,
         )
         tasks = self.tasks()
         if self.problems.items:

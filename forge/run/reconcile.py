@@ -10,9 +10,10 @@ there), with the command that acts on each.
 from __future__ import annotations
 
 from forge.errors import ForgeError
+from forge.git.refs import integration_ref
 from forge.git.repo import Repository
 from forge.plan.model import Plan, Task
-from forge.run.state import RunState, StateStore, Status, TaskState, integration_ref
+from forge.run.state import RunState, StateStore, Status, TaskState
 
 START_MESSAGE = "forge: start integration"  # the reflog subject of the branch's creation
 

@@ -23,7 +23,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 
 from forge.base import proc
-from forge.git.repo import Repository
+from forge.git.repo import Repository, short_sha
 from forge.plan.config import VerifyConfig
 from forge.verify import environment
 from forge.verify import records as verify_records
@@ -102,7 +102,9 @@ def verify_commit(
         hit = cached_verdict(repo, tree, config)
         if hit is not None:
             record = replace(hit, key=key, commit=commit)
-            emit(f"tree {tree[:12]} was verified before ({record.verdict}): remembered verdict")
+            emit(
+                f"tree {short_sha(tree)} was verified before ({record.verdict}): remembered verdict"
+            )
             verify_records.save(repo.state, record)
             return record
     stop = stop or threading.Event()
@@ -120,7 +122,7 @@ def verify_commit(
             duration=round(time.monotonic() - t0, 3),
         )
     verify_records.save(repo.state, record)
-    emit(f"verification {record.verdict} ({record.commit[:12]})")
+    emit(f"verification {record.verdict} ({short_sha(record.commit)})")
     return record
 
 
@@ -205,11 +207,11 @@ def _run_lane(
             command,
             cwd=co.path,
             log_path=log,
+            env={**repo.settings.child_env(), **env},
             timeout=config.timeout,
             grace=config.grace,
             stop=stop,
             tag=lane_tag(repo, base.key, name),
-            env=env,
         )
         changed = co.fingerprint().changes_since(before)
         if changed:
@@ -273,7 +275,7 @@ def _setup(
         grace=config.grace,
         stop=stop,
         tag=lane_tag(repo, base.key, name),
-        env=env,
+        env={**repo.settings.child_env(), **env},
     )
     # What setup makes (an environment, build output) must be ignored by git: the
     # checkout is compared before and after each lane run and restored.
@@ -305,4 +307,4 @@ def describe_failure(record: VerifyRecord) -> str:
         f"{lane.name}: {lane.reason}" + (f", log {lane.runs[-1].log}" if lane.runs else "")
         for lane in bad
     ]
-    return f"verification FAIL on {record.commit[:12]}: " + "; ".join(parts)
+    return f"verification FAIL on {short_sha(record.commit)}: " + "; ".join(parts)
