@@ -8,6 +8,7 @@ follows the dataclass's own annotations, so it stays true as fields are added.
 from __future__ import annotations
 
 import dataclasses
+import enum
 import types
 import typing
 from typing import Any, Union
@@ -64,6 +65,9 @@ def _value_problem(hint: Any, value: Any, at: str) -> str | None:
         return None
     if hint is type(None):
         return None if value is None else f"`{at}` is {_kind(value)}"
+    if isinstance(hint, type) and issubclass(hint, enum.Enum):
+        ok = value in {m.value for m in hint}
+        return None if ok else f"`{at}` is {_kind(value)}, not one of {[m.value for m in hint]}"
     if hint is float:
         ok = isinstance(value, int | float) and not isinstance(value, bool)
     elif hint is int:
