@@ -11,7 +11,7 @@ from typing import Any
 from forge.agents.output import INFRA_KINDS
 from forge.errors import ForgeError
 
-COMMAND_PLACEHOLDERS = ("prompt_file", "model", "effort", "task", "worktree")
+COMMAND_PLACEHOLDERS = ("prompt_file", "model", "effort", "task", "worktree", "review_file")
 ENV_PLACEHOLDERS = (*COMMAND_PLACEHOLDERS, "state_dir")
 USAGE_FORMATS = ("claude", "codex", "gemini", "aider", "none")
 PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -43,6 +43,7 @@ class AgentDef:
     usage_format: str = "none"
     ignore_paths: tuple[str, ...] = ()
     written_for: str | None = None
+    max_parallel: int | None = None  # tasks on this agent at once (None: no cap)
 
     def isolates(self, environ: Mapping[str, str]) -> bool:
         """Whether `isolate_env` applies: no `isolate_when`, or one of its entries
@@ -108,6 +109,7 @@ class AgentDef:
             usage_format=usage_format,
             ignore_paths=tuple(get.str_list("ignore_paths")),
             written_for=get.string("written_for"),
+            max_parallel=get.positive_int("max_parallel"),
         )
         if problems:
             raise ForgeError(f"[agents.{name}]: " + "; ".join(problems))
@@ -133,6 +135,7 @@ _TABLE_KEYS = (
     "usage_format",
     "ignore_paths",
     "written_for",
+    "max_parallel",
 )
 
 
@@ -159,6 +162,15 @@ class _Reader:
             return value
         self._bad(key, "true or false")
         return False
+
+    def positive_int(self, key: str) -> int | None:
+        value = self.table.get(key)
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            self._bad(key, "a whole number of at least 1")
+            return None
+        return value
 
     def str_list(self, key: str, *, nonempty: bool = False, unique: bool = False) -> list[str]:
         value = self.table.get(key, [])

@@ -27,7 +27,9 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 if TYPE_CHECKING:
     from forge.agents.definition import AgentDef
 
-INFRA_KINDS = ("binary-missing", "auth", "quota", "rate-limit", "network")
+INFRA_KINDS = ("binary-missing", "auth", "quota", "rate-limit", "network", "server")
+# Waiting cannot fix these: the run pauses at once instead of backing off.
+PAUSE_AT_ONCE = frozenset({"binary-missing", "auth"})
 _SCAN_BYTES = 4_000_000  # logs can be huge; the facts sit at the end
 _PLAIN_LINES = 60  # CLIs print their fatal error last
 
@@ -58,6 +60,15 @@ GENERIC_PATTERNS: dict[str, tuple[str, ...]] = {
         r"\bcould not resolve host\b",
         r"\btemporary failure in name resolution\b",
         r"\bnetwork is unreachable\b",
+    ),
+    # A provider's 5xx after the CLI's own retries: the infrastructure failed, not
+    # the model's work.
+    "server": (
+        r"(?:status|code|error|http)\W{0,3}\w{0,12}\W{0,3}5(?:00|02|03|04)\b",
+        r"\binternal server error\b",
+        r"\bservice unavailable\b",
+        r"\bbad gateway\b",
+        r"\bgateway time-?out\b",
     ),
 }
 
@@ -129,12 +140,48 @@ def _error_texts(obj: dict[str, Any]) -> list[str]:
         out.append(str(obj["message"]))
     err = obj.get("error")
     if isinstance(err, dict) and (kind in ("error", "turn.failed", "result") or kind is None):
-        code = err.get("code") or err.get("status")
-        prefix = f"status {code}: " if code is not None else ""
-        out.append(prefix + str(err.get("message") or err.get("type") or err))
+        out.append(_http_prefix(err) + str(err.get("message") or err.get("type") or err))
     elif isinstance(err, str) and err:
         out.append(err)
     return out
+
+
+def _http_prefix(err: dict[str, Any]) -> str:
+    """`status 429: ` for an HTTP status; nothing for a CLI's own code (Gemini's 41)."""
+    code = err.get("code") or err.get("status")
+    if code is None or (isinstance(code, int) and not 400 <= code <= 599):
+        return ""
+    return f"status {code}: "
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())[:300]
+
+
+def cli_message(output: str) -> str | None:
+    """The CLI's own last word on a failed run, from its JSON events: Claude's
+    `result` (when `is_error`), Codex's `turn.failed` error, Gemini's `error`.
+    Terminal events win over Codex's per-retry `error` lines. None for a log
+    without such an event (plain-text CLIs, or a run that printed no JSON)."""
+    values, _ = split_log(output)
+    dicts = list(dicts_of(values))
+    for terminal in (True, False):
+        for obj in reversed(dicts):
+            if (obj.get("type") == "error") == terminal:
+                continue
+            texts = _error_texts(obj)
+            if texts:
+                return _one_line(texts[0]) or None
+    return None
+
+
+def failure_reason(output: str) -> str | None:
+    """What a failed run said: the CLI's message, else its last plain line."""
+    message = cli_message(output)
+    if message:
+        return message
+    _, plain = split_log(output)
+    return _one_line(plain[-1]) if plain else None
 
 
 def _reset_epochs(obj: Any) -> Iterator[tuple[float, bool]]:
@@ -187,21 +234,22 @@ def classify_failure(
         return None
     texts, resets, _ = _signals(output)
     when = datetime.now().timestamp() if now is None else now
-    kind, message = _match(defn, returncode, texts)
+    kind, message = _match(defn, returncode, texts, cli_message(output))
     if kind is None and any(rejected for _, rejected in resets):
         kind, message = "rate-limit", "rate limit reached (rate_limit_event)"
     if kind is None or message is None:
         return None
     retry = None
-    if kind in ("quota", "rate-limit", "network"):
+    if kind in ("quota", "rate-limit", "network", "server"):
         retry = _retry_after(texts, resets, when)
-    return InfraFailure(kind, message[:300], retry)
+    return InfraFailure(kind, _one_line(message), retry)
 
 
 def _match(
-    defn: AgentDef, returncode: int | None, texts: list[str]
+    defn: AgentDef, returncode: int | None, texts: list[str], said: str | None
 ) -> tuple[str | None, str | None]:
-    last = texts[-1] if texts else f"exit {returncode}"
+    # A CLI's JSON error says more than its last plain line (Gemini's is a banner).
+    last = said or (texts[-1] if texts else f"exit {returncode}")
     if returncode in (126, 127):
         for text in reversed(texts):
             if _MISSING_BINARY.search(text):
@@ -237,7 +285,8 @@ _UNIT = r"(?:ms|milliseconds?|seconds?|secs?|s|minutes?|mins?|m|hours?|hrs?|h|da
 _DUR = rf"(?:\d+(?:\.\d+)?\s*{_UNIT}\s*)+|\d+(?:\.\d+)?"
 _DUR_PART = re.compile(rf"(\d+(?:\.\d+)?)\s*({_UNIT})?", re.IGNORECASE)
 _RETRY_IN = re.compile(
-    rf"(?:retry[- _]?after|retry in|try again in|resets? in|retrying in)\W{{0,3}}\s*({_DUR})",
+    rf"(?:retry[- _]?after|retry[- _]?delay|retry in|try again in|resets? in|retrying in)"
+    rf"\W{{0,4}}\s*({_DUR})",
     re.IGNORECASE,
 )
 _RESETS_IN_SECONDS = re.compile(r"resets_in_seconds\W{0,3}\s*(\d+(?:\.\d+)?)", re.IGNORECASE)

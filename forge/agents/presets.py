@@ -94,7 +94,15 @@ CLAUDE: dict[str, Any] = {
             r"overloaded_error",
             r"API Error: 529",
         ],
-        "network": [r"API Error: Connection error", r"Request timed out"],
+        "network": [
+            r"API Error: Connection error",
+            r"Request timed out",
+            # Offline, 2.1.197: "API Error: Unable to connect to API (FailedToOpenSocket)".
+            r"Unable to connect to API",
+            r"FailedToOpenSocket",
+        ],
+        # A 5xx after the CLI's own retries ("API Error: 500 ..."); 529 is above.
+        "server": [r"API Error: 5\d\d\b", r"\bapi_error\b"],
     },
 }
 
@@ -147,6 +155,12 @@ CODEX: dict[str, Any] = {
             r"Connection failed",
             r"stream disconnected before completion",
             r"error sending request",
+            r"waiting for network",
+        ],
+        "server": [
+            r"currently experiencing high demand",
+            r"unexpected status 5\d\d\b",
+            r"Internal server error",
         ],
     },
 }
@@ -235,9 +249,19 @@ GEMINI: dict[str, Any] = {
     "infra_exit_codes": {"auth": [41]},
     "infra_patterns": {
         "auth": [r"Please set an Auth method", r"API key not valid"],
-        "quota": [r"RESOURCE_EXHAUSTED", r"exceeded your current quota"],
-        "rate-limit": [r"Please wait and try again later", r"Status: 429", r"status 429:"],
+        # A 429 (RESOURCE_EXHAUSTED) is a rate limit that a wait fixes, even when
+        # its text says "quota"; only a daily quota is one the day must pass for
+        # (Gemini CLI's own split: googleQuotaErrors.ts).
+        "quota": [r"PerDay", r"daily quota"],
+        "rate-limit": [
+            r"RESOURCE_EXHAUSTED",
+            r"Please wait and try again later",
+            r"Status: 429",
+            r"status 429:",
+            r"exceeded your current quota",
+        ],
         "network": [r"ECONNRESET", r"ETIMEDOUT", r"ENOTFOUND", r"EAI_AGAIN", r"fetch failed"],
+        "server": [r"Status: 5\d\d\b", r"status 5\d\d:"],
     },
 }
 

@@ -32,6 +32,7 @@ from forge.run.state import (
     StateStore,
     Status,
     TaskState,
+    counted,
     task_ref,
 )
 
@@ -282,9 +283,8 @@ def _run_work(
         if fb is not None:
             feedback_file = attempt_dir / "feedback.md"
             feedback_file.write_text(feedback.render(fb))
-        feedback.write_prompt(
-            defn, prompt_file, plan=ctx.plan.name, task=task, attempt=attempt.number, fb=fb
-        )
+        told = counted(ts.attempts[:-1]) + 1  # INFRA tries are not attempts
+        feedback.write_prompt(defn, prompt_file, plan=ctx.plan.name, task=task, attempt=told, fb=fb)
         argv, stdin = agents.render_command(
             defn, spec, prompt_file=prompt_file, task=task.id, worktree=path
         )
@@ -292,7 +292,7 @@ def _run_work(
             defn,
             spec,
             task=task.id,
-            attempt=attempt.number,
+            attempt=told,
             prompt_file=prompt_file,
             feedback_file=feedback_file,
             state_dir=ctx.logs.parent / "agent-state",
@@ -309,39 +309,45 @@ def _run_work(
             env=env,
             input_path=stdin,
         )
-    if res.stopped:
-        return Outcome(Status.INTERRUPTED, "stopped by the user")
-    if res.timed_out:
-        return Outcome(Status.TIMEOUT, f"timed out after {timeout:g}s")
-    output = _read(log)
+    output = _read(log) if defn is not None else ""
     if defn is not None:
         from forge.agents import spec as agents
 
+        # Before any return: an INFRA or stopped attempt's worktree is salvaged
+        # later, and a CLI's cache (aider's tags) is never the task's work.
+        _drop_ignored(path, defn.ignore_paths)
         usage = agents.parse_usage(defn, output)
         if usage is not None:
             attempt.cost_usd = usage.cost_usd
             attempt.input_tokens = usage.input_tokens
             attempt.output_tokens = usage.output_tokens
-        infra = agents.classify_failure(defn, returncode=res.returncode, output=output)
+    if res.stopped:
+        return Outcome(Status.INTERRUPTED, "stopped by the user")
+    if defn is not None:
+        # Read after a timeout too: a CLI that waits out an outage (reconnecting,
+        # honouring a long retry delay) looks like a slow task.
+        rc = None if res.timed_out else res.returncode
+        infra = agents.classify_failure(defn, returncode=rc, output=output)
         if infra is not None:
+            after = f" (timed out after {timeout:g}s)" if res.timed_out else ""
             return Outcome(
                 Status.INFRA,
-                f"{infra.kind}: {infra.message}",
+                f"{infra.kind}: {infra.message}{after}",
                 infra_retry_after=infra.retry_after,
                 infra_kind=infra.kind,
             )
-        _drop_ignored(path, defn.ignore_paths)
+    if res.timed_out:
+        return Outcome(Status.TIMEOUT, f"timed out after {timeout:g}s")
     if res.returncode != 0:
         if defn is not None:
-            from forge.agents import spec as agents
-
             if agents.is_context_overflow(output):
                 return Outcome(
                     Status.FAILED,
                     "the prompt overflowed the agent's context window: split the task",
                 )
-        what = "command" if spec is None else "agent"
-        return Outcome(Status.FAILED, f"{what} exited {res.returncode}: {_last_line(log)}")
+            said = agents.failure_reason(output) or _last_line(log)
+            return Outcome(Status.FAILED, f"agent exited {res.returncode}: {said}")
+        return Outcome(Status.FAILED, f"command exited {res.returncode}: {_last_line(log)}")
     return None
 
 
