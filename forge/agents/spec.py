@@ -34,7 +34,13 @@ from forge.agents.output import (
     is_context_overflow,
 )
 from forge.agents.presets import PRESET_TABLES
-from forge.agents.prompt import Feedback, write_attempt_file, write_prompt_file, write_script_file
+from forge.agents.prompt import (
+    Feedback,
+    write_attempt_file,
+    write_prompt_file,
+    write_review_file,
+    write_script_file,
+)
 from forge.agents.usage import Usage, parse_usage
 from forge.errors import ForgeError
 
@@ -56,6 +62,7 @@ __all__ = [
     "resolve",
     "write_attempt_file",
     "write_prompt_file",
+    "write_review_file",
     "write_script_file",
 ]
 

@@ -190,7 +190,9 @@ class _Checker:
     def fallback(self) -> tuple[str, ...]:
         value = self.data.get("fallback", [])
         if not is_str_list(value) or not all(v.strip() for v in value):
-            self.add('`fallback` must be a list of agent specs, e.g. ["codex", "gemini"]', "fallback")
+            self.add(
+                '`fallback` must be a list of agent specs, e.g. ["codex", "gemini"]', "fallback"
+            )
             return ()
         return tuple(dict.fromkeys(value))
 

@@ -68,8 +68,6 @@ class Task:
             "deps": list(self.deps),
             "check": self.check,
             "agent": self.agent,
-            "fallback": list(self.fallback),
-            "review": self.review,
             "timeout": self.timeout,
             "estimate": self.estimate,
             "review": self.review,

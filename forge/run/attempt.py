@@ -65,6 +65,7 @@ class Outcome:
     reason: str
     infra_retry_after: float | None = None
     infra_kind: str | None = None
+    infra_agent: str | None = None  # the agent that could not run (the task's, or its reviewer)
 
 
 class _Stop(Exception):
@@ -95,10 +96,18 @@ def out_of_scope(files: tuple[str, ...], changed: list[str]) -> list[str]:
     return [p for p in changed if not any(covers(f, p) for f in files)]
 
 
-def run_attempt(ctx: RunContext, task: Task, *, spec: Any | None, fresh: bool = False) -> Outcome:
+def run_attempt(
+    ctx: RunContext,
+    task: Task,
+    *,
+    spec: Any | None,
+    fresh: bool = False,
+    fallback: str | None = None,
+) -> Outcome:
     """Run one attempt of `task` and leave its outcome in the state.
 
-    `spec` is the agents.AgentSpec to use for a prompt task (None for a `run` task).
+    `spec` is the agents.AgentSpec to use for a prompt task (None for a `run` task);
+    `fallback` says why it is a fallback agent, when it is one.
     """
     ts = ctx.state.tasks[task.id]
     started = time.monotonic()
@@ -110,6 +119,7 @@ def run_attempt(ctx: RunContext, task: Task, *, spec: Any | None, fresh: bool = 
         model=getattr(spec, "model", None),
         effort=getattr(spec, "effort", None),
         tag=tag,
+        fallback=fallback,
     )
     attempt_dir = ctx.logs / task.id / f"attempt-{number}"
     attempt_dir.mkdir(parents=True, exist_ok=True)
@@ -225,7 +235,9 @@ def _steps(
     judged = [
         a
         for a in ts.attempts[:-1]
-        if a.status in FAILURES and a.diff_hash and a.feedback_source in ("check", "scope", "merge")
+        if a.status in FAILURES
+        and a.diff_hash
+        and a.feedback_source in ("check", "scope", "review", "merge")
     ]
     if judged and judged[-1].diff_hash == attempt.diff_hash:
         return Outcome(Status.FAILED, "no progress: the same change as the last failed attempt")
@@ -245,6 +257,9 @@ def _steps(
             attempt.log = str(log)
             attempt.feedback_source = "check"
             return Outcome(Status.FAILED, f"check failed: {_last_line(log)}")
+    reviewed = _review(ctx, task, ts, attempt, attempt_dir, path, head, start_head)
+    if reviewed is not None:
+        return reviewed
     faults.point("before-merge")
     _check_stop(ctx)
     return _merge(ctx, task, ts, attempt, attempt_dir, head)
@@ -276,7 +291,12 @@ def _run_work(
         defn, spec = agents.resolve(spec, ctx.agent_defs)
         missing = agents.check_binary(defn)
         if missing:
-            return Outcome(Status.INFRA, f"binary-missing: {missing}", infra_kind="binary-missing")
+            return Outcome(
+                Status.INFRA,
+                f"binary-missing: {missing}",
+                infra_kind="binary-missing",
+                infra_agent=defn.name,
+            )
         prompt_file = attempt_dir / "prompt.md"
         fb = feedback.for_retry(ctx.repo, ts) if len(ts.attempts) > 1 else None
         feedback_file = None
@@ -335,6 +355,7 @@ def _run_work(
                 f"{infra.kind}: {infra.message}{after}",
                 infra_retry_after=infra.retry_after,
                 infra_kind=infra.kind,
+                infra_agent=defn.name,
             )
     if res.timed_out:
         return Outcome(Status.TIMEOUT, f"timed out after {timeout:g}s")
@@ -349,6 +370,53 @@ def _run_work(
             return Outcome(Status.FAILED, f"agent exited {res.returncode}: {said}")
         return Outcome(Status.FAILED, f"command exited {res.returncode}: {_last_line(log)}")
     return None
+
+
+def _review(
+    ctx: RunContext,
+    task: Task,
+    ts: TaskState,
+    attempt: Attempt,
+    attempt_dir: Path,
+    path: Path,
+    head: str,
+    start_head: str,
+) -> Outcome | None:
+    """The reviewer gate (forge.run.review); None when it approves or there is none."""
+    from forge.run import review
+
+    def started(pgid: int) -> None:
+        attempt.pgid = pgid
+
+    verdict = review.judge(ctx, task, ts, attempt, attempt_dir, path, head, on_start=started)
+    if verdict is None:
+        return None
+    # The reviewer may have written into the worktree; the work is committed.
+    ctx.repo.try_git("reset", "--quiet", "--hard", cwd=path)
+    ctx.repo.try_git("clean", "-fdq", cwd=path)
+    if verdict.verdict == "approve":
+        with ctx.store.lock:
+            ctx.save(task.id)
+        return None
+    if verdict.verdict == "stopped":
+        return Outcome(Status.INTERRUPTED, "stopped during the review")
+    if verdict.verdict == "infra":
+        # Nothing judged the work, and an INFRA attempt spends nothing: take the
+        # change back, or the next attempt would find it done and change nothing.
+        ctx.repo.try_git("reset", "--quiet", "--hard", start_head, cwd=path)
+        return Outcome(
+            Status.INFRA,
+            f"review: {verdict.findings}",
+            infra_retry_after=verdict.retry_after,
+            infra_kind=verdict.infra_kind,
+            infra_agent=verdict.agent,
+        )
+    findings = attempt_dir / "review.md"
+    findings.write_text((verdict.findings or "(no findings given)") + "\n")
+    attempt.log = str(findings)
+    attempt.feedback_source = "review"
+    line = " ".join(verdict.findings.split())[:200] or "rejected without findings"
+    return Outcome(Status.FAILED, f"review: {line}")
 
 
 def _merge(

@@ -21,6 +21,7 @@ from forge.plan.model import Task
 from forge.plan.registry import Recorded
 from forge.run import hold as holds
 from forge.run.attempt import Outcome, RunContext, run_attempt
+from forge.run.capacity import Capacity
 from forge.run.state import FAILURES, REDISPATCH, Status
 
 if TYPE_CHECKING:
@@ -56,8 +57,11 @@ class Dispatcher:
         self.notes: dict[str, str] = {}  # escalation notes, said when the task starts
         self.running: set[str] = set()
         self.retries: dict[str, int] = {}  # failed-task retries spent in this run
-        self.infra: dict[str, int] = {}  # infrastructure retries spent in this run
         self.not_before: dict[str, float] = {}  # backoff after an infrastructure failure
+        self.since: dict[str, float] = {}  # when each running task started
+        self.capacity = Capacity(
+            ctx, retries=options.infra_retries, backoff=INFRA_BACKOFF, cap=INFRA_BACKOFF_CAP
+        )
         self.no_auto: set[str] = set()  # tasks the policy says not to retry automatically
         self.forced = options.only  # `forge retry`: dispatch it even though it failed
 
@@ -101,7 +105,8 @@ class Dispatcher:
         if task.id in self.no_auto:  # the policy said stop (split, or no progress)
             return False
         if ts.status == Status.INFRA:
-            return time.monotonic() >= self.not_before.get(task.id, 0.0)
+            # With fallback agents it may start at once, elsewhere (capacity decides).
+            return bool(self.plan.fallback) or time.monotonic() >= self.not_before.get(task.id, 0.0)
         if ts.status in REDISPATCH:
             return True
         if self.forced == task.id:
@@ -137,6 +142,17 @@ class Dispatcher:
         if decision.note:
             self.notes[task.id] = decision.note  # said when it starts
         return decision.spec
+
+    def _primary(self, task: Task) -> Any | None:
+        """The task's own agent spec (before escalation), for capacity questions."""
+        if task.run is not None:
+            return None
+        from forge.agents import spec as agents
+        from forge.run import next_agent as escalate_run
+
+        ts = self.ctx.state.tasks[task.id]
+        text = escalate_run.base_spec_text(self.ctx, task, ts)
+        return agents.resolve(text, self.ctx.agent_defs)[1]
 
     def _overlaps_running(self, tid: str) -> bool:
         return any(other in self.running for other in self.overlaps.get(tid, ()))
@@ -196,9 +212,19 @@ class Dispatcher:
             spec = self._spec_for(task)
             if spec is False:
                 continue
+            why = None
+            if spec is not None:
+                choice = self.capacity.choose(task, self.ctx.state.tasks[task.id], spec)
+                if choice is None:  # its agents wait out a backoff, or are at their cap
+                    stuck = self.capacity.stuck(task, spec)
+                    if stuck is not None:
+                        self._pause(stuck)
+                        return
+                    continue
+                spec, why = choice.spec, choice.why
             if slots.reserve(task.id) or slots.error is not None:
                 # (with an error, the attempt makes its slot itself, or fails saying why)
-                self._start(pool, task, spec)
+                self._start(pool, task, spec, why=why)
             else:
                 waiting += 1
         if waiting:
@@ -206,7 +232,14 @@ class Dispatcher:
             if base:
                 slots.grow(base, wanted=waiting)
 
-    def _start(self, pool: ThreadPoolExecutor, task: Task, spec: Any) -> None:
+    def _pause(self, why: str) -> None:
+        with self.ctx.store.lock:
+            self.ctx.state.paused = f"infrastructure: {why}; run `forge run` again when it is back"
+            self.ctx.save()
+
+    def _start(
+        self, pool: ThreadPoolExecutor, task: Task, spec: Any, *, why: str | None = None
+    ) -> None:
         ts = self.ctx.state.tasks[task.id]
         if ts.status in FAILURES:
             self.retries[task.id] = self.retries.get(task.id, 0) + 1
@@ -217,11 +250,18 @@ class Dispatcher:
         note = self.notes.pop(task.id, None)
         if note:
             self.on_event(f"{task.id}: {note}")
-        self.on_event(f"{task.id}: started" + (f" ({spec})" if spec is not None else ""))
+        self.on_event(
+            f"{task.id}: started"
+            + (f" ({spec})" if spec is not None else "")
+            + (f" [{why}]" if why else "")
+        )
+        self.since[task.id] = time.monotonic()
+        if spec is not None:
+            self.capacity.started(task.id, spec.name)
 
         def work() -> None:
             try:
-                outcome = run_attempt(self.ctx, task, spec=spec, fresh=fresh)
+                outcome = run_attempt(self.ctx, task, spec=spec, fresh=fresh, fallback=why)
             except BaseException as exc:  # never let a worker die silently
                 outcome = Outcome(Status.FAILED, f"forge error: {exc}")
             self.done.put((task.id, outcome))
@@ -247,22 +287,30 @@ class Dispatcher:
         self.on_event(
             f"{tid}: {outcome.status}" + (f" ({outcome.reason})" if outcome.reason else "")
         )
+        ran_on = self.capacity.finished(tid)
+        since = self.since.pop(tid, 0.0)
         if outcome.status == Status.INFRA:
-            n = self.infra.get(tid, 0) + 1
-            self.infra[tid] = n
-            if n > self.options.infra_retries or outcome.infra_kind == "binary-missing":
-                with self.ctx.store.lock:
-                    self.ctx.state.paused = (
-                        f"infrastructure: {outcome.reason} (after {n - 1} retries); "
-                        "run `forge run` again when it is back"
-                    )
-                    self.ctx.save()
+            name = outcome.infra_agent or ran_on
+            if name is None:
                 return
-            wait = outcome.infra_retry_after
-            if wait is None:
-                wait = min(INFRA_BACKOFF_CAP, INFRA_BACKOFF * 2 ** (n - 1))
-            self.not_before[tid] = time.monotonic() + min(wait, INFRA_BACKOFF_CAP)
-        elif outcome.reason.startswith("no progress") or (
+            wait = self.capacity.failed(
+                name,
+                reason=outcome.reason,
+                kind=outcome.infra_kind,
+                retry_after=outcome.infra_retry_after,
+                since=since,
+            )
+            if wait is not None:
+                self.not_before[tid] = time.monotonic() + wait
+            task = self.plan.task(tid)
+            primary = self._primary(task)
+            stuck = self.capacity.stuck(task, primary) if primary is not None else None
+            if stuck is not None:
+                self._pause(stuck)
+            return
+        if ran_on is not None and outcome.status != Status.INTERRUPTED:
+            self.capacity.worked(ran_on)
+        if outcome.reason.startswith("no progress") or (
             outcome.reason.startswith("no changes") and len(self.ctx.state.tasks[tid].attempts) > 1
         ):
             # Work that makes no progress is not retried automatically (a retry that
