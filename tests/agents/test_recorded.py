@@ -87,6 +87,6 @@ def test_failure_reason_of_plain_text_is_its_last_line() -> None:
 
 def test_codex_terminal_event_wins_over_its_retry_errors() -> None:
     out = recorded("codex-high-demand.jsonl").replace(
-        "turn.failed\",\"error\":{\"message\":\"We're", 'turn.failed","error":{"message":"Final: We\'re'
+        'turn.failed","error":{"message":"We\'re', 'turn.failed","error":{"message":"Final: We\'re'
     )
     assert (cli_message(out) or "").startswith("Final: ")
