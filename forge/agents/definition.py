@@ -40,6 +40,7 @@ class AgentDef:
     infra_patterns: tuple[tuple[str, tuple[str, ...]], ...] = ()
     infra_exit_codes: tuple[tuple[str, tuple[int, ...]], ...] = ()
     infra_on_success: bool = False
+    stop_on_infra: bool = False  # stop the CLI when it prints one of its infra_patterns
     usage_format: str = "none"
     ignore_paths: tuple[str, ...] = ()
     written_for: str | None = None
@@ -106,6 +107,7 @@ class AgentDef:
             infra_patterns=get.patterns("infra_patterns"),
             infra_exit_codes=get.exit_codes("infra_exit_codes"),
             infra_on_success=get.flag("infra_on_success"),
+            stop_on_infra=get.flag("stop_on_infra"),
             usage_format=usage_format,
             ignore_paths=tuple(get.str_list("ignore_paths")),
             written_for=get.string("written_for"),
@@ -132,6 +134,7 @@ _TABLE_KEYS = (
     "infra_patterns",
     "infra_exit_codes",
     "infra_on_success",
+    "stop_on_infra",
     "usage_format",
     "ignore_paths",
     "written_for",

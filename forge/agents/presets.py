@@ -26,6 +26,8 @@ Keys beyond SPEC's `command`/`models`/`efforts` (all optional, open to users):
   `rate-limit`, `network`, `binary-missing`), what marks an infrastructure
   failure, on top of the generic patterns every agent gets.
 - `infra_on_success`: look for infrastructure failures even after exit 0.
+- `stop_on_infra`: stop the CLI as soon as its log shows one of its own
+  `infra_patterns`, instead of letting it retry for minutes (forge backs off).
 - `ignore_paths`: files the CLI leaves in the worktree that are never the
   task's work (globs, relative to the worktree); the runner drops them before
   committing, so they neither count as changes nor break the `files` scope.
@@ -196,6 +198,9 @@ AIDER: dict[str, Any] = {
     "default_effort": "medium",
     "usage_format": "aider",
     "infra_on_success": True,
+    # aider retries a 429 or an outage itself with a doubling delay, 2m11s a run
+    # when measured: forge's backoff does the same without holding the slot.
+    "stop_on_infra": True,
     "env": {
         "AIDER_CHAT_HISTORY_FILE": "{state_dir}/{task}/aider/chat-history.md",
         "AIDER_INPUT_HISTORY_FILE": "{state_dir}/{task}/aider/input-history",

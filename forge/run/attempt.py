@@ -8,6 +8,7 @@ and a one-line reason.
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 import hashlib
 import os
@@ -319,16 +320,23 @@ def _run_work(
             worktree=path,
         )
         timeout = task.timeout or defn.timeout or ctx.plan.timeout
-        res = _group(
-            ctx,
-            argv,
-            cwd=path,
-            log=log,
-            attempt=attempt,
-            timeout=timeout,
-            env=env,
-            input_path=stdin,
-        )
+        from forge.run.watch import infra_watch
+
+        with infra_watch(log, defn, ctx.stop) as watch:
+            res = _group(
+                ctx,
+                argv,
+                cwd=path,
+                log=log,
+                attempt=attempt,
+                timeout=timeout,
+                env=env,
+                input_path=stdin,
+                stop=watch.event,
+            )
+        if res.stopped and watch.hit is not None and not ctx.stop.is_set():
+            # Stopped on its own outage message: read as a run that ended there.
+            res = dataclasses.replace(res, stopped=False, returncode=1)
     output = _read(log) if defn is not None else ""
     if defn is not None:
         from forge.agents import spec as agents
@@ -455,6 +463,7 @@ def _group(
     timeout: float | None,
     env: Mapping[str, str] | None = None,
     input_path: Path | None = None,
+    stop: threading.Event | None = None,
 ) -> proc.GroupResult:
     def started(pgid: int) -> None:
         # Kept in memory and saved with the next change: crash recovery finds the
@@ -468,7 +477,7 @@ def _group(
         env=env,
         timeout=timeout,
         grace=grace_seconds(),
-        stop=ctx.stop,
+        stop=ctx.stop if stop is None else stop,
         on_start=started,
         tag=attempt.tag,
         input_path=input_path,

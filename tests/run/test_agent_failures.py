@@ -132,3 +132,17 @@ def test_infra_attempts_drop_the_clis_cache_and_do_not_count(repo: Path, tmp_pat
         ("-", "INFRA"),
         ("1", "MERGED"),
     ], history
+
+
+def test_aider_is_stopped_when_it_starts_retrying_a_rate_limit(repo: Path, tmp_path: Path) -> None:
+    # aider would retry the 429 for minutes; forge stops it and backs off instead.
+    body = 'agent = "aider"\ntimeout = "10m"\n'
+    body += preset("aider", REPLAY, "aider-ratelimit.log", "--hang", "--exit", "0") + TASK
+    assert run_forge(repo, "plan", str(write_plan(tmp_path, body))).returncode == 0
+    cp = run_forge(repo, "run", "--infra-retries", "0", timeout=60)
+    assert cp.returncode == 8, cp.stdout + cp.stderr
+    [only] = attempts(repo)
+    assert only["status"] == "INFRA"
+    assert str(only["reason"]) == (
+        "rate-limit: The API provider has rate limited you. Try again later or check your quotas."
+    )
