@@ -57,12 +57,15 @@ def judge(
     defn, spec = agents.resolve(text, ctx.agent_defs)
     log = attempt_dir / "review.log"
     verdict_file = attempt_dir / "review.json"
-    record: dict[str, Any] = {"agent": str(spec), "verdict": None, "log": str(log)}
+    # Replaced whole, never changed in place: another thread may be saving the state.
+    record: dict[str, Any] = {"agent": str(spec), "verdict": "running", "log": str(log)}
     attempt.review = record
     missing = agents.check_binary(defn)
     if missing:
         return _done(
-            record, Verdict("infra", f"binary-missing: {missing}", defn.name, "binary-missing")
+            attempt,
+            record,
+            Verdict("infra", f"binary-missing: {missing}", defn.name, "binary-missing"),
         )
     assert ts.base is not None
     prompt_file = attempt_dir / "review-prompt.md"
@@ -114,41 +117,47 @@ def judge(
     usage = agents.parse_usage(defn, output)
     if usage is not None:
         # The review's spend is the task's.
-        record.update(
-            cost_usd=usage.cost_usd,
-            input_tokens=usage.input_tokens,
-            output_tokens=usage.output_tokens,
-        )
+        record = {
+            **record,
+            "cost_usd": usage.cost_usd,
+            "input_tokens": usage.input_tokens,
+            "output_tokens": usage.output_tokens,
+        }
         attempt.cost_usd = _add(attempt.cost_usd, usage.cost_usd)
         attempt.input_tokens = _add(attempt.input_tokens, usage.input_tokens)
         attempt.output_tokens = _add(attempt.output_tokens, usage.output_tokens)
     if res.stopped:
-        return _done(record, Verdict("stopped", "stopped by the user", defn.name))
+        return _done(attempt, record, Verdict("stopped", "stopped by the user", defn.name))
     written = _read_verdict(verdict_file)
     if written is not None:
-        return _done(record, Verdict(written[0], written[1], defn.name))
+        return _done(attempt, record, Verdict(written[0], written[1], defn.name))
     rc = None if res.timed_out else res.returncode
     infra = agents.classify_failure(defn, returncode=rc, output=output)
     if infra is not None:
         message = f"{infra.kind}: {infra.message}"
-        return _done(record, Verdict("infra", message, defn.name, infra.kind, infra.retry_after))
+        return _done(
+            attempt, record, Verdict("infra", message, defn.name, infra.kind, infra.retry_after)
+        )
     if res.timed_out:
         return _done(
-            record, Verdict("infra", f"timed out after {timeout:g}s", defn.name, "timeout")
+            attempt, record, Verdict("infra", f"timed out after {timeout:g}s", defn.name, "timeout")
         )
     if res.returncode == 0:
-        return _done(record, Verdict("approve", "", defn.name))
+        return _done(attempt, record, Verdict("approve", "", defn.name))
     # A JSON CLI's own message says it; else the output's tail.
     findings = cli_message(output) or proc.tail(output, FINDINGS_LINES)
     return _done(
-        record, Verdict("reject", findings or f"reviewer exited {res.returncode}", defn.name)
+        attempt,
+        record,
+        Verdict("reject", findings or f"reviewer exited {res.returncode}", defn.name),
     )
 
 
-def _done(record: dict[str, Any], verdict: Verdict) -> Verdict:
-    record["verdict"] = verdict.verdict
+def _done(attempt: Attempt, record: dict[str, Any], verdict: Verdict) -> Verdict:
+    done = {**record, "verdict": verdict.verdict}
     if verdict.findings:
-        record["findings"] = verdict.findings
+        done["findings"] = verdict.findings
+    attempt.review = done
     return verdict
 
 
