@@ -201,8 +201,11 @@ def test_from_table_accepts_every_key() -> None:
             "usage_format": "claude",
             "ignore_paths": [".x-cache"],
             "timeout": 90,
+            "stop_on_infra": True,
+            "max_parallel": 4,
         },
     )
+    assert defn.stop_on_infra and defn.max_parallel == 4
     assert defn.infra_patterns == (
         ("rate-limit", ("SLOW DOWN",)),
         ("auth", ("who are you", "go away")),
