@@ -45,7 +45,11 @@ LAYOUTS: dict[str, Layout] = {
     "CLAUDE_CONFIG_DIR": Layout(
         default="~/.claude",
         private=(
-            "projects",  # sessions
+            "projects",  # transcripts
+            "sessions",  # one file per running process
+            "backups",  # of .claude.json, written by each run
+            "telemetry",
+            "paste-cache",
             "todos",
             "shell-snapshots",
             "session-env",
@@ -69,6 +73,9 @@ LAYOUTS: dict[str, Layout] = {
             "archived_sessions",
             "history.jsonl",
             "log",
+            ".tmp",
+            "shell_snapshots",
+            "thread-writer-locks",
             "*.sqlite",
             "*.sqlite-*",
             "*.db",
@@ -79,7 +86,8 @@ LAYOUTS: dict[str, Layout] = {
     "GEMINI_CLI_HOME": Layout(
         default="~",
         sub=".gemini",
-        private=("tmp", "history", "*.lock"),  # chats, checkpoints (a shadow git repo)
+        # Chats, checkpoints (a shadow git repo), the folder-to-project map.
+        private=("tmp", "history", "projects.json", "*.lock"),
     ),
 }
 
@@ -106,6 +114,10 @@ def populate(var: str, task_folder: Path, environ: Mapping[str, str]) -> None:
     source = user_folder(var, environ)
     target = task_folder / layout.sub if layout.sub else task_folder
     target.mkdir(parents=True, exist_ok=True)
+    for entry in target.iterdir():
+        # A link an older layout made to what is now per task (a session folder).
+        if entry.is_symlink() and any(fnmatch.fnmatchcase(entry.name, p) for p in layout.private):
+            entry.unlink()
     if source is None or not source.is_dir() or _same(source, target):
         return
     for entry in sorted(source.iterdir()):

@@ -24,6 +24,8 @@ def recorded(name: str) -> str:
     [
         # Offline: FailedToOpenSocket comes back as a "success" result with is_error.
         ("claude", "claude-offline.json", 1, "network", "Unable to connect to API (FailedToOpenSocket)"),
+        # Recorded here: 2.1.197 against a closed port on 127.0.0.1, after 179 s of retries.
+        ("claude", "claude-refused.json", 1, "network", "Unable to connect to API (ConnectionRefused)"),
         # A provider 5xx after the CLI's own retries is infrastructure.
         ("claude", "claude-500.json", 1, "server", "API Error: 500"),
         ("codex", "codex-high-demand.jsonl", 1, "server", "We're currently experiencing high demand"),
