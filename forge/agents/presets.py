@@ -259,6 +259,8 @@ GEMINI: dict[str, Any] = {
         # (Gemini CLI's own split: googleQuotaErrors.ts).
         "quota": [r"PerDay", r"daily quota"],
         "rate-limit": [
+            # While it retries (0.61): "Attempt 2 failed with status 429. Retrying ...".
+            r"failed with status 429",
             r"RESOURCE_EXHAUSTED",
             r"Please wait and try again later",
             r"Status: 429",

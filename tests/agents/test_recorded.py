@@ -52,6 +52,8 @@ def test_recorded_infra_failures(agent: str, fixture: str, rc: int, kind: str, s
         ("codex", "codex-offline.log", "network", None),
         # Gemini honours a long retryDelay after a 429.
         ("gemini", "gemini-retry-delay.log", "rate-limit", 240.0),
+        # Recorded here: Gemini CLI 0.61.0 retrying a 429 from 127.0.0.1.
+        ("gemini", "gemini-429-retrying.log", "rate-limit", None),
     ],
 )
 def test_recorded_outages_read_after_a_timeout(
@@ -61,6 +63,7 @@ def test_recorded_outages_read_after_a_timeout(
     failure = classify_failure(PRESETS[agent], returncode=None, output=recorded(fixture), now=NOW)
     assert failure is not None and failure.kind == kind
     assert failure.retry_after == retry_after
+    assert "at " not in failure.message[:3]  # the CLI's message, not a stack frame
 
 
 @pytest.mark.parametrize(
