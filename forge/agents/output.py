@@ -133,6 +133,8 @@ def _error_texts(obj: dict[str, Any]) -> list[str]:
     """The error messages a CLI's JSON event carries; none for ordinary events."""
     out: list[str] = []
     kind = obj.get("type")
+    if kind == "system":  # Claude's init and api_retry (read by _retry_text, when cut off)
+        return out
     if kind == "result" and obj.get("is_error"):  # Claude: branch on is_error, not subtype
         out.append(str(obj.get("result") or obj.get("subtype") or "error"))
         out.extend(str(e) for e in obj.get("errors") or [] if e)
@@ -196,14 +198,34 @@ def _reset_epochs(obj: Any) -> Iterator[tuple[float, bool]]:
             yield from _reset_epochs(value)
 
 
+def _retry_text(obj: dict[str, Any]) -> str | None:
+    """Claude's stream-json `system/api_retry` event as a line of text."""
+    if obj.get("type") != "system" or obj.get("subtype") != "api_retry":
+        return None
+    delay = obj.get("retry_delay_ms")
+    status = obj.get("error_status")
+    head = f"API retry {obj.get('attempt')}/{obj.get('max_retries')}: "
+    if not status:  # no response at all (offline, refused, DNS); its delay is its own
+        return head + "connection failed"
+    # After a response the delay follows the server's Retry-After, when it sent one.
+    after = f"; retry in {round(delay)}ms" if isinstance(delay, int | float) else ""
+    return f"{head}status {status} {obj.get('error')}{after}"
+
+
 def _signals(output: str) -> tuple[list[str], list[tuple[float, bool]], list[dict[str, Any]]]:
     values, plain = split_log(output)
     texts: list[str] = []
     resets: list[tuple[float, bool]] = []
     dicts = list(dicts_of(values))
+    # The CLI's own retries say what went wrong only when nothing came after them
+    # (the run was cut off while it waited): a final result says more.
+    finished = any(d.get("type") == "result" for d in dicts)
     for obj in dicts:
         texts.extend(_error_texts(obj))
         resets.extend(_reset_epochs(obj))
+        retry = None if finished else _retry_text(obj)
+        if retry is not None:
+            texts.append(retry)
     texts.extend(plain[-_PLAIN_LINES:])
     return texts, resets, dicts
 

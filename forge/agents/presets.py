@@ -41,8 +41,11 @@ from typing import Any
 
 # Claude Code: `-p` is print (headless) mode; bypassPermissions because the agent
 # runs unattended in a worktree of its own, and any permission prompt would hang
-# or deny. JSON output carries `total_cost_usd` and `usage`. The prompt goes on
-# stdin (no argv limit).
+# or deny. The final `result` event carries `total_cost_usd` and `usage`.
+# stream-json (which needs --verbose with -p) rather than json: while the CLI
+# retries a 429 or an outage it prints only `api_retry` events, so a run that
+# waits until forge's timeout still says why (json prints nothing until the
+# end). The prompt goes on stdin (no argv limit).
 CLAUDE: dict[str, Any] = {
     "written_for": "Claude Code 2.1.x",
     "command": [
@@ -51,7 +54,8 @@ CLAUDE: dict[str, Any] = {
         "--permission-mode",
         "bypassPermissions",
         "--output-format",
-        "json",
+        "stream-json",
+        "--verbose",
         "--model",
         "{model}",
         "--effort",

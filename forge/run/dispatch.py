@@ -311,9 +311,14 @@ class Dispatcher:
         if ran_on is not None and outcome.status != Status.INTERRUPTED:
             self.capacity.worked(ran_on)
             last = self.ctx.state.tasks[tid].last
-            if last is not None and last.review and last.review.get("verdict") in (
-                "approve",
-                "reject",
+            if (
+                last is not None
+                and last.review
+                and last.review.get("verdict")
+                in (
+                    "approve",
+                    "reject",
+                )
             ):
                 self.capacity.worked(str(last.review["agent"]).split(":")[0])
         if outcome.reason.startswith("no progress") or (

@@ -228,7 +228,7 @@ def _render(
 def test_render_claude() -> None:
     argv, stdin = _render("claude", "claude:opus:high")
     assert argv == [
-        "claude", "-p", "--permission-mode", "bypassPermissions", "--output-format", "json",
+        "claude", "-p", "--permission-mode", "bypassPermissions", "--output-format", "stream-json", "--verbose",
         "--model", "opus", "--effort", "high",
     ]  # fmt: skip
     assert stdin == Path("/tmp/t/p.md")

@@ -52,6 +52,10 @@ def test_recorded_infra_failures(agent: str, fixture: str, rc: int, kind: str, s
         ("codex", "codex-offline.log", "network", None),
         # Gemini honours a long retryDelay after a 429.
         ("gemini", "gemini-retry-delay.log", "rate-limit", 240.0),
+        # Recorded here: Claude Code 2.1.197 (stream-json) retrying a 429 with a
+        # Retry-After of 30 s, and retrying with no server to connect to.
+        ("claude", "claude-429-retrying.jsonl", "rate-limit", 30.0),
+        ("claude", "claude-offline-retrying.jsonl", "network", None),
         # Recorded here: Gemini CLI 0.61.0 retrying a 429 from 127.0.0.1.
         ("gemini", "gemini-429-retrying.log", "rate-limit", None),
     ],
@@ -95,3 +99,9 @@ def test_codex_terminal_event_wins_over_its_retry_errors() -> None:
         'turn.failed","error":{"message":"We\'re', 'turn.failed","error":{"message":"Final: We\'re'
     )
     assert (cli_message(out) or "").startswith("Final: ")
+
+
+def test_the_clis_own_retries_do_not_outweigh_its_result() -> None:
+    # A run that retried a 429, recovered and then failed on its own merits.
+    out = recorded("claude-429-retrying.jsonl") + recorded("claude-max-turns.json")
+    assert classify_failure(PRESETS["claude"], returncode=1, output=out, now=NOW) is None
