@@ -28,7 +28,7 @@ def recorded(name: str) -> str:
         ("claude", "claude-refused.json", 1, "network", "Unable to connect to API (ConnectionRefused)"),
         # A provider 5xx after the CLI's own retries is infrastructure.
         ("claude", "claude-500.json", 1, "server", "API Error: 500"),
-        ("codex", "codex-high-demand.jsonl", 1, "server", "We're currently experiencing high demand"),
+        ("codex", "codex-high-demand.jsonl", 1, "server", "currently experiencing high demand"),
         # Gemini's auth exit: the JSON error's message, not the banner before it.
         ("gemini", "gemini-auth.log", 41, "auth", "Please set an Auth method"),
         # A 429 RESOURCE_EXHAUSTED is a rate limit, though it speaks of quota.
@@ -78,13 +78,13 @@ def test_recorded_outages_read_after_a_timeout(
             "codex-turn-failed.jsonl",
             "tool call failed: apply_patch rejected: file is outside the writable roots",
         ),
-        ("codex-high-demand.jsonl", "We're currently experiencing high demand"),
+        ("codex-high-demand.jsonl", "currently experiencing high demand"),
         ("gemini-auth.log", "Please set an Auth method in your /root/.gemini/settings.json"),
     ],
 )
 def test_the_reason_is_the_clis_message_not_its_last_line(fixture: str, reason: str) -> None:
     said = failure_reason(recorded(fixture))
-    assert said is not None and said.startswith(reason)
+    assert said is not None and reason in said
     assert not said.startswith("{")
 
 
@@ -96,7 +96,7 @@ def test_failure_reason_of_plain_text_is_its_last_line() -> None:
 
 def test_codex_terminal_event_wins_over_its_retry_errors() -> None:
     out = recorded("codex-high-demand.jsonl").replace(
-        'turn.failed","error":{"message":"We\'re', 'turn.failed","error":{"message":"Final: We\'re'
+        'turn.failed","error":{"message":"We', 'turn.failed","error":{"message":"Final: We'
     )
     assert (cli_message(out) or "").startswith("Final: ")
 
