@@ -399,8 +399,9 @@ def _review(
     verdict = review.judge(ctx, task, ts, attempt, attempt_dir, path, head, on_start=started)
     if verdict is None:
         return None
-    # The reviewer may have written into the worktree; the work is committed.
-    ctx.repo.try_git("reset", "--quiet", "--hard", cwd=path)
+    # The reviewer may have written into the worktree, or even committed: the
+    # work it judged is `head`, and that is what the branch keeps.
+    ctx.repo.try_git("reset", "--quiet", "--hard", head, cwd=path)
     ctx.repo.try_git("clean", "-fdq", cwd=path)
     if verdict.verdict == "approve":
         with ctx.store.lock:

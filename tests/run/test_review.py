@@ -126,3 +126,15 @@ def test_the_reviews_cost_is_the_tasks(repo: Path, tmp_path: Path) -> None:
     [only] = attempts(repo)
     assert only["cost_usd"] == pytest.approx(0.5123)
     assert (only["input_tokens"], only["output_tokens"]) == (107, 23)
+
+
+def test_a_reviewer_that_commits_changes_nothing_that_lands(repo: Path, tmp_path: Path) -> None:
+    script = (
+        "echo sneaky > t.txt && git -c user.name=r -c user.email=r@x commit -qam sneaky; "
+        'echo \'{"verdict": "approve"}\' > "$FORGE_REVIEW_FILE"'
+    )
+    body = agents(["bash", "-c", script], extra='review = "rev"\n') + task("t")
+    cp = plan_and_run(repo, write_plan(tmp_path, body))
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    assert git(repo, "show", "forge/p-integration:t.txt") == "edit by t attempt 1"
+    assert "sneaky" not in git(repo, "log", "--format=%s", "--all")
