@@ -10,26 +10,33 @@ new starts while running tasks finish.
 
 from __future__ import annotations
 
-import os
 import queue
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from forge.plan.model import Task
 from forge.plan.registry import Recorded
 from forge.run import hold as holds
 from forge.run.attempt import Outcome, RunContext, run_attempt
 from forge.run.capacity import Capacity
-from forge.run.state import FAILURES, REDISPATCH, Status
+from forge.run.state import FAILURES, REDISPATCH, Stall, Status
 
 if TYPE_CHECKING:
+    from forge.agents.spec import AgentSpec
     from forge.run.runner import RunOptions
 
-# First wait after an infrastructure failure, doubled each time (FORGE_INFRA_BACKOFF).
-INFRA_BACKOFF = float(os.environ.get("FORGE_INFRA_BACKOFF", "5"))
 INFRA_BACKOFF_CAP = 300.0
+
+
+@dataclass(frozen=True)
+class Launch:
+    """What the next attempt of a task runs with: an agent spec, or None for a
+    shell task (its `run` command)."""
+
+    spec: AgentSpec | None
 
 
 class Dispatcher:
@@ -60,7 +67,10 @@ class Dispatcher:
         self.not_before: dict[str, float] = {}  # backoff after an infrastructure failure
         self.since: dict[str, float] = {}  # when each running task started
         self.capacity = Capacity(
-            ctx, retries=options.infra_retries, backoff=INFRA_BACKOFF, cap=INFRA_BACKOFF_CAP
+            ctx,
+            retries=options.infra_retries,
+            backoff=ctx.settings.infra_backoff,  # doubled each time
+            cap=INFRA_BACKOFF_CAP,
         )
         self.no_auto: set[str] = set()  # tasks the policy says not to retry automatically
         self.forced = options.only  # `forge retry`: dispatch it even though it failed
@@ -118,17 +128,17 @@ class Dispatcher:
         ready.sort(key=lambda t: (-self.cp.get(t.id, 1.0), self.order[t.id]))
         return ready
 
-    def _spec_for(self, task: Task) -> Any:
-        """The agent spec for the next attempt; False when the policy says stop."""
+    def _launch_for(self, task: Task) -> Launch | None:
+        """What the next attempt runs with; None when the policy says stop."""
         if task.run is not None:
-            return None
+            return Launch(spec=None)
         from forge.agents import spec as agents
         from forge.run import next_agent as escalate_run
 
         ts = self.ctx.state.tasks[task.id]
         if self.options.agent and self.forced == task.id:
-            return agents.resolve(self.options.agent, self.ctx.agent_defs)[1]
-        decision = escalate_run.next_spec(self.ctx, task, ts)
+            return Launch(agents.resolve(self.options.agent, self.ctx.agent_defs)[1])
+        decision = escalate_run.next_spec(self.ctx, task, ts, forced=self.forced == task.id)
         if decision.spec is None:
             with self.ctx.store.lock:
                 if decision.suggestion:
@@ -138,12 +148,12 @@ class Dispatcher:
             self.no_auto.add(task.id)
             if self.forced == task.id:
                 self.forced = None
-            return False
+            return None
         if decision.note:
             self.notes[task.id] = decision.note  # said when it starts
-        return decision.spec
+        return Launch(decision.spec)
 
-    def _primary(self, task: Task) -> Any | None:
+    def _primary(self, task: Task) -> AgentSpec | None:
         """The task's own agent spec (before escalation), for capacity questions."""
         if task.run is not None:
             return None
@@ -153,6 +163,14 @@ class Dispatcher:
         ts = self.ctx.state.tasks[task.id]
         text = escalate_run.base_spec_text(self.ctx, task, ts)
         return agents.resolve(text, self.ctx.agent_defs)[1]
+
+    def _worked(self, tid: str, ran_on: str) -> None:
+        """An attempt ran on `ran_on` (and its reviewer judged it): both providers work."""
+        self.capacity.worked(ran_on)
+        last = self.ctx.state.tasks[tid].last
+        review = last.review if last is not None else None
+        if review and review.get("verdict") in ("approve", "reject"):
+            self.capacity.worked(str(review["agent"]).split(":")[0])
 
     def _overlaps_running(self, tid: str) -> bool:
         return any(other in self.running for other in self.overlaps.get(tid, ()))
@@ -191,7 +209,7 @@ class Dispatcher:
             return False
         if ts.status == Status.BLOCKED:
             return True
-        task = next((t for t in self.plan.tasks if t.id == tid), None)
+        task = self.plan.find_task(tid)
         if task is None:
             return True
         if ts.status in (Status.PENDING, Status.INTERRUPTED, Status.INFRA):
@@ -209,10 +227,10 @@ class Dispatcher:
                 break
             if self._overlaps_running(task.id):
                 continue
-            spec = self._spec_for(task)
-            if spec is False:
+            launch = self._launch_for(task)
+            if launch is None:
                 continue
-            why = None
+            spec, why = launch.spec, None
             if spec is not None:
                 choice = self.capacity.choose(task, self.ctx.state.tasks[task.id], spec)
                 if choice is None:  # its agents wait out a backoff, or are at their cap
@@ -222,7 +240,7 @@ class Dispatcher:
                         return
                     continue
                 spec, why = choice.spec, choice.why
-            if slots.reserve(task.id) or slots.error is not None:
+            if self.ctx.remote is not None or slots.reserve(task.id) or slots.error is not None:
                 # (with an error, the attempt makes its slot itself, or fails saying why)
                 self._start(pool, task, spec, why=why)
             else:
@@ -238,7 +256,12 @@ class Dispatcher:
             self.ctx.save()
 
     def _start(
-        self, pool: ThreadPoolExecutor, task: Task, spec: Any, *, why: str | None = None
+        self,
+        pool: ThreadPoolExecutor,
+        task: Task,
+        spec: AgentSpec | None,
+        *,
+        why: str | None = None,
     ) -> None:
         ts = self.ctx.state.tasks[task.id]
         if ts.status in FAILURES:
@@ -309,20 +332,9 @@ class Dispatcher:
                 self._pause(stuck)
             return
         if ran_on is not None and outcome.status != Status.INTERRUPTED:
-            self.capacity.worked(ran_on)
-            last = self.ctx.state.tasks[tid].last
-            if (
-                last is not None
-                and last.review
-                and last.review.get("verdict")
-                in (
-                    "approve",
-                    "reject",
-                )
-            ):
-                self.capacity.worked(str(last.review["agent"]).split(":")[0])
-        if outcome.reason.startswith("no progress") or (
-            outcome.reason.startswith("no changes") and len(self.ctx.state.tasks[tid].attempts) > 1
+            self._worked(tid, ran_on)
+        if outcome.stall == Stall.NO_PROGRESS or (
+            outcome.stall == Stall.NO_CHANGES and len(self.ctx.state.tasks[tid].attempts) > 1
         ):
             # Work that makes no progress is not retried automatically (a retry that
             # changes nothing, or changes the same thing again).

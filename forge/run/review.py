@@ -21,7 +21,6 @@ from typing import Any
 from forge.agents.output import cli_message
 from forge.base import proc
 from forge.plan.model import Task
-from forge.run.recovery import grace_seconds
 from forge.run.state import Attempt, TaskState
 
 DIFF_LIMIT = 200_000  # characters of diff in the prompt; a bigger one is cut, and says so
@@ -99,15 +98,15 @@ def judge(
         worktree=worktree,
         review_file=verdict_file,
     )
-    timeout = defn.timeout or task.timeout or ctx.plan.timeout
+    timeout = ctx.plan.timeout_of(task, defn.timeout)
     stop: threading.Event = ctx.stop
     res = proc.run_group(
         argv,
         cwd=worktree,
         log_path=log,
-        env=env,
+        env={**ctx.settings.child_env(), **env},
         timeout=timeout,
-        grace=grace_seconds(),
+        grace=ctx.settings.grace,
         stop=stop,
         on_start=on_start,
         tag=attempt.tag,
