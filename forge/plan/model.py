@@ -51,6 +51,7 @@ class Task:
     agent: str | None = None  # agent spec; None: the plan's
     timeout: float | None = None  # seconds; None: the plan's
     estimate: float | None = None  # relative size for the critical path; None: 1
+    review: str | bool | None = None  # reviewer spec; False: none; None: the plan's
 
     @property
     def is_shell(self) -> bool:
@@ -77,6 +78,7 @@ class Task:
             "agent": self.agent,
             "timeout": self.timeout,
             "estimate": self.estimate,
+            "review": self.review,
         }
 
     @classmethod
@@ -92,6 +94,7 @@ class Task:
             agent=data.get("agent"),
             timeout=data.get("timeout"),
             estimate=data.get("estimate"),
+            review=data.get("review"),
         )
 
 
@@ -108,6 +111,8 @@ class Plan:
     env: Mapping[str, str] = field(default_factory=dict)
     verify: VerifyConfig | None = None  # None: forge.toml's [verify], if any
     agent: str | None = None
+    fallback: tuple[str, ...] = ()  # agent specs to use while the task's own is paused
+    review: str | None = None  # reviewer agent spec for every prompt task
     timeout: float = DEFAULT_TIMEOUT
     log_cap: int | None = None  # bytes of a command's output kept in its log; None: default
     escalate_after: int = DEFAULT_ESCALATE_AFTER  # 0: never escalate
@@ -152,6 +157,13 @@ class Plan:
             env=tuple(sorted(self.env.items())),
         )
 
+    def review_of(self, task: Task) -> str | None:
+        """The reviewer spec for `task`: its own, else the plan's; none for a
+        shell task or a task that sets `review = false`."""
+        if task.run is not None or task.review is False:
+            return None
+        return task.review if isinstance(task.review, str) else self.review
+
     def timeout_of(self, task: Task, agent_timeout: float | None = None) -> float:
         """Seconds one attempt of `task` may run: its own timeout, else its agent's,
         else the plan's."""
@@ -171,6 +183,8 @@ class Plan:
             "env": dict(self.env),
             "verify": None if self.verify is None else self.verify.to_dict(),
             "agent": self.agent,
+            "fallback": list(self.fallback),
+            "review": self.review,
             "timeout": self.timeout,
             "log_cap": self.log_cap,
             "escalate_after": self.escalate_after,
@@ -193,6 +207,8 @@ class Plan:
             env=dict(data.get("env", {})),
             verify=None if data.get("verify") is None else VerifyConfig.from_dict(data["verify"]),
             agent=data.get("agent"),
+            fallback=tuple(data.get("fallback", ())),
+            review=data.get("review"),
             timeout=data.get("timeout", DEFAULT_TIMEOUT),
             log_cap=data.get("log_cap"),
             escalate_after=data.get("escalate_after", DEFAULT_ESCALATE_AFTER),
