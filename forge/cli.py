@@ -14,8 +14,14 @@ from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
 import typer
+import typer.core
 
 from forge.errors import ExitCode, ForgeError
+
+# typer escapes the `[required]`, `[default: 0; x>=0]` it appends to option help for
+# rich whenever rich is importable, even with rich markup off, so the plain help
+# showed `\[x>=1]`. Help is rendered by click here: no rich, no escaping.
+typer.core.HAS_RICH = False
 
 app = typer.Typer(
     name="forge",
@@ -26,6 +32,29 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
 )
+
+
+def _version(value: bool) -> None:
+    if value:
+        from forge import __version__
+
+        typer.echo(f"forge {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    _version_flag: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_version, is_eager=True, help="Print forge's version and exit."
+        ),
+    ] = False,
+) -> None:
+    """Turn one goal into many coding tasks, run them in parallel git worktrees, and land
+    them safely."""
+
+
 hooks_app = typer.Typer(help="Install or remove the git hooks that trigger verification.")
 app.add_typer(hooks_app, name="hooks")
 
@@ -39,7 +68,11 @@ PlanArg = Annotated[
 PlanOpt = Annotated[str | None, typer.Option("--plan", help="Plan name or plan file.")]
 
 
+_emitted: list[bool] = []  # a JSON answer is on stdout already (then a failure adds none)
+
+
 def emit_json(data: Any) -> None:
+    _emitted.append(True)
     sys.stdout.write(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
 
 
@@ -383,22 +416,35 @@ def _execute_run(repo: Any, recorded: Any, options: Any, *, as_json: bool) -> No
         report = runner.run_plan(
             repo, recorded, options, stop=stop, on_change=view.on_change, on_event=view.on_event
         )
+    from forge.commands.next_step import next_steps
+
+    steps = next_steps(report, recorded.plan, only=options.only)
     if as_json:
-        emit_json(views.report_data(report))
+        emit_json({**views.report_data(report), "next": steps})
     else:
         typer.echo(views.render_report(report), nl=False)
+        for line in steps:
+            typer.echo(line)
     if report.exit_code != ExitCode.OK:
         raise typer.Exit(int(report.exit_code))
 
 
 def main(argv: list[str] | None = None) -> NoReturn:
+    args = sys.argv[1:] if argv is None else argv
     try:
         app(args=argv, prog_name="forge")
     except ForgeError as exc:
-        for line in exc.message.splitlines() or [type(exc).__name__]:
-            sys.stderr.write(f"forge: {line}\n")
-        sys.exit(int(exc.code))
+        _fail(exc.message or type(exc).__name__, exc.code, as_json="--json" in args)
     except KeyboardInterrupt:
-        sys.stderr.write("forge: interrupted\n")
-        sys.exit(ExitCode.INTERRUPTED)
+        _fail("interrupted", ExitCode.INTERRUPTED, as_json="--json" in args)
     sys.exit(ExitCode.OK)
+
+
+def _fail(message: str, code: ExitCode, *, as_json: bool) -> NoReturn:
+    """One `forge: ` line a person reads on stderr; with --json also the failure as
+    JSON on stdout, so a script that parses stdout gets an answer, not nothing."""
+    if as_json and not _emitted:
+        emit_json({"error": message, "exit_code": int(code)})
+    for line in message.splitlines():
+        sys.stderr.write(f"forge: {line}\n")
+    sys.exit(int(code))

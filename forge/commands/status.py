@@ -45,7 +45,10 @@ def task_row(ts: TaskState) -> dict[str, Any]:
         # INFRA and INTERRUPTED attempts spent nothing: they are history, not attempts
         "attempts": sum(1 for a in ts.attempts if a.status not in ("INFRA", "INTERRUPTED")),
         "agent": last.agent if last else (ts.agent or ""),
-        "seconds": task_time(ts),
+        # The last attempt's time (what the row's status is about); the total over
+        # every attempt is `total_seconds`, shown by `forge status TASK`.
+        "seconds": last.duration if last else None,
+        "total_seconds": task_time(ts),
         "reason": ts.reason,
         "suggestion": ts.suggestion,
         "salvage": list(ts.salvage),
@@ -94,8 +97,7 @@ def render_report(report: Any) -> str:
         out.append(f"paused: {report.paused}")
     else:
         out += verification_lines(report.verification)
-    head = (report.integration_head or "")[:12]
-    out.append(f"integration: {state.integration.removeprefix('refs/heads/')} at {head}")
+    out.append(f"integration: {_branch_at(state.integration, report.integration_head)}")
     out.append(f"logs: {report.logs}")
     out.append("your branch, index and working tree were not touched")
     return "\n".join(out) + "\n"
@@ -182,7 +184,8 @@ def _runner(repo: Repository, plan: str) -> str | None:
 
 def render_status(data: dict[str, Any]) -> str:
     out = [
-        f"plan {data['plan']}  (base {str(data['base'])[:12]}, integration {data['integration'].removeprefix('refs/heads/')} at {str(data['integration_head'])[:12]})"
+        f"plan {data['plan']}  (base {str(data['base'])[:12]}, "
+        f"integration {_branch_at(data['integration'], data['integration_head'])})"
     ]
     if data["runner"]:
         out.append(f"running: {data['runner']}")
@@ -213,7 +216,8 @@ def render_status(data: dict[str, Any]) -> str:
     if data["slots"]:
         total = sum(s["bytes"] for s in data["slots"])
         when = data["slots"][0]["measured"]
-        out.append(f"worktrees ({len(data['slots'])} slots, {_bytes(total)} measured {when}):")
+        n = len(data["slots"])
+        out.append(f"worktrees ({n} slot{'s' * (n != 1)}, {_bytes(total)} measured {when}):")
         for s in data["slots"]:
             holds_what = f"holds {s['task']}" if s["task"] else "free"
             out.append(f"  {s['name']}: {holds_what}, {_bytes(s['bytes'])}  {s['path']}")
@@ -221,10 +225,19 @@ def render_status(data: dict[str, Any]) -> str:
     return "\n".join(out) + "\n"
 
 
+def _branch_at(ref: str, head: str | None) -> str:
+    """`forge/p-integration at 1a2b3c4d5e6f`, or that the branch is gone (after
+    `forge clean`), never `at None`."""
+    name = ref.removeprefix("refs/heads/")
+    return f"{name} at {head[:12]}" if head else f"{name} (no such branch now)"
+
+
 def render_history(data: dict[str, Any], task: str) -> str:
     attempts = data["history"].get(task, [])
     row = next(r for r in data["tasks"] if r["id"] == task)
     out = [f"task {task}: {row['status']}" + (f" ({row['reason']})" if row["reason"] else "")]
+    if len(attempts) > 1 and row["total_seconds"] is not None:
+        out.append(f"{len(attempts)} attempts, {fmt_seconds(row['total_seconds'])} in all")
     rows = []
     for a in attempts:
         usage = ""

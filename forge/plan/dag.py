@@ -170,14 +170,27 @@ class Waves:
         return cls(waves=waves, deferrals=dict(deferrals), wave_of=wave_of)
 
 
+def _dispatch_order(plan: Plan) -> list[str]:
+    """Dependencies first; among tasks free to go, the order the scheduler starts
+    them: the longest critical path first, ties in plan order."""
+    import networkx as nx
+
+    cp = critical_path(plan)
+    order = {t.id: n for n, t in enumerate(plan.tasks)}
+    return list(
+        nx.lexicographical_topological_sort(build_graph(plan), key=lambda t: (-cp[t], order[t]))
+    )
+
+
 def compute_waves(plan: Plan) -> Waves:
-    """Each task, in topological order, goes into the first wave after its
-    dependencies' waves in which it overlaps no task already placed."""
+    """Each task, in the order the scheduler would start it, goes into the first
+    wave after its dependencies' waves in which it overlaps no task already placed.
+    So of two overlapping tasks the deferred one is the one that really waits."""
     tasks = {t.id: t for t in plan.tasks}
     placed: list[list[str]] = []
     wave_of: dict[str, int] = {}
     deferrals: dict[str, str] = {}
-    for tid in topological_order(plan):
+    for tid in _dispatch_order(plan):
         task = tasks[tid]
         earliest = max((wave_of[d] + 1 for d in task.deps if d in wave_of), default=0)
         w = earliest
