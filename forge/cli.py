@@ -410,9 +410,16 @@ def _execute_run(repo: Any, recorded: Any, options: Any, *, as_json: bool) -> No
     from forge.base import interrupt
     from forge.commands import status as views
     from forge.commands.live import LiveView
+    from forge.plan.config import load_repo_config
     from forge.run import runner
 
-    with interrupt.on_stop_signals() as stop, LiveView(quiet=as_json) as view:
+    plan = recorded.plan
+    view = LiveView(
+        quiet=as_json,
+        weights={t.id: t.estimate or 1.0 for t in plan.tasks},
+        prices=load_repo_config(repo.root).all_prices(),
+    )
+    with interrupt.on_stop_signals() as stop, view:
         report = runner.run_plan(
             repo, recorded, options, stop=stop, on_change=view.on_change, on_event=view.on_event
         )

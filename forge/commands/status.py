@@ -14,6 +14,7 @@ from forge.base.liveness import Owner
 from forge.git import worktrees
 from forge.git.repo import Repository
 from forge.run import hold as holds
+from forge.run.phases import current
 from forge.run.state import RunState, StateStore, Status, TaskState
 
 
@@ -39,6 +40,7 @@ def task_time(ts: TaskState) -> float | None:
 
 def task_row(ts: TaskState) -> dict[str, Any]:
     last = ts.last
+    now = current(last) if ts.status == Status.RUNNING else None
     return {
         "id": ts.id,
         "status": str(ts.status),
@@ -54,6 +56,8 @@ def task_row(ts: TaskState) -> dict[str, Any]:
         "salvage": list(ts.salvage),
         "warnings": list(ts.warnings),
         "slot": ts.slot,
+        "phase": now["name"] if now else None,  # what a running task is doing
+        "phase_started": now["start"] if now else None,  # epoch seconds
     }
 
 
@@ -196,6 +200,8 @@ def render_status(data: dict[str, Any]) -> str:
     rows = []
     for r in data["tasks"]:
         reason = r["reason"] or "; ".join(r["warnings"])
+        if r["phase"]:
+            reason = f"{r['phase']} for {fmt_seconds(time.time() - r['phase_started'])}"
         rows.append(
             [
                 r["id"],

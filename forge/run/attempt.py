@@ -23,6 +23,8 @@ from forge.git import merge as integrate
 from forge.git import worktrees
 from forge.git.repo import Repository
 from forge.plan.model import Plan, Task
+from forge.run.phases import phase
+from forge.run.reason import reason_line
 from forge.run.recovery import grace_seconds, reset_for_attempt
 from forge.run.slots import SlotPool
 from forge.run.state import (
@@ -156,29 +158,32 @@ def _steps(
     # The branch: created at the pinned base on the first attempt.
     if repo.ref_value(ts.branch) is None:
         repo.update_ref(ts.branch, ts.base, None, message="forge: task branch")
-    got = ctx.slots.acquire(task.id, ts.base)
-    slot, new = got.slot, not got.slot.setup_done
-    path = Path(slot.path)
-    # One look at the slot per attempt, none when it is clean by construction; after
-    # reset_for_attempt it is clean (anything found was salvaged, then cleared).
-    start_head, salvaged = reset_for_attempt(
-        repo,
-        ctx.plan,
-        ts,
-        path,
-        fresh=fresh,
-        known_clean=got.clean,
-        integration_head=repo.ref_value(ctx.state.integration),
-        shell=task.run is not None,
-    )
-    if salvaged:
-        ctx.save(task.id)
-    worktrees.move(repo, path, ts.branch, clean_all=ctx.plan.clean == "all", known_clean=True)
+    with phase(ctx, task.id, attempt, "worktree"):
+        got = ctx.slots.acquire(task.id, ts.base)
+        slot, new = got.slot, not got.slot.setup_done
+        attempt.slot = slot.name
+        path = Path(slot.path)
+        # One look at the slot per attempt, none when it is clean by construction; after
+        # reset_for_attempt it is clean (anything found was salvaged, then cleared).
+        start_head, salvaged = reset_for_attempt(
+            repo,
+            ctx.plan,
+            ts,
+            path,
+            fresh=fresh,
+            known_clean=got.clean,
+            integration_head=repo.ref_value(ctx.state.integration),
+            shell=task.run is not None,
+        )
+        if salvaged:
+            ctx.save(task.id)
+        worktrees.move(repo, path, ts.branch, clean_all=ctx.plan.clean == "all", known_clean=True)
     _check_stop(ctx)
 
     if new and ctx.plan.setup:
         log = attempt_dir / "setup.log"
-        res = _group(ctx, ctx.plan.setup, cwd=path, log=log, attempt=attempt, timeout=None)
+        with phase(ctx, task.id, attempt, "setup", save=True):
+            res = _group(ctx, ctx.plan.setup, cwd=path, log=log, attempt=attempt, timeout=None)
         if res.stopped:
             raise _Stop(Outcome(Status.INTERRUPTED, "stopped during setup"))
         if res.returncode != 0:
@@ -187,7 +192,8 @@ def _steps(
     if new:
         ctx.slots.mark_setup(slot)
 
-    outcome = _run_work(ctx, task, ts, attempt, attempt_dir, path, spec=spec)
+    with phase(ctx, task.id, attempt, "agent" if spec is not None else "run"):
+        outcome = _run_work(ctx, task, ts, attempt, attempt_dir, path, spec=spec)
     message = f"forge: {ctx.plan.name}/{task.id} attempt {attempt.number}\n\n{task.title}"
     if outcome is not None:
         if outcome.status in (Status.FAILED, Status.TIMEOUT):
@@ -233,7 +239,8 @@ def _steps(
 
     if task.check:
         log = attempt_dir / "check.log"
-        res = _group(ctx, task.check, cwd=path, log=log, attempt=attempt, timeout=None)
+        with phase(ctx, task.id, attempt, "check"):
+            res = _group(ctx, task.check, cwd=path, log=log, attempt=attempt, timeout=None)
         # The check may have written into the worktree; the work is committed, so
         # restore the tree to it (a later attempt must start from the commit).
         repo.try_git("reset", "--quiet", "--hard", cwd=path)
@@ -246,7 +253,8 @@ def _steps(
             return Outcome(Status.FAILED, f"check failed: {_last_line(log)}")
     faults.point("before-merge")
     _check_stop(ctx)
-    return _merge(ctx, task, ts, attempt, attempt_dir, head)
+    with phase(ctx, task.id, attempt, "merge"):
+        return _merge(ctx, task, ts, attempt, attempt_dir, head)
 
 
 def _run_work(
@@ -436,5 +444,4 @@ def _read(path: Path) -> str:
 
 
 def _last_line(log: Path) -> str:
-    lines = [ln for ln in _read(log).splitlines() if ln.strip() and not ln.startswith("forge: ")]
-    return lines[-1].strip()[:200] if lines else "(no output)"
+    return reason_line(_read(log))

@@ -58,6 +58,9 @@ class Attempt:
     output_tokens: int | None = None
     pgid: int | None = None  # the agent's process group while it runs
     tag: str | None = None  # FORGE_PROC_TAG of its processes, for crash recovery
+    slot: str | None = None  # the worktree slot it ran in
+    # {"name", "start", "end"} (epoch seconds) per step, in order (forge/run/phases.py)
+    phases: list[dict[str, Any]] = field(default_factory=list)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Attempt:
@@ -124,7 +127,7 @@ class RunState:
             "plan": self.plan,
             "integration": self.integration,
             "tasks": {
-                tid: {**vars(ts), "attempts": [dict(vars(a)) for a in ts.attempts]}
+                tid: {**vars(ts), "attempts": [_attempt_dict(a) for a in ts.attempts]}
                 for tid, ts in self.tasks.items()
             },
             "slots": {name: dict(vars(slot)) for name, slot in self.slots.items()},
@@ -148,6 +151,12 @@ class RunState:
             finished=data.get("finished"),
             wall_seconds=data.get("wall_seconds"),
         )
+
+
+def _attempt_dict(attempt: Attempt) -> dict[str, Any]:
+    data = dict(vars(attempt))
+    data["phases"] = [dict(p) for p in attempt.phases]  # a phase's end is set in place
+    return data
 
 
 def integration_ref(plan: str) -> str:
