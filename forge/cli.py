@@ -80,9 +80,21 @@ def emit_json(data: Any) -> None:
 def plan(
     plan_file: Annotated[Path, typer.Argument(help="The plan file (TOML).", metavar="PLAN.toml")],
     check: Annotated[bool, typer.Option("--check", help="Validate only; record nothing.")] = False,
+    graph: Annotated[
+        bool, typer.Option("--graph", help="Print the DAG as text instead of the wave table.")
+    ] = False,
+    graph_format: Annotated[
+        str, typer.Option("--format", help="The --graph format: mermaid or dot.")
+    ] = "mermaid",
     as_json: JsonOpt = False,
 ) -> None:
     """Validate a plan, build its DAG, compute waves, record it; print the wave table."""
+    from forge.plan.graph import FORMATS
+
+    if graph_format not in FORMATS:
+        raise ForgeError(f"--format: '{graph_format}' is not one of {', '.join(FORMATS)}")
+    if graph and as_json:
+        raise ForgeError("give --graph or --json, not both")
     from forge.plan import dag, registry
     from forge.plan import tables as report
 
@@ -104,6 +116,11 @@ def plan(
                 plan_obj, waves, critical_path=cpath, recorded=recorded, record_file=record_file
             )
         )
+        return
+    if graph:
+        from forge.plan.graph import render
+
+        typer.echo(render(plan_obj, waves, graph_format), nl=False)
         return
     typer.echo(report.wave_table(plan_obj, waves))
     typer.echo(report.plan_summary(plan_obj, waves, recorded=recorded))
