@@ -271,6 +271,34 @@ def status(
 
 
 @app.command()
+def report(
+    plan_ref: PlanArg = None,
+    out: Annotated[
+        Path | None,
+        typer.Option("-o", "--output", help="Where to write the page (default: beside the logs)."),
+    ] = None,
+    open_it: Annotated[
+        bool, typer.Option("--open", help="Open the page in the default browser.")
+    ] = False,
+) -> None:
+    """Write one self-contained HTML page of a plan's run: DAG, timeline, attempts, costs."""
+    from forge.commands import report as pages
+    from forge.plan.config import load_repo_config
+    from forge.plan.registry import load_recorded
+
+    repo = _repo()
+    recorded = load_recorded(repo, _plan_name(repo, plan_ref))
+    page = pages.build(repo, recorded, out=out, prices=load_repo_config(repo.root).all_prices())
+    path = pages.write(page)
+    typer.echo(f"report: {path}")
+    if open_it:
+        import webbrowser
+
+        if not webbrowser.open(path.as_uri()):
+            raise ForgeError(f"no browser to open {path} with: open it by hand")
+
+
+@app.command()
 def accept(
     plan_ref: PlanArg = None,
     merge: Annotated[

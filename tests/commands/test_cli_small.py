@@ -24,6 +24,7 @@ COMMANDS = [
     ["resume"],
     ["clean"],
     ["demo"],
+    ["report"],
     ["hooks", "install"],
 ]
 
