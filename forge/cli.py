@@ -66,6 +66,12 @@ PlanArg = Annotated[
     ),
 ]
 PlanOpt = Annotated[str | None, typer.Option("--plan", help="Plan name or plan file.")]
+BudgetOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--budget", metavar="USD", help='Pause when the plan has spent this ("20 USD", 20).'
+    ),
+]
 
 
 _emitted: list[bool] = []  # a JSON answer is on stdout already (then a failure adds none)
@@ -143,6 +149,7 @@ def run(
     worktree_root: Annotated[
         Path | None, typer.Option("--worktree-root", help="Where task worktrees live.")
     ] = None,
+    budget: BudgetOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Run (or resume) a plan: dispatch tasks, merge into integration, verify."""
@@ -159,6 +166,7 @@ def run(
         max_parallel=max_parallel,
         retry_failed=retry_failed,
         infra_retries=infra_retries,
+        budget=_budget(budget),
     )
     _execute_run(repo, recorded, options, as_json=as_json)
 
@@ -173,6 +181,7 @@ def retry(
     fresh: Annotated[
         bool, typer.Option("--fresh", help="Start again from the pinned base, not the last work.")
     ] = False,
+    budget: BudgetOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Run one failed task again with its last failure as feedback, then merge and verify."""
@@ -182,7 +191,9 @@ def retry(
     repo = _repo()
     recorded = registry.resolve(repo, plan_ref)
     runner.check_retry(repo, recorded.plan, task, agent=agent)
-    options = runner.RunOptions(only=task, fresh=fresh, agent=agent, retry_failed=0)
+    options = runner.RunOptions(
+        only=task, fresh=fresh, agent=agent, retry_failed=0, budget=_budget(budget)
+    )
     _execute_run(repo, recorded, options, as_json=as_json)
 
 
@@ -420,6 +431,17 @@ def demo(
     )
 
 
+def _budget(text: str | None) -> float | None:
+    if text is None:
+        return None
+    from forge.plan.budget import parse_budget
+
+    try:
+        return parse_budget(text)
+    except ValueError as exc:
+        raise ForgeError(f"--budget: {exc}") from exc
+
+
 def _repo() -> Any:
     from forge.git import repo as git
 
@@ -459,22 +481,26 @@ def _execute_run(repo: Any, recorded: Any, options: Any, *, as_json: bool) -> No
     from forge.run import runner
 
     plan = recorded.plan
+    prices = load_repo_config(repo.root).all_prices()
     view = LiveView(
         quiet=as_json,
         weights={t.id: t.estimate or 1.0 for t in plan.tasks},
-        prices=load_repo_config(repo.root).all_prices(),
+        prices=prices,
     )
     with interrupt.on_stop_signals() as stop, view:
         report = runner.run_plan(
             repo, recorded, options, stop=stop, on_change=view.on_change, on_event=view.on_event
         )
     from forge.commands.next_step import next_steps
+    from forge.run.spend import plan_spend
 
     steps = next_steps(report, recorded.plan, only=options.only)
+    spend = plan_spend(report.state, prices).to_dict()
     if as_json:
-        emit_json({**views.report_data(report), "next": steps})
+        emit_json({**views.report_data(report), "next": steps, "spend": spend})
     else:
         typer.echo(views.render_report(report), nl=False)
+        typer.echo(views.spend_line(spend, options.budget or plan.budget))
         for line in steps:
             typer.echo(line)
     if report.exit_code != ExitCode.OK:

@@ -15,6 +15,7 @@ from forge.git import worktrees
 from forge.git.repo import Repository
 from forge.run import hold as holds
 from forge.run.phases import current
+from forge.run.spend import Spend, plan_spend
 from forge.run.state import RunState, StateStore, Status, TaskState
 
 
@@ -157,7 +158,13 @@ def status_data(repo: Repository, plan: str, *, disk: bool = False) -> dict[str,
         )
     hold = holds.active(repo.state, plan)
     runner = _runner(repo, plan)
+    from forge.plan.config import load_repo_config
+
+    prices = load_repo_config(repo.root).all_prices()
+    budget = recorded.get("plan", {}).get("budget")
     return {
+        "spend": plan_spend(state, prices).to_dict(),
+        "budget_usd": budget,
         "plan": plan,
         "source": recorded.get("source_path"),
         "base": recorded.get("base_commit"),
@@ -219,6 +226,7 @@ def render_status(data: dict[str, Any]) -> str:
         for ref in r["salvage"]:
             out.append(f"{r['id']}: salvaged work kept in {ref}")
     out += verification_lines(data["verification"])
+    out.append(spend_line(data["spend"], data["budget_usd"]))
     if data["slots"]:
         total = sum(s["bytes"] for s in data["slots"])
         when = data["slots"][0]["measured"]
@@ -236,6 +244,14 @@ def _branch_at(ref: str, head: str | None) -> str:
     `forge clean`), never `at None`."""
     name = ref.removeprefix("refs/heads/")
     return f"{name} at {head[:12]}" if head else f"{name} (no such branch now)"
+
+
+def spend_line(spend: dict[str, Any], budget: float | None) -> str:
+    """`cost: $1.23 (2.1M in / 40.2k out tokens) of a 20 USD budget`."""
+    text = Spend(
+        spend["usd"], spend["input_tokens"], spend["output_tokens"], spend["unpriced_attempts"]
+    ).describe()
+    return f"cost: {text}" + (f" (budget {budget:g} USD)" if budget is not None else "")
 
 
 def render_history(data: dict[str, Any], task: str) -> str:

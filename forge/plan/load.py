@@ -45,6 +45,7 @@ PLAN_KEYS = (
     "verify_reruns",
     "agent",
     "timeout",
+    "budget",
     "escalate_after",
     "escalate_effort",
     "scope",
@@ -133,6 +134,7 @@ class _Checker:
         if not isinstance(escalate_effort, bool):
             self.add("`escalate_effort` must be true or false", "escalate_effort")
         timeout = self.duration(d, "timeout", line_of=self.top_line) or DEFAULT_TIMEOUT
+        budget = self.budget()
         scope = self.choice("scope", ("error", "warn"))
         clean = self.choice("clean", ("untracked", "all"))
         verify = self.verify()
@@ -153,6 +155,7 @@ class _Checker:
             verify=verify,
             agent=agent,
             timeout=timeout,
+            budget=budget,
             escalate_after=escalate_after,
             escalate_effort=bool(escalate_effort),
             scope=cast(Scope, scope),
@@ -160,6 +163,17 @@ class _Checker:
             agents=agents,
             tasks=tasks,
         )
+
+    def budget(self) -> float | None:
+        if "budget" not in self.data:
+            return None
+        from forge.plan.budget import parse_budget
+
+        try:
+            return parse_budget(self.data["budget"])
+        except ValueError as exc:
+            self.add(f"`budget`: {exc}", "budget")
+            return None
 
     def name(self) -> str:
         if "name" in self.data:

@@ -97,6 +97,7 @@ class Plan:
     verify: VerifyConfig | None = None  # None: forge.toml's [verify], if any
     agent: str | None = None
     timeout: float = DEFAULT_TIMEOUT
+    budget: float | None = None  # USD; the run pauses when the plan's spend reaches it
     escalate_after: int = DEFAULT_ESCALATE_AFTER  # 0: never escalate
     escalate_effort: bool = False
     scope: Scope = "error"  # changes outside a task's files: fail the task, or warn
@@ -130,6 +131,7 @@ class Plan:
             "verify": None if self.verify is None else self.verify.to_dict(),
             "agent": self.agent,
             "timeout": self.timeout,
+            "budget": self.budget,
             "escalate_after": self.escalate_after,
             "escalate_effort": self.escalate_effort,
             "scope": self.scope,
@@ -149,6 +151,7 @@ class Plan:
             verify=None if data.get("verify") is None else VerifyConfig.from_dict(data["verify"]),
             agent=data.get("agent"),
             timeout=data.get("timeout", DEFAULT_TIMEOUT),
+            budget=data.get("budget"),
             escalate_after=data.get("escalate_after", DEFAULT_ESCALATE_AFTER),
             escalate_effort=data.get("escalate_effort", False),
             scope=data.get("scope", "error"),
