@@ -55,7 +55,7 @@ class RunContext:
     on_change: Callable[[str], None] = lambda _task: None
 
     def save(self, task: str | None = None) -> None:
-        self.store.save(self.state)
+        self.store.save(self.state, task=task)
         if task is not None:
             self.on_change(task)
 

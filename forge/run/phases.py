@@ -28,7 +28,7 @@ def phase(
     with ctx.store.lock:
         attempt.phases.append(entry)
         if save:
-            ctx.store.save(ctx.state)
+            ctx.store.save(ctx.state, task=task)
     ctx.on_change(task)
     try:
         yield entry

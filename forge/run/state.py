@@ -1,12 +1,23 @@
 """A plan's run state: task statuses, attempts, slots and the last verification.
 
-One JSON file per plan (state.json), rewritten atomically on every change and
-always *before* the action it records, so a `kill -9` at any instant leaves a
-state the next run resumes from.
+Written on every change and always *before* the action it records, so a `kill -9`
+at any instant leaves a state the next run resumes from. On disk: a snapshot
+(state.json, replaced atomically) and a journal of the changes since
+(state-journal-<id>.jsonl, named in the snapshot). A change of one task appends
+one line holding that task and the plan-wide part (slots, verification, pause):
+its cost does not grow with the plan. The journal is folded into a new snapshot
+when it holds as many lines as the plan has tasks (so a transition costs O(1)
+amortised), and whenever a change concerns the whole plan. A line a killed
+writer left half-written was never acted on, and reading stops before it. A
+snapshot without a journal id (what forge wrote before) is read as it is.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
+import os
+import secrets
 import threading
 from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
@@ -126,10 +137,13 @@ class RunState:
             "schema_version": SCHEMA_VERSION,
             "plan": self.plan,
             "integration": self.integration,
-            "tasks": {
-                tid: {**vars(ts), "attempts": [_attempt_dict(a) for a in ts.attempts]}
-                for tid, ts in self.tasks.items()
-            },
+            "tasks": {tid: task_dict(ts) for tid, ts in self.tasks.items()},
+            **self.plan_wide(),
+        }
+
+    def plan_wide(self) -> dict[str, Any]:
+        """Everything but the tasks: small, whatever the plan's size."""
+        return {
             "slots": {name: dict(vars(slot)) for name, slot in self.slots.items()},
             "verification": self.verification,
             "paused": self.paused,
@@ -153,6 +167,10 @@ class RunState:
         )
 
 
+def task_dict(ts: TaskState) -> dict[str, Any]:
+    return {**vars(ts), "attempts": [_attempt_dict(a) for a in ts.attempts]}
+
+
 def _attempt_dict(attempt: Attempt) -> dict[str, Any]:
     data = dict(vars(attempt))
     data["phases"] = [dict(p) for p in attempt.phases]  # a phase's end is set in place
@@ -167,18 +185,46 @@ def task_ref(plan: str, task: str) -> str:
     return f"refs/heads/forge/{plan}/{task}"
 
 
+JOURNAL_PREFIX = "state-journal-"
+
+
+def read_state(path: Path) -> dict[str, Any]:
+    """The state as data: the snapshot with its journal replayed over it."""
+    data: dict[str, Any] = read_json(path, what="plan state")
+    journal = data.pop("journal", None)
+    if not journal:
+        return data
+    try:
+        with open(path.with_name(f"{JOURNAL_PREFIX}{journal}.jsonl"), "rb") as fh:
+            lines = fh.read().split(b"\n")
+    except FileNotFoundError:
+        return data  # nothing changed since the snapshot
+    tasks = data.setdefault("tasks", {})
+    for line in lines:
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            break  # the end, or a line a killed writer left half-written
+        if entry.get("task") is not None:
+            tasks[entry["task"]] = entry["data"]
+        data.update(entry["plan_wide"])
+    return data
+
+
 class StateStore:
-    """The one writer of a plan's state.json; every save is atomic and serialised."""
+    """The one writer of a plan's state; every save is atomic and serialised."""
 
     def __init__(self, state_dir: StateDir, plan: str) -> None:
         self.path: Path = state_dir.state_file(plan)
         self.plan = plan
         self._lock = threading.RLock()
+        self._journal: Path | None = None  # the journal of the snapshot this store wrote
+        self._lines = 0
 
     def load(self, task_ids: list[str]) -> RunState:
         """The saved state, or a fresh one; tasks added to the plan since start PENDING."""
         try:
-            raw = read_json(self.path, what="plan state")
+            raw = read_state(self.path)
             st = RunState.from_dict(raw)
         except FileNotFoundError:
             st = RunState(plan=self.plan, integration=integration_ref(self.plan), tasks={})
@@ -191,13 +237,33 @@ class StateStore:
 
     def load_existing(self) -> RunState | None:
         try:
-            return RunState.from_dict(read_json(self.path, what="plan state"))
+            return RunState.from_dict(read_state(self.path))
         except FileNotFoundError:
             return None
 
-    def save(self, st: RunState) -> None:
+    def save(self, st: RunState, *, task: str | None = None) -> None:
+        """Save the state; `task` says the change concerns that task (and the
+        plan-wide part) only, so a journal line records it."""
         with self._lock:
-            write_json(self.path, st.to_dict(), compact=True)
+            if task is None or self._journal is None or self._lines >= max(64, len(st.tasks)):
+                self._snapshot(st)
+                return
+            line = {"task": task, "data": task_dict(st.tasks[task]), "plan_wide": st.plan_wide()}
+            with open(self._journal, "a", encoding="utf-8") as fh:
+                fh.write(json.dumps(line, separators=(",", ":")) + "\n")
+            self._lines += 1
+
+    def _snapshot(self, st: RunState) -> None:
+        # A fresh journal id each time: a journal left by a killed writer can never
+        # be mistaken for the new snapshot's.
+        journal = secrets.token_hex(6)
+        write_json(self.path, {**st.to_dict(), "journal": journal}, compact=True)
+        self._journal = self.path.with_name(f"{JOURNAL_PREFIX}{journal}.jsonl")
+        self._lines = 0
+        for old in self.path.parent.glob(f"{JOURNAL_PREFIX}*.jsonl"):
+            if old != self._journal:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(old)
 
     @property
     def lock(self) -> threading.RLock:
