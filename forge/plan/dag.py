@@ -19,7 +19,7 @@ networkx is imported inside the functions that need it, so importing this module
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -187,14 +187,17 @@ def compute_waves(plan: Plan) -> Waves:
     wave after its dependencies' waves in which it overlaps no task already placed.
     So of two overlapping tasks the deferred one is the one that really waits."""
     tasks = {t.id: t for t in plan.tasks}
+    overlaps = task_overlaps(plan)
     placed: list[list[str]] = []
     wave_of: dict[str, int] = {}
     deferrals: dict[str, str] = {}
     for tid in _dispatch_order(plan):
         task = tasks[tid]
         earliest = max((wave_of[d] + 1 for d in task.deps if d in wave_of), default=0)
+        # The waves its overlapping tasks already hold: O(its overlaps), not O(wave).
+        taken = {wave_of[o] for o in overlaps[tid] if o in wave_of}
         w = earliest
-        while w < len(placed) and any(overlap(task.files, tasks[o].files) for o in placed[w]):
+        while w in taken:
             w += 1
         if w == len(placed):
             placed.append([])
@@ -230,12 +233,59 @@ def critical_path(plan: Plan) -> dict[str, float]:
 
 def task_overlaps(plan: Plan) -> dict[str, frozenset[str]]:
     """For each task, the other tasks whose files overlap its own: they must never
-    run at the same time."""
+    run at the same time.
+
+    Not every pair is compared (a plan of 1000 tasks has half a million): two
+    patterns can only overlap when the literal components before their first glob
+    are one a leading part of the other, so patterns are filed in a tree by those
+    components and each is compared with those on its path and under its node.
+    """
+    root = _Node()
+    literal: dict[tuple[str, str], list[str]] = {}
+    for t in plan.tasks:
+        for pattern in t.files:
+            parts = _literal_prefix(pattern)
+            literal[(t.id, pattern)] = parts
+            node = root
+            for part in parts:
+                node = node.children.setdefault(part, _Node())
+            node.here.append((t.id, pattern))
     out: dict[str, set[str]] = {t.id: set() for t in plan.tasks}
-    tasks = list(plan.tasks)
-    for i, a in enumerate(tasks):
-        for b in tasks[i + 1 :]:
-            if overlap(a.files, b.files):
-                out[a.id].add(b.id)
-                out[b.id].add(a.id)
+    for (tid, pattern), parts in literal.items():
+        at: _Node | None = root
+        candidates = list(root.here)
+        for part in parts:
+            at = at.children.get(part) if at is not None else None
+            if at is None:
+                break
+            candidates += at.here
+        if at is not None:
+            candidates += [entry for child in at.children.values() for entry in child.all()]
+        for other, other_pattern in candidates:
+            if other != tid and other not in out[tid] and patterns_overlap(pattern, other_pattern):
+                out[tid].add(other)
+                out[other].add(tid)
     return {k: frozenset(v) for k, v in out.items()}
+
+
+@dataclass
+class _Node:
+    here: list[tuple[str, str]] = field(default_factory=list)  # (task, pattern) filed here
+    children: dict[str, _Node] = field(default_factory=dict)
+
+    def all(self) -> Iterator[tuple[str, str]]:
+        stack = [self]
+        while stack:
+            node = stack.pop()
+            yield from node.here
+            stack.extend(node.children.values())
+
+
+def _literal_prefix(pattern: str) -> list[str]:
+    """The components before the first one holding a glob character."""
+    out = []
+    for part in _components(pattern):
+        if _is_glob(part):
+            break
+        out.append(part)
+    return out
