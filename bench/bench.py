@@ -25,6 +25,7 @@ import makespan
 import merge
 import naive
 import overhead
+import scale
 import stop
 from kit import Context, Figure, hermetic_env
 
@@ -36,6 +37,7 @@ BENCHES: dict[str, Callable[[Context], list[Figure]]] = {
     "stop": stop.run,
     "hooks": fastpath.run,
     "live": live.run,
+    "scale": scale.run,
 }
 HERE = Path(__file__).resolve().parent
 QUICK_NOTE = (
