@@ -50,7 +50,9 @@ def token_cost(
     prices: Mapping[str, Price],
 ) -> float | None:
     """USD for the tokens at the model's price; None when the model has none."""
+    if input_tokens is None and output_tokens is None:
+        return None
     price = price_of(model, prices)
-    if price is None or (input_tokens is None and output_tokens is None):
+    if price is None:
         return None
     return ((input_tokens or 0) * price[0] + (output_tokens or 0) * price[1]) / 1_000_000
