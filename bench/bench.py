@@ -19,6 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import cluster
 import fastpath
 import live
 import makespan
@@ -38,6 +39,7 @@ BENCHES: dict[str, Callable[[Context], list[Figure]]] = {
     "hooks": fastpath.run,
     "live": live.run,
     "scale": scale.run,
+    "cluster": cluster.run,
 }
 HERE = Path(__file__).resolve().parent
 QUICK_NOTE = (

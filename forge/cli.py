@@ -8,16 +8,20 @@ DAG or GitPython.
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 import typer.core
 
 from forge.errors import ExitCode, ForgeError
 
+if TYPE_CHECKING:
+    from forge.base.settings import Settings
+    from forge.git.repo import Repository
+    from forge.plan.registry import Recorded
+    from forge.run.runner import RunOptions
 # typer escapes the `[required]`, `[default: 0; x>=0]` it appends to option help for
 # rich whenever rich is importable, even with rich markup off, so the plain help
 # showed `\[x>=1]`. Help is rendered by click here: no rich, no escaping.
@@ -75,6 +79,14 @@ BudgetOpt = Annotated[
 
 
 _emitted: list[bool] = []  # a JSON answer is on stdout already (then a failure adds none)
+ClusterOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--cluster",
+        metavar="ADDRESS",
+        help="Run attempts on a Dask cluster: tcp://host:8786, or local:N for N local workers.",
+    ),
+]
 
 
 def emit_json(data: Any) -> None:
@@ -109,9 +121,7 @@ def plan(
         recorded, record_file = None, None
         cpath = dag.critical_path(plan_obj)
     else:
-        from forge.git.repo import discover
-
-        repo = discover()
+        repo = _repo()
         recorded = registry.record(repo, plan_file)
         plan_obj, waves = recorded.plan, recorded.as_waves()
         record_file = repo.state.plan_file(plan_obj.name)
@@ -150,25 +160,24 @@ def run(
         Path | None, typer.Option("--worktree-root", help="Where task worktrees live.")
     ] = None,
     budget: BudgetOpt = None,
+    cluster: ClusterOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Run (or resume) a plan: dispatch tasks, merge into integration, verify."""
     from forge.plan import registry
     from forge.run import runner
 
-    repo = _repo()
+    # The slots, the verification checkouts and (through their environment) the
+    # agents' own forge calls all see this root.
+    repo = _repo(worktree_root=worktree_root)
     recorded = registry.resolve(repo, plan_ref)
-    if worktree_root is not None:
-        # Through the environment, so the slots, the verification checkouts and the
-        # agents' own forge calls all see the same root.
-        os.environ["FORGE_WORKTREES"] = str(worktree_root.resolve())
     options = runner.RunOptions(
         max_parallel=max_parallel,
         retry_failed=retry_failed,
         infra_retries=infra_retries,
         budget=_budget(budget),
     )
-    _execute_run(repo, recorded, options, as_json=as_json)
+    _execute_run(repo, recorded, options, as_json=as_json, cluster=cluster)
 
 
 @app.command()
@@ -182,6 +191,7 @@ def retry(
         bool, typer.Option("--fresh", help="Start again from the pinned base, not the last work.")
     ] = False,
     budget: BudgetOpt = None,
+    cluster: ClusterOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Run one failed task again with its last failure as feedback, then merge and verify."""
@@ -194,7 +204,7 @@ def retry(
     options = runner.RunOptions(
         only=task, fresh=fresh, agent=agent, retry_failed=0, budget=_budget(budget)
     )
-    _execute_run(repo, recorded, options, as_json=as_json)
+    _execute_run(repo, recorded, options, as_json=as_json, cluster=cluster)
 
 
 @app.command()
@@ -208,6 +218,7 @@ def verify(
     from forge.base import interrupt
     from forge.commands import verify as verify_command
     from forge.errors import Interrupted
+    from forge.git.repo import short_sha
     from forge.verify.engine import Verdict, describe_failure, verify_commit
 
     repo = _repo()
@@ -231,7 +242,7 @@ def verify(
         )
         if target.plan is not None and not verify_command.record_in_plan(repo, target.plan, record):
             progress(
-                f"{record.commit[:12]} is not the integration head of plan '{target.plan}': "
+                f"{short_sha(record.commit)} is not the integration head of plan '{target.plan}': "
                 f"its verdict is not recorded in the plan"
             )
     if as_json:
@@ -420,7 +431,7 @@ def demo(
 
     repo_path, plan_path = demo_mod.create(path)
     typer.echo(f"demo repository: {repo_path}\nplan: {plan_path}\n")
-    repo = git.discover(repo_path)
+    repo = git.discover(repo_path, _settings())
     recorded = registry.record(repo, plan_path)
     typer.echo(report.wave_table(recorded.plan, recorded.as_waves()), nl=False)
     typer.echo("")
@@ -442,13 +453,19 @@ def _budget(text: str | None) -> float | None:
         raise ForgeError(f"--budget: {exc}") from exc
 
 
-def _repo() -> Any:
+def _settings(*, worktree_root: Path | None = None) -> Settings:
+    from forge.base.settings import Settings
+
+    return Settings.from_env(worktree_root=worktree_root)
+
+
+def _repo(*, worktree_root: Path | None = None) -> Repository:
     from forge.git import repo as git
 
-    return git.discover()
+    return git.discover(settings=_settings(worktree_root=worktree_root))
 
 
-def _plan_name(repo: Any, ref: str | None) -> str:
+def _plan_name(repo: Repository, ref: str | None) -> str:
     """A recorded plan's name from a name or a file, without loading the DAG."""
     names = repo.state.recorded_plans()
     if ref is None:
@@ -464,7 +481,9 @@ def _plan_name(repo: Any, ref: str | None) -> str:
     return str(registry.resolve(repo, ref).plan.name)
 
 
-def _status_target(repo: Any, target: str | None, plan_ref: str | None) -> tuple[str, str | None]:
+def _status_target(
+    repo: Repository, target: str | None, plan_ref: str | None
+) -> tuple[str, str | None]:
     names = repo.state.recorded_plans()
     if target is not None and plan_ref is None and target in names:
         return target, None
@@ -473,8 +492,16 @@ def _status_target(repo: Any, target: str | None, plan_ref: str | None) -> tuple
     return _plan_name(repo, plan_ref), target
 
 
-def _execute_run(repo: Any, recorded: Any, options: Any, *, as_json: bool) -> None:
+def _execute_run(
+    repo: Repository,
+    recorded: Recorded,
+    options: RunOptions,
+    *,
+    as_json: bool,
+    cluster: str | None = None,
+) -> None:
     from forge.base import interrupt
+    from forge.cluster import coordinator
     from forge.commands import status as views
     from forge.commands.live import LiveView
     from forge.plan.config import load_repo_config
@@ -482,6 +509,7 @@ def _execute_run(repo: Any, recorded: Any, options: Any, *, as_json: bool) -> No
 
     plan = recorded.plan
     prices = load_repo_config(repo.root).all_prices()
+    remote = coordinator.from_settings(repo, cluster)
     view = LiveView(
         quiet=as_json,
         weights={t.id: t.estimate or 1.0 for t in plan.tasks},
@@ -489,7 +517,13 @@ def _execute_run(repo: Any, recorded: Any, options: Any, *, as_json: bool) -> No
     )
     with interrupt.on_stop_signals() as stop, view:
         report = runner.run_plan(
-            repo, recorded, options, stop=stop, on_change=view.on_change, on_event=view.on_event
+            repo,
+            recorded,
+            options,
+            stop=stop,
+            on_change=view.on_change,
+            on_event=view.on_event,
+            remote=remote,
         )
     from forge.commands.next_step import next_steps
     from forge.run.spend import plan_spend

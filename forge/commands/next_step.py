@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from forge.plan.model import Plan
-from forge.run.state import FAILURES, Status
+from forge.run.runner import RunReport
+from forge.run.state import FAILURES, RunState, Status
+from forge.verify.records import Verdict
 
 
-def next_steps(report: Any, plan: Plan, *, only: str | None) -> list[str]:
+def next_steps(report: RunReport, plan: Plan, *, only: str | None) -> list[str]:
     """Lines to print under the results of `forge run` (or `forge retry` with
     `only`): the commands that move the plan on from where it stands."""
     if report.interrupted or report.paused:
@@ -31,8 +31,8 @@ def next_steps(report: Any, plan: Plan, *, only: str | None) -> list[str]:
             f"next: `forge retry {first}` retries it with its failure as feedback{others}; "
             f"`forge run {name} --retry-failed 1` retries every failed task once"
         )
-    verdict = (report.verification or {}).get("verdict")
-    if failed or verdict == "FAIL" or any(ts.suggestion for ts in state.tasks.values()):
+    verdict = report.verification.verdict if report.verification is not None else None
+    if failed or verdict == Verdict.FAIL or any(ts.suggestion for ts in state.tasks.values()):
         out.append(
             f"see: `forge status {name} TASK` for a task's attempts, "
             f"`forge report {name}` for the whole run as a page"
@@ -40,7 +40,7 @@ def next_steps(report: Any, plan: Plan, *, only: str | None) -> list[str]:
     return out
 
 
-def _waiting_dependents(plan: Plan, state: Any, task: str) -> list[str]:
+def _waiting_dependents(plan: Plan, state: RunState, task: str) -> list[str]:
     """Tasks downstream of `task` that have not merged (a retry runs one task only)."""
     dependants: dict[str, list[str]] = {}
     for t in plan.tasks:

@@ -76,7 +76,8 @@ def render(
     plan = recorded.plan
     wave_of = {tid: n for n, wave in enumerate(recorded.waves, start=1) for tid in wave}
     spend = plan_spend(state, prices)
-    verdict = (state.verification or {}).get("verdict") or "not verified"
+    record = _record(state)
+    verdict = (record or {}).get("verdict") or "not verified"
     statuses = {tid: str(ts.status) for tid, ts in state.tasks.items()}
     tips = {
         t.id: f"{t.id}: {statuses.get(t.id, 'PENDING')}"
@@ -106,10 +107,16 @@ def render(
         "</div>",
         svg.legend(phases),
         "</section>",
-        _verification(state.verification, folder),
+        _verification(record, folder),
         _task_table(recorded, state, wave_of, folder, prices),
     ]
     return PAGE.format(title=escape(f"forge report: {plan.name}"), body="\n".join(body))
+
+
+def _record(state: RunState) -> dict[str, Any] | None:
+    """The last verification as data (batches and bisection steps, when a record
+    carries them as `steps`, come along)."""
+    return None if state.verification is None else state.verification.to_dict()
 
 
 def _header(name: str, state: RunState, spend: Spend, verdict: str, recorded: Recorded) -> str:
@@ -182,7 +189,7 @@ def timeline(state: RunState) -> tuple[list[svg.Lane], float, list[str]]:
             if bars:
                 raw.append((attempt.slot or ts.slot or tid, tid, attempt, bars))
     work_ends = [b[1] for *_, bars in raw for b in bars]
-    verify_bars = _verification_bars(state.verification, after=max(work_ends, default=None))
+    verify_bars = _verification_bars(_record(state), after=max(work_ends, default=None))
     starts = [b[0] for *_, bars in raw for b in bars] + [
         b[0] for _, bars in verify_bars for b in bars
     ]
