@@ -59,6 +59,7 @@ def run_tty(repo: Path, name: str, *, rows: int = 50, cols: int = 160) -> tuple[
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
     received = [0]
+    tail = [b""]
 
     def drain() -> None:
         while True:
@@ -69,6 +70,7 @@ def run_tty(repo: Path, name: str, *, rows: int = 50, cols: int = 160) -> tuple[
             if not chunk:
                 return
             received[0] += len(chunk)
+            tail[0] = (tail[0] + chunk)[-6000:]
 
     reader = threading.Thread(target=drain, daemon=True)
     reader.start()
@@ -90,7 +92,8 @@ def run_tty(repo: Path, name: str, *, rows: int = 50, cols: int = 160) -> tuple[
     reader.join(timeout=5)
     os.close(master)
     if code != 0:
-        raise RuntimeError(f"forge run {name} on a terminal exited {code}")
+        text = tail[0].decode(errors="replace")
+        raise RuntimeError(f"forge run {name} on a terminal exited {code}:\n{text}")
     return wall, cpu, received[0]
 
 
