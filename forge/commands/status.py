@@ -298,8 +298,6 @@ def render_history(data: dict[str, Any], task: str) -> str:
     attempts = data["history"].get(task, [])
     row = next(r for r in data["tasks"] if r["id"] == task)
     out = [f"task {task}: {row['status']}" + (f" ({row['reason']})" if row["reason"] else "")]
-    if len(attempts) > 1 and row["total_seconds"] is not None:
-        out.append(f"{len(attempts)} attempts, {fmt_seconds(row['total_seconds'])} in all")
     reviewed = any(a.get("review") for a in attempts)
     rows = []
     for a in attempts:
@@ -324,6 +322,8 @@ def render_history(data: dict[str, Any], task: str) -> str:
         for r, a in zip(rows, attempts, strict=True):
             r.insert(3, a.get("where") or "here")
     out.append(_table(headers, rows).rstrip())
+    if len(attempts) > 1 and row["total_seconds"] is not None:
+        out.append(f"{len(attempts)} tries, {fmt_seconds(row['total_seconds'])} in all")
     if row["cost_usd"] is not None or row["input_tokens"] is not None:
         total = f"${row['cost_usd']:.4f}" if row["cost_usd"] is not None else "-"
         out.append(f"total: {total}, {row['input_tokens'] or 0}/{row['output_tokens'] or 0} tok")

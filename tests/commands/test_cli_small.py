@@ -74,7 +74,7 @@ def test_status_time_is_the_last_attempts_and_one_slot(repo: Path, tmp_path: Pat
     text = run_forge(repo, "status").stdout
     assert "(1 slot, " in text
     history = run_forge(repo, "status", "a").stdout
-    assert "2 attempts, " in history and " in all" in history
+    assert "2 tries, " in history and " in all" in history
 
 
 def test_status_after_clean_says_the_branch_is_gone(repo: Path, tmp_path: Path) -> None:
