@@ -15,6 +15,8 @@ from forge.errors import StateError
 from forge.git import refs, worktrees
 from forge.git.repo import Repository, short_sha
 from forge.run import hold as holds
+from forge.run.phases import current
+from forge.run.spend import Spend, plan_spend
 from forge.run.state import UNCOUNTED, RunState, StateStore, Status, TaskState
 from forge.verify.records import VerifyRecord
 
@@ -51,6 +53,7 @@ def _total(ts: TaskState, key: str) -> Any:
 
 def task_row(ts: TaskState) -> dict[str, Any]:
     last = ts.last
+    now = current(last) if ts.status == Status.RUNNING else None
     cost = _total(ts, "cost_usd")
     return {
         "id": ts.id,
@@ -58,7 +61,10 @@ def task_row(ts: TaskState) -> dict[str, Any]:
         # INFRA and INTERRUPTED attempts spent nothing: they are history, not attempts
         "attempts": sum(1 for a in ts.attempts if a.status not in UNCOUNTED),
         "agent": last.agent if last else (ts.agent or ""),
-        "seconds": task_time(ts),
+        # The last attempt's time (what the row's status is about); the total over
+        # every attempt is `total_seconds`, shown by `forge status TASK`.
+        "seconds": last.duration if last else None,
+        "total_seconds": task_time(ts),
         "cost_usd": None if cost is None else round(cost, 6),
         "input_tokens": _total(ts, "input_tokens"),
         "output_tokens": _total(ts, "output_tokens"),
@@ -67,6 +73,8 @@ def task_row(ts: TaskState) -> dict[str, Any]:
         "salvage": list(ts.salvage),
         "warnings": list(ts.warnings),
         "slot": ts.slot,
+        "phase": now["name"] if now else None,  # what a running task is doing
+        "phase_started": now["start"] if now else None,  # epoch seconds
     }
 
 
@@ -114,8 +122,7 @@ def render_report(report: RunReport) -> str:
         out.append(f"paused: {report.paused}")
     else:
         out += verification_lines(report.verification)
-    head = short_sha(report.integration_head)
-    out.append(f"integration: {refs.branch_name(state.integration)} at {head}")
+    out.append(f"integration: {_branch_at(state.integration, report.integration_head)}")
     out.append(f"logs: {report.logs}")
     out.append("your branch, index and working tree were not touched")
     return "\n".join(out) + "\n"
@@ -165,7 +172,13 @@ def status_data(repo: Repository, plan: str, *, disk: bool = False) -> dict[str,
         )
     hold = holds.active(repo.state, plan)
     runner = _runner(repo, plan)
+    from forge.plan.config import load_repo_config
+
+    prices = load_repo_config(repo.root).all_prices()
+    budget = recorded.get("plan", {}).get("budget")
     return {
+        "spend": plan_spend(state, prices).to_dict(),
+        "budget_usd": budget,
         "plan": plan,
         "source": recorded.get("source_path"),
         "base": recorded.get("base_commit"),
@@ -207,7 +220,8 @@ def _runner(repo: Repository, plan: str) -> str | None:
 
 def render_status(data: dict[str, Any]) -> str:
     out = [
-        f"plan {data['plan']}  (base {short_sha(str(data['base']))}, integration {refs.branch_name(data['integration'])} at {short_sha(str(data['integration_head']))})"
+        f"plan {data['plan']}  (base {short_sha(str(data['base']))}, "
+        f"integration {_branch_at(data['integration'], data['integration_head'])})"
     ]
     if data["runner"]:
         out.append(f"running: {data['runner']}")
@@ -218,6 +232,8 @@ def render_status(data: dict[str, Any]) -> str:
     rows = []
     for r in data["tasks"]:
         reason = r["reason"] or "; ".join(r["warnings"])
+        if r["phase"]:
+            reason = f"{r['phase']} for {fmt_seconds(time.time() - r['phase_started'])}"
         rows.append(
             [
                 r["id"],
@@ -237,15 +253,32 @@ def render_status(data: dict[str, Any]) -> str:
     out += verification_lines(
         VerifyRecord.from_dict(data["verification"]) if data["verification"] else None
     )
+    out.append(spend_line(data["spend"], data["budget_usd"]))
     if data["slots"]:
         total = sum(s["bytes"] for s in data["slots"])
         when = data["slots"][0]["measured"]
-        out.append(f"worktrees ({len(data['slots'])} slots, {_bytes(total)} measured {when}):")
+        n = len(data["slots"])
+        out.append(f"worktrees ({n} slot{'s' * (n != 1)}, {_bytes(total)} measured {when}):")
         for s in data["slots"]:
             holds_what = f"holds {s['task']}" if s["task"] else "free"
             out.append(f"  {s['name']}: {holds_what}, {_bytes(s['bytes'])}  {s['path']}")
     out.append(f"logs: {data['logs']}")
     return "\n".join(out) + "\n"
+
+
+def _branch_at(ref: str, head: str | None) -> str:
+    """`forge/p-integration at 1a2b3c4d5e6f`, or that the branch is gone (after
+    `forge clean`), never `at None`."""
+    name = refs.branch_name(ref)
+    return f"{name} at {short_sha(head)}" if head else f"{name} (no such branch now)"
+
+
+def spend_line(spend: dict[str, Any], budget: float | None) -> str:
+    """`cost: $1.23 (2.1M in / 40.2k out tokens) of a 20 USD budget`."""
+    text = Spend(
+        spend["usd"], spend["input_tokens"], spend["output_tokens"], spend["unpriced_attempts"]
+    ).describe()
+    return f"cost: {text}" + (f" (budget {budget:g} USD)" if budget is not None else "")
 
 
 def task_data(data: dict[str, Any], task: str) -> dict[str, Any]:
@@ -298,6 +331,8 @@ def render_history(data: dict[str, Any], task: str) -> str:
         for r, a in zip(rows, attempts, strict=True):
             r.insert(3, a.get("where") or "here")
     out.append(_table(headers, rows).rstrip())
+    if len(attempts) > 1 and row["total_seconds"] is not None:
+        out.append(f"{len(attempts)} tries, {fmt_seconds(row['total_seconds'])} in all")
     if row["cost_usd"] is not None or row["input_tokens"] is not None:
         total = f"${row['cost_usd']:.4f}" if row["cost_usd"] is not None else "-"
         out.append(f"total: {total}, {row['input_tokens'] or 0}/{row['output_tokens'] or 0} tok")

@@ -54,6 +54,7 @@ PLAN_KEYS = (
     "review",
     "timeout",
     "log_cap",
+    "budget",
     "escalate_after",
     "escalate_effort",
     "scope",
@@ -150,6 +151,7 @@ class _Checker:
         )
         log_cap = self.size("log_cap")
         env = self.env()
+        budget = self.budget()
         scope = self.choice("scope", ("error", "warn"))
         clean = self.choice("clean", ("untracked", "all"))
         verify = self.verify()
@@ -176,6 +178,7 @@ class _Checker:
             review=review,
             timeout=timeout,
             log_cap=log_cap,
+            budget=budget,
             escalate_after=escalate_after,
             escalate_effort=bool(escalate_effort),
             scope=cast(Scope, scope),
@@ -183,6 +186,17 @@ class _Checker:
             agents=agents,
             tasks=tasks,
         )
+
+    def budget(self) -> float | None:
+        if "budget" not in self.data:
+            return None
+        from forge.plan.budget import parse_budget
+
+        try:
+            return parse_budget(self.data["budget"])
+        except ValueError as exc:
+            self.add(f"`budget`: {exc}", "budget")
+            return None
 
     def name(self) -> str:
         if "name" in self.data:

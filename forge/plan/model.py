@@ -115,6 +115,7 @@ class Plan:
     review: str | None = None  # reviewer agent spec for every prompt task
     timeout: float = DEFAULT_TIMEOUT
     log_cap: int | None = None  # bytes of a command's output kept in its log; None: default
+    budget: float | None = None  # USD; the run pauses when the plan's spend reaches it
     escalate_after: int = DEFAULT_ESCALATE_AFTER  # 0: never escalate
     escalate_effort: bool = False
     scope: Scope = "error"  # changes outside a task's files: fail the task, or warn
@@ -187,6 +188,7 @@ class Plan:
             "review": self.review,
             "timeout": self.timeout,
             "log_cap": self.log_cap,
+            "budget": self.budget,
             "escalate_after": self.escalate_after,
             "escalate_effort": self.escalate_effort,
             "scope": self.scope,
@@ -211,6 +213,7 @@ class Plan:
             review=data.get("review"),
             timeout=data.get("timeout", DEFAULT_TIMEOUT),
             log_cap=data.get("log_cap"),
+            budget=data.get("budget"),
             escalate_after=data.get("escalate_after", DEFAULT_ESCALATE_AFTER),
             escalate_effort=data.get("escalate_effort", False),
             scope=data.get("scope", "error"),

@@ -28,6 +28,8 @@ from forge.git.refs import task_ref
 from forge.git.repo import Repository
 from forge.plan.model import Plan, Task
 from forge.plan.patterns import out_of_scope
+from forge.run.phases import phase
+from forge.run.reason import reason_line
 from forge.run.recovery import reset_for_attempt
 from forge.run.slots import SlotPool
 from forge.run.state import (
@@ -85,7 +87,7 @@ class RunContext:
         return self.repo.settings
 
     def save(self, task: str | None = None) -> None:
-        self.store.save(self.state)
+        self.store.save(self.state, task=task)
         if task is not None:
             self.on_change(task)
 
@@ -187,24 +189,26 @@ def _steps(
     # The branch: created at the pinned base on the first attempt.
     if repo.ref_value(ts.branch) is None:
         repo.update_ref(ts.branch, ts.base, None, message="forge: task branch")
-    got = ctx.slots.acquire(task.id, ts.base)
-    slot, new = got.slot, not got.slot.setup_done
-    path = Path(slot.path)
-    # One look at the slot per attempt, none when it is clean by construction; after
-    # reset_for_attempt it is clean (anything found was salvaged, then cleared).
-    start_head, salvaged = reset_for_attempt(
-        repo,
-        ctx.plan,
-        ts,
-        path,
-        fresh=fresh,
-        known_clean=got.clean,
-        integration_head=repo.ref_value(ctx.state.integration),
-        shell=task.run is not None,
-    )
-    if salvaged:
-        ctx.save(task.id)
-    worktrees.move(repo, path, ts.branch, clean_all=ctx.plan.clean == "all", known_clean=True)
+    with phase(ctx, task.id, attempt, "worktree"):
+        got = ctx.slots.acquire(task.id, ts.base)
+        slot, new = got.slot, not got.slot.setup_done
+        attempt.slot = slot.name
+        path = Path(slot.path)
+        # One look at the slot per attempt, none when it is clean by construction; after
+        # reset_for_attempt it is clean (anything found was salvaged, then cleared).
+        start_head, salvaged = reset_for_attempt(
+            repo,
+            ctx.plan,
+            ts,
+            path,
+            fresh=fresh,
+            known_clean=got.clean,
+            integration_head=repo.ref_value(ctx.state.integration),
+            shell=task.run is not None,
+        )
+        if salvaged:
+            ctx.save(task.id)
+        worktrees.move(repo, path, ts.branch, clean_all=ctx.plan.clean == "all", known_clean=True)
     _check_stop(ctx)
 
     env = environment.expand(ctx.plan.env, path)
@@ -214,9 +218,10 @@ def _steps(
     if ctx.plan.setup and (ctx.plan.clean == "all" or not environment.is_set_up(path, digest)):
         log = attempt_dir / "setup.log"
         limit = ctx.plan.setup_timeout
-        res = _group(
-            ctx, ctx.plan.setup, cwd=path, log=log, attempt=attempt, timeout=limit, env=env
-        )
+        with phase(ctx, task.id, attempt, "setup", save=True):
+            res = _group(
+                ctx, ctx.plan.setup, cwd=path, log=log, attempt=attempt, timeout=limit, env=env
+            )
         if res.stopped:
             raise _Stop(Outcome(Status.INTERRUPTED, "stopped during setup"))
         if res.timed_out:
@@ -233,9 +238,10 @@ def _steps(
 
     limit = _timeout_of(ctx, task, spec)
     work_started = time.monotonic()
-    outcome = _run_work(
-        ctx, task, ts, attempt, attempt_dir, path, spec=spec, timeout=limit, env=env
-    )
+    with phase(ctx, task.id, attempt, "agent" if spec is not None else "run"):
+        outcome = _run_work(
+            ctx, task, ts, attempt, attempt_dir, path, spec=spec, timeout=limit, env=env
+        )
     message = f"forge: {ctx.plan.name}/{task.id} attempt {attempt.number}\n\n{task.title}"
     if outcome is not None:
         if outcome.status in (Status.FAILED, Status.TIMEOUT):
@@ -304,7 +310,8 @@ def _steps(
             return Outcome(
                 Status.TIMEOUT, f"check not run: the attempt's {limit:g}s timeout was used up"
             )
-        res = _group(ctx, task.check, cwd=path, log=log, attempt=attempt, timeout=left, env=env)
+        with phase(ctx, task.id, attempt, "check"):
+            res = _group(ctx, task.check, cwd=path, log=log, attempt=attempt, timeout=left, env=env)
         # The check may have written into the worktree; the work is committed, so
         # restore the tree to it (a later attempt must start from the commit).
         repo.try_git("reset", "--quiet", "--hard", cwd=path)
@@ -327,7 +334,8 @@ def _steps(
         return reviewed
     faults.point("before-merge")
     _check_stop(ctx)
-    return _merge(ctx, task, ts, attempt, attempt_dir, head)
+    with phase(ctx, task.id, attempt, "merge"):
+        return _merge(ctx, task, ts, attempt, attempt_dir, head)
 
 
 def _timeout_of(ctx: RunContext, task: Task, spec: AgentSpec | None) -> float:
@@ -594,6 +602,4 @@ def _check_stop(ctx: RunContext) -> None:
 
 
 def _last_line(log: Path) -> str:
-    text = logs.tail(log)
-    lines = [ln for ln in text.splitlines() if ln.strip() and not ln.startswith("forge: ")]
-    return lines[-1].strip()[:200] if lines else "(no output)"
+    return reason_line(logs.tail(log))

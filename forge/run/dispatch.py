@@ -21,6 +21,7 @@ from forge.plan.model import Task
 from forge.plan.registry import Recorded
 from forge.run import hold as holds
 from forge.run.attempt import Outcome, RunContext, run_attempt
+from forge.run.budget import Budget
 from forge.run.capacity import Capacity
 from forge.run.state import FAILURES, REDISPATCH, Stall, Status
 
@@ -74,6 +75,7 @@ class Dispatcher:
         )
         self.no_auto: set[str] = set()  # tasks the policy says not to retry automatically
         self.forced = options.only  # `forge retry`: dispatch it even though it failed
+        self.budget = Budget.of(ctx, options.budget)
 
     def loop(self) -> None:
         state = self.ctx.state
@@ -86,6 +88,8 @@ class Dispatcher:
                 if held is not None and self._ready():
                     # Only a hold that keeps something from starting pauses the run.
                     state.paused = f"hold: {held.describe()}"
+                if not state.paused and self.budget.spent_out() and self._ready():
+                    state.paused = self.budget.describe()
                 if not state.paused:
                     self._mark_blocked()
                     self._dispatch(pool)
@@ -307,6 +311,7 @@ class Dispatcher:
                 return
 
     def _after(self, tid: str, outcome: Outcome) -> None:
+        self.budget.add(self.ctx.state.tasks[tid].last)
         self.on_event(
             f"{tid}: {outcome.status}" + (f" ({outcome.reason})" if outcome.reason else "")
         )

@@ -1,12 +1,22 @@
 """A plan's run state: task statuses, attempts, slots and the last verification.
 
-One JSON file per plan (state.json), rewritten atomically on every change and
-always *before* the action it records, so a `kill -9` at any instant leaves a
-state the next run resumes from.
+Written on every change and always *before* the action it records, so a `kill -9`
+at any instant leaves a state the next run resumes from. On disk: a snapshot
+(state.json, replaced atomically) and a journal of the changes since
+(state-journal-<id>.jsonl, named in the snapshot). A change of one task appends
+one line holding that task and the plan-wide part (slots, verification, pause):
+its cost does not grow with the plan. The journal is folded into a new snapshot
+when it holds as many lines as the plan has tasks (so a transition costs O(1)
+amortised), and whenever a change concerns the whole plan. A line a killed
+writer left half-written was never acted on, and reading stops before it. A
+snapshot without a journal id (what forge wrote before) is read as it is.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
+import os
 import threading
 from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
@@ -60,6 +70,17 @@ def now_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
+_FIELDS: dict[type, frozenset[str]] = {}
+
+
+def _field_names(cls: type) -> frozenset[str]:
+    # Once per class: `fields()` per record is a third of loading 1000 tasks' state.
+    names = _FIELDS.get(cls)
+    if names is None:
+        names = _FIELDS[cls] = frozenset(f.name for f in fields(cls))
+    return names
+
+
 @dataclass
 class Attempt:
     number: int
@@ -83,10 +104,13 @@ class Attempt:
     tag: str | None = None  # FORGE_PROC_TAG of its processes, for crash recovery
     stall: Stall | None = None  # FAILED because the work went nowhere
     where: str | None = None  # the cluster worker that ran it (None: this machine)
+    slot: str | None = None  # the worktree slot it ran in
+    # {"name", "start", "end"} (epoch seconds) per step, in order (forge/run/phases.py)
+    phases: list[dict[str, Any]] = field(default_factory=list)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Attempt:
-        names = {f.name for f in fields(cls)}
+        names = _field_names(cls)
         attempt = cls(**{k: v for k, v in data.items() if k in names})
         attempt.status = Status(attempt.status)
         attempt.stall = Stall(attempt.stall) if attempt.stall else _old_stall(data)
@@ -124,7 +148,7 @@ class TaskState:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TaskState:
-        names = {f.name for f in fields(cls)}
+        names = _field_names(cls)
         kwargs = {k: v for k, v in data.items() if k in names and k not in ("attempts", "runner")}
         ts = cls(**kwargs)
         ts.status = Status(ts.status)
@@ -138,13 +162,19 @@ class TaskState:
         # under the store lock, and asdict's deep copy costs ~35x more.
         return {
             **vars(self),
-            "attempts": [dict(vars(a)) for a in self.attempts],
+            "attempts": [_attempt_dict(a) for a in self.attempts],
             "runner": None if self.runner is None else self.runner.to_dict(),
         }
 
     @property
     def last(self) -> Attempt | None:
         return self.attempts[-1] if self.attempts else None
+
+
+def _attempt_dict(attempt: Attempt) -> dict[str, Any]:
+    data = dict(vars(attempt))
+    data["phases"] = [dict(p) for p in attempt.phases]  # a phase's end is set in place
+    return data
 
 
 @dataclass
@@ -177,6 +207,12 @@ class RunState:
             "plan": self.plan,
             "integration": self.integration,
             "tasks": {tid: ts.to_dict() for tid, ts in self.tasks.items()},
+            **self.plan_wide(),
+        }
+
+    def plan_wide(self) -> dict[str, Any]:
+        """Everything but the tasks: small, whatever the plan's size."""
+        return {
             "slots": {name: dict(vars(slot)) for name, slot in self.slots.items()},
             "verification": None if self.verification is None else self.verification.to_dict(),
             "paused": self.paused,
@@ -230,13 +266,43 @@ def _verification(data: Any) -> VerifyRecord | None:
     return VerifyRecord.from_dict(data) if isinstance(data, dict) and data else None
 
 
+JOURNAL_PREFIX = "state-journal-"
+
+
+def read_state(path: Path) -> Any:
+    """The state as data: the snapshot with its journal replayed over it."""
+    data: Any = read_json(path, what="plan state")
+    if not isinstance(data, dict):
+        return data  # a wrong shape: the caller names it
+    journal = data.pop("journal", None)
+    if not journal:
+        return data
+    try:
+        with open(path.with_name(f"{JOURNAL_PREFIX}{journal}.jsonl"), "rb") as fh:
+            lines = fh.read().split(b"\n")
+    except FileNotFoundError:
+        return data  # nothing changed since the snapshot
+    tasks = data.setdefault("tasks", {})
+    for line in lines:
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            break  # the end, or a line a killed writer left half-written
+        if entry.get("task") is not None:
+            tasks[entry["task"]] = entry["data"]
+        data.update(entry["plan_wide"])
+    return data
+
+
 class StateStore:
-    """The one writer of a plan's state.json; every save is atomic and serialised."""
+    """The one writer of a plan's state; every save is atomic and serialised."""
 
     def __init__(self, state_dir: StateDir, plan: str) -> None:
         self.path: Path = state_dir.state_file(plan)
         self.plan = plan
         self._lock = threading.RLock()
+        self._journal: Path | None = None  # the journal of the snapshot this store wrote
+        self._lines = 0
 
     def load(self, task_ids: list[str]) -> RunState:
         """The saved state, or a fresh one; tasks added to the plan since start PENDING."""
@@ -258,7 +324,7 @@ class StateStore:
             return None
 
     def _read(self) -> RunState:
-        data = read_json(self.path, what="plan state")
+        data = read_state(self.path)
         why = state_problem(data)
         if why:
             raise StateError(
@@ -267,9 +333,29 @@ class StateStore:
             )
         return RunState.from_dict(data)
 
-    def save(self, st: RunState) -> None:
+    def save(self, st: RunState, *, task: str | None = None) -> None:
+        """Save the state; `task` says the change concerns that task (and the
+        plan-wide part) only, so a journal line records it."""
         with self._lock:
-            write_json(self.path, st.to_dict(), compact=True)
+            if task is None or self._journal is None or self._lines >= max(64, len(st.tasks)):
+                self._snapshot(st)
+                return
+            line = {"task": task, "data": st.tasks[task].to_dict(), "plan_wide": st.plan_wide()}
+            with open(self._journal, "a", encoding="utf-8") as fh:
+                fh.write(json.dumps(line, separators=(",", ":")) + "\n")
+            self._lines += 1
+
+    def _snapshot(self, st: RunState) -> None:
+        # A fresh journal id each time: a journal left by a killed writer can never
+        # be mistaken for the new snapshot's.
+        journal = os.urandom(6).hex()  # (not `secrets`: its import costs `forge status`)
+        write_json(self.path, {**st.to_dict(), "journal": journal}, compact=True)
+        self._journal = self.path.with_name(f"{JOURNAL_PREFIX}{journal}.jsonl")
+        self._lines = 0
+        for old in self.path.parent.glob(f"{JOURNAL_PREFIX}*.jsonl"):
+            if old != self._journal:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(old)
 
     @property
     def lock(self) -> threading.RLock:

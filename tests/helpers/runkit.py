@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -27,10 +26,10 @@ def plan_and_run(repo: Path, plan: Path, *args: str) -> subprocess.CompletedProc
 
 
 def state(repo: Path, plan: str = "p") -> dict[str, Any]:
-    data: dict[str, Any] = json.loads(
-        (repo / ".git" / "forge" / "plans" / plan / "state.json").read_text()
-    )
-    return data
+    """The run state as forge reads it: the snapshot with its journal replayed."""
+    from forge.run.state import read_state
+
+    return read_state(repo / ".git" / "forge" / "plans" / plan / "state.json")
 
 
 def statuses(repo: Path, plan: str = "p") -> dict[str, str]:
