@@ -69,7 +69,7 @@ def spawn_forge(cwd: Path, *args: str, env: dict[str, str] | None = None) -> sub
 def alive(pid: int) -> bool:
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
+    except (FileNotFoundError, ProcessLookupError):  # gone while we looked
         return False
     return stat[stat.rindex(")") + 2] != "Z"
 
