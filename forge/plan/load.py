@@ -25,10 +25,12 @@ from forge.plan.config import (
     toml_error_line,
 )
 from forge.plan.model import (
+    DEFAULT_BATCH_MAX,
     DEFAULT_ESCALATE_AFTER,
     DEFAULT_MAX_PARALLEL,
     DEFAULT_TIMEOUT,
     Clean,
+    Gate,
     Plan,
     Scope,
     Task,
@@ -43,6 +45,8 @@ PLAN_KEYS = (
     "setup",
     "verify",
     "verify_reruns",
+    "gate",
+    "batch_max",
     "agent",
     "timeout",
     "escalate_after",
@@ -135,6 +139,8 @@ class _Checker:
         timeout = self.duration(d, "timeout", line_of=self.top_line) or DEFAULT_TIMEOUT
         scope = self.choice("scope", ("error", "warn"))
         clean = self.choice("clean", ("untracked", "all"))
+        gate = self.choice("gate", ("queue", "end", "off"))
+        batch_max = self.int_at_least("batch_max", 1, DEFAULT_BATCH_MAX)
         verify = self.verify()
         agents = parse_agents(
             d.get("agents", {}),
@@ -157,6 +163,8 @@ class _Checker:
             escalate_effort=bool(escalate_effort),
             scope=cast(Scope, scope),
             clean=cast(Clean, clean),
+            gate=cast(Gate, gate),
+            batch_max=batch_max,
             agents=agents,
             tasks=tasks,
         )

@@ -50,6 +50,7 @@ class RunContext:
     agent_defs: Mapping[str, Mapping[str, Any]]
     owner: dict[str, Any]
     merge_lock: threading.Lock = field(default_factory=threading.Lock)
+    gated: bool = False  # finished work is QUEUED for the gate instead of merged
     on_change: Callable[[str], None] = lambda _task: None
 
     def save(self, task: str | None = None) -> None:
@@ -127,8 +128,9 @@ def run_attempt(ctx: RunContext, task: Task, *, spec: Any | None, fresh: bool = 
         outcome = stop.outcome
     except Exception as exc:  # a bug or an unexpected git failure: record, don't lose state
         outcome = Outcome(Status.FAILED, f"forge error: {exc}")
-    if outcome.status == Status.MERGED:
-        ctx.slots.release(task.id)  # its MERGED state was saved by the merge
+    if outcome.status in (Status.MERGED, Status.QUEUED):
+        # Its work is committed on its branch (and merged, or queued for the gate).
+        ctx.slots.release(task.id)
     with ctx.store.lock:
         attempt.status = outcome.status
         attempt.reason = outcome.reason
@@ -224,7 +226,9 @@ def _steps(
     judged = [
         a
         for a in ts.attempts[:-1]
-        if a.status in FAILURES and a.diff_hash and a.feedback_source in ("check", "scope", "merge")
+        if a.status in FAILURES
+        and a.diff_hash
+        and (a.feedback_source or "").startswith(("check", "scope", "merge", "verify:"))
     ]
     if judged and judged[-1].diff_hash == attempt.diff_hash:
         return Outcome(Status.FAILED, "no progress: the same change as the last failed attempt")
@@ -246,6 +250,8 @@ def _steps(
             return Outcome(Status.FAILED, f"check failed: {_last_line(log)}")
     faults.point("before-merge")
     _check_stop(ctx)
+    if ctx.gated:
+        return Outcome(Status.QUEUED, "")  # the gate verifies it with others, then lands it
     return _merge(ctx, task, ts, attempt, attempt_dir, head)
 
 

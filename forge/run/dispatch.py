@@ -24,6 +24,7 @@ from forge.run.attempt import Outcome, RunContext, run_attempt
 from forge.run.state import FAILURES, REDISPATCH, Status
 
 if TYPE_CHECKING:
+    from forge.run.landing import Gate
     from forge.run.runner import RunOptions
 
 # First wait after an infrastructure failure, doubled each time (FORGE_INFRA_BACKOFF).
@@ -40,6 +41,7 @@ class Dispatcher:
         recorded: Recorded,
         options: RunOptions,
         on_event: Callable[[str], None],
+        gate: Gate | None = None,
     ) -> None:
         from forge.plan import dag
 
@@ -53,6 +55,9 @@ class Dispatcher:
         self.overlaps = dag.task_overlaps(self.plan)
         self.done: queue.Queue[tuple[str, Outcome | None]] = queue.Queue()
         ctx.slots.on_ready = lambda: self.done.put(("", None))
+        self.gate = gate  # verifies QUEUED tasks and lands them (None: tasks merge)
+        if gate is not None:
+            gate.wake = lambda: self.done.put(("", None))
         self.notes: dict[str, str] = {}  # escalation notes, said when the task starts
         self.running: set[str] = set()
         self.retries: dict[str, int] = {}  # failed-task retries spent in this run
@@ -75,7 +80,12 @@ class Dispatcher:
                 if not state.paused:
                     self._mark_blocked()
                     self._dispatch(pool)
-                if not self.running and (state.paused or not self._waiting()):
+                idle = not self.running and (bool(state.paused) or not self._waiting())
+                if self.gate is not None:
+                    # `end`: the gate starts once nothing else can start before it lands.
+                    self.gate.release(idle)
+                    idle = idle and self.gate.idle()
+                if idle:
                     break
                 self._drain(block=True)
             if self.running:  # stopped: the attempts see the event and end
@@ -171,8 +181,8 @@ class Dispatcher:
     def _finally_unmerged(self, tid: str) -> bool:
         """Will `tid` stay unmerged for the rest of this run?"""
         ts = self.ctx.state.tasks[tid]
-        if ts.status == Status.MERGED or tid in self.running:
-            return False
+        if ts.status in (Status.MERGED, Status.QUEUED) or tid in self.running:
+            return False  # (a QUEUED task lands, or fails and says so: not final yet)
         if ts.status == Status.BLOCKED:
             return True
         task = next((t for t in self.plan.tasks if t.id == tid), None)
@@ -247,7 +257,9 @@ class Dispatcher:
         self.on_event(
             f"{tid}: {outcome.status}" + (f" ({outcome.reason})" if outcome.reason else "")
         )
-        if outcome.status == Status.INFRA:
+        if outcome.status == Status.QUEUED and self.gate is not None:
+            self.gate.submit(tid)
+        elif outcome.status == Status.INFRA:
             n = self.infra.get(tid, 0) + 1
             self.infra[tid] = n
             if n > self.options.infra_retries or outcome.infra_kind == "binary-missing":

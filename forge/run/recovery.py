@@ -44,6 +44,7 @@ def recover(
     for folder in {Path(slot.path).parent for slot in state.slots.values()}:
         sweep_salvage_indexes(folder)
     integration = repo.ref_value(state.integration)
+    notes += _recover_landing(repo, state, integration)
     for ts in state.tasks.values():
         if ts.status == Status.RUNNING:
             notes += _recover_running(repo, plan, state, ts)
@@ -56,6 +57,30 @@ def recover(
     for note in notes:
         on_event(note)
     store.save(state)
+    return notes
+
+
+def _recover_landing(repo: Repository, state: RunState, integration: str | None) -> list[str]:
+    """A run killed while the gate verified a batch: its tasks are still QUEUED (the
+    next run verifies them again). Killed while landing one: the intent was written
+    before the ref moved, so a ref that did move is recorded as the landing it was,
+    and one that did not lands nothing."""
+    landing = (state.gate or {}).get("landing")
+    state.gate = None
+    if not landing or not integration or not is_ancestor(repo, landing["to"], integration):
+        return []
+    notes = []
+    for tid, commit in landing["tasks"].items():
+        ts = state.tasks.get(tid)
+        if ts is None or ts.status == Status.MERGED:
+            continue
+        ts.status, ts.reason = Status.MERGED, ""
+        ts.merged_commit, ts.verified_by = commit, landing.get("verified_by")
+        if ts.last is not None:
+            ts.last.status, ts.last.reason = Status.MERGED, ""
+        notes.append(f"{tid}: its landing had happened before the crash; recorded as MERGED")
+    if integration == landing["to"] and landing.get("verification"):
+        state.verification = landing["verification"]
     return notes
 
 

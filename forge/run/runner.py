@@ -17,6 +17,7 @@ from forge.errors import ExitCode, ForgeError
 from forge.git import worktrees
 from forge.git.merge import ensure_integration
 from forge.git.repo import Repository
+from forge.plan.model import Gate as GateMode
 from forge.plan.model import Plan, Task
 from forge.plan.registry import Recorded
 from forge.run import recovery
@@ -47,6 +48,7 @@ class RunReport:
     paused: str | None = None
     recovered: list[str] = field(default_factory=list)
     interrupted: bool = False
+    gate_runs: int | None = None  # verifications the gate ran (None: no gate)
 
 
 def agent_defs(repo: Repository, plan: Plan) -> dict[str, Mapping[str, Any]]:
@@ -109,6 +111,10 @@ def run_plan(
                 store.save(state)
             slots = SlotPool(repo, root, state, store, clean_all=plan.clean == "all")
             slots.free_merged()
+            config = verify_config(repo, plan) if options.verify else None
+            mode = gate_mode(plan, config)
+            if mode == "off":
+                report.recovered += _merge_left_queued(repo, plan, state, store, on_event)
             ctx = RunContext(
                 repo=repo,
                 plan=plan,
@@ -120,6 +126,7 @@ def run_plan(
                 agent_defs=defs,
                 owner=owner.to_dict(),
                 on_change=lambda tid: on_change(state, tid),
+                gated=mode != "off",
             )
             prewarm = Prewarm(repo, plan)
             if options.verify and integration:
@@ -128,18 +135,45 @@ def run_plan(
                 prewarm.start(integration)
             from forge.run.dispatch import Dispatcher
 
+            gate = None
+            if mode != "off" and config is not None:
+                from forge.run.landing import Gate
+
+                gate = Gate(
+                    ctx,
+                    config,
+                    mode=mode,
+                    batch_max=plan.batch_max,
+                    on_event=on_event,
+                    before_verify=prewarm.join,
+                )
+                gate.start()
             try:
-                Dispatcher(ctx, recorded, options, on_event).loop()
+                Dispatcher(ctx, recorded, options, on_event, gate=gate).loop()
             finally:
+                if gate is not None:
+                    gate.close()
                 slots.wait()
             prewarm.join()
+            if gate is not None and gate.error is not None:
+                raise gate.error
             report.paused = state.paused
             report.integration_head = repo.ref_value(state.integration)
+            report.gate_runs = None if gate is None else gate.runs
             if stop.is_set():
                 report.interrupted = True
+            elif gate is not None and gate.broken is not None:
+                report.verification = gate.broken.to_dict()
             elif options.verify and report.integration_head and not state.paused:
-                report.verification = _verify(repo, plan, report.integration_head, stop, on_event)
-                state.verification = report.verification
+                landed = state.verification or {}
+                if gate is not None and landed.get("commit") == report.integration_head:
+                    # The final verdict is the last landed batch's: its tip is the head.
+                    report.verification = landed
+                else:
+                    report.verification = _verify(
+                        repo, plan, report.integration_head, stop, on_event
+                    )
+                    state.verification = report.verification
                 if stop.is_set():
                     report.interrupted = True
         finally:
@@ -151,6 +185,50 @@ def run_plan(
             store.save(state)
         report.exit_code = exit_code(plan, state, report, only=options.only)
         return report
+
+
+def gate_mode(plan: Plan, config: Any) -> GateMode:
+    """How work lands: through the gate only when there is a verification to pass."""
+    if config is None or not config.lanes:
+        return "off"
+    return plan.gate
+
+
+def _merge_left_queued(
+    repo: Repository,
+    plan: Plan,
+    state: RunState,
+    store: StateStore,
+    on_event: Callable[[str], None],
+) -> list[str]:
+    """Tasks an earlier run left QUEUED when there is no gate now (`gate = "off"`,
+    or no verification any more): they merge as tasks do without a gate."""
+    from forge.git.merge import merge_task
+
+    notes = []
+    for ts in state.tasks.values():
+        last = ts.last
+        if ts.status != Status.QUEUED or last is None or last.commit is None:
+            continue
+        message = f"forge: merge {plan.name}/{ts.id} (attempt {last.number})\n\n"
+        res = merge_task(
+            repo,
+            ref=state.integration,
+            task_commit=last.commit,
+            message=message + plan.task(ts.id).title,
+        )
+        if res.merged:
+            ts.status = last.status = Status.MERGED
+            ts.merged_commit = res.commit
+            notes.append(f"{ts.id}: was queued for a gate that is off now: merged")
+        else:
+            ts.status = last.status = Status.CONFLICT
+            ts.reason = last.reason = f"conflicts with integration in: {', '.join(res.conflicts)}"
+            notes.append(f"{ts.id}: was queued for a gate that is off now: {ts.reason}")
+        store.save(state)
+    for note in notes:
+        on_event(note)
+    return notes
 
 
 def _forget_lost_merges(state: RunState) -> None:

@@ -20,6 +20,7 @@ from forge.base.files import SCHEMA_VERSION, StateDir, read_json, write_json
 class Status(StrEnum):
     PENDING = "PENDING"
     RUNNING = "RUNNING"
+    QUEUED = "QUEUED"  # finished, waiting for (or in) the gate's verification
     MERGED = "MERGED"
     FAILED = "FAILED"
     TIMEOUT = "TIMEOUT"
@@ -77,6 +78,7 @@ class TaskState:
     attempts: list[Attempt] = field(default_factory=list)
     runner: dict[str, Any] | None = None  # Owner of the process running it (RUNNING only)
     merged_commit: str | None = None  # the integration merge commit that landed it
+    verified_by: dict[str, Any] | None = None  # the verification that covered its landing
     suggestion: str | None = None  # written when escalation is exhausted
     salvage: list[str] = field(default_factory=list)  # refs holding salvaged work
     warnings: list[str] = field(default_factory=list)
@@ -112,6 +114,7 @@ class RunState:
     slots: dict[str, Slot] = field(default_factory=dict)
     verification: dict[str, Any] | None = None  # the last VerifyRecord, as data
     paused: str | None = None  # why the last run paused (hold, infrastructure)
+    gate: dict[str, Any] | None = None  # the batch under verification, and a landing's intent
     started: str | None = None
     finished: str | None = None
     wall_seconds: float | None = None
@@ -130,6 +133,7 @@ class RunState:
             "slots": {name: dict(vars(slot)) for name, slot in self.slots.items()},
             "verification": self.verification,
             "paused": self.paused,
+            "gate": self.gate,
             "started": self.started,
             "finished": self.finished,
             "wall_seconds": self.wall_seconds,
@@ -144,6 +148,7 @@ class RunState:
             slots={k: Slot(**v) for k, v in data.get("slots", {}).items()},
             verification=data.get("verification"),
             paused=data.get("paused"),
+            gate=data.get("gate"),
             started=data.get("started"),
             finished=data.get("finished"),
             wall_seconds=data.get("wall_seconds"),
