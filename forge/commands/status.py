@@ -51,6 +51,7 @@ def task_row(ts: TaskState) -> dict[str, Any]:
         "salvage": list(ts.salvage),
         "warnings": list(ts.warnings),
         "slot": ts.slot,
+        "verified_by": ts.verified_by,  # MERGED through the gate: the verification
     }
 
 
@@ -160,6 +161,7 @@ def status_data(repo: Repository, plan: str, *, disk: bool = False) -> dict[str,
         "tasks": [task_row(t) for t in tasks],
         "history": {t.id: [vars(a) for a in t.attempts] for t in tasks},
         "verification": state.verification,
+        "gate": gate_data(state),
         "slots": slots,
         "hold": hold.describe() if hold else None,
         "paused": state.paused,
@@ -169,6 +171,36 @@ def status_data(repo: Repository, plan: str, *, disk: bool = False) -> dict[str,
         "wall_seconds": state.wall_seconds,
         "logs": str(repo.state.logs_dir(plan)),
     }
+
+
+def gate_data(state: RunState) -> dict[str, Any]:
+    """The gate's queue: QUEUED tasks waiting, the batch under verification, and how
+    many verifications its bisection may still need."""
+    current = state.gate or {}
+    batch = current.get("batch")
+    return {
+        "queued": [
+            t.id
+            for t in state.tasks.values()
+            if t.status == Status.QUEUED and t.id not in (batch or ())
+        ],
+        "batch": batch,
+        "phase": current.get("phase"),
+        "left": current.get("left"),
+        "head": current.get("head"),
+    }
+
+
+def gate_lines(data: dict[str, Any]) -> list[str]:
+    out = []
+    if data["batch"]:
+        line = f"gate: verifying {', '.join(data['batch'])}"
+        if data["phase"] == "bisecting":
+            line += f" (bisecting: at most {data['left']} verification(s) left)"
+        out.append(line)
+    if data["queued"]:
+        out.append(f"queue: {', '.join(data['queued'])}")
+    return out
 
 
 def _runner(repo: Repository, plan: str) -> str | None:
@@ -209,6 +241,14 @@ def render_status(data: dict[str, Any]) -> str:
             out.append(f"{r['id']}: {r['suggestion']}")
         for ref in r["salvage"]:
             out.append(f"{r['id']}: salvaged work kept in {ref}")
+    out += gate_lines(data["gate"])
+    for r in data["tasks"]:
+        covered = r["verified_by"]
+        if r["status"] == Status.MERGED and covered:
+            out.append(
+                f"{r['id']}: landed by verification {covered['record']} "
+                f"({covered['verdict']} on {str(covered['commit'])[:12]})"
+            )
     out += verification_lines(data["verification"])
     if data["slots"]:
         total = sum(s["bytes"] for s in data["slots"])

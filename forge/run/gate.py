@@ -137,7 +137,7 @@ def run_batch(
     steps = list(chain.steps)
     if not steps:
         return out
-    progress("built", None)
+    progress("verifying", None)
     records: dict[int, Judged] = {}
 
     def verdict_of(prefix: int) -> Verdict:

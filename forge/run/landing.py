@@ -216,7 +216,7 @@ class Gate:
             ctx.state.gate["phase"] = phase
             ctx.state.gate["left"] = None if search is None else search.left
             ctx.save()
-        if phase == "built":
+        if phase == "verifying":
             faults.point("gate-candidate-built")
         elif search is not None and search.left:
             self.on_event(f"gate: bisecting, at most {search.left} verification(s) left")

@@ -256,9 +256,10 @@ class Prewarm:
         self.repo = repo
         self.plan = plan
         self.thread: threading.Thread | None = None
+        self.started = False
 
     def start(self, commit: str) -> None:
-        if self.thread is not None:
+        if self.started:
             return
         from forge.verify import checkout
 
@@ -269,8 +270,8 @@ class Prewarm:
             for lane in lanes
             if not checkout.checkout_path(self.repo, self.plan.name, lane).exists()
         ]
+        self.started = True  # once: never start again
         if not missing:
-            self.thread = threading.current_thread()  # nothing to do; never start again
             return
 
         def work() -> None:
@@ -283,6 +284,7 @@ class Prewarm:
         self.thread.start()
 
     def join(self) -> None:
+        # (also from the gate's thread, before its first verification)
         if self.thread is not None and self.thread is not threading.current_thread():
             self.thread.join()
 
