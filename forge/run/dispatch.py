@@ -82,8 +82,9 @@ class Dispatcher:
                     self._dispatch(pool)
                 idle = not self.running and (bool(state.paused) or not self._waiting())
                 if self.gate is not None:
-                    # `end`: the gate starts once nothing else can start before it lands.
-                    self.gate.release(idle)
+                    # `end`: the gate starts once nothing else can start before it lands
+                    # (what waits, waits for a dependency or an overlapping task to land).
+                    self.gate.release(not self.running)
                     idle = idle and self.gate.idle()
                 if idle:
                     break
@@ -149,7 +150,13 @@ class Dispatcher:
         return decision.spec
 
     def _overlaps_running(self, tid: str) -> bool:
-        return any(other in self.running for other in self.overlaps.get(tid, ()))
+        # A QUEUED task's work is not on integration yet: a task overlapping it waits
+        # for it to land, so that its base holds that work (else it would conflict).
+        tasks = self.ctx.state.tasks
+        return any(
+            other in self.running or tasks[other].status == Status.QUEUED
+            for other in self.overlaps.get(tid, ())
+        )
 
     def _waiting(self) -> bool:
         """Is anything still to be started (now or after a backoff)?"""
