@@ -20,6 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import fastpath
+import gate
 import makespan
 import merge
 import naive
@@ -34,6 +35,7 @@ BENCHES: dict[str, Callable[[Context], list[Figure]]] = {
     "naive": naive.run,
     "stop": stop.run,
     "hooks": fastpath.run,
+    "gate": gate.run,
 }
 HERE = Path(__file__).resolve().parent
 QUICK_NOTE = (
