@@ -333,6 +333,10 @@ def check_retry(repo: Repository, plan: Plan, task: str, *, agent: str | None) -
     ts = state.tasks.get(task) if state else None
     if ts is not None and ts.status == Status.MERGED:
         raise ForgeError(f"task '{task}' has already merged; nothing to retry")
+    if ts is not None and ts.status == Status.QUEUED:
+        raise ForgeError(
+            f"task '{task}' is queued for verification; `forge run` verifies and lands it"
+        )
     t = plan_task(plan, task)
     assert t is not None
     for dep in t.deps:

@@ -208,3 +208,32 @@ def test_accept_takes_the_verified_head_and_names_what_did_not_land(
     assert "landed 2 task(s): p/a, p/c" in cp.stdout
     assert "not landed: b (FAILED: breaks verification" in cp.stdout
     assert not (repo / "b.txt").exists()
+
+
+def test_status_shows_the_bisection_and_sigint_during_it_lands_nothing(
+    repo: Path, tmp_path: Path
+) -> None:
+    counter, started = tmp_path / "n", tmp_path / "probe-started"
+    # The tip fails (x.txt is there); the first probe hangs until it is stopped.
+    verify = (
+        f"n=$(cat {counter} 2>/dev/null || echo 0); echo $((n + 1)) > {counter}; "
+        f"if [ $n = 1 ]; then touch {started}; sleep 600; fi; test ! -f x.txt"
+    )
+    body = plan(verify, tasks("a", "b", "c", "x"))
+    assert run_forge(repo, "plan", str(write_plan(tmp_path, body))).returncode == 0
+    p = spawn_forge(repo, "run", env={"FORGE_GRACE": "0.5"})
+    wait_for(started.exists, what="the bisection's first probe")
+    status = json.loads(run_forge(repo, "status", "--json").stdout)
+    assert status["gate"]["phase"] == "bisecting" and status["gate"]["left"] == 2
+    assert "(bisecting: at most 2 verification(s) left)" in run_forge(repo, "status").stdout
+    assert "queued for verification" in run_forge(repo, "retry", "a").stderr
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 130, out + err
+    assert statuses(repo) == dict.fromkeys(["a", "b", "c", "x"], "QUEUED")
+    assert git(repo, "rev-parse", "forge/p-integration") == git(repo, "rev-parse", "main")
+    cp = run_forge(repo, "run")
+    assert cp.returncode == 5, cp.stdout + cp.stderr
+    assert statuses(repo) == {"a": "MERGED", "b": "MERGED", "c": "MERGED", "x": "FAILED"}
+    assert all(merge_count(repo, t) == 1 for t in "abc")
+    assert_integration_verified(repo)
