@@ -16,10 +16,10 @@ from pathlib import Path
 from forge.base import proc
 from forge.base.liveness import Owner, start_time
 from forge.git import worktrees
-from forge.git.merge import is_ancestor
+from forge.git.merge import is_ancestor, merge_onto
 from forge.git.repo import Repository
 from forge.plan.model import Plan
-from forge.run.state import FAILURES, RunState, StateStore, Status, TaskState
+from forge.run.state import FAILURES, Attempt, RunState, StateStore, Status, TaskState
 
 DEFAULT_GRACE = 5.0
 
@@ -113,6 +113,10 @@ def _landed(repo: Repository, ts: TaskState, integration: str) -> bool:
     return is_ancestor(repo, last.commit, integration)
 
 
+def _broke_verification(attempt: Attempt) -> bool:
+    return (attempt.feedback_source or "").startswith("verify:")
+
+
 def stop_leftovers(ts: TaskState) -> int:
     """Stop what the task's last attempt left running; returns how many were alive.
 
@@ -204,6 +208,17 @@ def reset_for_attempt(
     # tasks always start from the base; agents fix their own last work.
     continue_work = judged and not (fresh or conflicted or shell)
     start = str(judged[-1].commit) if continue_work else ts.base
+    if continue_work and integration_head and _broke_verification(failures[-1]):
+        # It broke the verification with what landed before it: it has to adapt to
+        # that work, so it continues on its own work merged onto the landed head.
+        onto = merge_onto(
+            repo,
+            integration_head,
+            start,
+            message=f"forge: {plan.name}/{ts.id} onto the integration head",
+        )
+        if onto.merged and not onto.already and onto.commit:
+            ts.base, start = integration_head, onto.commit
     dirty = [] if known_clean else worktrees.dirty_paths(path, repo)
     salvaged = worktrees.salvage(repo, path, plan=plan.name, task=ts.id, dirty=dirty)
     if salvaged:  # its work is safe in the ref: clear the tree for the next attempt

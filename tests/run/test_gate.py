@@ -156,6 +156,10 @@ def test_the_culprits_retry_gets_the_verification_output(repo: Path, tmp_path: P
     second = (tmp_path / "prompt-2.md").read_text()
     assert "breaks verification: lane verify exit 1" in second
     assert "verify: broken by x.txt" in second  # the failing lane's log tail
+    # it continues on its own work merged onto what landed (a.txt), to adapt to it
+    retried = state(repo)["tasks"]["x"]["attempts"][-1]["commit"]
+    assert {"a.txt", "x.txt"} <= set(git(repo, "ls-tree", "--name-only", retried).split())
+    assert git(repo, "show", f"{retried}:x.txt").splitlines() == ["attempt 1", "attempt 2"]
     assert_integration_verified(repo)
 
 
