@@ -19,6 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import cluster
 import fastpath
 import gate
 import makespan
@@ -36,6 +37,7 @@ BENCHES: dict[str, Callable[[Context], list[Figure]]] = {
     "stop": stop.run,
     "hooks": fastpath.run,
     "gate": gate.run,
+    "cluster": cluster.run,
 }
 HERE = Path(__file__).resolve().parent
 QUICK_NOTE = (

@@ -255,7 +255,7 @@ class Gate:
         record = _record(out.tip_record)
         assert tip is not None
         covered = {"record": record.id, "commit": tip, "verdict": str(record.verdict)}
-        verification = replace(record, commit=tip).to_dict()
+        verification = replace(record, commit=tip)
         with ctx.store.lock:
             assert ctx.state.gate is not None
             ctx.state.gate["landing"] = {
@@ -263,7 +263,7 @@ class Gate:
                 "to": tip,
                 "tasks": {s.task: s.commit for s in out.landed},
                 "verified_by": covered,
-                "verification": verification,
+                "verification": verification.to_dict(),
             }
             ctx.save()
         names = [s.task for s in out.landed]
