@@ -84,6 +84,7 @@ def report_data(report: RunReport) -> dict[str, Any]:
         "recovered": report.recovered,
         "logs": str(report.logs),
         "wall_seconds": report.state.wall_seconds,
+        "gate_verifications": report.gate_runs,  # verifications the gate ran (None: no gate)
     }
 
 
@@ -201,6 +202,21 @@ def gate_lines(data: dict[str, Any]) -> list[str]:
     return out
 
 
+def landed_lines(rows: list[dict[str, Any]]) -> list[str]:
+    """Which verification covered each task that landed through the gate, one line
+    per verification."""
+    by: dict[str, tuple[dict[str, Any], list[str]]] = {}
+    for r in rows:
+        covered = r["verified_by"]
+        if r["status"] == Status.MERGED and covered:
+            by.setdefault(str(covered["record"]), (covered, []))[1].append(r["id"])
+    return [
+        f"landed by verification {record} ({covered['verdict']} on "
+        f"{str(covered['commit'])[:12]}): {', '.join(ids)}"
+        for record, (covered, ids) in by.items()
+    ]
+
+
 def _runner(repo: Repository, plan: str) -> str | None:
     try:
         data = read_json(repo.state.plan_dir(plan) / "owner.json", what="lock owner file")
@@ -240,13 +256,7 @@ def render_status(data: dict[str, Any]) -> str:
         for ref in r["salvage"]:
             out.append(f"{r['id']}: salvaged work kept in {ref}")
     out += gate_lines(data["gate"])
-    for r in data["tasks"]:
-        covered = r["verified_by"]
-        if r["status"] == Status.MERGED and covered:
-            out.append(
-                f"{r['id']}: landed by verification {covered['record']} "
-                f"({covered['verdict']} on {str(covered['commit'])[:12]})"
-            )
+    out += landed_lines(data["tasks"])
     out += verification_lines(
         VerifyRecord.from_dict(data["verification"]) if data["verification"] else None
     )

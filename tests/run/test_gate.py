@@ -56,12 +56,13 @@ def test_a_batch_lands_and_each_task_names_its_verification(repo: Path, tmp_path
     counter = tmp_path / "n"
     ids = [f"t{i}" for i in range(6)]
     body = plan(counting(counter), tasks(*ids), gate="queue", max_parallel=3)
-    cp = plan_and_run(repo, write_plan(tmp_path, body))
+    cp = plan_and_run(repo, write_plan(tmp_path, body), "--json")
     assert cp.returncode == 0, cp.stdout + cp.stderr
     assert statuses(repo) == dict.fromkeys(ids, "MERGED")
     assert all(merge_count(repo, t) == 1 for t in ids)
     landings = assert_integration_verified(repo)
     assert runs(counter) == landings <= len(ids), "one verification a landed batch"
+    assert json.loads(cp.stdout)["gate_verifications"] == landings
     st = state(repo)
     head = git(repo, "rev-parse", "forge/p-integration")
     assert st["verification"]["commit"] == head and st["verification"]["verdict"] == "PASS"
@@ -70,6 +71,7 @@ def test_a_batch_lands_and_each_task_names_its_verification(repo: Path, tmp_path
     for row in status["tasks"]:
         assert row["verified_by"]["verdict"] == "PASS"
     assert status["gate"]["queued"] == [] and status["gate"]["batch"] is None
+    assert "landed by verification" in run_forge(repo, "status").stdout
 
 
 def test_one_culprit_among_eight_is_found_by_bisection(repo: Path, tmp_path: Path) -> None:
