@@ -243,3 +243,33 @@ def test_status_shows_the_bisection_and_sigint_during_it_lands_nothing(
     assert statuses(repo) == {"a": "MERGED", "b": "MERGED", "c": "MERGED", "x": "FAILED"}
     assert all(merge_count(repo, t) == 1 for t in "abc")
     assert_integration_verified(repo)
+
+
+def test_two_culprits_in_one_batch_are_both_found(repo: Path, tmp_path: Path) -> None:
+    counter = tmp_path / "n"
+    ids = ["a", "b", "c", "d", "e", "f"]
+    verify = counting(counter, "--fail-if", "b.txt", "--fail-if", "e.txt")
+    cp = plan_and_run(repo, write_plan(tmp_path, plan(verify, tasks(*ids))))
+    assert cp.returncode == 5, cp.stdout + cp.stderr
+    assert statuses(repo) == {t: "FAILED" if t in "be" else "MERGED" for t in ids}
+    assert_integration_verified(repo)
+
+
+def test_a_conflict_while_building_the_chain_is_left_out(repo: Path, tmp_path: Path) -> None:
+    # `scope = "warn"` lets both tasks write README.md without declaring it: they do
+    # not overlap on paper, so they run at once, and conflict in the chain.
+    body = (
+        'scope = "warn"\n'
+        '[[task]]\nid = "a"\nrun = "echo a > a.txt; echo A > README.md"\nfiles = ["a.txt"]\n'
+        '[[task]]\nid = "b"\nrun = "echo b > b.txt; echo B > README.md"\nfiles = ["b.txt"]\n'
+        '[[task]]\nid = "c"\nrun = "echo c > c.txt"\nfiles = ["c.txt"]\n'
+    )
+    counter = tmp_path / "n"
+    cp = plan_and_run(repo, write_plan(tmp_path, plan(counting(counter), body, max_parallel=3)))
+    assert cp.returncode == 5, cp.stdout + cp.stderr
+    st = statuses(repo)
+    assert sorted(st.values()) == ["CONFLICT", "MERGED", "MERGED"], st
+    loser = next(t for t, s in st.items() if s == "CONFLICT")
+    assert "conflicts with integration in: README.md" in state(repo)["tasks"][loser]["reason"]
+    assert runs(counter) == 1
+    assert_integration_verified(repo)
