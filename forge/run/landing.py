@@ -245,6 +245,7 @@ class Gate:
             ts = ctx.state.tasks[tid]
             with ctx.store.lock:
                 ts.status, ts.reason, ts.merged_commit = Status.MERGED, "", head
+                ts.merged_definition = ctx.plan.task(tid).definition()
                 if ts.last is not None:
                     ts.last.status, ts.last.reason = Status.MERGED, ""
                 ctx.save(tid)
@@ -280,6 +281,7 @@ class Gate:
                 ts = ctx.state.tasks[step.task]
                 ts.status, ts.reason = Status.MERGED, ""
                 ts.merged_commit, ts.verified_by = step.commit, dict(covered)
+                ts.merged_definition = ctx.plan.task(step.task).definition()
                 if ts.last is not None:
                     ts.last.status, ts.last.reason = Status.MERGED, ""
             ctx.state.verification = verification

@@ -35,7 +35,9 @@ def recover(
     for folder in {Path(slot.path).parent for slot in state.slots.values()}:
         sweep_salvage_indexes(folder)
     integration = repo.ref_value(state.integration)
-    notes += _recover_landing(repo, state, integration)
+    notes += _recover_landing(repo, plan, state, integration)
+    if integration:
+        notes += _forget_rewritten(repo, state, integration)
     for ts in state.tasks.values():
         if ts.status == Status.RUNNING:
             notes += _recover_running(repo, plan, state, ts)
@@ -51,7 +53,9 @@ def recover(
     return notes
 
 
-def _recover_landing(repo: Repository, state: RunState, integration: str | None) -> list[str]:
+def _recover_landing(
+    repo: Repository, plan: Plan, state: RunState, integration: str | None
+) -> list[str]:
     """A run killed while the gate verified a batch: its tasks are still QUEUED (the
     next run verifies them again). Killed while landing one: the intent was written
     before the ref moved, so a ref that did move is recorded as the landing it was,
@@ -67,11 +71,32 @@ def _recover_landing(repo: Repository, state: RunState, integration: str | None)
             continue
         ts.status, ts.reason = Status.MERGED, ""
         ts.merged_commit, ts.verified_by = commit, landing.get("verified_by")
+        task = plan.find_task(tid)
+        ts.merged_definition = task.definition() if task is not None else None
         if ts.last is not None:
             ts.last.status, ts.last.reason = Status.MERGED, ""
         notes.append(f"{tid}: its landing had happened before the crash; recorded as MERGED")
     if integration == landing["to"] and landing.get("verification"):
         state.verification = VerifyRecord.from_dict(landing["verification"])
+    return notes
+
+
+def _forget_rewritten(repo: Repository, state: RunState, integration: str) -> list[str]:
+    """The integration branch was rewound or rewritten by hand: a task whose merge is
+    no longer on it does not hold its work there, so it runs again instead of
+    counting as merged (and the next verification judging a tree without it)."""
+    notes = []
+    branch = state.integration.removeprefix("refs/heads/")
+    for ts in state.tasks.values():
+        if ts.status != Status.MERGED or not ts.merged_commit:
+            continue
+        if is_ancestor(repo, ts.merged_commit, integration):
+            continue
+        ts.status = Status.PENDING
+        ts.reason = f"its merge {ts.merged_commit[:12]} is no longer on {branch} (rewritten)"
+        ts.base = None  # pinned again at its next dispatch, on what integration is now
+        ts.merged_commit = None
+        notes.append(f"{ts.id}: {ts.reason}; it runs again")
     return notes
 
 
