@@ -146,6 +146,8 @@ class Gate:
             requeue = [s.task for s in out.chain.steps]
         elif out.broken_head is not None:
             self.broken = _record(out.broken_head)
+            with ctx.store.lock:
+                ctx.state.verification = self.broken  # the head's own verdict
             requeue = [s.task for s in out.chain.steps]
             self.on_event(
                 f"gate: the integration head {head[:12]} fails verification on its own "
@@ -302,6 +304,8 @@ class Gate:
             ts.status = last.status = Status.FAILED
             ts.reason = last.reason = reason
             last.log, last.feedback_source = log, f"verify:{lane}"
+            # (for a culprit: the verification that failed it)
+            ts.verified_by = {"record": record.id, "commit": record.commit, "verdict": "FAIL"}
             ctx.save(tid)
         self.on_event(f"{tid}: FAILED ({reason})")
 

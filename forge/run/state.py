@@ -118,7 +118,7 @@ class TaskState:
     attempts: list[Attempt] = field(default_factory=list)
     runner: Owner | None = None  # the process running it (RUNNING only)
     merged_commit: str | None = None  # the integration merge commit that landed it
-    verified_by: dict[str, Any] | None = None  # the verification that covered its landing
+    verified_by: dict[str, Any] | None = None  # the verification that landed (or failed) it
     merged_definition: str | None = None  # Task.definition() of the work that merged
     suggestion: str | None = None  # written when escalation is exhausted
     salvage: list[str] = field(default_factory=list)  # refs holding salvaged work
