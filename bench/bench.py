@@ -21,6 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import cluster
 import fastpath
+import gate
 import live
 import makespan
 import merge
@@ -39,6 +40,7 @@ BENCHES: dict[str, Callable[[Context], list[Figure]]] = {
     "hooks": fastpath.run,
     "live": live.run,
     "scale": scale.run,
+    "gate": gate.run,
     "cluster": cluster.run,
 }
 HERE = Path(__file__).resolve().parent

@@ -75,6 +75,7 @@ def task_row(ts: TaskState) -> dict[str, Any]:
         "slot": ts.slot,
         "phase": now["name"] if now else None,  # what a running task is doing
         "phase_started": now["start"] if now else None,  # epoch seconds
+        "verified_by": ts.verified_by,  # MERGED through the gate: the verification
     }
 
 
@@ -101,6 +102,7 @@ def report_data(report: RunReport) -> dict[str, Any]:
         "recovered": report.recovered,
         "logs": str(report.logs),
         "wall_seconds": report.state.wall_seconds,
+        "gate_verifications": report.gate_runs,  # verifications the gate ran (None: no gate)
     }
 
 
@@ -187,6 +189,7 @@ def status_data(repo: Repository, plan: str, *, disk: bool = False) -> dict[str,
         "tasks": [task_row(t) for t in tasks],
         "history": {t.id: _history(t) for t in tasks},
         "verification": _as_data(state.verification),
+        "gate": gate_data(state),
         "slots": slots,
         "hold": hold.describe() if hold else None,
         "paused": state.paused,
@@ -196,6 +199,51 @@ def status_data(repo: Repository, plan: str, *, disk: bool = False) -> dict[str,
         "wall_seconds": state.wall_seconds,
         "logs": str(repo.state.logs_dir(plan)),
     }
+
+
+def gate_data(state: RunState) -> dict[str, Any]:
+    """The gate's queue: QUEUED tasks waiting, the batch under verification, and how
+    many verifications its bisection may still need."""
+    current = state.gate or {}
+    batch = current.get("batch")
+    return {
+        "queued": [
+            t.id
+            for t in state.tasks.values()
+            if t.status == Status.QUEUED and t.id not in (batch or ())
+        ],
+        "batch": batch,
+        "phase": current.get("phase"),
+        "left": current.get("left"),
+        "head": current.get("head"),
+    }
+
+
+def gate_lines(data: dict[str, Any]) -> list[str]:
+    out = []
+    if data["batch"]:
+        line = f"gate: verifying {', '.join(data['batch'])}"
+        if data["phase"] == "bisecting":
+            line += f" (bisecting: at most {data['left']} verification(s) left)"
+        out.append(line)
+    if data["queued"]:
+        out.append(f"queue: {', '.join(data['queued'])}")
+    return out
+
+
+def landed_lines(rows: list[dict[str, Any]]) -> list[str]:
+    """Which verification covered each task that landed through the gate, one line
+    per verification."""
+    by: dict[str, tuple[dict[str, Any], list[str]]] = {}
+    for r in rows:
+        covered = r["verified_by"]
+        if r["status"] == Status.MERGED and covered:
+            by.setdefault(str(covered["record"]), (covered, []))[1].append(r["id"])
+    return [
+        f"landed by verification {record} ({covered['verdict']} on "
+        f"{str(covered['commit'])[:12]}): {', '.join(ids)}"
+        for record, (covered, ids) in by.items()
+    ]
 
 
 def _history(ts: TaskState) -> list[dict[str, Any]]:
@@ -250,6 +298,8 @@ def render_status(data: dict[str, Any]) -> str:
             out.append(f"{r['id']}: {r['suggestion']}")
         for ref in r["salvage"]:
             out.append(f"{r['id']}: salvaged work kept in {ref}")
+    out += gate_lines(data["gate"])
+    out += landed_lines(data["tasks"])
     out += verification_lines(
         VerifyRecord.from_dict(data["verification"]) if data["verification"] else None
     )

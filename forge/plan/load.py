@@ -26,11 +26,13 @@ from forge.plan.config import (
     toml_error_line,
 )
 from forge.plan.model import (
+    DEFAULT_BATCH_MAX,
     DEFAULT_ESCALATE_AFTER,
     DEFAULT_MAX_PARALLEL,
     DEFAULT_SETUP_TIMEOUT,
     DEFAULT_TIMEOUT,
     Clean,
+    Gate,
     Plan,
     Scope,
     Task,
@@ -49,6 +51,8 @@ PLAN_KEYS = (
     "env",
     "verify",
     "verify_reruns",
+    "gate",
+    "batch_max",
     "agent",
     "fallback",
     "review",
@@ -154,6 +158,8 @@ class _Checker:
         budget = self.budget()
         scope = self.choice("scope", ("error", "warn"))
         clean = self.choice("clean", ("untracked", "all"))
+        gate = self.choice("gate", ("queue", "end", "off"))
+        batch_max = self.int_at_least("batch_max", 1, DEFAULT_BATCH_MAX)
         verify = self.verify()
         agents = parse_agents(
             d.get("agents", {}),
@@ -183,6 +189,8 @@ class _Checker:
             escalate_effort=bool(escalate_effort),
             scope=cast(Scope, scope),
             clean=cast(Clean, clean),
+            gate=cast(Gate, gate),
+            batch_max=batch_max,
             agents=agents,
             tasks=tasks,
         )

@@ -34,9 +34,11 @@ DEFAULT_MAX_PARALLEL = 2
 DEFAULT_TIMEOUT = 30 * 60.0  # seconds an attempt (agent or shell command, then check) may run
 DEFAULT_SETUP_TIMEOUT = 10 * 60.0  # seconds the plan's `setup` may run in one worktree
 DEFAULT_ESCALATE_AFTER = 3
+DEFAULT_BATCH_MAX = 8  # tasks verified together at most (bench/gate.py measures it)
 
 Scope = Literal["error", "warn"]
 Clean = Literal["untracked", "all"]
+Gate = Literal["queue", "end", "off"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -120,6 +122,8 @@ class Plan:
     escalate_effort: bool = False
     scope: Scope = "error"  # changes outside a task's files: fail the task, or warn
     clean: Clean = "untracked"
+    gate: Gate = "queue"  # how work lands when a verification is configured
+    batch_max: int = DEFAULT_BATCH_MAX
     agents: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     tasks: tuple[Task, ...] = ()
 
@@ -193,6 +197,8 @@ class Plan:
             "escalate_effort": self.escalate_effort,
             "scope": self.scope,
             "clean": self.clean,
+            "gate": self.gate,
+            "batch_max": self.batch_max,
             "agents": {k: dict(v) for k, v in self.agents.items()},
             "tasks": [t.to_dict() for t in self.tasks],
         }
@@ -218,6 +224,8 @@ class Plan:
             escalate_effort=data.get("escalate_effort", False),
             scope=data.get("scope", "error"),
             clean=data.get("clean", "untracked"),
+            gate=data.get("gate", "queue"),
+            batch_max=data.get("batch_max", DEFAULT_BATCH_MAX),
             agents={k: dict(v) for k, v in data.get("agents", {}).items()},
             tasks=tuple(Task.from_dict(t) for t in data.get("tasks", ())),
         )

@@ -79,6 +79,7 @@ class RunContext:
     agent_defs: Mapping[str, Mapping[str, Any]]
     owner: Owner  # this run's process, recorded as each task's runner
     merge_lock: threading.Lock = field(default_factory=threading.Lock)
+    gated: bool = False  # finished work is QUEUED for the gate instead of merged
     remote: Remote | None = None  # attempts run on a cluster (forge.cluster) when set
     on_change: Callable[[str], None] = lambda _task: None
 
@@ -152,8 +153,9 @@ def run_attempt(
         outcome = stop.outcome
     except Exception as exc:  # a bug or an unexpected git failure: record, don't lose state
         outcome = Outcome(Status.FAILED, f"forge error: {exc}")
-    if outcome.status == Status.MERGED and ctx.remote is None:
-        ctx.slots.release(task.id)  # its MERGED state was saved by the merge
+    if outcome.status in (Status.MERGED, Status.QUEUED) and ctx.remote is None:
+        # Its work is committed on its branch (and merged, or queued for the gate).
+        ctx.slots.release(task.id)
     with ctx.store.lock:
         attempt.status = outcome.status
         attempt.reason = outcome.reason
@@ -185,6 +187,8 @@ def _steps(
             return done
         faults.point("before-merge")
         _check_stop(ctx)
+        if ctx.gated:
+            return Outcome(Status.QUEUED, "")  # the gate verifies it with others, then lands it
         return _merge(ctx, task, ts, attempt, attempt_dir, done)
     # The branch: created at the pinned base on the first attempt.
     if repo.ref_value(ts.branch) is None:
@@ -290,7 +294,7 @@ def _steps(
         for a in ts.attempts[:-1]
         if a.status in FAILURES
         and a.diff_hash
-        and a.feedback_source in ("check", "scope", "review", "merge")
+        and (a.feedback_source or "").startswith(("check", "scope", "review", "merge", "verify:"))
     ]
     if judged and judged[-1].diff_hash == attempt.diff_hash:
         return Outcome(
@@ -334,6 +338,8 @@ def _steps(
         return reviewed
     faults.point("before-merge")
     _check_stop(ctx)
+    if ctx.gated:
+        return Outcome(Status.QUEUED, "")  # the gate verifies it with others, then lands it
     with phase(ctx, task.id, attempt, "merge"):
         return _merge(ctx, task, ts, attempt, attempt_dir, head)
 

@@ -16,10 +16,11 @@ from pathlib import Path
 from forge.base import proc
 from forge.base.liveness import start_time
 from forge.git import worktrees
-from forge.git.merge import is_ancestor
+from forge.git.merge import is_ancestor, merge_onto
 from forge.git.repo import Repository
 from forge.plan.model import Plan
-from forge.run.state import FAILURES, RunState, StateStore, Status, TaskState
+from forge.run.state import FAILURES, Attempt, RunState, StateStore, Status, TaskState
+from forge.verify.records import VerifyRecord
 
 
 def recover(
@@ -34,6 +35,7 @@ def recover(
     for folder in {Path(slot.path).parent for slot in state.slots.values()}:
         sweep_salvage_indexes(folder)
     integration = repo.ref_value(state.integration)
+    notes += _recover_landing(repo, plan, state, integration)
     if integration:
         notes += _forget_rewritten(repo, state, integration)
     for ts in state.tasks.values():
@@ -48,6 +50,34 @@ def recover(
     for note in notes:
         on_event(note)
     store.save(state)
+    return notes
+
+
+def _recover_landing(
+    repo: Repository, plan: Plan, state: RunState, integration: str | None
+) -> list[str]:
+    """A run killed while the gate verified a batch: its tasks are still QUEUED (the
+    next run verifies them again). Killed while landing one: the intent was written
+    before the ref moved, so a ref that did move is recorded as the landing it was,
+    and one that did not lands nothing."""
+    landing = (state.gate or {}).get("landing")
+    state.gate = None
+    if not landing or not integration or not is_ancestor(repo, landing["to"], integration):
+        return []
+    notes = []
+    for tid, commit in landing["tasks"].items():
+        ts = state.tasks.get(tid)
+        if ts is None or ts.status == Status.MERGED:
+            continue
+        ts.status, ts.reason = Status.MERGED, ""
+        ts.merged_commit, ts.verified_by = commit, landing.get("verified_by")
+        task = plan.find_task(tid)
+        ts.merged_definition = task.definition() if task is not None else None
+        if ts.last is not None:
+            ts.last.status, ts.last.reason = Status.MERGED, ""
+        notes.append(f"{tid}: its landing had happened before the crash; recorded as MERGED")
+    if integration == landing["to"] and landing.get("verification"):
+        state.verification = VerifyRecord.from_dict(landing["verification"])
     return notes
 
 
@@ -97,6 +127,10 @@ def _landed(repo: Repository, ts: TaskState, integration: str) -> bool:
     if last is None or not last.commit or last.commit == ts.base:
         return False
     return is_ancestor(repo, last.commit, integration)
+
+
+def _broke_verification(attempt: Attempt) -> bool:
+    return (attempt.feedback_source or "").startswith("verify:")
 
 
 def stop_leftovers(ts: TaskState, *, grace: float) -> int:
@@ -191,6 +225,17 @@ def reset_for_attempt(
     # tasks always start from the base; agents fix their own last work.
     continue_work = judged and not (fresh or conflicted or shell)
     start = str(judged[-1].commit) if continue_work else ts.base
+    if continue_work and integration_head and _broke_verification(failures[-1]):
+        # It broke the verification with what landed before it: it has to adapt to
+        # that work, so it continues on its own work merged onto the landed head.
+        onto = merge_onto(
+            repo,
+            integration_head,
+            start,
+            message=f"forge: {plan.name}/{ts.id} onto the integration head",
+        )
+        if onto.merged and not onto.already and onto.commit:
+            ts.base, start = integration_head, onto.commit
     salvaged = None
     if path is not None:
         dirty = [] if known_clean else worktrees.dirty_paths(path, repo)

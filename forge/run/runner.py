@@ -18,6 +18,7 @@ from forge.git import worktrees
 from forge.git.merge import ensure_integration
 from forge.git.repo import Repository
 from forge.plan.config import VerifyConfig
+from forge.plan.model import Gate as GateMode
 from forge.plan.model import Plan
 from forge.plan.registry import Recorded
 from forge.run import reconcile, recovery
@@ -50,6 +51,7 @@ class RunReport:
     paused: str | None = None
     recovered: list[str] = field(default_factory=list)
     interrupted: bool = False
+    gate_runs: int | None = None  # verifications the gate ran (None: no gate)
 
 
 def agent_defs(repo: Repository, plan: Plan) -> dict[str, Mapping[str, Any]]:
@@ -124,6 +126,10 @@ def run_plan(
                     store.save(state)
             slots = SlotPool(repo, root, state, store, clean_all=plan.clean == "all")
             slots.free_merged()
+            config = verify_config(repo, plan) if options.verify else None
+            mode = gate_mode(plan, config)
+            if mode == "off":
+                report.recovered += _merge_left_queued(repo, plan, state, store, on_event)
             ctx = RunContext(
                 repo=repo,
                 plan=plan,
@@ -135,6 +141,7 @@ def run_plan(
                 agent_defs=defs,
                 owner=owner,
                 on_change=lambda tid: on_change(state, tid),
+                gated=mode != "off",
             )
             prewarm = Prewarm(repo, plan)
             if options.verify and integration:
@@ -143,19 +150,46 @@ def run_plan(
                 prewarm.start(integration)
             from forge.run.dispatch import Dispatcher
 
+            gate = None
+            if mode != "off" and config is not None:
+                from forge.run.landing import Gate
+
+                gate = Gate(
+                    ctx,
+                    config,
+                    mode=mode,
+                    batch_max=plan.batch_max,
+                    on_event=on_event,
+                    before_verify=prewarm.join,
+                )
+                gate.start()
             try:
                 with remote(plan) if remote else contextlib.nullcontext() as ctx.remote:
-                    Dispatcher(ctx, recorded, options, on_event).loop()
+                    Dispatcher(ctx, recorded, options, on_event, gate=gate).loop()
             finally:
+                if gate is not None:
+                    gate.close()
                 slots.wait()
             prewarm.join()
+            if gate is not None and gate.error is not None:
+                raise gate.error
             report.paused = state.paused
             report.integration_head = repo.ref_value(state.integration)
+            report.gate_runs = None if gate is None else gate.runs
             if stop.is_set():
                 report.interrupted = True
+            elif gate is not None and gate.broken is not None:
+                report.verification = gate.broken
             elif options.verify and report.integration_head and not state.paused:
-                report.verification = _verify(repo, plan, report.integration_head, stop, on_event)
-                state.verification = report.verification
+                landed = state.verification
+                if gate is not None and landed and landed.commit == report.integration_head:
+                    # The final verdict is the last landed batch's: its tip is the head.
+                    report.verification = landed
+                else:
+                    report.verification = _verify(
+                        repo, plan, report.integration_head, stop, on_event
+                    )
+                    state.verification = report.verification
                 if stop.is_set():
                     report.interrupted = True
         finally:
@@ -167,6 +201,51 @@ def run_plan(
             store.save(state)
         report.exit_code = exit_code(plan, state, report, only=options.only)
         return report
+
+
+def gate_mode(plan: Plan, config: Any) -> GateMode:
+    """How work lands: through the gate only when there is a verification to pass."""
+    if config is None or not config.lanes:
+        return "off"
+    return plan.gate
+
+
+def _merge_left_queued(
+    repo: Repository,
+    plan: Plan,
+    state: RunState,
+    store: StateStore,
+    on_event: Callable[[str], None],
+) -> list[str]:
+    """Tasks an earlier run left QUEUED when there is no gate now (`gate = "off"`,
+    or no verification any more): they merge as tasks do without a gate."""
+    from forge.git.merge import merge_task
+
+    notes = []
+    for ts in state.tasks.values():
+        last = ts.last
+        if ts.status != Status.QUEUED or last is None or last.commit is None:
+            continue
+        message = f"forge: merge {plan.name}/{ts.id} (attempt {last.number})\n\n"
+        res = merge_task(
+            repo,
+            ref=state.integration,
+            task_commit=last.commit,
+            message=message + plan.task(ts.id).title,
+        )
+        if res.merged:
+            ts.status = last.status = Status.MERGED
+            ts.merged_commit = res.commit
+            ts.merged_definition = plan.task(ts.id).definition()
+            notes.append(f"{ts.id}: was queued for a gate that is off now: merged")
+        else:
+            ts.status = last.status = Status.CONFLICT
+            ts.reason = last.reason = f"conflicts with integration in: {', '.join(res.conflicts)}"
+            notes.append(f"{ts.id}: was queued for a gate that is off now: {ts.reason}")
+        store.save(state)
+    for note in notes:
+        on_event(note)
+    return notes
 
 
 def _forget_lost_merges(state: RunState) -> None:
@@ -190,9 +269,10 @@ class Prewarm:
         self.repo = repo
         self.plan = plan
         self.thread: threading.Thread | None = None
+        self.started = False
 
     def start(self, commit: str) -> None:
-        if self.thread is not None:
+        if self.started:
             return
         from forge.verify import checkout
 
@@ -203,8 +283,8 @@ class Prewarm:
             for lane in lanes
             if not checkout.checkout_path(self.repo, self.plan.name, lane).exists()
         ]
+        self.started = True  # once: never start again
         if not missing:
-            self.thread = threading.current_thread()  # nothing to do; never start again
             return
 
         def work() -> None:
@@ -217,6 +297,7 @@ class Prewarm:
         self.thread.start()
 
     def join(self) -> None:
+        # (also from the gate's thread, before its first verification)
         if self.thread is not None and self.thread is not threading.current_thread():
             self.thread.join()
 
@@ -267,6 +348,10 @@ def check_retry(
                 f"task '{task}' has merged, and its definition changed since: "
                 f"`forge retry {task} --fresh` runs it again on the current integration head"
             )
+    if ts is not None and ts.status == Status.QUEUED:
+        raise ForgeError(
+            f"task '{task}' is queued for verification; `forge run` verifies and lands it"
+        )
     for dep in t.deps:
         dst = state.tasks.get(dep) if state else None
         if dst is None or dst.status != Status.MERGED:

@@ -35,6 +35,7 @@ from forge.verify.records import VerifyRecord
 class Status(StrEnum):
     PENDING = "PENDING"
     RUNNING = "RUNNING"
+    QUEUED = "QUEUED"  # finished, waiting for (or in) the gate's verification
     MERGED = "MERGED"
     FAILED = "FAILED"
     TIMEOUT = "TIMEOUT"
@@ -141,6 +142,7 @@ class TaskState:
     attempts: list[Attempt] = field(default_factory=list)
     runner: Owner | None = None  # the process running it (RUNNING only)
     merged_commit: str | None = None  # the integration merge commit that landed it
+    verified_by: dict[str, Any] | None = None  # the verification that landed (or failed) it
     merged_definition: str | None = None  # Task.definition() of the work that merged
     suggestion: str | None = None  # written when escalation is exhausted
     salvage: list[str] = field(default_factory=list)  # refs holding salvaged work
@@ -195,6 +197,7 @@ class RunState:
     slots: dict[str, Slot] = field(default_factory=dict)
     verification: VerifyRecord | None = None  # of the integration head, last verified
     paused: str | None = None  # why the last run paused (hold, infrastructure)
+    gate: dict[str, Any] | None = None  # the batch under verification, and a landing's intent
     started: str | None = None
     finished: str | None = None
     wall_seconds: float | None = None
@@ -216,6 +219,7 @@ class RunState:
             "slots": {name: dict(vars(slot)) for name, slot in self.slots.items()},
             "verification": None if self.verification is None else self.verification.to_dict(),
             "paused": self.paused,
+            "gate": self.gate,
             "started": self.started,
             "finished": self.finished,
             "wall_seconds": self.wall_seconds,
@@ -230,6 +234,7 @@ class RunState:
             slots={k: Slot(**v) for k, v in data.get("slots", {}).items()},
             verification=_verification(data.get("verification")),
             paused=data.get("paused"),
+            gate=data.get("gate"),
             started=data.get("started"),
             finished=data.get("finished"),
             wall_seconds=data.get("wall_seconds"),

@@ -98,3 +98,23 @@ def merge_count(repo: Path, task: str, plan: str = "p") -> int:
 def kill9(p: subprocess.Popen[str]) -> None:
     p.send_signal(signal.SIGKILL)
     p.wait(timeout=30)
+
+
+def assert_integration_verified(repo: Path, plan: str = "p") -> int:
+    """The gate's invariant: every reflog entry of the integration branch after its
+    creation is a commit whose tree forge's verdict cache holds as PASS or FLAKY.
+    Returns how many entries were checked."""
+    entries = git(repo, "reflog", "--format=%H %gs", f"refs/heads/forge/{plan}-integration")
+    lines = entries.splitlines()
+    assert lines and lines[-1].endswith("forge: start integration"), lines
+    verify = repo / ".git" / "forge" / "verify"
+    for line in lines[:-1]:
+        commit = line.split(" ", 1)[0]
+        tree = git(repo, "rev-parse", f"{commit}^{{tree}}")
+        hits = list((verify / "cache").glob(f"{tree}-*.json"))
+        assert hits, f"integration moved to {commit[:12]} ({line}), whose tree was never passed"
+        for hit in hits:
+            record_id = json.loads(hit.read_text())["record"]
+            record = json.loads((verify / "records" / f"{record_id}.json").read_text())
+            assert record["verdict"] in ("PASS", "FLAKY"), (line, record["verdict"])
+    return len(lines) - 1
