@@ -97,7 +97,7 @@ def run(
 ) -> None:
     """Run (or resume) a plan: dispatch tasks, merge into integration, verify."""
     from forge.plan import registry
-    from forge.run import runner
+    from forge.run.options import RunOptions
 
     repo = _repo()
     recorded = registry.resolve(repo, plan_ref)
@@ -105,7 +105,7 @@ def run(
         # Through the environment, so the slots, the verification checkouts and the
         # agents' own forge calls all see the same root.
         os.environ["FORGE_WORKTREES"] = str(worktree_root.resolve())
-    options = runner.RunOptions(
+    options = RunOptions(
         max_parallel=max_parallel,
         retry_failed=retry_failed,
         infra_retries=infra_retries,
@@ -128,11 +128,12 @@ def retry(
     """Run one failed task again with its last failure as feedback, then merge and verify."""
     from forge.plan import registry
     from forge.run import runner
+    from forge.run.options import RunOptions
 
     repo = _repo()
     recorded = registry.resolve(repo, plan_ref)
     runner.check_retry(repo, recorded.plan, task, agent=agent)
-    options = runner.RunOptions(only=task, fresh=fresh, agent=agent, retry_failed=0)
+    options = RunOptions(only=task, fresh=fresh, agent=agent, retry_failed=0)
     _execute_run(repo, recorded, options, as_json=as_json)
 
 
@@ -327,7 +328,7 @@ def demo(
     from forge.git import repo as git
     from forge.plan import registry
     from forge.plan import tables as report
-    from forge.run import runner
+    from forge.run.options import RunOptions
 
     repo_path, plan_path = demo_mod.create(path)
     typer.echo(f"demo repository: {repo_path}\nplan: {plan_path}\n")
@@ -335,7 +336,7 @@ def demo(
     recorded = registry.record(repo, plan_path)
     typer.echo(report.wave_table(recorded.plan, recorded.as_waves()), nl=False)
     typer.echo("")
-    _execute_run(repo, recorded, runner.RunOptions(), as_json=False)
+    _execute_run(repo, recorded, RunOptions(), as_json=False)
     typer.echo(
         f"\nnext: cd {repo_path} && forge status && forge accept   "
         f"(then `git log --graph --oneline` to see the merges)"

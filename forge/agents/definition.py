@@ -8,8 +8,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from forge.agents.output import INFRA_KINDS
 from forge.errors import ForgeError
+
+# The kinds of infrastructure failure an agent definition may name patterns for.
+INFRA_KINDS = ("binary-missing", "auth", "quota", "rate-limit", "network")
 
 COMMAND_PLACEHOLDERS = ("prompt_file", "model", "effort", "task", "worktree")
 ENV_PLACEHOLDERS = (*COMMAND_PLACEHOLDERS, "state_dir")

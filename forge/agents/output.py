@@ -24,10 +24,11 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from forge.agents.definition import INFRA_KINDS
+
 if TYPE_CHECKING:
     from forge.agents.definition import AgentDef
 
-INFRA_KINDS = ("binary-missing", "auth", "quota", "rate-limit", "network")
 _SCAN_BYTES = 4_000_000  # logs can be huge; the facts sit at the end
 _PLAIN_LINES = 60  # CLIs print their fatal error last
 

@@ -11,6 +11,7 @@ from typing import Any
 
 from forge.base.files import read_json
 from forge.base.liveness import Owner
+from forge.base.text import text_table
 from forge.git import worktrees
 from forge.git.repo import Repository
 from forge.run import hold as holds
@@ -18,8 +19,6 @@ from forge.run.state import RunState, StateStore, Status, TaskState
 
 
 def _table(headers: list[str], rows: list[list[str]]) -> str:
-    from forge.plan.tables import text_table
-
     return "\n".join(text_table(headers, rows)) + "\n"
 
 

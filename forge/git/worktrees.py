@@ -17,7 +17,7 @@ from pathlib import Path
 
 from forge.base import proc
 from forge.errors import ForgeError
-from forge.git.merge import identity_env
+from forge.git.identity import identity_env
 from forge.git.repo import Repository
 
 

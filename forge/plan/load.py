@@ -66,6 +66,11 @@ TASK_KEYS = (
 )
 
 
+def load_plan(path: Path) -> Plan:
+    """Load and check a plan file; PlanError lists every problem found."""
+    return load_plan_source(path)[0]
+
+
 def load_plan_source(path: Path) -> tuple[Plan, bytes]:
     """The plan and the exact bytes it was parsed from (to hash what was checked)."""
     shown = str(path)

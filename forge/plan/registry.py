@@ -22,8 +22,8 @@ from forge.base.files import SCHEMA_VERSION, plan_lock, read_json, write_json
 from forge.errors import ForgeError, StateError
 from forge.git.repo import Repository
 from forge.plan.dag import Waves
-from forge.plan.load import load_plan_source
-from forge.plan.model import Plan, load_plan, name_problem
+from forge.plan.load import load_plan, load_plan_source
+from forge.plan.model import Plan, name_problem
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -84,7 +84,7 @@ def check(plan_path: Path) -> tuple[Plan, Waves]:
     from forge.git.repo import discover
     from forge.plan.config import load_repo_config
     from forge.plan.dag import compute_waves
-    from forge.run.next_agent import check_specs
+    from forge.plan.specs import check_specs
 
     plan = load_plan(plan_path)
     waves = compute_waves(plan)
@@ -146,7 +146,7 @@ def record(repo: Repository, plan_path: Path) -> Recorded:
 
     from forge.plan.config import load_repo_config
     from forge.plan.dag import compute_waves, critical_path
-    from forge.run.next_agent import check_specs
+    from forge.plan.specs import check_specs
 
     plan, raw = load_plan_source(plan_path)
     check_specs(plan, {**load_repo_config(repo.root).agents, **plan.agents})

@@ -23,7 +23,8 @@ from forge.git import merge as integrate
 from forge.git import worktrees
 from forge.git.repo import Repository
 from forge.plan.model import Plan, Task
-from forge.run.recovery import grace_seconds, reset_for_attempt
+from forge.run.recovery import grace_seconds
+from forge.run.reset import reset_for_attempt
 from forge.run.slots import SlotPool
 from forge.run.state import (
     FAILURES,

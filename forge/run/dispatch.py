@@ -24,7 +24,7 @@ from forge.run.attempt import Outcome, RunContext, run_attempt
 from forge.run.state import FAILURES, REDISPATCH, Status
 
 if TYPE_CHECKING:
-    from forge.run.runner import RunOptions
+    from forge.run.options import RunOptions
 
 # First wait after an infrastructure failure, doubled each time (FORGE_INFRA_BACKOFF).
 INFRA_BACKOFF = float(os.environ.get("FORGE_INFRA_BACKOFF", "5"))

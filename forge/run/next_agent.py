@@ -3,15 +3,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from forge.errors import ForgeError, PlanError
-from forge.plan.model import Plan, Task
+from forge.plan.model import Task
+from forge.plan.specs import DEFAULT_AGENT
 from forge.run.state import TaskState
-
-DEFAULT_AGENT = "claude"
 
 
 @dataclass(frozen=True)
@@ -24,25 +21,6 @@ class NextSpec:
 
 def base_spec_text(ctx: Any, task: Task, ts: TaskState) -> str:
     return ts.agent or task.agent or ctx.plan.agent or DEFAULT_AGENT
-
-
-def check_specs(plan: Plan, defs: Mapping[str, Mapping[str, Any]]) -> None:
-    """Refuse a plan whose prompt tasks name an agent, model or effort that does not
-    resolve: one line per task, before anything is written."""
-    from forge.agents import spec as agents
-
-    problems = []
-    for task in plan.tasks:
-        if task.run is not None:
-            continue
-        spec = task.agent or plan.agent or DEFAULT_AGENT
-        try:
-            agents.resolve(spec, defs)
-        except ForgeError as exc:
-            where = plan.source or plan.name
-            problems.append(f"{where}: task '{task.id}': agent '{spec}': {exc.message}")
-    if problems:
-        raise PlanError(problems)
 
 
 def next_spec(ctx: Any, task: Task, ts: TaskState) -> NextSpec:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from forge.base import proc
+from forge.base.clock import now_iso
 from forge.base.files import plan_lock
 from forge.errors import ExitCode, ForgeError
 from forge.git import worktrees
@@ -21,19 +22,9 @@ from forge.plan.model import Plan, Task
 from forge.plan.registry import Recorded
 from forge.run import recovery
 from forge.run.attempt import RunContext
+from forge.run.options import RunOptions
 from forge.run.slots import SlotPool
-from forge.run.state import RunState, StateStore, Status, now_iso
-
-
-@dataclass(frozen=True)
-class RunOptions:
-    max_parallel: int | None = None
-    retry_failed: int = 0
-    infra_retries: int = 3
-    only: str | None = None  # `forge retry TASK`: run just this task
-    fresh: bool = False
-    agent: str | None = None  # `forge retry --agent SPEC`
-    verify: bool = True
+from forge.run.state import RunState, StateStore, Status
 
 
 @dataclass
@@ -73,7 +64,7 @@ def run_plan(
     on_event: Callable[[str], None] = lambda _m: None,
 ) -> RunReport:
     plan = recorded.plan
-    from forge.run.next_agent import check_specs
+    from forge.plan.specs import check_specs
 
     defs = agent_defs(repo, plan)
     check_specs(plan, defs)  # forge.toml may have changed since `forge plan`

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field, fields
-from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from forge.base.clock import now_iso
 from forge.base.files import SCHEMA_VERSION, StateDir, read_json, write_json
 
 
@@ -33,10 +33,6 @@ class Status(StrEnum):
 FAILURES = frozenset({Status.FAILED, Status.TIMEOUT, Status.CONFLICT})
 # Statuses that `forge run` dispatches again by itself: they spent no attempt.
 REDISPATCH = frozenset({Status.PENDING, Status.INTERRUPTED, Status.INFRA, Status.BLOCKED})
-
-
-def now_iso() -> str:
-    return datetime.now(UTC).isoformat(timespec="seconds")
 
 
 @dataclass

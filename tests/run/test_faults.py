@@ -25,7 +25,7 @@ from helpers.runkit import (
 )
 
 from forge.git.repo import discover
-from forge.run.recovery import reset_for_attempt
+from forge.run.reset import reset_for_attempt
 from forge.run.state import TaskState
 
 TASKS = ("a", "b", "c", "d")
