@@ -18,7 +18,7 @@ from forge.run.recovery import stop_leftovers, sweep_salvage_indexes
 from forge.run.state import StateStore, task_ref
 
 
-def clean_plan(repo: Repository, plan: str) -> list[str]:
+def clean_plan(repo: Repository, plan: str) -> list[str]:  # noqa: C901 split along its steps in a later commit
     notes: list[str] = []
     with plan_lock(repo.state, plan, command="forge clean"):
         store = StateStore(repo.state, plan)
@@ -67,7 +67,7 @@ def clean_plan(repo: Repository, plan: str) -> list[str]:
             notes.append(f"deleted branch {ref.removeprefix('refs/heads/')}")
         # The plan's verification checkouts (one per lane), wherever the worktree root
         # was when they were made: git knows them all.
-        for path in _registered_worktrees(repo):
+        for path in worktrees.registered(repo):
             if path.parent.name == plan and path.parent.parent.name == ".verify":
                 worktrees.remove(repo, path)
                 notes.append(f"removed verification worktree {path}")
@@ -89,13 +89,6 @@ def clean_plan(repo: Repository, plan: str) -> list[str]:
 def _task_branches(repo: Repository, plan: str) -> list[tuple[str, str]]:
     out = repo.git("for-each-ref", "--format=%(refname) %(objectname)", f"refs/heads/forge/{plan}/")
     return [tuple(line.split(" ", 1)) for line in out.splitlines() if line]  # type: ignore[misc]
-
-
-def _registered_worktrees(repo: Repository) -> list[Path]:
-    out = repo.git("worktree", "list", "--porcelain")
-    return [
-        Path(line[len("worktree ") :]) for line in out.splitlines() if line.startswith("worktree ")
-    ]
 
 
 def _accepted(repo: Repository, commit: str) -> bool:

@@ -26,6 +26,23 @@ def prune(repo: Repository) -> None:
     repo.try_git("worktree", "prune")
 
 
+def registered(repo: Repository) -> list[Path]:
+    """The linked worktrees git knows, read from their admin folders
+    (`<common dir>/worktrees/<id>/gitdir` names `<worktree>/.git`). Not `git worktree
+    list`: it fails while another process is adding a worktree, whose admin folder is
+    still half written; such a one is skipped here."""
+    found = []
+    with contextlib.suppress(OSError):
+        for admin in sorted((repo.common_dir / "worktrees").iterdir()):
+            try:
+                gitdir = (admin / "gitdir").read_text().strip()
+            except OSError:
+                continue
+            if gitdir:
+                found.append(Path(gitdir).parent)
+    return found
+
+
 def is_worktree(path: Path) -> bool:
     return (path / ".git").is_file()
 

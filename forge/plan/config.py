@@ -212,7 +212,7 @@ def is_str_list(value: Any) -> bool:
     return isinstance(value, list) and all(isinstance(v, str) for v in value)
 
 
-def parse_verify(
+def parse_verify(  # noqa: C901 split along its steps in a later commit
     value: Any,
     *,
     reruns: Any,

@@ -273,7 +273,7 @@ class _Checker:
         self.check_deps(known=set(headers), headers=headers)
         return tuple(tasks)
 
-    def task(self, n: int, table: dict[str, Any]) -> Task | None:
+    def task(self, n: int, table: dict[str, Any]) -> Task | None:  # noqa: C901 split along its steps in a later commit
         header = self.src.table_line("task", n)
 
         def line_of(key: str) -> int | None:

@@ -91,9 +91,11 @@ def check(plan_path: Path) -> tuple[Plan, Waves]:
     # The agents `forge plan` would check against: forge.toml's, when there is a
     # repository to read it from, under the plan's own.
     try:
-        defs = dict(load_repo_config(discover().root).agents)
+        root = discover().root
     except ForgeError:
-        defs = {}
+        root = None  # no repository here: only the plan's own agents
+    # A broken forge.toml is an error here as it is for `forge plan`: both must agree.
+    defs = dict(load_repo_config(root).agents) if root is not None else {}
     check_specs(plan, {**defs, **plan.agents})
     return plan, waves
 
@@ -205,7 +207,7 @@ def _looks_like_path(ref: str) -> bool:
     return "/" in ref or ref.endswith(".toml") or ref.startswith(".")
 
 
-def resolve(repo: Repository, ref: str | None, *, cwd: Path | None = None) -> Recorded:
+def resolve(repo: Repository, ref: str | None, *, cwd: Path | None = None) -> Recorded:  # noqa: C901 split along its steps in a later commit
     """The recorded plan `ref` names: a plan name, a plan file, or None for the one
     plan recorded. Refuses a record whose source file changed since `forge plan`."""
     names = repo.state.recorded_plans()

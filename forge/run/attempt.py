@@ -13,12 +13,14 @@ import hashlib
 import os
 import threading
 import time
+import traceback
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from forge.base import faults, proc
+from forge.base.files import atomic_write_text
 from forge.git import merge as integrate
 from forge.git import worktrees
 from forge.git.repo import Repository
@@ -126,8 +128,39 @@ def run_attempt(ctx: RunContext, task: Task, *, spec: Any | None, fresh: bool = 
         outcome = _steps(ctx, task, ts, attempt, attempt_dir, spec=spec, fresh=fresh)
     except _Stop as stop:
         outcome = stop.outcome
-    except Exception as exc:  # a bug or an unexpected git failure: record, don't lose state
-        outcome = Outcome(Status.FAILED, f"forge error: {exc}")
+    except Exception as exc:  # noqa: BLE001 a bug or an unexpected git failure: record, don't lose state
+        outcome = Outcome(Status.FAILED, _keep_traceback(attempt_dir, exc))
+    except BaseException as exc:
+        # Ctrl-C or SystemExit reaching this thread stops the run; it is not the
+        # task's failure: the attempt is INTERRUPTED (spent nothing) and the
+        # exception goes on to the caller.
+        ctx.stop.set()
+        _finish(
+            ctx,
+            task,
+            ts,
+            attempt,
+            Outcome(Status.INTERRUPTED, f"forge was stopped ({exc!r})"),
+            started,
+        )
+        raise
+    return _finish(ctx, task, ts, attempt, outcome, started)
+
+
+def _keep_traceback(attempt_dir: Path, exc: Exception) -> str:
+    """Write the traceback of an unexpected exception beside the attempt's logs and
+    return the reason that points at it (the message alone rarely tells the bug)."""
+    path = attempt_dir / "forge-error.txt"
+    try:
+        atomic_write_text(path, "".join(traceback.format_exception(exc)))
+    except OSError:
+        return f"forge error: {exc}"
+    return f"forge error: {exc} (traceback in {path})"
+
+
+def _finish(
+    ctx: RunContext, task: Task, ts: TaskState, attempt: Attempt, outcome: Outcome, started: float
+) -> Outcome:
     if outcome.status == Status.MERGED:
         ctx.slots.release(task.id)  # its MERGED state was saved by the merge
     with ctx.store.lock:
@@ -142,7 +175,7 @@ def run_attempt(ctx: RunContext, task: Task, *, spec: Any | None, fresh: bool = 
     return outcome
 
 
-def _steps(
+def _steps(  # noqa: C901 split along its steps in a later commit
     ctx: RunContext,
     task: Task,
     ts: TaskState,

@@ -34,7 +34,6 @@ def grace_seconds() -> float:
 
 def recover(
     repo: Repository,
-    plan: Plan,
     state: RunState,
     store: StateStore,
     *,
@@ -46,7 +45,7 @@ def recover(
     integration = repo.ref_value(state.integration)
     for ts in state.tasks.values():
         if ts.status == Status.RUNNING:
-            notes += _recover_running(repo, plan, state, ts)
+            notes += _recover_running(ts)
         if ts.status != Status.MERGED and integration and _landed(repo, ts, integration):
             ts.status, ts.reason = Status.MERGED, ""
             ts.merged_commit = integration
@@ -129,7 +128,7 @@ def drop_task(repo: Repository, plan: Plan, state: RunState, tid: str) -> list[s
     return notes
 
 
-def _recover_running(repo: Repository, plan: Plan, state: RunState, ts: TaskState) -> list[str]:
+def _recover_running(ts: TaskState) -> list[str]:
     notes = []
     runner = Owner.from_dict(ts.runner) if ts.runner else None
     who = runner.describe() if runner else "an earlier run"

@@ -87,7 +87,7 @@ def run_plan(
         root = repo.worktrees_root() / plan.name
         report = RunReport(plan.name, state, ExitCode.OK, logs, integration)
         try:
-            report.recovered = recovery.recover(repo, plan, state, store, on_event=on_event)
+            report.recovered = recovery.recover(repo, state, store, on_event=on_event)
             for tid in list(state.tasks):  # a task dropped from the plan since
                 if plan_task(plan, tid) is None and state.tasks[tid].status != Status.MERGED:
                     notes = recovery.drop_task(repo, plan, state, tid)
@@ -140,7 +140,7 @@ def run_plan(
             state.finished = now_iso()
             state.wall_seconds = round(time.monotonic() - started, 3)
             store.save(state)
-        report.exit_code = exit_code(plan, state, report, only=options.only)
+        report.exit_code = exit_code(state, report, only=options.only)
         return report
 
 
@@ -212,7 +212,7 @@ def _verify(
     return data
 
 
-def exit_code(plan: Plan, state: RunState, report: RunReport, *, only: str | None) -> ExitCode:
+def exit_code(state: RunState, report: RunReport, *, only: str | None) -> ExitCode:
     if report.interrupted:
         return ExitCode.INTERRUPTED
     if state.paused:

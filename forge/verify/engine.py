@@ -152,7 +152,7 @@ def _run_lanes(
                 results[name] = LaneResult(name, command, Verdict.INTERRUPTED, ())
             else:
                 results[name] = _run_lane(repo, base, config, co, name, command, stop, emit)
-        except BaseException as exc:  # reported by the caller's thread, after the join
+        except BaseException as exc:  # noqa: BLE001 re-raised by the caller's thread after the join
             errors.append(exc)
             results[name] = LaneResult(name, command, Verdict.FAIL, ())
 

@@ -120,6 +120,19 @@ def test_check_rejects_an_agent_plan_rejects(repo: Path, tmp_path: Path) -> None
     assert cp.returncode == 2 and "agent 'mine'" in cp.stderr
 
 
+def test_check_and_plan_agree_on_a_broken_forge_toml(repo: Path) -> None:
+    """`forge plan --check` must not say valid for a plan `forge plan` refuses."""
+    write_plan(repo, PLAN, "demo.toml")
+    (repo / "forge.toml").write_text("[agents.mine\ncommand = 1\n")
+    checked = run_forge(repo, "plan", "--check", "plans/demo.toml")
+    recorded = run_forge(repo, "plan", "plans/demo.toml")
+    assert recorded.returncode == 2, recorded.stdout
+    assert checked.returncode == recorded.returncode, checked.stdout
+    assert "forge.toml" in checked.stderr
+    assert checked.stderr == recorded.stderr
+    assert forge_files(repo) == []
+
+
 INVALID = {
     "unknown key": (
         '[[task]]\nid = "a"\nrun = "x"\nfiles = ["a"]\ndepends = ["b"]\n',
