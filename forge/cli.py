@@ -304,18 +304,6 @@ def hooks_uninstall() -> None:
         typer.echo(line)
 
 
-@app.command(
-    "_hook",
-    hidden=True,
-    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
-)
-def hook_entry(ctx: typer.Context, name: str) -> None:
-    """Run by the installed git hook scripts: `_hook NAME SCRIPT [ARGS...]`."""
-    from forge.hooks import runtime as hooks
-
-    raise typer.Exit(hooks.run_hook(name, list(ctx.args)))
-
-
 @app.command()
 def demo(
     path: Annotated[

@@ -27,7 +27,6 @@ from typing import Literal
 
 FAILURES = frozenset({"FAILED", "TIMEOUT", "NO_PROGRESS"})
 NEUTRAL = frozenset({"INFRA", "INTERRUPTED", "CONFLICT"})
-PASSES = frozenset({"MERGED"})
 
 Action = Literal["same", "model", "effort", "split", "stop"]
 

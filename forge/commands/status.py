@@ -5,7 +5,6 @@ Built from the state files alone (no DAG, no GitPython), so `forge status` is fa
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
@@ -259,10 +258,6 @@ def _bytes(n: int) -> str:
             return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
         size /= 1024
     return f"{n} B"
-
-
-def elapsed(since: float) -> str:
-    return fmt_seconds(time.monotonic() - since)
 
 
 __all__ = ["Status", "render_history", "render_status", "results_table", "status_data"]

@@ -159,7 +159,7 @@ def test_identical_retry_is_no_progress(repo: Path, tmp_path: Path) -> None:
     assert len(tries) == 2 and tries[1]["reason"] == "no changes"
     cp = run_forge(repo, "retry", "t", "--fresh")
     assert cp.returncode == 5
-    assert attempts(repo)[-1]["reason"].startswith("no progress")  # type: ignore[union-attr]
+    assert str(attempts(repo)[-1]["reason"]).startswith("no progress")
 
 
 def test_retry_refusals_change_nothing(repo: Path, tmp_path: Path) -> None:
