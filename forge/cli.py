@@ -50,32 +50,13 @@ def plan(
     as_json: JsonOpt = False,
 ) -> None:
     """Validate a plan, build its DAG, compute waves, record it; print the wave table."""
-    from forge.plan import dag, registry
-    from forge.plan import tables as report
+    from forge.commands import plan as plan_command
 
-    if check:
-        plan_obj, waves = registry.check(plan_file)
-        recorded, record_file = None, None
-        cpath = dag.critical_path(plan_obj)
-    else:
-        from forge.git.repo import discover
-
-        repo = discover()
-        recorded = registry.record(repo, plan_file)
-        plan_obj, waves = recorded.plan, recorded.as_waves()
-        record_file = repo.state.plan_file(plan_obj.name)
-        cpath = dict(recorded.critical_path)
+    planned = plan_command.check(plan_file) if check else plan_command.record(_repo(), plan_file)
     if as_json:
-        emit_json(
-            report.wave_data(
-                plan_obj, waves, critical_path=cpath, recorded=recorded, record_file=record_file
-            )
-        )
-        return
-    typer.echo(report.wave_table(plan_obj, waves))
-    typer.echo(report.plan_summary(plan_obj, waves, recorded=recorded))
-    if record_file is not None:
-        typer.echo(f"record: {record_file}")
+        emit_json(planned.data())
+    else:
+        typer.echo(planned.text())
 
 
 @app.command()
@@ -145,44 +126,25 @@ def verify(
     as_json: JsonOpt = False,
 ) -> None:
     """Verify a commit (default: the plan's integration head, or HEAD outside a plan)."""
-    from forge.base import interrupt
     from forge.commands import verify as verify_command
-    from forge.errors import Interrupted
-    from forge.verify.engine import Verdict, describe_failure, verify_commit
-
-    repo = _repo()
-    target = verify_command.resolve_target(repo, rev=rev, plan_ref=plan_ref)
 
     def progress(line: str) -> None:
         sys.stderr.write(f"forge: {line}\n")
 
-    with (
-        interrupt.on_stop_signals() as stop,
-        verify_command.plan_context(repo, target.plan),
-    ):
-        record = verify_commit(
-            repo,
-            target.rev,
-            target.config,
-            key=target.key,
-            stop=stop,
-            force=force,
-            on_event=None if as_json else progress,
-        )
-        if target.plan is not None and not verify_command.record_in_plan(repo, target.plan, record):
-            progress(
-                f"{record.commit[:12]} is not the integration head of plan '{target.plan}': "
-                f"its verdict is not recorded in the plan"
-            )
+    verified = verify_command.verify(
+        _repo(),
+        rev=rev,
+        plan_ref=plan_ref,
+        force=force,
+        on_event=None if as_json else progress,
+        warn=progress,
+    )
     if as_json:
-        emit_json(record.to_dict())
+        emit_json(verified.record.to_dict())
     else:
-        for line in verify_command.render(record):
+        for line in verify_command.render(verified.record):
             typer.echo(line)
-    if stop.is_set() or record.verdict == Verdict.INTERRUPTED:
-        raise Interrupted("verification interrupted: every lane's processes were stopped")
-    if record.verdict == Verdict.FAIL:
-        raise ForgeError(describe_failure(record), code=ExitCode.FAILED)
+    verify_command.raise_for_verdict(verified)
 
 
 @app.command()
@@ -198,27 +160,16 @@ def status(
 ) -> None:
     """Show a plan's tasks, attempts, verification and worktrees."""
     from forge.commands import status as views
+    from forge.commands.target import status_target
 
     repo = _repo()
-    plan_name, task = _status_target(repo, target, plan_ref)
-    data = views.status_data(repo, plan_name, disk=disk)
-    if task is not None and task not in data["history"]:
-        raise ForgeError(f"plan '{plan_name}' has no task '{task}'")
-    if as_json:
-        emit_json(
-            data
-            if task is None
-            else {
-                "plan": plan_name,
-                "task": task,
-                "attempts": data["history"][task],
-                **next(r for r in data["tasks"] if r["id"] == task),
-            }
-        )
-        return
-    typer.echo(
-        views.render_status(data) if task is None else views.render_history(data, task), nl=False
-    )
+    plan_name, task = status_target(repo, target, plan_ref)
+    if not as_json:
+        typer.echo(views.render(repo, plan_name, task, disk=disk), nl=False)
+    elif task is None:
+        emit_json(views.status_data(repo, plan_name, disk=disk))
+    else:
+        emit_json(views.task_status_data(repo, plan_name, task, disk=disk))
 
 
 @app.command()
@@ -338,28 +289,9 @@ def _repo() -> Any:
 
 
 def _plan_name(repo: Any, ref: str | None) -> str:
-    """A recorded plan's name from a name or a file, without loading the DAG."""
-    names = repo.state.recorded_plans()
-    if ref is None:
-        if len(names) == 1:
-            return str(names[0])
-        if not names:
-            raise ForgeError("no plan recorded: run `forge plan PLAN.toml` first")
-        raise ForgeError(f"several plans are recorded ({', '.join(names)}): name one")
-    if ref in names:
-        return ref
-    from forge.plan import registry
+    from forge.commands.target import plan_name
 
-    return str(registry.resolve(repo, ref).plan.name)
-
-
-def _status_target(repo: Any, target: str | None, plan_ref: str | None) -> tuple[str, str | None]:
-    names = repo.state.recorded_plans()
-    if target is not None and plan_ref is None and target in names:
-        return target, None
-    if target is not None and plan_ref is None and (target.endswith(".toml") or "/" in target):
-        return _plan_name(repo, target), None
-    return _plan_name(repo, plan_ref), target
+    return plan_name(repo, ref)
 
 
 def _execute_run(repo: Any, recorded: Any, options: Any, *, as_json: bool) -> None:

@@ -11,6 +11,7 @@ from typing import Any
 from forge.base.files import read_json
 from forge.base.liveness import Owner
 from forge.base.text import text_table
+from forge.errors import ForgeError
 from forge.git import worktrees
 from forge.git.repo import Repository
 from forge.run import hold as holds
@@ -167,6 +168,27 @@ def status_data(repo: Repository, plan: str, *, disk: bool = False) -> dict[str,
         "wall_seconds": state.wall_seconds,
         "logs": str(repo.state.logs_dir(plan)),
     }
+
+
+def task_status_data(
+    repo: Repository, plan: str, task: str, *, disk: bool = False
+) -> dict[str, Any]:
+    """`forge status TASK --json`: the task's row and its attempts."""
+    data = status_data(repo, plan, disk=disk)
+    if task not in data["history"]:
+        raise ForgeError(f"plan '{plan}' has no task '{task}'")
+    row = next(r for r in data["tasks"] if r["id"] == task)
+    return {"plan": plan, "task": task, "attempts": data["history"][task], **row}
+
+
+def render(repo: Repository, plan: str, task: str | None, *, disk: bool = False) -> str:
+    """`forge status` as text: the plan's tasks, or one task's history."""
+    data = status_data(repo, plan, disk=disk)
+    if task is None:
+        return render_status(data)
+    if task not in data["history"]:
+        raise ForgeError(f"plan '{plan}' has no task '{task}'")
+    return render_history(data, task)
 
 
 def _runner(repo: Repository, plan: str) -> str | None:
