@@ -15,10 +15,10 @@ from forge.git import worktrees
 from forge.git.merge import is_ancestor
 from forge.git.repo import Repository
 from forge.run.recovery import stop_leftovers, sweep_salvage_indexes
-from forge.run.state import StateStore, task_ref
+from forge.run.state import RunState, StateStore, task_ref
 
 
-def clean_plan(repo: Repository, plan: str) -> list[str]:  # noqa: C901 split along its steps in a later commit
+def clean_plan(repo: Repository, plan: str) -> list[str]:
     notes: list[str] = []
     with plan_lock(repo.state, plan, command="forge clean"):
         store = StateStore(repo.state, plan)
@@ -26,64 +26,98 @@ def clean_plan(repo: Repository, plan: str) -> list[str]:  # noqa: C901 split al
         integration_ref = f"refs/heads/forge/{plan}-integration"
         integration = repo.ref_value(integration_ref)
         if state is not None:
-            for ts in state.tasks.values():
-                if ts.status == "RUNNING":  # a run killed with its agent still going
-                    stopped = stop_leftovers(ts)
-                    if stopped:
-                        notes.append(f"stopped {stopped} leftover process(es) of {ts.id}")
-            for folder in {Path(slot.path).parent for slot in state.slots.values()}:
-                sweep_salvage_indexes(folder)
-            for slot in list(state.slots.values()):
-                path = Path(slot.path)
-                ref = worktrees.salvage(repo, path, plan=plan, task=slot.task or slot.name)
-                if ref:
-                    notes.append(f"salvaged uncommitted work in {path} to {ref}")
-                    if slot.task and slot.task in state.tasks:
-                        state.tasks[slot.task].salvage.append(ref)
-                    store.save(state)
-                faults.point("clean-after-salvage")
-                worktrees.remove(repo, path)
-                del state.slots[slot.name]
-                for ts in state.tasks.values():
-                    if ts.slot == slot.name:
-                        ts.slot = None
-                store.save(state)
-                notes.append(f"removed worktree {path}")
-        for ref, head in _task_branches(repo, plan):
-            if integration is None or not is_ancestor(repo, head, integration):
-                task = ref.removeprefix(task_ref(plan, ""))
-                kept = worktrees.keep(repo, head, plan=plan, task=task)
-                notes.append(
-                    f"branch {ref.removeprefix('refs/heads/')} held unmerged work: kept in {kept}"
-                )
-                if (
-                    state is not None
-                    and task in state.tasks
-                    and kept not in state.tasks[task].salvage
-                ):
-                    state.tasks[task].salvage.append(kept)
-                    store.save(state)
-            repo.try_git("update-ref", "-d", ref, head)
-            notes.append(f"deleted branch {ref.removeprefix('refs/heads/')}")
-        # The plan's verification checkouts (one per lane), wherever the worktree root
-        # was when they were made: git knows them all.
-        for path in worktrees.registered(repo):
-            if path.parent.name == plan and path.parent.parent.name == ".verify":
-                worktrees.remove(repo, path)
-                notes.append(f"removed verification worktree {path}")
+            notes += _stop_leftovers(state)
+            notes += _remove_slots(repo, plan, state, store)
+        notes += _drop_task_branches(repo, plan, integration, state, store)
+        notes += _remove_verification_checkouts(repo, plan)
         if integration is not None:
-            if _accepted(repo, integration):
-                repo.try_git("update-ref", "-d", integration_ref, integration)
-                notes.append(f"deleted branch forge/{plan}-integration (already in your branches)")
-                if state is not None:
-                    store.path.unlink(missing_ok=True)
-            else:
-                notes.append(
-                    f"kept branch forge/{plan}-integration: it holds work not accepted yet "
-                    f"(`forge accept {plan}`, or `git branch -D forge/{plan}-integration`)"
-                )
+            notes += _drop_integration(repo, plan, integration, state, store)
         worktrees.prune(repo)
     return notes
+
+
+def _stop_leftovers(state: RunState) -> list[str]:
+    notes = []
+    for ts in state.tasks.values():
+        if ts.status == "RUNNING":  # a run killed with its agent still going
+            stopped = stop_leftovers(ts)
+            if stopped:
+                notes.append(f"stopped {stopped} leftover process(es) of {ts.id}")
+    return notes
+
+
+def _remove_slots(repo: Repository, plan: str, state: RunState, store: StateStore) -> list[str]:
+    """Each slot's uncommitted work goes to a salvage ref, then the worktree goes."""
+    notes = []
+    for folder in {Path(slot.path).parent for slot in state.slots.values()}:
+        sweep_salvage_indexes(folder)
+    for slot in list(state.slots.values()):
+        path = Path(slot.path)
+        ref = worktrees.salvage(repo, path, plan=plan, task=slot.task or slot.name)
+        if ref:
+            notes.append(f"salvaged uncommitted work in {path} to {ref}")
+            if slot.task and slot.task in state.tasks:
+                state.tasks[slot.task].salvage.append(ref)
+            store.save(state)
+        faults.point("clean-after-salvage")
+        worktrees.remove(repo, path)
+        del state.slots[slot.name]
+        for ts in state.tasks.values():
+            if ts.slot == slot.name:
+                ts.slot = None
+        store.save(state)
+        notes.append(f"removed worktree {path}")
+    return notes
+
+
+def _drop_task_branches(
+    repo: Repository,
+    plan: str,
+    integration: str | None,
+    state: RunState | None,
+    store: StateStore,
+) -> list[str]:
+    """Task branches go; one whose work never reached integration is kept in a ref."""
+    notes = []
+    for ref, head in _task_branches(repo, plan):
+        if integration is None or not is_ancestor(repo, head, integration):
+            task = ref.removeprefix(task_ref(plan, ""))
+            kept = worktrees.keep(repo, head, plan=plan, task=task)
+            notes.append(
+                f"branch {ref.removeprefix('refs/heads/')} held unmerged work: kept in {kept}"
+            )
+            if state is not None and task in state.tasks and kept not in state.tasks[task].salvage:
+                state.tasks[task].salvage.append(kept)
+                store.save(state)
+        repo.try_git("update-ref", "-d", ref, head)
+        notes.append(f"deleted branch {ref.removeprefix('refs/heads/')}")
+    return notes
+
+
+def _remove_verification_checkouts(repo: Repository, plan: str) -> list[str]:
+    """The plan's verification checkouts (one per lane), wherever the worktree root
+    was when they were made: git knows them all."""
+    notes = []
+    for path in worktrees.registered(repo):
+        if path.parent.name == plan and path.parent.parent.name == ".verify":
+            worktrees.remove(repo, path)
+            notes.append(f"removed verification worktree {path}")
+    return notes
+
+
+def _drop_integration(
+    repo: Repository, plan: str, integration: str, state: RunState | None, store: StateStore
+) -> list[str]:
+    """The integration branch goes only once its work is in the user's branches."""
+    if not _accepted(repo, integration):
+        return [
+            f"kept branch forge/{plan}-integration: it holds work not accepted yet "
+            f"(`forge accept {plan}`, or `git branch -D forge/{plan}-integration`)"
+        ]
+    repo.try_git("update-ref", "-d", f"refs/heads/forge/{plan}-integration", integration)
+    if state is not None:
+        store.path.unlink(missing_ok=True)
+    return [f"deleted branch forge/{plan}-integration (already in your branches)"]
 
 
 def _task_branches(repo: Repository, plan: str) -> list[tuple[str, str]]:

@@ -422,16 +422,18 @@ def _group(
         attempt.pgid = pgid
 
     return proc.run_group(
-        argv,
-        cwd=cwd,
-        log_path=log,
-        env=env,
-        timeout=timeout,
-        grace=grace_seconds(),
+        proc.GroupSpec(
+            argv,
+            cwd=cwd,
+            log_path=log,
+            env=env,
+            timeout=timeout,
+            grace=grace_seconds(),
+            tag=attempt.tag,
+            input_path=input_path,
+        ),
         stop=ctx.stop,
         on_start=started,
-        tag=attempt.tag,
-        input_path=input_path,
     )
 
 

@@ -194,13 +194,15 @@ def _run_lane(
         before = co.fingerprint()
         co.begin_run()
         res = proc.run_group(
-            command,
-            cwd=co.path,
-            log_path=log,
-            timeout=config.timeout,
-            grace=config.grace,
+            proc.GroupSpec(
+                command,
+                cwd=co.path,
+                log_path=log,
+                timeout=config.timeout,
+                grace=config.grace,
+                tag=lane_tag(repo, base.key, name),
+            ),
             stop=stop,
-            tag=lane_tag(repo, base.key, name),
         )
         changed = co.fingerprint().changes_since(before)
         if changed:
