@@ -7,6 +7,7 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
 from helpers.gitkit import git
 
 from forge.git import worktrees
@@ -48,6 +49,7 @@ def test_a_separate_git_dir_is_found_as_git_finds_it(tmp_path: Path) -> None:
     assert discover(linked).main_root == _listed_main(linked)
 
 
+@pytest.mark.slow
 def test_discovery_holds_while_worktrees_are_being_added(repo: Path, tmp_path: Path) -> None:
     """`git worktree list` fails ("failed to read .git/worktrees/X/commondir") while a
     worktree is half made; discovery and clean's listing must not."""

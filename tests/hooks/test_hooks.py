@@ -178,6 +178,7 @@ def test_hookspath_that_is_not_a_folder_is_one_line(repo: Path, tmp_path: Path) 
     assert "hooks are disabled by core.hooksPath=" in res.stderr
 
 
+@pytest.mark.slow
 def test_pre_push_blocks_a_failing_tip_then_allows_a_fixed_one(repo: Path, remote: Path) -> None:
     assert run_forge(repo, "hooks", "install").returncode == 0
     configure(repo, {"unit": "echo broken; exit 1"})

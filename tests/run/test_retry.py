@@ -7,6 +7,7 @@ import shlex
 import sys
 from pathlib import Path
 
+import pytest
 from helpers.gitkit import FAKES, run_forge
 from helpers.runkit import plan_and_run, state, statuses, write_plan
 
@@ -79,6 +80,7 @@ def test_exhausted_escalation_exits_3_with_a_split_suggestion(repo: Path, tmp_pa
     assert state(repo)["tasks"]["t"]["suggestion"]
 
 
+@pytest.mark.slow
 def test_rate_limit_pauses_without_spending_attempts(repo: Path, tmp_path: Path) -> None:
     go = tmp_path / "go"
     cmd = (
