@@ -7,6 +7,7 @@ other branch has (not accepted yet); state is reset only when it goes too.
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 from forge.base import faults
@@ -32,8 +33,17 @@ def clean_plan(repo: Repository, plan: str) -> list[str]:
         notes += _remove_verification_checkouts(repo, plan)
         if integration is not None:
             notes += _drop_integration(repo, plan, integration, state, store)
+        notes += _remove_cluster_cache(repo, plan)
         worktrees.prune(repo)
     return notes
+
+
+def _remove_cluster_cache(repo: Repository, plan: str) -> list[str]:
+    cache = repo.worktrees_root() / plan / ".cluster"  # local:N workers' mirror and slots
+    if not cache.exists():
+        return []
+    shutil.rmtree(cache, ignore_errors=True)
+    return [f"removed the local cluster workers' cache {cache}"]
 
 
 def _stop_leftovers(state: RunState) -> list[str]:
