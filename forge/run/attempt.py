@@ -17,7 +17,7 @@ import traceback
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from forge.base import faults, proc
 from forge.base.files import atomic_write_text
@@ -37,6 +37,9 @@ from forge.run.state import (
     TaskState,
     task_ref,
 )
+
+if TYPE_CHECKING:
+    from forge.agents.definition import AgentDef
 
 
 class Remote(Protocol):
@@ -193,7 +196,7 @@ def _finish(
     return outcome
 
 
-def _steps(  # noqa: C901 split along its steps in a later commit
+def _steps(
     ctx: RunContext,
     task: Task,
     ts: TaskState,
@@ -203,7 +206,6 @@ def _steps(  # noqa: C901 split along its steps in a later commit
     spec: Any | None,
     fresh: bool,
 ) -> Outcome:
-    repo = ctx.repo
     assert ts.base is not None and ts.branch is not None
     if ctx.remote is not None:
         done = ctx.remote.attempt(ctx, task, ts, attempt, attempt_dir, spec=spec, fresh=fresh)
@@ -212,6 +214,31 @@ def _steps(  # noqa: C901 split along its steps in a later commit
         faults.point("before-merge")
         _check_stop(ctx)
         return _merge(ctx, task, ts, attempt, attempt_dir, done)
+    path, start_head = _prepare_slot(ctx, task, ts, attempt, attempt_dir, fresh=fresh)
+    outcome = _run_work(ctx, task, ts, attempt, attempt_dir, path, spec=spec)
+    message = f"forge: {ctx.plan.name}/{task.id} attempt {attempt.number}\n\n{task.title}"
+    if outcome is not None:
+        _keep_judged_work(ctx, ts, attempt, path, outcome, message, start_head)
+        return outcome
+    faults.point("after-agent")
+    judged = _commit_and_judge(ctx, task, ts, attempt, path, message, start_head)
+    if isinstance(judged, Outcome):
+        return judged
+    checked = _check(ctx, task, attempt, attempt_dir, path)
+    if checked is not None:
+        return checked
+    faults.point("before-merge")
+    _check_stop(ctx)
+    return _merge(ctx, task, ts, attempt, attempt_dir, judged)
+
+
+def _prepare_slot(
+    ctx: RunContext, task: Task, ts: TaskState, attempt: Attempt, attempt_dir: Path, *, fresh: bool
+) -> tuple[Path, str]:
+    """A slot on the task's branch, reset to where this attempt starts, set up.
+    Returns (the slot's path, the commit the attempt starts from)."""
+    repo = ctx.repo
+    assert ts.base is not None and ts.branch is not None
     # The branch: created at the pinned base on the first attempt.
     if repo.ref_value(ts.branch) is None:
         repo.update_ref(ts.branch, ts.base, None, message="forge: task branch")
@@ -245,21 +272,42 @@ def _steps(  # noqa: C901 split along its steps in a later commit
             raise _Stop(Outcome(Status.FAILED, f"setup failed: {_last_line(log)}"))
     if new:
         ctx.slots.mark_setup(slot)
+    return path, start_head
 
-    outcome = _run_work(ctx, task, ts, attempt, attempt_dir, path, spec=spec)
-    message = f"forge: {ctx.plan.name}/{task.id} attempt {attempt.number}\n\n{task.title}"
-    if outcome is not None:
-        if outcome.status in (Status.FAILED, Status.TIMEOUT):
-            # Keep what a judged attempt left, so the retry fixes its own work.
-            commit = worktrees.commit_all(
-                repo, path, message + "\n\n(failed attempt)", branch=ts.branch
-            )
-            if commit != start_head:
-                attempt.commit = commit
-                attempt.diff_hash = _diff_hash(repo, ts.base, commit)
-        return outcome
-    faults.point("after-agent")
 
+def _keep_judged_work(
+    ctx: RunContext,
+    ts: TaskState,
+    attempt: Attempt,
+    path: Path,
+    outcome: Outcome,
+    message: str,
+    start_head: str,
+) -> None:
+    """Keep what a judged attempt left, so the retry fixes its own work."""
+    assert ts.base is not None and ts.branch is not None
+    if outcome.status in (Status.FAILED, Status.TIMEOUT):
+        commit = worktrees.commit_all(
+            ctx.repo, path, message + "\n\n(failed attempt)", branch=ts.branch
+        )
+        if commit != start_head:
+            attempt.commit = commit
+            attempt.diff_hash = _diff_hash(ctx.repo, ts.base, commit)
+
+
+def _commit_and_judge(
+    ctx: RunContext,
+    task: Task,
+    ts: TaskState,
+    attempt: Attempt,
+    path: Path,
+    message: str,
+    start_head: str,
+) -> str | Outcome:
+    """Commit the work and judge the change itself: empty, out of scope, or the same
+    as a rejected one. Returns the commit, or the outcome that ends the attempt."""
+    repo = ctx.repo
+    assert ts.base is not None and ts.branch is not None
     head = worktrees.commit_all(repo, path, message, branch=ts.branch)
     faults.point("after-commit")
     if head == start_head:
@@ -289,23 +337,28 @@ def _steps(  # noqa: C901 split along its steps in a later commit
         return Outcome(Status.FAILED, "no progress: the same change as the last failed attempt")
     with ctx.store.lock:
         ctx.save(task.id)
+    return head
 
-    if task.check:
-        log = attempt_dir / "check.log"
-        res = _group(ctx, task.check, cwd=path, log=log, attempt=attempt, timeout=None)
-        # The check may have written into the worktree; the work is committed, so
-        # restore the tree to it (a later attempt must start from the commit).
-        repo.try_git("reset", "--quiet", "--hard", cwd=path)
-        repo.try_git("clean", "-fdq", cwd=path)
-        if res.stopped:
-            return Outcome(Status.INTERRUPTED, "stopped during the check")
-        if res.returncode != 0:
-            attempt.log = str(log)
-            attempt.feedback_source = "check"
-            return Outcome(Status.FAILED, f"check failed: {_last_line(log)}")
-    faults.point("before-merge")
-    _check_stop(ctx)
-    return _merge(ctx, task, ts, attempt, attempt_dir, head)
+
+def _check(
+    ctx: RunContext, task: Task, attempt: Attempt, attempt_dir: Path, path: Path
+) -> Outcome | None:
+    """The task's own check, on the committed work. None when it passed (or there is none)."""
+    if not task.check:
+        return None
+    log = attempt_dir / "check.log"
+    res = _group(ctx, task.check, cwd=path, log=log, attempt=attempt, timeout=None)
+    # The check may have written into the worktree; the work is committed, so
+    # restore the tree to it (a later attempt must start from the commit).
+    ctx.repo.try_git("reset", "--quiet", "--hard", cwd=path)
+    ctx.repo.try_git("clean", "-fdq", cwd=path)
+    if res.stopped:
+        return Outcome(Status.INTERRUPTED, "stopped during the check")
+    if res.returncode != 0:
+        attempt.log = str(log)
+        attempt.feedback_source = "check"
+        return Outcome(Status.FAILED, f"check failed: {_last_line(log)}")
+    return None
 
 
 def _run_work(
@@ -328,68 +381,19 @@ def _run_work(
         res = _group(ctx, task.run, cwd=path, log=log, attempt=attempt, timeout=timeout)
         defn = None
     else:
-        from forge.agents import spec as agents
-        from forge.run import feedback
-
-        defn, spec = agents.resolve(spec, ctx.agent_defs)
-        missing = agents.check_binary(defn)
-        if missing:
-            return Outcome(Status.INFRA, f"binary-missing: {missing}", infra_kind="binary-missing")
-        prompt_file = attempt_dir / "prompt.md"
-        fb = feedback.for_retry(ctx.repo, ts) if len(ts.attempts) > 1 else None
-        feedback_file = None
-        if fb is not None:
-            feedback_file = attempt_dir / "feedback.md"
-            feedback_file.write_text(feedback.render(fb))
-        feedback.write_prompt(
-            defn, prompt_file, plan=ctx.plan.name, task=task, attempt=attempt.number, fb=fb
-        )
-        argv, stdin = agents.render_command(
-            defn, spec, prompt_file=prompt_file, task=task.id, worktree=path
-        )
-        env = agents.agent_env(
-            defn,
-            spec,
-            task=task.id,
-            attempt=attempt.number,
-            prompt_file=prompt_file,
-            feedback_file=feedback_file,
-            state_dir=ctx.logs.parent / "agent-state",
-            worktree=path,
-        )
-        timeout = task.timeout or defn.timeout or ctx.plan.timeout
-        res = _group(
-            ctx,
-            argv,
-            cwd=path,
-            log=log,
-            attempt=attempt,
-            timeout=timeout,
-            env=env,
-            input_path=stdin,
-        )
+        started = _run_agent(ctx, task, ts, attempt, attempt_dir, path, log, spec=spec)
+        if isinstance(started, Outcome):
+            return started
+        defn, res, timeout = started
     if res.stopped:
         return Outcome(Status.INTERRUPTED, "stopped by the user")
     if res.timed_out:
         return Outcome(Status.TIMEOUT, f"timed out after {timeout:g}s")
     output = _read(log)
     if defn is not None:
-        from forge.agents import spec as agents
-
-        usage = agents.parse_usage(defn, output)
-        if usage is not None:
-            attempt.cost_usd = usage.cost_usd
-            attempt.input_tokens = usage.input_tokens
-            attempt.output_tokens = usage.output_tokens
-        infra = agents.classify_failure(defn, returncode=res.returncode, output=output)
+        infra = _read_agent_output(defn, attempt, res, output, path)
         if infra is not None:
-            return Outcome(
-                Status.INFRA,
-                f"{infra.kind}: {infra.message}",
-                infra_retry_after=infra.retry_after,
-                infra_kind=infra.kind,
-            )
-        _drop_ignored(path, defn.ignore_paths)
+            return infra
     if res.returncode != 0:
         if defn is not None:
             from forge.agents import spec as agents
@@ -401,6 +405,87 @@ def _run_work(
                 )
         what = "command" if spec is None else "agent"
         return Outcome(Status.FAILED, f"{what} exited {res.returncode}: {_last_line(log)}")
+    return None
+
+
+def _run_agent(
+    ctx: RunContext,
+    task: Task,
+    ts: TaskState,
+    attempt: Attempt,
+    attempt_dir: Path,
+    path: Path,
+    log: Path,
+    *,
+    spec: Any,
+) -> tuple[AgentDef, proc.GroupResult, float] | Outcome:
+    """Write the prompt (and the feedback of a retry) and run the agent's command.
+    Returns (its definition, the result, the timeout it had), or the INFRA outcome
+    of a missing binary."""
+    from forge.agents import spec as agents
+    from forge.run import feedback
+
+    defn, spec = agents.resolve(spec, ctx.agent_defs)
+    missing = agents.check_binary(defn)
+    if missing:
+        return Outcome(Status.INFRA, f"binary-missing: {missing}", infra_kind="binary-missing")
+    prompt_file = attempt_dir / "prompt.md"
+    fb = feedback.for_retry(ctx.repo, ts) if len(ts.attempts) > 1 else None
+    feedback_file = None
+    if fb is not None:
+        feedback_file = attempt_dir / "feedback.md"
+        feedback_file.write_text(feedback.render(fb))
+    feedback.write_prompt(
+        defn, prompt_file, plan=ctx.plan.name, task=task, attempt=attempt.number, fb=fb
+    )
+    argv, stdin = agents.render_command(
+        defn, spec, prompt_file=prompt_file, task=task.id, worktree=path
+    )
+    env = agents.agent_env(
+        defn,
+        spec,
+        task=task.id,
+        attempt=attempt.number,
+        prompt_file=prompt_file,
+        feedback_file=feedback_file,
+        state_dir=ctx.logs.parent / "agent-state",
+        worktree=path,
+    )
+    timeout = task.timeout or defn.timeout or ctx.plan.timeout
+    res = _group(
+        ctx,
+        argv,
+        cwd=path,
+        log=log,
+        attempt=attempt,
+        timeout=timeout,
+        env=env,
+        input_path=stdin,
+    )
+    return defn, res, timeout
+
+
+def _read_agent_output(
+    defn: AgentDef, attempt: Attempt, res: proc.GroupResult, output: str, path: Path
+) -> Outcome | None:
+    """What the agent's log tells: its usage (recorded), and an infrastructure
+    failure (the outcome, None when there is none)."""
+    from forge.agents import spec as agents
+
+    usage = agents.parse_usage(defn, output)
+    if usage is not None:
+        attempt.cost_usd = usage.cost_usd
+        attempt.input_tokens = usage.input_tokens
+        attempt.output_tokens = usage.output_tokens
+    infra = agents.classify_failure(defn, returncode=res.returncode, output=output)
+    if infra is not None:
+        return Outcome(
+            Status.INFRA,
+            f"{infra.kind}: {infra.message}",
+            infra_retry_after=infra.retry_after,
+            infra_kind=infra.kind,
+        )
+    _drop_ignored(path, defn.ignore_paths)
     return None
 
 

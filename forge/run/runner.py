@@ -74,32 +74,15 @@ def run_plan(
     proc.become_subreaper()
     with plan_lock(repo.state, plan.name, command="forge run") as owner:
         store = StateStore(repo.state, plan.name)
-        state = store.load([t.id for t in plan.tasks])
-        state.started = now_iso()
-        state.finished = None
-        state.paused = None
         started = time.monotonic()
-        existed = repo.ref_value(state.integration) is not None
-        integration = ensure_integration(repo, state.integration, recorded.base_commit)
-        if not existed:
-            _forget_lost_merges(state)
-        store.save(state)
+        state, integration = _open_state(repo, recorded, store)
         logs = repo.state.logs_dir(plan.name)
-        root = repo.worktrees_root() / plan.name
         report = RunReport(plan.name, state, ExitCode.OK, logs, integration)
         try:
-            report.recovered = recovery.recover(repo, state, store, on_event=on_event)
-            for tid in list(state.tasks):  # a task dropped from the plan since
-                if plan_task(plan, tid) is None and state.tasks[tid].status != Status.MERGED:
-                    notes = recovery.drop_task(repo, plan, state, tid)
-                    report.recovered += notes
-                    for note in notes:
-                        on_event(note)
-            store.save(state)
-            if options.agent and options.only:
-                state.tasks[options.only].agent = options.agent
-                store.save(state)
-            slots = SlotPool(repo, root, state, store, clean_all=plan.clean == "all")
+            report.recovered = _recover(repo, plan, state, store, options, on_event)
+            slots = SlotPool(
+                repo, repo.worktrees_root() / plan.name, state, store, clean_all=plan.clean == "all"
+            )
             slots.free_merged()
             ctx = RunContext(
                 repo=repo,
@@ -113,37 +96,109 @@ def run_plan(
                 owner=owner.to_dict(),
                 on_change=lambda tid: on_change(state, tid),
             )
-            prewarm = Prewarm(repo, plan)
-            if options.verify and integration:
-                # From the start: slots are made one or two at a time, so a core is
-                # free for the verification's checkouts, which then only move at the end.
-                prewarm.start(integration)
-            from forge.run.dispatch import Dispatcher
-
-            try:
-                with remote(plan) if remote else contextlib.nullcontext() as ctx.remote:
-                    Dispatcher(ctx, recorded, options, on_event).loop()
-            finally:
-                slots.wait()
-            prewarm.join()
-            report.paused = state.paused
-            report.integration_head = repo.ref_value(state.integration)
-            if stop.is_set():
-                report.interrupted = True
-            elif options.verify and report.integration_head and not state.paused:
-                report.verification = _verify(repo, plan, report.integration_head, stop, on_event)
-                state.verification = report.verification
-                if stop.is_set():
-                    report.interrupted = True
+            _dispatch(ctx, recorded, options, integration, on_event=on_event, remote=remote)
+            _conclude(repo, plan, report, options, stop, on_event=on_event)
         finally:
-            for slot in state.slots.values():  # measured here so `forge status` stays fast
-                path = Path(slot.path)
-                slot.bytes = worktrees.disk_usage(path) if path.exists() else 0
-            state.finished = now_iso()
-            state.wall_seconds = round(time.monotonic() - started, 3)
-            store.save(state)
+            _close_state(state, store, started)
         report.exit_code = exit_code(state, report, only=options.only)
         return report
+
+
+def _open_state(repo: Repository, recorded: Recorded, store: StateStore) -> tuple[RunState, str]:
+    """The plan's run state, stamped as started, and its integration head (the
+    branch created at the plan's base on first use)."""
+    state = store.load([t.id for t in recorded.plan.tasks])
+    state.started = now_iso()
+    state.finished = None
+    state.paused = None
+    existed = repo.ref_value(state.integration) is not None
+    integration = ensure_integration(repo, state.integration, recorded.base_commit)
+    if not existed:
+        _forget_lost_merges(state)
+    store.save(state)
+    return state, integration
+
+
+def _recover(
+    repo: Repository,
+    plan: Plan,
+    state: RunState,
+    store: StateStore,
+    options: RunOptions,
+    on_event: Callable[[str], None],
+) -> list[str]:
+    """What an earlier run left: crash recovery, tasks dropped from the plan since;
+    then `forge retry --agent`'s choice. Returns the notes said to the user."""
+    recovered = recovery.recover(repo, state, store, on_event=on_event)
+    for tid in list(state.tasks):  # a task dropped from the plan since
+        if plan_task(plan, tid) is None and state.tasks[tid].status != Status.MERGED:
+            notes = recovery.drop_task(repo, plan, state, tid)
+            recovered += notes
+            for note in notes:
+                on_event(note)
+    store.save(state)
+    if options.agent and options.only:
+        state.tasks[options.only].agent = options.agent
+        store.save(state)
+    return recovered
+
+
+def _dispatch(
+    ctx: RunContext,
+    recorded: Recorded,
+    options: RunOptions,
+    integration: str,
+    *,
+    on_event: Callable[[str], None],
+    remote: Callable[[Plan], contextlib.AbstractContextManager[Remote]] | None,
+) -> None:
+    """Run the dispatch loop to its end, with the verification checkouts made
+    meanwhile."""
+    prewarm = Prewarm(ctx.repo, ctx.plan)
+    if options.verify and integration:
+        # From the start: slots are made one or two at a time, so a core is
+        # free for the verification's checkouts, which then only move at the end.
+        prewarm.start(integration)
+    from forge.run.dispatch import Dispatcher
+
+    try:
+        with remote(ctx.plan) if remote else contextlib.nullcontext() as ctx.remote:
+            Dispatcher(ctx, recorded, options, on_event).loop()
+    finally:
+        ctx.slots.wait()
+    prewarm.join()
+
+
+def _conclude(
+    repo: Repository,
+    plan: Plan,
+    report: RunReport,
+    options: RunOptions,
+    stop: threading.Event,
+    *,
+    on_event: Callable[[str], None],
+) -> None:
+    """After the dispatch: verify the integration head unless stopped or paused."""
+    state = report.state
+    report.paused = state.paused
+    report.integration_head = repo.ref_value(state.integration)
+    if stop.is_set():
+        report.interrupted = True
+    elif options.verify and report.integration_head and not state.paused:
+        report.verification = _verify(repo, plan, report.integration_head, stop, on_event)
+        state.verification = report.verification
+        if stop.is_set():
+            report.interrupted = True
+
+
+def _close_state(state: RunState, store: StateStore, started: float) -> None:
+    """Written even when the run crashed: a crashed run has a wall time too."""
+    for slot in state.slots.values():  # measured here so `forge status` stays fast
+        path = Path(slot.path)
+        slot.bytes = worktrees.disk_usage(path) if path.exists() else 0
+    state.finished = now_iso()
+    state.wall_seconds = round(time.monotonic() - started, 3)
+    store.save(state)
 
 
 def _forget_lost_merges(state: RunState) -> None:
