@@ -8,14 +8,19 @@ DAG or GitPython.
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
 from forge.errors import ExitCode, ForgeError
+
+if TYPE_CHECKING:
+    from forge.base.settings import Settings
+    from forge.git.repo import Repository
+    from forge.plan.registry import Recorded
+    from forge.run.options import RunOptions
 
 app = typer.Typer(
     name="forge",
@@ -89,12 +94,10 @@ def run(
     from forge.plan import registry
     from forge.run.options import RunOptions
 
-    repo = _repo()
+    # The slots, the verification checkouts and (through their environment) the
+    # agents' own forge calls all see this root.
+    repo = _repo(worktree_root=worktree_root)
     recorded = registry.resolve(repo, plan_ref)
-    if worktree_root is not None:
-        # Through the environment, so the slots, the verification checkouts and the
-        # agents' own forge calls all see the same root.
-        os.environ["FORGE_WORKTREES"] = str(worktree_root.resolve())
     options = RunOptions(
         max_parallel=max_parallel,
         retry_failed=retry_failed,
@@ -281,7 +284,7 @@ def demo(
 
     repo_path, plan_path = demo_mod.create(path)
     typer.echo(f"demo repository: {repo_path}\nplan: {plan_path}\n")
-    repo = git.discover(repo_path)
+    repo = git.discover(repo_path, _settings())
     recorded = registry.record(repo, plan_path)
     typer.echo(report.wave_table(recorded.plan, recorded.as_waves()), nl=False)
     typer.echo("")
@@ -292,20 +295,31 @@ def demo(
     )
 
 
-def _repo() -> Any:
+def _settings(*, worktree_root: Path | None = None) -> Settings:
+    from forge.base.settings import Settings
+
+    return Settings.from_env(worktree_root=worktree_root)
+
+
+def _repo(*, worktree_root: Path | None = None) -> Repository:
     from forge.git import repo as git
 
-    return git.discover()
+    return git.discover(settings=_settings(worktree_root=worktree_root))
 
 
-def _plan_name(repo: Any, ref: str | None) -> str:
+def _plan_name(repo: Repository, ref: str | None) -> str:
     from forge.commands.target import plan_name
 
     return plan_name(repo, ref)
 
 
 def _execute_run(
-    repo: Any, recorded: Any, options: Any, *, as_json: bool, cluster: str | None = None
+    repo: Repository,
+    recorded: Recorded,
+    options: RunOptions,
+    *,
+    as_json: bool,
+    cluster: str | None = None,
 ) -> None:
     from forge.base import interrupt
     from forge.cluster import coordinator

@@ -12,11 +12,11 @@ from pathlib import Path
 
 from forge.base import faults
 from forge.base.files import plan_lock
-from forge.git import worktrees
+from forge.git import refs, worktrees
 from forge.git.merge import is_ancestor
 from forge.git.repo import Repository
 from forge.run.recovery import stop_leftovers, sweep_salvage_indexes
-from forge.run.state import RunState, StateStore, task_ref
+from forge.run.state import RunState, StateStore, Status
 
 
 def clean_plan(repo: Repository, plan: str) -> list[str]:
@@ -24,10 +24,10 @@ def clean_plan(repo: Repository, plan: str) -> list[str]:
     with plan_lock(repo.state, plan, command="forge clean"):
         store = StateStore(repo.state, plan)
         state = store.load_existing()
-        integration_ref = f"refs/heads/forge/{plan}-integration"
+        integration_ref = refs.integration_ref(plan)
         integration = repo.ref_value(integration_ref)
         if state is not None:
-            notes += _stop_leftovers(state)
+            notes += _stop_leftovers(repo, state)
             notes += _remove_slots(repo, plan, state, store)
         notes += _drop_task_branches(repo, plan, integration, state, store)
         notes += _remove_verification_checkouts(repo, plan)
@@ -46,11 +46,11 @@ def _remove_cluster_cache(repo: Repository, plan: str) -> list[str]:
     return [f"removed the local cluster workers' cache {cache}"]
 
 
-def _stop_leftovers(state: RunState) -> list[str]:
+def _stop_leftovers(repo: Repository, state: RunState) -> list[str]:
     notes = []
     for ts in state.tasks.values():
-        if ts.status == "RUNNING":  # a run killed with its agent still going
-            stopped = stop_leftovers(ts)
+        if ts.status == Status.RUNNING:  # a run killed with its agent still going
+            stopped = stop_leftovers(ts, grace=repo.settings.grace)
             if stopped:
                 notes.append(f"stopped {stopped} leftover process(es) of {ts.id}")
     return notes
@@ -91,16 +91,14 @@ def _drop_task_branches(
     notes = []
     for ref, head in _task_branches(repo, plan):
         if integration is None or not is_ancestor(repo, head, integration):
-            task = ref.removeprefix(task_ref(plan, ""))
+            task = refs.task_of(plan, ref)
             kept = worktrees.keep(repo, head, plan=plan, task=task)
-            notes.append(
-                f"branch {ref.removeprefix('refs/heads/')} held unmerged work: kept in {kept}"
-            )
+            notes.append(f"branch {refs.branch_name(ref)} held unmerged work: kept in {kept}")
             if state is not None and task in state.tasks and kept not in state.tasks[task].salvage:
                 state.tasks[task].salvage.append(kept)
                 store.save(state)
         repo.try_git("update-ref", "-d", ref, head)
-        notes.append(f"deleted branch {ref.removeprefix('refs/heads/')}")
+        notes.append(f"deleted branch {refs.branch_name(ref)}")
     return notes
 
 
@@ -119,22 +117,24 @@ def _drop_integration(
     repo: Repository, plan: str, integration: str, state: RunState | None, store: StateStore
 ) -> list[str]:
     """The integration branch goes only once its work is in the user's branches."""
+    integration_ref = refs.integration_ref(plan)
+    branch = refs.branch_name(integration_ref)
     if not _accepted(repo, integration):
         return [
-            f"kept branch forge/{plan}-integration: it holds work not accepted yet "
-            f"(`forge accept {plan}`, or `git branch -D forge/{plan}-integration`)"
+            f"kept branch {branch}: it holds work not accepted yet "
+            f"(`forge accept {plan}`, or `git branch -D {branch}`)"
         ]
-    repo.try_git("update-ref", "-d", f"refs/heads/forge/{plan}-integration", integration)
+    repo.try_git("update-ref", "-d", integration_ref, integration)
     if state is not None:
         store.path.unlink(missing_ok=True)
-    return [f"deleted branch forge/{plan}-integration (already in your branches)"]
+    return [f"deleted branch {branch} (already in your branches)"]
 
 
 def _task_branches(repo: Repository, plan: str) -> list[tuple[str, str]]:
-    out = repo.git("for-each-ref", "--format=%(refname) %(objectname)", f"refs/heads/forge/{plan}/")
+    out = repo.git("for-each-ref", "--format=%(refname) %(objectname)", refs.task_refs(plan))
     return [tuple(line.split(" ", 1)) for line in out.splitlines() if line]  # type: ignore[misc]
 
 
 def _accepted(repo: Repository, commit: str) -> bool:
-    out = repo.git("for-each-ref", "--format=%(refname)", "--contains", commit, "refs/heads/")
-    return any(not ref.startswith("refs/heads/forge/") for ref in out.splitlines())
+    out = repo.git("for-each-ref", "--format=%(refname)", "--contains", commit, refs.BRANCHES)
+    return any(not refs.is_forge_branch(ref) for ref in out.splitlines())

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from forge.base.text import text_table
+from forge.git.repo import short_sha
 from forge.plan.model import Plan
 
 if TYPE_CHECKING:
@@ -49,7 +50,7 @@ def plan_summary(plan: Plan, waves: Waves, *, recorded: Recorded | None) -> str:
         return f"plan '{plan.name}' is valid ({count}, {wcount}); nothing recorded (--check)"
     return (
         f"recorded plan '{plan.name}' ({count}, {wcount}, base {recorded.base_ref} "
-        f"@ {recorded.base_commit[:12]}); run it with `forge run {plan.name}`"
+        f"@ {short_sha(recorded.base_commit)}); run it with `forge run {plan.name}`"
     )
 
 

@@ -4,26 +4,30 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from forge.plan.model import Task
 from forge.plan.specs import DEFAULT_AGENT
-from forge.run.state import TaskState
+from forge.run.state import Stall, TaskState
+
+if TYPE_CHECKING:
+    from forge.agents.spec import AgentSpec
+    from forge.run.attempt import RunContext
 
 
 @dataclass(frozen=True)
 class NextSpec:
-    spec: Any | None  # agents.AgentSpec; None: do not run (split or stop)
+    spec: AgentSpec | None  # None: do not run (split or stop)
     reason: str = ""
     suggestion: str | None = None
     note: str | None = None  # said to the user when the spec moved up the ladder
 
 
-def base_spec_text(ctx: Any, task: Task, ts: TaskState) -> str:
+def base_spec_text(ctx: RunContext, task: Task, ts: TaskState) -> str:
     return ts.agent or task.agent or ctx.plan.agent or DEFAULT_AGENT
 
 
-def next_spec(ctx: Any, task: Task, ts: TaskState) -> NextSpec:
+def next_spec(ctx: RunContext, task: Task, ts: TaskState, *, forced: bool = False) -> NextSpec:
     from forge.agents import escalation
     from forge.agents import spec as agents
 
@@ -33,7 +37,14 @@ def next_spec(ctx: Any, task: Task, ts: TaskState) -> NextSpec:
         mine = []  # `forge retry --agent` chose a new spec: it starts a fresh streak
     if not mine:
         return NextSpec(base)
-    history = [escalation.Outcome(a.model, a.effort, str(a.status)) for a in mine]
+    history = [
+        escalation.Outcome(
+            a.model,
+            a.effort,
+            escalation.NO_PROGRESS if a.stall == Stall.NO_PROGRESS else str(a.status),
+        )
+        for a in mine
+    ]
     model = mine[-1].model or base.model
     effort = mine[-1].effort or base.effort
     decision = escalation.next_step(
@@ -49,7 +60,8 @@ def next_spec(ctx: Any, task: Task, ts: TaskState) -> NextSpec:
         return NextSpec(
             None, reason=decision.reason, suggestion=escalation.split_suggestion(task.id, history)
         )
-    if decision.action == "stop":
+    if decision.action == "stop" and not forced:
+        # No automatic retry; `forge retry` runs it with the model and effort named.
         return NextSpec(None, reason=decision.reason)
     spec = agents.AgentSpec(defn.name, decision.model, decision.effort)
     note = None
