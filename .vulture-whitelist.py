@@ -11,3 +11,11 @@ TaskState.merged_commit  # written to state.json for people and tests
 subreaper  # pytest fixtures used by name or autouse
 hermetic
 no_background_left
+quick_backoff
+from bench.model_server import Handler  # http.server calls these by name
+
+Handler.protocol_version
+Handler.log_message
+Handler.do_GET
+Handler.do_HEAD
+Handler.do_POST

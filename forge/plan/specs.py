@@ -18,14 +18,24 @@ def check_specs(plan: Plan, defs: Mapping[str, Mapping[str, Any]]) -> None:
     from forge.agents import spec as agents
 
     problems = []
+    where = plan.source or plan.name
+    for what, spec in [("fallback", s) for s in plan.fallback] + [("review", plan.review)]:
+        try:
+            if spec is not None:
+                agents.resolve(spec, defs)
+        except ForgeError as exc:
+            problems.append(f"{where}: {what} agent '{spec}': {exc.message}")
     for task in plan.tasks:
         if task.run is not None:
             continue
-        spec = task.agent or plan.agent or DEFAULT_AGENT
-        try:
-            agents.resolve(spec, defs)
-        except ForgeError as exc:
-            where = plan.source or plan.name
-            problems.append(f"{where}: task '{task.id}': agent '{spec}': {exc.message}")
+        for what, spec in (
+            ("agent", task.agent or plan.agent or DEFAULT_AGENT),
+            ("review", task.review if isinstance(task.review, str) else None),
+        ):
+            try:
+                if spec is not None:
+                    agents.resolve(spec, defs)
+            except ForgeError as exc:
+                problems.append(f"{where}: task '{task.id}': {what} '{spec}': {exc.message}")
     if problems:
         raise PlanError(problems)

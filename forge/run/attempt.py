@@ -8,6 +8,7 @@ and a one-line reason.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import threading
@@ -38,6 +39,7 @@ from forge.run.state import (
     StateStore,
     Status,
     TaskState,
+    counted,
 )
 
 if TYPE_CHECKING:
@@ -95,6 +97,7 @@ class Outcome:
     reason: str
     infra_retry_after: float | None = None
     infra_kind: str | None = None
+    infra_agent: str | None = None  # the agent that could not run (the task's, or its reviewer)
     stall: Stall | None = None  # FAILED: the work went nowhere
 
 
@@ -107,11 +110,17 @@ class _Stop(Exception):
 
 
 def run_attempt(
-    ctx: RunContext, task: Task, *, spec: AgentSpec | None, fresh: bool = False
+    ctx: RunContext,
+    task: Task,
+    *,
+    spec: AgentSpec | None,
+    fresh: bool = False,
+    fallback: str | None = None,
 ) -> Outcome:
     """Run one attempt of `task` and leave its outcome in the state.
 
-    `spec` is the agent spec of a prompt task (None for a `run` task).
+    `spec` is the agent spec of a prompt task (None for a `run` task); `fallback`
+    says why it is a fallback agent, when it is one.
     """
     ts = ctx.state.tasks[task.id]
     started = time.monotonic()
@@ -123,6 +132,7 @@ def run_attempt(
         model=None if spec is None else spec.model,
         effort=None if spec is None else spec.effort,
         tag=tag,
+        fallback=fallback,
     )
     attempt_dir = ctx.logs / task.id / f"attempt-{number}"
     attempt_dir.mkdir(parents=True, exist_ok=True)
@@ -146,14 +156,8 @@ def run_attempt(
         # task's failure: the attempt is INTERRUPTED (spent nothing) and the
         # exception goes on to the caller.
         ctx.stop.set()
-        _finish(
-            ctx,
-            task,
-            ts,
-            attempt,
-            Outcome(Status.INTERRUPTED, f"forge was stopped ({exc!r})"),
-            started,
-        )
+        interrupted = Outcome(Status.INTERRUPTED, f"forge was stopped ({exc!r})")
+        _finish(ctx, task, ts, attempt, interrupted, started)
         raise
     return _finish(ctx, task, ts, attempt, outcome, started)
 
@@ -212,15 +216,18 @@ def _steps(
         _keep_judged_work(ctx, ts, attempt, path, outcome, message, start_head)
         return outcome
     faults.point("after-agent")
-    judged = _commit_and_judge(ctx, task, ts, attempt, path, message, start_head)
-    if isinstance(judged, Outcome):
-        return judged
+    head = _commit_and_judge(ctx, task, ts, attempt, path, message, start_head)
+    if isinstance(head, Outcome):
+        return head
     checked = _check(ctx, task, attempt, attempt_dir, path)
     if checked is not None:
         return checked
+    reviewed = _review(ctx, task, ts, attempt, attempt_dir, path, head, start_head)
+    if reviewed is not None:
+        return reviewed
     faults.point("before-merge")
     _check_stop(ctx)
-    return _merge(ctx, task, ts, attempt, attempt_dir, judged)
+    return _merge(ctx, task, ts, attempt, attempt_dir, head)
 
 
 def _prepare_slot(
@@ -326,7 +333,9 @@ def _commit_and_judge(
     judged = [
         a
         for a in ts.attempts[:-1]
-        if a.status in FAILURES and a.diff_hash and a.feedback_source in ("check", "scope", "merge")
+        if a.status in FAILURES
+        and a.diff_hash
+        and a.feedback_source in ("check", "scope", "review", "merge")
     ]
     if judged and judged[-1].diff_hash == attempt.diff_hash:
         return Outcome(
@@ -384,15 +393,15 @@ def _run_work(
         if isinstance(started, Outcome):
             return started
         defn, res, timeout = started
+    output = _read_agent_output(defn, attempt, path, log) if defn is not None else ""
     if res.stopped:
         return Outcome(Status.INTERRUPTED, "stopped by the user")
-    if res.timed_out:
-        return Outcome(Status.TIMEOUT, f"timed out after {timeout:g}s")
-    output = _read(log)
     if defn is not None:
-        infra = _read_agent_output(defn, attempt, res, output, path)
+        infra = _infra(defn, res, output, timeout)
         if infra is not None:
             return infra
+    if res.timed_out:
+        return Outcome(Status.TIMEOUT, f"timed out after {timeout:g}s")
     if res.returncode != 0:
         if defn is not None:
             from forge.agents import spec as agents
@@ -402,8 +411,9 @@ def _run_work(
                     Status.FAILED,
                     "the prompt overflowed the agent's context window: split the task",
                 )
-        what = "command" if spec is None else "agent"
-        return Outcome(Status.FAILED, f"{what} exited {res.returncode}: {_last_line(log)}")
+            said = agents.failure_reason(output) or _last_line(log)
+            return Outcome(Status.FAILED, f"agent exited {res.returncode}: {said}")
+        return Outcome(Status.FAILED, f"command exited {res.returncode}: {_last_line(log)}")
     return None
 
 
@@ -418,25 +428,29 @@ def _run_agent(
     *,
     spec: AgentSpec,
 ) -> tuple[AgentDef, proc.GroupResult, float] | Outcome:
-    """Write the prompt (and the feedback of a retry) and run the agent's command.
-    Returns (its definition, the result, the timeout it had), or the INFRA outcome
-    of a missing binary."""
+    """Write the prompt (and the feedback of a retry) and run the agent's command,
+    watching its log for an outage. Returns (its definition, the result, the timeout
+    it had), or the INFRA outcome of a missing binary."""
     from forge.agents import spec as agents
     from forge.run import feedback
 
     defn, spec = agents.resolve(spec, ctx.agent_defs)
     missing = agents.check_binary(defn)
     if missing:
-        return Outcome(Status.INFRA, f"binary-missing: {missing}", infra_kind="binary-missing")
+        return Outcome(
+            Status.INFRA,
+            f"binary-missing: {missing}",
+            infra_kind="binary-missing",
+            infra_agent=defn.name,
+        )
     prompt_file = attempt_dir / "prompt.md"
     fb = feedback.for_retry(ctx.repo, ts) if len(ts.attempts) > 1 else None
     feedback_file = None
     if fb is not None:
         feedback_file = attempt_dir / "feedback.md"
         feedback_file.write_text(feedback.render(fb))
-    feedback.write_prompt(
-        defn, prompt_file, plan=ctx.plan.name, task=task, attempt=attempt.number, fb=fb
-    )
+    told = counted(ts.attempts[:-1]) + 1  # INFRA tries are not attempts
+    feedback.write_prompt(defn, prompt_file, plan=ctx.plan.name, task=task, attempt=told, fb=fb)
     argv, stdin = agents.render_command(
         defn, spec, prompt_file=prompt_file, task=task.id, worktree=path
     )
@@ -444,48 +458,115 @@ def _run_agent(
         defn,
         spec,
         task=task.id,
-        attempt=attempt.number,
+        attempt=told,
         prompt_file=prompt_file,
         feedback_file=feedback_file,
         state_dir=ctx.logs.parent / "agent-state",
         worktree=path,
     )
     timeout = ctx.plan.timeout_of(task, defn.timeout)
-    res = _group(
-        ctx,
-        argv,
-        cwd=path,
-        log=log,
-        attempt=attempt,
-        timeout=timeout,
-        env=env,
-        input_path=stdin,
-    )
+    from forge.run.watch import infra_watch
+
+    with infra_watch(log, defn, ctx.stop) as watch:
+        res = _group(
+            ctx,
+            argv,
+            cwd=path,
+            log=log,
+            attempt=attempt,
+            timeout=timeout,
+            env=env,
+            input_path=stdin,
+            stop=watch.event,
+        )
+    if res.stopped and watch.hit is not None and not ctx.stop.is_set():
+        # Stopped on its own outage message: read as a run that ended there.
+        res = dataclasses.replace(res, stopped=False, returncode=1)
     return defn, res, timeout
 
 
-def _read_agent_output(
-    defn: AgentDef, attempt: Attempt, res: proc.GroupResult, output: str, path: Path
-) -> Outcome | None:
-    """What the agent's log tells: its usage (recorded), and an infrastructure
-    failure (the outcome, None when there is none)."""
+def _read_agent_output(defn: AgentDef, attempt: Attempt, path: Path, log: Path) -> str:
+    """The agent's log, with its usage recorded in the attempt."""
     from forge.agents import spec as agents
 
+    output = _read(log)
+    # Before any return: an INFRA or stopped attempt's worktree is salvaged
+    # later, and a CLI's cache (aider's tags) is never the task's work.
+    _drop_ignored(path, defn.ignore_paths)
     usage = agents.parse_usage(defn, output)
     if usage is not None:
         attempt.cost_usd = usage.cost_usd
         attempt.input_tokens = usage.input_tokens
         attempt.output_tokens = usage.output_tokens
-    infra = agents.classify_failure(defn, returncode=res.returncode, output=output)
-    if infra is not None:
+    return output
+
+
+def _infra(defn: AgentDef, res: proc.GroupResult, output: str, timeout: float) -> Outcome | None:
+    """An infrastructure failure the agent's log tells of, as an outcome."""
+    from forge.agents import spec as agents
+
+    # Read after a timeout too: a CLI that waits out an outage (reconnecting,
+    # honouring a long retry delay) looks like a slow task.
+    rc = None if res.timed_out else res.returncode
+    infra = agents.classify_failure(defn, returncode=rc, output=output)
+    if infra is None:
+        return None
+    after = f" (timed out after {timeout:g}s)" if res.timed_out else ""
+    return Outcome(
+        Status.INFRA,
+        f"{infra.kind}: {infra.message}{after}",
+        infra_retry_after=infra.retry_after,
+        infra_kind=infra.kind,
+        infra_agent=defn.name,
+    )
+
+
+def _review(
+    ctx: RunContext,
+    task: Task,
+    ts: TaskState,
+    attempt: Attempt,
+    attempt_dir: Path,
+    path: Path,
+    head: str,
+    start_head: str,
+) -> Outcome | None:
+    """The reviewer gate (forge.run.review); None when it approves or there is none."""
+    from forge.run import review
+
+    def started(pgid: int) -> None:
+        attempt.pgid = pgid
+
+    verdict = review.judge(ctx, task, ts, attempt, attempt_dir, path, head, on_start=started)
+    if verdict is None:
+        return None
+    # The reviewer may have written into the worktree, or even committed: the
+    # work it judged is `head`, and that is what the branch keeps.
+    ctx.repo.try_git("reset", "--quiet", "--hard", head, cwd=path)
+    ctx.repo.try_git("clean", "-fdq", cwd=path)
+    if verdict.verdict == "approve":
+        with ctx.store.lock:
+            ctx.save(task.id)
+        return None
+    if verdict.verdict == "stopped":
+        return Outcome(Status.INTERRUPTED, "stopped during the review")
+    if verdict.verdict == "infra":
+        # Nothing judged the work, and an INFRA attempt spends nothing: take the
+        # change back, or the next attempt would find it done and change nothing.
+        ctx.repo.try_git("reset", "--quiet", "--hard", start_head, cwd=path)
         return Outcome(
             Status.INFRA,
-            f"{infra.kind}: {infra.message}",
-            infra_retry_after=infra.retry_after,
-            infra_kind=infra.kind,
+            f"review: {verdict.findings}",
+            infra_retry_after=verdict.retry_after,
+            infra_kind=verdict.infra_kind,
+            infra_agent=verdict.agent,
         )
-    _drop_ignored(path, defn.ignore_paths)
-    return None
+    findings = attempt_dir / "review.md"
+    findings.write_text((verdict.findings or "(no findings given)") + "\n")
+    attempt.log = str(findings)
+    attempt.feedback_source = "review"
+    line = " ".join(verdict.findings.split())[:200] or "rejected without findings"
+    return Outcome(Status.FAILED, f"review: {line}")
 
 
 def _merge(
@@ -524,6 +605,7 @@ def _group(
     timeout: float | None,
     env: Mapping[str, str] | None = None,
     input_path: Path | None = None,
+    stop: threading.Event | None = None,
 ) -> proc.GroupResult:
     def started(pgid: int) -> None:
         # Kept in memory and saved with the next change: crash recovery finds the
@@ -541,7 +623,7 @@ def _group(
             tag=attempt.tag,
             input_path=input_path,
         ),
-        stop=ctx.stop,
+        stop=ctx.stop if stop is None else stop,
         on_start=started,
     )
 

@@ -27,13 +27,23 @@ def base_spec_text(ctx: RunContext, task: Task, ts: TaskState) -> str:
     return ts.agent or task.agent or ctx.plan.agent or DEFAULT_AGENT
 
 
-def next_spec(ctx: RunContext, task: Task, ts: TaskState, *, forced: bool = False) -> NextSpec:
+def next_spec(
+    ctx: RunContext,
+    task: Task,
+    ts: TaskState,
+    *,
+    forced: bool = False,
+    base_text: str | None = None,
+) -> NextSpec:
+    """The next spec on the task's own agent, or on `base_text` (a fallback agent):
+    each agent's escalation streak is its own attempts'."""
     from forge.agents import escalation
     from forge.agents import spec as agents
 
-    defn, base = agents.resolve(base_spec_text(ctx, task, ts), ctx.agent_defs)
+    text = base_text or base_spec_text(ctx, task, ts)
+    defn, base = agents.resolve(text, ctx.agent_defs)
     mine = [a for a in ts.attempts if a.agent.split(":")[0] == defn.name]
-    if ts.agent and mine and mine[-1].agent != str(base):
+    if base_text is None and ts.agent and mine and mine[-1].agent != str(base):
         mine = []  # `forge retry --agent` chose a new spec: it starts a fresh streak
     if not mine:
         return NextSpec(base)
