@@ -19,3 +19,6 @@ Handler.log_message
 Handler.do_GET
 Handler.do_HEAD
 Handler.do_POST
+from forge.base.text import PrintableStream
+
+PrintableStream.writable  # the io protocol

@@ -65,7 +65,15 @@ def plan(
     """Validate a plan, build its DAG, compute waves, record it; print the wave table."""
     from forge.commands import plan as plan_command
 
-    planned = plan_command.check(plan_file) if check else plan_command.record(_repo(), plan_file)
+    def note(line: str) -> None:
+        sys.stderr.write(f"forge: note: {line}\n")
+
+    if check:
+        planned = plan_command.check(plan_file)
+    else:
+        planned = plan_command.record(_repo(), plan_file, note=note)
+    for warning in planned.warnings:
+        sys.stderr.write(f"forge: warning: {warning}\n")
     if as_json:
         emit_json(planned.data())
     else:
@@ -126,7 +134,7 @@ def retry(
 
     repo = _repo()
     recorded = registry.resolve(repo, plan_ref)
-    runner.check_retry(repo, recorded.plan, task, agent=agent)
+    runner.check_retry(repo, recorded.plan, task, agent=agent, fresh=fresh)
     options = RunOptions(only=task, fresh=fresh, agent=agent, retry_failed=0)
     _execute_run(repo, recorded, options, as_json=as_json, cluster=cluster)
 
@@ -348,6 +356,14 @@ def _execute_run(
 
 
 def main(argv: list[str] | None = None) -> NoReturn:
+    from forge.base.text import PrintableStream
+
+    # Task text (reasons, file names, output) is data: no control character from it
+    # reaches the user's terminal, whichever code path prints it.
+    if not isinstance(sys.stdout, PrintableStream):
+        sys.stdout = PrintableStream(sys.stdout)
+    if not isinstance(sys.stderr, PrintableStream):
+        sys.stderr = PrintableStream(sys.stderr)
     try:
         app(args=argv, prog_name="forge")
     except ForgeError as exc:

@@ -7,6 +7,7 @@ other branch has (not accepted yet); state is reset only when it goes too.
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 from pathlib import Path
 
@@ -26,15 +27,25 @@ def clean_plan(repo: Repository, plan: str) -> list[str]:
         state = store.load_existing()
         integration_ref = refs.integration_ref(plan)
         integration = repo.ref_value(integration_ref)
+        emptied: dict[Path, int] = {}  # folders that held what was removed: levels to prune
         if state is not None:
             notes += _stop_leftovers(repo, state)
-            notes += _remove_slots(repo, plan, state, store)
-        notes += _drop_task_branches(repo, plan, integration, state, store)
-        notes += _remove_verification_checkouts(repo, plan)
+            notes += _remove_slots(repo, plan, state, store, emptied)
+        notes += _remove_verification_checkouts(repo, plan, emptied)
+        # A branch checked out in a worktree (the user's own, or one they added) is
+        # theirs to move first: deleting it would leave that worktree on nothing.
+        checked_out = worktrees.checked_out(repo)
+        notes += _drop_task_branches(repo, plan, integration, state, store, checked_out)
         if integration is not None:
-            notes += _drop_integration(repo, plan, integration, state, store)
+            notes += _drop_integration(repo, plan, integration, state, store, checked_out)
         notes += _remove_cluster_cache(repo, plan)
         worktrees.prune(repo)
+        root = repo.worktrees_root()
+        emptied.setdefault(root / plan, 2)
+        emptied.setdefault(root / ".verify" / plan, 3)
+        for folder, up in emptied.items():
+            _remove_empty(folder, up=up)
+        _remove_empty(repo.state.verify_dir / "checkouts" / plan, up=2)
     return notes
 
 
@@ -56,7 +67,9 @@ def _stop_leftovers(repo: Repository, state: RunState) -> list[str]:
     return notes
 
 
-def _remove_slots(repo: Repository, plan: str, state: RunState, store: StateStore) -> list[str]:
+def _remove_slots(
+    repo: Repository, plan: str, state: RunState, store: StateStore, emptied: dict[Path, int]
+) -> list[str]:
     """Each slot's uncommitted work goes to a salvage ref, then the worktree goes."""
     notes = []
     for folder in {Path(slot.path).parent for slot in state.slots.values()}:
@@ -77,6 +90,7 @@ def _remove_slots(repo: Repository, plan: str, state: RunState, store: StateStor
                 ts.slot = None
         store.save(state)
         notes.append(f"removed worktree {path}")
+        emptied[path.parent] = 2  # the plan's folder, the repository's folder
     return notes
 
 
@@ -86,10 +100,14 @@ def _drop_task_branches(
     integration: str | None,
     state: RunState | None,
     store: StateStore,
+    checked_out: dict[str, Path],
 ) -> list[str]:
     """Task branches go; one whose work never reached integration is kept in a ref."""
     notes = []
     for ref, head in _task_branches(repo, plan):
+        if ref in checked_out:
+            notes.append(_skipped(ref, checked_out[ref]))
+            continue
         if integration is None or not is_ancestor(repo, head, integration):
             task = refs.task_of(plan, ref)
             kept = worktrees.keep(repo, head, plan=plan, task=task)
@@ -102,7 +120,9 @@ def _drop_task_branches(
     return notes
 
 
-def _remove_verification_checkouts(repo: Repository, plan: str) -> list[str]:
+def _remove_verification_checkouts(
+    repo: Repository, plan: str, emptied: dict[Path, int]
+) -> list[str]:
     """The plan's verification checkouts (one per lane), wherever the worktree root
     was when they were made: git knows them all."""
     notes = []
@@ -110,15 +130,23 @@ def _remove_verification_checkouts(repo: Repository, plan: str) -> list[str]:
         if path.parent.name == plan and path.parent.parent.name == ".verify":
             worktrees.remove(repo, path)
             notes.append(f"removed verification worktree {path}")
+            emptied[path.parent] = 3  # <key>, .verify, the repository's folder
     return notes
 
 
 def _drop_integration(
-    repo: Repository, plan: str, integration: str, state: RunState | None, store: StateStore
+    repo: Repository,
+    plan: str,
+    integration: str,
+    state: RunState | None,
+    store: StateStore,
+    checked_out: dict[str, Path],
 ) -> list[str]:
     """The integration branch goes only once its work is in the user's branches."""
     integration_ref = refs.integration_ref(plan)
     branch = refs.branch_name(integration_ref)
+    if integration_ref in checked_out:
+        return [_skipped(integration_ref, checked_out[integration_ref])]
     if not _accepted(repo, integration):
         return [
             f"kept branch {branch}: it holds work not accepted yet "
@@ -138,3 +166,26 @@ def _task_branches(repo: Repository, plan: str) -> list[tuple[str, str]]:
 def _accepted(repo: Repository, commit: str) -> bool:
     out = repo.git("for-each-ref", "--format=%(refname)", "--contains", commit, refs.BRANCHES)
     return any(not refs.is_forge_branch(ref) for ref in out.splitlines())
+
+
+def _skipped(ref: str, where: Path) -> str:
+    short = ref.removeprefix("refs/heads/")
+    return (
+        f"kept branch {short}: it is checked out in {where} "
+        f"(switch that worktree to another branch, then clean again)"
+    )
+
+
+def _remove_empty(folder: Path, *, up: int) -> None:
+    """Remove `folder` and then its parents while they are empty, at most `up`
+    levels, and the default `.forge-worktrees` when nothing is left in it (a root
+    given with FORGE_WORKTREES or --worktree-root is the user's and stays)."""
+    for _ in range(up):
+        try:
+            folder.rmdir()  # only an empty folder goes
+        except OSError:
+            return
+        folder = folder.parent
+    if folder.name == ".forge-worktrees":
+        with contextlib.suppress(OSError):
+            folder.rmdir()

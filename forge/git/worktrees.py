@@ -16,6 +16,7 @@ import threading
 from pathlib import Path
 
 from forge.base import proc
+from forge.base.text import one_line
 from forge.errors import ForgeError
 from forge.git import refs
 from forge.git.identity import identity_env
@@ -32,6 +33,27 @@ def registered(repo: Repository) -> list[Path]:
     (`<common dir>/worktrees/<id>/gitdir` names `<worktree>/.git`). Not `git worktree
     list`: it fails while another process is adding a worktree, whose admin folder is
     still half written; such a one is skipped here."""
+    return [path for _admin, path in _admin_folders(repo)]
+
+
+def checked_out(repo: Repository) -> dict[str, Path]:
+    """Branch ref -> the worktree that has it checked out, read from each worktree's
+    HEAD file (not `git worktree list`, for the same reason as `registered`)."""
+    found: dict[str, Path] = {}
+    heads = [(repo.common_dir / "HEAD", repo.main_root)]
+    heads += [(admin / "HEAD", path) for admin, path in _admin_folders(repo)]
+    for head, path in heads:
+        try:
+            text = head.read_text().strip()
+        except OSError:
+            continue
+        if text.startswith("ref: "):
+            found[text[len("ref: ") :]] = path
+    return found
+
+
+def _admin_folders(repo: Repository) -> list[tuple[Path, Path]]:
+    """(admin folder, worktree) of each linked worktree whose admin folder is whole."""
     found = []
     with contextlib.suppress(OSError):
         for admin in sorted((repo.common_dir / "worktrees").iterdir()):
@@ -40,7 +62,7 @@ def registered(repo: Repository) -> list[Path]:
             except OSError:
                 continue
             if gitdir:
-                found.append(Path(gitdir).parent)
+                found.append((admin, Path(gitdir).parent))
     return found
 
 
@@ -84,8 +106,11 @@ def add(
 
 
 def dirty_paths(path: Path, repo: Repository) -> list[str]:
-    out = repo.git("status", "--porcelain", "--untracked-files=all", cwd=path)
-    return [line[3:] for line in out.splitlines() if line.strip()]
+    # NUL-separated (git quotes other names otherwise); no renames: one path an entry.
+    out = repo.git(
+        "status", "--porcelain=v1", "-z", "--untracked-files=all", "--no-renames", cwd=path
+    )
+    return [entry[3:] for entry in out.split("\0") if entry]
 
 
 def move(
@@ -102,7 +127,8 @@ def move(
         dirty = dirty_paths(path, repo)
         if dirty:
             raise ForgeError(
-                f"worktree {path} holds uncommitted work ({', '.join(dirty[:5])}); "
+                f"worktree {path} holds uncommitted work "
+                f"({', '.join(one_line(p) for p in dirty[:5])}); "
                 "forge will not move it"
             )
     short = refs.branch_name(branch)

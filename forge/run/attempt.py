@@ -19,10 +19,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from forge.base import faults, proc
+from forge.base import faults, logs, proc
 from forge.base.files import atomic_write_text
 from forge.base.liveness import Owner
 from forge.base.settings import Settings
+from forge.base.text import one_line
 from forge.git import merge as integrate
 from forge.git import worktrees
 from forge.git.refs import task_ref
@@ -35,12 +36,14 @@ from forge.run.state import (
     FAILURES,
     Attempt,
     RunState,
+    Slot,
     Stall,
     StateStore,
     Status,
     TaskState,
     counted,
 )
+from forge.verify import environment
 
 if TYPE_CHECKING:
     from forge.agents.definition import AgentDef
@@ -209,8 +212,13 @@ def _steps(
         faults.point("before-merge")
         _check_stop(ctx)
         return _merge(ctx, task, ts, attempt, attempt_dir, done)
-    path, start_head = _prepare_slot(ctx, task, ts, attempt, attempt_dir, fresh=fresh)
-    outcome = _run_work(ctx, task, ts, attempt, attempt_dir, path, spec=spec)
+    path, start_head, slot, new = _prepare_slot(ctx, task, ts, fresh=fresh)
+    env = _setup(ctx, attempt, attempt_dir, path, slot, new)
+    limit = _timeout_of(ctx, task, spec)
+    work_started = time.monotonic()
+    outcome = _run_work(
+        ctx, task, ts, attempt, attempt_dir, path, spec=spec, timeout=limit, env=env
+    )
     message = f"forge: {ctx.plan.name}/{task.id} attempt {attempt.number}\n\n{task.title}"
     if outcome is not None:
         _keep_judged_work(ctx, ts, attempt, path, outcome, message, start_head)
@@ -219,7 +227,7 @@ def _steps(
     head = _commit_and_judge(ctx, task, ts, attempt, path, message, start_head)
     if isinstance(head, Outcome):
         return head
-    checked = _check(ctx, task, attempt, attempt_dir, path)
+    checked = _check(ctx, task, attempt, attempt_dir, path, env, limit, work_started)
     if checked is not None:
         return checked
     reviewed = _review(ctx, task, ts, attempt, attempt_dir, path, head, start_head)
@@ -231,10 +239,10 @@ def _steps(
 
 
 def _prepare_slot(
-    ctx: RunContext, task: Task, ts: TaskState, attempt: Attempt, attempt_dir: Path, *, fresh: bool
-) -> tuple[Path, str]:
-    """A slot on the task's branch, reset to where this attempt starts, set up.
-    Returns (the slot's path, the commit the attempt starts from)."""
+    ctx: RunContext, task: Task, ts: TaskState, *, fresh: bool
+) -> tuple[Path, str, Slot, bool]:
+    """A slot on the task's branch, reset to where this attempt starts. Returns (its
+    path, the commit the attempt starts from, the slot, whether it is new)."""
     repo = ctx.repo
     assert ts.base is not None and ts.branch is not None
     # The branch: created at the pinned base on the first attempt.
@@ -259,18 +267,37 @@ def _prepare_slot(
         ctx.save(task.id)
     worktrees.move(repo, path, ts.branch, clean_all=ctx.plan.clean == "all", known_clean=True)
     _check_stop(ctx)
+    return path, start_head, slot, new
 
-    if new and ctx.plan.setup:
+
+def _setup(
+    ctx: RunContext, attempt: Attempt, attempt_dir: Path, path: Path, slot: Slot, new: bool
+) -> dict[str, str]:
+    """The plan's setup in the slot when it needs it; returns the plan's environment."""
+    env = environment.expand(ctx.plan.env, path)
+    digest = environment.setup_hash(ctx.plan.setup, ctx.plan.env)
+    # Once per slot, and again when the setup or env changed, or when `clean = "all"`
+    # removed what it made.
+    if ctx.plan.setup and (ctx.plan.clean == "all" or not environment.is_set_up(path, digest)):
         log = attempt_dir / "setup.log"
-        res = _group(ctx, ctx.plan.setup, cwd=path, log=log, attempt=attempt, timeout=None)
+        limit = ctx.plan.setup_timeout
+        res = _group(
+            ctx, ctx.plan.setup, cwd=path, log=log, attempt=attempt, timeout=limit, env=env
+        )
         if res.stopped:
             raise _Stop(Outcome(Status.INTERRUPTED, "stopped during setup"))
+        if res.timed_out:
+            attempt.log = str(log)
+            raise _Stop(
+                Outcome(Status.TIMEOUT, f"setup timed out after {limit:g}s (setup_timeout)")
+            )
         if res.returncode != 0:
             attempt.log = str(log)
             raise _Stop(Outcome(Status.FAILED, f"setup failed: {_last_line(log)}"))
+        environment.mark_set_up(path, digest)
     if new:
         ctx.slots.mark_setup(slot)
-    return path, start_head
+    return env
 
 
 def _keep_judged_work(
@@ -283,14 +310,15 @@ def _keep_judged_work(
     start_head: str,
 ) -> None:
     """Keep what a judged attempt left, so the retry fixes its own work."""
+    repo = ctx.repo
     assert ts.base is not None and ts.branch is not None
     if outcome.status in (Status.FAILED, Status.TIMEOUT):
         commit = worktrees.commit_all(
-            ctx.repo, path, message + "\n\n(failed attempt)", branch=ts.branch
+            repo, path, message + "\n\n(failed attempt)", branch=ts.branch
         )
         if commit != start_head:
             attempt.commit = commit
-            attempt.diff_hash = _diff_hash(ctx.repo, ts.base, commit)
+            attempt.diff_hash = _diff_hash(repo, ts.base, commit)
 
 
 def _commit_and_judge(
@@ -311,7 +339,12 @@ def _commit_and_judge(
     if head == start_head:
         return Outcome(Status.FAILED, "no changes", stall=Stall.NO_CHANGES)
     attempt.commit = head
-    changed = repo.git("diff", "--name-only", "--no-renames", ts.base, head).splitlines()
+    # NUL-separated: without -z git quotes any name that is not plain ASCII.
+    changed = [
+        p
+        for p in repo.git("diff", "--name-only", "-z", "--no-renames", ts.base, head).split("\0")
+        if p
+    ]
     if not changed:
         return Outcome(
             Status.FAILED,
@@ -320,7 +353,8 @@ def _commit_and_judge(
         )
     outside = out_of_scope(task.files, changed)
     if outside:
-        msg = f"changed files outside its declared files: {', '.join(outside[:8])}"
+        shown = ", ".join(one_line(p) for p in outside[:8])
+        msg = f"changed files outside its declared files: {shown}"
         if ctx.plan.scope != "warn":
             attempt.diff_hash = _diff_hash(repo, ts.base, head)
             attempt.feedback_source = "scope"
@@ -349,24 +383,57 @@ def _commit_and_judge(
 
 
 def _check(
-    ctx: RunContext, task: Task, attempt: Attempt, attempt_dir: Path, path: Path
+    ctx: RunContext,
+    task: Task,
+    attempt: Attempt,
+    attempt_dir: Path,
+    path: Path,
+    env: dict[str, str],
+    limit: float,
+    work_started: float,
 ) -> Outcome | None:
-    """The task's own check, on the committed work. None when it passed (or there is none)."""
+    """The task's own check, on the committed work, in what is left of the attempt's
+    time. None when it passed (or there is none)."""
+    repo = ctx.repo
     if not task.check:
         return None
     log = attempt_dir / "check.log"
-    res = _group(ctx, task.check, cwd=path, log=log, attempt=attempt, timeout=None)
+    # The attempt's timeout covers the check: it gets what the agent left.
+    left = limit - (time.monotonic() - work_started)
+    if left <= 0:
+        attempt.feedback_source = "check"
+        return Outcome(
+            Status.TIMEOUT, f"check not run: the attempt's {limit:g}s timeout was used up"
+        )
+    res = _group(ctx, task.check, cwd=path, log=log, attempt=attempt, timeout=left, env=env)
     # The check may have written into the worktree; the work is committed, so
     # restore the tree to it (a later attempt must start from the commit).
-    ctx.repo.try_git("reset", "--quiet", "--hard", cwd=path)
-    ctx.repo.try_git("clean", "-fdq", cwd=path)
+    repo.try_git("reset", "--quiet", "--hard", cwd=path)
+    repo.try_git("clean", "-fdq", cwd=path)
     if res.stopped:
         return Outcome(Status.INTERRUPTED, "stopped during the check")
+    if res.timed_out:
+        attempt.log = str(log)
+        attempt.feedback_source = "check"
+        return Outcome(
+            Status.TIMEOUT,
+            f"check timed out (the attempt's {limit:g}s timeout includes the check)",
+        )
     if res.returncode != 0:
         attempt.log = str(log)
         attempt.feedback_source = "check"
         return Outcome(Status.FAILED, f"check failed: {_last_line(log)}")
     return None
+
+
+def _timeout_of(ctx: RunContext, task: Task, spec: AgentSpec | None) -> float:
+    """The attempt's time limit: the agent or command and then the check share it."""
+    agent_timeout = None
+    if spec is not None and task.timeout is None:
+        from forge.agents import spec as agents
+
+        agent_timeout = agents.resolve(spec, ctx.agent_defs)[0].timeout
+    return ctx.plan.timeout_of(task, agent_timeout)
 
 
 def _run_work(
@@ -378,21 +445,25 @@ def _run_work(
     path: Path,
     *,
     spec: AgentSpec | None,
+    timeout: float,
+    env: dict[str, str],
 ) -> Outcome | None:
-    """Run the agent or the shell command. None when it succeeded."""
-    timeout = ctx.plan.timeout_of(task)
+    """Run the agent or the shell command for at most `timeout` seconds. None when it
+    succeeded."""
     log = attempt_dir / "agent.log"
     attempt.log = str(log)
     attempt.feedback_source = "agent"
     if spec is None:
         assert task.run is not None
-        res = _group(ctx, task.run, cwd=path, log=log, attempt=attempt, timeout=timeout)
+        res = _group(ctx, task.run, cwd=path, log=log, attempt=attempt, timeout=timeout, env=env)
         defn = None
     else:
-        started = _run_agent(ctx, task, ts, attempt, attempt_dir, path, log, spec=spec)
+        started = _run_agent(
+            ctx, task, ts, attempt, attempt_dir, path, log, spec=spec, timeout=timeout, env=env
+        )
         if isinstance(started, Outcome):
             return started
-        defn, res, timeout = started
+        defn, res = started
     output = _read_agent_output(defn, attempt, path, log) if defn is not None else ""
     if res.stopped:
         return Outcome(Status.INTERRUPTED, "stopped by the user")
@@ -401,7 +472,8 @@ def _run_work(
         if infra is not None:
             return infra
     if res.timed_out:
-        return Outcome(Status.TIMEOUT, f"timed out after {timeout:g}s")
+        what = "command" if spec is None else "agent"
+        return Outcome(Status.TIMEOUT, f"{what} timed out after {timeout:g}s")
     if res.returncode != 0:
         if defn is not None:
             from forge.agents import spec as agents
@@ -427,10 +499,12 @@ def _run_agent(
     log: Path,
     *,
     spec: AgentSpec,
-) -> tuple[AgentDef, proc.GroupResult, float] | Outcome:
+    timeout: float,
+    env: dict[str, str],
+) -> tuple[AgentDef, proc.GroupResult] | Outcome:
     """Write the prompt (and the feedback of a retry) and run the agent's command,
-    watching its log for an outage. Returns (its definition, the result, the timeout
-    it had), or the INFRA outcome of a missing binary."""
+    watching its log for an outage. Returns (its definition, the result), or the
+    INFRA outcome of a missing binary."""
     from forge.agents import spec as agents
     from forge.run import feedback
 
@@ -454,7 +528,7 @@ def _run_agent(
     argv, stdin = agents.render_command(
         defn, spec, prompt_file=prompt_file, task=task.id, worktree=path
     )
-    env = agents.agent_env(
+    agent_env = agents.agent_env(
         defn,
         spec,
         task=task.id,
@@ -464,7 +538,6 @@ def _run_agent(
         state_dir=ctx.logs.parent / "agent-state",
         worktree=path,
     )
-    timeout = ctx.plan.timeout_of(task, defn.timeout)
     from forge.run.watch import infra_watch
 
     with infra_watch(log, defn, ctx.stop) as watch:
@@ -475,21 +548,23 @@ def _run_agent(
             log=log,
             attempt=attempt,
             timeout=timeout,
-            env=env,
+            env={**env, **agent_env},
             input_path=stdin,
             stop=watch.event,
         )
     if res.stopped and watch.hit is not None and not ctx.stop.is_set():
         # Stopped on its own outage message: read as a run that ended there.
         res = dataclasses.replace(res, stopped=False, returncode=1)
-    return defn, res, timeout
+    return defn, res
 
 
 def _read_agent_output(defn: AgentDef, attempt: Attempt, path: Path, log: Path) -> str:
-    """The agent's log, with its usage recorded in the attempt."""
+    """The end of the agent's log, with its usage recorded in the attempt."""
     from forge.agents import spec as agents
 
-    output = _read(log)
+    # The end of the output: usage and provider errors are reported last, and a log
+    # may be as large as its cap.
+    output = logs.tail(log, logs.ANALYSIS_BYTES)
     # Before any return: an INFRA or stopped attempt's worktree is salvaged
     # later, and a CLI's cache (aider's tags) is never the task's work.
     _drop_ignored(path, defn.ignore_paths)
@@ -509,16 +584,16 @@ def _infra(defn: AgentDef, res: proc.GroupResult, output: str, timeout: float) -
     # honouring a long retry delay) looks like a slow task.
     rc = None if res.timed_out else res.returncode
     infra = agents.classify_failure(defn, returncode=rc, output=output)
-    if infra is None:
-        return None
-    after = f" (timed out after {timeout:g}s)" if res.timed_out else ""
-    return Outcome(
-        Status.INFRA,
-        f"{infra.kind}: {infra.message}{after}",
-        infra_retry_after=infra.retry_after,
-        infra_kind=infra.kind,
-        infra_agent=defn.name,
-    )
+    if infra is not None:
+        after = f" (timed out after {timeout:g}s)" if res.timed_out else ""
+        return Outcome(
+            Status.INFRA,
+            f"{infra.kind}: {infra.message}{after}",
+            infra_retry_after=infra.retry_after,
+            infra_kind=infra.kind,
+            infra_agent=defn.name,
+        )
+    return None
 
 
 def _review(
@@ -581,14 +656,16 @@ def _merge(
         )
         if not res.merged:
             log = attempt_dir / "merge.log"
-            log.write_text("conflicting paths:\n" + "\n".join(res.conflicts) + "\n")
+            shown = [one_line(p) for p in res.conflicts]
+            log.write_text("conflicting paths:\n" + "\n".join(shown) + "\n")
             attempt.log = str(log)
             attempt.feedback_source = "merge"
             return Outcome(
-                Status.CONFLICT, f"conflicts with integration in: {', '.join(res.conflicts[:8])}"
+                Status.CONFLICT, f"conflicts with integration in: {', '.join(shown[:8])}"
             )
         with ctx.store.lock:
             ts.merged_commit = res.commit
+            ts.merged_definition = task.definition()
             attempt.status = Status.MERGED
             ts.status = Status.MERGED
             ctx.save(task.id)
@@ -622,6 +699,7 @@ def _group(
             grace=ctx.settings.grace,
             tag=attempt.tag,
             input_path=input_path,
+            cap=ctx.plan.log_cap,
         ),
         stop=ctx.stop if stop is None else stop,
         on_start=started,
@@ -655,13 +733,7 @@ def _check_stop(ctx: RunContext) -> None:
         raise _Stop(Outcome(Status.INTERRUPTED, "stopped by the user"))
 
 
-def _read(path: Path) -> str:
-    try:
-        return path.read_text(errors="replace")
-    except FileNotFoundError:
-        return ""
-
-
 def _last_line(log: Path) -> str:
-    lines = [ln for ln in _read(log).splitlines() if ln.strip() and not ln.startswith("forge: ")]
+    text = logs.tail(log)
+    lines = [ln for ln in text.splitlines() if ln.strip() and not ln.startswith("forge: ")]
     return lines[-1].strip()[:200] if lines else "(no output)"

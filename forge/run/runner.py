@@ -21,7 +21,7 @@ from forge.git.repo import Repository
 from forge.plan.config import VerifyConfig
 from forge.plan.model import Plan
 from forge.plan.registry import Recorded
-from forge.run import recovery
+from forge.run import reconcile, recovery
 from forge.run.attempt import Remote, RunContext
 from forge.run.options import RunOptions
 from forge.run.slots import SlotPool
@@ -51,7 +51,7 @@ def agent_defs(repo: Repository, plan: Plan) -> dict[str, Mapping[str, Any]]:
 def verify_config(repo: Repository, plan: Plan) -> VerifyConfig | None:
     from forge.plan.config import load_repo_config
 
-    return plan.verify if plan.verify is not None else load_repo_config(repo.root).verify
+    return plan.verify_config(load_repo_config(repo.root).verify)
 
 
 def run_plan(
@@ -114,7 +114,9 @@ def run_plan(
 def _open_state(repo: Repository, recorded: Recorded, store: StateStore) -> tuple[RunState, str]:
     """The plan's run state, stamped as started, and its integration head (the
     branch created at the plan's base on first use)."""
+    had_state = store.load_existing() is not None
     state = store.load([t.id for t in recorded.plan.tasks])
+    reconcile.check_integration_is_ours(repo, recorded.plan.name, state if had_state else None)
     state.started = now_iso()
     state.finished = None
     state.paused = None
@@ -147,6 +149,10 @@ def _recover(
     if options.agent and options.only:
         state.tasks[options.only].agent = options.agent
         store.save(state)
+    if options.only and options.fresh:
+        only = plan.find_task(options.only)
+        if only is not None and reconcile.reopen_changed(state, only):
+            store.save(state)
     return recovered
 
 
@@ -288,14 +294,24 @@ def exit_code(state: RunState, report: RunReport, *, only: str | None) -> ExitCo
     return ExitCode.OK
 
 
-def check_retry(repo: Repository, plan: Plan, task: str, *, agent: str | None) -> None:
+def check_retry(
+    repo: Repository, plan: Plan, task: str, *, agent: str | None, fresh: bool = False
+) -> None:
     """Refuse, changing nothing, a retry that cannot run: an unknown or merged task,
     a dependency that has not merged, an agent spec that does not resolve."""
     t = plan.task(task)
     state = StateStore(repo.state, plan.name).load_existing()
     ts = state.tasks.get(task) if state else None
     if ts is not None and ts.status == Status.MERGED:
-        raise ForgeError(f"task '{task}' has already merged; nothing to retry")
+        from forge.run.reconcile import changed_since_merge
+
+        if not changed_since_merge(ts, t):
+            raise ForgeError(f"task '{task}' has already merged; nothing to retry")
+        if not fresh:
+            raise ForgeError(
+                f"task '{task}' has merged, and its definition changed since: "
+                f"`forge retry {task} --fresh` runs it again on the current integration head"
+            )
     for dep in t.deps:
         dst = state.tasks.get(dep) if state else None
         if dst is None or dst.status != Status.MERGED:
