@@ -53,19 +53,19 @@ def write_cost(n: int, *, journal: bool) -> float:
     import tempfile
 
     from forge.base.files import StateDir
-    from forge.run.state import Attempt, RunState, StateStore, TaskState
+    from forge.run.state import Attempt, RunState, StateStore, Status, TaskState
 
     with tempfile.TemporaryDirectory() as tmp:
         state_dir = StateDir(Path(tmp))
         store = StateStore(state_dir, "p")
         tasks = {}
         for i in range(n):
-            ts = TaskState(id=f"t{i:04d}", status="MERGED", reason="")
+            ts = TaskState(id=f"t{i:04d}", status=Status.MERGED, reason="")
             ts.attempts.append(
                 Attempt(
                     number=1,
                     agent="run",
-                    status="MERGED",
+                    status=Status.MERGED,
                     duration=1.0,
                     log=f"/x/logs/t{i}/attempt-1/agent.log",
                     phases=[{"name": "run", "start": 1.0, "end": 2.0}],

@@ -12,7 +12,7 @@ from forge.errors import ExitCode, ForgeError
 from forge.git import refs
 from forge.git.merge import is_ancestor
 from forge.git.repo import Repository, short_sha
-from forge.run.state import StateStore, Status, TaskState
+from forge.run.state import RunState, StateStore, Status, TaskState
 from forge.verify.records import Verdict
 
 
@@ -20,20 +20,7 @@ def accept(repo: Repository, plan: str, *, merge: bool) -> str:
     state = StateStore(repo.state, plan).load_existing()
     if state is None:
         raise ForgeError(f"plan '{plan}' has not run yet: run `forge run {plan}` first")
-    head = repo.ref_value(state.integration)
-    if head is None:
-        raise ForgeError(f"plan '{plan}' has no integration branch: run `forge run {plan}`")
-    record = state.verification
-    verdict = record.verdict if record is not None else None
-    if record is None or record.commit != head or not record.verdict.ok:
-        what = f"its last verification was {verdict}" if verdict else "it was never verified"
-        if record is not None and record.commit and record.commit != head:
-            what = "it moved since its last verification"
-        raise ForgeError(
-            f"integration head {short_sha(head)} of plan '{plan}' has not passed verification "
-            f"({what}); run `forge run {plan}` or `forge verify --plan {plan}` first",
-            code=ExitCode.FAILED if verdict == Verdict.FAIL else ExitCode.USAGE,
-        )
+    head, verdict = _verified_head(repo, plan, state)
     branch = repo.current_branch()
     if branch is None:
         raise ForgeError("HEAD is detached: check out the branch to accept the plan into")
@@ -74,6 +61,25 @@ def accept(repo: Repository, plan: str, *, merge: bool) -> str:
         + _landed(repo, user_head, head)
         + _not_landed(unmerged)
     )
+
+
+def _verified_head(repo: Repository, plan: str, state: RunState) -> tuple[str, Verdict | None]:
+    """The integration head and its verdict; a ForgeError unless it passed."""
+    head = repo.ref_value(state.integration)
+    if head is None:
+        raise ForgeError(f"plan '{plan}' has no integration branch: run `forge run {plan}`")
+    record = state.verification
+    verdict = record.verdict if record is not None else None
+    if record is None or record.commit != head or not record.verdict.ok:
+        what = f"its last verification was {verdict}" if verdict else "it was never verified"
+        if record is not None and record.commit and record.commit != head:
+            what = "it moved since its last verification"
+        raise ForgeError(
+            f"integration head {short_sha(head)} of plan '{plan}' has not passed verification "
+            f"({what}); run `forge run {plan}` or `forge verify --plan {plan}` first",
+            code=ExitCode.FAILED if verdict == Verdict.FAIL else ExitCode.USAGE,
+        )
+    return head, verdict
 
 
 def _not_landed(tasks: list[TaskState]) -> str:

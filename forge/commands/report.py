@@ -168,7 +168,7 @@ def _epoch(iso: str | None) -> float | None:
         return None
 
 
-def _attempt_bars(tid: str, attempt: Attempt) -> list[tuple[float, float, str]]:
+def _attempt_bars(attempt: Attempt) -> list[tuple[float, float, str]]:
     """(start, end, phase) in epoch seconds; one `attempt` bar when no phases were kept."""
     if attempt.phases:
         last_end = max((p.get("end") or p["start"]) for p in attempt.phases)
@@ -185,7 +185,7 @@ def timeline(state: RunState) -> tuple[list[svg.Lane], float, list[str]]:
     raw: list[tuple[str, str, Attempt, list[tuple[float, float, str]]]] = []
     for tid, ts in state.tasks.items():
         for attempt in ts.attempts:
-            bars = _attempt_bars(tid, attempt)
+            bars = _attempt_bars(attempt)
             if bars:
                 raw.append((attempt.slot or ts.slot or tid, tid, attempt, bars))
     work_ends = [b[1] for *_, bars in raw for b in bars]

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from forge.base import faults
 from forge.errors import ForgeError
+from forge.git.identity import identity_env
 from forge.git.repo import Repository
 
 
@@ -71,20 +72,3 @@ def merge_onto(repo: Repository, head: str, task_commit: str, *, message: str) -
         "commit-tree", tree, "-p", head, "-p", task_commit, "-m", message, env=identity_env(repo)
     ).strip()
     return MergeResult(merged=True, commit=commit)
-
-
-_IDENTITY: dict[str, dict[str, str]] = {}
-
-
-def identity_env(repo: Repository) -> dict[str, str]:
-    """forge commits as the user when git knows who that is, else as forge itself
-    (a fresh machine with no user.name must not make every task fail)."""
-    key = str(repo.common_dir)
-    if key not in _IDENTITY:
-        env: dict[str, str] = {}
-        for role in ("AUTHOR", "COMMITTER"):
-            if repo.try_git("var", f"GIT_{role}_IDENT").returncode != 0:
-                env[f"GIT_{role}_NAME"] = "forge"
-                env[f"GIT_{role}_EMAIL"] = "forge@localhost"
-        _IDENTITY[key] = env
-    return _IDENTITY[key]

@@ -109,7 +109,6 @@ class Outcome:
     requeue: list[str] = field(default_factory=list)
     interrupted: bool = False
     broken_head: Judged | None = None  # the head itself fails: nobody is to blame
-    verifications: int = 0
 
     @property
     def tip(self) -> str | None:
@@ -143,7 +142,6 @@ def run_batch(
     def verdict_of(prefix: int) -> Verdict:
         commit = head if prefix == 0 else steps[prefix - 1].commit
         record = judge(commit)
-        out.verifications += 1
         records[prefix] = record
         return record.verdict
 

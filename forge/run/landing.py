@@ -13,7 +13,6 @@ twice.
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
@@ -54,7 +53,6 @@ class Gate:
         self.error: BaseException | None = None
         self.broken: VerifyRecord | None = None  # the head fails on its own
         self.runs = 0  # verifications that ran (not answered by the verdict cache)
-        self.landed_at: float | None = None  # monotonic time of the last landing
         self._failed: dict[str, VerifyRecord] = {}  # tree -> FAIL, judged in this run
         self._cond = threading.Condition()
         self._busy = False
@@ -114,7 +112,7 @@ class Gate:
                 self._busy = True
             try:
                 self._run(batch)
-            except BaseException as exc:  # reported by the runner, after the dispatch
+            except BaseException as exc:  # noqa: BLE001 - reported by the runner, after the dispatch
                 self.error = exc
                 with self._cond:
                     self.queue[:0] = batch
@@ -289,7 +287,6 @@ class Gate:
             ctx.state.verification = verification
             ctx.state.gate["landing"] = None
             ctx.save()
-        self.landed_at = time.monotonic()
         for tid in names:
             ctx.on_change(tid)
         self.on_event(f"gate: landed {', '.join(names)} ({record.verdict}, {tip[:12]})")

@@ -16,9 +16,10 @@ import pytest
 from helpers.gitkit import FAKES, run_forge
 from helpers.runkit import plan_and_run, write_plan
 
+from forge.git.refs import integration_ref
 from forge.git.repo import discover
 from forge.plan.registry import record
-from forge.run.state import Attempt, RunState, StateStore, Status, TaskState, integration_ref
+from forge.run.state import Attempt, RunState, StateStore, Status, TaskState
 
 AGENT = json.dumps([sys.executable, str(FAKES / "agent_edit.py"), "c.txt", "--usage"])
 

@@ -30,7 +30,8 @@ def state(repo: Path, plan: str = "p") -> dict[str, Any]:
     """The run state as forge reads it: the snapshot with its journal replayed."""
     from forge.run.state import read_state
 
-    return read_state(repo / ".git" / "forge" / "plans" / plan / "state.json")
+    data: dict[str, Any] = read_state(repo / ".git" / "forge" / "plans" / plan / "state.json")
+    return data
 
 
 def statuses(repo: Path, plan: str = "p") -> dict[str, str]:
@@ -76,9 +77,12 @@ def alive(pid: int) -> bool:
 
 
 def tagged(tag_fragment: str) -> list[int]:
-    """Live processes whose environment carries a FORGE_PROC_TAG containing the fragment."""
+    """Live processes whose environment carries a FORGE_PROC_TAG containing the fragment,
+    started under this test's FORGE_WORKTREES: other suites on the machine run plans
+    named `p` with a task `a` too."""
     found = []
     needle = f"FORGE_PROC_TAG={tag_fragment}".encode()
+    mine = f"FORGE_WORKTREES={os.environ['FORGE_WORKTREES']}".encode()
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -86,7 +90,7 @@ def tagged(tag_fragment: str) -> list[int]:
             env = (entry / "environ").read_bytes()
         except OSError:
             continue
-        if needle in env and alive(int(entry.name)):
+        if needle in env and mine in env.split(b"\0") and alive(int(entry.name)):
             found.append(int(entry.name))
     return found
 

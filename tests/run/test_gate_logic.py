@@ -43,7 +43,7 @@ def test_bisect_on_any_pattern_names_a_pass_fail_boundary() -> None:
     for size in range(1, 8):
         for pattern in itertools.product([True, False], repeat=size - 1):
             ok = [True, *pattern, False]  # prefix 0 passes, the whole chain fails
-            culprit = gate.bisect(size, lambda k, ok=ok: ok[k])
+            culprit = gate.bisect(size, ok.__getitem__)
             assert ok[culprit] and not ok[culprit + 1]
 
 
