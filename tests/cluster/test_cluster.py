@@ -20,7 +20,7 @@ pytest.importorskip("distributed")
 PY = sys.executable
 
 PLAN = f"""
-verify = "test -f a.txt && test -f c.txt"
+verify = "test -f README.md"
 
 [agents.fake]
 command = ["{PY}", "{FAKES}/agent_edit.py", "x.txt"]
