@@ -65,12 +65,16 @@ def clean_plan(repo: Repository, plan: str) -> list[str]:
                     store.save(state)
             repo.try_git("update-ref", "-d", ref, head)
             notes.append(f"deleted branch {ref.removeprefix('refs/heads/')}")
-        # The plan's verification checkouts (one per lane), wherever the worktree root
-        # was when they were made: git knows them all.
-        for path in _registered_worktrees(repo):
-            if path.parent.name == plan and path.parent.parent.name == ".verify":
+        # The plan's verification checkouts (one per lane): under the worktree root,
+        # and linked worktrees an older forge made wherever the root was (git knows them).
+        checkouts = repo.worktrees_root() / ".verify" / plan
+        lanes = sorted(checkouts.iterdir()) if checkouts.is_dir() else []
+        for path in [*lanes, *_registered_worktrees(repo)]:
+            if path.parent.name == plan and path.parent.parent.name == ".verify" and path.is_dir():
                 worktrees.remove(repo, path)
                 notes.append(f"removed verification worktree {path}")
+        if checkouts.is_dir() and not any(checkouts.iterdir()):
+            checkouts.rmdir()
         if integration is not None:
             if _accepted(repo, integration):
                 repo.try_git("update-ref", "-d", integration_ref, integration)

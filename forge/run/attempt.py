@@ -21,6 +21,7 @@ from typing import Any
 from forge.base import faults, proc
 from forge.git import merge as integrate
 from forge.git import worktrees
+from forge.git.contained import Tampered
 from forge.git.repo import Repository
 from forge.plan.model import Plan, Task
 from forge.run.recovery import grace_seconds, reset_for_attempt
@@ -125,6 +126,8 @@ def run_attempt(ctx: RunContext, task: Task, *, spec: Any | None, fresh: bool = 
         outcome = _steps(ctx, task, ts, attempt, attempt_dir, spec=spec, fresh=fresh)
     except _Stop as stop:
         outcome = stop.outcome
+    except Tampered as exc:
+        outcome = Outcome(Status.FAILED, f"the task broke its worktree's git directory: {exc}")
     except Exception as exc:  # a bug or an unexpected git failure: record, don't lose state
         outcome = Outcome(Status.FAILED, f"forge error: {exc}")
     if outcome.status == Status.MERGED:
@@ -173,7 +176,14 @@ def _steps(
     )
     if salvaged:
         ctx.save(task.id)
-    worktrees.move(repo, path, ts.branch, clean_all=ctx.plan.clean == "all", known_clean=True)
+    worktrees.move(
+        repo,
+        path,
+        ts.branch,
+        clean_all=ctx.plan.clean == "all",
+        known_clean=True,
+        commit=start_head,
+    )
     _check_stop(ctx)
 
     if new and ctx.plan.setup:
@@ -236,8 +246,8 @@ def _steps(
         res = _group(ctx, task.check, cwd=path, log=log, attempt=attempt, timeout=None)
         # The check may have written into the worktree; the work is committed, so
         # restore the tree to it (a later attempt must start from the commit).
-        repo.try_git("reset", "--quiet", "--hard", cwd=path)
-        repo.try_git("clean", "-fdq", cwd=path)
+        worktrees.git(repo, path, "reset", "--quiet", "--hard", check=False)
+        worktrees.git(repo, path, "clean", "-fdq", check=False)
         if res.stopped:
             return Outcome(Status.INTERRUPTED, "stopped during the check")
         if res.returncode != 0:

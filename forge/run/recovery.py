@@ -121,8 +121,8 @@ def drop_task(repo: Repository, plan: Plan, state: RunState, tid: str) -> list[s
         ref = worktrees.salvage(repo, path, plan=plan.name, task=tid)
         if ref:
             notes.append(f"{tid} (no longer in the plan): its work is kept in {ref}")
-            repo.try_git("reset", "--quiet", "--hard", cwd=path)
-            repo.try_git("clean", "-fdq", cwd=path)
+            worktrees.git(repo, path, "reset", "--quiet", "--hard", check=False)
+            worktrees.git(repo, path, "clean", "-fdq", check=False)
         worktrees.detach(repo, path)
         slot.task = None
         slot.clean = ref is not None or not worktrees.dirty_paths(path, repo)
@@ -182,9 +182,13 @@ def reset_for_attempt(
     dirty = [] if known_clean else worktrees.dirty_paths(path, repo)
     salvaged = worktrees.salvage(repo, path, plan=plan.name, task=ts.id, dirty=dirty)
     if salvaged:  # its work is safe in the ref: clear the tree for the next attempt
-        repo.git("reset", "--quiet", "--hard", cwd=path)
-        repo.git("clean", "-fdq", cwd=path)
+        worktrees.git(repo, path, "reset", "--quiet", "--hard")
+        worktrees.git(repo, path, "clean", "-fdq")
     head = repo.ref_value(ts.branch) or ts.base
+    if not known_clean and not salvaged:
+        # Commits the agent made in its slot that never came back (the run was
+        # killed before forge committed its work) live only in the slot.
+        salvaged = worktrees.keep_local_commits(repo, path, head, plan=plan.name, task=ts.id)
     recorded = {a.commit for a in judged}  # a judged attempt's work: named in its record
     if (
         salvaged is None
