@@ -7,7 +7,7 @@ overwrite uncommitted work.
 
 from __future__ import annotations
 
-from forge.base import proc
+from forge.base import proc, seal
 from forge.errors import ExitCode, ForgeError
 from forge.git.merge import is_ancestor
 from forge.git.repo import Repository
@@ -25,10 +25,13 @@ def accept(repo: Repository, plan: str, *, merge: bool) -> str:
         raise ForgeError(f"plan '{plan}' has no integration branch: run `forge run {plan}`")
     record = state.verification or {}
     verdict = record.get("verdict")
-    if record.get("commit") != head or verdict not in GOOD:
+    forged = bool(record) and not seal.valid(record)
+    if record.get("commit") != head or verdict not in GOOD or forged:
         what = f"its last verification was {verdict}" if verdict else "it was never verified"
         if record.get("commit") and record.get("commit") != head:
             what = "it moved since its last verification"
+        if forged:
+            what, verdict = "its verification record does not carry forge's seal", None
         raise ForgeError(
             f"integration head {head[:12]} of plan '{plan}' has not passed verification "
             f"({what}); run `forge run {plan}` or `forge verify --plan {plan}` first",

@@ -6,6 +6,7 @@ import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from forge.base import seal
 from forge.git.repo import Repository
 from forge.plan.config import VerifyConfig, load_repo_config
 from forge.verify.records import LaneResult, Verdict, VerifyRecord
@@ -71,7 +72,7 @@ def record_in_plan(repo: Repository, plan: str, record: VerifyRecord) -> bool:
     head = repo.ref_value(f"{state.integration}^{{commit}}")
     if head is None or head != record.commit:
         return False
-    state.verification = record.to_dict()
+    state.verification = seal.sealed(record.to_dict())  # `forge accept` checks the seal
     store.save(state)
     return True
 

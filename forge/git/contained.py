@@ -110,11 +110,34 @@ class Contained:
         _put(gd / "config", config_text(self.repo))
         _put(gd / "objects" / "info" / "alternates", f"{self.repo.common_dir / 'objects'}\n")
 
-    def bring_back(self, commit: str) -> None:
+    def owns_objects(self) -> bool:
+        """Has anything written objects into this repository's own store?"""
+        objects = self.git_dir / "objects"
+        try:
+            names = os.listdir(objects)
+            packs = os.listdir(objects / "pack") if "pack" in names else []
+        except OSError:
+            return True
+        return bool(packs) or any(n not in ("info", "pack") for n in names)
+
+    def direct_env(self) -> dict[str, str]:
+        """For forge's own writes while the repository's own store is empty: git then
+        writes the objects it hashes itself straight into the user's store, which
+        saves a fetch. Not once a task wrote objects of its own: an index entry may
+        name one, and a tree written here would then lack it in the user's store."""
+        if self.owns_objects():
+            return {}
+        return {
+            "GIT_OBJECT_DIRECTORY": str(self.repo.common_dir / "objects"),
+            "GIT_ALTERNATE_OBJECT_DIRECTORIES": str(self.git_dir / "objects"),
+        }
+
+    def bring_back(self, commit: str, *, marked: bool = False) -> None:
         """Copy `commit` and what it needs from this repository's own object store into
         the user's: `git fetch` checks each object it receives, so a task cannot plant
-        a corrupt object in the user's store."""
-        self.git("update-ref", "--no-deref", RESULT_REF, commit)
+        a corrupt object in the user's store. `marked`: RESULT_REF already names it."""
+        if not marked:
+            self.git("update-ref", "--no-deref", RESULT_REF, commit)
         self.repo.git(
             "-c",
             "gc.auto=0",

@@ -136,17 +136,20 @@ def commit_all(repo: Repository, path: Path, message: str, *, branch: str) -> st
     repository and `branch` moved there to it. Returns the branch's head after:
     unchanged when there was nothing to commit."""
     slot = Contained(repo, path)
-    slot.git("add", "--all")
-    tree = slot.git("write-tree").strip()
-    head = slot.git("rev-parse", "HEAD").strip()
+    direct = slot.direct_env()
+    slot.git("add", "--all", env=direct)
+    tree = slot.git("write-tree", env=direct).strip()
+    head, head_tree = slot.git("rev-parse", "HEAD", "HEAD^{tree}").split()
     old = repo.ref_value(branch)
     result = head
-    if tree != slot.git("rev-parse", f"{head}^{{tree}}").strip():
-        env = identity_env(repo)
+    if tree != head_tree:
+        env = {**identity_env(repo), **direct}
         result = slot.git("commit-tree", tree, "-p", head, "-m", message, env=env).strip()
-        slot.git("update-ref", "-m", message, "HEAD", result, head)
+        moves = f"update HEAD {result} {head}\nupdate {contained.RESULT_REF} {result}\n"
+        slot.git("update-ref", "--stdin", input=moves)
     if result != old:
-        slot.bring_back(result)
+        if not direct:
+            slot.bring_back(result, marked=tree != head_tree)
         repo.update_ref(branch, result, old, message=message)
     return result
 

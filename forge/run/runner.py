@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from forge.base import proc
+from forge.base import proc, seal
 from forge.base.files import plan_lock
 from forge.errors import ExitCode, ForgeError
 from forge.git import worktrees
@@ -217,7 +217,7 @@ def _verify(
     record = verify.verify_commit(
         repo, head, verify_config(repo, plan), key=plan.name, stop=stop, on_event=on_event
     )
-    data: dict[str, Any] = record.to_dict()
+    data: dict[str, Any] = seal.sealed(record.to_dict())  # `forge accept` checks the seal
     return data
 
 

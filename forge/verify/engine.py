@@ -98,7 +98,10 @@ def verify_commit(
         return base
     base = replace(base, config_hash=config.fingerprint())
     if not force:
-        hit = cached_verdict(repo, tree, config)
+        found = verify_records.lookup(repo.state, tree, config.fingerprint())
+        if found.ignored:
+            emit(f"a remembered verdict of tree {tree[:12]} was ignored ({found.ignored}): verifying")
+        hit = found.record
         if hit is not None:
             record = replace(hit, key=key, commit=commit)
             emit(f"tree {tree[:12]} was verified before ({record.verdict}): remembered verdict")

@@ -16,6 +16,7 @@ from helpers.gitkit import git, run_forge
 from forge.base.files import plan_lock
 from forge.base.liveness import Owner
 from forge.errors import ForgeError
+from forge.base import seal
 from forge.git.repo import Repository, check_git_version, discover
 from forge.plan.registry import record
 from forge.run.state import RunState, StateStore, Status, TaskState, integration_ref
@@ -67,7 +68,7 @@ def _craft_state(repo: Path, *, status: str = Status.MERGED, verdict: str | None
     st = RunState(plan="p", integration=integration_ref("p"), tasks={"a": TaskState(id="a")})
     st.tasks["a"].status = status
     if verdict is not None:
-        st.verification = {"verdict": verdict, "commit": head}
+        st.verification = seal.sealed({"verdict": verdict, "commit": head})
     StateStore(r.state, "p").save(st)
     return head
 
