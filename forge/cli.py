@@ -93,6 +93,9 @@ def run(
     worktree_root: Annotated[
         Path | None, typer.Option("--worktree-root", help="Where task worktrees live.")
     ] = None,
+    sandbox: Annotated[
+        bool, typer.Option("--sandbox", help="Run every command under bubblewrap.")
+    ] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Run (or resume) a plan: dispatch tasks, merge into integration, verify."""
@@ -109,6 +112,7 @@ def run(
         max_parallel=max_parallel,
         retry_failed=retry_failed,
         infra_retries=infra_retries,
+        sandbox=sandbox,
     )
     _execute_run(repo, recorded, options, as_json=as_json)
 

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -18,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from forge.base.sandbox import Sandbox
 from forge.errors import ForgeError
 
 # Variables a parent git (a hook, `git rebase -x`) leaks into its children; left
@@ -214,7 +217,35 @@ def _signal_all(pgid: int, pids: Sequence[int], sig: int) -> None:
             os.kill(pid, sig)
 
 
-def _survivors(pgid: int, tag: str | None, leader: subprocess.Popen[bytes] | None) -> list[int]:
+def orphans_in(folder: Path) -> list[int]:
+    """Live processes re-parented to us (a subreaper) whose working folder is inside
+    `folder`: what a command there left behind after leaving its group and dropping
+    its environment (`setsid -f env -i ...`). Only our own orphans, so a user's shell
+    that merely looks into the folder is never among them."""
+    me = os.getpid()
+    with _popen_lock:
+        owned = set(_popen_pids)
+    inside = str(folder).rstrip("/") + "/"
+    found = []
+    for pid in _all_pids():
+        info = _read_proc(pid)
+        if info is None or info.ppid != me or info.state == "Z" or pid in owned:
+            continue
+        try:
+            cwd = os.readlink(f"/proc/{pid}/cwd")
+        except OSError:
+            continue
+        if (cwd + "/").startswith(inside):
+            found.append(pid)
+    return found
+
+
+def _survivors(
+    pgid: int,
+    tag: str | None,
+    leader: subprocess.Popen[bytes] | None,
+    confine: Path | None = None,
+) -> list[int]:
     if leader is not None:
         leader.poll()  # reaps the leader through its Popen, which keeps its exit code
     members = _members(pgid) if pgid > 0 else []
@@ -222,6 +253,8 @@ def _survivors(pgid: int, tag: str | None, leader: subprocess.Popen[bytes] | Non
     alive = set(_alive(members))
     if tag:
         alive.update(find_tagged(tag))
+    if confine is not None:
+        alive.update(orphans_in(confine))
     if leader is not None and leader.returncode is None:
         alive.add(leader.pid)
     return sorted(alive)
@@ -234,8 +267,9 @@ def _stop(
     tag: str | None,
     log: Callable[[str], None],
     leader: subprocess.Popen[bytes] | None = None,
+    confine: Path | None = None,
 ) -> None:
-    alive = _survivors(pgid, tag, leader)
+    alive = _survivors(pgid, tag, leader, confine)
     if not alive:
         return
     log(f"forge: sent TERM to group {pgid} ({len(alive)} process(es))")
@@ -245,7 +279,7 @@ def _stop(
     _signal_all(pgid, escaped, signal.SIGCONT)
     deadline = time.monotonic() + grace
     while time.monotonic() < deadline:
-        alive = _survivors(pgid, tag, leader)
+        alive = _survivors(pgid, tag, leader, confine)
         if not alive:
             log(f"forge: group {pgid} stopped after TERM")
             return
@@ -256,7 +290,7 @@ def _stop(
         escaped = [pid for pid in alive if (info := _read_proc(pid)) and info.pgid != pgid]
         _signal_all(pgid, escaped, signal.SIGKILL)
         time.sleep(_POLL)
-        alive = _survivors(pgid, tag, leader)
+        alive = _survivors(pgid, tag, leader, confine)
         if alive and time.monotonic() > give_up:
             # Only an uninterruptible (D state) process survives KILL this long.
             log(f"forge: processes {alive} of group {pgid} survive KILL; giving up on them")
@@ -308,6 +342,7 @@ def run_group(
     on_start: Callable[[int], None] | None = None,
     tag: str | None = None,
     input_path: Path | None = None,
+    sandbox: Sandbox | None = None,
 ) -> GroupResult:
     """Run a long command in a process group of its own, output appended to `log_path`.
 
@@ -315,6 +350,10 @@ def run_group(
     cases the group is stopped (TERM, `grace`, KILL). Members left behind by a leader
     that exited by itself are stopped too. A command that cannot be started at all
     returns exit code 127, as a shell would, with the reason in the log.
+
+    Processes left behind are found by the group, by `tag` in their environment,
+    and as our orphans still working in `cwd` (forge is a subreaper). With a
+    `sandbox`, the command runs under bubblewrap (forge/base/sandbox.py).
     """
     if not cwd.is_absolute():
         raise ValueError(f"cwd must be absolute: {cwd}")
@@ -327,6 +366,29 @@ def run_group(
     def log(line: str) -> None:
         _append_line(log_path, line)
 
+    with contextlib.ExitStack() as outer:
+        if sandbox is not None:
+            tmp = Path(tempfile.mkdtemp(prefix="forge-sandbox-"))
+            outer.callback(shutil.rmtree, tmp, ignore_errors=True)
+            args = sandbox.wrap(args, tmp=tmp)
+        return _run_group(
+            args, extra, cwd, log, log_path, timeout, grace, stop, on_start, tag, input_path
+        )
+
+
+def _run_group(
+    args: list[str],
+    extra: dict[str, str],
+    cwd: Path,
+    log: Callable[[str], None],
+    log_path: Path,
+    timeout: float | None,
+    grace: float,
+    stop: threading.Event | None,
+    on_start: Callable[[int], None] | None,
+    tag: str | None,
+    input_path: Path | None,
+) -> GroupResult:
     started = time.monotonic()
     with contextlib.ExitStack() as stack:
         out = stack.enter_context(log_path.open("ab"))
@@ -368,18 +430,18 @@ def run_group(
                 timed_out = True
                 log(f"forge: timed out after {timeout:g}s")
             if stopped or timed_out:
-                _stop(pgid, grace=grace, tag=tag, log=log, leader=child)
+                _stop(pgid, grace=grace, tag=tag, log=log, leader=child, confine=cwd)
                 child.wait()
                 break
         # Daemons the leader left behind must not outlive the run.
-        if _survivors(pgid, tag, None):
+        if _survivors(pgid, tag, None, cwd):
             if not (stopped or timed_out):
                 log(f"forge: the command exited but left processes behind in group {pgid}")
-            _stop(pgid, grace=grace, tag=tag, log=log)
+            _stop(pgid, grace=grace, tag=tag, log=log, confine=cwd)
         return GroupResult(child.returncode, timed_out, stopped, time.monotonic() - started, pgid)
     finally:
         if child.returncode is None:  # on_start raised, or a KeyboardInterrupt
-            _stop(pgid, grace=grace, tag=tag, log=log, leader=child)
+            _stop(pgid, grace=grace, tag=tag, log=log, leader=child, confine=cwd)
             child.wait()
         with _popen_lock:
             _popen_pids.discard(child.pid)

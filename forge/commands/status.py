@@ -77,6 +77,7 @@ def report_data(report: Any) -> dict[str, Any]:
         "recovered": report.recovered,
         "logs": str(report.logs),
         "wall_seconds": report.state.wall_seconds,
+        "touched": report.state.touched,
     }
 
 
@@ -97,8 +98,17 @@ def render_report(report: Any) -> str:
     head = (report.integration_head or "")[:12]
     out.append(f"integration: {state.integration.removeprefix('refs/heads/')} at {head}")
     out.append(f"logs: {report.logs}")
-    out.append("your branch, index and working tree were not touched")
+    out += touched_lines(state.touched)
     return "\n".join(out) + "\n"
+
+
+def touched_lines(touched: list[str] | None) -> list[str]:
+    """The measured answer to "did the run touch my checkout?" (None: not measured)."""
+    if touched is None:
+        return []
+    if not touched:
+        return ["your branch, index and working tree were not touched"]
+    return ["your repository changed while the run ran:"] + [f"  {line}" for line in touched]
 
 
 def verification_lines(record: dict[str, Any] | None) -> list[str]:
@@ -167,6 +177,7 @@ def status_data(repo: Repository, plan: str, *, disk: bool = False) -> dict[str,
         "started": state.started,
         "finished": state.finished,
         "wall_seconds": state.wall_seconds,
+        "touched": state.touched,
         "logs": str(repo.state.logs_dir(plan)),
     }
 
@@ -217,6 +228,11 @@ def render_status(data: dict[str, Any]) -> str:
         for s in data["slots"]:
             holds_what = f"holds {s['task']}" if s["task"] else "free"
             out.append(f"  {s['name']}: {holds_what}, {_bytes(s['bytes'])}  {s['path']}")
+    if not data["runner"]:
+        out += [
+            f"last run: {line.strip()}" if i == 0 else line
+            for i, line in enumerate(touched_lines(data.get("touched")))
+        ]
     out.append(f"logs: {data['logs']}")
     return "\n".join(out) + "\n"
 

@@ -73,13 +73,23 @@ class Repository:
 
     def worktrees_root(self, override: Path | None = None) -> Path:
         """Where forge puts its worktrees: outside the user's tree, so their tools never
-        walk into them (`--worktree-root`, then FORGE_WORKTREES, then beside the repo)."""
-        if override is not None:
-            return override.resolve() / self.name
+        walk into them (`--worktree-root`, then FORGE_WORKTREES, then beside the repo).
+        A root inside the user's working tree is refused: the user's `git add -A`
+        would pick slots up, and a slot's git calls could climb into the user's repo."""
         env = os.environ.get("FORGE_WORKTREES")
-        if env:
-            return Path(env).resolve() / self.name
-        return self.main_root.parent / ".forge-worktrees" / self.name
+        if override is not None:
+            root = override.resolve() / self.name
+        elif env:
+            root = Path(env).resolve() / self.name
+        else:
+            return self.main_root.parent / ".forge-worktrees" / self.name
+        for tree in {self.main_root, self.root}:
+            if root == tree or tree in root.parents:
+                raise ForgeError(
+                    f"the worktree root {root.parent} is inside your working tree {tree}; "
+                    "choose a folder outside it (--worktree-root or FORGE_WORKTREES)"
+                )
+        return root
 
     def rev_parse(self, rev: str) -> str:
         """The commit `rev` names, or a ForgeError saying it names none."""

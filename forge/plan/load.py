@@ -49,6 +49,7 @@ PLAN_KEYS = (
     "escalate_effort",
     "scope",
     "clean",
+    "sandbox",
     "agents",
     "task",
 )
@@ -135,6 +136,9 @@ class _Checker:
         timeout = self.duration(d, "timeout", line_of=self.top_line) or DEFAULT_TIMEOUT
         scope = self.choice("scope", ("error", "warn"))
         clean = self.choice("clean", ("untracked", "all"))
+        sandbox = d.get("sandbox", False)
+        if not isinstance(sandbox, bool):
+            self.add("`sandbox` must be true or false", "sandbox")
         verify = self.verify()
         agents = parse_agents(
             d.get("agents", {}),
@@ -157,6 +161,7 @@ class _Checker:
             escalate_effort=bool(escalate_effort),
             scope=cast(Scope, scope),
             clean=cast(Clean, clean),
+            sandbox=bool(sandbox),
             agents=agents,
             tasks=tasks,
         )

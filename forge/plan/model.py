@@ -101,6 +101,7 @@ class Plan:
     escalate_effort: bool = False
     scope: Scope = "error"  # changes outside a task's files: fail the task, or warn
     clean: Clean = "untracked"
+    sandbox: bool = False  # run every command under bubblewrap (forge/base/sandbox.py)
     agents: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     tasks: tuple[Task, ...] = ()
 
@@ -134,6 +135,7 @@ class Plan:
             "escalate_effort": self.escalate_effort,
             "scope": self.scope,
             "clean": self.clean,
+            "sandbox": self.sandbox,
             "agents": {k: dict(v) for k, v in self.agents.items()},
             "tasks": [t.to_dict() for t in self.tasks],
         }
@@ -153,6 +155,7 @@ class Plan:
             escalate_effort=data.get("escalate_effort", False),
             scope=data.get("scope", "error"),
             clean=data.get("clean", "untracked"),
+            sandbox=bool(data.get("sandbox", False)),
             agents={k: dict(v) for k, v in data.get("agents", {}).items()},
             tasks=tuple(Task.from_dict(t) for t in data.get("tasks", ())),
         )

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from forge.base import faults, proc
+from forge.base.sandbox import Sandbox
 from forge.git import merge as integrate
 from forge.git import worktrees
 from forge.git.contained import Tampered
@@ -52,6 +53,7 @@ class RunContext:
     owner: dict[str, Any]
     merge_lock: threading.Lock = field(default_factory=threading.Lock)
     on_change: Callable[[str], None] = lambda _task: None
+    sandbox: bool = False  # every command under bubblewrap, only its slot writable
 
     def save(self, task: str | None = None) -> None:
         self.store.save(self.state)
@@ -397,8 +399,17 @@ def _group(
         # processes by their tag, which was saved before the spawn.
         attempt.pgid = pgid
 
+    box = None
+    if ctx.sandbox:
+        state_dir = ctx.logs.parent / "agent-state"  # the agents' own state (agent_env)
+        state_dir.mkdir(parents=True, exist_ok=True)
+        box = Sandbox(
+            writable=(cwd, state_dir),
+            readable=(ctx.repo.root, ctx.repo.common_dir),
+        )
     return proc.run_group(
         argv,
+        sandbox=box,
         cwd=cwd,
         log_path=log,
         env=env,

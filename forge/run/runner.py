@@ -11,10 +11,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from forge.base import proc, seal
+from forge.base import proc, sandbox, seal
 from forge.base.files import plan_lock
 from forge.errors import ExitCode, ForgeError
-from forge.git import worktrees
+from forge.git import snapshot, worktrees
 from forge.git.merge import ensure_integration
 from forge.git.repo import Repository
 from forge.plan.model import Plan, Task
@@ -34,6 +34,7 @@ class RunOptions:
     fresh: bool = False
     agent: str | None = None  # `forge retry --agent SPEC`
     verify: bool = True
+    sandbox: bool = False  # `forge run --sandbox` (or `sandbox = true` in the plan)
 
 
 @dataclass
@@ -73,6 +74,9 @@ def run_plan(
     on_event: Callable[[str], None] = lambda _m: None,
 ) -> RunReport:
     plan = recorded.plan
+    boxed = options.sandbox or plan.sandbox
+    if boxed:
+        sandbox.require()
     from forge.run.next_agent import check_specs
 
     defs = agent_defs(repo, plan)
@@ -87,6 +91,8 @@ def run_plan(
         state.finished = None
         state.paused = None
         started = time.monotonic()
+        before = snapshot.take(repo)
+        state.touched = None
         existed = repo.ref_value(state.integration) is not None
         integration = ensure_integration(repo, state.integration, recorded.base_commit)
         if not existed:
@@ -120,6 +126,7 @@ def run_plan(
                 agent_defs=defs,
                 owner=owner.to_dict(),
                 on_change=lambda tid: on_change(state, tid),
+                sandbox=boxed,
             )
             prewarm = Prewarm(repo, plan)
             if options.verify and integration:
@@ -138,7 +145,9 @@ def run_plan(
             if stop.is_set():
                 report.interrupted = True
             elif options.verify and report.integration_head and not state.paused:
-                report.verification = _verify(repo, plan, report.integration_head, stop, on_event)
+                report.verification = _verify(
+                    repo, plan, report.integration_head, stop, on_event, sandbox=boxed
+                )
                 state.verification = report.verification
                 if stop.is_set():
                     report.interrupted = True
@@ -146,6 +155,7 @@ def run_plan(
             for slot in state.slots.values():  # measured here so `forge status` stays fast
                 path = Path(slot.path)
                 slot.bytes = worktrees.disk_usage(path) if path.exists() else 0
+            state.touched = snapshot.take(repo).changes_since(before)
             state.finished = now_iso()
             state.wall_seconds = round(time.monotonic() - started, 3)
             store.save(state)
@@ -210,12 +220,24 @@ class Prewarm:
 
 
 def _verify(
-    repo: Repository, plan: Plan, head: str, stop: threading.Event, on_event: Callable[[str], None]
+    repo: Repository,
+    plan: Plan,
+    head: str,
+    stop: threading.Event,
+    on_event: Callable[[str], None],
+    *,
+    sandbox: bool = False,
 ) -> dict[str, Any]:
     from forge.verify import engine as verify
 
     record = verify.verify_commit(
-        repo, head, verify_config(repo, plan), key=plan.name, stop=stop, on_event=on_event
+        repo,
+        head,
+        verify_config(repo, plan),
+        key=plan.name,
+        stop=stop,
+        on_event=on_event,
+        sandbox=sandbox,
     )
     data: dict[str, Any] = seal.sealed(record.to_dict())  # `forge accept` checks the seal
     return data

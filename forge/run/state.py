@@ -115,6 +115,9 @@ class RunState:
     started: str | None = None
     finished: str | None = None
     wall_seconds: float | None = None
+    # What changed in the user's checkout (branches, HEAD, index, working tree) while
+    # the last run ran, measured at its start and end; [] when nothing did.
+    touched: list[str] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         # Shallow copies, not dataclasses.asdict: this runs several times per task
@@ -133,6 +136,7 @@ class RunState:
             "started": self.started,
             "finished": self.finished,
             "wall_seconds": self.wall_seconds,
+            "touched": self.touched,
         }
 
     @classmethod
@@ -147,6 +151,7 @@ class RunState:
             started=data.get("started"),
             finished=data.get("finished"),
             wall_seconds=data.get("wall_seconds"),
+            touched=data.get("touched"),
         )
 
 

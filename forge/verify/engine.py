@@ -23,6 +23,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 
 from forge.base import proc
+from forge.base.sandbox import Sandbox
 from forge.git.repo import Repository
 from forge.plan.config import VerifyConfig
 from forge.verify import records as verify_records
@@ -70,6 +71,7 @@ def verify_commit(
     stop: threading.Event | None = None,
     force: bool = False,
     on_event: Emit | None = None,
+    sandbox: bool = False,
 ) -> VerifyRecord:
     """Verify the commit `rev` names; the record is stored before it is returned.
 
@@ -100,7 +102,9 @@ def verify_commit(
     if not force:
         found = verify_records.lookup(repo.state, tree, config.fingerprint())
         if found.ignored:
-            emit(f"a remembered verdict of tree {tree[:12]} was ignored ({found.ignored}): verifying")
+            emit(
+                f"a remembered verdict of tree {tree[:12]} was ignored ({found.ignored}): verifying"
+            )
         hit = found.record
         if hit is not None:
             record = replace(hit, key=key, commit=commit)
@@ -114,7 +118,7 @@ def verify_commit(
     else:
         proc.become_subreaper()  # orphaned grandchildren of lanes come back to be reaped
         with key_lock(repo, key):
-            lanes = _run_lanes(repo, base, config, stop, emit)
+            lanes = _run_lanes(repo, base, config, stop, emit, sandbox=sandbox)
         record = replace(
             base,
             lanes=lanes,
@@ -137,6 +141,8 @@ def _run_lanes(
     config: VerifyConfig,
     stop: threading.Event,
     emit: Emit,
+    *,
+    sandbox: bool = False,
 ) -> tuple[LaneResult, ...]:
     # Checkouts are prepared one after another: concurrent `git worktree add` calls
     # contend for the same administrative files.
@@ -154,7 +160,8 @@ def _run_lanes(
             if co is None:
                 results[name] = LaneResult(name, command, Verdict.INTERRUPTED, ())
             else:
-                results[name] = _run_lane(repo, base, config, co, name, command, stop, emit)
+                box = Sandbox((co.path,), (repo.root, repo.common_dir)) if sandbox else None
+                results[name] = _run_lane(repo, base, config, co, name, command, stop, emit, box)
         except BaseException as exc:  # reported by the caller's thread, after the join
             errors.append(exc)
             results[name] = LaneResult(name, command, Verdict.FAIL, ())
@@ -183,6 +190,7 @@ def _run_lane(
     command: str,
     stop: threading.Event,
     emit: Emit,
+    box: Sandbox | None = None,
 ) -> LaneResult:
     runs: list[LaneRun] = []
     verdict = Verdict.INTERRUPTED
@@ -204,6 +212,7 @@ def _run_lane(
             grace=config.grace,
             stop=stop,
             tag=lane_tag(repo, base.key, name),
+            sandbox=box,
         )
         changed = co.fingerprint().changes_since(before)
         if changed:
