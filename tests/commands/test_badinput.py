@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 from helpers.gitkit import git, run_forge
 
+from forge.base import seal
 from forge.base.files import plan_lock
 from forge.base.liveness import Owner
 from forge.errors import ForgeError
-from forge.base import seal
 from forge.git.repo import Repository, check_git_version, discover
 from forge.plan.registry import record
 from forge.run.state import RunState, StateStore, Status, TaskState, integration_ref

@@ -117,7 +117,7 @@ CASES = [
     Case(
         "daemon-cd",
         "a daemon that also leaves its folder: `cd / && setsid -f env -i sleep`",
-        "cd / && setsid -f env -i sleep {mark} > /dev/null 2>&1",
+        "(cd / && setsid -f env -i sleep {mark} > /dev/null 2>&1)",
         "escapes (no cgroup v2 here)",
         sandbox_only=True,
     ),
@@ -189,7 +189,8 @@ def _run_case(case: Case, repo: Path, tmp_path: Path, *, boxed: bool) -> tuple[s
         assert "were not touched" in cp.stdout, report
         assert not left, f"the daemon survived: {left}"
         assert not (repo / "hook-ran").exists() and not (repo / "fsmonitor-ran").exists()
-        assert cp.returncode == 0, report
+        # the forged verdict's work fails its verification, as it should: exit 5
+        assert cp.returncode == (5 if case.id == "verdict" else 0), report
     else:
         assert expect in report, report
         users = [k for k in before if k != "records" and before[k] != after[k]]
