@@ -8,14 +8,19 @@ DAG or GitPython.
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
 from forge.errors import ExitCode, ForgeError
+
+if TYPE_CHECKING:
+    from forge.base.settings import Settings
+    from forge.git.repo import Repository
+    from forge.plan.registry import Recorded
+    from forge.run.runner import RunOptions
 
 app = typer.Typer(
     name="forge",
@@ -37,6 +42,14 @@ PlanArg = Annotated[
     ),
 ]
 PlanOpt = Annotated[str | None, typer.Option("--plan", help="Plan name or plan file.")]
+ClusterOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--cluster",
+        metavar="ADDRESS",
+        help="Run attempts on a Dask cluster: tcp://host:8786, or local:N for N local workers.",
+    ),
+]
 
 
 def emit_json(data: Any) -> None:
@@ -58,9 +71,7 @@ def plan(
         recorded, record_file = None, None
         cpath = dag.critical_path(plan_obj)
     else:
-        from forge.git.repo import discover
-
-        repo = discover()
+        repo = _repo()
         recorded = registry.record(repo, plan_file)
         plan_obj, waves = recorded.plan, recorded.as_waves()
         record_file = repo.state.plan_file(plan_obj.name)
@@ -96,25 +107,24 @@ def run(
     sandbox: Annotated[
         bool, typer.Option("--sandbox", help="Run every command under bubblewrap.")
     ] = False,
+    cluster: ClusterOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Run (or resume) a plan: dispatch tasks, merge into integration, verify."""
     from forge.plan import registry
     from forge.run import runner
 
-    repo = _repo()
+    # The slots, the verification checkouts and (through their environment) the
+    # agents' own forge calls all see this root.
+    repo = _repo(worktree_root=worktree_root)
     recorded = registry.resolve(repo, plan_ref)
-    if worktree_root is not None:
-        # Through the environment, so the slots, the verification checkouts and the
-        # agents' own forge calls all see the same root.
-        os.environ["FORGE_WORKTREES"] = str(worktree_root.resolve())
     options = runner.RunOptions(
         max_parallel=max_parallel,
         retry_failed=retry_failed,
         infra_retries=infra_retries,
         sandbox=sandbox,
     )
-    _execute_run(repo, recorded, options, as_json=as_json)
+    _execute_run(repo, recorded, options, as_json=as_json, cluster=cluster)
 
 
 @app.command()
@@ -127,6 +137,7 @@ def retry(
     fresh: Annotated[
         bool, typer.Option("--fresh", help="Start again from the pinned base, not the last work.")
     ] = False,
+    cluster: ClusterOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Run one failed task again with its last failure as feedback, then merge and verify."""
@@ -137,7 +148,7 @@ def retry(
     recorded = registry.resolve(repo, plan_ref)
     runner.check_retry(repo, recorded.plan, task, agent=agent)
     options = runner.RunOptions(only=task, fresh=fresh, agent=agent, retry_failed=0)
-    _execute_run(repo, recorded, options, as_json=as_json)
+    _execute_run(repo, recorded, options, as_json=as_json, cluster=cluster)
 
 
 @app.command()
@@ -151,6 +162,7 @@ def verify(
     from forge.base import interrupt
     from forge.commands import verify as verify_command
     from forge.errors import Interrupted
+    from forge.git.repo import short_sha
     from forge.verify.engine import Verdict, describe_failure, verify_commit
 
     repo = _repo()
@@ -174,7 +186,7 @@ def verify(
         )
         if target.plan is not None and not verify_command.record_in_plan(repo, target.plan, record):
             progress(
-                f"{record.commit[:12]} is not the integration head of plan '{target.plan}': "
+                f"{short_sha(record.commit)} is not the integration head of plan '{target.plan}': "
                 f"its verdict is not recorded in the plan"
             )
     if as_json:
@@ -335,7 +347,7 @@ def demo(
 
     repo_path, plan_path = demo_mod.create(path)
     typer.echo(f"demo repository: {repo_path}\nplan: {plan_path}\n")
-    repo = git.discover(repo_path)
+    repo = git.discover(repo_path, _settings())
     recorded = registry.record(repo, plan_path)
     typer.echo(report.wave_table(recorded.plan, recorded.as_waves()), nl=False)
     typer.echo("")
@@ -346,13 +358,19 @@ def demo(
     )
 
 
-def _repo() -> Any:
+def _settings(*, worktree_root: Path | None = None) -> Settings:
+    from forge.base.settings import Settings
+
+    return Settings.from_env(worktree_root=worktree_root)
+
+
+def _repo(*, worktree_root: Path | None = None) -> Repository:
     from forge.git import repo as git
 
-    return git.discover()
+    return git.discover(settings=_settings(worktree_root=worktree_root))
 
 
-def _plan_name(repo: Any, ref: str | None) -> str:
+def _plan_name(repo: Repository, ref: str | None) -> str:
     """A recorded plan's name from a name or a file, without loading the DAG."""
     names = repo.state.recorded_plans()
     if ref is None:
@@ -368,7 +386,9 @@ def _plan_name(repo: Any, ref: str | None) -> str:
     return str(registry.resolve(repo, ref).plan.name)
 
 
-def _status_target(repo: Any, target: str | None, plan_ref: str | None) -> tuple[str, str | None]:
+def _status_target(
+    repo: Repository, target: str | None, plan_ref: str | None
+) -> tuple[str, str | None]:
     names = repo.state.recorded_plans()
     if target is not None and plan_ref is None and target in names:
         return target, None
@@ -377,15 +397,31 @@ def _status_target(repo: Any, target: str | None, plan_ref: str | None) -> tuple
     return _plan_name(repo, plan_ref), target
 
 
-def _execute_run(repo: Any, recorded: Any, options: Any, *, as_json: bool) -> None:
+def _execute_run(
+    repo: Repository,
+    recorded: Recorded,
+    options: RunOptions,
+    *,
+    as_json: bool,
+    cluster: str | None = None,
+) -> None:
     from forge.base import interrupt
+    from forge.cluster import coordinator
     from forge.commands import status as views
     from forge.commands.live import LiveView
     from forge.run import runner
 
+    remote = coordinator.from_settings(repo, cluster)
+
     with interrupt.on_stop_signals() as stop, LiveView(quiet=as_json) as view:
         report = runner.run_plan(
-            repo, recorded, options, stop=stop, on_change=view.on_change, on_event=view.on_event
+            repo,
+            recorded,
+            options,
+            stop=stop,
+            on_change=view.on_change,
+            on_event=view.on_event,
+            remote=remote,
         )
     if as_json:
         emit_json(views.report_data(report))

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from forge.base import proc
 from forge.errors import ForgeError
-from forge.git import contained
+from forge.git import contained, refs
 from forge.git.contained import Contained
 from forge.git.merge import identity_env
 from forge.git.repo import Repository
@@ -39,8 +39,17 @@ def is_worktree(path: Path) -> bool:
     return contained.is_contained(path)
 
 
-def add(repo: Repository, path: Path, commit: str) -> None:
-    """A new slot at `path`, detached at `commit`. Several may be made at once."""
+def add(
+    repo: Repository,
+    path: Path,
+    commit: str,
+    *,
+    what: str = "worktree",
+) -> None:
+    """A new slot or checkout at `path`, detached at `commit`: a contained repository
+    (the one way forge makes a worktree: task slots and verification checkouts).
+    Several may be made at once. A folder in the way that is not one is refused
+    when it holds anything."""
     if path.exists() and not is_worktree(path):
         if (path / ".git").is_file() and _drop_legacy(repo, path):
             pass  # a clean linked worktree an older forge made: made again below
@@ -53,7 +62,7 @@ def add(repo: Repository, path: Path, commit: str) -> None:
             path.mkdir(parents=True)
         except OSError as exc:
             raise ForgeError(
-                f"cannot make the worktree {path}: {exc.strerror or exc}; "
+                f"cannot make the {what} {path}: {exc.strerror or exc}; "
                 "set FORGE_WORKTREES (or --worktree-root) to a folder forge may write"
             ) from None
         try:
@@ -110,7 +119,7 @@ def move(
     target = commit or repo.ref_value(branch)
     if target is None:
         raise ForgeError(f"{branch} does not exist")
-    short = branch.removeprefix("refs/heads/")
+    short = refs.branch_name(branch)
     slot.git("checkout", "--quiet", "--force", "--no-recurse-submodules", "-B", short, target)
     if clean_all:
         slot.git("clean", "-fdqx")
@@ -232,7 +241,7 @@ _KEEP_LOCK = threading.Lock()
 def keep(repo: Repository, commit: str, *, plan: str, task: str) -> str:
     """The salvage ref holding `commit`: an existing refs/forge/salvage/<plan>/<task>/<n>
     that already points at it, else the next free <n>. The one namer of salvage refs."""
-    prefix = f"refs/forge/salvage/{plan}/{task}/"
+    prefix = refs.salvage_refs(plan, task)
     with _KEEP_LOCK:
         taken = {}
         for line in repo.git(

@@ -8,7 +8,6 @@ and a one-line reason.
 
 from __future__ import annotations
 
-import fnmatch
 import hashlib
 import os
 import threading
@@ -16,26 +15,50 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from forge.base import faults, proc
+from forge.base.liveness import Owner
 from forge.base.sandbox import Sandbox
+from forge.base.settings import Settings
 from forge.git import merge as integrate
 from forge.git import worktrees
 from forge.git.contained import Tampered
+from forge.git.refs import task_ref
 from forge.git.repo import Repository
 from forge.plan.model import Plan, Task
-from forge.run.recovery import grace_seconds, reset_for_attempt
+from forge.plan.patterns import out_of_scope
+from forge.run.recovery import reset_for_attempt
 from forge.run.slots import SlotPool
 from forge.run.state import (
     FAILURES,
     Attempt,
     RunState,
+    Stall,
     StateStore,
     Status,
     TaskState,
-    task_ref,
 )
+
+if TYPE_CHECKING:
+    from forge.agents.spec import AgentSpec
+
+
+class Remote(Protocol):
+    """Runs an attempt elsewhere (a cluster worker): setup, work, commit, scope and
+    check there; returns an Outcome, or the commit to merge (on the task branch)."""
+
+    def attempt(
+        self,
+        ctx: RunContext,
+        task: Task,
+        ts: TaskState,
+        attempt: Attempt,
+        attempt_dir: Path,
+        *,
+        spec: AgentSpec | None,
+        fresh: bool,
+    ) -> Outcome | str: ...
 
 
 @dataclass
@@ -50,10 +73,15 @@ class RunContext:
     logs: Path
     stop: threading.Event
     agent_defs: Mapping[str, Mapping[str, Any]]
-    owner: dict[str, Any]
+    owner: Owner  # this run's process, recorded as each task's runner
     merge_lock: threading.Lock = field(default_factory=threading.Lock)
+    remote: Remote | None = None  # attempts run on a cluster (forge.cluster) when set
     on_change: Callable[[str], None] = lambda _task: None
     sandbox: bool = False  # every command under bubblewrap, only its slot writable
+
+    @property
+    def settings(self) -> Settings:
+        return self.repo.settings
 
     def save(self, task: str | None = None) -> None:
         self.store.save(self.state)
@@ -67,6 +95,7 @@ class Outcome:
     reason: str
     infra_retry_after: float | None = None
     infra_kind: str | None = None
+    stall: Stall | None = None  # FAILED: the work went nowhere
 
 
 class _Stop(Exception):
@@ -77,30 +106,12 @@ class _Stop(Exception):
         self.outcome = outcome
 
 
-def covers(pattern: str, path: str) -> bool:
-    """Does a declared `files` entry allow changing `path`? A directory entry covers
-    everything under it, `.` covers everything, globs match as fnmatch does."""
-    pattern = pattern.rstrip("/")
-    if pattern in (".", ""):
-        return True
-    if path == pattern or path.startswith(pattern + "/"):
-        return True
-    if any(ch in pattern for ch in "*?["):
-        parts = path.split("/")
-        return any(
-            fnmatch.fnmatchcase("/".join(parts[:i]), pattern) for i in range(1, len(parts) + 1)
-        )
-    return False
-
-
-def out_of_scope(files: tuple[str, ...], changed: list[str]) -> list[str]:
-    return [p for p in changed if not any(covers(f, p) for f in files)]
-
-
-def run_attempt(ctx: RunContext, task: Task, *, spec: Any | None, fresh: bool = False) -> Outcome:
+def run_attempt(
+    ctx: RunContext, task: Task, *, spec: AgentSpec | None, fresh: bool = False
+) -> Outcome:
     """Run one attempt of `task` and leave its outcome in the state.
 
-    `spec` is the agents.AgentSpec to use for a prompt task (None for a `run` task).
+    `spec` is the agent spec of a prompt task (None for a `run` task).
     """
     ts = ctx.state.tasks[task.id]
     started = time.monotonic()
@@ -109,8 +120,8 @@ def run_attempt(ctx: RunContext, task: Task, *, spec: Any | None, fresh: bool = 
     attempt = Attempt(
         number=number,
         agent="run" if spec is None else str(spec),
-        model=getattr(spec, "model", None),
-        effort=getattr(spec, "effort", None),
+        model=None if spec is None else spec.model,
+        effort=None if spec is None else spec.effort,
         tag=tag,
     )
     attempt_dir = ctx.logs / task.id / f"attempt-{number}"
@@ -132,11 +143,12 @@ def run_attempt(ctx: RunContext, task: Task, *, spec: Any | None, fresh: bool = 
         outcome = Outcome(Status.FAILED, f"the task broke its worktree's git directory: {exc}")
     except Exception as exc:  # a bug or an unexpected git failure: record, don't lose state
         outcome = Outcome(Status.FAILED, f"forge error: {exc}")
-    if outcome.status == Status.MERGED:
+    if outcome.status == Status.MERGED and ctx.remote is None:
         ctx.slots.release(task.id)  # its MERGED state was saved by the merge
     with ctx.store.lock:
         attempt.status = outcome.status
         attempt.reason = outcome.reason
+        attempt.stall = outcome.stall
         attempt.duration = round(time.monotonic() - started, 3)
         attempt.pgid = None
         ts.status = outcome.status
@@ -153,11 +165,18 @@ def _steps(
     attempt: Attempt,
     attempt_dir: Path,
     *,
-    spec: Any | None,
+    spec: AgentSpec | None,
     fresh: bool,
 ) -> Outcome:
     repo = ctx.repo
     assert ts.base is not None and ts.branch is not None
+    if ctx.remote is not None:
+        done = ctx.remote.attempt(ctx, task, ts, attempt, attempt_dir, spec=spec, fresh=fresh)
+        if isinstance(done, Outcome):
+            return done
+        faults.point("before-merge")
+        _check_stop(ctx)
+        return _merge(ctx, task, ts, attempt, attempt_dir, done)
     # The branch: created at the pinned base on the first attempt.
     if repo.ref_value(ts.branch) is None:
         repo.update_ref(ts.branch, ts.base, None, message="forge: task branch")
@@ -216,11 +235,15 @@ def _steps(
     head = worktrees.commit_all(repo, path, message, branch=ts.branch)
     faults.point("after-commit")
     if head == start_head:
-        return Outcome(Status.FAILED, "no changes")
+        return Outcome(Status.FAILED, "no changes", stall=Stall.NO_CHANGES)
     attempt.commit = head
     changed = repo.git("diff", "--name-only", "--no-renames", ts.base, head).splitlines()
     if not changed:
-        return Outcome(Status.FAILED, "no changes (the work adds up to nothing against the base)")
+        return Outcome(
+            Status.FAILED,
+            "no changes (the work adds up to nothing against the base)",
+            stall=Stall.NO_CHANGES,
+        )
     outside = out_of_scope(task.files, changed)
     if outside:
         msg = f"changed files outside its declared files: {', '.join(outside[:8])}"
@@ -239,7 +262,11 @@ def _steps(
         if a.status in FAILURES and a.diff_hash and a.feedback_source in ("check", "scope", "merge")
     ]
     if judged and judged[-1].diff_hash == attempt.diff_hash:
-        return Outcome(Status.FAILED, "no progress: the same change as the last failed attempt")
+        return Outcome(
+            Status.FAILED,
+            "no progress: the same change as the last failed attempt",
+            stall=Stall.NO_PROGRESS,
+        )
     with ctx.store.lock:
         ctx.save(task.id)
 
@@ -269,10 +296,10 @@ def _run_work(
     attempt_dir: Path,
     path: Path,
     *,
-    spec: Any | None,
+    spec: AgentSpec | None,
 ) -> Outcome | None:
     """Run the agent or the shell command. None when it succeeded."""
-    timeout = task.timeout or ctx.plan.timeout
+    timeout = ctx.plan.timeout_of(task)
     log = attempt_dir / "agent.log"
     attempt.log = str(log)
     attempt.feedback_source = "agent"
@@ -310,7 +337,7 @@ def _run_work(
             state_dir=ctx.logs.parent / "agent-state",
             worktree=path,
         )
-        timeout = task.timeout or defn.timeout or ctx.plan.timeout
+        timeout = ctx.plan.timeout_of(task, defn.timeout)
         res = _group(
             ctx,
             argv,
@@ -412,9 +439,9 @@ def _group(
         sandbox=box,
         cwd=cwd,
         log_path=log,
-        env=env,
+        env={**ctx.settings.child_env(), **(env or {})},
         timeout=timeout,
-        grace=grace_seconds(),
+        grace=ctx.settings.grace,
         stop=ctx.stop,
         on_start=started,
         tag=attempt.tag,

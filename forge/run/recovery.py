@@ -14,22 +14,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 from forge.base import proc
-from forge.base.liveness import Owner, start_time
+from forge.base.liveness import start_time
 from forge.git import worktrees
 from forge.git.merge import is_ancestor
 from forge.git.repo import Repository
 from forge.plan.model import Plan
 from forge.run.state import FAILURES, RunState, StateStore, Status, TaskState
-
-DEFAULT_GRACE = 5.0
-
-
-def grace_seconds() -> float:
-    """Seconds between TERM and KILL when stopping an agent (FORGE_GRACE to change)."""
-    try:
-        return float(os.environ.get("FORGE_GRACE", DEFAULT_GRACE))
-    except ValueError:
-        return DEFAULT_GRACE
 
 
 def recover(
@@ -88,7 +78,7 @@ def _landed(repo: Repository, ts: TaskState, integration: str) -> bool:
     return is_ancestor(repo, last.commit, integration)
 
 
-def stop_leftovers(ts: TaskState) -> int:
+def stop_leftovers(ts: TaskState, *, grace: float) -> int:
     """Stop what the task's last attempt left running; returns how many were alive.
 
     Processes are found by the tag in their environment, never by a recorded pgid
@@ -102,7 +92,7 @@ def stop_leftovers(ts: TaskState) -> int:
         with contextlib.suppress(ProcessLookupError):
             groups.add(os.getpgid(pid))
     for pgid in groups:
-        proc.stop_group(pgid, grace=grace_seconds(), tag=last.tag)
+        proc.stop_group(pgid, grace=grace, tag=last.tag)
     last.pgid = None
     return len(pids)
 
@@ -112,7 +102,7 @@ def drop_task(repo: Repository, plan: Plan, state: RunState, tid: str) -> list[s
     save its uncommitted work under its own name, give its slot back clean."""
     notes = []
     ts = state.tasks.pop(tid)
-    stopped = stop_leftovers(ts)
+    stopped = stop_leftovers(ts, grace=repo.settings.grace)
     if stopped:
         notes.append(f"{tid} (no longer in the plan): stopped {stopped} leftover process(es)")
     slot = state.slots.get(ts.slot or "")
@@ -131,11 +121,11 @@ def drop_task(repo: Repository, plan: Plan, state: RunState, tid: str) -> list[s
 
 def _recover_running(repo: Repository, plan: Plan, state: RunState, ts: TaskState) -> list[str]:
     notes = []
-    runner = Owner.from_dict(ts.runner) if ts.runner else None
+    runner = ts.runner
     who = runner.describe() if runner else "an earlier run"
     last = ts.last
     if last is not None:
-        stopped = stop_leftovers(ts)
+        stopped = stop_leftovers(ts, grace=repo.settings.grace)
         if stopped:
             notes.append(f"{ts.id}: stopped {stopped} leftover process(es)")
         last.status = Status.INTERRUPTED
@@ -151,7 +141,7 @@ def reset_for_attempt(
     repo: Repository,
     plan: Plan,
     ts: TaskState,
-    path: Path,
+    path: Path | None,
     *,
     fresh: bool,
     known_clean: bool,
@@ -164,7 +154,8 @@ def reset_for_attempt(
     void: what it left, committed or not, goes to a salvage ref first, then the branch
     goes back to the last judged work (the last failed attempt's commit, so a retry
     fixes its own work) or to the pinned base (first attempt, or --fresh).
-    Returns (start commit, salvage ref or None).
+    Returns (start commit, salvage ref or None). `path` is None for an attempt that
+    runs elsewhere (a cluster worker): there is no slot here to look at or clear.
     """
     assert ts.base is not None and ts.branch is not None
     failures = [a for a in ts.attempts[:-1] if a.status in FAILURES]
@@ -179,13 +170,15 @@ def reset_for_attempt(
     # tasks always start from the base; agents fix their own last work.
     continue_work = judged and not (fresh or conflicted or shell)
     start = str(judged[-1].commit) if continue_work else ts.base
-    dirty = [] if known_clean else worktrees.dirty_paths(path, repo)
-    salvaged = worktrees.salvage(repo, path, plan=plan.name, task=ts.id, dirty=dirty)
-    if salvaged:  # its work is safe in the ref: clear the tree for the next attempt
+    salvaged = None
+    if path is not None:
+        dirty = [] if known_clean else worktrees.dirty_paths(path, repo)
+        salvaged = worktrees.salvage(repo, path, plan=plan.name, task=ts.id, dirty=dirty)
+    if salvaged and path is not None:  # its work is safe in the ref: clear the tree
         worktrees.git(repo, path, "reset", "--quiet", "--hard")
         worktrees.git(repo, path, "clean", "-fdq")
     head = repo.ref_value(ts.branch) or ts.base
-    if not known_clean and not salvaged:
+    if path is not None and not known_clean and not salvaged:
         # Commits the agent made in its slot that never came back (the run was
         # killed before forge committed its work) live only in the slot.
         salvaged = worktrees.keep_local_commits(repo, path, head, plan=plan.name, task=ts.id)
@@ -200,6 +193,7 @@ def reset_for_attempt(
     if salvaged:
         ts.salvage.append(salvaged)
     if head != start:
-        worktrees.detach(repo, path)
+        if path is not None:
+            worktrees.detach(repo, path)
         repo.update_ref(ts.branch, start, head, message="forge: reset task branch")
     return start, salvaged

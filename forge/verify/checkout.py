@@ -25,9 +25,9 @@ from pathlib import Path
 from forge.base.files import read_json_or, write_json
 from forge.base.liveness import Owner
 from forge.errors import Busy, ForgeError
-from forge.git import contained
+from forge.git import contained, worktrees
 from forge.git.contained import Contained
-from forge.git.repo import Repository
+from forge.git.repo import Repository, short_sha
 
 _KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
@@ -53,7 +53,7 @@ class Fingerprint:
         paths = {e[3:] for e in self.entries ^ before.entries}
         out = sorted(paths)
         if self.head != before.head:
-            out.insert(0, f"HEAD (moved to {self.head[:12] or 'nothing'})")
+            out.insert(0, f"HEAD (moved to {short_sha(self.head) or 'nothing'})")
         return out
 
 
@@ -111,20 +111,8 @@ def prepare(repo: Repository, *, key: str, lane: str, commit: str) -> Checkout:
             # was killed half way, a `.git` a verifier removed): start it again.
             shutil.rmtree(path)
         if legacy:
-            repo.try_git("worktree", "prune")
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise ForgeError(
-                f"cannot make the verification checkout {path}: {exc.strerror or exc}; "
-                "set FORGE_WORKTREES (or --worktree-root) to a folder forge may write"
-            ) from None
-        path.mkdir()
-        try:
-            contained.create(repo, path, commit=commit)
-        except BaseException:
-            shutil.rmtree(path, ignore_errors=True)
-            raise
+            worktrees.prune(repo)
+        worktrees.add(repo, path, commit, what="verification checkout")
         co.end_run()
         return co
     dirty = co.fingerprint().entries

@@ -24,7 +24,7 @@ from datetime import UTC, datetime
 
 from forge.base import proc
 from forge.base.sandbox import Sandbox
-from forge.git.repo import Repository
+from forge.git.repo import Repository, short_sha
 from forge.plan.config import VerifyConfig
 from forge.verify import records as verify_records
 from forge.verify.checkout import Checkout, check_key, key_lock, prepare
@@ -103,12 +103,14 @@ def verify_commit(
         found = verify_records.lookup(repo.state, tree, config.fingerprint())
         if found.ignored:
             emit(
-                f"a remembered verdict of tree {tree[:12]} was ignored ({found.ignored}): verifying"
+                f"a remembered verdict of tree {short_sha(tree)} was ignored ({found.ignored}): verifying"
             )
         hit = found.record
         if hit is not None:
             record = replace(hit, key=key, commit=commit)
-            emit(f"tree {tree[:12]} was verified before ({record.verdict}): remembered verdict")
+            emit(
+                f"tree {short_sha(tree)} was verified before ({record.verdict}): remembered verdict"
+            )
             verify_records.save(repo.state, record)
             return record
     stop = stop or threading.Event()
@@ -126,7 +128,7 @@ def verify_commit(
             duration=round(time.monotonic() - t0, 3),
         )
     verify_records.save(repo.state, record)
-    emit(f"verification {record.verdict} ({record.commit[:12]})")
+    emit(f"verification {record.verdict} ({short_sha(record.commit)})")
     return record
 
 
@@ -208,6 +210,7 @@ def _run_lane(
             command,
             cwd=co.path,
             log_path=log,
+            env=repo.settings.child_env(),
             timeout=config.timeout,
             grace=config.grace,
             stop=stop,
@@ -256,4 +259,4 @@ def describe_failure(record: VerifyRecord) -> str:
         f"{lane.name}: {lane.reason}" + (f", log {lane.runs[-1].log}" if lane.runs else "")
         for lane in bad
     ]
-    return f"verification FAIL on {record.commit[:12]}: " + "; ".join(parts)
+    return f"verification FAIL on {short_sha(record.commit)}: " + "; ".join(parts)
