@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from forge.base import cgroups
 from forge.base.procstat import ProcStat, read_stat
 from forge.base.sandbox import Sandbox
 from forge.base.settings import DEFAULT_GRACE
@@ -355,9 +356,31 @@ def run_group(
             tmp = Path(tempfile.mkdtemp(prefix="forge-sandbox-"))
             outer.callback(shutil.rmtree, tmp, ignore_errors=True)
             args = sandbox.wrap(args, tmp=tmp)
+        group = _cgroup(tag)
+        if group is not None:
+            args = group.wrap(args)
+            outer.callback(group.remove)
+            outer.callback(_empty, group, log)  # runs first: escapees of every kind
         return _run_group(
             args, extra, cwd, log, log_path, timeout, grace, stop, on_start, tag, input_path
         )
+
+
+def _cgroup(tag: str | None) -> cgroups.Group | None:
+    parent = cgroups.delegated()
+    if parent is None:
+        return None
+    try:
+        return cgroups.Group.make(parent, tag or "command")
+    except OSError:
+        return None  # a full or read-only hierarchy: the process group still applies
+
+
+def _empty(group: cgroups.Group, log: Callable[[str], None]) -> None:
+    left = group.pids()
+    if left:
+        log(f"forge: killed {len(left)} process(es) left in the command's cgroup")
+        group.kill()
 
 
 def _run_group(
