@@ -183,6 +183,7 @@ def verify(
             stop=stop,
             force=force,
             on_event=None if as_json else progress,
+            sandbox=target.sandbox,
         )
         if target.plan is not None and not verify_command.record_in_plan(repo, target.plan, record):
             progress(

@@ -153,6 +153,14 @@ class Contained:
         )
 
 
+def ceiling_env(path: Path) -> dict[str, str]:
+    """For commands run in the slot or checkout at `path`: their git never climbs out
+    of it into an enclosing repository (a task that removed its `.git`)."""
+    mine = str(path.parent)
+    have = os.environ.get("GIT_CEILING_DIRECTORIES")
+    return {"GIT_CEILING_DIRECTORIES": f"{mine}:{have}" if have else mine}
+
+
 RESULT_REF = "refs/forge/result"  # in the contained repository: what forge fetches
 
 

@@ -23,7 +23,7 @@ from forge.base.sandbox import Sandbox
 from forge.base.settings import Settings
 from forge.git import merge as integrate
 from forge.git import worktrees
-from forge.git.contained import Tampered
+from forge.git.contained import Tampered, ceiling_env
 from forge.git.refs import task_ref
 from forge.git.repo import Repository
 from forge.plan.model import Plan, Task
@@ -439,7 +439,7 @@ def _group(
         sandbox=box,
         cwd=cwd,
         log_path=log,
-        env={**ctx.settings.child_env(), **(env or {})},
+        env={**ctx.settings.child_env(), **ceiling_env(cwd), **(env or {})},
         timeout=timeout,
         grace=ctx.settings.grace,
         stop=ctx.stop,

@@ -24,6 +24,7 @@ from datetime import UTC, datetime
 
 from forge.base import proc
 from forge.base.sandbox import Sandbox
+from forge.git.contained import ceiling_env
 from forge.git.repo import Repository, short_sha
 from forge.plan.config import VerifyConfig
 from forge.verify import records as verify_records
@@ -210,7 +211,7 @@ def _run_lane(
             command,
             cwd=co.path,
             log_path=log,
-            env=repo.settings.child_env(),
+            env={**repo.settings.child_env(), **ceiling_env(co.path)},
             timeout=config.timeout,
             grace=config.grace,
             stop=stop,

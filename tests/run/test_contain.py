@@ -91,3 +91,24 @@ def test_the_sandbox_without_bwrap_is_refused_in_one_line(repo: Path, tmp_path: 
     assert cp.returncode == 2, cp.stdout + cp.stderr
     assert cp.stderr.count("\n") == 1 and "apt-get install bubblewrap" in cp.stderr
     assert not (repo / ".git" / "forge" / "plans" / "p" / "state.json").exists()
+
+
+def test_nothing_climbs_into_a_repository_around_the_worktrees(repo: Path, tmp_path: Path) -> None:
+    """The worktree root inside another repository; a task removes its slot's .git:
+    neither its own git commands nor forge's reach the outer repository."""
+    outer = tmp_path / "outer"
+    outer.mkdir()
+    git(outer, "init", "-q")
+    root = outer / "wt"
+    plan = write_plan(
+        tmp_path,
+        '[[task]]\nid = "a"\nfiles = ["a.txt"]\n'
+        "run = 'echo a > a.txt; rm -rf .git; git add -A; git rev-parse --show-toplevel'\n",
+    )
+    assert run_forge(repo, "plan", str(plan)).returncode == 0
+    cp = run_forge(repo, "run", "--worktree-root", str(root))
+    assert cp.returncode == 5, cp.stdout + cp.stderr
+    assert "broke its worktree's git directory" in cp.stdout
+    assert not git(outer, "ls-files"), "nothing was staged in the outer repository"
+    log = next((repo / ".git" / "forge" / "plans" / "p" / "logs" / "a").rglob("agent.log"))
+    assert "not a git repository" in log.read_text()
