@@ -71,11 +71,27 @@ def plan(
         recorded, record_file = None, None
         cpath = dag.critical_path(plan_obj)
     else:
+        from forge.plan.model import load_plan
+        from forge.run import reconcile
+        from forge.run.state import StateStore
+
         repo = _repo()
+        # Said before recording: what the change means for work that already merged,
+        # and an integration branch that is not forge's is refused.
+        new = load_plan(plan_file)
+        reconcile.check_integration_is_ours(
+            repo, new.name, StateStore(repo.state, new.name).load_existing()
+        )
+        for note in reconcile.explain(repo, new):
+            sys.stderr.write(f"forge: note: {note}\n")
         recorded = registry.record(repo, plan_file)
         plan_obj, waves = recorded.plan, recorded.as_waves()
         record_file = repo.state.plan_file(plan_obj.name)
         cpath = dict(recorded.critical_path)
+    from forge.plan import advice
+
+    for warning in advice.warnings(plan_obj):
+        sys.stderr.write(f"forge: warning: {warning}\n")
     if as_json:
         emit_json(
             report.wave_data(
@@ -146,7 +162,7 @@ def retry(
 
     repo = _repo()
     recorded = registry.resolve(repo, plan_ref)
-    runner.check_retry(repo, recorded.plan, task, agent=agent)
+    runner.check_retry(repo, recorded.plan, task, agent=agent, fresh=fresh)
     options = runner.RunOptions(only=task, fresh=fresh, agent=agent, retry_failed=0)
     _execute_run(repo, recorded, options, as_json=as_json, cluster=cluster)
 
@@ -221,16 +237,7 @@ def status(
     if task is not None and task not in data["history"]:
         raise ForgeError(f"plan '{plan_name}' has no task '{task}'")
     if as_json:
-        emit_json(
-            data
-            if task is None
-            else {
-                "plan": plan_name,
-                "task": task,
-                "attempts": data["history"][task],
-                **next(r for r in data["tasks"] if r["id"] == task),
-            }
-        )
+        emit_json(data if task is None else views.task_data(data, task))
         return
     typer.echo(
         views.render_status(data) if task is None else views.render_history(data, task), nl=False
@@ -433,6 +440,14 @@ def _execute_run(
 
 
 def main(argv: list[str] | None = None) -> NoReturn:
+    from forge.base.text import PrintableStream
+
+    # Task text (reasons, file names, output) is data: no control character from it
+    # reaches the user's terminal, whichever code path prints it.
+    if not isinstance(sys.stdout, PrintableStream):
+        sys.stdout = PrintableStream(sys.stdout)
+    if not isinstance(sys.stderr, PrintableStream):
+        sys.stderr = PrintableStream(sys.stderr)
     try:
         app(args=argv, prog_name="forge")
     except ForgeError as exc:

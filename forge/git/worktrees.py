@@ -21,6 +21,7 @@ import threading
 from pathlib import Path
 
 from forge.base import proc
+from forge.base.text import one_line
 from forge.errors import ForgeError
 from forge.git import contained, refs
 from forge.git.contained import Contained
@@ -81,8 +82,11 @@ def _drop_legacy(repo: Repository, path: Path) -> bool:
 
 
 def dirty_paths(path: Path, repo: Repository) -> list[str]:
-    out = Contained(repo, path).git("status", "--porcelain", "--untracked-files=all")
-    return [line[3:] for line in out.splitlines() if line.strip()]
+    # NUL-separated (git quotes other names otherwise); no renames: one path an entry.
+    out = Contained(repo, path).git(
+        "status", "--porcelain=v1", "-z", "--untracked-files=all", "--no-renames"
+    )
+    return [entry[3:] for entry in out.split("\0") if entry]
 
 
 def git(repo: Repository, path: Path, *args: str, check: bool = True) -> proc.Completed:
@@ -113,7 +117,8 @@ def move(
         dirty = dirty_paths(path, repo)
         if dirty:
             raise ForgeError(
-                f"worktree {path} holds uncommitted work ({', '.join(dirty[:5])}); "
+                f"worktree {path} holds uncommitted work "
+                f"({', '.join(one_line(p) for p in dirty[:5])}); "
                 "forge will not move it"
             )
     target = commit or repo.ref_value(branch)

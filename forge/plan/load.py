@@ -6,12 +6,14 @@ task. Nothing here writes anything.
 
 from __future__ import annotations
 
+import re
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, cast
 
 from forge.base.durations import parse_duration
+from forge.base.proc import parse_size
 from forge.base.tomlread import Problems, TomlSource
 from forge.errors import ForgeError
 from forge.plan.config import (
@@ -26,6 +28,7 @@ from forge.plan.config import (
 from forge.plan.model import (
     DEFAULT_ESCALATE_AFTER,
     DEFAULT_MAX_PARALLEL,
+    DEFAULT_SETUP_TIMEOUT,
     DEFAULT_TIMEOUT,
     Clean,
     Plan,
@@ -35,15 +38,22 @@ from forge.plan.model import (
 )
 from forge.plan.patterns import normalize_pattern
 
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
 PLAN_KEYS = (
     "name",
     "base",
     "max_parallel",
     "setup",
+    "setup_timeout",
+    "env",
     "verify",
     "verify_reruns",
     "agent",
+    "fallback",
+    "review",
     "timeout",
+    "log_cap",
     "escalate_after",
     "escalate_effort",
     "scope",
@@ -63,6 +73,7 @@ TASK_KEYS = (
     "agent",
     "timeout",
     "estimate",
+    "review",
 )
 
 
@@ -127,12 +138,19 @@ class _Checker:
         base = self.opt_str("base")
         setup = self.opt_str("setup")
         agent = self.opt_str("agent")
+        fallback = self.fallback()
+        review = self.opt_str("review")
         max_parallel = self.int_at_least("max_parallel", 1, DEFAULT_MAX_PARALLEL)
         escalate_after = self.int_at_least("escalate_after", 0, DEFAULT_ESCALATE_AFTER)
         escalate_effort = d.get("escalate_effort", False)
         if not isinstance(escalate_effort, bool):
             self.add("`escalate_effort` must be true or false", "escalate_effort")
         timeout = self.duration(d, "timeout", line_of=self.top_line) or DEFAULT_TIMEOUT
+        setup_timeout = (
+            self.duration(d, "setup_timeout", line_of=self.top_line) or DEFAULT_SETUP_TIMEOUT
+        )
+        log_cap = self.size("log_cap")
+        env = self.env()
         scope = self.choice("scope", ("error", "warn"))
         clean = self.choice("clean", ("untracked", "all"))
         sandbox = d.get("sandbox", False)
@@ -154,9 +172,14 @@ class _Checker:
             base=base,
             max_parallel=max_parallel,
             setup=setup,
+            setup_timeout=setup_timeout,
+            env=env,
             verify=verify,
             agent=agent,
+            fallback=fallback,
+            review=review,
             timeout=timeout,
+            log_cap=log_cap,
             escalate_after=escalate_after,
             escalate_effort=bool(escalate_effort),
             scope=cast(Scope, scope),
@@ -185,6 +208,15 @@ class _Checker:
             )
         return name
 
+    def fallback(self) -> tuple[str, ...]:
+        value = self.data.get("fallback", [])
+        if not is_str_list(value) or not all(v.strip() for v in value):
+            self.add(
+                '`fallback` must be a list of agent specs, e.g. ["codex", "gemini"]', "fallback"
+            )
+            return ()
+        return tuple(dict.fromkeys(value))
+
     def opt_str(self, key: str) -> str | None:
         value = self.data.get(key)
         if value is None:
@@ -203,6 +235,30 @@ class _Checker:
             self.add(f"`{key}` must be at least {low}, got {value}", key)
             return default
         return value
+
+    def env(self) -> dict[str, str]:
+        raw = self.data.get("env", {})
+        if not isinstance(raw, dict):
+            self.add('`env` must be a table of strings, e.g. env = { PATH = "..." }', "env")
+            return {}
+        out: dict[str, str] = {}
+        for name, value in raw.items():
+            if not _ENV_NAME.match(name):
+                self.add(f"`env`: {name!r} is not a valid environment variable name", "env")
+            elif not isinstance(value, str):
+                self.add(f"`env.{name}` must be a string, got {value!r}", "env")
+            else:
+                out[name] = value
+        return out
+
+    def size(self, key: str) -> int | None:
+        if key not in self.data:
+            return None
+        try:
+            return parse_size(self.data[key])
+        except ValueError as exc:
+            self.add(f"`{key}`: {exc}", key)
+            return None
 
     def choice(self, key: str, options: tuple[str, ...]) -> str:
         value = self.data.get(key, options[0])
@@ -342,6 +398,11 @@ class _Checker:
                 estimate = float(value)
         timeout = self.duration(table, "timeout", line_of=line_of, prefix=f"{label}: ")
         check, agent = opt("check"), opt("agent")
+        review: str | bool | None = None
+        if table.get("review") is False:
+            review = False  # turns the plan's reviewer off for this task
+        elif "review" in table:
+            review = opt("review")
         if tid is None or len(self.problems.items) > before:
             return None
         return Task(
@@ -355,6 +416,7 @@ class _Checker:
             agent=agent,
             timeout=timeout,
             estimate=estimate,
+            review=review,
         )
 
     def files(self, table: dict[str, Any], label: str, line_of: Any) -> tuple[str, ...]:

@@ -8,6 +8,7 @@ and a one-line reason.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import threading
@@ -17,10 +18,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from forge.base import faults, proc
+from forge.base import faults, logs, proc
 from forge.base.liveness import Owner
 from forge.base.sandbox import Sandbox
 from forge.base.settings import Settings
+from forge.base.text import one_line
 from forge.git import merge as integrate
 from forge.git import worktrees
 from forge.git.contained import Tampered, ceiling_env
@@ -38,7 +40,9 @@ from forge.run.state import (
     StateStore,
     Status,
     TaskState,
+    counted,
 )
+from forge.verify import environment
 
 if TYPE_CHECKING:
     from forge.agents.spec import AgentSpec
@@ -95,6 +99,7 @@ class Outcome:
     reason: str
     infra_retry_after: float | None = None
     infra_kind: str | None = None
+    infra_agent: str | None = None  # the agent that could not run (the task's, or its reviewer)
     stall: Stall | None = None  # FAILED: the work went nowhere
 
 
@@ -107,11 +112,17 @@ class _Stop(Exception):
 
 
 def run_attempt(
-    ctx: RunContext, task: Task, *, spec: AgentSpec | None, fresh: bool = False
+    ctx: RunContext,
+    task: Task,
+    *,
+    spec: AgentSpec | None,
+    fresh: bool = False,
+    fallback: str | None = None,
 ) -> Outcome:
     """Run one attempt of `task` and leave its outcome in the state.
 
-    `spec` is the agent spec of a prompt task (None for a `run` task).
+    `spec` is the agent spec of a prompt task (None for a `run` task); `fallback`
+    says why it is a fallback agent, when it is one.
     """
     ts = ctx.state.tasks[task.id]
     started = time.monotonic()
@@ -123,6 +134,7 @@ def run_attempt(
         model=None if spec is None else spec.model,
         effort=None if spec is None else spec.effort,
         tag=tag,
+        fallback=fallback,
     )
     attempt_dir = ctx.logs / task.id / f"attempt-{number}"
     attempt_dir.mkdir(parents=True, exist_ok=True)
@@ -207,18 +219,35 @@ def _steps(
     )
     _check_stop(ctx)
 
-    if new and ctx.plan.setup:
+    env = environment.expand(ctx.plan.env, path)
+    digest = environment.setup_hash(ctx.plan.setup, ctx.plan.env)
+    # Once per slot, and again when the setup or env changed, or when `clean = "all"`
+    # removed what it made.
+    if ctx.plan.setup and (ctx.plan.clean == "all" or not environment.is_set_up(path, digest)):
         log = attempt_dir / "setup.log"
-        res = _group(ctx, ctx.plan.setup, cwd=path, log=log, attempt=attempt, timeout=None)
+        limit = ctx.plan.setup_timeout
+        res = _group(
+            ctx, ctx.plan.setup, cwd=path, log=log, attempt=attempt, timeout=limit, env=env
+        )
         if res.stopped:
             raise _Stop(Outcome(Status.INTERRUPTED, "stopped during setup"))
+        if res.timed_out:
+            attempt.log = str(log)
+            raise _Stop(
+                Outcome(Status.TIMEOUT, f"setup timed out after {limit:g}s (setup_timeout)")
+            )
         if res.returncode != 0:
             attempt.log = str(log)
             raise _Stop(Outcome(Status.FAILED, f"setup failed: {_last_line(log)}"))
+        environment.mark_set_up(path, digest)
     if new:
         ctx.slots.mark_setup(slot)
 
-    outcome = _run_work(ctx, task, ts, attempt, attempt_dir, path, spec=spec)
+    limit = _timeout_of(ctx, task, spec)
+    work_started = time.monotonic()
+    outcome = _run_work(
+        ctx, task, ts, attempt, attempt_dir, path, spec=spec, timeout=limit, env=env
+    )
     message = f"forge: {ctx.plan.name}/{task.id} attempt {attempt.number}\n\n{task.title}"
     if outcome is not None:
         if outcome.status in (Status.FAILED, Status.TIMEOUT):
@@ -237,7 +266,12 @@ def _steps(
     if head == start_head:
         return Outcome(Status.FAILED, "no changes", stall=Stall.NO_CHANGES)
     attempt.commit = head
-    changed = repo.git("diff", "--name-only", "--no-renames", ts.base, head).splitlines()
+    # NUL-separated: without -z git quotes any name that is not plain ASCII.
+    changed = [
+        p
+        for p in repo.git("diff", "--name-only", "-z", "--no-renames", ts.base, head).split("\0")
+        if p
+    ]
     if not changed:
         return Outcome(
             Status.FAILED,
@@ -246,7 +280,8 @@ def _steps(
         )
     outside = out_of_scope(task.files, changed)
     if outside:
-        msg = f"changed files outside its declared files: {', '.join(outside[:8])}"
+        shown = ", ".join(one_line(p) for p in outside[:8])
+        msg = f"changed files outside its declared files: {shown}"
         if ctx.plan.scope != "warn":
             attempt.diff_hash = _diff_hash(repo, ts.base, head)
             attempt.feedback_source = "scope"
@@ -259,7 +294,9 @@ def _steps(
     judged = [
         a
         for a in ts.attempts[:-1]
-        if a.status in FAILURES and a.diff_hash and a.feedback_source in ("check", "scope", "merge")
+        if a.status in FAILURES
+        and a.diff_hash
+        and a.feedback_source in ("check", "scope", "review", "merge")
     ]
     if judged and judged[-1].diff_hash == attempt.diff_hash:
         return Outcome(
@@ -272,20 +309,47 @@ def _steps(
 
     if task.check:
         log = attempt_dir / "check.log"
-        res = _group(ctx, task.check, cwd=path, log=log, attempt=attempt, timeout=None)
+        # The attempt's timeout covers the check: it gets what the agent left.
+        left = limit - (time.monotonic() - work_started)
+        if left <= 0:
+            attempt.feedback_source = "check"
+            return Outcome(
+                Status.TIMEOUT, f"check not run: the attempt's {limit:g}s timeout was used up"
+            )
+        res = _group(ctx, task.check, cwd=path, log=log, attempt=attempt, timeout=left, env=env)
         # The check may have written into the worktree; the work is committed, so
         # restore the tree to it (a later attempt must start from the commit).
         worktrees.git(repo, path, "reset", "--quiet", "--hard", check=False)
         worktrees.git(repo, path, "clean", "-fdq", check=False)
         if res.stopped:
             return Outcome(Status.INTERRUPTED, "stopped during the check")
+        if res.timed_out:
+            attempt.log = str(log)
+            attempt.feedback_source = "check"
+            return Outcome(
+                Status.TIMEOUT,
+                f"check timed out (the attempt's {limit:g}s timeout includes the check)",
+            )
         if res.returncode != 0:
             attempt.log = str(log)
             attempt.feedback_source = "check"
             return Outcome(Status.FAILED, f"check failed: {_last_line(log)}")
+    reviewed = _review(ctx, task, ts, attempt, attempt_dir, path, head, start_head)
+    if reviewed is not None:
+        return reviewed
     faults.point("before-merge")
     _check_stop(ctx)
     return _merge(ctx, task, ts, attempt, attempt_dir, head)
+
+
+def _timeout_of(ctx: RunContext, task: Task, spec: AgentSpec | None) -> float:
+    """The attempt's time limit: the agent or command and then the check share it."""
+    agent_timeout = None
+    if spec is not None and task.timeout is None:
+        from forge.agents import spec as agents
+
+        agent_timeout = agents.resolve(spec, ctx.agent_defs)[0].timeout
+    return ctx.plan.timeout_of(task, agent_timeout)
 
 
 def _run_work(
@@ -297,15 +361,17 @@ def _run_work(
     path: Path,
     *,
     spec: AgentSpec | None,
+    timeout: float,
+    env: dict[str, str],
 ) -> Outcome | None:
-    """Run the agent or the shell command. None when it succeeded."""
-    timeout = ctx.plan.timeout_of(task)
+    """Run the agent or the shell command for at most `timeout` seconds. None when it
+    succeeded."""
     log = attempt_dir / "agent.log"
     attempt.log = str(log)
     attempt.feedback_source = "agent"
     if spec is None:
         assert task.run is not None
-        res = _group(ctx, task.run, cwd=path, log=log, attempt=attempt, timeout=timeout)
+        res = _group(ctx, task.run, cwd=path, log=log, attempt=attempt, timeout=timeout, env=env)
         defn = None
     else:
         from forge.agents import spec as agents
@@ -314,74 +380,142 @@ def _run_work(
         defn, spec = agents.resolve(spec, ctx.agent_defs)
         missing = agents.check_binary(defn)
         if missing:
-            return Outcome(Status.INFRA, f"binary-missing: {missing}", infra_kind="binary-missing")
+            return Outcome(
+                Status.INFRA,
+                f"binary-missing: {missing}",
+                infra_kind="binary-missing",
+                infra_agent=defn.name,
+            )
         prompt_file = attempt_dir / "prompt.md"
         fb = feedback.for_retry(ctx.repo, ts) if len(ts.attempts) > 1 else None
         feedback_file = None
         if fb is not None:
             feedback_file = attempt_dir / "feedback.md"
             feedback_file.write_text(feedback.render(fb))
-        feedback.write_prompt(
-            defn, prompt_file, plan=ctx.plan.name, task=task, attempt=attempt.number, fb=fb
-        )
+        told = counted(ts.attempts[:-1]) + 1  # INFRA tries are not attempts
+        feedback.write_prompt(defn, prompt_file, plan=ctx.plan.name, task=task, attempt=told, fb=fb)
         argv, stdin = agents.render_command(
             defn, spec, prompt_file=prompt_file, task=task.id, worktree=path
         )
-        env = agents.agent_env(
+        agent_env = agents.agent_env(
             defn,
             spec,
             task=task.id,
-            attempt=attempt.number,
+            attempt=told,
             prompt_file=prompt_file,
             feedback_file=feedback_file,
             state_dir=ctx.logs.parent / "agent-state",
             worktree=path,
         )
-        timeout = ctx.plan.timeout_of(task, defn.timeout)
-        res = _group(
-            ctx,
-            argv,
-            cwd=path,
-            log=log,
-            attempt=attempt,
-            timeout=timeout,
-            env=env,
-            input_path=stdin,
-        )
-    if res.stopped:
-        return Outcome(Status.INTERRUPTED, "stopped by the user")
-    if res.timed_out:
-        return Outcome(Status.TIMEOUT, f"timed out after {timeout:g}s")
-    output = _read(log)
+        from forge.run.watch import infra_watch
+
+        with infra_watch(log, defn, ctx.stop) as watch:
+            res = _group(
+                ctx,
+                argv,
+                cwd=path,
+                log=log,
+                attempt=attempt,
+                timeout=timeout,
+                env={**env, **agent_env},
+                input_path=stdin,
+                stop=watch.event,
+            )
+        if res.stopped and watch.hit is not None and not ctx.stop.is_set():
+            # Stopped on its own outage message: read as a run that ended there.
+            res = dataclasses.replace(res, stopped=False, returncode=1)
+    # The end of the output: usage and provider errors are reported last, and a log
+    # may be as large as its cap.
+    output = logs.tail(log, logs.ANALYSIS_BYTES) if defn is not None else ""
     if defn is not None:
         from forge.agents import spec as agents
 
+        # Before any return: an INFRA or stopped attempt's worktree is salvaged
+        # later, and a CLI's cache (aider's tags) is never the task's work.
+        _drop_ignored(path, defn.ignore_paths)
         usage = agents.parse_usage(defn, output)
         if usage is not None:
             attempt.cost_usd = usage.cost_usd
             attempt.input_tokens = usage.input_tokens
             attempt.output_tokens = usage.output_tokens
-        infra = agents.classify_failure(defn, returncode=res.returncode, output=output)
+    if res.stopped:
+        return Outcome(Status.INTERRUPTED, "stopped by the user")
+    if defn is not None:
+        # Read after a timeout too: a CLI that waits out an outage (reconnecting,
+        # honouring a long retry delay) looks like a slow task.
+        rc = None if res.timed_out else res.returncode
+        infra = agents.classify_failure(defn, returncode=rc, output=output)
         if infra is not None:
+            after = f" (timed out after {timeout:g}s)" if res.timed_out else ""
             return Outcome(
                 Status.INFRA,
-                f"{infra.kind}: {infra.message}",
+                f"{infra.kind}: {infra.message}{after}",
                 infra_retry_after=infra.retry_after,
                 infra_kind=infra.kind,
+                infra_agent=defn.name,
             )
-        _drop_ignored(path, defn.ignore_paths)
+    if res.timed_out:
+        what = "command" if spec is None else "agent"
+        return Outcome(Status.TIMEOUT, f"{what} timed out after {timeout:g}s")
     if res.returncode != 0:
         if defn is not None:
-            from forge.agents import spec as agents
-
             if agents.is_context_overflow(output):
                 return Outcome(
                     Status.FAILED,
                     "the prompt overflowed the agent's context window: split the task",
                 )
-        what = "command" if spec is None else "agent"
-        return Outcome(Status.FAILED, f"{what} exited {res.returncode}: {_last_line(log)}")
+            said = agents.failure_reason(output) or _last_line(log)
+            return Outcome(Status.FAILED, f"agent exited {res.returncode}: {said}")
+        return Outcome(Status.FAILED, f"command exited {res.returncode}: {_last_line(log)}")
     return None
+
+
+def _review(
+    ctx: RunContext,
+    task: Task,
+    ts: TaskState,
+    attempt: Attempt,
+    attempt_dir: Path,
+    path: Path,
+    head: str,
+    start_head: str,
+) -> Outcome | None:
+    """The reviewer gate (forge.run.review); None when it approves or there is none."""
+    from forge.run import review
+
+    def started(pgid: int) -> None:
+        attempt.pgid = pgid
+
+    verdict = review.judge(ctx, task, ts, attempt, attempt_dir, path, head, on_start=started)
+    if verdict is None:
+        return None
+    # The reviewer may have written into the worktree, or even committed: the
+    # work it judged is `head`, and that is what the branch keeps.
+    ctx.repo.try_git("reset", "--quiet", "--hard", head, cwd=path)
+    ctx.repo.try_git("clean", "-fdq", cwd=path)
+    if verdict.verdict == "approve":
+        with ctx.store.lock:
+            ctx.save(task.id)
+        return None
+    if verdict.verdict == "stopped":
+        return Outcome(Status.INTERRUPTED, "stopped during the review")
+    if verdict.verdict == "infra":
+        # Nothing judged the work, and an INFRA attempt spends nothing: take the
+        # change back, or the next attempt would find it done and change nothing.
+        ctx.repo.try_git("reset", "--quiet", "--hard", start_head, cwd=path)
+        return Outcome(
+            Status.INFRA,
+            f"review: {verdict.findings}",
+            infra_retry_after=verdict.retry_after,
+            infra_kind=verdict.infra_kind,
+            infra_agent=verdict.agent,
+        )
+    findings = attempt_dir / "review.md"
+    findings.write_text((verdict.findings or "(no findings given)") + "\n")
+    attempt.log = str(findings)
+    attempt.feedback_source = "review"
+    line = " ".join(verdict.findings.split())[:200] or "rejected without findings"
+    return Outcome(Status.FAILED, f"review: {line}")
 
 
 def _merge(
@@ -396,14 +530,16 @@ def _merge(
         )
         if not res.merged:
             log = attempt_dir / "merge.log"
-            log.write_text("conflicting paths:\n" + "\n".join(res.conflicts) + "\n")
+            shown = [one_line(p) for p in res.conflicts]
+            log.write_text("conflicting paths:\n" + "\n".join(shown) + "\n")
             attempt.log = str(log)
             attempt.feedback_source = "merge"
             return Outcome(
-                Status.CONFLICT, f"conflicts with integration in: {', '.join(res.conflicts[:8])}"
+                Status.CONFLICT, f"conflicts with integration in: {', '.join(shown[:8])}"
             )
         with ctx.store.lock:
             ts.merged_commit = res.commit
+            ts.merged_definition = task.definition()
             attempt.status = Status.MERGED
             ts.status = Status.MERGED
             ctx.save(task.id)
@@ -420,6 +556,7 @@ def _group(
     timeout: float | None,
     env: Mapping[str, str] | None = None,
     input_path: Path | None = None,
+    stop: threading.Event | None = None,
 ) -> proc.GroupResult:
     def started(pgid: int) -> None:
         # Kept in memory and saved with the next change: crash recovery finds the
@@ -442,10 +579,11 @@ def _group(
         env={**ctx.settings.child_env(), **ceiling_env(cwd), **(env or {})},
         timeout=timeout,
         grace=ctx.settings.grace,
-        stop=ctx.stop,
+        stop=ctx.stop if stop is None else stop,
         on_start=started,
         tag=attempt.tag,
         input_path=input_path,
+        cap=ctx.plan.log_cap,
     )
 
 
@@ -476,13 +614,7 @@ def _check_stop(ctx: RunContext) -> None:
         raise _Stop(Outcome(Status.INTERRUPTED, "stopped by the user"))
 
 
-def _read(path: Path) -> str:
-    try:
-        return path.read_text(errors="replace")
-    except FileNotFoundError:
-        return ""
-
-
 def _last_line(log: Path) -> str:
-    lines = [ln for ln in _read(log).splitlines() if ln.strip() and not ln.startswith("forge: ")]
+    text = logs.tail(log)
+    lines = [ln for ln in text.splitlines() if ln.strip() and not ln.startswith("forge: ")]
     return lines[-1].strip()[:200] if lines else "(no output)"

@@ -20,6 +20,7 @@ from typing import Any
 
 from forge.base import seal
 from forge.base.files import SCHEMA_VERSION, StateDir, read_json_or, write_json
+from forge.errors import StateError
 
 
 class Verdict(enum.StrEnum):
@@ -50,7 +51,7 @@ def worst(verdicts: list[Verdict]) -> Verdict:
 
 @dataclass(frozen=True)
 class LaneRun:
-    kind: str  # "initial" or "rerun"
+    kind: str  # "initial", "rerun", or "setup" (the plan's setup in the checkout failed)
     exit_code: int | None
     duration: float
     changed: tuple[str, ...]  # paths the run changed in the checkout
@@ -103,6 +104,15 @@ class LaneResult:
         last = self.runs[-1] if self.runs else None
         if last is None:
             return "not started"
+        if last.kind == "setup":
+            why = (
+                f"left files git does not ignore: {', '.join(last.changed[:8])}"
+                if last.changed
+                else "timed out (setup_timeout)"
+                if last.timed_out
+                else f"exit {last.exit_code}"
+            )
+            return f"setup failed in its checkout: {why}"
         if last.changed:
             return f"changed the checkout: {', '.join(last.changed[:8])}"
         if last.timed_out and not last.stopped:
@@ -225,8 +235,25 @@ def save(state: StateDir, record: VerifyRecord) -> None:
 
 def load(state: StateDir, record_id: str) -> VerifyRecord | None:
     """The record forge wrote under this id (None: there is none, or it is not sealed)."""
-    data = read_json_or(_record_file(state, record_id), None, what="verification record")
-    return VerifyRecord.from_dict(data) if seal.valid(data) else None
+    path = _record_file(state, record_id)
+    data = read_json_or(path, None, what="verification record")
+    if data is None:
+        return None
+    record = _parse(path, data)
+    return record if seal.valid(data) else None
+
+
+def _parse(path: Path, data: Any) -> VerifyRecord:
+    try:
+        if not isinstance(data, dict):
+            raise TypeError(f"{type(data).__name__}, not an object")
+        return VerifyRecord.from_dict(data)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        why = f"`{exc.args[0]}` is missing" if isinstance(exc, KeyError) else str(exc)
+        raise StateError(
+            f"verification record {path} has an unexpected shape ({why}); move it aside "
+            f"(forge verifies the commit again)"
+        ) from None
 
 
 @dataclass(frozen=True)
@@ -243,10 +270,13 @@ def lookup(state: StateDir, tree: str, config_hash: str) -> Lookup:
     if not seal.valid(entry):
         return Lookup(None, "its cache entry does not carry forge's seal")
     rid = str(entry.get("record", ""))
-    data = read_json_or(_record_file(state, rid), None, what="verification record")
+    path = _record_file(state, rid)
+    data = read_json_or(path, None, what="verification record")
+    if data is None:
+        return Lookup(None)
+    record = _parse(path, data)
     if not seal.valid(data):
         return Lookup(None, f"its record {rid} does not carry forge's seal")
-    record = VerifyRecord.from_dict(data)
     if record.tree != tree or record.config_hash != config_hash:
         return Lookup(None, f"its record {rid} is of another tree or configuration")
     if record.verdict not in (Verdict.PASS, Verdict.FLAKY):
