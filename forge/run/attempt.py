@@ -20,16 +20,16 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from forge.base import faults, logs, proc
 from forge.base.liveness import Owner
-from forge.base.sandbox import Sandbox
 from forge.base.settings import Settings
 from forge.base.text import one_line
 from forge.git import merge as integrate
 from forge.git import worktrees
-from forge.git.contained import Tampered, ceiling_env
+from forge.git.contained import Tampered
 from forge.git.refs import task_ref
 from forge.git.repo import Repository
 from forge.plan.model import Plan, Task
 from forge.plan.patterns import out_of_scope
+from forge.run.confinement import ceiling_env, sandbox_for
 from forge.run.recovery import reset_for_attempt
 from forge.run.slots import SlotPool
 from forge.run.state import (
@@ -491,8 +491,8 @@ def _review(
         return None
     # The reviewer may have written into the worktree, or even committed: the
     # work it judged is `head`, and that is what the branch keeps.
-    ctx.repo.try_git("reset", "--quiet", "--hard", head, cwd=path)
-    ctx.repo.try_git("clean", "-fdq", cwd=path)
+    worktrees.git(ctx.repo, path, "reset", "--quiet", "--hard", head, check=False)
+    worktrees.git(ctx.repo, path, "clean", "-fdq", check=False)
     if verdict.verdict == "approve":
         with ctx.store.lock:
             ctx.save(task.id)
@@ -502,7 +502,10 @@ def _review(
     if verdict.verdict == "infra":
         # Nothing judged the work, and an INFRA attempt spends nothing: take the
         # change back, or the next attempt would find it done and change nothing.
-        ctx.repo.try_git("reset", "--quiet", "--hard", start_head, cwd=path)
+        worktrees.git(ctx.repo, path, "reset", "--quiet", "--hard", start_head, check=False)
+        assert ts.branch is not None
+        if ctx.repo.ref_value(ts.branch) == head:  # the slot's branch is not the user's
+            ctx.repo.update_ref(ts.branch, start_head, head, message="forge: review could not run")
         return Outcome(
             Status.INFRA,
             f"review: {verdict.findings}",
@@ -563,14 +566,7 @@ def _group(
         # processes by their tag, which was saved before the spawn.
         attempt.pgid = pgid
 
-    box = None
-    if ctx.sandbox:
-        state_dir = ctx.logs.parent / "agent-state"  # the agents' own state (agent_env)
-        state_dir.mkdir(parents=True, exist_ok=True)
-        box = Sandbox(
-            writable=(cwd, state_dir),
-            readable=(ctx.repo.root, ctx.repo.common_dir),
-        )
+    box = sandbox_for(ctx.repo, ctx.logs, cwd, on=ctx.sandbox)
     return proc.run_group(
         argv,
         sandbox=box,
