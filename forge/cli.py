@@ -150,6 +150,9 @@ def run(
         Path | None, typer.Option("--worktree-root", help="Where task worktrees live.")
     ] = None,
     budget: BudgetOpt = None,
+    sandbox: Annotated[
+        bool, typer.Option("--sandbox", help="Run every command under bubblewrap.")
+    ] = False,
     cluster: ClusterOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -166,6 +169,7 @@ def run(
         retry_failed=retry_failed,
         infra_retries=infra_retries,
         budget=_budget(budget),
+        sandbox=sandbox,
     )
     _execute_run(repo, recorded, options, as_json=as_json, cluster=cluster)
 

@@ -70,10 +70,13 @@ def _verified_head(repo: Repository, plan: str, state: RunState) -> tuple[str, V
         raise ForgeError(f"plan '{plan}' has no integration branch: run `forge run {plan}`")
     record = state.verification
     verdict = record.verdict if record is not None else None
-    if record is None or record.commit != head or not record.verdict.ok:
+    forged = record is not None and not state.verification_sealed
+    if record is None or record.commit != head or not record.verdict.ok or forged:
         what = f"its last verification was {verdict}" if verdict else "it was never verified"
         if record is not None and record.commit and record.commit != head:
             what = "it moved since its last verification"
+        if forged:
+            what, verdict = "its verification record does not carry forge's seal", None
         raise ForgeError(
             f"integration head {short_sha(head)} of plan '{plan}' has not passed verification "
             f"({what}); run `forge run {plan}` or `forge verify --plan {plan}` first",

@@ -101,6 +101,7 @@ def report_data(report: RunReport) -> dict[str, Any]:
         "logs": str(report.logs),
         "wall_seconds": report.state.wall_seconds,
         "gate_verifications": report.gate_runs,  # verifications the gate ran (None: no gate)
+        "touched": report.state.touched,
     }
 
 
@@ -124,8 +125,17 @@ def render_report(report: RunReport) -> str:
         out += verification_lines(report.verification)
     out.append(f"integration: {_branch_at(state.integration, report.integration_head)}")
     out.append(f"logs: {report.logs}")
-    out.append("your branch, index and working tree were not touched")
+    out += touched_lines(state.touched)
     return "\n".join(out) + "\n"
+
+
+def touched_lines(touched: list[str] | None) -> list[str]:
+    """The measured answer to "did the run touch my checkout?" (None: not measured)."""
+    if touched is None:
+        return []
+    if not touched:
+        return ["your branch, index and working tree were not touched"]
+    return ["your repository changed while the run ran:"] + [f"  {line}" for line in touched]
 
 
 def verification_lines(record: VerifyRecord | None) -> list[str]:
@@ -195,6 +205,7 @@ def status_data(repo: Repository, plan: str, *, disk: bool = False) -> dict[str,
         "started": state.started,
         "finished": state.finished,
         "wall_seconds": state.wall_seconds,
+        "touched": state.touched,
         "logs": str(repo.state.logs_dir(plan)),
     }
 
@@ -330,6 +341,11 @@ def render_status(data: dict[str, Any]) -> str:
         for s in data["slots"]:
             holds_what = f"holds {s['task']}" if s["task"] else "free"
             out.append(f"  {s['name']}: {holds_what}, {_bytes(s['bytes'])}  {s['path']}")
+    if not data["runner"]:
+        out += [
+            f"last run: {line.strip()}" if i == 0 else line
+            for i, line in enumerate(touched_lines(data.get("touched")))
+        ]
     out.append(f"logs: {data['logs']}")
     return "\n".join(out) + "\n"
 

@@ -20,6 +20,7 @@ class Target:
     config: VerifyConfig | None
     plan: str | None  # the plan whose verification this is, if any
     key: str
+    sandbox: bool = False  # the plan's `sandbox`: lanes run under bubblewrap
 
 
 def resolve_target(repo: Repository, *, rev: str | None, plan_ref: str | None) -> Target:
@@ -50,7 +51,11 @@ def resolve_target(repo: Repository, *, rev: str | None, plan_ref: str | None) -
             raise ForgeError(
                 f"plan '{plan.name}' has no integration branch yet: run `forge run {plan.name}`"
             )
-    return Target(rev, config, plan.name, plan.name)
+    if plan.sandbox:
+        from forge.base import sandbox
+
+        sandbox.require()
+    return Target(rev, config, plan.name, plan.name, sandbox=plan.sandbox)
 
 
 @contextlib.contextmanager
@@ -114,6 +119,7 @@ def verify(
             stop=stop,
             force=force,
             on_event=on_event,
+            sandbox=target.sandbox,
         )
         if target.plan is not None and not record_in_plan(repo, target.plan, record):
             warn(

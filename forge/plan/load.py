@@ -63,6 +63,7 @@ PLAN_KEYS = (
     "escalate_effort",
     "scope",
     "clean",
+    "sandbox",
     "agents",
     "task",
 )
@@ -165,6 +166,9 @@ class _Checker:
         clean = self.choice("clean", ("untracked", "all"))
         gate = self.choice("gate", ("queue", "end", "off"))
         batch_max = self.int_at_least("batch_max", 1, DEFAULT_BATCH_MAX)
+        sandbox = d.get("sandbox", False)
+        if not isinstance(sandbox, bool):
+            self.add("`sandbox` must be true or false", "sandbox")
         verify = self.verify()
         agents = parse_agents(
             d.get("agents", {}),
@@ -196,6 +200,7 @@ class _Checker:
             clean=cast(Clean, clean),
             gate=cast(Gate, gate),
             batch_max=batch_max,
+            sandbox=bool(sandbox),
             agents=agents,
             tasks=tasks,
         )

@@ -122,6 +122,7 @@ class Plan:
     clean: Clean = "untracked"
     gate: Gate = "queue"  # how work lands when a verification is configured
     batch_max: int = DEFAULT_BATCH_MAX
+    sandbox: bool = False  # run every command under bubblewrap (forge/base/sandbox.py)
     agents: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     tasks: tuple[Task, ...] = ()
 
@@ -197,6 +198,7 @@ class Plan:
             "clean": self.clean,
             "gate": self.gate,
             "batch_max": self.batch_max,
+            "sandbox": self.sandbox,
             "agents": {k: dict(v) for k, v in self.agents.items()},
             "tasks": [t.to_dict() for t in self.tasks],
         }
@@ -224,6 +226,7 @@ class Plan:
             clean=data.get("clean", "untracked"),
             gate=data.get("gate", "queue"),
             batch_max=data.get("batch_max", DEFAULT_BATCH_MAX),
+            sandbox=bool(data.get("sandbox", False)),
             agents={k: dict(v) for k, v in data.get("agents", {}).items()},
             tasks=tuple(Task.from_dict(t) for t in data.get("tasks", ())),
         )

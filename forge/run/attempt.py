@@ -26,10 +26,12 @@ from forge.base.settings import Settings
 from forge.base.text import one_line
 from forge.git import merge as integrate
 from forge.git import worktrees
+from forge.git.contained import Tampered
 from forge.git.refs import task_ref
 from forge.git.repo import Repository
 from forge.plan.model import Plan, Task
 from forge.plan.patterns import out_of_scope
+from forge.run.confinement import ceiling_env, sandbox_for
 from forge.run.phases import phase
 from forge.run.reason import reason_line
 from forge.run.reset import reset_for_attempt
@@ -86,6 +88,7 @@ class RunContext:
     gated: bool = False  # finished work is QUEUED for the gate instead of merged
     remote: Remote | None = None  # attempts run on a cluster (forge.cluster) when set
     on_change: Callable[[str], None] = lambda _task: None
+    sandbox: bool = False  # every command under bubblewrap, only its slot writable
 
     @property
     def settings(self) -> Settings:
@@ -155,6 +158,8 @@ def run_attempt(
         outcome = _steps(ctx, task, ts, attempt, attempt_dir, spec=spec, fresh=fresh)
     except _Stop as stop:
         outcome = stop.outcome
+    except Tampered as exc:
+        outcome = Outcome(Status.FAILED, f"the task broke its worktree's git directory: {exc}")
     except Exception as exc:  # noqa: BLE001 a bug or an unexpected git failure: record, don't lose state
         outcome = Outcome(Status.FAILED, _keep_traceback(attempt_dir, exc))
     except BaseException as exc:
@@ -277,7 +282,14 @@ def _prepare_slot(
         )
         if salvaged:
             ctx.save(task.id)
-        worktrees.move(repo, path, ts.branch, clean_all=ctx.plan.clean == "all", known_clean=True)
+        worktrees.move(
+            repo,
+            path,
+            ts.branch,
+            clean_all=ctx.plan.clean == "all",
+            known_clean=True,
+            commit=start_head,
+        )
     _check_stop(ctx)
     return path, start_head, slot, new
 
@@ -428,8 +440,8 @@ def _check(
         res = _group(ctx, task.check, cwd=path, log=log, attempt=attempt, timeout=left, env=env)
     # The check may have written into the worktree; the work is committed, so
     # restore the tree to it (a later attempt must start from the commit).
-    repo.try_git("reset", "--quiet", "--hard", cwd=path)
-    repo.try_git("clean", "-fdq", cwd=path)
+    worktrees.git(repo, path, "reset", "--quiet", "--hard", check=False)
+    worktrees.git(repo, path, "clean", "-fdq", check=False)
     if res.stopped:
         return Outcome(Status.INTERRUPTED, "stopped during the check")
     if res.timed_out:
@@ -637,8 +649,8 @@ def _review(
         return None
     # The reviewer may have written into the worktree, or even committed: the
     # work it judged is `head`, and that is what the branch keeps.
-    ctx.repo.try_git("reset", "--quiet", "--hard", head, cwd=path)
-    ctx.repo.try_git("clean", "-fdq", cwd=path)
+    worktrees.git(ctx.repo, path, "reset", "--quiet", "--hard", head, check=False)
+    worktrees.git(ctx.repo, path, "clean", "-fdq", check=False)
     if verdict.verdict == "approve":
         with ctx.store.lock:
             ctx.save(task.id)
@@ -648,7 +660,10 @@ def _review(
     if verdict.verdict == "infra":
         # Nothing judged the work, and an INFRA attempt spends nothing: take the
         # change back, or the next attempt would find it done and change nothing.
-        ctx.repo.try_git("reset", "--quiet", "--hard", start_head, cwd=path)
+        worktrees.git(ctx.repo, path, "reset", "--quiet", "--hard", start_head, check=False)
+        assert ts.branch is not None
+        if ctx.repo.ref_value(ts.branch) == head:  # the slot's branch is not the user's
+            ctx.repo.update_ref(ts.branch, start_head, head, message="forge: review could not run")
         return Outcome(
             Status.INFRA,
             f"review: {verdict.findings}",
@@ -709,17 +724,19 @@ def _group(
         # processes by their tag, which was saved before the spawn.
         attempt.pgid = pgid
 
+    box = sandbox_for(ctx.repo, ctx.logs, cwd, on=ctx.sandbox)
     return proc.run_group(
         proc.GroupSpec(
             argv,
             cwd=cwd,
             log_path=log,
-            env={**ctx.settings.child_env(), **(env or {})},
+            env={**ctx.settings.child_env(), **ceiling_env(cwd), **(env or {})},
             timeout=timeout,
             grace=ctx.settings.grace,
             tag=attempt.tag,
             input_path=input_path,
             cap=ctx.plan.log_cap,
+            sandbox=box,
         ),
         stop=ctx.stop if stop is None else stop,
         on_start=started,

@@ -202,6 +202,7 @@ class Gate:
             key=self.ctx.plan.name,
             stop=self.ctx.stop,
             on_event=lambda msg: self.on_event(f"gate: {msg}"),
+            sandbox=self.ctx.sandbox,
         )
         if not record.cached:
             self.runs += 1

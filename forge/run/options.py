@@ -16,3 +16,4 @@ class RunOptions:
     agent: str | None = None  # `forge retry --agent SPEC`
     budget: float | None = None  # USD, `forge run --budget`: overrides the plan's
     verify: bool = True
+    sandbox: bool = False  # `forge run --sandbox` (or `sandbox = true` in the plan)

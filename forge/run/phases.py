@@ -13,16 +13,23 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from forge.run.attempt import RunContext
-    from forge.run.state import Attempt
+from forge.run.state import Attempt, RunState, StateStore
+
+
+class _Run(Protocol):
+    """What a phase needs of the run (the attempt's RunContext has it)."""
+
+    store: StateStore
+    state: RunState
+
+    def on_change(self, task: str, /) -> None: ...
 
 
 @contextlib.contextmanager
 def phase(
-    ctx: RunContext, task: str, attempt: Attempt, name: str, *, save: bool = False
+    ctx: _Run, task: str, attempt: Attempt, name: str, *, save: bool = False
 ) -> Iterator[dict[str, Any]]:
     entry: dict[str, Any] = {"name": name, "start": round(time.time(), 3), "end": None}
     with ctx.store.lock:

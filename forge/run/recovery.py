@@ -162,8 +162,8 @@ def drop_task(repo: Repository, plan: Plan, state: RunState, tid: str) -> list[s
         ref = worktrees.salvage(repo, path, plan=plan.name, task=tid)
         if ref:
             notes.append(f"{tid} (no longer in the plan): its work is kept in {ref}")
-            repo.try_git("reset", "--quiet", "--hard", cwd=path)
-            repo.try_git("clean", "-fdq", cwd=path)
+            worktrees.git(repo, path, "reset", "--quiet", "--hard", check=False)
+            worktrees.git(repo, path, "clean", "-fdq", check=False)
         worktrees.detach(repo, path)
         slot.task = None
         slot.clean = ref is not None or not worktrees.dirty_paths(path, repo)

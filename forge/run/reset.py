@@ -60,12 +60,14 @@ def reset_for_attempt(
     if path is not None:
         dirty = [] if known_clean else worktrees.dirty_paths(path, repo)
         salvaged = worktrees.salvage(repo, path, plan=plan.name, task=ts.id, dirty=dirty)
-    if (
-        salvaged and path is not None
-    ):  # its work is safe in the ref: clear the tree for the next attempt
-        repo.git("reset", "--quiet", "--hard", cwd=path)
-        repo.git("clean", "-fdq", cwd=path)
+    if salvaged and path is not None:  # its work is safe in the ref: clear the tree
+        worktrees.git(repo, path, "reset", "--quiet", "--hard")
+        worktrees.git(repo, path, "clean", "-fdq")
     head = repo.ref_value(ts.branch) or ts.base
+    if path is not None and not known_clean and not salvaged:
+        # Commits the agent made in its slot that never came back (the run was
+        # killed before forge committed its work) live only in the slot.
+        salvaged = worktrees.keep_local_commits(repo, path, head, plan=plan.name, task=ts.id)
     recorded = {a.commit for a in judged}  # a judged attempt's work: named in its record
     if (
         salvaged is None

@@ -11,13 +11,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from forge.base import proc
+from forge.base import proc, sandbox
 from forge.base.clock import now_iso
 from forge.base.files import plan_lock
 from forge.errors import ExitCode, ForgeError
-from forge.git import worktrees
+from forge.git import snapshot, worktrees
 from forge.git.merge import ensure_integration
 from forge.git.repo import Repository
+from forge.git.snapshot import Snapshot
 from forge.plan.config import VerifyConfig
 from forge.plan.model import Gate as GateMode
 from forge.plan.model import Plan
@@ -70,6 +71,9 @@ def run_plan(
     remote: Callable[[Plan], contextlib.AbstractContextManager[Remote]] | None = None,
 ) -> RunReport:
     plan = recorded.plan
+    boxed = options.sandbox or plan.sandbox
+    if boxed:
+        sandbox.require()
     from forge.plan.specs import check_specs
 
     defs = agent_defs(repo, plan)
@@ -87,7 +91,9 @@ def run_plan(
     with plan_lock(repo.state, plan.name, command="forge run") as owner:
         store = StateStore(repo.state, plan.name)
         started = time.monotonic()
+        before = snapshot.take(repo)
         state, integration = _open_state(repo, recorded, store)
+        state.touched = None
         logs = repo.state.logs_dir(plan.name)
         report = RunReport(plan.name, state, ExitCode.OK, logs, integration)
         try:
@@ -112,6 +118,7 @@ def run_plan(
                 owner=owner,
                 on_change=lambda tid: on_change(state, tid),
                 gated=mode != "off",
+                sandbox=boxed,
             )
             gate = _dispatch(
                 ctx,
@@ -123,9 +130,11 @@ def run_plan(
                 on_event=on_event,
                 remote=remote,
             )
-            _conclude(repo, plan, report, options, stop, gate=gate, on_event=on_event)
+            _conclude(
+                repo, plan, report, options, stop, gate=gate, on_event=on_event, sandbox=boxed
+            )
         finally:
-            _close_state(state, store, started)
+            _close_state(repo, state, store, started, before)
         report.exit_code = exit_code(state, report, only=options.only)
         return report
 
@@ -275,6 +284,7 @@ def _conclude(
     *,
     gate: Gate | None,
     on_event: Callable[[str], None],
+    sandbox: bool,
 ) -> None:
     """After the dispatch: the verdict. Through the gate it is the last landed
     batch's (no second verification of a head just judged); otherwise the
@@ -292,17 +302,22 @@ def _conclude(
         if gate is not None and landed and landed.commit == report.integration_head:
             report.verification = landed
         else:
-            report.verification = _verify(repo, plan, report.integration_head, stop, on_event)
+            report.verification = _verify(
+                repo, plan, report.integration_head, stop, on_event, sandbox=sandbox
+            )
             state.verification = report.verification
         if stop.is_set():
             report.interrupted = True
 
 
-def _close_state(state: RunState, store: StateStore, started: float) -> None:
+def _close_state(
+    repo: Repository, state: RunState, store: StateStore, started: float, before: Snapshot
+) -> None:
     """Written even when the run crashed: a crashed run has a wall time too."""
     for slot in state.slots.values():  # measured here so `forge status` stays fast
         path = Path(slot.path)
         slot.bytes = worktrees.disk_usage(path) if path.exists() else 0
+    state.touched = snapshot.take(repo).changes_since(before)
     state.finished = now_iso()
     state.wall_seconds = round(time.monotonic() - started, 3)
     store.save(state)
@@ -363,12 +378,24 @@ class Prewarm:
 
 
 def _verify(
-    repo: Repository, plan: Plan, head: str, stop: threading.Event, on_event: Callable[[str], None]
+    repo: Repository,
+    plan: Plan,
+    head: str,
+    stop: threading.Event,
+    on_event: Callable[[str], None],
+    *,
+    sandbox: bool = False,
 ) -> VerifyRecord:
     from forge.verify import engine as verify
 
     return verify.verify_commit(
-        repo, head, verify_config(repo, plan), key=plan.name, stop=stop, on_event=on_event
+        repo,
+        head,
+        verify_config(repo, plan),
+        key=plan.name,
+        stop=stop,
+        on_event=on_event,
+        sandbox=sandbox,
     )
 
 

@@ -119,6 +119,12 @@ class SlotPool:
             self.store.save(self.state, task=task)
         path = Path(slot.path)
         created = False
+        broken = worktrees.usable(self.repo, path)
+        if broken is not None:
+            aside = worktrees.set_aside(path)
+            ts.warnings.append(
+                f"slot {slot.name} was unusable ({broken}); its files are in {aside}"
+            )
         if not worktrees.is_worktree(path):
             slot.setup_done = False
             worktrees.add(self.repo, path, base)

@@ -23,7 +23,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from forge.base import shape
+from forge.base import seal, shape
 from forge.base.clock import now_iso
 from forge.base.files import SCHEMA_VERSION, StateDir, read_json, write_json
 from forge.base.liveness import Owner
@@ -197,6 +197,12 @@ class RunState:
     started: str | None = None
     finished: str | None = None
     wall_seconds: float | None = None
+    # What changed in the user's checkout (branches, HEAD, index, working tree) while
+    # the last run ran, measured at its start and end; [] when nothing did.
+    touched: list[str] | None = None
+    # Not saved: whether the verification read from disk carries forge's seal (one
+    # forge wrote itself); `forge accept` believes no other.
+    verification_sealed: bool = True
 
     def to_dict(self) -> dict[str, Any]:
         # Shallow copies, not dataclasses.asdict: this runs several times per task
@@ -213,12 +219,15 @@ class RunState:
         """Everything but the tasks: small, whatever the plan's size."""
         return {
             "slots": {name: dict(vars(slot)) for name, slot in self.slots.items()},
-            "verification": None if self.verification is None else self.verification.to_dict(),
+            "verification": (
+                None if self.verification is None else seal.sealed(self.verification.to_dict())
+            ),
             "paused": self.paused,
             "gate": self.gate,
             "started": self.started,
             "finished": self.finished,
             "wall_seconds": self.wall_seconds,
+            "touched": self.touched,
         }
 
     @classmethod
@@ -234,6 +243,8 @@ class RunState:
             started=data.get("started"),
             finished=data.get("finished"),
             wall_seconds=data.get("wall_seconds"),
+            touched=data.get("touched"),
+            verification_sealed=not data.get("verification") or seal.valid(data["verification"]),
         )
 
 

@@ -27,6 +27,7 @@ from helpers.runkit import (
     write_plan,
 )
 
+from forge.git import worktrees
 from forge.git.repo import discover
 from forge.run.reset import reset_for_attempt
 from forge.run.state import TaskState
@@ -315,7 +316,7 @@ def test_salvages_at_once_keep_each_tasks_own_work(repo: Path) -> None:
     paths = {t: root / f"slot-{t}" for t in tasks}
     for t in tasks:
         git(repo, "branch", f"forge/p/{t}", base)
-        git(repo, "worktree", "add", "-q", str(paths[t]), f"forge/p/{t}")
+        worktrees.add(r, paths[t], base)
     for _round in range(3):
         states = {t: TaskState(id=t, base=base, branch=f"refs/heads/forge/p/{t}") for t in tasks}
         for t in tasks:
