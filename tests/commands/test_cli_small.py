@@ -47,10 +47,10 @@ def test_json_failure_is_json_on_stdout(repo: Path) -> None:
     cp = run_forge(repo, "status", "--json")
     assert cp.returncode == 2
     assert json.loads(cp.stdout) == {
-        "error": "no plan recorded: run `forge plan PLAN.toml` first",
+        "error": "no plan recorded; run `forge plan PLAN.toml` first",
         "exit_code": 2,
     }
-    assert cp.stderr == "forge: no plan recorded: run `forge plan PLAN.toml` first\n"
+    assert cp.stderr == "forge: no plan recorded; run `forge plan PLAN.toml` first\n"
 
 
 FLAKY = """\
