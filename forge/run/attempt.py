@@ -242,9 +242,11 @@ def _steps(
     checked = _check(ctx, task, attempt, attempt_dir, path, env, limit, work_started)
     if checked is not None:
         return checked
-    reviewed = _review(ctx, task, ts, attempt, attempt_dir, path, head, start_head)
-    if reviewed is not None:
-        return reviewed
+    if ctx.plan.review_of(task) is not None:
+        with phase(ctx, task.id, attempt, "review"):
+            reviewed = _review(ctx, task, ts, attempt, attempt_dir, path, head, start_head)
+        if reviewed is not None:
+            return reviewed
     faults.point("before-merge")
     _check_stop(ctx)
     if ctx.gated:
