@@ -31,6 +31,7 @@ from forge.git.refs import task_ref
 from forge.git.repo import Repository
 from forge.plan.model import Plan, Task
 from forge.plan.patterns import out_of_scope
+from forge.run import phases
 from forge.run.confinement import ceiling_env, sandbox_for
 from forge.run.phases import phase
 from forge.run.reason import reason_line
@@ -221,6 +222,7 @@ def _steps(
         faults.point("before-merge")
         _check_stop(ctx)
         if ctx.gated:
+            phases.begin(attempt, "queue")  # ended by the gate when the task leaves it
             return Outcome(Status.QUEUED, "")  # the gate verifies it with others, then lands it
         return _merge(ctx, task, ts, attempt, attempt_dir, done)
     path, start_head, slot, new = _prepare_slot(ctx, task, ts, attempt, fresh=fresh)
@@ -250,6 +252,7 @@ def _steps(
     faults.point("before-merge")
     _check_stop(ctx)
     if ctx.gated:
+        phases.begin(attempt, "queue")  # ended by the gate when the task leaves it
         return Outcome(Status.QUEUED, "")  # the gate verifies it with others, then lands it
     with phase(ctx, task.id, attempt, "merge"):
         return _merge(ctx, task, ts, attempt, attempt_dir, head)

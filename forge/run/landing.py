@@ -20,7 +20,7 @@ from typing import Any
 from forge.base import faults
 from forge.git.merge import is_ancestor, merge_onto
 from forge.plan.config import VerifyConfig
-from forge.run import gate
+from forge.run import gate, phases
 from forge.run.attempt import RunContext
 from forge.run.state import Status
 from forge.verify import engine as verify
@@ -234,6 +234,7 @@ class Gate:
             log.parent.mkdir(parents=True, exist_ok=True)
             log.write_text("conflicting paths:\n" + "\n".join(paths) + "\n")
             with ctx.store.lock:
+                phases.end(last)
                 ts.status = last.status = Status.CONFLICT
                 ts.reason = last.reason = reason
                 last.log, last.feedback_source = str(log), "merge"
@@ -247,6 +248,7 @@ class Gate:
             with ctx.store.lock:
                 ts.status, ts.reason, ts.merged_commit = Status.MERGED, "", head
                 ts.merged_definition = ctx.plan.task(tid).definition()
+                phases.end(ts.last)
                 if ts.last is not None:
                     ts.last.status, ts.last.reason = Status.MERGED, ""
                 ctx.save(tid)
@@ -283,6 +285,7 @@ class Gate:
                 ts.status, ts.reason = Status.MERGED, ""
                 ts.merged_commit, ts.verified_by = step.commit, dict(covered)
                 ts.merged_definition = ctx.plan.task(step.task).definition()
+                phases.end(ts.last)
                 if ts.last is not None:
                     ts.last.status, ts.last.reason = Status.MERGED, ""
             ctx.state.verification = verification
@@ -299,6 +302,7 @@ class Gate:
         last = ts.last
         assert last is not None
         with ctx.store.lock:
+            phases.end(last)
             ts.status = last.status = Status.FAILED
             ts.reason = last.reason = reason
             last.log, last.feedback_source = log, f"verify:{lane}"

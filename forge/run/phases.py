@@ -50,3 +50,16 @@ def current(attempt: Attempt | None) -> dict[str, Any] | None:
         return None
     last = attempt.phases[-1]
     return last if last.get("end") is None else None
+
+
+def begin(attempt: Attempt, name: str) -> None:
+    """Open a phase that another thread ends (the gate's `queue`): saved with the
+    attempt's next save."""
+    attempt.phases.append({"name": name, "start": round(time.time(), 3), "end": None})
+
+
+def end(attempt: Attempt | None) -> None:
+    """End the attempt's open phase, if any (the caller holds the store's lock)."""
+    now = current(attempt)
+    if now is not None:
+        now["end"] = round(time.time(), 3)
