@@ -5,25 +5,31 @@ CLI, a verifier that logs which checkout judged which files
 
 from __future__ import annotations
 
+import os
 import shlex
+import signal
 import sys
 from pathlib import Path
 
-from helpers.gitkit import FAKES, git
+import pytest
+from helpers.gitkit import FAKES, git, run_forge
 from helpers.runkit import (
     assert_integration_verified,
     merge_count,
     plan_and_run,
+    spawn_forge,
     state,
     statuses,
+    wait_for,
     write_plan,
 )
 
 PY = shlex.quote(sys.executable)
 
 
-def body(log: Path, ids: list[str], *, first: str = "", seconds: float = 0.6, fail: str = "") -> str:
-    verify = f"{PY} {FAKES / 'verify_spec.py'} {log} {seconds} {fail}".strip()
+def body(log: Path, ids: list[str], *, first: str, fail: str = "", verify: str = "") -> str:
+    """A plan whose task `first` finishes first (the others take 0.3 s)."""
+    verify = verify or f"{PY} {FAKES / 'verify_spec.py'} {log} 0.6 {fail}".strip()
     out = (
         f"verify = '''{verify}'''\nverify_reruns = 0\ngate = \"queue\"\n"
         f"verify_parallel = 2\nbatch_max = 2\nmax_parallel = {len(ids)}\n"
@@ -79,3 +85,30 @@ def test_a_failing_batch_throws_the_speculation_on_it_away(repo: Path, tmp_path:
         rest = {f for f in files if f != "a.txt"}
         assert any(key in ("p", "p.spec1") and rest <= f and "a.txt" not in f for key, f in runs)
     assert "a.txt" not in git(repo, "ls-tree", "--name-only", "forge/p-integration").split()
+
+
+def test_sigint_stops_both_verifications_and_lands_nothing(repo: Path, tmp_path: Path) -> None:
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    # Each checkout's first verification hangs (its key names the checkout); later ones pass.
+    hang = (
+        'k=$(basename "$(dirname "$PWD")"); '
+        f"if [ ! -f {marks}/$k ]; then echo $$ > {marks}/$k; sleep 600; fi; exit 0"
+    )
+    text = body(tmp_path / "log", ["a", "b", "c"], first="a", verify=hang)
+    assert run_forge(repo, "plan", str(write_plan(tmp_path, text))).returncode == 0
+    p = spawn_forge(repo, "run", env={"FORGE_GRACE": "0.5"})
+    wait_for(lambda: {"p", "p.spec1"} <= {m.name for m in marks.iterdir()}, what="both verifying")
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 130, out + err
+    for mark in marks.iterdir():  # every verification's process was stopped
+        with pytest.raises(ProcessLookupError):
+            os.kill(int(mark.read_text()), 0)
+    assert statuses(repo) == dict.fromkeys("abc", "QUEUED")
+    assert git(repo, "rev-parse", "forge/p-integration") == git(repo, "rev-parse", "main")
+    cp = run_forge(repo, "run")
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    assert statuses(repo) == dict.fromkeys("abc", "MERGED")
+    assert all(merge_count(repo, t) == 1 for t in "abc")
+    assert_integration_verified(repo)
