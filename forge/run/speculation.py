@@ -78,13 +78,17 @@ class Speculator:
         self._failed: set[str] = set()  # candidate tips that failed: nothing goes on them
 
     def top_up(self, tip: str, queue: Sequence[str], batch_max: int) -> None:
-        """Start speculations for the batches after the one whose candidate tip is `tip`."""
+        """Start speculations for the full batches queued after the one whose
+        candidate tip is `tip`."""
         with self._lock:
             if tip in self._failed:
                 return
             base = self._pending[-1].tip if self._pending else tip
             offset = sum(len(s.tasks) for s in self._pending)
-            while len(self._pending) < self.width - 1 and len(queue) > offset:
+            # Full batches only: the batch a speculation fixes is then the one a
+            # serial gate would take, so speculating never makes batches smaller
+            # (measured: it cost more verifications than it saved time).
+            while len(self._pending) < self.width - 1 and len(queue) >= offset + batch_max:
                 slot = self._free_slot()
                 if slot is None:
                     return

@@ -83,7 +83,7 @@ def test_a_speculation_on_a_candidate_that_did_not_land_is_thrown_away() -> None
 def test_a_failed_candidate_gets_nothing_built_on_it() -> None:
     s = Stand(width=2)
     s.spec.discard("H+a")
-    s.spec.top_up("H+a", ["b"], batch_max=2)
+    s.spec.top_up("H+a", ["b"], batch_max=1)
     assert s.spec.started == 0 and s.spec.take("H+a", ["b"]) is None
 
 
@@ -97,8 +97,17 @@ def test_a_failing_speculation_answers_fail_and_width_one_never_speculates() -> 
     s.spec.close()
     assert len(s.keys) == 2
     one = Stand(width=1)
-    one.spec.top_up("H+a", ["b"], batch_max=2)
+    one.spec.top_up("H+a", ["b"], batch_max=1)
     assert one.spec.started == 0
+
+
+def test_only_full_batches_are_judged_ahead() -> None:
+    s = Stand(width=2)
+    s.spec.top_up("H+a", ["b"], batch_max=2)  # a serial gate might take more than `b`
+    assert s.spec.started == 0
+    s.spec.top_up("H+a", ["b", "c"], batch_max=2)
+    assert s.spec.started == 1
+    s.spec.close()
 
 
 def test_the_runs_stop_reaches_a_speculation() -> None:
