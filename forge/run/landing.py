@@ -83,9 +83,9 @@ class Gate:
         with self._cond:
             self.queue.append(task)
             self._cond.notify_all()
-            tip, queue = self._tip, list(self.queue)
-        if tip is not None:
-            self.spec.top_up(tip, queue, self.batch_max)
+            # Under the lock: the tip is still the running batch's, not a stale one.
+            if self._tip is not None:
+                self.spec.top_up(self._tip, self.queue, self.batch_max)
 
     def release(self, flag: bool) -> None:
         with self._cond:
@@ -197,8 +197,7 @@ class Gate:
         if chain.steps:
             with self._cond:
                 self._tip = chain.steps[-1].commit
-                queue = list(self.queue)
-            self.spec.top_up(self._tip, queue, self.batch_max)
+                self.spec.top_up(self._tip, self.queue, self.batch_max)
         return chain
 
     def _chain(self, head: str, tasks: Sequence[str]) -> gate.Chain:
@@ -267,9 +266,9 @@ class Gate:
         if phase == "verifying":
             faults.point("gate-candidate-built")
         else:
-            with self._cond:
-                tip = self._tip
-            self.spec.discard(tip)  # built on a candidate that failed: thrown away
+            with self._cond:  # built on a candidate that failed: thrown away
+                tip, self._tip = self._tip, None
+                self.spec.discard(tip)
         if search is not None and search.left:
             self.on_event(f"gate: bisecting, at most {search.left} verification(s) left")
             faults.point("gate-bisect")
