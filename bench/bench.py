@@ -41,6 +41,7 @@ BENCHES: dict[str, Callable[[Context], list[Figure]]] = {
     "live": live.run,
     "scale": scale.run,
     "gate": gate.run,
+    "gate-parallel": gate.speculation,
     "cluster": cluster.run,
 }
 HERE = Path(__file__).resolve().parent

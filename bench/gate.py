@@ -2,8 +2,11 @@
 failure; verifications to find one culprit among N (against the bound
 1 + ceil(log2 N) + 1 and against verifying each task alone); the makespan of a
 plan with a 1 s verification under `gate = "queue"` against `gate = "off"`
-(merge as tasks finish, verify once at the end); and the time from the last
-task's finish to the final verdict under both.
+(merge as tasks finish, verify once at the end); the time from the last
+task's finish to the final verdict under both; and whether speculation pays:
+the same plan's makespan with `verify_parallel = 1` against `2`, a few runs each
+(the machine is shared: the spread is part of the figure), for a verification
+that sleeps and one that keeps a core busy.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 import json
 import math
 import random
+import statistics
 import time
 from pathlib import Path
 
@@ -60,6 +64,7 @@ def _run(
     gate: str,
     max_parallel: int = 4,
     batch_max: int | None = None,
+    parallel: int | None = None,
     ok: tuple[int, ...] = (0,),
 ) -> tuple[Path, float, float]:
     """Plan and run in a fresh repository; (repo, makespan, wall time of forge's exit)."""
@@ -68,6 +73,8 @@ def _run(
     extra = {"verify_reruns": "0", "gate": json.dumps(gate)}
     if batch_max is not None:
         extra["batch_max"] = str(batch_max)
+    if parallel is not None:
+        extra["verify_parallel"] = str(parallel)
     # A plan name of its own: worktrees live under <root>/<repo folder>/<plan>, and
     # every repository here is a folder named `repo`.
     plan = BenchPlan(name=name, tasks=tasks, max_parallel=max_parallel, verify=verify, extra=extra)
@@ -221,6 +228,75 @@ def batch_sizes(ctx: Context) -> list[Figure]:
             )
         )
     return figures
+
+
+def _verify_lines(log: Path, seconds: float, *, busy: bool) -> str:
+    """A verification that appends a line per run (safe when two run at once) and
+    takes `seconds`, asleep or keeping a core busy."""
+    work = (
+        f"python3 -c 'import time; e = time.time() + {seconds:g}\nwhile time.time() < e: pass'"
+        if busy
+        else f"sleep {seconds:g}"
+    )
+    return f"echo run >> {log}; {work}"
+
+
+def speculation(ctx: Context) -> list[Figure]:
+    """`verify_parallel = 2` against 1: the makespan plan above (batch_max 8), and a
+    backlog (tasks finish faster than batches of 2 are verified), each with a
+    verification that sleeps and one that keeps a core busy. The measurement behind
+    the default (1 unless 2 pays on this machine)."""
+    reps = 1 if ctx.quick else 3
+    figures = []
+    scenarios = (("makespan plan", 0.5, 1.5, 8), ("backlog", 0.2, 0.6, 2))
+    for label, low, high, batch_max in scenarios:
+        for busy in (False, True):
+            figures.append(_speculation(ctx, label, (low, high), batch_max, busy, reps))
+    return figures
+
+
+def _speculation(
+    ctx: Context, label: str, span: tuple[float, float], batch_max: int, busy: bool, reps: int
+) -> Figure:
+    n = 8 if ctx.quick else 20
+    verify_s = 1.0
+    rng = random.Random(7)
+    sleeps = [round(rng.uniform(*span), 2) for _ in range(n)]
+    kind = "busy" if busy else "sleeping"
+    took: dict[int, list[float]] = {1: [], 2: []}
+    runs: dict[int, list[int]] = {1: [], 2: []}
+    for rep in range(reps):
+        for parallel in (1, 2):  # interleaved, so load drifts hit both alike
+            name = f"gate-par{parallel}-{batch_max}-{kind}-{rep}"
+            log = ctx.root / f"{name}.log"
+            repo, seconds, _ = _run(
+                ctx,
+                name,
+                _tasks(n, sleeps=sleeps, done=ctx.root / f"{name}.done"),
+                verify=_verify_lines(log, verify_s, busy=busy),
+                gate="queue",
+                batch_max=batch_max,
+                parallel=parallel,
+            )
+            if set(_landed(repo).values()) != {"MERGED"}:
+                raise RuntimeError(f"gate: not every task landed, verify_parallel {parallel}")
+            took[parallel].append(seconds)
+            runs[parallel].append(len(log.read_text().splitlines()))
+
+    def spread(xs: list[float]) -> str:
+        return f"median {secs(statistics.median(xs))} ({secs(min(xs))}-{secs(max(xs))})"
+
+    return Figure(
+        bench="gate",
+        config=(
+            f"{label}: {n} tasks of {span[0]:g}-{span[1]:g} s, 4 at once, batch_max {batch_max}, "
+            f"{verify_s:g} s {kind} verification, {reps} runs: verify_parallel 2 vs 1"
+        ),
+        forge=f"{spread(took[2])}, verifications {runs[2]}",
+        alternative=f"{spread(took[1])}, verifications {runs[1]}",
+        ratio=statistics.median(took[2]) / statistics.median(took[1]),
+        target=None,
+    )
 
 
 def run(ctx: Context) -> list[Figure]:

@@ -31,6 +31,7 @@ from forge.plan.model import (
     DEFAULT_MAX_PARALLEL,
     DEFAULT_SETUP_TIMEOUT,
     DEFAULT_TIMEOUT,
+    DEFAULT_VERIFY_PARALLEL,
     Clean,
     Gate,
     Plan,
@@ -53,6 +54,7 @@ PLAN_KEYS = (
     "verify_reruns",
     "gate",
     "batch_max",
+    "verify_parallel",
     "agent",
     "fallback",
     "review",
@@ -166,6 +168,7 @@ class _Checker:
         clean = self.choice("clean", ("untracked", "all"))
         gate = self.choice("gate", ("queue", "end", "off"))
         batch_max = self.int_at_least("batch_max", 1, DEFAULT_BATCH_MAX)
+        verify_parallel = self.int_at_least("verify_parallel", 1, DEFAULT_VERIFY_PARALLEL)
         sandbox = d.get("sandbox", False)
         if not isinstance(sandbox, bool):
             self.add("`sandbox` must be true or false", "sandbox")
@@ -200,6 +203,7 @@ class _Checker:
             clean=cast(Clean, clean),
             gate=cast(Gate, gate),
             batch_max=batch_max,
+            verify_parallel=verify_parallel,
             sandbox=bool(sandbox),
             agents=agents,
             tasks=tasks,

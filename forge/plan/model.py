@@ -33,6 +33,8 @@ DEFAULT_TIMEOUT = 30 * 60.0  # seconds an attempt (agent or shell command, then 
 DEFAULT_SETUP_TIMEOUT = 10 * 60.0  # seconds the plan's `setup` may run in one worktree
 DEFAULT_ESCALATE_AFTER = 3
 DEFAULT_BATCH_MAX = 8  # tasks verified together at most (bench/gate.py measures it)
+# Candidates verified at once (speculation); 2 did not pay on 2 cores (bench/gate.py).
+DEFAULT_VERIFY_PARALLEL = 1
 
 Scope = Literal["error", "warn"]
 Clean = Literal["untracked", "all"]
@@ -122,6 +124,7 @@ class Plan:
     clean: Clean = "untracked"
     gate: Gate = "queue"  # how work lands when a verification is configured
     batch_max: int = DEFAULT_BATCH_MAX
+    verify_parallel: int = DEFAULT_VERIFY_PARALLEL
     sandbox: bool = False  # run every command under bubblewrap (forge/base/sandbox.py)
     agents: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     tasks: tuple[Task, ...] = ()
@@ -198,6 +201,7 @@ class Plan:
             "clean": self.clean,
             "gate": self.gate,
             "batch_max": self.batch_max,
+            "verify_parallel": self.verify_parallel,
             "sandbox": self.sandbox,
             "agents": {k: dict(v) for k, v in self.agents.items()},
             "tasks": [t.to_dict() for t in self.tasks],
@@ -226,6 +230,7 @@ class Plan:
             clean=data.get("clean", "untracked"),
             gate=data.get("gate", "queue"),
             batch_max=data.get("batch_max", DEFAULT_BATCH_MAX),
+            verify_parallel=data.get("verify_parallel", DEFAULT_VERIFY_PARALLEL),
             sandbox=bool(data.get("sandbox", False)),
             agents={k: dict(v) for k, v in data.get("agents", {}).items()},
             tasks=tuple(Task.from_dict(t) for t in data.get("tasks", ())),

@@ -22,6 +22,7 @@ from forge.git.merge import is_ancestor, merge_onto
 from forge.plan.config import VerifyConfig
 from forge.run import gate, phases
 from forge.run.attempt import RunContext
+from forge.run.speculation import Speculator
 from forge.run.state import Status
 from forge.verify import engine as verify
 from forge.verify.records import Verdict, VerifyRecord
@@ -38,6 +39,7 @@ class Gate:
         *,
         mode: gate.Mode,
         batch_max: int,
+        parallel: int = 1,
         on_event: Callable[[str], None],
         before_verify: Callable[[], None] = lambda: None,
     ) -> None:
@@ -59,6 +61,17 @@ class Gate:
         self._released = False  # `end`: nothing else can start until something lands
         self._closed = False
         self._thread: threading.Thread | None = None
+        self._runs_lock = threading.Lock()
+        self._tip: str | None = None  # the running batch's candidate tip
+        # `verify_parallel`: the batches after the running one, judged at once
+        self.spec = Speculator(
+            width=parallel if mode == "queue" else 1,
+            key=ctx.plan.name,
+            stop=ctx.stop,
+            build=self._chain,
+            verify=self._verify,
+            tree_of=ctx.repo.tree_of,
+        )
 
     # -- the dispatcher's side ---------------------------------------------------
 
@@ -70,6 +83,9 @@ class Gate:
         with self._cond:
             self.queue.append(task)
             self._cond.notify_all()
+            # Under the lock: the tip is still the running batch's, not a stale one.
+            if self._tip is not None:
+                self.spec.top_up(self._tip, self.queue, self.batch_max)
 
     def release(self, flag: bool) -> None:
         with self._cond:
@@ -101,13 +117,22 @@ class Gate:
         return bool(self.queue) and (self.mode != "end" or self._released)
 
     def _loop(self) -> None:
+        try:
+            self._serve()
+        finally:
+            self.spec.close()
+
+    def _serve(self) -> None:
         while True:
             with self._cond:
                 while not (self._closed or self._stuck() or self._ready()):
                     self._cond.wait(0.2)
                 if self._closed or self._stuck():
                     return
-                batch = gate.take_batch(self.queue, mode=self.mode, batch_max=self.batch_max)
+                head = self.ctx.repo.ref_value(self.ctx.state.integration)
+                batch = self.spec.take(head or "", self.queue) or gate.take_batch(
+                    self.queue, mode=self.mode, batch_max=self.batch_max
+                )
                 del self.queue[: len(batch)]
                 self._busy = True
             try:
@@ -118,7 +143,7 @@ class Gate:
                     self.queue[:0] = batch
             finally:
                 with self._cond:
-                    self._busy = False
+                    self._busy, self._tip = False, None
                 self.wake()
 
     def _run(self, batch: list[str]) -> None:
@@ -164,6 +189,20 @@ class Gate:
 
     def _build(self, head: str, tasks: Sequence[str]) -> gate.Chain:
         ctx = self.ctx
+        chain = self._chain(head, tasks)
+        with ctx.store.lock:
+            assert ctx.state.gate is not None
+            ctx.state.gate["chain"] = [[s.task, s.commit] for s in chain.steps]
+            ctx.save()
+        if chain.steps:
+            with self._cond:
+                self._tip = chain.steps[-1].commit
+                self.spec.top_up(self._tip, self.queue, self.batch_max)
+        return chain
+
+    def _chain(self, head: str, tasks: Sequence[str]) -> gate.Chain:
+        """The candidate chain of `tasks` on `head` (plumbing only, no ref moves)."""
+        ctx = self.ctx
         tip = head
         steps: list[gate.Step] = []
         conflicts: dict[str, tuple[str, ...]] = {}
@@ -183,10 +222,6 @@ class Gate:
             else:
                 tip = res.commit
                 steps.append(gate.Step(tid, tip))
-        with ctx.store.lock:
-            assert ctx.state.gate is not None
-            ctx.state.gate["chain"] = [[s.task, s.commit] for s in steps]
-            ctx.save()
         return gate.Chain(tuple(steps), conflicts, tuple(already))
 
     def _judge(self, commit: str) -> VerifyRecord:
@@ -194,20 +229,31 @@ class Gate:
         failed = self._failed.get(tree)
         if failed is not None:  # FAIL is not in the verdict cache; this run remembers it
             return replace(failed, commit=commit, cached=True)
+        record = self.spec.answer(tree)
+        if record is not None:
+            record = replace(record, commit=commit)
+        else:
+            record = self._verify(commit, self.ctx.plan.name, self.ctx.stop)
+        if record.verdict == Verdict.FAIL:
+            self._failed[tree] = record
+        return record
+
+    def _verify(self, commit: str, key: str, stop: threading.Event) -> VerifyRecord:
+        """One verification in the checkouts of `key` (the plan's, or a speculation's)."""
         self.before_verify()
+        where = "" if key == self.ctx.plan.name else f" [{key.rsplit('.', 1)[-1]}]"
         record = verify.verify_commit(
             self.ctx.repo,
             commit,
             self.config,
-            key=self.ctx.plan.name,
-            stop=self.ctx.stop,
-            on_event=lambda msg: self.on_event(f"gate: {msg}"),
+            key=key,
+            stop=stop,
+            on_event=lambda msg: self.on_event(f"gate{where}: {msg}"),
             sandbox=self.ctx.sandbox,
         )
         if not record.cached:
-            self.runs += 1
-        if record.verdict == Verdict.FAIL:
-            self._failed[tree] = record
+            with self._runs_lock:
+                self.runs += 1
         return record
 
     def _progress(self, phase: str, search: gate.Bisection | None) -> None:
@@ -219,7 +265,11 @@ class Gate:
             ctx.save()
         if phase == "verifying":
             faults.point("gate-candidate-built")
-        elif search is not None and search.left:
+        else:
+            with self._cond:  # built on a candidate that failed: thrown away
+                tip, self._tip = self._tip, None
+                self.spec.discard(tip)
+        if search is not None and search.left:
             self.on_event(f"gate: bisecting, at most {search.left} verification(s) left")
             faults.point("gate-bisect")
 

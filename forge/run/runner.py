@@ -258,6 +258,7 @@ def _dispatch(
             config,
             mode=mode,
             batch_max=ctx.plan.batch_max,
+            parallel=ctx.plan.verify_parallel,
             on_event=on_event,
             before_verify=prewarm.join,
         )

@@ -120,6 +120,13 @@ def test_defaults(tmp_path: Path) -> None:
         "untracked",
     )
     assert plan.tasks[0].files == (".",)
+    assert plan.verify_parallel == 1
+
+
+def test_verify_parallel_is_read_and_survives_the_record(tmp_path: Path) -> None:
+    plan = load_plan(write(tmp_path, 'verify_parallel = 2\n[[task]]\nid = "a"\n' + TASK))
+    assert plan.verify_parallel == 2
+    assert Plan.from_dict(plan.to_dict()).verify_parallel == 2
 
 
 def test_unknown_task_raises_forge_error(tmp_path: Path) -> None:
@@ -272,6 +279,11 @@ INVALID = {
     "max-parallel": (
         'max_parallel = 0\n[[task]]\nid = "a"\n' + TASK,
         "`max_parallel` must be at least 1",
+        1,
+    ),
+    "verify-parallel": (
+        'verify_parallel = 0\n[[task]]\nid = "a"\n' + TASK,
+        "`verify_parallel` must be at least 1",
         1,
     ),
     "wrong-type": (
