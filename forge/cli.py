@@ -56,26 +56,31 @@ def plan(
     if check:
         plan_obj, waves = registry.check(plan_file)
         recorded, record_file = None, None
+        taken = None
         cpath = dag.critical_path(plan_obj)
     else:
         from forge.git.repo import discover
+        from forge.run import replan
 
         repo = discover()
-        recorded = registry.record(repo, plan_file)
+        recorded, taken = replan.record(repo, plan_file)
         plan_obj, waves = recorded.plan, recorded.as_waves()
         record_file = repo.state.plan_file(plan_obj.name)
         cpath = dict(recorded.critical_path)
     if as_json:
-        emit_json(
-            report.wave_data(
-                plan_obj, waves, critical_path=cpath, recorded=recorded, record_file=record_file
-            )
+        data = report.wave_data(
+            plan_obj, waves, critical_path=cpath, recorded=recorded, record_file=record_file
         )
+        if recorded is not None:
+            data["running"] = None if taken is None else taken.to_dict()
+        emit_json(data)
         return
     typer.echo(report.wave_table(plan_obj, waves))
     typer.echo(report.plan_summary(plan_obj, waves, recorded=recorded))
     if record_file is not None:
         typer.echo(f"record: {record_file}")
+    if recorded is not None and taken is not None:
+        typer.echo(taken.describe())
 
 
 @app.command()
