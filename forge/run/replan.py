@@ -107,7 +107,10 @@ def record(repo: Repository, plan_path: Path) -> tuple[Recorded, TakenUp | None]
         owner = _run_owner(repo, new.name)
         if owner is None:
             return None  # a `forge clean` or `forge verify` holds it: busy, as ever
-        checked, change, dispatching = check_live(repo, new, owner)
+        try:
+            checked, change, dispatching = check_live(repo, new, owner)
+        except FileNotFoundError:
+            return None  # nothing recorded that a run could be running
         taken.append(TakenUp(owner.pid, change, dispatching))
         return checked
 
