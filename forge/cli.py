@@ -240,6 +240,35 @@ def accept(
 
 
 @app.command()
+def combine(
+    new: Annotated[str, typer.Argument(metavar="NEW", help="Name of the combined plan.")],
+    plans: Annotated[
+        list[str], typer.Argument(metavar="PLAN...", help="The plans to combine (two or more).")
+    ],
+    verify: Annotated[
+        str | None, typer.Option("--verify", help="Verify with this command instead.")
+    ] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Say what would happen; write nothing.")
+    ] = False,
+) -> None:
+    """Merge several plans' integration heads into one verified integration branch."""
+    from forge.base import interrupt
+    from forge.commands.combine import combine as do_combine
+
+    def progress(line: str) -> None:
+        sys.stderr.write(f"forge: {line}\n")
+
+    repo = _repo()
+    with interrupt.on_stop_signals() as stop:
+        lines = do_combine(
+            repo, new, plans, verify=verify, dry_run=dry_run, stop=stop, on_event=progress
+        )
+    for line in lines:
+        typer.echo(line)
+
+
+@app.command()
 def hold(
     reason: Annotated[str, typer.Option("--reason", help="Why nothing new may start.")],
     plan_ref: PlanOpt = None,

@@ -168,6 +168,7 @@ def status_data(repo: Repository, plan: str, *, disk: bool = False) -> dict[str,
         "finished": state.finished,
         "wall_seconds": state.wall_seconds,
         "logs": str(repo.state.logs_dir(plan)),
+        "combined": recorded.get("combined") or {},
     }
 
 
@@ -184,6 +185,9 @@ def render_status(data: dict[str, Any]) -> str:
     out = [
         f"plan {data['plan']}  (base {str(data['base'])[:12]}, integration {data['integration'].removeprefix('refs/heads/')} at {str(data['integration_head'])[:12]})"
     ]
+    if data.get("combined"):
+        parts = [f"{p} ({str(h)[:12]})" for p, h in data["combined"].items()]
+        out.append(f"combined from: {', '.join(parts)}")
     if data["runner"]:
         out.append(f"running: {data['runner']}")
     if data["hold"]:

@@ -75,3 +75,29 @@ def identity_env(repo: Repository) -> dict[str, str]:
                 env[f"GIT_{role}_EMAIL"] = "forge@localhost"
         _IDENTITY[key] = env
     return _IDENTITY[key]
+
+
+def merge_commits(repo: Repository, ours: str, theirs: str, *, message: str) -> MergeResult:
+    """The merge commit of `theirs` into `ours`, written to the object store only: no
+    ref moves and no working tree is touched (`forge combine` lands it after a gate)."""
+    cp = repo.try_git("merge-tree", "--write-tree", "--name-only", "--no-messages", ours, theirs)
+    lines = cp.stdout.splitlines()
+    if cp.returncode == 1:
+        conflicts = tuple(dict.fromkeys(line for line in lines[1:] if line.strip()))
+        return MergeResult(merged=False, conflicts=conflicts)
+    if cp.returncode != 0 or not lines:
+        raise ForgeError(
+            f"git merge-tree failed on {ours[:12]} and {theirs[:12]}: {cp.stderr.strip()}"
+        )
+    commit = repo.git(
+        "commit-tree",
+        lines[0].strip(),
+        "-p",
+        ours,
+        "-p",
+        theirs,
+        "-m",
+        message,
+        env=identity_env(repo),
+    ).strip()
+    return MergeResult(merged=True, commit=commit)

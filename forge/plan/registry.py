@@ -128,6 +128,14 @@ def _check_refs(repo: Repository, name: str) -> None:
             )
 
 
+def check_name(repo: Repository, name: str) -> None:
+    """Refuse a name a new plan cannot have (`forge split` and `forge combine` make one)."""
+    why = name_problem(name)
+    if why:
+        raise ForgeError(f"plan name `{name}` is not valid: {why}")
+    _check_refs(repo, name)
+
+
 def _check_same_source(repo: Repository, plan: Plan) -> None:
     """Two plan files with one name would silently take turns in one record (and one
     run state): refuse the second while the first still exists."""
