@@ -240,6 +240,26 @@ def accept(
 
 
 @app.command()
+def split(
+    plan_ref: PlanArg = None,
+    tasks: Annotated[
+        str, typer.Option("--tasks", help="The tasks to move, comma-separated: a,b.")
+    ] = "",
+    into: Annotated[str, typer.Option("--into", help="Name of the new plan.")] = "",
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Print both plans' waves; write nothing.")
+    ] = False,
+) -> None:
+    """Move tasks that have not merged into a new plan (file and record)."""
+    from forge.commands.split import split as do_split
+
+    if not into:
+        raise ForgeError("name the new plan: --into NEW")
+    for line in do_split(_repo(), plan_ref, tasks.split(","), into, dry_run=dry_run):
+        typer.echo(line)
+
+
+@app.command()
 def combine(
     new: Annotated[str, typer.Argument(metavar="NEW", help="Name of the combined plan.")],
     plans: Annotated[

@@ -7,20 +7,12 @@ from pathlib import Path
 
 from helpers.gitkit import git, run_forge
 from helpers.runkit import plan_and_run, write_plan
+from helpers.snapshot import snapshot
 
 
 def _plan(tmp: Path, name: str, path: str, text: str) -> Path:
     body = f'[[task]]\nid = "t"\nfiles = ["{path}"]\nrun = "echo {text} > {path}"\n'
     return write_plan(tmp, f'verify = "test -f {path}"\n' + body, name=name)
-
-
-def snapshot(repo: Path) -> tuple[dict[str, bytes], str]:
-    """forge's state folder and every ref: what a dry run or a refusal must not change."""
-    root = repo / ".git" / "forge"
-    files = {
-        str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()
-    }
-    return files, git(repo, "for-each-ref", "--format=%(refname) %(objectname)")
 
 
 def _run_both(repo: Path, tmp: Path, a: tuple[str, str], b: tuple[str, str]) -> None:

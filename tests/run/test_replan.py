@@ -35,9 +35,7 @@ def _start(repo: Path, plan: Path, task: str) -> subprocess.Popen[str]:
     return run
 
 
-def test_a_task_added_while_the_run_waits_lands_in_the_same_run(
-    repo: Path, tmp_path: Path
-) -> None:
+def test_a_task_added_while_the_run_waits_lands_in_the_same_run(repo: Path, tmp_path: Path) -> None:
     go = tmp_path / "go"
     first = _task("a", wait_for=go) + _task("later", deps='["a"]')
     plan = write_plan(tmp_path, first)
@@ -63,9 +61,10 @@ def test_a_task_added_while_the_run_waits_lands_in_the_same_run(
     assert "plan 'p' recorded again; taking up: added b; dropped later" in err
     assert statuses(repo) == {"a": "MERGED", "b": "MERGED"}
     assert merge_count(repo, "b") == 1
-    assert [t["id"] for t in json.loads(
-        (repo / ".git/forge/plans/p/plan.json").read_text()
-    )["plan"]["tasks"]] == ["a", "b"]
+    assert [
+        t["id"]
+        for t in json.loads((repo / ".git/forge/plans/p/plan.json").read_text())["plan"]["tasks"]
+    ] == ["a", "b"]
     assert state(repo)["tasks"]["b"]["base"] is not None
 
 
