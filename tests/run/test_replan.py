@@ -50,6 +50,9 @@ def test_a_task_added_while_the_run_waits_lands_in_the_same_run(repo: Path, tmp_
         )
         wait_for(lambda: "b" in statuses(repo), what="the run to take up b")
         assert "later" not in statuses(repo)
+        # the run lock stayed with the run: no second runner, no other holder
+        owner = json.loads((repo / ".git/forge/plans/p/owner.json").read_text())
+        assert owner["pid"] == run.pid and owner["command"] == "forge run"
         go.touch()
         out, err = run.communicate(timeout=60)
     finally:
@@ -107,3 +110,47 @@ def test_a_change_to_a_running_task_is_refused_and_nothing_recorded(
     cp = run_forge(repo, "plan", str(plan))
     assert cp.returncode == 0, cp.stderr
     assert "takes up" not in cp.stdout
+
+
+def test_a_version_recorded_after_the_last_start_waits_for_the_next_run(
+    repo: Path, tmp_path: Path
+) -> None:
+    """The run is verifying: it starts nothing more, and says so to `forge plan`."""
+    go = tmp_path / "go"
+    verify = f'verify = "while [ ! -f {go} ]; do sleep 0.02; done"\n'
+    plan = write_plan(tmp_path, verify + _task("a"))
+    assert run_forge(repo, "plan", str(plan)).returncode == 0
+    live = repo / ".git/forge/plans/p/live.json"
+    run = spawn_forge(repo, "run")
+    try:
+
+        def closed() -> bool:
+            try:
+                data = json.loads(live.read_text())
+            except (FileNotFoundError, json.JSONDecodeError):
+                return False
+            return data["pid"] == run.pid and data["closed"]
+
+        wait_for(closed, what="the run to stop dispatching")
+        write_plan(tmp_path, verify + _task("a") + _task("b"))
+        cp = run_forge(repo, "plan", "--json", str(plan))
+        assert cp.returncode == 0, cp.stderr
+        assert json.loads(cp.stdout)["running"] == {
+            "pid": run.pid,
+            "takes_up": False,
+            "added": ["b"],
+            "dropped": [],
+            "changed": [],
+        }
+        go.touch()
+        out, err = run.communicate(timeout=60)
+    finally:
+        go.touch()
+        if run.poll() is None:
+            run.kill()
+            run.communicate()
+    assert run.returncode == 0, out + err
+    assert statuses(repo) == {"a": "MERGED"}
+    cp = run_forge(repo, "run")
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    assert statuses(repo) == {"a": "MERGED", "b": "MERGED"}
