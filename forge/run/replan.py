@@ -264,7 +264,10 @@ def take_up(
         dropped = [
             tid
             for tid, ts in scratch.tasks.items()
-            if tid not in ids and tid not in running and ts.status != Status.MERGED
+            if tid not in ids
+            and tid not in running
+            and ts.status != Status.MERGED
+            and ts.status not in UNDER_WAY
         ]
         for tid in dropped:
             notes += recovery.drop_task(repo, plan, scratch, tid)
