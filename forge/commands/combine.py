@@ -153,9 +153,9 @@ def combine(
     first = plans[0]
     config = _config(repo, first, verify)
     how = (
-        "no verification is configured"
+        "take it unverified (no verification is configured)"
         if config is None
-        else "verify with " + "; ".join(f"{lane}: {cmd}" for lane, cmd in config.lanes)
+        else "verify it (" + "; ".join(f"{lane}: {cmd}" for lane, cmd in config.lanes) + ")"
     )
     lines = [
         f"{p} at {h[:12]}"
@@ -173,7 +173,7 @@ def combine(
     with plan_lock(repo.state, name, command="forge combine"):
         from forge.verify.engine import describe_failure, verify_commit
 
-        on_event(f"verifying the combination {combo.commit[:12]} ({how})")
+        on_event(f"combination {combo.commit[:12]}: {how}")
         record = verify_commit(repo, combo.commit, config, key=name, stop=stop, on_event=on_event)
         if stop.is_set() or record.verdict == "INTERRUPTED":
             raise Interrupted(f"verification interrupted: {short} was not moved")
