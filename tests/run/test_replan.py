@@ -91,6 +91,15 @@ def test_a_change_to_a_running_task_is_refused_and_nothing_recorded(
         assert "`forge retry a --fresh`" in cp.stderr
         assert "nothing recorded" in cp.stderr
         assert record.read_bytes() == before
+        # so is a change to a merged task, and the removal of one
+        wait_for(lambda: statuses(repo).get("c") == "MERGED", what="c to merge")
+        write_plan(tmp_path, _task("a", wait_for=go) + _task("c", word="-changed"))
+        cp = run_forge(repo, "plan", str(plan))
+        assert cp.returncode == 2 and "task 'c' has merged, so it cannot be changed" in cp.stderr
+        write_plan(tmp_path, _task("a", wait_for=go))
+        cp = run_forge(repo, "plan", str(plan))
+        assert cp.returncode == 2 and "task 'c' has merged, so it cannot be removed" in cp.stderr
+        assert record.read_bytes() == before
         # a change to the plan's settings is refused too
         write_plan(tmp_path, "max_parallel = 3\n" + _task("a", wait_for=go) + _task("c"))
         cp = run_forge(repo, "plan", str(plan))
