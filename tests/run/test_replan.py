@@ -138,7 +138,7 @@ def test_a_version_recorded_after_the_last_start_waits_for_the_next_run(
                 data = json.loads(live.read_text())
             except (FileNotFoundError, json.JSONDecodeError):
                 return False
-            return data["pid"] == run.pid and data["closed"]
+            return bool(data["pid"] == run.pid and data["closed"])
 
         wait_for(closed, what="the run to stop dispatching")
         write_plan(tmp_path, verify + _task("a") + _task("b"))
