@@ -19,6 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import cluster
 import fastpath
 import makespan
 import merge
@@ -34,6 +35,7 @@ BENCHES: dict[str, Callable[[Context], list[Figure]]] = {
     "naive": naive.run,
     "stop": stop.run,
     "hooks": fastpath.run,
+    "cluster": cluster.run,
 }
 HERE = Path(__file__).resolve().parent
 QUICK_NOTE = (

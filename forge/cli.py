@@ -37,6 +37,14 @@ PlanArg = Annotated[
     ),
 ]
 PlanOpt = Annotated[str | None, typer.Option("--plan", help="Plan name or plan file.")]
+ClusterOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--cluster",
+        metavar="ADDRESS",
+        help="Run attempts on a Dask cluster: tcp://host:8786, or local:N for N local workers.",
+    ),
+]
 
 
 def emit_json(data: Any) -> None:
@@ -98,6 +106,7 @@ def run(
     worktree_root: Annotated[
         Path | None, typer.Option("--worktree-root", help="Where task worktrees live.")
     ] = None,
+    cluster: ClusterOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Run (or resume) a plan: dispatch tasks, merge into integration, verify."""
@@ -115,7 +124,7 @@ def run(
         retry_failed=retry_failed,
         infra_retries=infra_retries,
     )
-    _execute_run(repo, recorded, options, as_json=as_json)
+    _execute_run(repo, recorded, options, as_json=as_json, cluster=cluster)
 
 
 @app.command()
@@ -128,6 +137,7 @@ def retry(
     fresh: Annotated[
         bool, typer.Option("--fresh", help="Start again from the pinned base, not the last work.")
     ] = False,
+    cluster: ClusterOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Run one failed task again with its last failure as feedback, then merge and verify."""
@@ -138,7 +148,7 @@ def retry(
     recorded = registry.resolve(repo, plan_ref)
     runner.check_retry(repo, recorded.plan, task, agent=agent)
     options = runner.RunOptions(only=task, fresh=fresh, agent=agent, retry_failed=0)
-    _execute_run(repo, recorded, options, as_json=as_json)
+    _execute_run(repo, recorded, options, as_json=as_json, cluster=cluster)
 
 
 @app.command()
@@ -427,15 +437,26 @@ def _status_target(repo: Any, target: str | None, plan_ref: str | None) -> tuple
     return _plan_name(repo, plan_ref), target
 
 
-def _execute_run(repo: Any, recorded: Any, options: Any, *, as_json: bool) -> None:
+def _execute_run(
+    repo: Any, recorded: Any, options: Any, *, as_json: bool, cluster: str | None = None
+) -> None:
     from forge.base import interrupt
+    from forge.cluster import coordinator
     from forge.commands import status as views
     from forge.commands.live import LiveView
     from forge.run import runner
 
+    remote = coordinator.from_settings(repo, cluster)
+
     with interrupt.on_stop_signals() as stop, LiveView(quiet=as_json) as view:
         report = runner.run_plan(
-            repo, recorded, options, stop=stop, on_change=view.on_change, on_event=view.on_event
+            repo,
+            recorded,
+            options,
+            stop=stop,
+            on_change=view.on_change,
+            on_event=view.on_event,
+            remote=remote,
         )
     if as_json:
         emit_json(views.report_data(report))

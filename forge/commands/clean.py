@@ -7,6 +7,7 @@ other branch has (not accepted yet); state is reset only when it goes too.
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 from forge.base import faults
@@ -82,6 +83,10 @@ def clean_plan(repo: Repository, plan: str) -> list[str]:
                     f"kept branch forge/{plan}-integration: it holds work not accepted yet "
                     f"(`forge accept {plan}`, or `git branch -D forge/{plan}-integration`)"
                 )
+        cache = repo.worktrees_root() / plan / ".cluster"  # local:N workers' mirror and slots
+        if cache.exists():
+            shutil.rmtree(cache, ignore_errors=True)
+            notes.append(f"removed the local cluster workers' cache {cache}")
         worktrees.prune(repo)
     return notes
 

@@ -247,7 +247,12 @@ def render_history(data: dict[str, Any], task: str) -> str:
                 a.get("reason", ""),
             ]
         )
-    out.append(_table(["#", "agent", "status", "started", "time", "cost", "reason"], rows).rstrip())
+    headers = ["#", "agent", "status", "started", "time", "cost", "reason"]
+    if any(a.get("where") for a in attempts):  # a cluster ran some: say where
+        headers.insert(3, "where")
+        for r, a in zip(rows, attempts, strict=True):
+            r.insert(3, a.get("where") or "here")
+    out.append(_table(headers, rows).rstrip())
     if row["suggestion"]:
         out.append(row["suggestion"])
     for ref in row["salvage"]:

@@ -357,6 +357,8 @@ class RepoConfig:
 
     agents: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     verify: VerifyConfig | None = None
+    cluster_address: str | None = None  # [cluster] address
+    cluster_remote: str | None = None  # [cluster] remote: a git URL or path the workers reach
 
 
 def load_repo_config(repo_root: Path) -> RepoConfig:
@@ -381,7 +383,9 @@ def load_repo_config(repo_root: Path) -> RepoConfig:
     def top(key: str) -> int | None:
         return src.key_line(key) or src.table_line(key)
 
-    check_keys(data, ["agents", "verify"], what="forge.toml", problems=problems, line_of=top)
+    check_keys(
+        data, ["agents", "verify", "cluster"], what="forge.toml", problems=problems, line_of=top
+    )
     agents = parse_agents(
         data.get("agents", {}),
         problems=problems,
@@ -396,8 +400,29 @@ def load_repo_config(repo_root: Path) -> RepoConfig:
     verify = parse_verify(
         data.get("verify"), reruns=None, what="[verify]", problems=problems, line_of=in_verify
     )
+    address, remote = _parse_cluster(data.get("cluster", {}), problems, src.table_line("cluster"))
     problems.raise_if_any()
-    return RepoConfig(agents=agents, verify=verify)
+    return RepoConfig(agents=agents, verify=verify, cluster_address=address, cluster_remote=remote)
+
+
+def _parse_cluster(
+    table: Any, problems: Problems, line: int | None
+) -> tuple[str | None, str | None]:
+    """`[cluster] address = "tcp://host:8786"`, `remote = "ssh://..."` (or a path)."""
+    if not isinstance(table, dict):
+        problems.add("[cluster] must be a table", line=line)
+        return None, None
+    check_keys(
+        table, ["address", "remote"], what="[cluster]", problems=problems, line_of=lambda _k: line
+    )
+    values: list[str | None] = []
+    for key in ("address", "remote"):
+        value = table.get(key)
+        if value is not None and (not isinstance(value, str) or not value.strip()):
+            problems.add(f"[cluster] {key} must be a non-empty string", line=line)
+            value = None
+        values.append(value)
+    return values[0], values[1]
 
 
 def toml_error_line(exc: tomllib.TOMLDecodeError) -> int | None:

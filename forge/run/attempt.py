@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from forge.base import faults, proc
 from forge.git import merge as integrate
@@ -36,6 +36,23 @@ from forge.run.state import (
 )
 
 
+class Remote(Protocol):
+    """Runs an attempt elsewhere (a cluster worker): setup, work, commit, scope and
+    check there; returns an Outcome, or the commit to merge (on the task branch)."""
+
+    def attempt(
+        self,
+        ctx: RunContext,
+        task: Task,
+        ts: TaskState,
+        attempt: Attempt,
+        attempt_dir: Path,
+        *,
+        spec: Any | None,
+        fresh: bool,
+    ) -> Outcome | str: ...
+
+
 @dataclass
 class RunContext:
     """What every attempt of one run shares."""
@@ -50,6 +67,7 @@ class RunContext:
     agent_defs: Mapping[str, Mapping[str, Any]]
     owner: dict[str, Any]
     merge_lock: threading.Lock = field(default_factory=threading.Lock)
+    remote: Remote | None = None  # attempts run on a cluster (forge.cluster) when set
     on_change: Callable[[str], None] = lambda _task: None
 
     def save(self, task: str | None = None) -> None:
@@ -127,7 +145,7 @@ def run_attempt(ctx: RunContext, task: Task, *, spec: Any | None, fresh: bool = 
         outcome = stop.outcome
     except Exception as exc:  # a bug or an unexpected git failure: record, don't lose state
         outcome = Outcome(Status.FAILED, f"forge error: {exc}")
-    if outcome.status == Status.MERGED:
+    if outcome.status == Status.MERGED and ctx.remote is None:
         ctx.slots.release(task.id)  # its MERGED state was saved by the merge
     with ctx.store.lock:
         attempt.status = outcome.status
@@ -153,6 +171,13 @@ def _steps(
 ) -> Outcome:
     repo = ctx.repo
     assert ts.base is not None and ts.branch is not None
+    if ctx.remote is not None:
+        done = ctx.remote.attempt(ctx, task, ts, attempt, attempt_dir, spec=spec, fresh=fresh)
+        if isinstance(done, Outcome):
+            return done
+        faults.point("before-merge")
+        _check_stop(ctx)
+        return _merge(ctx, task, ts, attempt, attempt_dir, done)
     # The branch: created at the pinned base on the first attempt.
     if repo.ref_value(ts.branch) is None:
         repo.update_ref(ts.branch, ts.base, None, message="forge: task branch")

@@ -231,7 +231,7 @@ class Dispatcher:
             spec = self._spec_for(task)
             if spec is False:
                 continue
-            if slots.reserve(task.id) or slots.error is not None:
+            if self.ctx.remote is not None or slots.reserve(task.id) or slots.error is not None:
                 # (with an error, the attempt makes its slot itself, or fails saying why)
                 self._start(pool, task, spec)
             else:

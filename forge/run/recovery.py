@@ -151,7 +151,7 @@ def reset_for_attempt(
     repo: Repository,
     plan: Plan,
     ts: TaskState,
-    path: Path,
+    path: Path | None,
     *,
     fresh: bool,
     known_clean: bool,
@@ -164,7 +164,8 @@ def reset_for_attempt(
     void: what it left, committed or not, goes to a salvage ref first, then the branch
     goes back to the last judged work (the last failed attempt's commit, so a retry
     fixes its own work) or to the pinned base (first attempt, or --fresh).
-    Returns (start commit, salvage ref or None).
+    Returns (start commit, salvage ref or None). `path` is None for an attempt that
+    runs elsewhere (a cluster worker): there is no slot here to look at or clear.
     """
     assert ts.base is not None and ts.branch is not None
     failures = [a for a in ts.attempts[:-1] if a.status in FAILURES]
@@ -179,9 +180,13 @@ def reset_for_attempt(
     # tasks always start from the base; agents fix their own last work.
     continue_work = judged and not (fresh or conflicted or shell)
     start = str(judged[-1].commit) if continue_work else ts.base
-    dirty = [] if known_clean else worktrees.dirty_paths(path, repo)
-    salvaged = worktrees.salvage(repo, path, plan=plan.name, task=ts.id, dirty=dirty)
-    if salvaged:  # its work is safe in the ref: clear the tree for the next attempt
+    salvaged = None
+    if path is not None:
+        dirty = [] if known_clean else worktrees.dirty_paths(path, repo)
+        salvaged = worktrees.salvage(repo, path, plan=plan.name, task=ts.id, dirty=dirty)
+    if (
+        salvaged and path is not None
+    ):  # its work is safe in the ref: clear the tree for the next attempt
         repo.git("reset", "--quiet", "--hard", cwd=path)
         repo.git("clean", "-fdq", cwd=path)
     head = repo.ref_value(ts.branch) or ts.base
@@ -196,6 +201,7 @@ def reset_for_attempt(
     if salvaged:
         ts.salvage.append(salvaged)
     if head != start:
-        worktrees.detach(repo, path)
+        if path is not None:
+            worktrees.detach(repo, path)
         repo.update_ref(ts.branch, start, head, message="forge: reset task branch")
     return start, salvaged

@@ -20,7 +20,7 @@ from forge.git.repo import Repository
 from forge.plan.model import Plan, Task
 from forge.plan.registry import Recorded
 from forge.run import recovery
-from forge.run.attempt import RunContext
+from forge.run.attempt import Remote, RunContext
 from forge.run.slots import SlotPool
 from forge.run.state import RunState, StateStore, Status, now_iso
 
@@ -71,6 +71,7 @@ def run_plan(
     stop: threading.Event,
     on_change: Callable[[RunState, str], None] = lambda _s, _t: None,
     on_event: Callable[[str], None] = lambda _m: None,
+    remote: Callable[[Plan], contextlib.AbstractContextManager[Remote]] | None = None,
 ) -> RunReport:
     plan = recorded.plan
     from forge.run.next_agent import check_specs
@@ -129,7 +130,8 @@ def run_plan(
             from forge.run.dispatch import Dispatcher
 
             try:
-                Dispatcher(ctx, recorded, options, on_event).loop()
+                with remote(plan) if remote else contextlib.nullcontext() as ctx.remote:
+                    Dispatcher(ctx, recorded, options, on_event).loop()
             finally:
                 slots.wait()
             prewarm.join()

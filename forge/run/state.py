@@ -58,6 +58,7 @@ class Attempt:
     output_tokens: int | None = None
     pgid: int | None = None  # the agent's process group while it runs
     tag: str | None = None  # FORGE_PROC_TAG of its processes, for crash recovery
+    where: str | None = None  # the cluster worker that ran it (None: this machine)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Attempt:

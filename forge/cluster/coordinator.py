@@ -1,0 +1,441 @@
+"""The coordinator's side of a cluster run: attempts go to Dask workers, everything
+else stays here.
+
+Run state, holds, dispatch, merges, the gate and the verification stay in the
+`forge run` process and stay authoritative. For each attempt the coordinator
+publishes the commit the attempt starts from to the cluster's git remote (a ref
+of forge's own), submits `worker.run_job`, and waits while watching Ctrl-C and
+the scheduler. The worker pushes its work to the attempt's result ref; the
+coordinator fetches exactly that ref, for exactly the attempt it waits on, so a
+result pushed for an attempt it gave up is never read, and puts it on the task
+branch. Merging is the local path's.
+
+`--cluster local:N` starts a LocalCluster of N worker processes on this machine
+and a bare repository (borrowing this repository's objects) as its remote, both
+removed at the end of the run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import shutil
+import signal
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from forge.cluster.job import Job, JobResult
+from forge.cluster.worker import CACHE_VAR
+from forge.errors import ExitCode, ForgeError
+from forge.git import worktrees
+from forge.git.repo import Repository
+from forge.plan.model import Plan, Task
+from forge.run.attempt import Outcome, RunContext
+from forge.run.recovery import grace_seconds, reset_for_attempt
+from forge.run.state import FAILURES, Attempt, Status, TaskState
+
+INSTALL_HINT = "the cluster needs Dask distributed: pip install 'forge[cluster]'"
+LOST_AFTER = 10.0  # seconds without the scheduler before the run pauses
+LOCAL_CACHE = ".cluster"  # folder of local:N workers' caches, under the plan's slots
+STOP_WAIT = 60.0  # after a stop, how long to wait for workers to report back
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    address: str  # tcp://host:8786, or local:N
+    remote: str | None = None  # a git URL or path the workers reach
+
+
+def parse_address(address: str) -> int | None:
+    """N for `local:N`, None for a scheduler address; a bad value is a ForgeError."""
+    if address.startswith("local:"):
+        n = address.removeprefix("local:")
+        if not n.isdigit() or int(n) < 1:
+            raise ForgeError(f"--cluster {address}: expected local:N with N >= 1 workers")
+        return int(n)
+    if "://" not in address:
+        raise ForgeError(
+            f"--cluster {address}: expected a scheduler address (tcp://host:8786) or local:N"
+        )
+    return None
+
+
+def require_dask() -> None:
+    try:
+        import distributed  # noqa: F401
+    except ImportError:
+        raise ForgeError(INSTALL_HINT, code=ExitCode.USAGE) from None
+
+
+class Cluster:
+    """One run's connection to a Dask cluster and the git remote its workers use."""
+
+    def __init__(self, repo: Repository, plan: str, config: ClusterConfig) -> None:
+        self.repo = repo
+        self.plan = plan
+        self.config = config
+        self.nonce = uuid.uuid4().hex[:12]
+        self.stop_name = f"forge-stop-{self.nonce}"
+        self.local_n = parse_address(config.address)
+        self.client: Any = None
+        self.cluster: Any = None
+        self.bare: Path | None = None
+        self.remote = config.remote or ""
+        self.lost: str | None = None  # why the scheduler is gone, once it is
+        self.published: list[str] = []  # refs this run made on a remote of the user's
+
+    # -- lifetime ----------------------------------------------------------------
+
+    def open(self) -> None:
+        require_dask()
+        from distributed import Client, Event, LocalCluster
+
+        # Dask logs its reconnection attempts with tracebacks; forge says what
+        # happened itself, in one line.
+        logging.getLogger("distributed").setLevel(logging.CRITICAL)
+
+        if self.local_n is not None:
+            # The workers must not die of the terminal's Ctrl-C (it reaches the whole
+            # foreground process group): forge stops their attempts itself. An
+            # ignored signal stays ignored across exec.
+            old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+            try:
+                self.cluster = LocalCluster(
+                    n_workers=self.local_n,
+                    threads_per_worker=1,
+                    processes=True,
+                    dashboard_address=None,
+                    silence_logs=50,
+                    # The workers' mirror and slots live with the plan's own slots,
+                    # reused run after run, and `forge clean` removes them.
+                    env={CACHE_VAR: str(local_cache(self.repo, self.plan))},
+                )
+            finally:
+                signal.signal(signal.SIGINT, old)
+            self.client = Client(self.cluster, set_as_default=False)
+        else:
+            try:
+                self.client = Client(self.config.address, timeout=10, set_as_default=False)
+            except (OSError, TimeoutError) as exc:
+                raise ForgeError(
+                    f"cannot reach the cluster scheduler at {self.config.address}: {exc}",
+                    code=ExitCode.PAUSED,
+                ) from None
+        Event(self.stop_name, client=self.client).clear()
+        if not self.remote:
+            if self.local_n is None:
+                raise ForgeError(
+                    "a cluster needs a git remote its workers can reach: "
+                    'set [cluster] remote = "ssh://..." in forge.toml'
+                )
+            self.bare = self._make_bare()
+            self.remote = str(self.bare)
+
+    def close(self) -> None:
+        if self.published and self.bare is None:  # leave the user's remote as it was
+            gone = [f":{ref}" for ref in self.published]
+            self.repo.try_git("push", "--quiet", "--no-verify", self.remote, *gone)
+        for thing in (self.client, self.cluster):
+            if thing is not None:
+                with contextlib.suppress(Exception):
+                    thing.close()
+        if self.bare is not None:
+            shutil.rmtree(self.bare, ignore_errors=True)
+
+    def stop_all(self) -> None:
+        """Tell every worker to stop this run's attempts (TERM, grace, KILL there)."""
+        from distributed import Event
+
+        with contextlib.suppress(Exception):
+            Event(self.stop_name, client=self.client).set()
+
+    def _make_bare(self) -> Path:
+        """A bare repository for `local:N` that borrows this repository's objects, so
+        publishing a commit is an update-ref, not a copy. Its path is the same every
+        run of the plan (one runner per plan), so the workers' mirrors are reused."""
+        bare = self.repo.state.root / "cluster" / f"{self.plan}.git"
+        shutil.rmtree(bare, ignore_errors=True)  # left by a run that was killed
+        bare.parent.mkdir(parents=True, exist_ok=True)
+        self.repo.git("init", "--quiet", "--bare", str(bare))
+        objects = self.repo.common_dir / "objects"
+        (bare / "objects" / "info" / "alternates").write_text(f"{objects}\n")
+        return bare
+
+    # -- git -------------------------------------------------------------------
+
+    def publish(self, commit: str, ref: str) -> None:
+        if self.bare is not None:
+            self.repo.git(f"--git-dir={self.bare}", "update-ref", ref, commit)
+        else:
+            self.repo.git(
+                "push", "--quiet", "--force", "--no-verify", self.remote, f"{commit}:{ref}"
+            )
+            self.published += [ref, ref.replace("refs/forge/jobs/", "refs/forge/results/", 1)]
+
+    def fetch(self, ref: str) -> str:
+        self.repo.git(
+            "fetch", "--quiet", "--no-tags", "--no-write-fetch-head", self.remote, f"+{ref}:{ref}"
+        )
+        commit = self.repo.git("rev-parse", "--verify", f"{ref}^{{commit}}").strip()
+        self.repo.try_git("update-ref", "-d", ref)  # the task branch holds it from here
+        return commit
+
+    # -- one attempt -------------------------------------------------------------
+
+    def attempt(
+        self,
+        ctx: RunContext,
+        task: Task,
+        ts: TaskState,
+        attempt: Attempt,
+        attempt_dir: Path,
+        *,
+        spec: Any | None,
+        fresh: bool,
+    ) -> Outcome | str:
+        """Run one attempt remotely. An Outcome when it ended without work to merge,
+        else the commit to merge (already on the task branch)."""
+        repo = ctx.repo
+        assert ts.base is not None and ts.branch is not None
+        if self.lost:
+            return Outcome(Status.INTERRUPTED, f"cluster: {self.lost}")
+        if repo.ref_value(ts.branch) is None:
+            repo.update_ref(ts.branch, ts.base, None, message="forge: task branch")
+        start, salvaged = reset_for_attempt(
+            repo,
+            ctx.plan,
+            ts,
+            None,
+            fresh=fresh,
+            known_clean=True,
+            integration_head=repo.ref_value(ctx.state.integration),
+            shell=task.run is not None,
+        )
+        if salvaged:
+            ctx.save(task.id)
+        job = self._job(ctx, task, ts, attempt, attempt_dir, spec=spec, start=start)
+        self.publish(start, job.job_ref)
+        result = self._wait(ctx, job)
+        return self._land(ctx, task, ts, attempt, attempt_dir, job, result)
+
+    def _job(
+        self,
+        ctx: RunContext,
+        task: Task,
+        ts: TaskState,
+        attempt: Attempt,
+        attempt_dir: Path,
+        *,
+        spec: Any | None,
+        start: str,
+    ) -> Job:
+        plan: Plan = ctx.plan
+        n = attempt.number
+        assert ts.base is not None
+        judged = [
+            a
+            for a in ts.attempts[:-1]
+            if a.status in FAILURES
+            and a.diff_hash
+            and a.feedback_source in ("check", "scope", "merge")
+        ]
+        job = Job(
+            key=f"{plan.name}/{task.id}/{n}/{self.nonce}",
+            plan=plan.name,
+            task=task.id,
+            attempt=n,
+            remote=self.remote,
+            job_ref=f"refs/forge/jobs/{plan.name}/{task.id}/{n}",
+            result_ref=f"refs/forge/results/{plan.name}/{task.id}/{n}",
+            start=start,
+            base=ts.base,
+            files=task.files,
+            scope_warn=plan.scope == "warn",
+            message=f"forge: {plan.name}/{task.id} attempt {n}\n\n{task.title}",
+            identity=identity(ctx.repo),
+            stop_event=self.stop_name,
+            timeout=task.timeout or plan.timeout,
+            grace=grace_seconds(),
+            tag=attempt.tag or "",
+            run=task.run,
+            setup=plan.setup,
+            check=task.check,
+            clean_all=plan.clean == "all",
+            judged_hash=judged[-1].diff_hash if judged else None,
+        )
+        if spec is None:
+            return job
+        from forge.agents import spec as agents
+        from forge.run import feedback
+
+        defn, resolved = agents.resolve(spec, ctx.agent_defs)
+        fb = feedback.for_retry(ctx.repo, ts) if len(ts.attempts) > 1 else None
+        prompt_file = attempt_dir / "prompt.md"
+        feedback.write_prompt(defn, prompt_file, plan=plan.name, task=task, attempt=n, fb=fb)
+        return replace(
+            job,
+            agent=(defn, resolved),
+            prompt_text=prompt_file.read_text(),
+            feedback_text=feedback.render(fb) if fb is not None else None,
+            timeout=task.timeout or defn.timeout or plan.timeout,
+        )
+
+    def _wait(self, ctx: RunContext, job: Job) -> JobResult:
+        from forge.cluster.worker import run_job
+
+        try:
+            future = self.client.submit(run_job, job, key=f"forge-{job.key}", pure=False, retries=0)
+        except Exception as exc:
+            return self._lose(f"cannot submit to the scheduler: {exc}")
+        stopping_since: float | None = None
+        unreachable_since: float | None = None
+        while True:
+            try:
+                result: JobResult = future.result(timeout=0.5)
+                break
+            except TimeoutError:
+                pass
+            except Exception as exc:
+                return self._failed(job, exc)
+            if ctx.stop.is_set() and stopping_since is None:
+                self.stop_all()
+                stopping_since = time.monotonic()
+            if stopping_since is not None and time.monotonic() - stopping_since > STOP_WAIT:
+                return JobResult(
+                    Status.INTERRUPTED, "stopped by the user (the worker did not answer)"
+                )
+            if self.client.status != "running":
+                unreachable_since = unreachable_since or time.monotonic()
+                if time.monotonic() - unreachable_since > LOST_AFTER or stopping_since:
+                    return self._lose(f"lost the scheduler at {self.config.address}")
+            else:
+                unreachable_since = None
+        with contextlib.suppress(Exception):
+            from distributed import Variable
+
+            Variable(f"forge-claim-{job.key}", client=self.client).delete()
+        return result
+
+    def _failed(self, job: Job, exc: BaseException) -> JobResult:
+        name = type(exc).__name__
+        if name == "KilledWorker":
+            return JobResult(
+                Status.INFRA,
+                "worker lost mid-attempt: the attempt runs again elsewhere",
+                infra_kind="worker-lost",
+                infra_retry_after=0.0,
+            )
+        lost = ("CancelledError", "FutureCancelledError", "CommClosedError")
+        if self.client.status != "running" or name in lost:
+            return self._lose(f"lost the scheduler at {self.config.address} ({name})")
+        return JobResult(Status.FAILED, f"forge error on the worker: {name}: {exc}")
+
+    def _lose(self, why: str) -> JobResult:
+        self.lost = why
+        return JobResult(Status.INTERRUPTED, f"cluster: {why}")
+
+    def _land(
+        self,
+        ctx: RunContext,
+        task: Task,
+        ts: TaskState,
+        attempt: Attempt,
+        attempt_dir: Path,
+        job: Job,
+        result: JobResult,
+    ) -> Outcome | str:
+        repo = ctx.repo
+        assert ts.branch is not None
+        attempt.where = result.where or None
+        attempt.cost_usd = result.cost_usd
+        attempt.input_tokens = result.input_tokens
+        attempt.output_tokens = result.output_tokens
+        attempt.feedback_source = result.feedback_source
+        for name, text in result.logs.items():
+            (attempt_dir / name).write_text(text)
+        attempt.log = str(attempt_dir / (result.log or "agent.log"))
+        if self.lost:
+            with ctx.store.lock:
+                ctx.state.paused = (
+                    f"cluster: {self.lost}; run `forge run` again (here, or with --cluster)"
+                )
+        status = Status(result.status)
+        commit = self.fetch(job.result_ref) if result.commit else None
+        if commit is not None and status in (Status.INTERRUPTED, Status.INFRA):
+            # A void attempt: its work is kept, named, and not built upon.
+            ts.salvage.append(worktrees.keep(repo, commit, plan=ctx.plan.name, task=task.id))
+            commit = None
+        if commit is not None:
+            repo.update_ref(ts.branch, commit, job.start, message="forge: attempt on the cluster")
+            attempt.commit = commit
+            attempt.diff_hash = result.diff_hash
+        if status != Status.MERGED:
+            return Outcome(
+                status,
+                result.reason,
+                infra_retry_after=result.infra_retry_after,
+                infra_kind=result.infra_kind,
+            )
+        if commit is None:
+            return Outcome(Status.FAILED, "no changes")
+        ts.warnings.extend(result.warnings)
+        return commit
+
+
+def local_cache(repo: Repository, plan: str) -> Path:
+    """Where `local:N` workers keep their mirror and slots: beside the plan's slots."""
+    return repo.worktrees_root() / plan / LOCAL_CACHE
+
+
+def identity(repo: Repository) -> dict[str, str]:
+    """The user's author and committer, as git here knows them, for the worker's
+    commits (a worker's own git config is not the user's)."""
+    env: dict[str, str] = {}
+    for role in ("AUTHOR", "COMMITTER"):
+        cp = repo.try_git("var", f"GIT_{role}_IDENT")
+        name, _, rest = cp.stdout.partition(" <")
+        email = rest.partition(">")[0]
+        if cp.returncode != 0 or not email:
+            name, email = "forge", "forge@localhost"
+        env[f"GIT_{role}_NAME"] = name.strip()
+        env[f"GIT_{role}_EMAIL"] = email
+        date = os.environ.get(f"GIT_{role}_DATE")
+        if date:
+            env[f"GIT_{role}_DATE"] = date
+    return env
+
+
+@contextlib.contextmanager
+def connected(repo: Repository, plan: str, config: ClusterConfig) -> Iterator[Cluster]:
+    cluster = Cluster(repo, plan, config)
+    try:
+        cluster.open()
+        yield cluster
+    finally:
+        cluster.close()
+
+
+def from_settings(repo: Repository, address: str | None) -> Any:
+    """What `forge run --cluster` hands the runner: None (run here) when neither the
+    flag nor `[cluster] address` in forge.toml names a cluster, else a function
+    opening the run's cluster. A bad address or a missing Dask is said before
+    anything starts."""
+    from forge.plan.config import load_repo_config
+
+    config = load_repo_config(repo.root)
+    address = address or config.cluster_address
+    if not address:
+        return None
+    parse_address(address)
+    require_dask()
+    settings = ClusterConfig(address, config.cluster_remote)
+
+    def open_for(plan: Plan) -> contextlib.AbstractContextManager[Cluster]:
+        return connected(repo, plan.name, settings)
+
+    return open_for

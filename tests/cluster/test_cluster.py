@@ -1,0 +1,223 @@
+"""`forge run --cluster`: attempts on Dask workers (real processes over loopback),
+state, merges and verification here."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from helpers.gitkit import FAKES, git, run_forge
+from helpers.runkit import alive, merge_count, spawn_forge, state, statuses, tagged, wait_for
+
+pytest.importorskip("distributed")
+
+PY = sys.executable
+
+PLAN = f"""
+verify = "test -f a.txt && test -f c.txt"
+
+[agents.fake]
+command = ["{PY}", "{FAKES}/agent_edit.py", "x.txt"]
+models = ["m"]
+
+[[task]]
+id = "a"
+run = "echo a > a.txt"
+files = ["a.txt"]
+
+[[task]]
+id = "b"
+prompt = "edit x.txt"
+agent = "fake"
+files = ["x.txt"]
+check = "test -f x.txt"
+
+[[task]]
+id = "c"
+run = "cat a.txt > c.txt"
+files = ["c.txt"]
+deps = ["a"]
+"""
+
+
+def _copy(repo: Path, to: Path) -> Path:
+    git(repo.parent, "clone", "-q", str(repo), str(to))
+    return to
+
+
+def _plan(repo: Path, body: str) -> None:
+    (repo.parent / "p.toml").write_text('name = "p"\n' + body)
+    cp = run_forge(repo, "plan", str(repo.parent / "p.toml"))
+    assert cp.returncode == 0, cp.stderr
+
+
+def test_a_cluster_run_lands_what_a_local_run_lands(repo: Path, tmp_path: Path) -> None:
+    local = _copy(repo, tmp_path / "local")
+    for where in (repo, local):
+        _plan(where, PLAN)
+    cp = run_forge(repo, "run", "--cluster", "local:2")
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    here = run_forge(local, "run")
+    assert here.returncode == 0, here.stdout + here.stderr
+    tree = "forge/p-integration^{tree}"
+    assert git(repo, "rev-parse", tree) == git(local, "rev-parse", tree)
+    assert statuses(repo) == {"a": "MERGED", "b": "MERGED", "c": "MERGED"}
+    attempts = [a for t in state(repo)["tasks"].values() for a in t["attempts"]]
+    assert all(a["where"] and "tcp://127.0.0.1" in a["where"] for a in attempts)
+    assert "PASS" in cp.stdout
+    # The local bare remote is removed with the cluster; no result refs are left.
+    assert not list((repo / ".git" / "forge" / "cluster").glob("*.git"))
+    assert git(repo, "for-each-ref", "refs/forge/results") == ""
+    history = run_forge(repo, "status", "b", "--plan", "p")
+    assert "where" in history.stdout and "tcp://127.0.0.1" in history.stdout
+    # The workers' mirror and slots stay for the next run, beside the plan's slots,
+    # until `forge clean`.
+    cache = Path(os.environ["FORGE_WORKTREES"]) / "repo" / "p" / ".cluster"
+    assert (cache / next(cache.iterdir()).name / "mirror.git").is_dir()
+    cleaned = run_forge(repo, "clean", "p")
+    assert cleaned.returncode == 0, cleaned.stderr
+    assert not cache.exists()
+
+
+def test_a_bad_cluster_address_changes_nothing(repo: Path) -> None:
+    _plan(repo, PLAN)
+    cp = run_forge(repo, "run", "--cluster", "local:zero")
+    assert cp.returncode == 2
+    assert "local:N" in cp.stderr and "Traceback" not in cp.stderr
+    assert git(repo, "for-each-ref", "refs/heads/forge") == ""
+
+
+BLOCKING = """
+[[task]]
+id = "slow"
+run = "echo $$ > {pids}/slow.pid; {py} {fakes}/verify_stubborn.py {pids}/slow"
+files = ["slow.txt"]
+"""
+
+
+def test_sigint_stops_the_attempts_on_every_worker(repo: Path, tmp_path: Path) -> None:
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    _plan(repo, BLOCKING.format(pids=pids, py=PY, fakes=FAKES))
+    run = spawn_forge(repo, "run", "--cluster", "local:2")
+    try:
+        wait_for(lambda: (pids / "slow.pid").exists(), timeout=60, what="the remote task")
+        wait_for(lambda: bool(tagged("p/slow/")), what="its processes")
+        run.send_signal(signal.SIGINT)
+        out, _ = run.communicate(timeout=60)
+    finally:
+        if run.poll() is None:
+            run.kill()
+    assert run.returncode == 130, out
+    wait_for(lambda: not tagged("p/slow/"), timeout=10, what="no process left on the workers")
+    assert statuses(repo)["slow"] == "INTERRUPTED"
+
+
+def test_a_worker_killed_mid_task_costs_no_attempt_and_lands_once(
+    repo: Path, tmp_path: Path
+) -> None:
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    # The first time it runs it records its worker and blocks; the second time it
+    # finishes at once.
+    script = (
+        f"if [ -e {marks}/ran ]; then echo done > w.txt; "
+        f"else touch {marks}/ran; echo $PPID > {marks}/worker; exec sleep 600; fi"
+    )
+    _plan(repo, f'[[task]]\nid = "w"\nrun = "{script}"\nfiles = ["w.txt"]\n')
+    run = spawn_forge(repo, "run", "--cluster", "local:2")
+    try:
+        wait_for(lambda: (marks / "worker").exists(), timeout=60, what="the first attempt")
+        worker = int((marks / "worker").read_text())
+        os.kill(worker, signal.SIGKILL)
+        out, _ = run.communicate(timeout=120)
+    finally:
+        if run.poll() is None:
+            run.kill()
+    assert run.returncode == 0, out
+    ts = state(repo)["tasks"]["w"]
+    assert ts["status"] == "MERGED"
+    assert [a["status"] for a in ts["attempts"]] == ["INFRA", "MERGED"]
+    assert "worker lost" in ts["attempts"][0]["reason"]
+    assert merge_count(repo, "w") == 1
+    wait_for(lambda: not tagged("p/w/"), timeout=10, what="the dead worker's processes stopped")
+
+
+def _scheduler(tmp_path: Path) -> tuple[subprocess.Popen[bytes], subprocess.Popen[bytes], str]:
+    info = tmp_path / "scheduler.json"
+    quiet = subprocess.DEVNULL
+    scheduler_args = ["--scheduler-file", str(info), "--port", "0", "--no-dashboard"]
+    sched = subprocess.Popen(
+        [PY, "-m", "distributed.cli.dask_scheduler", *scheduler_args], stdout=quiet, stderr=quiet
+    )
+    wait_for(lambda: info.exists() and info.stat().st_size > 0, timeout=60, what="the scheduler")
+    worker_args = ["--scheduler-file", str(info), "--nthreads", "1", "--no-dashboard"]
+    worker = subprocess.Popen(
+        [PY, "-m", "distributed.cli.dask_worker", *worker_args, "--no-nanny"],
+        stdout=quiet,
+        stderr=quiet,
+    )
+    return sched, worker, str(json.loads(info.read_text())["address"])
+
+
+def test_losing_the_scheduler_pauses_the_run_and_it_resumes_here(
+    repo: Path, tmp_path: Path
+) -> None:
+    remote = tmp_path / "remote.git"
+    git(tmp_path, "init", "-q", "--bare", str(remote))
+    (repo / "forge.toml").write_text(f'[cluster]\nremote = "{remote}"\n')
+    git(repo, "add", "forge.toml")
+    git(repo, "commit", "-q", "-m", "cluster config")
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    script = (
+        f"if [ -e {marks}/ran ]; then echo done > s.txt; else touch {marks}/ran; exec sleep 600; fi"
+    )
+    _plan(repo, f'[[task]]\nid = "s"\nrun = "{script}"\nfiles = ["s.txt"]\n')
+    sched, worker, address = _scheduler(tmp_path)
+    try:
+        run = spawn_forge(repo, "run", "--cluster", address)
+        wait_for(lambda: (marks / "ran").exists(), timeout=60, what="the remote attempt")
+        started = time.monotonic()
+        sched.kill()
+        out, _ = run.communicate(timeout=60)
+        assert run.returncode == 8, out
+        assert time.monotonic() - started < 30
+        assert "scheduler" in out
+        assert statuses(repo)["s"] == "INTERRUPTED"
+        # The worker lost its scheduler too: it stops the attempt it was running.
+        wait_for(lambda: not tagged("p/s/"), timeout=30, what="the orphaned attempt stopped")
+    finally:
+        for p in (sched, worker):
+            if p.poll() is None:
+                p.kill()
+            p.wait()
+    again = run_forge(repo, "run")
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert statuses(repo)["s"] == "MERGED"
+    assert merge_count(repo, "s") == 1
+
+
+def test_cluster_without_dask_says_how_to_install(repo: Path, tmp_path: Path) -> None:
+    _plan(repo, PLAN)
+    shadow = tmp_path / "shadow"
+    (shadow / "distributed").mkdir(parents=True)
+    (shadow / "distributed" / "__init__.py").write_text("raise ImportError('no dask here')\n")
+    env = dict(os.environ, PYTHONPATH=f"{shadow}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
+    cp = subprocess.run(
+        [PY, "-m", "forge", "run", "--cluster", "local:1"],
+        cwd=repo,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert cp.returncode == 2
+    assert "pip install 'forge[cluster]'" in cp.stderr
+    assert alive(os.getpid())
