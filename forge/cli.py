@@ -8,14 +8,19 @@ DAG or GitPython.
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
 from forge.errors import ExitCode, ForgeError
+
+if TYPE_CHECKING:
+    from forge.base.settings import Settings
+    from forge.git.repo import Repository
+    from forge.plan.registry import Recorded
+    from forge.run.runner import RunOptions
 
 app = typer.Typer(
     name="forge",
@@ -67,10 +72,9 @@ def plan(
         taken = None
         cpath = dag.critical_path(plan_obj)
     else:
-        from forge.git.repo import discover
         from forge.run import replan
 
-        repo = discover()
+        repo = _repo()
         recorded, taken = replan.record(repo, plan_file)
         plan_obj, waves = recorded.plan, recorded.as_waves()
         record_file = repo.state.plan_file(plan_obj.name)
@@ -113,12 +117,10 @@ def run(
     from forge.plan import registry
     from forge.run import runner
 
-    repo = _repo()
+    # The slots, the verification checkouts and (through their environment) the
+    # agents' own forge calls all see this root.
+    repo = _repo(worktree_root=worktree_root)
     recorded = registry.resolve(repo, plan_ref)
-    if worktree_root is not None:
-        # Through the environment, so the slots, the verification checkouts and the
-        # agents' own forge calls all see the same root.
-        os.environ["FORGE_WORKTREES"] = str(worktree_root.resolve())
     options = runner.RunOptions(
         max_parallel=max_parallel,
         retry_failed=retry_failed,
@@ -162,6 +164,7 @@ def verify(
     from forge.base import interrupt
     from forge.commands import verify as verify_command
     from forge.errors import Interrupted
+    from forge.git.repo import short_sha
     from forge.verify.engine import Verdict, describe_failure, verify_commit
 
     repo = _repo()
@@ -185,7 +188,7 @@ def verify(
         )
         if target.plan is not None and not verify_command.record_in_plan(repo, target.plan, record):
             progress(
-                f"{record.commit[:12]} is not the integration head of plan '{target.plan}': "
+                f"{short_sha(record.commit)} is not the integration head of plan '{target.plan}': "
                 f"its verdict is not recorded in the plan"
             )
     if as_json:
@@ -395,7 +398,7 @@ def demo(
 
     repo_path, plan_path = demo_mod.create(path)
     typer.echo(f"demo repository: {repo_path}\nplan: {plan_path}\n")
-    repo = git.discover(repo_path)
+    repo = git.discover(repo_path, _settings())
     recorded = registry.record(repo, plan_path)
     typer.echo(report.wave_table(recorded.plan, recorded.as_waves()), nl=False)
     typer.echo("")
@@ -406,13 +409,19 @@ def demo(
     )
 
 
-def _repo() -> Any:
+def _settings(*, worktree_root: Path | None = None) -> Settings:
+    from forge.base.settings import Settings
+
+    return Settings.from_env(worktree_root=worktree_root)
+
+
+def _repo(*, worktree_root: Path | None = None) -> Repository:
     from forge.git import repo as git
 
-    return git.discover()
+    return git.discover(settings=_settings(worktree_root=worktree_root))
 
 
-def _plan_name(repo: Any, ref: str | None) -> str:
+def _plan_name(repo: Repository, ref: str | None) -> str:
     """A recorded plan's name from a name or a file, without loading the DAG."""
     names = repo.state.recorded_plans()
     if ref is None:
@@ -428,7 +437,9 @@ def _plan_name(repo: Any, ref: str | None) -> str:
     return str(registry.resolve(repo, ref).plan.name)
 
 
-def _status_target(repo: Any, target: str | None, plan_ref: str | None) -> tuple[str, str | None]:
+def _status_target(
+    repo: Repository, target: str | None, plan_ref: str | None
+) -> tuple[str, str | None]:
     names = repo.state.recorded_plans()
     if target is not None and plan_ref is None and target in names:
         return target, None
@@ -438,7 +449,12 @@ def _status_target(repo: Any, target: str | None, plan_ref: str | None) -> tuple
 
 
 def _execute_run(
-    repo: Any, recorded: Any, options: Any, *, as_json: bool, cluster: str | None = None
+    repo: Repository,
+    recorded: Recorded,
+    options: RunOptions,
+    *,
+    as_json: bool,
+    cluster: str | None = None,
 ) -> None:
     from forge.base import interrupt
     from forge.cluster import coordinator

@@ -25,7 +25,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-FAILURES = frozenset({"FAILED", "TIMEOUT", "NO_PROGRESS"})
+# A FAILED attempt that changed exactly what the judged attempt before it did (the
+# run layer records it as a stall and reports it here under this status).
+NO_PROGRESS = "NO_PROGRESS"
+FAILURES = frozenset({"FAILED", "TIMEOUT", NO_PROGRESS})
 NEUTRAL = frozenset({"INFRA", "INTERRUPTED", "CONFLICT"})
 PASSES = frozenset({"MERGED"})
 
@@ -91,7 +94,7 @@ def next_step(
     """What the next attempt should run with, given the attempts so far (oldest
     first) and the current `model`/`effort` (the task's spec)."""
     counted = _counted(history)
-    no_progress = bool(counted) and counted[-1].status == "NO_PROGRESS"
+    no_progress = bool(counted) and counted[-1].status == NO_PROGRESS
     decision = _escalate(
         history,
         models=models,

@@ -24,6 +24,8 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from forge.base import durations
+
 if TYPE_CHECKING:
     from forge.agents.definition import AgentDef
 
@@ -233,11 +235,8 @@ def is_context_overflow(output: str) -> bool:
 
 # --- retry-after -------------------------------------------------------------
 
-_UNIT = r"(?:ms|milliseconds?|seconds?|secs?|s|minutes?|mins?|m|hours?|hrs?|h|days?|d)(?![a-z])"
-_DUR = rf"(?:\d+(?:\.\d+)?\s*{_UNIT}\s*)+|\d+(?:\.\d+)?"
-_DUR_PART = re.compile(rf"(\d+(?:\.\d+)?)\s*({_UNIT})?", re.IGNORECASE)
 _RETRY_IN = re.compile(
-    rf"(?:retry[- _]?after|retry in|try again in|resets? in|retrying in)\W{{0,3}}\s*({_DUR})",
+    rf"(?:retry[- _]?after|retry in|try again in|resets? in|retrying in)\W{{0,3}}\s*({durations.IN_TEXT})",
     re.IGNORECASE,
 )
 _RESETS_IN_SECONDS = re.compile(r"resets_in_seconds\W{0,3}\s*(\d+(?:\.\d+)?)", re.IGNORECASE)
@@ -259,23 +258,7 @@ _MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct",
 
 def parse_retry_duration(text: str) -> float | None:
     """Seconds in `30s`, `1m30s`, `560ms`, `2 minutes`, `20` (seconds)."""
-    total = 0.0
-    found = False
-    for num, unit in _DUR_PART.findall(text):
-        found = True
-        u = (unit or "s").lower()
-        if u.startswith("ms") or u.startswith("milli"):
-            scale = 0.001
-        elif u.startswith("s"):
-            scale = 1.0
-        elif u.startswith("m"):
-            scale = 60.0
-        elif u.startswith("h"):
-            scale = 3600.0
-        else:
-            scale = 86400.0
-        total += float(num) * scale
-    return total if found else None
+    return durations.seconds_in(text)
 
 
 def _retry_after(texts: list[str], resets: list[tuple[float, bool]], now: float) -> float | None:

@@ -35,6 +35,7 @@ Keys beyond SPEC's `command`/`models`/`efforts` (all optional, open to users):
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 # Claude Code: `-p` is print (headless) mode; bypassPermissions because the agent
@@ -249,6 +250,21 @@ SHELL: dict[str, Any] = {
     "script": True,
     "usage_format": "none",
 }
+
+
+def over_preset(name: str, table: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The table an `[agents.NAME]` table stands for: named like a preset, it
+    overrides only the keys it sets. A new ladder without a new default drops the
+    preset's default, which may not be on it."""
+    preset = PRESET_TABLES.get(name)
+    if preset is None:
+        return table
+    merged = {**preset, **table}
+    for ladder, default in (("models", "default_model"), ("efforts", "default_effort")):
+        if ladder in table and default not in table and merged.get(default) not in table[ladder]:
+            merged.pop(default, None)
+    return merged
+
 
 PRESET_TABLES: dict[str, dict[str, Any]] = {
     "claude": CLAUDE,

@@ -25,9 +25,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from forge.agents.definition import PLACEHOLDER, AgentDef, parse_duration
+from forge.agents.definition import PLACEHOLDER, AgentDef
+from forge.agents.names import AGENT_NAME_RULE, agent_name_problem
 from forge.agents.output import InfraFailure, classify_failure, is_context_overflow
-from forge.agents.presets import PRESET_TABLES
+from forge.agents.presets import PRESET_TABLES, over_preset
 from forge.agents.prompt import Feedback, write_attempt_file, write_prompt_file, write_script_file
 from forge.agents.usage import Usage, parse_usage
 from forge.errors import ForgeError
@@ -43,7 +44,6 @@ __all__ = [
     "check_binary",
     "classify_failure",
     "is_context_overflow",
-    "parse_duration",
     "parse_usage",
     "render_command",
     "resolve",
@@ -51,8 +51,6 @@ __all__ = [
     "write_prompt_file",
     "write_script_file",
 ]
-
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
 @dataclass(frozen=True)
@@ -66,9 +64,10 @@ class AgentSpec:
     @classmethod
     def parse(cls, text: str) -> AgentSpec:
         parts = text.strip().split(":")
-        if len(parts) > 3 or not _NAME.match(parts[0]):
+        if len(parts) > 3 or agent_name_problem(parts[0]):
             raise ForgeError(
                 f"bad agent spec {text!r}: expected name[:model[:effort]], e.g. claude:sonnet:high"
+                f" ({AGENT_NAME_RULE})"
             )
         model = parts[1] if len(parts) > 1 and parts[1] else None
         effort = parts[2] if len(parts) > 2 and parts[2] else None
@@ -87,16 +86,6 @@ PRESETS: dict[str, AgentDef] = {
 }
 
 
-def _merge_over_preset(preset: Mapping[str, Any], table: Mapping[str, Any]) -> dict[str, Any]:
-    """A table named like a preset overrides only the keys it sets. A new ladder
-    without a new default drops the preset's default, which may not be on it."""
-    merged = {**preset, **table}
-    for ladder, default in (("models", "default_model"), ("efforts", "default_effort")):
-        if ladder in table and default not in table and merged.get(default) not in table[ladder]:
-            merged.pop(default, None)
-    return merged
-
-
 def resolve(
     spec: AgentSpec | str, defs: Mapping[str, Mapping[str, Any]]
 ) -> tuple[AgentDef, AgentSpec]:
@@ -111,10 +100,7 @@ def resolve(
     if table is not None:
         if not isinstance(table, Mapping):
             raise ForgeError(f"[agents.{spec.name}] must be a table")
-        preset = PRESET_TABLES.get(spec.name)
-        defn = AgentDef.from_table(
-            spec.name, _merge_over_preset(preset, table) if preset else table
-        )
+        defn = AgentDef.from_table(spec.name, over_preset(spec.name, table))
     elif spec.name in PRESETS:
         defn = PRESETS[spec.name]
     else:

@@ -154,6 +154,12 @@ class StateDir:
     def plan_file(self, plan: str) -> Path:
         return self.plan_dir(plan) / "plan.json"
 
+    def read_plan_record(self, plan: str) -> Any:
+        """The recorded plan as `forge plan` wrote it (JSON; its meaning is
+        `forge.plan.registry.Recorded`). FileNotFoundError when none is recorded; a
+        corrupt one is a StateError naming it."""
+        return read_json(self.plan_file(plan), what="recorded plan")
+
     def state_file(self, plan: str) -> Path:
         return self.plan_dir(plan) / "state.json"
 

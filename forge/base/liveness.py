@@ -7,21 +7,17 @@ from __future__ import annotations
 import os
 import socket
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any
+
+from forge.base.procstat import read_stat
 
 
 def start_time(pid: int) -> int | None:
     """The process's start time in clock ticks since boot, or None if it is gone."""
-    try:
-        raw = Path(f"/proc/{pid}/stat").read_text()
-    except (FileNotFoundError, ProcessLookupError, PermissionError, OSError):
+    stat = read_stat(pid)
+    if stat is None or stat.zombie:  # a zombie has finished; only its exit status is left
         return None
-    # The command name may hold spaces and parentheses: split after the last ')'.
-    fields = raw[raw.rindex(")") + 2 :].split()
-    if fields[0] == "Z":  # a zombie has finished; only its exit status is left
-        return None
-    return int(fields[19])
+    return stat.start
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from forge.base.procstat import ProcStat, read_stat
+from forge.base.settings import DEFAULT_GRACE
 from forge.errors import ForgeError
 
 # Variables a parent git (a hook, `git rebase -x`) leaks into its children; left
@@ -122,39 +124,21 @@ class GroupResult:
     pgid: int  # 0 when the command could not be started at all
 
 
-@dataclass(frozen=True)
-class _Proc:
-    pid: int
-    ppid: int
-    pgid: int
-    state: str
-
-
-def _read_proc(pid: int) -> _Proc | None:
-    try:
-        raw = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    # The command name may hold spaces and parentheses: split after the last ')'.
-    fields = raw[raw.rindex(")") + 2 :].split()
-    return _Proc(pid=pid, state=fields[0], ppid=int(fields[1]), pgid=int(fields[2]))
-
-
 def _all_pids() -> list[int]:
     return [int(name) for name in os.listdir("/proc") if name.isdigit()]
 
 
-def _members(pgid: int) -> list[_Proc]:
+def _members(pgid: int) -> list[ProcStat]:
     """Every process of the group, zombies included."""
     found = []
     for pid in _all_pids():
-        info = _read_proc(pid)
+        info = read_stat(pid)
         if info is not None and info.pgid == pgid:
             found.append(info)
     return found
 
 
-def _reap(procs: Sequence[_Proc]) -> None:
+def _reap(procs: Sequence[ProcStat]) -> None:
     """Collect zombies that are our own children (a subreaper inherits orphans), one
     pid at a time: waitpid(-1) would steal the exit status of other threads' children."""
     me = os.getpid()
@@ -166,7 +150,7 @@ def _reap(procs: Sequence[_Proc]) -> None:
                 os.waitpid(p.pid, os.WNOHANG)
 
 
-def _alive(procs: Sequence[_Proc]) -> list[int]:
+def _alive(procs: Sequence[ProcStat]) -> list[int]:
     return [p.pid for p in procs if p.state != "Z"]
 
 
@@ -197,7 +181,7 @@ def find_tagged(tag: str) -> list[int]:
     for pid in _all_pids():
         if pid == me:
             continue
-        info = _read_proc(pid)
+        info = read_stat(pid)
         if info is None or info.state == "Z":
             continue
         if _environ_has(pid, needle):
@@ -239,7 +223,7 @@ def _stop(
     if not alive:
         return
     log(f"forge: sent TERM to group {pgid} ({len(alive)} process(es))")
-    escaped = [pid for pid in alive if (info := _read_proc(pid)) and info.pgid != pgid]
+    escaped = [pid for pid in alive if (info := read_stat(pid)) and info.pgid != pgid]
     _signal_all(pgid, escaped, signal.SIGTERM)
     # A stopped (SIGSTOP) process only acts on TERM once it runs again.
     _signal_all(pgid, escaped, signal.SIGCONT)
@@ -253,7 +237,7 @@ def _stop(
     give_up = time.monotonic() + _KILL_PATIENCE
     log(f"forge: sent KILL to group {pgid} ({len(alive)} process(es) still running)")
     while alive:
-        escaped = [pid for pid in alive if (info := _read_proc(pid)) and info.pgid != pgid]
+        escaped = [pid for pid in alive if (info := read_stat(pid)) and info.pgid != pgid]
         _signal_all(pgid, escaped, signal.SIGKILL)
         time.sleep(_POLL)
         alive = _survivors(pgid, tag, leader)
@@ -303,7 +287,7 @@ def run_group(
     log_path: Path,
     env: Mapping[str, str] | None = None,
     timeout: float | None = None,
-    grace: float = 5.0,
+    grace: float = DEFAULT_GRACE,
     stop: threading.Event | None = None,
     on_start: Callable[[int], None] | None = None,
     tag: str | None = None,

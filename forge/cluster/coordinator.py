@@ -27,7 +27,7 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from forge.cluster.job import Job, JobResult
 from forge.cluster.worker import CACHE_VAR
@@ -36,8 +36,11 @@ from forge.git import worktrees
 from forge.git.repo import Repository
 from forge.plan.model import Plan, Task
 from forge.run.attempt import Outcome, RunContext
-from forge.run.recovery import grace_seconds, reset_for_attempt
-from forge.run.state import FAILURES, Attempt, Status, TaskState
+from forge.run.recovery import reset_for_attempt
+from forge.run.state import FAILURES, Attempt, Stall, Status, TaskState
+
+if TYPE_CHECKING:
+    from forge.agents.spec import AgentSpec
 
 INSTALL_HINT = "the cluster needs Dask distributed: pip install 'forge[cluster]'"
 LOST_AFTER = 10.0  # seconds without the scheduler before the run pauses
@@ -195,7 +198,7 @@ class Cluster:
         attempt: Attempt,
         attempt_dir: Path,
         *,
-        spec: Any | None,
+        spec: AgentSpec | None,
         fresh: bool,
     ) -> Outcome | str:
         """Run one attempt remotely. An Outcome when it ended without work to merge,
@@ -231,7 +234,7 @@ class Cluster:
         attempt: Attempt,
         attempt_dir: Path,
         *,
-        spec: Any | None,
+        spec: AgentSpec | None,
         start: str,
     ) -> Job:
         plan: Plan = ctx.plan
@@ -259,8 +262,8 @@ class Cluster:
             message=f"forge: {plan.name}/{task.id} attempt {n}\n\n{task.title}",
             identity=identity(ctx.repo),
             stop_event=self.stop_name,
-            timeout=task.timeout or plan.timeout,
-            grace=grace_seconds(),
+            timeout=plan.timeout_of(task),
+            grace=ctx.settings.grace,
             tag=attempt.tag or "",
             run=task.run,
             setup=plan.setup,
@@ -282,7 +285,7 @@ class Cluster:
             agent=(defn, resolved),
             prompt_text=prompt_file.read_text(),
             feedback_text=feedback.render(fb) if fb is not None else None,
-            timeout=task.timeout or defn.timeout or plan.timeout,
+            timeout=plan.timeout_of(task, defn.timeout),
         )
 
     def _wait(self, ctx: RunContext, job: Job) -> JobResult:
@@ -380,9 +383,10 @@ class Cluster:
                 result.reason,
                 infra_retry_after=result.infra_retry_after,
                 infra_kind=result.infra_kind,
+                stall=Stall(result.stall) if result.stall else None,
             )
         if commit is None:
-            return Outcome(Status.FAILED, "no changes")
+            return Outcome(Status.FAILED, "no changes", stall=Stall.NO_CHANGES)
         ts.warnings.extend(result.warnings)
         return commit
 

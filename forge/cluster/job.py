@@ -56,3 +56,4 @@ class JobResult:
     warnings: tuple[str, ...] = ()
     logs: dict[str, str] = field(default_factory=dict)  # file name -> tail of its text
     log: str | None = None  # which of `logs` explains the outcome
+    stall: str | None = None  # a run Stall value: FAILED because the work went nowhere

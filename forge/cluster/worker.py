@@ -29,7 +29,7 @@ from typing import Any
 
 from forge.base import proc
 from forge.cluster.job import Job, JobResult
-from forge.run.state import Status
+from forge.run.state import Stall, Status
 
 CACHE_VAR = "FORGE_WORKER_CACHE"
 WORKER_PID_VAR = "FORGE_WORKER_PID"
@@ -217,13 +217,15 @@ class _Attempt:
             return self._end(failed, commit=self._commit())
         head = self._commit()
         if head is None:
-            return self._end(JobResult(Status.FAILED, "no changes"), commit=None)
+            return self._end(
+                JobResult(Status.FAILED, "no changes", stall=Stall.NO_CHANGES), commit=None
+            )
         changed = _git("diff", "--name-only", "-z", "--no-renames", job.base, head, cwd=slot)
         paths = [p for p in changed.split("\0") if p]
         if not paths:
             reason = "no changes (the work adds up to nothing against the base)"
-            return self._end(JobResult(Status.FAILED, reason), commit=head)
-        from forge.run.attempt import out_of_scope
+            return self._end(JobResult(Status.FAILED, reason, stall=Stall.NO_CHANGES), commit=head)
+        from forge.plan.patterns import out_of_scope
 
         warnings: tuple[str, ...] = ()
         outside = out_of_scope(job.files, paths)
@@ -234,7 +236,7 @@ class _Attempt:
             warnings = (msg,)
         if job.judged_hash and job.judged_hash == self._diff_hash(head):
             reason = "no progress: the same change as the last failed attempt"
-            return self._end(JobResult(Status.FAILED, reason), commit=head)
+            return self._end(JobResult(Status.FAILED, reason, stall=Stall.NO_PROGRESS), commit=head)
         checked = self._check()
         if checked is not None:
             return self._end(checked, commit=head)

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from forge.base import proc
 from forge.errors import ExitCode, ForgeError
+from forge.git import refs
 from forge.git.merge import is_ancestor
-from forge.git.repo import Repository
+from forge.git.repo import Repository, short_sha
 from forge.run.state import StateStore, Status
-
-GOOD = ("PASS", "FLAKY", "UNVERIFIED")
+from forge.verify.records import Verdict
 
 
 def accept(repo: Repository, plan: str, *, merge: bool) -> str:
@@ -23,25 +23,25 @@ def accept(repo: Repository, plan: str, *, merge: bool) -> str:
     head = repo.ref_value(state.integration)
     if head is None:
         raise ForgeError(f"plan '{plan}' has no integration branch: run `forge run {plan}`")
-    record = state.verification or {}
-    verdict = record.get("verdict")
-    if record.get("commit") != head or verdict not in GOOD:
+    record = state.verification
+    verdict = record.verdict if record is not None else None
+    if record is None or record.commit != head or not record.verdict.ok:
         what = f"its last verification was {verdict}" if verdict else "it was never verified"
-        if record.get("commit") and record.get("commit") != head:
+        if record is not None and record.commit and record.commit != head:
             what = "it moved since its last verification"
         raise ForgeError(
-            f"integration head {head[:12]} of plan '{plan}' has not passed verification "
+            f"integration head {short_sha(head)} of plan '{plan}' has not passed verification "
             f"({what}); run `forge run {plan}` or `forge verify --plan {plan}` first",
-            code=ExitCode.FAILED if verdict == "FAIL" else ExitCode.USAGE,
+            code=ExitCode.FAILED if verdict == Verdict.FAIL else ExitCode.USAGE,
         )
     branch = repo.current_branch()
     if branch is None:
         raise ForgeError("HEAD is detached: check out the branch to accept the plan into")
-    short = state.integration.removeprefix("refs/heads/")
+    short = refs.branch_name(state.integration)
     user_head = repo.git("rev-parse", "HEAD").strip()
     unmerged = [t.id for t in state.tasks.values() if t.status != Status.MERGED]
     note = f" ({len(unmerged)} task(s) not merged: {', '.join(unmerged)})" if unmerged else ""
-    if verdict == "UNVERIFIED":
+    if verdict == Verdict.UNVERIFIED:
         note += " (not verified: no verify command is configured)"
     if is_ancestor(repo, head, user_head):
         return f"{branch} already contains {short}{note}"
@@ -51,7 +51,7 @@ def accept(repo: Repository, plan: str, *, merge: bool) -> str:
         if cp.returncode != 0:
             _restore_orig_head(repo, orig_head)
             raise ForgeError(f"git refused to fast-forward {branch}: {_why(cp)}")
-        return f"fast-forwarded {branch} to {short} ({head[:12]}){note}" + _landed(
+        return f"fast-forwarded {branch} to {short} ({short_sha(head)}){note}" + _landed(
             repo, user_head, head
         )
     if not merge:

@@ -12,11 +12,11 @@ from pathlib import Path
 
 from forge.base import faults
 from forge.base.files import plan_lock
-from forge.git import worktrees
+from forge.git import refs, worktrees
 from forge.git.merge import is_ancestor
 from forge.git.repo import Repository
 from forge.run.recovery import stop_leftovers, sweep_salvage_indexes
-from forge.run.state import StateStore, task_ref
+from forge.run.state import StateStore, Status
 
 
 def clean_plan(repo: Repository, plan: str) -> list[str]:
@@ -24,12 +24,12 @@ def clean_plan(repo: Repository, plan: str) -> list[str]:
     with plan_lock(repo.state, plan, command="forge clean"):
         store = StateStore(repo.state, plan)
         state = store.load_existing()
-        integration_ref = f"refs/heads/forge/{plan}-integration"
+        integration_ref = refs.integration_ref(plan)
         integration = repo.ref_value(integration_ref)
         if state is not None:
             for ts in state.tasks.values():
-                if ts.status == "RUNNING":  # a run killed with its agent still going
-                    stopped = stop_leftovers(ts)
+                if ts.status == Status.RUNNING:  # a run killed with its agent still going
+                    stopped = stop_leftovers(ts, grace=repo.settings.grace)
                     if stopped:
                         notes.append(f"stopped {stopped} leftover process(es) of {ts.id}")
             for folder in {Path(slot.path).parent for slot in state.slots.values()}:
@@ -52,11 +52,9 @@ def clean_plan(repo: Repository, plan: str) -> list[str]:
                 notes.append(f"removed worktree {path}")
         for ref, head in _task_branches(repo, plan):
             if integration is None or not is_ancestor(repo, head, integration):
-                task = ref.removeprefix(task_ref(plan, ""))
+                task = refs.task_of(plan, ref)
                 kept = worktrees.keep(repo, head, plan=plan, task=task)
-                notes.append(
-                    f"branch {ref.removeprefix('refs/heads/')} held unmerged work: kept in {kept}"
-                )
+                notes.append(f"branch {refs.branch_name(ref)} held unmerged work: kept in {kept}")
                 if (
                     state is not None
                     and task in state.tasks
@@ -65,7 +63,7 @@ def clean_plan(repo: Repository, plan: str) -> list[str]:
                     state.tasks[task].salvage.append(kept)
                     store.save(state)
             repo.try_git("update-ref", "-d", ref, head)
-            notes.append(f"deleted branch {ref.removeprefix('refs/heads/')}")
+            notes.append(f"deleted branch {refs.branch_name(ref)}")
         # The plan's verification checkouts (one per lane), wherever the worktree root
         # was when they were made: git knows them all.
         for path in _registered_worktrees(repo):
@@ -73,15 +71,16 @@ def clean_plan(repo: Repository, plan: str) -> list[str]:
                 worktrees.remove(repo, path)
                 notes.append(f"removed verification worktree {path}")
         if integration is not None:
+            branch = refs.branch_name(integration_ref)
             if _accepted(repo, integration):
                 repo.try_git("update-ref", "-d", integration_ref, integration)
-                notes.append(f"deleted branch forge/{plan}-integration (already in your branches)")
+                notes.append(f"deleted branch {branch} (already in your branches)")
                 if state is not None:
                     store.path.unlink(missing_ok=True)
             else:
                 notes.append(
-                    f"kept branch forge/{plan}-integration: it holds work not accepted yet "
-                    f"(`forge accept {plan}`, or `git branch -D forge/{plan}-integration`)"
+                    f"kept branch {branch}: it holds work not accepted yet "
+                    f"(`forge accept {plan}`, or `git branch -D {branch}`)"
                 )
         cache = repo.worktrees_root() / plan / ".cluster"  # local:N workers' mirror and slots
         if cache.exists():
@@ -92,7 +91,7 @@ def clean_plan(repo: Repository, plan: str) -> list[str]:
 
 
 def _task_branches(repo: Repository, plan: str) -> list[tuple[str, str]]:
-    out = repo.git("for-each-ref", "--format=%(refname) %(objectname)", f"refs/heads/forge/{plan}/")
+    out = repo.git("for-each-ref", "--format=%(refname) %(objectname)", refs.task_refs(plan))
     return [tuple(line.split(" ", 1)) for line in out.splitlines() if line]  # type: ignore[misc]
 
 
@@ -104,5 +103,5 @@ def _registered_worktrees(repo: Repository) -> list[Path]:
 
 
 def _accepted(repo: Repository, commit: str) -> bool:
-    out = repo.git("for-each-ref", "--format=%(refname)", "--contains", commit, "refs/heads/")
-    return any(not ref.startswith("refs/heads/forge/") for ref in out.splitlines())
+    out = repo.git("for-each-ref", "--format=%(refname)", "--contains", commit, refs.BRANCHES)
+    return any(not refs.is_forge_branch(ref) for ref in out.splitlines())

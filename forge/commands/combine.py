@@ -13,16 +13,17 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import Any
 
 from forge.base.files import plan_lock
 from forge.errors import ExitCode, ForgeError, Interrupted
 from forge.git.merge import is_ancestor, merge_commits
+from forge.git.refs import integration_ref
 from forge.git.repo import Repository
 from forge.plan import registry
 from forge.plan.config import VerifyConfig, load_repo_config
 from forge.plan.registry import Recorded
-from forge.run.state import RunState, StateStore, integration_ref, now_iso
+from forge.run.state import RunState, StateStore, now_iso
+from forge.verify.records import VerifyRecord
 
 GOOD = ("PASS", "FLAKY", "UNVERIFIED")
 
@@ -34,7 +35,7 @@ class Combination:
     base: str
     commit: str  # the candidate: every plan merged onto the base
     skipped: list[str] = field(default_factory=list)  # plans already held by those before
-    verification: dict[str, Any] | None = None
+    verification: VerifyRecord | None = None
 
 
 def _recorded(repo: Repository, ref: str) -> Recorded:
@@ -182,7 +183,7 @@ def combine(
                 f"{describe_failure(record)}; {short} was not moved and '{name}' not recorded",
                 code=ExitCode.FAILED,
             )
-        combo.verification = record.to_dict()
+        combo.verification = record
         _land(repo, combo, first, old, config if verify is not None else None)
     return [
         *lines,

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from forge.base.files import atomic_write_text, plan_lock
 from forge.errors import ForgeError
+from forge.git.refs import integration_ref
 from forge.git.repo import Repository
 from forge.plan import edit, registry
 from forge.plan.dag import compute_waves
@@ -23,7 +24,7 @@ from forge.plan.load import parse_plan
 from forge.plan.model import Plan
 from forge.plan.registry import Recorded
 from forge.plan.tables import wave_table
-from forge.run.state import StateStore, Status, integration_ref
+from forge.run.state import StateStore, Status
 
 
 @dataclass(frozen=True)

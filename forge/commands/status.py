@@ -7,14 +7,18 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from forge.base.files import read_json
 from forge.base.liveness import Owner
-from forge.git import worktrees
-from forge.git.repo import Repository
+from forge.git import refs, worktrees
+from forge.git.repo import Repository, short_sha
 from forge.run import hold as holds
 from forge.run.state import RunState, StateStore, Status, TaskState
+from forge.verify.records import VerifyRecord
+
+if TYPE_CHECKING:
+    from forge.run.runner import RunReport
 
 
 def _table(headers: list[str], rows: list[list[str]]) -> str:
@@ -43,7 +47,9 @@ def task_row(ts: TaskState) -> dict[str, Any]:
         "id": ts.id,
         "status": str(ts.status),
         # INFRA and INTERRUPTED attempts spent nothing: they are history, not attempts
-        "attempts": sum(1 for a in ts.attempts if a.status not in ("INFRA", "INTERRUPTED")),
+        "attempts": sum(
+            1 for a in ts.attempts if a.status not in (Status.INFRA, Status.INTERRUPTED)
+        ),
         "agent": last.agent if last else (ts.agent or ""),
         "seconds": task_time(ts),
         "reason": ts.reason,
@@ -63,13 +69,13 @@ def results_table(state: RunState) -> str:
     return _table(["task", "status", "attempts", "time", "reason"], rows)
 
 
-def report_data(report: Any) -> dict[str, Any]:
-    """A finished run (runner.RunReport) as data, for --json."""
+def report_data(report: RunReport) -> dict[str, Any]:
+    """A finished run as data, for --json."""
     return {
         "plan": report.plan,
         "exit_code": int(report.exit_code),
         "tasks": [task_row(t) for t in report.state.tasks.values()],
-        "verification": report.verification,
+        "verification": _as_data(report.verification),
         "integration": report.state.integration,
         "integration_head": report.integration_head,
         "paused": report.paused,
@@ -80,7 +86,11 @@ def report_data(report: Any) -> dict[str, Any]:
     }
 
 
-def render_report(report: Any) -> str:
+def _as_data(record: VerifyRecord | None) -> dict[str, Any] | None:
+    return None if record is None else record.to_dict()
+
+
+def render_report(report: RunReport) -> str:
     """What a person sees when a run ends: the tasks, the verdict, where things are."""
     state = report.state
     out = [results_table(state).rstrip("\n")]
@@ -94,32 +104,20 @@ def render_report(report: Any) -> str:
         out.append(f"paused: {report.paused}")
     else:
         out += verification_lines(report.verification)
-    head = (report.integration_head or "")[:12]
-    out.append(f"integration: {state.integration.removeprefix('refs/heads/')} at {head}")
+    head = short_sha(report.integration_head)
+    out.append(f"integration: {refs.branch_name(state.integration)} at {head}")
     out.append(f"logs: {report.logs}")
     out.append("your branch, index and working tree were not touched")
     return "\n".join(out) + "\n"
 
 
-def verification_lines(record: dict[str, Any] | None) -> list[str]:
-    if not record:
+def verification_lines(record: VerifyRecord | None) -> list[str]:
+    if record is None:
         return ["verification: not run"]
-    verdict = record.get("verdict", "?")
-    commit = str(record.get("commit", ""))[:12]
-    cached = " (remembered verdict: this tree was verified before)" if record.get("cached") else ""
-    lines = [f"verification: {verdict} on {commit}{cached}"]
-    for lane, data in (record.get("lanes") or {}).items():
-        lines.append(f"  lane {lane}: {data.get('verdict', '?')}")
-        for run in data.get("runs", []):
-            changed = run.get("changed") or []
-            what = f"exit {run.get('exit_code')}"
-            if run.get("timed_out"):
-                what = "timed out"
-            elif run.get("stopped"):
-                what = "stopped"
-            if changed:
-                what += f", changed {', '.join(changed[:5])}"
-            lines.append(f"    {run.get('kind', 'run')}: {what}  {run.get('log') or ''}")
+    cached = " (remembered verdict: this tree was verified before)" if record.cached else ""
+    lines = [f"verification: {record.verdict} on {short_sha(record.commit)}{cached}"]
+    for lane in record.lanes:
+        lines += [f"  {line}" for line in lane.lines()]
     return lines
 
 
@@ -128,7 +126,7 @@ def status_data(repo: Repository, plan: str, *, disk: bool = False) -> dict[str,
     run ended, unless `disk` asks to measure now (slow on a large repository)."""
     store = StateStore(repo.state, plan)
     state = store.load_existing()
-    recorded = read_json(repo.state.plan_file(plan), what="recorded plan")
+    recorded = repo.state.read_plan_record(plan)
     task_ids = [t["id"] for t in recorded.get("plan", {}).get("tasks", [])]
     if state is None:
         state = store.load(task_ids)
@@ -159,7 +157,7 @@ def status_data(repo: Repository, plan: str, *, disk: bool = False) -> dict[str,
         "integration_head": repo.ref_value(state.integration),
         "tasks": [task_row(t) for t in tasks],
         "history": {t.id: [vars(a) for a in t.attempts] for t in tasks},
-        "verification": state.verification,
+        "verification": _as_data(state.verification),
         "slots": slots,
         "hold": hold.describe() if hold else None,
         "paused": state.paused,
@@ -183,7 +181,7 @@ def _runner(repo: Repository, plan: str) -> str | None:
 
 def render_status(data: dict[str, Any]) -> str:
     out = [
-        f"plan {data['plan']}  (base {str(data['base'])[:12]}, integration {data['integration'].removeprefix('refs/heads/')} at {str(data['integration_head'])[:12]})"
+        f"plan {data['plan']}  (base {short_sha(str(data['base']))}, integration {refs.branch_name(data['integration'])} at {short_sha(str(data['integration_head']))})"
     ]
     if data.get("combined"):
         parts = [f"{p} ({str(h)[:12]})" for p, h in data["combined"].items()]
@@ -213,7 +211,9 @@ def render_status(data: dict[str, Any]) -> str:
             out.append(f"{r['id']}: {r['suggestion']}")
         for ref in r["salvage"]:
             out.append(f"{r['id']}: salvaged work kept in {ref}")
-    out += verification_lines(data["verification"])
+    out += verification_lines(
+        VerifyRecord.from_dict(data["verification"]) if data["verification"] else None
+    )
     if data["slots"]:
         total = sum(s["bytes"] for s in data["slots"])
         when = data["slots"][0]["measured"]

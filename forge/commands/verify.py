@@ -6,9 +6,10 @@ import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from forge.git.repo import Repository
+from forge.git.refs import integration_ref
+from forge.git.repo import Repository, short_sha
 from forge.plan.config import VerifyConfig, load_repo_config
-from forge.verify.records import LaneResult, Verdict, VerifyRecord
+from forge.verify.records import Verdict, VerifyRecord
 
 CLI_KEY = "cli"  # the checkouts of `forge verify` outside a plan
 
@@ -21,21 +22,21 @@ class Target:
     key: str
 
 
-def integration_ref(plan: str) -> str:
-    return f"refs/heads/forge/{plan}-integration"
-
-
 def resolve_target(repo: Repository, *, rev: str | None, plan_ref: str | None) -> Target:
     """REV (default: the plan's integration head, else HEAD) and the config: the
     plan's `verify`, else `[verify]` in forge.toml."""
     from forge.errors import ForgeError
 
     if plan_ref is None:
-        return Target(rev or "HEAD", load_repo_config(repo.root).verify, None, CLI_KEY)
+        return Target(
+            rev or "HEAD", load_repo_config(repo.root, read_agents=False).verify, None, CLI_KEY
+        )
     from forge.plan.registry import resolve
 
     plan = resolve(repo, plan_ref).plan
-    config = plan.verify if plan.verify is not None else load_repo_config(repo.root).verify
+    config = plan.verify
+    if config is None:
+        config = load_repo_config(repo.root, read_agents=False).verify
     if rev is None:
         rev = integration_ref(plan.name)
         if repo.ref_value(rev) is None:
@@ -71,32 +72,16 @@ def record_in_plan(repo: Repository, plan: str, record: VerifyRecord) -> bool:
     head = repo.ref_value(f"{state.integration}^{{commit}}")
     if head is None or head != record.commit:
         return False
-    state.verification = record.to_dict()
+    state.verification = record
     store.save(state)
     return True
-
-
-def _lane_lines(lane: LaneResult) -> list[str]:
-    runs = len(lane.runs)
-    lines = [f"lane {lane.name}: {lane.verdict} ({runs} run{'s' if runs != 1 else ''})"]
-    for run in lane.runs:
-        if run.stopped:
-            what = "stopped"
-        elif run.timed_out:
-            what = "timed out"
-        else:
-            what = f"exit {run.exit_code}"
-        lines.append(f"  {run.kind}: {what} in {run.duration:.1f}s, log {run.log}")
-        if run.changed:
-            lines.append(f"    changed the checkout: {', '.join(run.changed)}")
-    return lines
 
 
 def render(record: VerifyRecord) -> list[str]:
     lines: list[str] = []
     for lane in record.lanes:
-        lines += _lane_lines(lane)
-    where = f"{record.commit[:12]} (tree {record.tree[:12]})"
+        lines += lane.lines()
+    where = f"{short_sha(record.commit)} (tree {short_sha(record.tree)})"
     if record.verdict == Verdict.UNVERIFIED:
         lines.append(
             f"verification UNVERIFIED on {where}: no verify command is configured "

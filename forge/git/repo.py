@@ -8,19 +8,25 @@ value, so a concurrent move is detected rather than overwritten.
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
 from forge.base import proc
 from forge.base.files import StateDir
+from forge.base.settings import Settings
 from forge.errors import ForgeError
 
 MIN_GIT = (2, 38)  # `git merge-tree --write-tree` arrived in 2.38
 ZERO = "0" * 40
+SHORT_SHA = 12  # enough to be unique in any repository people read
+
+
+def short_sha(sha: str | None) -> str:
+    """A commit or tree id as forge prints it."""
+    return (sha or "")[:SHORT_SHA]
 
 
 def git_version() -> tuple[int, int]:
@@ -47,6 +53,7 @@ class Repository:
     root: Path  # top of the worktree forge was called from
     common_dir: Path  # shared by every worktree: forge's state lives here
     main_root: Path  # the main worktree
+    settings: Settings = field(default_factory=Settings)  # what this process runs with
 
     def git(
         self,
@@ -71,15 +78,9 @@ class Repository:
     def name(self) -> str:
         return self.main_root.name
 
-    def worktrees_root(self, override: Path | None = None) -> Path:
-        """Where forge puts its worktrees: outside the user's tree, so their tools never
-        walk into them (`--worktree-root`, then FORGE_WORKTREES, then beside the repo)."""
-        if override is not None:
-            return override.resolve() / self.name
-        env = os.environ.get("FORGE_WORKTREES")
-        if env:
-            return Path(env).resolve() / self.name
-        return self.main_root.parent / ".forge-worktrees" / self.name
+    def worktrees_root(self) -> Path:
+        """Where forge puts this repository's worktrees (see `Settings.worktrees_for`)."""
+        return self.settings.worktrees_for(self.main_root)
 
     def rev_parse(self, rev: str) -> str:
         """The commit `rev` names, or a ForgeError saying it names none."""
@@ -119,14 +120,16 @@ class Repository:
         cp = self.try_git("update-ref", "-m", message, ref, new, old or ZERO)
         if cp.returncode != 0:
             raise ForgeError(
-                f"{ref} moved while forge was updating it (expected {(old or 'absent')[:12]}): "
+                f"{ref} moved while forge was updating it (expected {short_sha(old) or 'absent'}): "
                 f"{proc.tail(cp.stderr, 1)}"
             )
 
 
-def discover(start: Path | None = None) -> Repository:
-    """The repository that contains `start` (default: the current folder)."""
+def discover(start: Path | None = None, settings: Settings | None = None) -> Repository:
+    """The repository that contains `start` (default: the current folder), seen with
+    `settings` (default: those of the environment)."""
     here = (start or Path.cwd()).resolve()
+    settings = settings if settings is not None else Settings.from_env()
     check_git_version()
     cp = proc.run(
         [
@@ -153,7 +156,12 @@ def discover(start: Path | None = None) -> Repository:
     common = Path(lines[2])
     common = (common if common.is_absolute() else root / common).resolve()
     main_root = _main_worktree(root, common)
-    return Repository(root=root, common_dir=common, main_root=main_root)
+    return Repository(
+        root=root,
+        common_dir=common,
+        main_root=main_root,
+        settings=settings,
+    )
 
 
 def _main_worktree(root: Path, common: Path) -> Path:

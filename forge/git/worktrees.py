@@ -17,6 +17,7 @@ from pathlib import Path
 
 from forge.base import proc
 from forge.errors import ForgeError
+from forge.git import refs
 from forge.git.merge import identity_env
 from forge.git.repo import Repository
 
@@ -30,10 +31,25 @@ def is_worktree(path: Path) -> bool:
     return (path / ".git").is_file()
 
 
-def add(repo: Repository, path: Path, commit: str) -> None:
-    """A new detached worktree at `path`. Several may be added at once: git marks a
+# Our git commands in a checkout of forge's own must not run the user's hooks
+# (post-checkout, ...).
+NO_HOOKS = ("-c", "core.hooksPath=/dev/null")
+
+
+def add(
+    repo: Repository,
+    path: Path,
+    commit: str,
+    *,
+    what: str = "worktree",
+    hooks: bool = True,
+) -> None:
+    """A new detached worktree at `path` (the one way forge makes a worktree: task
+    slots and verification checkouts; `hooks=False` keeps the user's post-checkout
+    hook out of forge's own checkouts). Several may be added at once: git marks a
     worktree it is still making as locked, so a concurrent `prune` leaves it alone.
-    Stale registrations are pruned once per run (`prune`), not once per add."""
+    Stale registrations are pruned once per run (`prune`), not once per add.
+    A folder in the way that is not a worktree is refused when it holds anything."""
     if path.exists() and not is_worktree(path):
         if any(path.iterdir()):
             raise ForgeError(f"{path} exists and is not a forge worktree; move it away")
@@ -43,10 +59,11 @@ def add(repo: Repository, path: Path, commit: str) -> None:
             path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise ForgeError(
-                f"cannot make the worktree {path}: {exc.strerror or exc}; "
+                f"cannot make the {what} {path}: {exc.strerror or exc}; "
                 "set FORGE_WORKTREES (or --worktree-root) to a folder forge may write"
             ) from None
-        repo.git("worktree", "add", "--quiet", "--detach", str(path), commit)
+        options = () if hooks else NO_HOOKS
+        repo.git(*options, "worktree", "add", "--quiet", "--detach", str(path), commit)
 
 
 def dirty_paths(path: Path, repo: Repository) -> list[str]:
@@ -71,7 +88,7 @@ def move(
                 f"worktree {path} holds uncommitted work ({', '.join(dirty[:5])}); "
                 "forge will not move it"
             )
-    short = branch.removeprefix("refs/heads/")
+    short = refs.branch_name(branch)
     repo.git("checkout", "--quiet", "--force", "--no-recurse-submodules", short, cwd=path)
     if clean_all:
         repo.git("clean", "-fdqx", cwd=path)
@@ -149,7 +166,7 @@ _KEEP_LOCK = threading.Lock()
 def keep(repo: Repository, commit: str, *, plan: str, task: str) -> str:
     """The salvage ref holding `commit`: an existing refs/forge/salvage/<plan>/<task>/<n>
     that already points at it, else the next free <n>. The one namer of salvage refs."""
-    prefix = f"refs/forge/salvage/{plan}/{task}/"
+    prefix = refs.salvage_refs(plan, task)
     with _KEEP_LOCK:
         taken = {}
         for line in repo.git(

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from forge.base import proc
 from forge.errors import ForgeError
-from forge.git.repo import ZERO, Repository, discover
+from forge.git.repo import ZERO, Repository, discover, short_sha
 from forge.plan.config import VerifyConfig, load_repo_config
 from forge.verify import records as verify_records
 from forge.verify.records import Verdict, VerifyRecord
@@ -181,7 +181,7 @@ def run_hook(name: str, args: list[str]) -> int:
 
 
 def _config(repo: Repository) -> VerifyConfig | None:
-    config = load_repo_config(repo.root).verify
+    config = load_repo_config(repo.root, read_agents=False).verify
     return config if config is not None and config.lanes else None
 
 
@@ -209,7 +209,7 @@ def _after_commit() -> None:
     if verify_records.cached(repo.state, repo.tree_of(commit), config.fingerprint()):
         return  # this tree was judged already
     verify_bg.start(repo, commit)
-    _say(f"verifying {commit[:12]} in the background (log {verify_bg.log_file(repo)})")
+    _say(f"verifying {short_sha(commit)} in the background (log {verify_bg.log_file(repo)})")
 
 
 def _background(commit: str) -> int:
@@ -253,7 +253,7 @@ def _pre_push(stdin: bytes) -> int:
         return 0
     fp = config.fingerprint()
     for tip in _tips(stdin):
-        short = f"{tip.ref} {tip.commit[:12]}"
+        short = f"{tip.ref} {short_sha(tip.commit)}"
         hit = verify_records.cached(repo.state, repo.tree_of(tip.commit), fp)
         record = hit or _verdict_for(repo, tip.commit, config)
         if record is None:
@@ -279,12 +279,12 @@ def _verdict_for(repo: Repository, commit: str, config: VerifyConfig) -> VerifyR
 
     current = verify_bg.running(repo)
     if current is not None and current.commit == commit:
-        _say(f"waiting for the background verification of {commit[:12]}")
+        _say(f"waiting for the background verification of {short_sha(commit)}")
         verify_bg.wait_gone(current.owner, timeout=float("inf"))
         done = verify_bg.result_for(repo, commit)
         if done is not None and done.verdict in (Verdict.PASS, Verdict.FLAKY, Verdict.FAIL):
             return done
-    _say(f"verifying {commit[:12]} before the push")
+    _say(f"verifying {short_sha(commit)} before the push")
     with interrupt.on_stop_signals() as stop:
         record = verify_commit(repo, commit, config, key=PUSH_KEY, stop=stop, on_event=_say)
     if stop.is_set():

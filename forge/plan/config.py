@@ -6,7 +6,6 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
-import math
 import re
 import tomllib
 from collections.abc import Callable, Iterable, Mapping
@@ -14,9 +13,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from forge.errors import ForgeError, PlanError
+from forge.agents.names import agent_name_problem
+from forge.base.durations import parse_duration
+from forge.base.settings import DEFAULT_GRACE
+from forge.base.tomlread import LineOf, Problems, TomlSource
+from forge.errors import ForgeError
 
-DEFAULT_GRACE = 5.0
 DEFAULT_RERUNS = 2
 
 
@@ -56,41 +58,6 @@ class VerifyConfig:
         return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
 
 
-# --- durations --------------------------------------------------------------------
-
-_DURATION = re.compile(
-    r"^(?:(?P<h>\d+(?:\.\d+)?)h)?(?:(?P<m>\d+(?:\.\d+)?)m)?(?:(?P<s>\d+(?:\.\d+)?)s)?$"
-)
-
-
-def parse_duration(value: str | int | float) -> float:
-    """Seconds from "90s", "30m", "1h", "1h30m" or a plain number of seconds.
-
-    Raises ValueError (with a message fit for a problem line) for anything else,
-    including zero and negative values: a timeout of nothing is a typo, not a wish.
-    """
-    if isinstance(value, bool):
-        raise ValueError(f"expected a duration such as 90s, 30m or 1h30m, got {value!r}")
-    if isinstance(value, int | float):
-        seconds = float(value)
-    elif isinstance(value, str):
-        text = value.strip().lower().replace(" ", "")
-        try:
-            seconds = float(text)
-        except ValueError:
-            m = _DURATION.match(text)
-            if not text or not m:
-                raise ValueError(
-                    f"expected a duration such as 90s, 30m or 1h30m, got {value!r}"
-                ) from None
-            seconds = float(m["h"] or 0) * 3600 + float(m["m"] or 0) * 60 + float(m["s"] or 0)
-    else:
-        raise ValueError(f"expected a duration such as 90s, 30m or 1h30m, got {value!r}")
-    if not math.isfinite(seconds) or seconds <= 0:
-        raise ValueError(f"a duration must be more than zero, got {value!r}")
-    return seconds
-
-
 # --- strict checking of TOML settings (plans and forge.toml share it) --------------
 
 # Keys people write by habit from other tools, mapped to the key forge means.
@@ -118,63 +85,6 @@ def did_you_mean(key: str, allowed: Iterable[str]) -> str:
         return f" (did you mean `{alias}`?)"
     close = difflib.get_close_matches(key, allowed, n=1, cutoff=0.6)
     return f" (did you mean `{close[0]}`?)" if close else ""
-
-
-class TomlSource:
-    """A TOML file's text, to point a problem at a line: tomllib reports lines only
-    for syntax errors, so key and table lines are found again in the text."""
-
-    _HEADER = re.compile(r"^\s*\[")
-
-    def __init__(self, text: str) -> None:
-        self.lines = text.splitlines()
-
-    def _find(self, pattern: re.Pattern[str], start: int = 0, end: int | None = None) -> int | None:
-        for i in range(start, len(self.lines) if end is None else end):
-            if pattern.match(self.lines[i]):
-                return i + 1
-        return None
-
-    def table_line(self, name: str, nth: int = 0) -> int | None:
-        """The line of the `nth` `[name]` or `[[name]]` header (1-based), or None."""
-        pattern = re.compile(r"^\s*\[\[?\s*" + re.escape(name) + r"\s*\]\]?\s*(#.*)?$")
-        seen = 0
-        for i, line in enumerate(self.lines):
-            if pattern.match(line):
-                if seen == nth:
-                    return i + 1
-                seen += 1
-        return None
-
-    def section_end(self, header_line: int) -> int:
-        """The index (exclusive, 0-based) where the section starting at `header_line` ends."""
-        nxt = self._find(self._HEADER, header_line)
-        return len(self.lines) if nxt is None else nxt - 1
-
-    def key_line(self, key: str, header_line: int | None = None) -> int | None:
-        """The line of `key = ...` in the section under `header_line` (None: the
-        top level, before any table header)."""
-        pattern = re.compile(r"^\s*[\"']?" + re.escape(key) + r"[\"']?\s*[=.]")
-        if header_line is None:
-            first = self._find(self._HEADER)
-            return self._find(pattern, 0, None if first is None else first - 1)
-        return self._find(pattern, header_line, self.section_end(header_line))
-
-
-@dataclass
-class Problems:
-    """Every problem found in one file, each a line `FILE[:LINE]: message`."""
-
-    path: str
-    items: list[str] = field(default_factory=list)
-
-    def add(self, message: str, *, line: int | None = None) -> None:
-        where = self.path if line is None else f"{self.path}:{line}"
-        self.items.append(f"{where}: {message}")
-
-    def raise_if_any(self) -> None:
-        if self.items:
-            raise PlanError(self.items)
 
 
 def check_keys(
@@ -321,19 +231,25 @@ def _json_like(value: Any) -> bool:
 
 
 def parse_agents(
-    value: Any, *, problems: Problems, line_of: Callable[[str], int | None]
+    value: Any,
+    *,
+    problems: Problems,
+    line_of: LineOf,
+    src: TomlSource | None = None,
 ) -> dict[str, dict[str, Any]]:
-    """`[agents.NAME]` tables, checked for shape only (the agents module gives them
-    meaning): `command`, `models` and `efforts` are lists of strings."""
+    """`[agents.NAME]` tables: their shape, then (with the file's text, `src`) every
+    key as the agent will read it, each problem at its line."""
     if not isinstance(value, dict):
         problems.add("`agents` must be a table of [agents.NAME] tables", line=line_of("agents"))
         return {}
     out: dict[str, dict[str, Any]] = {}
+    before = len(problems.items)
     for name, table in value.items():
         line = line_of(f"agents.{name}")
         what = f"agent `{name}`"
-        if not re.match(r"^[A-Za-z0-9][A-Za-z0-9_-]*$", name):
-            problems.add(f"{what}: a name uses letters, digits, `_` and `-` (no `:`)", line=line)
+        why = agent_name_problem(name)
+        if why:
+            problems.add(f"{what}: {why}", line=line)
         if not isinstance(table, dict):
             problems.add(f"{what}: must be a table ([agents.{name}])", line=line)
             continue
@@ -343,7 +259,24 @@ def parse_agents(
         if not _json_like(table):
             problems.add(f"{what}: values must be strings, numbers, booleans or lists", line=line)
         out[name] = json.loads(json.dumps(table))
+    if src is not None and len(problems.items) == before:
+        _read_agents(out, problems, src)
     return out
+
+
+def _read_agents(
+    tables: Mapping[str, Mapping[str, Any]], problems: Problems, src: TomlSource
+) -> None:
+    """Read each table as the agent will (over its preset, when it is named like
+    one), so a mistake is reported with its line now, not when a task first runs."""
+    from forge.agents.definition import AgentDef
+    from forge.agents.presets import over_preset
+
+    for name, table in tables.items():
+        line_of = src.table_keys(f"agents.{name}", fallback=src.table_line("agents"))
+        AgentDef.read(
+            name, over_preset(name, table), problems, what=f"agent `{name}`", line_of=line_of
+        )
 
 
 # --- forge.toml -------------------------------------------------------------------
@@ -361,9 +294,11 @@ class RepoConfig:
     cluster_remote: str | None = None  # [cluster] remote: a git URL or path the workers reach
 
 
-def load_repo_config(repo_root: Path) -> RepoConfig:
+def load_repo_config(repo_root: Path, *, read_agents: bool = True) -> RepoConfig:
     """Read `forge.toml` at `repo_root` (missing: an empty config). Every problem is
-    reported at once, as a PlanError naming forge.toml and the line."""
+    reported at once, as a PlanError naming forge.toml and the line. Without
+    `read_agents` (the hooks and `forge verify`, which need only [verify]) the
+    [agents] tables are checked for shape only, and the agents code is not loaded."""
     path = repo_root / REPO_CONFIG_FILE
     try:
         text = path.read_text(encoding="utf-8")
@@ -390,6 +325,7 @@ def load_repo_config(repo_root: Path) -> RepoConfig:
         data.get("agents", {}),
         problems=problems,
         line_of=lambda k: src.table_line(k) or top("agents"),
+        src=src if read_agents else None,
     )
     verify_header = src.table_line("verify")
 

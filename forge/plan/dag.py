@@ -1,13 +1,7 @@
 """The plan as a DAG: cycles, overlap of file patterns, waves, critical paths.
 
-Overlap of two `files` patterns is judged conservatively: two patterns overlap
-unless their leading literal components prove they cannot name a common path.
-
-- A plain path covers itself and everything under it, compared by components
-  (`src/app` overlaps `src/app/x.py`, not `src/application.py`); `.` covers all.
-- Past the first component holding a glob character (`*`, `?`, `[`), nothing is
-  proved: fnmatch's `*` also matches `/`, so a glob may reach any depth. Only the
-  glob component's literal start still counts (`test_a*` cannot name `test_b.py`).
+Two tasks overlap when their `files` patterns can name a common path
+(`forge.plan.patterns.patterns_overlap`: the same reading the scope check uses).
 
 Waves are a view for people and a priority hint for the scheduler, not a barrier:
 the scheduler may start a task as soon as its dependencies merged and it overlaps
@@ -23,46 +17,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from forge.plan.model import GLOB_CHARS, Plan, normalize_pattern
+from forge.plan.model import Plan
+from forge.plan.patterns import is_glob, patterns_overlap
 
 if TYPE_CHECKING:
     import networkx as nx
-
-
-def _components(pattern: str) -> list[str]:
-    norm = normalize_pattern(pattern)
-    return [] if norm == "." else norm.split("/")
-
-
-def _literal_start(component: str) -> str:
-    for i, ch in enumerate(component):
-        if ch in GLOB_CHARS:
-            return component[:i]
-    return component
-
-
-def _is_glob(component: str) -> bool:
-    return any(ch in GLOB_CHARS for ch in component)
-
-
-def patterns_overlap(a: str, b: str) -> bool:
-    """Can patterns `a` and `b` name a common path? (True when unsure.)"""
-    ca, cb = _components(a), _components(b)
-    for x, y in zip(ca, cb, strict=False):
-        gx, gy = _is_glob(x), _is_glob(y)
-        if not gx and not gy:
-            if x != y:
-                return False
-            continue
-        # A glob's match at this depth starts with its literal start, and cannot be
-        # narrowed further (its `*` may span `/`): compare the starts, then give up.
-        px, py = _literal_start(x), _literal_start(y)
-        if gx and gy:
-            return px.startswith(py) or py.startswith(px)
-        # A literal component must be named whole: it has to start with the glob's start.
-        return y.startswith(px) if gx else x.startswith(py)
-    # One is a leading part of the other: a path covers everything under it.
-    return True
 
 
 def overlap(files_a: Iterable[str], files_b: Iterable[str]) -> tuple[str, str] | None:
@@ -80,7 +39,7 @@ def _pair_text(pair: tuple[str, str]) -> str:
     if a == b:
         return a
     # The longer of two nested paths says more precisely where the clash is.
-    if not (_is_glob(a) or _is_glob(b)):
+    if not (is_glob(a) or is_glob(b)):
         return a if len(a) >= len(b) else b
     return f"{a} ~ {b}"
 

@@ -11,15 +11,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, cast
 
+from forge.base.durations import parse_duration
+from forge.base.tomlread import Problems, TomlSource
 from forge.errors import ForgeError
 from forge.plan.config import (
-    Problems,
-    TomlSource,
     VerifyConfig,
     check_keys,
     is_str_list,
     parse_agents,
-    parse_duration,
     parse_verify,
     ref_part_problem,
     toml_error_line,
@@ -33,8 +32,8 @@ from forge.plan.model import (
     Scope,
     Task,
     name_problem,
-    normalize_pattern,
 )
+from forge.plan.patterns import normalize_pattern
 
 PLAN_KEYS = (
     "name",
@@ -140,6 +139,7 @@ class _Checker:
             d.get("agents", {}),
             problems=self.problems,
             line_of=lambda k: self.src.table_line(k) or self.top_line("agents"),
+            src=self.src,
         )
         tasks = self.tasks()
         if self.problems.items:

@@ -11,10 +11,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from forge.base.durations import parse_duration
 from forge.errors import ForgeError
 from forge.plan.config import (
     VerifyConfig,
-    parse_duration,
     ref_part_problem,
 )
 
@@ -24,7 +24,6 @@ __all__ = [
     "Plan",
     "Task",
     "load_plan",
-    "normalize_pattern",
     "parse_duration",
 ]
 
@@ -36,8 +35,6 @@ DEFAULT_ESCALATE_AFTER = 3
 
 Scope = Literal["error", "warn"]
 Clean = Literal["untracked", "all"]
-
-GLOB_CHARS = frozenset("*?[")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -104,21 +101,35 @@ class Plan:
     agents: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     tasks: tuple[Task, ...] = ()
 
+    def agent_tables(
+        self, repo_agents: Mapping[str, Mapping[str, Any]]
+    ) -> dict[str, Mapping[str, Any]]:
+        """The `[agents.NAME]` tables this plan runs with: forge.toml's (`repo_agents`),
+        the plan's own winning name by name."""
+        return {**repo_agents, **self.agents}
+
+    def find_task(self, task_id: str) -> Task | None:
+        return next((t for t in self.tasks if t.id == task_id), None)
+
     def task(self, task_id: str) -> Task:
-        for t in self.tasks:
-            if t.id == task_id:
-                return t
-        raise ForgeError(
-            f"plan '{self.name}' has no task '{task_id}' "
-            f"(tasks: {', '.join(t.id for t in self.tasks)})"
-        )
+        """The task `task_id`, or a ForgeError naming the tasks there are."""
+        found = self.find_task(task_id)
+        if found is None:
+            known = ", ".join(t.id for t in self.tasks)
+            raise ForgeError(f"unknown task '{task_id}' in plan '{self.name}' (tasks: {known})")
+        return found
 
     @property
     def task_ids(self) -> tuple[str, ...]:
         return tuple(t.id for t in self.tasks)
 
-    def timeout_of(self, task: Task) -> float:
-        return task.timeout if task.timeout is not None else self.timeout
+    def timeout_of(self, task: Task, agent_timeout: float | None = None) -> float:
+        """Seconds one attempt of `task` may run: its own timeout, else its agent's,
+        else the plan's."""
+        for seconds in (task.timeout, agent_timeout):
+            if seconds is not None:
+                return seconds
+        return self.timeout
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -156,12 +167,6 @@ class Plan:
             agents={k: dict(v) for k, v in data.get("agents", {}).items()},
             tasks=tuple(Task.from_dict(t) for t in data.get("tasks", ())),
         )
-
-
-def normalize_pattern(pattern: str) -> str:
-    """`./a//b/` -> `a/b`; the empty path and `./` -> `.` (the whole tree)."""
-    parts = [p for p in pattern.strip().split("/") if p not in ("", ".")]
-    return "/".join(parts) or "."
 
 
 def name_problem(name: str) -> str | None:

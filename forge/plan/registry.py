@@ -18,8 +18,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from forge.base.files import SCHEMA_VERSION, plan_lock, read_json, write_json
+from forge.base.files import SCHEMA_VERSION, plan_lock, write_json
 from forge.errors import Busy, ForgeError, StateError
+from forge.git import refs
 from forge.git.repo import Repository
 from forge.plan.dag import Waves
 from forge.plan.load import load_plan_source
@@ -101,7 +102,7 @@ def check(plan_path: Path) -> tuple[Plan, Waves]:
         defs = dict(load_repo_config(discover().root).agents)
     except ForgeError:
         defs = {}
-    check_specs(plan, {**defs, **plan.agents})
+    check_specs(plan, plan.agent_tables(defs))
     return plan, waves
 
 
@@ -119,9 +120,9 @@ def _base(repo: Repository, plan: Plan) -> tuple[str, str]:
 def _check_refs(repo: Repository, name: str) -> None:
     """Refuse names git could not create: refs are files, so a branch `forge/<name>`
     blocks every `forge/<name>/<task>`, and a branch `forge` blocks them all."""
-    for blocker in ("refs/heads/forge", f"refs/heads/forge/{name}"):
+    for blocker in (refs.FORGE_BRANCHES.rstrip("/"), refs.task_refs(name).rstrip("/")):
         if repo.ref_value(blocker) is not None:
-            short = blocker.removeprefix("refs/heads/")
+            short = refs.branch_name(blocker)
             raise ForgeError(
                 f"a branch named `{short}` exists, so forge cannot create its branches "
                 f"`forge/{name}/<task>`; rename that branch (git branch -m {short} ...)"
@@ -140,7 +141,7 @@ def _check_same_source(repo: Repository, plan: Plan) -> None:
     """Two plan files with one name would silently take turns in one record (and one
     run state): refuse the second while the first still exists."""
     try:
-        old = read_json(repo.state.plan_file(plan.name), what="recorded plan")
+        old = repo.state.read_plan_record(plan.name)
     except (FileNotFoundError, ForgeError):
         return
     src = old.get("source_path") if isinstance(old, dict) else None
@@ -159,7 +160,7 @@ def prepare(repo: Repository, plan_path: Path) -> Recorded:
     from forge.run.next_agent import check_specs
 
     plan, raw = load_plan_source(plan_path)
-    check_specs(plan, {**load_repo_config(repo.root).agents, **plan.agents})
+    check_specs(plan, plan.agent_tables(load_repo_config(repo.root).agents))
     waves = compute_waves(plan)
     cpath = critical_path(plan)
     base_ref, base_commit = _base(repo, plan)
@@ -235,7 +236,7 @@ def store(
 
 def load_recorded(repo: Repository, name: str) -> Recorded:
     path = repo.state.plan_file(name)
-    data = read_json(path, what="recorded plan")
+    data = repo.state.read_plan_record(name)
     try:
         return Recorded.from_dict(data)
     except (KeyError, TypeError, ValueError) as exc:

@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from forge.git.repo import short_sha
 from forge.plan.model import Plan
 
 if TYPE_CHECKING:
@@ -57,7 +58,7 @@ def plan_summary(plan: Plan, waves: Waves, *, recorded: Recorded | None) -> str:
         return f"plan '{plan.name}' is valid ({count}, {wcount}); nothing recorded (--check)"
     return (
         f"recorded plan '{plan.name}' ({count}, {wcount}, base {recorded.base_ref} "
-        f"@ {recorded.base_commit[:12]}); run it with `forge run {plan.name}`"
+        f"@ {short_sha(recorded.base_commit)}); run it with `forge run {plan.name}`"
     )
 
 

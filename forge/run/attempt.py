@@ -8,7 +8,6 @@ and a one-line reason.
 
 from __future__ import annotations
 
-import fnmatch
 import hashlib
 import os
 import threading
@@ -16,24 +15,31 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from forge.base import faults, proc
+from forge.base.liveness import Owner
+from forge.base.settings import Settings
 from forge.git import merge as integrate
 from forge.git import worktrees
+from forge.git.refs import task_ref
 from forge.git.repo import Repository
 from forge.plan.model import Plan, Task
-from forge.run.recovery import grace_seconds, reset_for_attempt
+from forge.plan.patterns import out_of_scope
+from forge.run.recovery import reset_for_attempt
 from forge.run.slots import SlotPool
 from forge.run.state import (
     FAILURES,
     Attempt,
     RunState,
+    Stall,
     StateStore,
     Status,
     TaskState,
-    task_ref,
 )
+
+if TYPE_CHECKING:
+    from forge.agents.spec import AgentSpec
 
 
 class Remote(Protocol):
@@ -48,7 +54,7 @@ class Remote(Protocol):
         attempt: Attempt,
         attempt_dir: Path,
         *,
-        spec: Any | None,
+        spec: AgentSpec | None,
         fresh: bool,
     ) -> Outcome | str: ...
 
@@ -65,10 +71,14 @@ class RunContext:
     logs: Path
     stop: threading.Event
     agent_defs: Mapping[str, Mapping[str, Any]]
-    owner: dict[str, Any]
+    owner: Owner  # this run's process, recorded as each task's runner
     merge_lock: threading.Lock = field(default_factory=threading.Lock)
     remote: Remote | None = None  # attempts run on a cluster (forge.cluster) when set
     on_change: Callable[[str], None] = lambda _task: None
+
+    @property
+    def settings(self) -> Settings:
+        return self.repo.settings
 
     def save(self, task: str | None = None) -> None:
         self.store.save(self.state)
@@ -82,6 +92,7 @@ class Outcome:
     reason: str
     infra_retry_after: float | None = None
     infra_kind: str | None = None
+    stall: Stall | None = None  # FAILED: the work went nowhere
 
 
 class _Stop(Exception):
@@ -92,30 +103,12 @@ class _Stop(Exception):
         self.outcome = outcome
 
 
-def covers(pattern: str, path: str) -> bool:
-    """Does a declared `files` entry allow changing `path`? A directory entry covers
-    everything under it, `.` covers everything, globs match as fnmatch does."""
-    pattern = pattern.rstrip("/")
-    if pattern in (".", ""):
-        return True
-    if path == pattern or path.startswith(pattern + "/"):
-        return True
-    if any(ch in pattern for ch in "*?["):
-        parts = path.split("/")
-        return any(
-            fnmatch.fnmatchcase("/".join(parts[:i]), pattern) for i in range(1, len(parts) + 1)
-        )
-    return False
-
-
-def out_of_scope(files: tuple[str, ...], changed: list[str]) -> list[str]:
-    return [p for p in changed if not any(covers(f, p) for f in files)]
-
-
-def run_attempt(ctx: RunContext, task: Task, *, spec: Any | None, fresh: bool = False) -> Outcome:
+def run_attempt(
+    ctx: RunContext, task: Task, *, spec: AgentSpec | None, fresh: bool = False
+) -> Outcome:
     """Run one attempt of `task` and leave its outcome in the state.
 
-    `spec` is the agents.AgentSpec to use for a prompt task (None for a `run` task).
+    `spec` is the agent spec of a prompt task (None for a `run` task).
     """
     ts = ctx.state.tasks[task.id]
     started = time.monotonic()
@@ -124,8 +117,8 @@ def run_attempt(ctx: RunContext, task: Task, *, spec: Any | None, fresh: bool = 
     attempt = Attempt(
         number=number,
         agent="run" if spec is None else str(spec),
-        model=getattr(spec, "model", None),
-        effort=getattr(spec, "effort", None),
+        model=None if spec is None else spec.model,
+        effort=None if spec is None else spec.effort,
         tag=tag,
     )
     attempt_dir = ctx.logs / task.id / f"attempt-{number}"
@@ -150,6 +143,7 @@ def run_attempt(ctx: RunContext, task: Task, *, spec: Any | None, fresh: bool = 
     with ctx.store.lock:
         attempt.status = outcome.status
         attempt.reason = outcome.reason
+        attempt.stall = outcome.stall
         attempt.duration = round(time.monotonic() - started, 3)
         attempt.pgid = None
         ts.status = outcome.status
@@ -166,7 +160,7 @@ def _steps(
     attempt: Attempt,
     attempt_dir: Path,
     *,
-    spec: Any | None,
+    spec: AgentSpec | None,
     fresh: bool,
 ) -> Outcome:
     repo = ctx.repo
@@ -229,11 +223,15 @@ def _steps(
     head = worktrees.commit_all(repo, path, message, branch=ts.branch)
     faults.point("after-commit")
     if head == start_head:
-        return Outcome(Status.FAILED, "no changes")
+        return Outcome(Status.FAILED, "no changes", stall=Stall.NO_CHANGES)
     attempt.commit = head
     changed = repo.git("diff", "--name-only", "--no-renames", ts.base, head).splitlines()
     if not changed:
-        return Outcome(Status.FAILED, "no changes (the work adds up to nothing against the base)")
+        return Outcome(
+            Status.FAILED,
+            "no changes (the work adds up to nothing against the base)",
+            stall=Stall.NO_CHANGES,
+        )
     outside = out_of_scope(task.files, changed)
     if outside:
         msg = f"changed files outside its declared files: {', '.join(outside[:8])}"
@@ -252,7 +250,11 @@ def _steps(
         if a.status in FAILURES and a.diff_hash and a.feedback_source in ("check", "scope", "merge")
     ]
     if judged and judged[-1].diff_hash == attempt.diff_hash:
-        return Outcome(Status.FAILED, "no progress: the same change as the last failed attempt")
+        return Outcome(
+            Status.FAILED,
+            "no progress: the same change as the last failed attempt",
+            stall=Stall.NO_PROGRESS,
+        )
     with ctx.store.lock:
         ctx.save(task.id)
 
@@ -282,10 +284,10 @@ def _run_work(
     attempt_dir: Path,
     path: Path,
     *,
-    spec: Any | None,
+    spec: AgentSpec | None,
 ) -> Outcome | None:
     """Run the agent or the shell command. None when it succeeded."""
-    timeout = task.timeout or ctx.plan.timeout
+    timeout = ctx.plan.timeout_of(task)
     log = attempt_dir / "agent.log"
     attempt.log = str(log)
     attempt.feedback_source = "agent"
@@ -323,7 +325,7 @@ def _run_work(
             state_dir=ctx.logs.parent / "agent-state",
             worktree=path,
         )
-        timeout = task.timeout or defn.timeout or ctx.plan.timeout
+        timeout = ctx.plan.timeout_of(task, defn.timeout)
         res = _group(
             ctx,
             argv,
@@ -416,9 +418,9 @@ def _group(
         argv,
         cwd=cwd,
         log_path=log,
-        env=env,
+        env={**ctx.settings.child_env(), **(env or {})},
         timeout=timeout,
-        grace=grace_seconds(),
+        grace=ctx.settings.grace,
         stop=ctx.stop,
         on_start=started,
         tag=attempt.tag,

@@ -10,25 +10,32 @@ new starts while running tasks finish.
 
 from __future__ import annotations
 
-import os
 import queue
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from forge.plan.model import Task
 from forge.plan.registry import Recorded
 from forge.run import hold as holds
 from forge.run.attempt import Outcome, RunContext, run_attempt
-from forge.run.state import FAILURES, REDISPATCH, Status
+from forge.run.state import FAILURES, REDISPATCH, Stall, Status
 
 if TYPE_CHECKING:
+    from forge.agents.spec import AgentSpec
     from forge.run.runner import RunOptions
 
-# First wait after an infrastructure failure, doubled each time (FORGE_INFRA_BACKOFF).
-INFRA_BACKOFF = float(os.environ.get("FORGE_INFRA_BACKOFF", "5"))
 INFRA_BACKOFF_CAP = 300.0
+
+
+@dataclass(frozen=True)
+class Launch:
+    """What the next attempt of a task runs with: an agent spec, or None for a
+    shell task (its `run` command)."""
+
+    spec: AgentSpec | None
 
 
 class Dispatcher:
@@ -148,17 +155,17 @@ class Dispatcher:
         ready.sort(key=lambda t: (-self.cp.get(t.id, 1.0), self.order[t.id]))
         return ready
 
-    def _spec_for(self, task: Task) -> Any:
-        """The agent spec for the next attempt; False when the policy says stop."""
+    def _launch_for(self, task: Task) -> Launch | None:
+        """What the next attempt runs with; None when the policy says stop."""
         if task.run is not None:
-            return None
+            return Launch(spec=None)
         from forge.agents import spec as agents
         from forge.run import next_agent as escalate_run
 
         ts = self.ctx.state.tasks[task.id]
         if self.options.agent and self.forced == task.id:
-            return agents.resolve(self.options.agent, self.ctx.agent_defs)[1]
-        decision = escalate_run.next_spec(self.ctx, task, ts)
+            return Launch(agents.resolve(self.options.agent, self.ctx.agent_defs)[1])
+        decision = escalate_run.next_spec(self.ctx, task, ts, forced=self.forced == task.id)
         if decision.spec is None:
             with self.ctx.store.lock:
                 if decision.suggestion:
@@ -168,10 +175,10 @@ class Dispatcher:
             self.no_auto.add(task.id)
             if self.forced == task.id:
                 self.forced = None
-            return False
+            return None
         if decision.note:
             self.notes[task.id] = decision.note  # said when it starts
-        return decision.spec
+        return Launch(decision.spec)
 
     def _overlaps_running(self, tid: str) -> bool:
         return any(other in self.running for other in self.overlaps.get(tid, ()))
@@ -210,7 +217,7 @@ class Dispatcher:
             return False
         if ts.status == Status.BLOCKED:
             return True
-        task = next((t for t in self.plan.tasks if t.id == tid), None)
+        task = self.plan.find_task(tid)
         if task is None:
             return True
         if ts.status in (Status.PENDING, Status.INTERRUPTED, Status.INFRA):
@@ -228,12 +235,12 @@ class Dispatcher:
                 break
             if self._overlaps_running(task.id):
                 continue
-            spec = self._spec_for(task)
-            if spec is False:
+            launch = self._launch_for(task)
+            if launch is None:
                 continue
             if self.ctx.remote is not None or slots.reserve(task.id) or slots.error is not None:
                 # (with an error, the attempt makes its slot itself, or fails saying why)
-                self._start(pool, task, spec)
+                self._start(pool, task, launch.spec)
             else:
                 waiting += 1
         if waiting:
@@ -241,7 +248,7 @@ class Dispatcher:
             if base:
                 slots.grow(base, wanted=waiting)
 
-    def _start(self, pool: ThreadPoolExecutor, task: Task, spec: Any) -> None:
+    def _start(self, pool: ThreadPoolExecutor, task: Task, spec: AgentSpec | None) -> None:
         ts = self.ctx.state.tasks[task.id]
         if ts.status in FAILURES:
             self.retries[task.id] = self.retries.get(task.id, 0) + 1
@@ -295,10 +302,11 @@ class Dispatcher:
                 return
             wait = outcome.infra_retry_after
             if wait is None:
-                wait = min(INFRA_BACKOFF_CAP, INFRA_BACKOFF * 2 ** (n - 1))
+                backoff = self.ctx.settings.infra_backoff  # doubled each time
+                wait = min(INFRA_BACKOFF_CAP, backoff * 2 ** (n - 1))
             self.not_before[tid] = time.monotonic() + min(wait, INFRA_BACKOFF_CAP)
-        elif outcome.reason.startswith("no progress") or (
-            outcome.reason.startswith("no changes") and len(self.ctx.state.tasks[tid].attempts) > 1
+        elif outcome.stall == Stall.NO_PROGRESS or (
+            outcome.stall == Stall.NO_CHANGES and len(self.ctx.state.tasks[tid].attempts) > 1
         ):
             # Work that makes no progress is not retried automatically (a retry that
             # changes nothing, or changes the same thing again).

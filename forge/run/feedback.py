@@ -3,18 +3,22 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from forge.base import proc
 from forge.git.repo import Repository
 from forge.plan.model import Task
 from forge.run.state import FAILURES, TaskState
 
+if TYPE_CHECKING:
+    from forge.agents.definition import AgentDef
+    from forge.agents.prompt import Feedback
+
 LOG_TAIL_LINES = 40
 
 
-def for_retry(repo: Repository, ts: TaskState) -> Any | None:
-    """The agents.Feedback for the next attempt, from the last judged failure."""
+def for_retry(repo: Repository, ts: TaskState) -> Feedback | None:
+    """The feedback for the next attempt, from the last judged failure."""
     from forge.agents import spec as agents
 
     judged = [a for a in ts.attempts[:-1] if a.status in FAILURES]
@@ -39,7 +43,7 @@ def for_retry(repo: Repository, ts: TaskState) -> Any | None:
     )
 
 
-def render(fb: Any) -> str:
+def render(fb: Feedback) -> str:
     return (
         f"# Last attempt: {fb.status} ({fb.source})\n\n{fb.reason}\n\n"
         f"## Log tail\n\n{fb.log_tail}\n\n## Its diff\n\n{fb.diff_summary}\n"
@@ -47,7 +51,7 @@ def render(fb: Any) -> str:
 
 
 def write_prompt(
-    defn: Any, path: Path, *, plan: str, task: Task, attempt: int, fb: Any | None
+    defn: AgentDef, path: Path, *, plan: str, task: Task, attempt: int, fb: Feedback | None
 ) -> None:
     from forge.agents import spec as agents
 

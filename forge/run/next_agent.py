@@ -5,24 +5,28 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from forge.errors import ForgeError, PlanError
 from forge.plan.model import Plan, Task
-from forge.run.state import TaskState
+from forge.run.state import Stall, TaskState
+
+if TYPE_CHECKING:
+    from forge.agents.spec import AgentSpec
+    from forge.run.attempt import RunContext
 
 DEFAULT_AGENT = "claude"
 
 
 @dataclass(frozen=True)
 class NextSpec:
-    spec: Any | None  # agents.AgentSpec; None: do not run (split or stop)
+    spec: AgentSpec | None  # None: do not run (split or stop)
     reason: str = ""
     suggestion: str | None = None
     note: str | None = None  # said to the user when the spec moved up the ladder
 
 
-def base_spec_text(ctx: Any, task: Task, ts: TaskState) -> str:
+def base_spec_text(ctx: RunContext, task: Task, ts: TaskState) -> str:
     return ts.agent or task.agent or ctx.plan.agent or DEFAULT_AGENT
 
 
@@ -45,7 +49,7 @@ def check_specs(plan: Plan, defs: Mapping[str, Mapping[str, Any]]) -> None:
         raise PlanError(problems)
 
 
-def next_spec(ctx: Any, task: Task, ts: TaskState) -> NextSpec:
+def next_spec(ctx: RunContext, task: Task, ts: TaskState, *, forced: bool = False) -> NextSpec:
     from forge.agents import escalation
     from forge.agents import spec as agents
 
@@ -55,7 +59,14 @@ def next_spec(ctx: Any, task: Task, ts: TaskState) -> NextSpec:
         mine = []  # `forge retry --agent` chose a new spec: it starts a fresh streak
     if not mine:
         return NextSpec(base)
-    history = [escalation.Outcome(a.model, a.effort, str(a.status)) for a in mine]
+    history = [
+        escalation.Outcome(
+            a.model,
+            a.effort,
+            escalation.NO_PROGRESS if a.stall == Stall.NO_PROGRESS else str(a.status),
+        )
+        for a in mine
+    ]
     model = mine[-1].model or base.model
     effort = mine[-1].effort or base.effort
     decision = escalation.next_step(
@@ -71,7 +82,8 @@ def next_spec(ctx: Any, task: Task, ts: TaskState) -> NextSpec:
         return NextSpec(
             None, reason=decision.reason, suggestion=escalation.split_suggestion(task.id, history)
         )
-    if decision.action == "stop":
+    if decision.action == "stop" and not forced:
+        # No automatic retry; `forge retry` runs it with the model and effort named.
         return NextSpec(None, reason=decision.reason)
     spec = agents.AgentSpec(defn.name, decision.model, decision.effort)
     note = None

@@ -14,22 +14,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 from forge.base import proc
-from forge.base.liveness import Owner, start_time
+from forge.base.liveness import start_time
 from forge.git import worktrees
 from forge.git.merge import is_ancestor
 from forge.git.repo import Repository
 from forge.plan.model import Plan
 from forge.run.state import FAILURES, RunState, StateStore, Status, TaskState
-
-DEFAULT_GRACE = 5.0
-
-
-def grace_seconds() -> float:
-    """Seconds between TERM and KILL when stopping an agent (FORGE_GRACE to change)."""
-    try:
-        return float(os.environ.get("FORGE_GRACE", DEFAULT_GRACE))
-    except ValueError:
-        return DEFAULT_GRACE
 
 
 def recover(
@@ -88,7 +78,7 @@ def _landed(repo: Repository, ts: TaskState, integration: str) -> bool:
     return is_ancestor(repo, last.commit, integration)
 
 
-def stop_leftovers(ts: TaskState) -> int:
+def stop_leftovers(ts: TaskState, *, grace: float) -> int:
     """Stop what the task's last attempt left running; returns how many were alive.
 
     Processes are found by the tag in their environment, never by a recorded pgid
@@ -102,7 +92,7 @@ def stop_leftovers(ts: TaskState) -> int:
         with contextlib.suppress(ProcessLookupError):
             groups.add(os.getpgid(pid))
     for pgid in groups:
-        proc.stop_group(pgid, grace=grace_seconds(), tag=last.tag)
+        proc.stop_group(pgid, grace=grace, tag=last.tag)
     last.pgid = None
     return len(pids)
 
@@ -112,7 +102,7 @@ def drop_task(repo: Repository, plan: Plan, state: RunState, tid: str) -> list[s
     save its uncommitted work under its own name, give its slot back clean."""
     notes = []
     ts = state.tasks.pop(tid)
-    stopped = stop_leftovers(ts)
+    stopped = stop_leftovers(ts, grace=repo.settings.grace)
     if stopped:
         notes.append(f"{tid} (no longer in the plan): stopped {stopped} leftover process(es)")
     slot = state.slots.get(ts.slot or "")
@@ -131,11 +121,11 @@ def drop_task(repo: Repository, plan: Plan, state: RunState, tid: str) -> list[s
 
 def _recover_running(repo: Repository, plan: Plan, state: RunState, ts: TaskState) -> list[str]:
     notes = []
-    runner = Owner.from_dict(ts.runner) if ts.runner else None
+    runner = ts.runner
     who = runner.describe() if runner else "an earlier run"
     last = ts.last
     if last is not None:
-        stopped = stop_leftovers(ts)
+        stopped = stop_leftovers(ts, grace=repo.settings.grace)
         if stopped:
             notes.append(f"{ts.id}: stopped {stopped} leftover process(es)")
         last.status = Status.INTERRUPTED

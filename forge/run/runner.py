@@ -17,12 +17,14 @@ from forge.errors import ExitCode, ForgeError
 from forge.git import worktrees
 from forge.git.merge import ensure_integration
 from forge.git.repo import Repository
-from forge.plan.model import Plan, Task
+from forge.plan.config import VerifyConfig
+from forge.plan.model import Plan
 from forge.plan.registry import Recorded
 from forge.run import recovery
 from forge.run.attempt import Remote, RunContext
 from forge.run.slots import SlotPool
 from forge.run.state import RunState, StateStore, Status, now_iso
+from forge.verify.records import Verdict, VerifyRecord
 
 
 @dataclass(frozen=True)
@@ -43,7 +45,7 @@ class RunReport:
     exit_code: ExitCode
     logs: Path
     integration_head: str | None
-    verification: dict[str, Any] | None = None
+    verification: VerifyRecord | None = None
     paused: str | None = None
     recovered: list[str] = field(default_factory=list)
     interrupted: bool = False
@@ -52,12 +54,10 @@ class RunReport:
 def agent_defs(repo: Repository, plan: Plan) -> dict[str, Mapping[str, Any]]:
     from forge.plan.config import load_repo_config
 
-    defs: dict[str, Mapping[str, Any]] = dict(load_repo_config(repo.root).agents)
-    defs.update(plan.agents)  # the plan's own definitions win
-    return defs
+    return plan.agent_tables(load_repo_config(repo.root).agents)
 
 
-def verify_config(repo: Repository, plan: Plan) -> Any:
+def verify_config(repo: Repository, plan: Plan) -> VerifyConfig | None:
     from forge.plan.config import load_repo_config
 
     return plan.verify if plan.verify is not None else load_repo_config(repo.root).verify
@@ -99,7 +99,7 @@ def run_plan(
         try:
             report.recovered = recovery.recover(repo, plan, state, store, on_event=on_event)
             for tid in list(state.tasks):  # a task dropped from the plan since
-                if plan_task(plan, tid) is None and state.tasks[tid].status != Status.MERGED:
+                if plan.find_task(tid) is None and state.tasks[tid].status != Status.MERGED:
                     notes = recovery.drop_task(repo, plan, state, tid)
                     report.recovered += notes
                     for note in notes:
@@ -119,7 +119,7 @@ def run_plan(
                 logs=logs,
                 stop=stop,
                 agent_defs=defs,
-                owner=owner.to_dict(),
+                owner=owner,
                 on_change=lambda tid: on_change(state, tid),
             )
             prewarm = Prewarm(repo, plan)
@@ -167,10 +167,6 @@ def _forget_lost_merges(state: RunState) -> None:
             ts.merged_commit = None
 
 
-def plan_task(plan: Plan, tid: str) -> Task | None:
-    return next((t for t in plan.tasks if t.id == tid), None)
-
-
 class Prewarm:
     """Makes the plan's verification checkouts while tasks still run: a new checkout
     costs ~1 s on a large repository, and would otherwise be paid after the last
@@ -213,14 +209,12 @@ class Prewarm:
 
 def _verify(
     repo: Repository, plan: Plan, head: str, stop: threading.Event, on_event: Callable[[str], None]
-) -> dict[str, Any]:
+) -> VerifyRecord:
     from forge.verify import engine as verify
 
-    record = verify.verify_commit(
+    return verify.verify_commit(
         repo, head, verify_config(repo, plan), key=plan.name, stop=stop, on_event=on_event
     )
-    data: dict[str, Any] = record.to_dict()
-    return data
 
 
 def exit_code(plan: Plan, state: RunState, report: RunReport, *, only: str | None) -> ExitCode:
@@ -233,30 +227,22 @@ def exit_code(plan: Plan, state: RunState, report: RunReport, *, only: str | Non
         return ExitCode.SPLIT
     if any(t.status != Status.MERGED for t in tasks):
         return ExitCode.FAILED
-    verdict = (report.verification or {}).get("verdict")
-    if verdict == "FAIL":
+    verdict = report.verification.verdict if report.verification else None
+    if verdict == Verdict.FAIL:
         return ExitCode.FAILED
-    if verdict == "INTERRUPTED":
+    if verdict == Verdict.INTERRUPTED:
         return ExitCode.INTERRUPTED
     return ExitCode.OK
-
-
-def run_error_if_unknown(plan: Plan, task: str) -> None:
-    if plan_task(plan, task) is None:
-        known = ", ".join(t.id for t in plan.tasks)
-        raise ForgeError(f"unknown task '{task}' in plan '{plan.name}' (tasks: {known})")
 
 
 def check_retry(repo: Repository, plan: Plan, task: str, *, agent: str | None) -> None:
     """Refuse, changing nothing, a retry that cannot run: an unknown or merged task,
     a dependency that has not merged, an agent spec that does not resolve."""
-    run_error_if_unknown(plan, task)
+    t = plan.task(task)
     state = StateStore(repo.state, plan.name).load_existing()
     ts = state.tasks.get(task) if state else None
     if ts is not None and ts.status == Status.MERGED:
         raise ForgeError(f"task '{task}' has already merged; nothing to retry")
-    t = plan_task(plan, task)
-    assert t is not None
     for dep in t.deps:
         dst = state.tasks.get(dep) if state else None
         if dst is None or dst.status != Status.MERGED:

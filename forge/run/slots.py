@@ -14,7 +14,7 @@ from pathlib import Path
 
 from forge.git import worktrees
 from forge.git.repo import Repository
-from forge.run.state import RunState, Slot, StateStore
+from forge.run.state import RunState, Slot, StateStore, Status
 
 
 class SlotPool:
@@ -149,7 +149,7 @@ class SlotPool:
         """Slots still held by merged tasks (a run killed before it released them)."""
         for slot in self.state.slots.values():
             owner = self.state.tasks.get(slot.task or "")
-            if slot.task is not None and (owner is None or owner.status == "MERGED"):
+            if slot.task is not None and (owner is None or owner.status == Status.MERGED):
                 slot.task = None
                 if owner is not None:
                     owner.slot = None

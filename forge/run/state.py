@@ -15,6 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from forge.base.files import SCHEMA_VERSION, StateDir, read_json, write_json
+from forge.base.liveness import Owner
+from forge.git.refs import integration_ref
+from forge.verify.records import VerifyRecord
 
 
 class Status(StrEnum):
@@ -27,6 +30,14 @@ class Status(StrEnum):
     BLOCKED = "BLOCKED"
     INFRA = "INFRA"
     INTERRUPTED = "INTERRUPTED"
+
+
+class Stall(StrEnum):
+    """A FAILED attempt whose work went nowhere: a fact the dispatcher and the
+    escalation policy act on (no automatic retry), not a reason's wording."""
+
+    NO_CHANGES = "no-changes"  # the work adds up to nothing
+    NO_PROGRESS = "no-progress"  # the same change as the judged attempt before it
 
 
 # Statuses that spent an attempt and wait for `forge retry` (or --retry-failed).
@@ -45,7 +56,7 @@ class Attempt:
     agent: str  # the spec used: name[:model[:effort]], or "run" for a shell task
     model: str | None = None
     effort: str | None = None
-    status: str = Status.RUNNING
+    status: Status = Status.RUNNING
     reason: str = ""
     started: str = field(default_factory=now_iso)
     duration: float | None = None
@@ -58,25 +69,41 @@ class Attempt:
     output_tokens: int | None = None
     pgid: int | None = None  # the agent's process group while it runs
     tag: str | None = None  # FORGE_PROC_TAG of its processes, for crash recovery
+    stall: Stall | None = None  # FAILED because the work went nowhere
     where: str | None = None  # the cluster worker that ran it (None: this machine)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Attempt:
         names = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in names})
+        attempt = cls(**{k: v for k, v in data.items() if k in names})
+        attempt.status = Status(attempt.status)
+        attempt.stall = Stall(attempt.stall) if attempt.stall else _old_stall(data)
+        return attempt
+
+
+def _old_stall(data: dict[str, Any]) -> Stall | None:
+    """A state file from before `stall` was recorded said it only in the reason."""
+    reason = str(data.get("reason") or "")
+    if data.get("status") != Status.FAILED or "stall" in data:
+        return None
+    if reason.startswith("no progress"):
+        return Stall.NO_PROGRESS
+    if reason.startswith("no changes"):
+        return Stall.NO_CHANGES
+    return None
 
 
 @dataclass
 class TaskState:
     id: str
-    status: str = Status.PENDING
+    status: Status = Status.PENDING
     reason: str = ""
     base: str | None = None  # pinned at first dispatch: the integration head then
     branch: str | None = None
     slot: str | None = None  # the worktree slot holding this task's work, if any
     agent: str | None = None  # spec override set by `forge retry --agent`
     attempts: list[Attempt] = field(default_factory=list)
-    runner: dict[str, Any] | None = None  # Owner of the process running it (RUNNING only)
+    runner: Owner | None = None  # the process running it (RUNNING only)
     merged_commit: str | None = None  # the integration merge commit that landed it
     suggestion: str | None = None  # written when escalation is exhausted
     salvage: list[str] = field(default_factory=list)  # refs holding salvaged work
@@ -85,10 +112,22 @@ class TaskState:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TaskState:
         names = {f.name for f in fields(cls)}
-        kwargs = {k: v for k, v in data.items() if k in names and k != "attempts"}
+        kwargs = {k: v for k, v in data.items() if k in names and k not in ("attempts", "runner")}
         ts = cls(**kwargs)
+        ts.status = Status(ts.status)
         ts.attempts = [Attempt.from_dict(a) for a in data.get("attempts", [])]
+        runner = data.get("runner")
+        ts.runner = Owner.from_dict(runner) if isinstance(runner, dict) else None
         return ts
+
+    def to_dict(self) -> dict[str, Any]:
+        # Shallow copies, not dataclasses.asdict: this runs several times per task
+        # under the store lock, and asdict's deep copy costs ~35x more.
+        return {
+            **vars(self),
+            "attempts": [dict(vars(a)) for a in self.attempts],
+            "runner": None if self.runner is None else self.runner.to_dict(),
+        }
 
     @property
     def last(self) -> Attempt | None:
@@ -111,7 +150,7 @@ class RunState:
     integration: str  # the integration branch's full ref name
     tasks: dict[str, TaskState]
     slots: dict[str, Slot] = field(default_factory=dict)
-    verification: dict[str, Any] | None = None  # the last VerifyRecord, as data
+    verification: VerifyRecord | None = None  # of the integration head, last verified
     paused: str | None = None  # why the last run paused (hold, infrastructure)
     started: str | None = None
     finished: str | None = None
@@ -124,12 +163,9 @@ class RunState:
             "schema_version": SCHEMA_VERSION,
             "plan": self.plan,
             "integration": self.integration,
-            "tasks": {
-                tid: {**vars(ts), "attempts": [dict(vars(a)) for a in ts.attempts]}
-                for tid, ts in self.tasks.items()
-            },
+            "tasks": {tid: ts.to_dict() for tid, ts in self.tasks.items()},
             "slots": {name: dict(vars(slot)) for name, slot in self.slots.items()},
-            "verification": self.verification,
+            "verification": None if self.verification is None else self.verification.to_dict(),
             "paused": self.paused,
             "started": self.started,
             "finished": self.finished,
@@ -143,7 +179,7 @@ class RunState:
             integration=data["integration"],
             tasks={k: TaskState.from_dict(v) for k, v in data.get("tasks", {}).items()},
             slots={k: Slot(**v) for k, v in data.get("slots", {}).items()},
-            verification=data.get("verification"),
+            verification=_verification(data.get("verification")),
             paused=data.get("paused"),
             started=data.get("started"),
             finished=data.get("finished"),
@@ -151,12 +187,8 @@ class RunState:
         )
 
 
-def integration_ref(plan: str) -> str:
-    return f"refs/heads/forge/{plan}-integration"
-
-
-def task_ref(plan: str, task: str) -> str:
-    return f"refs/heads/forge/{plan}/{task}"
+def _verification(data: Any) -> VerifyRecord | None:
+    return VerifyRecord.from_dict(data) if isinstance(data, dict) and data else None
 
 
 class StateStore:

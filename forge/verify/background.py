@@ -25,7 +25,8 @@ from typing import Any
 from forge.base import proc
 from forge.base.files import read_json_or, write_json
 from forge.base.liveness import Owner
-from forge.git.repo import Repository
+from forge.base.settings import DEFAULT_GRACE
+from forge.git.repo import Repository, short_sha
 from forge.plan.config import VerifyConfig
 from forge.verify import records as verify_records
 from forge.verify.records import VerifyRecord
@@ -66,7 +67,7 @@ def running(repo: Repository) -> Running | None:
         owner=Owner.from_dict(data["owner"]),
         commit=str(data["commit"]),
         tags=tuple(data.get("tags", ())),
-        grace=float(data.get("grace", 5.0)),
+        grace=float(data.get("grace", DEFAULT_GRACE)),
     )
     return found if found.alive() else None
 
@@ -90,7 +91,7 @@ def wait_gone(owner: Owner, *, timeout: float) -> bool:
 def supersede(repo: Repository, old: Running, *, log: Any = print) -> None:
     """Stop an older background verification and wait until all its processes are gone."""
     log(
-        f"forge: stopping the background verification of {old.commit[:12]} ({old.owner.describe()})"
+        f"forge: stopping the background verification of {short_sha(old.commit)} ({old.owner.describe()})"
     )
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.kill(old.owner.pid, signal.SIGTERM)
@@ -116,12 +117,12 @@ def run(
     with lock:
         request = read_json_or(_request_file(repo), {}, what="background request")
         if isinstance(request, dict) and request.get("commit") not in (None, commit):
-            print(f"forge: {commit[:12]}: a newer commit was asked for; not verifying")
+            print(f"forge: {short_sha(commit)}: a newer commit was asked for; not verifying")
             return None
         old = running(repo)
         if old is not None:
             if old.commit == commit:
-                print(f"forge: {commit[:12]} is already being verified")
+                print(f"forge: {short_sha(commit)} is already being verified")
                 return None
             supersede(repo, old)
         me = Owner.me("background verification")
@@ -138,7 +139,9 @@ def run(
         record = verify_commit(
             repo, commit, config, key=KEY, stop=stop, on_event=lambda m: print(f"forge: {m}")
         )
-        print(f"forge: background verification of {commit[:12]}: {record.verdict}", flush=True)
+        print(
+            f"forge: background verification of {short_sha(commit)}: {record.verdict}", flush=True
+        )
         return record
     finally:
         # Not under the lock: a newer verification holds it while it waits for this

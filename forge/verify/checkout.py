@@ -23,11 +23,11 @@ from pathlib import Path
 from forge.base.files import read_json_or, write_json
 from forge.base.liveness import Owner
 from forge.errors import Busy, ForgeError
-from forge.git.repo import Repository
+from forge.git import worktrees
+from forge.git.repo import Repository, short_sha
 
 _KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-# Our git commands in a checkout must not run the user's hooks (post-checkout, ...).
-_NO_HOOKS = ("-c", "core.hooksPath=/dev/null")
+_NO_HOOKS = worktrees.NO_HOOKS
 
 
 def check_key(key: str) -> None:
@@ -51,7 +51,7 @@ class Fingerprint:
         paths = {e[3:] for e in self.entries ^ before.entries}
         out = sorted(paths)
         if self.head != before.head:
-            out.insert(0, f"HEAD (moved to {self.head[:12] or 'nothing'})")
+            out.insert(0, f"HEAD (moved to {short_sha(self.head) or 'nothing'})")
         return out
 
 
@@ -106,19 +106,12 @@ def prepare(repo: Repository, *, key: str, lane: str, commit: str) -> Checkout:
     marker = repo.state.verify_dir / "checkouts" / key / f"{lane}.running"
     co = Checkout(repo=repo, path=path, marker=marker)
     if not _is_worktree_of(repo, path):
-        repo.git("worktree", "prune")
+        worktrees.prune(repo)
         if path.exists():
             # Forge's own folder, but no longer a worktree git knows (an `add` that was
             # killed half way, a registration pruned): start it again.
             shutil.rmtree(path)
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise ForgeError(
-                f"cannot make the verification checkout {path}: {exc.strerror or exc}; "
-                "set FORGE_WORKTREES (or --worktree-root) to a folder forge may write"
-            ) from None
-        repo.git(*_NO_HOOKS, "worktree", "add", "--quiet", "--detach", str(path), commit)
+        worktrees.add(repo, path, commit, what="verification checkout", hooks=False)
         co.end_run()
         return co
     dirty = co.fingerprint().entries

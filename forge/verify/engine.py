@@ -23,7 +23,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 
 from forge.base import proc
-from forge.git.repo import Repository
+from forge.git.repo import Repository, short_sha
 from forge.plan.config import VerifyConfig
 from forge.verify import records as verify_records
 from forge.verify.checkout import Checkout, check_key, key_lock, prepare
@@ -101,7 +101,9 @@ def verify_commit(
         hit = cached_verdict(repo, tree, config)
         if hit is not None:
             record = replace(hit, key=key, commit=commit)
-            emit(f"tree {tree[:12]} was verified before ({record.verdict}): remembered verdict")
+            emit(
+                f"tree {short_sha(tree)} was verified before ({record.verdict}): remembered verdict"
+            )
             verify_records.save(repo.state, record)
             return record
     stop = stop or threading.Event()
@@ -119,7 +121,7 @@ def verify_commit(
             duration=round(time.monotonic() - t0, 3),
         )
     verify_records.save(repo.state, record)
-    emit(f"verification {record.verdict} ({record.commit[:12]})")
+    emit(f"verification {record.verdict} ({short_sha(record.commit)})")
     return record
 
 
@@ -197,6 +199,7 @@ def _run_lane(
             command,
             cwd=co.path,
             log_path=log,
+            env=repo.settings.child_env(),
             timeout=config.timeout,
             grace=config.grace,
             stop=stop,
@@ -244,4 +247,4 @@ def describe_failure(record: VerifyRecord) -> str:
         f"{lane.name}: {lane.reason}" + (f", log {lane.runs[-1].log}" if lane.runs else "")
         for lane in bad
     ]
-    return f"verification FAIL on {record.commit[:12]}: " + "; ".join(parts)
+    return f"verification FAIL on {short_sha(record.commit)}: " + "; ".join(parts)

@@ -65,6 +65,14 @@ class LaneRun:
             "stopped": self.stopped,
         }
 
+    @property
+    def outcome(self) -> str:
+        if self.stopped:
+            return "stopped"
+        if self.timed_out:
+            return "timed out"
+        return f"exit {self.exit_code}"
+
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> LaneRun:
         code = data.get("exit_code")
@@ -93,11 +101,19 @@ class LaneResult:
             return "not started"
         if last.changed:
             return f"changed the checkout: {', '.join(last.changed[:8])}"
-        if last.stopped:
-            return "stopped"
-        if last.timed_out:
+        if last.timed_out and not last.stopped:
             return f"timed out after {last.duration:.1f}s"
-        return f"exit {last.exit_code}"
+        return last.outcome
+
+    def lines(self) -> list[str]:
+        """The lane as people read it (`forge verify`, `forge status`, a run's report)."""
+        runs = len(self.runs)
+        out = [f"lane {self.name}: {self.verdict} ({runs} run{'s' if runs != 1 else ''})"]
+        for run in self.runs:
+            out.append(f"  {run.kind}: {run.outcome} in {run.duration:.1f}s, log {run.log}")
+            if run.changed:
+                out.append(f"    changed the checkout: {', '.join(run.changed)}")
+        return out
 
 
 @dataclass(frozen=True)
@@ -140,6 +156,7 @@ class VerifyRecord:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> VerifyRecord:
+        """Read as `to_dict` wrote it; fields an older forge did not write get defaults."""
         lanes = tuple(
             LaneResult(
                 name=name,
@@ -147,13 +164,13 @@ class VerifyRecord:
                 verdict=Verdict(lane["verdict"]),
                 runs=tuple(LaneRun.from_dict(r) for r in lane.get("runs", [])),
             )
-            for name, lane in dict(data.get("lanes", {})).items()
+            for name, lane in dict(data.get("lanes") or {}).items()
         )
         return cls(
-            id=str(data["id"]),
+            id=str(data.get("id", "")),
             key=str(data.get("key", "")),
-            commit=str(data["commit"]),
-            tree=str(data["tree"]),
+            commit=str(data.get("commit", "")),
+            tree=str(data.get("tree", "")),
             config_hash=str(data.get("config_hash", "")),
             verdict=Verdict(data["verdict"]),
             lanes=lanes,

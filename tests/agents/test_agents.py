@@ -893,3 +893,22 @@ def test_fake_hang_ignores_term_until_killed(tmp_path: Path) -> None:
         os.killpg(child.pid, signal.SIGKILL)
         child.wait(timeout=10)
     wait_for(lambda: _gone(pids[1]), what="the grandchild to die")
+
+
+@pytest.mark.parametrize(
+    ("name", "ok"), [("my-agent_2", True), ("a.b", True), ("-x", False), ("a b", False)]
+)
+def test_one_agent_name_rule_for_specs_and_tables(tmp_path: Path, name: str, ok: bool) -> None:
+    from forge.agents.spec import AgentSpec
+    from forge.errors import PlanError
+    from forge.plan.config import load_repo_config
+
+    (tmp_path / "forge.toml").write_text(f'[agents."{name}"]\ncommand = ["true"]\n')
+    if ok:
+        assert AgentSpec.parse(f"{name}:m").name == name
+        assert name in load_repo_config(tmp_path).agents
+        return
+    with pytest.raises(ForgeError, match="starts with a letter or digit"):
+        AgentSpec.parse(f"{name}:m")
+    with pytest.raises(PlanError, match="starts with a letter or digit"):
+        load_repo_config(tmp_path)

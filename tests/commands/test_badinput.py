@@ -16,9 +16,11 @@ from helpers.gitkit import git, run_forge
 from forge.base.files import plan_lock
 from forge.base.liveness import Owner
 from forge.errors import ForgeError
+from forge.git.refs import integration_ref
 from forge.git.repo import Repository, check_git_version, discover
 from forge.plan.registry import record
-from forge.run.state import RunState, StateStore, Status, TaskState, integration_ref
+from forge.run.state import RunState, StateStore, Status, TaskState
+from forge.verify.records import VerifyRecord
 
 SHELL_PLAN = """\
 name = "p"
@@ -67,7 +69,7 @@ def _craft_state(repo: Path, *, status: str = Status.MERGED, verdict: str | None
     st = RunState(plan="p", integration=integration_ref("p"), tasks={"a": TaskState(id="a")})
     st.tasks["a"].status = status
     if verdict is not None:
-        st.verification = {"verdict": verdict, "commit": head}
+        st.verification = VerifyRecord.from_dict({"verdict": verdict, "commit": head})
     StateStore(r.state, "p").save(st)
     return head
 
@@ -341,3 +343,21 @@ def test_corrupt_state_is_named_and_never_overwritten(repo: Path) -> None:
         assert str(path) in cp.stderr, (argv, cp.stderr)
         assert "Traceback" not in cp.stderr
         assert path.read_bytes() == raw, f"`forge {' '.join(argv)}` overwrote the corrupt file"
+
+
+@pytest.mark.parametrize(
+    ("var", "value"),
+    [("FORGE_GRACE", "soon"), ("FORGE_INFRA_BACKOFF", "-1"), ("FORGE_GRACE", "nan")],
+)
+@pytest.mark.parametrize("command", ["run", "status"])
+def test_a_bad_setting_in_the_environment_is_one_line(
+    repo: Path, monkeypatch: pytest.MonkeyPatch, var: str, value: str, command: str
+) -> None:
+    _record(repo)
+    monkeypatch.setenv(var, value)
+    before = snapshot(repo)
+    cp = run_forge(repo, command)
+    assert cp.returncode == 2, cp.stdout + cp.stderr
+    assert cp.stderr.splitlines() == [cp.stderr.strip()]
+    assert cp.stderr.startswith(f"forge: {var}=") and "Traceback" not in cp.stderr
+    assert snapshot(repo) == before

@@ -3,8 +3,6 @@ random plans with hypothesis."""
 
 from __future__ import annotations
 
-import fnmatch
-
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -16,11 +14,11 @@ from forge.plan.dag import (
     critical_path,
     find_cycle,
     overlap,
-    patterns_overlap,
     task_overlaps,
     topological_order,
 )
 from forge.plan.model import Plan, Task
+from forge.plan.patterns import covers, out_of_scope, patterns_overlap
 
 
 def plan_of(
@@ -131,7 +129,7 @@ def test_task_overlaps() -> None:
 
 # --- properties ---------------------------------------------------------------------
 
-COMPONENTS = ["src", "app", "tests", "docs", "a.py", "b.md", "*.py", "a*", "**", "x?"]
+COMPONENTS = ["src", "app", "tests", "docs", "a.py", "b.md", "*.py", "a*", "**", "x?", "[ab]*"]
 pattern_st = st.one_of(
     st.just("."),
     st.lists(st.sampled_from(COMPONENTS), min_size=1, max_size=3).map("/".join),
@@ -143,21 +141,41 @@ concrete_st = st.lists(
 ).map("/".join)
 
 
-def covers(pattern: str, path: str) -> bool:
-    """Does `pattern` name `path` (itself, or a folder above it)?"""
-    if pattern in (".", ""):
-        return True
-    parts = path.split("/")
-    prefixes = ["/".join(parts[: i + 1]) for i in range(len(parts))]
-    return any(fnmatch.fnmatchcase(p, pattern) for p in prefixes)
-
-
 @settings(max_examples=300, deadline=None)
 @given(a=pattern_st, b=pattern_st, path=concrete_st)
 def test_overlap_is_sound(a: str, b: str, path: str) -> None:
     """Never claims disjoint when some path is named by both patterns."""
     if covers(a, path) and covers(b, path):
         assert patterns_overlap(a, b)
+
+
+@settings(max_examples=300, deadline=None)
+@given(p=pattern_st, path=concrete_st)
+def test_scope_and_overlap_agree(p: str, path: str) -> None:
+    """The scope check and the scheduler read a pattern the same way: a path the
+    pattern allows changing is a path it overlaps (taken as its exact pattern)."""
+    if covers(p, path):
+        assert patterns_overlap(p, path)
+        assert out_of_scope([p], [path]) == []
+    else:
+        assert out_of_scope([p], [path]) == [path]
+
+
+@pytest.mark.parametrize(
+    ("pattern", "path", "expected"),
+    [
+        ("src", "src/a.py", True),
+        ("src", "srcx/a.py", False),
+        (".", "any/thing", True),
+        ("./src//", "src/a.py", True),
+        ("*.py", "src/deep/a.py", True),  # fnmatch's `*` spans `/`
+        ("src/*", "src/a/b.md", True),
+        ("tests/test_a*", "tests/test_b.py", False),
+        ("[ab].py", "a.py", True),
+    ],
+)
+def test_covers(pattern: str, path: str, expected: bool) -> None:
+    assert covers(pattern, path) is expected
 
 
 @st.composite

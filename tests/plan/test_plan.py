@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from forge.base.durations import parse_duration
 from forge.errors import ForgeError, PlanError
 from forge.plan.config import RepoConfig, VerifyConfig, load_repo_config
 from forge.plan.model import (
@@ -15,9 +16,8 @@ from forge.plan.model import (
     Plan,
     Task,
     load_plan,
-    normalize_pattern,
-    parse_duration,
 )
+from forge.plan.patterns import normalize_pattern
 
 GOOD = """\
 name = "health"
@@ -101,6 +101,8 @@ def test_good_plan_loads_every_field(tmp_path: Path) -> None:
     assert changelog.is_shell and changelog.run == "echo entry >> CHANGELOG.md"
     assert plan.task("route") is route
     assert plan.timeout_of(route) == 90.0 and plan.timeout_of(model) == 2700.0
+    # the task's own timeout, then its agent's, then the plan's
+    assert plan.timeout_of(route, 60.0) == 90.0 and plan.timeout_of(model, 60.0) == 60.0
 
 
 def test_defaults(tmp_path: Path) -> None:
@@ -122,8 +124,9 @@ def test_defaults(tmp_path: Path) -> None:
 
 def test_unknown_task_raises_forge_error(tmp_path: Path) -> None:
     plan = load_plan(write(tmp_path, GOOD))
-    with pytest.raises(ForgeError, match="no task 'nope'"):
+    with pytest.raises(ForgeError, match="unknown task 'nope' in plan 'health' \\(tasks: model,"):
         plan.task("nope")
+    assert plan.find_task("nope") is None
 
 
 def test_round_trip_is_exact(tmp_path: Path) -> None:
@@ -171,6 +174,10 @@ def test_verify_lanes_table(tmp_path: Path) -> None:
         (1.5, 1.5),
         ("12", 12),
         ("0.5h", 1800),
+        ("500ms", 0.5),
+        ("1d", 86400),
+        ("1H 30M", 5400),
+        ("2 minutes", 120),
     ],
 )
 def test_parse_duration(value: str | int | float, seconds: float) -> None:

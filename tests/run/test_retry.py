@@ -160,6 +160,13 @@ def test_identical_retry_is_no_progress(repo: Path, tmp_path: Path) -> None:
     cp = run_forge(repo, "retry", "t", "--fresh")
     assert cp.returncode == 5
     assert attempts(repo)[-1]["reason"].startswith("no progress")  # type: ignore[union-attr]
+    assert [a["stall"] for a in attempts(repo)] == [None, "no-changes", "no-progress"]
+    # No progress is an outcome the escalation policy acts on: a later run does not
+    # retry it by itself, and `forge retry` still does.
+    cp = run_forge(repo, "run", "--retry-failed", "3")
+    assert cp.returncode == 5 and len(attempts(repo)) == 3, cp.stdout + cp.stderr
+    assert run_forge(repo, "retry", "t").returncode == 5
+    assert len(attempts(repo)) == 4
 
 
 def test_retry_refusals_change_nothing(repo: Path, tmp_path: Path) -> None:

@@ -340,3 +340,19 @@ def test_one_plan_name_from_two_files_is_refused(repo: Path, tmp_path: Path) -> 
     assert cp.returncode == 2
     assert "already recorded from" in cp.stderr and str(first) in cp.stderr
     assert (repo / ".git/forge/plans/p/plan.json").read_bytes() == before
+
+
+def test_worktree_root_flag_places_the_slots_and_reaches_the_tasks(
+    repo: Path, tmp_path: Path
+) -> None:
+    root = tmp_path / "elsewhere"
+    body = (
+        'verify = "true"\n[[task]]\nid = "a"\n'
+        'run = "echo $FORGE_WORKTREES > a.txt"\nfiles = ["a.txt"]\n'
+    )
+    cp = plan_and_run(repo, write_plan(tmp_path, body), "--worktree-root", str(root))
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    assert (root / "repo" / "p").is_dir()  # the slots, not under FORGE_WORKTREES
+    assert (root / "repo" / ".verify" / "p").is_dir()  # nor the verification checkouts
+    seen = git(repo, "show", "forge/p-integration:a.txt")
+    assert seen == str(root.resolve())  # a task's own forge calls see the same root

@@ -149,7 +149,7 @@ def test_plan_records_only_a_verification_of_its_integration_head(repo: Path) ->
     def recorded() -> tuple[str, str]:
         state = StateStore(r.state, "p").load_existing()
         assert state is not None and state.verification is not None
-        return state.verification["commit"], state.verification["verdict"]
+        return state.verification.commit, state.verification.verdict
 
     assert recorded() == (head, "PASS")
     # Another commit (here the base, which lacks the task's work) is verified but

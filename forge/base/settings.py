@@ -1,0 +1,88 @@
+"""The settings a forge process runs with, in one object.
+
+Built once by the entry point (the CLI, the hook runner) from its flags and the
+environment, then carried (on the Repository, so the run, the verification and the
+hooks all see the same values). Nothing else reads these variables, and nothing
+writes the environment: a child that must see a setting gets it in its own env.
+
+    FORGE_WORKTREES      where task worktrees and verification checkouts live
+    FORGE_GRACE          seconds between TERM and KILL when stopping an agent
+    FORGE_INFRA_BACKOFF  first wait after an infrastructure failure, doubled each time
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from forge.base.durations import parse_duration
+from forge.errors import ExitCode, ForgeError
+
+DEFAULT_GRACE = 5.0  # seconds between TERM and KILL, for agents and verification lanes
+DEFAULT_INFRA_BACKOFF = 5.0
+
+WORKTREES_VAR = "FORGE_WORKTREES"
+GRACE_VAR = "FORGE_GRACE"
+INFRA_BACKOFF_VAR = "FORGE_INFRA_BACKOFF"
+
+
+@dataclass(frozen=True)
+class Settings:
+    worktree_root: Path | None = None  # None: `.forge-worktrees` beside the repository
+    grace: float = DEFAULT_GRACE
+    infra_backoff: float = DEFAULT_INFRA_BACKOFF
+
+    @classmethod
+    def from_env(
+        cls, environ: Mapping[str, str] | None = None, *, worktree_root: Path | None = None
+    ) -> Settings:
+        """The settings from the environment; a flag (`--worktree-root`) wins over its
+        variable. A bad value is a ForgeError naming the variable (exit 2)."""
+        env = os.environ if environ is None else environ
+        root = worktree_root if worktree_root is not None else _path(env.get(WORKTREES_VAR))
+        return cls(
+            worktree_root=root.resolve() if root is not None else None,
+            grace=_seconds(env, GRACE_VAR, DEFAULT_GRACE),
+            infra_backoff=_seconds(env, INFRA_BACKOFF_VAR, DEFAULT_INFRA_BACKOFF),
+        )
+
+    def worktrees_for(self, main_root: Path) -> Path:
+        """Where forge puts the worktrees of the repository whose main worktree is
+        `main_root`: outside the user's tree, so their tools never walk into them."""
+        if self.worktree_root is not None:
+            return self.worktree_root / main_root.name
+        return main_root.parent / ".forge-worktrees" / main_root.name
+
+    def child_env(self) -> dict[str, str]:
+        """What a child forge process (an agent's `forge` call, a hook in a task
+        worktree) needs in its environment to see the same worktree root."""
+        if self.worktree_root is None:
+            return {}
+        return {WORKTREES_VAR: str(self.worktree_root)}
+
+
+def _path(value: str | None) -> Path | None:
+    return Path(value) if value else None
+
+
+def _seconds(env: Mapping[str, str], var: str, default: float) -> float:
+    raw = env.get(var, "").strip()
+    if not raw:
+        return default
+    try:
+        return 0.0 if _is_zero(raw) else parse_duration(raw)
+    except ValueError:
+        raise ForgeError(
+            f"{var}={raw!r}: expected seconds or a duration (e.g. 5, 0.5 or 500ms)",
+            code=ExitCode.USAGE,
+        ) from None
+
+
+def _is_zero(raw: str) -> bool:
+    """Zero is a fine grace or backoff (stop at once, retry at once), unlike a timeout."""
+    try:
+        return float(raw) == 0
+    except ValueError:
+        return False

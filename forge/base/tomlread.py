@@ -1,0 +1,178 @@
+"""Reading TOML tables people write: every problem at once, each with file and line.
+
+tomllib reports lines only for syntax errors, so `TomlSource` finds key and table
+lines again in the text. `Problems` collects `FILE[:LINE]: message` lines; a
+`TableReader` reads one table's values by type and records a problem (with the
+key's line) instead of raising, so one pass reports every mistake. Plans,
+`forge.toml` and `[agents.NAME]` tables are all read through these.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from forge.base.durations import parse_duration
+from forge.errors import PlanError
+
+LineOf = Callable[[str], int | None]  # a key's line in the file (None: not found)
+
+
+def no_lines(_key: str) -> int | None:
+    return None
+
+
+class TomlSource:
+    """A TOML file's text, to point a problem at a line."""
+
+    _HEADER = re.compile(r"^\s*\[")
+
+    def __init__(self, text: str) -> None:
+        self.lines = text.splitlines()
+
+    def _find(self, pattern: re.Pattern[str], start: int = 0, end: int | None = None) -> int | None:
+        for i in range(start, len(self.lines) if end is None else end):
+            if pattern.match(self.lines[i]):
+                return i + 1
+        return None
+
+    def table_line(self, name: str, nth: int = 0) -> int | None:
+        """The line of the `nth` `[name]` or `[[name]]` header (1-based), or None."""
+        pattern = re.compile(r"^\s*\[\[?\s*" + re.escape(name) + r"\s*\]\]?\s*(#.*)?$")
+        seen = 0
+        for i, line in enumerate(self.lines):
+            if pattern.match(line):
+                if seen == nth:
+                    return i + 1
+                seen += 1
+        return None
+
+    def section_end(self, header_line: int) -> int:
+        """The index (exclusive, 0-based) where the section starting at `header_line` ends."""
+        nxt = self._find(self._HEADER, header_line)
+        return len(self.lines) if nxt is None else nxt - 1
+
+    def key_line(self, key: str, header_line: int | None = None) -> int | None:
+        """The line of `key = ...` in the section under `header_line` (None: the
+        top level, before any table header)."""
+        pattern = re.compile(r"^\s*[\"']?" + re.escape(key) + r"[\"']?\s*[=.]")
+        if header_line is None:
+            first = self._find(self._HEADER)
+            return self._find(pattern, 0, None if first is None else first - 1)
+        return self._find(pattern, header_line, self.section_end(header_line))
+
+    def table_keys(self, table: str, fallback: int | None = None) -> LineOf:
+        """Lines of the keys of table `table` (`agents.mine`): the key's own line,
+        else the table's header, else `fallback`."""
+        header = self.table_line(table)
+
+        def line_of(key: str) -> int | None:
+            found = self.key_line(key.split(".")[0], header) if header else None
+            return found or header or fallback
+
+        return line_of
+
+
+@dataclass
+class Problems:
+    """Every problem found in one file, each a line `FILE[:LINE]: message` (just the
+    message when there is no file: a table recorded in a plan's JSON)."""
+
+    path: str | None
+    items: list[str] = field(default_factory=list)
+
+    def add(self, message: str, *, line: int | None = None) -> None:
+        if self.path is None:
+            self.items.append(message)
+            return
+        where = self.path if line is None else f"{self.path}:{line}"
+        self.items.append(f"{where}: {message}")
+
+    def raise_if_any(self) -> None:
+        if self.items:
+            raise PlanError(self.items)
+
+
+class TableReader:
+    """Typed reads of one TOML table that record a problem instead of raising.
+
+    Each problem reads `{what}: {key} must be ...`, at the key's line."""
+
+    def __init__(
+        self,
+        table: Mapping[str, Any],
+        problems: Problems,
+        *,
+        what: str,
+        line_of: LineOf = no_lines,
+    ) -> None:
+        self.table = table
+        self.problems = problems
+        self.what = what
+        self.line_of = line_of
+
+    def problem(self, message: str, key: str | None = None) -> None:
+        line = self.line_of(key) if key is not None else self.line_of("")
+        self.problems.add(f"{self.what}: {message}" if self.what else message, line=line)
+
+    def bad(self, key: str, want: str) -> None:
+        self.problem(f"{key} must be {want}", key)
+
+    def unknown_keys(self, known: tuple[str, ...]) -> None:
+        for key in sorted(set(self.table) - set(known)):
+            self.problem(f"unknown key {key} (known: {', '.join(known)})", key)
+
+    def string(self, key: str) -> str | None:
+        value = self.table.get(key)
+        if value is None or (isinstance(value, str) and value):
+            return value
+        self.bad(key, "a non-empty string")
+        return None
+
+    def flag(self, key: str) -> bool:
+        value = self.table.get(key, False)
+        if isinstance(value, bool):
+            return value
+        self.bad(key, "true or false")
+        return False
+
+    def str_list(self, key: str, *, nonempty: bool = False, unique: bool = False) -> list[str]:
+        value = self.table.get(key, [])
+        if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+            self.bad(key, "a list of non-empty strings")
+            return []
+        if nonempty and not value:
+            self.bad(key, "a non-empty list of strings")
+        if unique and len(set(value)) != len(value):
+            self.bad(key, "a list without repeats")
+        return list(value)
+
+    def str_map(self, key: str) -> dict[str, str]:
+        value = self.table.get(key, {})
+        if not isinstance(value, Mapping) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+        ):
+            self.bad(key, 'a table of strings, e.g. {NAME = "value"}')
+            return {}
+        return dict(value)
+
+    def choice(self, key: str, allowed: list[str], ladder: str) -> str | None:
+        value = self.string(key)
+        if value is not None and value not in allowed:
+            self.problem(f"{key} {value!r} is not in {ladder} ({', '.join(allowed)})", key)
+            return None
+        return value
+
+    def duration(self, key: str) -> float | None:
+        value = self.table.get(key)
+        if value is None:
+            return None
+        try:
+            return parse_duration(value)
+        except ValueError:
+            self.bad(
+                key, 'a duration like "30m", "90s", "1h30m" or "500ms", or a number of seconds'
+            )
+            return None

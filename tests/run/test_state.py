@@ -1,0 +1,69 @@
+"""The run state on disk: typed in memory, the same JSON on disk, old files still read."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from forge.base.files import StateDir
+from forge.run.state import RunState, StateStore
+from forge.verify.records import Verdict, VerifyRecord
+
+OLD = {
+    "schema_version": 1,
+    "plan": "p",
+    "integration": "refs/heads/forge/p-integration",
+    "tasks": {
+        "a": {
+            "id": "a",
+            "status": "RUNNING",
+            "runner": {"pid": 123, "start": 456, "host": "h", "command": "forge run"},
+            "attempts": [{"number": 1, "agent": "run", "status": "RUNNING"}],
+        }
+    },
+    # an older forge wrote only what it knew
+    "verification": {"verdict": "PASS", "commit": "c0ffee", "lanes": {}},
+}
+
+
+def test_an_old_state_file_reads_into_typed_records(tmp_path: Path) -> None:
+    store = StateStore(StateDir(tmp_path), "p")
+    store.path.parent.mkdir(parents=True)
+    store.path.write_text(json.dumps(OLD))
+    st = store.load_existing()
+    assert st is not None and st.verification is not None
+    assert (st.verification.verdict, st.verification.commit) == (Verdict.PASS, "c0ffee")
+    runner = st.tasks["a"].runner
+    assert runner is not None and (runner.pid, runner.start, runner.host) == (123, 456, "h")
+
+
+def test_the_json_keeps_its_shape(tmp_path: Path) -> None:
+    store = StateStore(StateDir(tmp_path), "p")
+    store.path.parent.mkdir(parents=True)
+    store.path.write_text(json.dumps(OLD))
+    st = store.load_existing()
+    assert st is not None
+    store.save(st)
+    data = json.loads(store.path.read_text())
+    assert data["tasks"]["a"]["runner"] == OLD["tasks"]["a"]["runner"]  # type: ignore[index]
+    assert data["verification"]["verdict"] == "PASS"
+    assert data["verification"]["commit"] == "c0ffee"
+    again = RunState.from_dict(data)
+    assert again.verification == st.verification
+    assert isinstance(again.verification, VerifyRecord)
+
+
+def test_an_old_attempt_says_its_stall_only_in_its_reason(tmp_path: Path) -> None:
+    from forge.run.state import Attempt, Stall
+
+    def old(reason: str, status: str = "FAILED") -> Attempt:
+        return Attempt.from_dict({"number": 1, "agent": "x", "status": status, "reason": reason})
+
+    assert old("no progress: the same change").stall == Stall.NO_PROGRESS
+    assert old("no changes").stall == Stall.NO_CHANGES
+    assert old("check failed: no changes seen").stall is None
+    assert old("no changes", status="MERGED").stall is None
+    new = Attempt.from_dict(
+        {"number": 1, "agent": "x", "status": "FAILED", "reason": "no changes", "stall": None}
+    )
+    assert new.stall is None  # written by a forge that records stalls: taken as written
