@@ -222,16 +222,7 @@ def status(
     if task is not None and task not in data["history"]:
         raise ForgeError(f"plan '{plan_name}' has no task '{task}'")
     if as_json:
-        emit_json(
-            data
-            if task is None
-            else {
-                "plan": plan_name,
-                "task": task,
-                "attempts": data["history"][task],
-                **next(r for r in data["tasks"] if r["id"] == task),
-            }
-        )
+        emit_json(data if task is None else views.task_data(data, task))
         return
     typer.echo(
         views.render_status(data) if task is None else views.render_history(data, task), nl=False

@@ -12,7 +12,7 @@ from forge.agents.output import INFRA_KINDS
 from forge.base.tomlread import LineOf, Problems, TableReader, no_lines
 from forge.errors import ForgeError
 
-COMMAND_PLACEHOLDERS = ("prompt_file", "model", "effort", "task", "worktree")
+COMMAND_PLACEHOLDERS = ("prompt_file", "model", "effort", "task", "worktree", "review_file")
 ENV_PLACEHOLDERS = (*COMMAND_PLACEHOLDERS, "state_dir")
 USAGE_FORMATS = ("claude", "codex", "gemini", "aider", "none")
 PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -38,9 +38,11 @@ class AgentDef:
     infra_patterns: tuple[tuple[str, tuple[str, ...]], ...] = ()
     infra_exit_codes: tuple[tuple[str, tuple[int, ...]], ...] = ()
     infra_on_success: bool = False
+    stop_on_infra: bool = False  # stop the CLI when it prints one of its infra_patterns
     usage_format: str = "none"
     ignore_paths: tuple[str, ...] = ()
     written_for: str | None = None
+    max_parallel: int | None = None  # tasks on this agent at once (None: no cap)
 
     def isolates(self, environ: Mapping[str, str]) -> bool:
         """Whether `isolate_env` applies: no `isolate_when`, or one of its entries
@@ -124,9 +126,11 @@ class AgentDef:
             infra_patterns=_patterns(get, "infra_patterns"),
             infra_exit_codes=_exit_codes(get, "infra_exit_codes"),
             infra_on_success=get.flag("infra_on_success"),
+            stop_on_infra=get.flag("stop_on_infra"),
             usage_format=usage_format,
             ignore_paths=tuple(get.str_list("ignore_paths")),
             written_for=get.string("written_for"),
+            max_parallel=_positive_int(get, "max_parallel"),
         )
         return defn if len(problems.items) == before else None
 
@@ -147,9 +151,11 @@ _TABLE_KEYS = (
     "infra_patterns",
     "infra_exit_codes",
     "infra_on_success",
+    "stop_on_infra",
     "usage_format",
     "ignore_paths",
     "written_for",
+    "max_parallel",
 )
 
 
@@ -183,6 +189,16 @@ def _patterns(get: TableReader, key: str) -> tuple[tuple[str, tuple[str, ...]], 
             good.append(item)
         out.append((kind, tuple(good)))
     return tuple(out)
+
+
+def _positive_int(get: TableReader, key: str) -> int | None:
+    value = get.table.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        get.bad(key, "a whole number of at least 1")
+        return None
+    return value
 
 
 def _exit_codes(get: TableReader, key: str) -> tuple[tuple[str, tuple[int, ...]], ...]:

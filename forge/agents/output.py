@@ -29,7 +29,9 @@ from forge.base import durations
 if TYPE_CHECKING:
     from forge.agents.definition import AgentDef
 
-INFRA_KINDS = ("binary-missing", "auth", "quota", "rate-limit", "network")
+INFRA_KINDS = ("binary-missing", "auth", "quota", "rate-limit", "network", "server")
+# Waiting cannot fix these: the run pauses at once instead of backing off.
+PAUSE_AT_ONCE = frozenset({"binary-missing", "auth"})
 _SCAN_BYTES = 4_000_000  # logs can be huge; the facts sit at the end
 _PLAIN_LINES = 60  # CLIs print their fatal error last
 
@@ -60,6 +62,15 @@ GENERIC_PATTERNS: dict[str, tuple[str, ...]] = {
         r"\bcould not resolve host\b",
         r"\btemporary failure in name resolution\b",
         r"\bnetwork is unreachable\b",
+    ),
+    # A provider's 5xx after the CLI's own retries: the infrastructure failed, not
+    # the model's work.
+    "server": (
+        r"(?:status|code|error|http)\W{0,3}\w{0,12}\W{0,3}5(?:00|02|03|04)\b",
+        r"\binternal server error\b",
+        r"\bservice unavailable\b",
+        r"\bbad gateway\b",
+        r"\bgateway time-?out\b",
     ),
 }
 
@@ -124,6 +135,8 @@ def _error_texts(obj: dict[str, Any]) -> list[str]:
     """The error messages a CLI's JSON event carries; none for ordinary events."""
     out: list[str] = []
     kind = obj.get("type")
+    if kind == "system":  # Claude's init and api_retry (read by _retry_text, when cut off)
+        return out
     if kind == "result" and obj.get("is_error"):  # Claude: branch on is_error, not subtype
         out.append(str(obj.get("result") or obj.get("subtype") or "error"))
         out.extend(str(e) for e in obj.get("errors") or [] if e)
@@ -131,12 +144,48 @@ def _error_texts(obj: dict[str, Any]) -> list[str]:
         out.append(str(obj["message"]))
     err = obj.get("error")
     if isinstance(err, dict) and (kind in ("error", "turn.failed", "result") or kind is None):
-        code = err.get("code") or err.get("status")
-        prefix = f"status {code}: " if code is not None else ""
-        out.append(prefix + str(err.get("message") or err.get("type") or err))
+        out.append(_http_prefix(err) + str(err.get("message") or err.get("type") or err))
     elif isinstance(err, str) and err:
         out.append(err)
     return out
+
+
+def _http_prefix(err: dict[str, Any]) -> str:
+    """`status 429: ` for an HTTP status; nothing for a CLI's own code (Gemini's 41)."""
+    code = err.get("code") or err.get("status")
+    if code is None or (isinstance(code, int) and not 400 <= code <= 599):
+        return ""
+    return f"status {code}: "
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())[:300]
+
+
+def cli_message(output: str) -> str | None:
+    """The CLI's own last word on a failed run, from its JSON events: Claude's
+    `result` (when `is_error`), Codex's `turn.failed` error, Gemini's `error`.
+    Terminal events win over Codex's per-retry `error` lines. None for a log
+    without such an event (plain-text CLIs, or a run that printed no JSON)."""
+    values, _ = split_log(output)
+    dicts = list(dicts_of(values))
+    for terminal in (True, False):
+        for obj in reversed(dicts):
+            if (obj.get("type") == "error") == terminal:
+                continue
+            texts = _error_texts(obj)
+            if texts:
+                return _one_line(texts[0]) or None
+    return None
+
+
+def failure_reason(output: str) -> str | None:
+    """What a failed run said: the CLI's message, else its last plain line."""
+    message = cli_message(output)
+    if message:
+        return message
+    _, plain = split_log(output)
+    return _one_line(plain[-1]) if plain else None
 
 
 def _reset_epochs(obj: Any) -> Iterator[tuple[float, bool]]:
@@ -151,14 +200,34 @@ def _reset_epochs(obj: Any) -> Iterator[tuple[float, bool]]:
             yield from _reset_epochs(value)
 
 
+def _retry_text(obj: dict[str, Any]) -> str | None:
+    """Claude's stream-json `system/api_retry` event as a line of text."""
+    if obj.get("type") != "system" or obj.get("subtype") != "api_retry":
+        return None
+    delay = obj.get("retry_delay_ms")
+    status = obj.get("error_status")
+    head = f"API retry {obj.get('attempt')}/{obj.get('max_retries')}: "
+    if not status:  # no response at all (offline, refused, DNS); its delay is its own
+        return head + "connection failed"
+    # After a response the delay follows the server's Retry-After, when it sent one.
+    after = f"; retry in {round(delay)}ms" if isinstance(delay, int | float) else ""
+    return f"{head}status {status} {obj.get('error')}{after}"
+
+
 def _signals(output: str) -> tuple[list[str], list[tuple[float, bool]], list[dict[str, Any]]]:
     values, plain = split_log(output)
     texts: list[str] = []
     resets: list[tuple[float, bool]] = []
     dicts = list(dicts_of(values))
+    # The CLI's own retries say what went wrong only when nothing came after them
+    # (the run was cut off while it waited): a final result says more.
+    finished = any(d.get("type") == "result" for d in dicts)
     for obj in dicts:
         texts.extend(_error_texts(obj))
         resets.extend(_reset_epochs(obj))
+        retry = None if finished else _retry_text(obj)
+        if retry is not None:
+            texts.append(retry)
     texts.extend(plain[-_PLAIN_LINES:])
     return texts, resets, dicts
 
@@ -189,21 +258,22 @@ def classify_failure(
         return None
     texts, resets, _ = _signals(output)
     when = datetime.now().timestamp() if now is None else now
-    kind, message = _match(defn, returncode, texts)
+    kind, message = _match(defn, returncode, texts, cli_message(output))
     if kind is None and any(rejected for _, rejected in resets):
         kind, message = "rate-limit", "rate limit reached (rate_limit_event)"
     if kind is None or message is None:
         return None
     retry = None
-    if kind in ("quota", "rate-limit", "network"):
+    if kind in ("quota", "rate-limit", "network", "server"):
         retry = _retry_after(texts, resets, when)
-    return InfraFailure(kind, message[:300], retry)
+    return InfraFailure(kind, _one_line(message), retry)
 
 
 def _match(
-    defn: AgentDef, returncode: int | None, texts: list[str]
+    defn: AgentDef, returncode: int | None, texts: list[str], said: str | None
 ) -> tuple[str | None, str | None]:
-    last = texts[-1] if texts else f"exit {returncode}"
+    # A CLI's JSON error says more than its last plain line (Gemini's is a banner).
+    last = said or (texts[-1] if texts else f"exit {returncode}")
     if returncode in (126, 127):
         for text in reversed(texts):
             if _MISSING_BINARY.search(text):
@@ -236,7 +306,8 @@ def is_context_overflow(output: str) -> bool:
 # --- retry-after -------------------------------------------------------------
 
 _RETRY_IN = re.compile(
-    rf"(?:retry[- _]?after|retry in|try again in|resets? in|retrying in)\W{{0,3}}\s*({durations.IN_TEXT})",
+    rf"(?:retry[- _]?after|retry[- _]?delay|retry in|try again in|resets? in|retrying in)"
+    rf"\W{{0,4}}\s*({durations.IN_TEXT})",
     re.IGNORECASE,
 )
 _RESETS_IN_SECONDS = re.compile(r"resets_in_seconds\W{0,3}\s*(\d+(?:\.\d+)?)", re.IGNORECASE)

@@ -26,6 +26,8 @@ Keys beyond SPEC's `command`/`models`/`efforts` (all optional, open to users):
   `rate-limit`, `network`, `binary-missing`), what marks an infrastructure
   failure, on top of the generic patterns every agent gets.
 - `infra_on_success`: look for infrastructure failures even after exit 0.
+- `stop_on_infra`: stop the CLI as soon as its log shows one of its own
+  `infra_patterns`, instead of letting it retry for minutes (forge backs off).
 - `ignore_paths`: files the CLI leaves in the worktree that are never the
   task's work (globs, relative to the worktree); the runner drops them before
   committing, so they neither count as changes nor break the `files` scope.
@@ -40,8 +42,11 @@ from typing import Any
 
 # Claude Code: `-p` is print (headless) mode; bypassPermissions because the agent
 # runs unattended in a worktree of its own, and any permission prompt would hang
-# or deny. JSON output carries `total_cost_usd` and `usage`. The prompt goes on
-# stdin (no argv limit).
+# or deny. The final `result` event carries `total_cost_usd` and `usage`.
+# stream-json (which needs --verbose with -p) rather than json: while the CLI
+# retries a 429 or an outage it prints only `api_retry` events, so a run that
+# waits until forge's timeout still says why (json prints nothing until the
+# end). The prompt goes on stdin (no argv limit).
 CLAUDE: dict[str, Any] = {
     "written_for": "Claude Code 2.1.x",
     "command": [
@@ -50,7 +55,8 @@ CLAUDE: dict[str, Any] = {
         "--permission-mode",
         "bypassPermissions",
         "--output-format",
-        "json",
+        "stream-json",
+        "--verbose",
         "--model",
         "{model}",
         "--effort",
@@ -95,7 +101,15 @@ CLAUDE: dict[str, Any] = {
             r"overloaded_error",
             r"API Error: 529",
         ],
-        "network": [r"API Error: Connection error", r"Request timed out"],
+        "network": [
+            r"API Error: Connection error",
+            r"Request timed out",
+            # Offline, 2.1.197: "API Error: Unable to connect to API (FailedToOpenSocket)".
+            r"Unable to connect to API",
+            r"FailedToOpenSocket",
+        ],
+        # A 5xx after the CLI's own retries ("API Error: 500 ..."); 529 is above.
+        "server": [r"API Error: 5\d\d\b", r"\bapi_error\b"],
     },
 }
 
@@ -148,6 +162,12 @@ CODEX: dict[str, Any] = {
             r"Connection failed",
             r"stream disconnected before completion",
             r"error sending request",
+            r"waiting for network",
+        ],
+        "server": [
+            r"currently experiencing high demand",
+            r"unexpected status 5\d\d\b",
+            r"Internal server error",
         ],
     },
 }
@@ -183,6 +203,9 @@ AIDER: dict[str, Any] = {
     "default_effort": "medium",
     "usage_format": "aider",
     "infra_on_success": True,
+    # aider retries a 429 or an outage itself with a doubling delay, 2m11s a run
+    # when measured: forge's backoff does the same without holding the slot.
+    "stop_on_infra": True,
     "env": {
         "AIDER_CHAT_HISTORY_FILE": "{state_dir}/{task}/aider/chat-history.md",
         "AIDER_INPUT_HISTORY_FILE": "{state_dir}/{task}/aider/input-history",
@@ -236,9 +259,21 @@ GEMINI: dict[str, Any] = {
     "infra_exit_codes": {"auth": [41]},
     "infra_patterns": {
         "auth": [r"Please set an Auth method", r"API key not valid"],
-        "quota": [r"RESOURCE_EXHAUSTED", r"exceeded your current quota"],
-        "rate-limit": [r"Please wait and try again later", r"Status: 429", r"status 429:"],
+        # A 429 (RESOURCE_EXHAUSTED) is a rate limit that a wait fixes, even when
+        # its text says "quota"; only a daily quota is one the day must pass for
+        # (Gemini CLI's own split: googleQuotaErrors.ts).
+        "quota": [r"PerDay", r"daily quota"],
+        "rate-limit": [
+            # While it retries (0.61): "Attempt 2 failed with status 429. Retrying ...".
+            r"failed with status 429",
+            r"RESOURCE_EXHAUSTED",
+            r"Please wait and try again later",
+            r"Status: 429",
+            r"status 429:",
+            r"exceeded your current quota",
+        ],
         "network": [r"ECONNRESET", r"ETIMEDOUT", r"ENOTFOUND", r"EAI_AGAIN", r"fetch failed"],
+        "server": [r"Status: 5\d\d\b", r"status 5\d\d:"],
     },
 }
 

@@ -34,6 +34,7 @@ class Feedback:
 _SOURCES = {
     "agent": "the agent run",
     "check": "the task's check",
+    "review": "the review of your change (the reviewer's findings are below)",
     "merge": "the merge into the integration branch",
 }
 
@@ -150,3 +151,36 @@ def write_attempt_file(
             attempt=attempt,
             feedback=feedback,
         )
+
+
+def write_review_file(
+    path: Path,
+    *,
+    plan: str,
+    task_id: str,
+    title: str,
+    prompt: str,
+    files: Sequence[str],
+    diff: str,
+    review_file: Path,
+) -> None:
+    """The prompt of a reviewer: the task as its agent was given it, the files it
+    may change, the diff it made, and where and how to give the verdict."""
+    heading = f"# Review of task `{task_id}`: {title}" if title else f"# Review of task `{task_id}`"
+    parts = [
+        heading,
+        f"Plan `{plan}`. Another agent carried out the task below; its change passed "
+        "the task's check. Judge whether it does what the task asks, correctly and "
+        "completely, within the files it may change. Do not change any file.",
+        "## The task",
+        prompt.strip() or "(no prompt)",
+        "## Files it may change",
+        "\n".join(f"- `{f}`" for f in files) or "- (none declared)",
+        "## The change (a diff against the task's base)",
+        _block(diff),
+        "## Your verdict",
+        f"Write JSON to the file `{review_file}` (also in $FORGE_REVIEW_FILE): "
+        '`{"verdict": "approve"}`, or `{"verdict": "reject", "findings": "..."}` with '
+        "what is wrong and what to change. Findings go to the next attempt's agent.",
+    ]
+    atomic_write_text(path, "\n\n".join(parts) + "\n")

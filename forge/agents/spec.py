@@ -25,11 +25,23 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from forge.agents import config_home
 from forge.agents.definition import PLACEHOLDER, AgentDef
 from forge.agents.names import AGENT_NAME_RULE, agent_name_problem
-from forge.agents.output import InfraFailure, classify_failure, is_context_overflow
+from forge.agents.output import (
+    InfraFailure,
+    classify_failure,
+    failure_reason,
+    is_context_overflow,
+)
 from forge.agents.presets import PRESET_TABLES, over_preset
-from forge.agents.prompt import Feedback, write_attempt_file, write_prompt_file, write_script_file
+from forge.agents.prompt import (
+    Feedback,
+    write_attempt_file,
+    write_prompt_file,
+    write_review_file,
+    write_script_file,
+)
 from forge.agents.usage import Usage, parse_usage
 from forge.errors import ForgeError
 
@@ -43,12 +55,14 @@ __all__ = [
     "agent_env",
     "check_binary",
     "classify_failure",
+    "failure_reason",
     "is_context_overflow",
     "parse_usage",
     "render_command",
     "resolve",
     "write_attempt_file",
     "write_prompt_file",
+    "write_review_file",
     "write_script_file",
 ]
 
@@ -141,9 +155,16 @@ def _fill(text: str, values: Mapping[str, str | None], on_missing: Callable[[str
 
 
 def render_command(
-    defn: AgentDef, spec: AgentSpec, *, prompt_file: Path, task: str, worktree: Path
+    defn: AgentDef,
+    spec: AgentSpec,
+    *,
+    prompt_file: Path,
+    task: str,
+    worktree: Path,
+    review_file: Path | None = None,
 ) -> tuple[list[str], Path | None]:
-    """The argv of one attempt and the file to feed on stdin (None: stdin is DEVNULL)."""
+    """The argv of one attempt and the file to feed on stdin (None: stdin is DEVNULL).
+    `review_file` is where a reviewer writes its verdict (reviews only)."""
     if not prompt_file.is_absolute() or not worktree.is_absolute():
         raise ValueError("prompt_file and worktree must be absolute paths")
     values = {
@@ -152,9 +173,14 @@ def render_command(
         "effort": spec.effort,
         "task": task,
         "worktree": str(worktree),
+        "review_file": None if review_file is None else str(review_file),
     }
 
     def missing(name: str) -> str:
+        if name == "review_file":
+            raise ForgeError(
+                f"agent {defn.name}'s command uses {{review_file}}: use it only as a reviewer"
+            )
         raise ForgeError(f"agent {defn.name}'s command uses {{{name}}} but the spec sets no {name}")
 
     argv = [_fill(arg, values, missing) for arg in defn.command]
@@ -173,6 +199,7 @@ def agent_env(
     worktree: Path | None = None,
     environ: Mapping[str, str] | None = None,
     as_root: bool | None = None,
+    review_file: Path | None = None,
 ) -> dict[str, str]:
     """The variables an attempt adds to `proc.clean_env()`.
 
@@ -183,10 +210,12 @@ def agent_env(
 
     Per-task config dirs (`isolate_env`: CLAUDE_CONFIG_DIR, CODEX_HOME,
     GEMINI_CLI_HOME) are set only when one of `isolate_when` (an API key) is in
-    the environment. A fresh config dir holds no login, and copying the user's
-    credentials in is worse: OAuth refresh tokens rotate, so a copy that
-    refreshes would log the user's own CLI out. Without a key the agents share
-    the user's config, as the user's own parallel sessions would.
+    the environment. Each links the user's own configuration (their folder, or
+    the one their variable names) and keeps only sessions, history and locks
+    per task (`forge.agents.config_home`). Login tokens are not shared: OAuth
+    refresh tokens rotate, so a task that refreshed one would log the user's
+    own CLI out. Without a key the agents share the user's config, as the
+    user's own parallel sessions would.
     """
     environ = os.environ if environ is None else environ
     as_root = (os.geteuid() == 0) if as_root is None else as_root
@@ -196,6 +225,7 @@ def agent_env(
         "effort": spec.effort or "",
         "task": task,
         "worktree": str(worktree) if worktree else "",
+        "review_file": str(review_file) if review_file else "",
         "state_dir": str(state_dir),
     }
     state_dir.mkdir(parents=True, exist_ok=True)
@@ -209,7 +239,8 @@ def agent_env(
     if defn.isolate_env and defn.isolates(environ):
         for key, value in defn.isolate_env:
             env[key] = _fill(value, values, lambda _: "")
-            Path(env[key]).mkdir(parents=True, exist_ok=True)
+            # Per task: sessions, history, locks. Everything else is the user's.
+            config_home.populate(key, Path(env[key]), environ)
     # Last, so no table can hide from the agent which attempt it is.
     env.update(
         FORGE_TASK=task,
@@ -223,6 +254,8 @@ def agent_env(
         env["FORGE_WORKTREE"] = str(worktree)
     if feedback_file is not None:
         env["FORGE_FEEDBACK_FILE"] = str(feedback_file)
+    if review_file is not None:
+        env["FORGE_REVIEW_FILE"] = str(review_file)
     return env
 
 

@@ -37,7 +37,7 @@ from forge.git.repo import Repository
 from forge.plan.model import Plan, Task
 from forge.run.attempt import Outcome, RunContext
 from forge.run.recovery import reset_for_attempt
-from forge.run.state import FAILURES, Attempt, Stall, Status, TaskState
+from forge.run.state import FAILURES, Attempt, Stall, Status, TaskState, counted
 
 if TYPE_CHECKING:
     from forge.agents.spec import AgentSpec
@@ -279,7 +279,8 @@ class Cluster:
         defn, resolved = agents.resolve(spec, ctx.agent_defs)
         fb = feedback.for_retry(ctx.repo, ts) if len(ts.attempts) > 1 else None
         prompt_file = attempt_dir / "prompt.md"
-        feedback.write_prompt(defn, prompt_file, plan=plan.name, task=task, attempt=n, fb=fb)
+        told = counted(ts.attempts[:-1]) + 1  # INFRA tries are not attempts
+        feedback.write_prompt(defn, prompt_file, plan=plan.name, task=task, attempt=told, fb=fb)
         return replace(
             job,
             agent=(defn, resolved),

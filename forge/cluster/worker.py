@@ -287,17 +287,23 @@ class _Attempt:
             defn, res = self._agent()
             if isinstance(res, JobResult):
                 return res
+        if defn is not None and not res.stopped:
+            # Read after a timeout too: a CLI that waits out an outage looks slow.
+            found = self._read_agent(defn, None if res.timed_out else res.returncode)
+            if found is not None:
+                return found
         if res.stopped:
             return JobResult(Status.INTERRUPTED, "stopped by the user", log="agent.log")
         if res.timed_out:
             return JobResult(Status.TIMEOUT, f"timed out after {job.timeout:g}s", log="agent.log")
-        if defn is not None:
-            found = self._read_agent(defn, res.returncode)
-            if found is not None:
-                return found
         if res.returncode != 0:
+            said = self._last_line("agent.log")
+            if defn is not None:
+                from forge.agents import spec as agents
+
+                said = agents.failure_reason(self._text("agent.log")) or said
             what = "command" if defn is None else "agent"
-            reason = f"{what} exited {res.returncode}: {self._last_line('agent.log')}"
+            reason = f"{what} exited {res.returncode}: {said}"
             return JobResult(Status.FAILED, reason, feedback_source="agent", log="agent.log")
         return None
 
@@ -331,12 +337,14 @@ class _Attempt:
         )
         return defn, self._group(argv, "agent.log", self.job.timeout, env=env, input_path=stdin)
 
-    def _read_agent(self, defn: Any, returncode: int) -> JobResult | None:
+    def _read_agent(self, defn: Any, returncode: int | None) -> JobResult | None:
         from forge.agents import spec as agents
         from forge.run.attempt import _drop_ignored
 
         output = self._text("agent.log")
         self.usage = agents.parse_usage(defn, output)
+        # Before any return: a CLI's cache (aider's tags) is never the task's work.
+        _drop_ignored(self.slot, defn.ignore_paths)
         infra = agents.classify_failure(defn, returncode=returncode, output=output)
         if infra is not None:
             return JobResult(
@@ -346,8 +354,7 @@ class _Attempt:
                 infra_retry_after=infra.retry_after,
                 log="agent.log",
             )
-        _drop_ignored(self.slot, defn.ignore_paths)
-        if returncode != 0 and agents.is_context_overflow(output):
+        if returncode not in (0, None) and agents.is_context_overflow(output):
             reason = "the prompt overflowed the agent's context window: split the task"
             return JobResult(Status.FAILED, reason, log="agent.log")
         return None

@@ -14,7 +14,7 @@ from forge.base.liveness import Owner
 from forge.git import refs, worktrees
 from forge.git.repo import Repository, short_sha
 from forge.run import hold as holds
-from forge.run.state import RunState, StateStore, Status, TaskState
+from forge.run.state import UNCOUNTED, RunState, StateStore, Status, TaskState
 from forge.verify.records import VerifyRecord
 
 if TYPE_CHECKING:
@@ -41,17 +41,24 @@ def task_time(ts: TaskState) -> float | None:
     return sum(spent) if spent else None
 
 
+def _total(ts: TaskState, key: str) -> Any:
+    values = [getattr(a, key) for a in ts.attempts if getattr(a, key) is not None]
+    return sum(values) if values else None
+
+
 def task_row(ts: TaskState) -> dict[str, Any]:
     last = ts.last
+    cost = _total(ts, "cost_usd")
     return {
         "id": ts.id,
         "status": str(ts.status),
         # INFRA and INTERRUPTED attempts spent nothing: they are history, not attempts
-        "attempts": sum(
-            1 for a in ts.attempts if a.status not in (Status.INFRA, Status.INTERRUPTED)
-        ),
+        "attempts": sum(1 for a in ts.attempts if a.status not in UNCOUNTED),
         "agent": last.agent if last else (ts.agent or ""),
         "seconds": task_time(ts),
+        "cost_usd": None if cost is None else round(cost, 6),
+        "input_tokens": _total(ts, "input_tokens"),
+        "output_tokens": _total(ts, "output_tokens"),
         "reason": ts.reason,
         "suggestion": ts.suggestion,
         "salvage": list(ts.salvage),
@@ -156,7 +163,7 @@ def status_data(repo: Repository, plan: str, *, disk: bool = False) -> dict[str,
         "integration": state.integration,
         "integration_head": repo.ref_value(state.integration),
         "tasks": [task_row(t) for t in tasks],
-        "history": {t.id: [vars(a) for a in t.attempts] for t in tasks},
+        "history": {t.id: _history(t) for t in tasks},
         "verification": _as_data(state.verification),
         "slots": slots,
         "hold": hold.describe() if hold else None,
@@ -168,6 +175,17 @@ def status_data(repo: Repository, plan: str, *, disk: bool = False) -> dict[str,
         "logs": str(repo.state.logs_dir(plan)),
         "combined": recorded.get("combined") or {},
     }
+
+
+def _history(ts: TaskState) -> list[dict[str, Any]]:
+    """Each attempt as saved, with `counted`: its number among the attempts that
+    spent one (None for INFRA and INTERRUPTED tries)."""
+    out, n = [], 0
+    for a in ts.attempts:
+        spent = a.status not in UNCOUNTED
+        n += spent
+        out.append({**vars(a), "counted": n if spent else None})
+    return out
 
 
 def _runner(repo: Repository, plan: str) -> str | None:
@@ -225,34 +243,59 @@ def render_status(data: dict[str, Any]) -> str:
     return "\n".join(out) + "\n"
 
 
+def task_data(data: dict[str, Any], task: str) -> dict[str, Any]:
+    """One task for `forge status TASK --json`: its row (attempt count, cost and
+    tokens summed, reviews included) and every attempt in `history`."""
+    row = next(r for r in data["tasks"] if r["id"] == task)
+    return {"plan": data["plan"], "task": task, **row, "history": data["history"][task]}
+
+
+def _usage(a: dict[str, Any]) -> str:
+    if a.get("cost_usd") is not None:
+        return f"${a['cost_usd']:.4f}"
+    if a.get("input_tokens") is not None:
+        return f"{a['input_tokens']}/{a.get('output_tokens')} tok"
+    return ""
+
+
+def _review(a: dict[str, Any]) -> str:
+    review = a.get("review")
+    if not review:
+        return "-"
+    return f"{review.get('verdict', '?')} ({review.get('agent', '?')})"
+
+
 def render_history(data: dict[str, Any], task: str) -> str:
     attempts = data["history"].get(task, [])
     row = next(r for r in data["tasks"] if r["id"] == task)
     out = [f"task {task}: {row['status']}" + (f" ({row['reason']})" if row["reason"] else "")]
+    reviewed = any(a.get("review") for a in attempts)
     rows = []
     for a in attempts:
-        usage = ""
-        if a.get("cost_usd") is not None:
-            usage = f"${a['cost_usd']:.4f}"
-        elif a.get("input_tokens") is not None:
-            usage = f"{a['input_tokens']}/{a.get('output_tokens')} tok"
-        rows.append(
-            [
-                str(a["number"]),
-                a["agent"],
-                str(a["status"]),
-                str(a.get("started", "")),
-                fmt_seconds(a.get("duration")),
-                usage,
-                a.get("reason", ""),
-            ]
-        )
-    headers = ["#", "agent", "status", "started", "time", "cost", "reason"]
+        agent = a["agent"] + (f" [{a['fallback']}]" if a.get("fallback") else "")
+        cells = [
+            # INFRA and INTERRUPTED tries spent no attempt: no number, as in `attempts`.
+            str(a["counted"]) if a.get("counted") else "-",
+            agent,
+            str(a["status"]),
+            str(a.get("started", "")),
+            fmt_seconds(a.get("duration")),
+            _usage(a),
+        ]
+        if reviewed:
+            cells.append(_review(a))
+        rows.append([*cells, a.get("reason", "")])
+    headers = ["#", "agent", "status", "started", "time", "cost"]
+    headers += ["review"] if reviewed else []
+    headers.append("reason")
     if any(a.get("where") for a in attempts):  # a cluster ran some: say where
         headers.insert(3, "where")
         for r, a in zip(rows, attempts, strict=True):
             r.insert(3, a.get("where") or "here")
     out.append(_table(headers, rows).rstrip())
+    if row["cost_usd"] is not None or row["input_tokens"] is not None:
+        total = f"${row['cost_usd']:.4f}" if row["cost_usd"] is not None else "-"
+        out.append(f"total: {total}, {row['input_tokens'] or 0}/{row['output_tokens'] or 0} tok")
     if row["suggestion"]:
         out.append(row["suggestion"])
     for ref in row["salvage"]:

@@ -43,6 +43,8 @@ PLAN_KEYS = (
     "verify",
     "verify_reruns",
     "agent",
+    "fallback",
+    "review",
     "timeout",
     "escalate_after",
     "escalate_effort",
@@ -62,6 +64,7 @@ TASK_KEYS = (
     "agent",
     "timeout",
     "estimate",
+    "review",
 )
 
 
@@ -126,6 +129,8 @@ class _Checker:
         base = self.opt_str("base")
         setup = self.opt_str("setup")
         agent = self.opt_str("agent")
+        fallback = self.fallback()
+        review = self.opt_str("review")
         max_parallel = self.int_at_least("max_parallel", 1, DEFAULT_MAX_PARALLEL)
         escalate_after = self.int_at_least("escalate_after", 0, DEFAULT_ESCALATE_AFTER)
         escalate_effort = d.get("escalate_effort", False)
@@ -152,6 +157,8 @@ class _Checker:
             setup=setup,
             verify=verify,
             agent=agent,
+            fallback=fallback,
+            review=review,
             timeout=timeout,
             escalate_after=escalate_after,
             escalate_effort=bool(escalate_effort),
@@ -179,6 +186,15 @@ class _Checker:
                 f'set `name = "..."` in the plan'
             )
         return name
+
+    def fallback(self) -> tuple[str, ...]:
+        value = self.data.get("fallback", [])
+        if not is_str_list(value) or not all(v.strip() for v in value):
+            self.add(
+                '`fallback` must be a list of agent specs, e.g. ["codex", "gemini"]', "fallback"
+            )
+            return ()
+        return tuple(dict.fromkeys(value))
 
     def opt_str(self, key: str) -> str | None:
         value = self.data.get(key)
@@ -337,6 +353,11 @@ class _Checker:
                 estimate = float(value)
         timeout = self.duration(table, "timeout", line_of=line_of, prefix=f"{label}: ")
         check, agent = opt("check"), opt("agent")
+        review: str | bool | None = None
+        if table.get("review") is False:
+            review = False  # turns the plan's reviewer off for this task
+        elif "review" in table:
+            review = opt("review")
         if tid is None or len(self.problems.items) > before:
             return None
         return Task(
@@ -350,6 +371,7 @@ class _Checker:
             agent=agent,
             timeout=timeout,
             estimate=estimate,
+            review=review,
         )
 
     def files(self, table: dict[str, Any], label: str, line_of: Any) -> tuple[str, ...]:

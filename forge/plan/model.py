@@ -49,6 +49,7 @@ class Task:
     agent: str | None = None  # agent spec; None: the plan's
     timeout: float | None = None  # seconds; None: the plan's
     estimate: float | None = None  # relative size for the critical path; None: 1
+    review: str | bool | None = None  # reviewer spec; False: none; None: the plan's
 
     @property
     def is_shell(self) -> bool:
@@ -66,6 +67,7 @@ class Task:
             "agent": self.agent,
             "timeout": self.timeout,
             "estimate": self.estimate,
+            "review": self.review,
         }
 
     @classmethod
@@ -81,6 +83,7 @@ class Task:
             agent=data.get("agent"),
             timeout=data.get("timeout"),
             estimate=data.get("estimate"),
+            review=data.get("review"),
         )
 
 
@@ -93,6 +96,8 @@ class Plan:
     setup: str | None = None
     verify: VerifyConfig | None = None  # None: forge.toml's [verify], if any
     agent: str | None = None
+    fallback: tuple[str, ...] = ()  # agent specs to use while the task's own is paused
+    review: str | None = None  # reviewer agent spec for every prompt task
     timeout: float = DEFAULT_TIMEOUT
     escalate_after: int = DEFAULT_ESCALATE_AFTER  # 0: never escalate
     escalate_effort: bool = False
@@ -123,6 +128,13 @@ class Plan:
     def task_ids(self) -> tuple[str, ...]:
         return tuple(t.id for t in self.tasks)
 
+    def review_of(self, task: Task) -> str | None:
+        """The reviewer spec for `task`: its own, else the plan's; none for a
+        shell task or a task that sets `review = false`."""
+        if task.run is not None or task.review is False:
+            return None
+        return task.review if isinstance(task.review, str) else self.review
+
     def timeout_of(self, task: Task, agent_timeout: float | None = None) -> float:
         """Seconds one attempt of `task` may run: its own timeout, else its agent's,
         else the plan's."""
@@ -140,6 +152,8 @@ class Plan:
             "setup": self.setup,
             "verify": None if self.verify is None else self.verify.to_dict(),
             "agent": self.agent,
+            "fallback": list(self.fallback),
+            "review": self.review,
             "timeout": self.timeout,
             "escalate_after": self.escalate_after,
             "escalate_effort": self.escalate_effort,
@@ -159,6 +173,8 @@ class Plan:
             setup=data.get("setup"),
             verify=None if data.get("verify") is None else VerifyConfig.from_dict(data["verify"]),
             agent=data.get("agent"),
+            fallback=tuple(data.get("fallback", ())),
+            review=data.get("review"),
             timeout=data.get("timeout", DEFAULT_TIMEOUT),
             escalate_after=data.get("escalate_after", DEFAULT_ESCALATE_AFTER),
             escalate_effort=data.get("escalate_effort", False),

@@ -8,6 +8,7 @@ and a one-line reason.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import threading
@@ -36,6 +37,7 @@ from forge.run.state import (
     StateStore,
     Status,
     TaskState,
+    counted,
 )
 
 if TYPE_CHECKING:
@@ -92,6 +94,7 @@ class Outcome:
     reason: str
     infra_retry_after: float | None = None
     infra_kind: str | None = None
+    infra_agent: str | None = None  # the agent that could not run (the task's, or its reviewer)
     stall: Stall | None = None  # FAILED: the work went nowhere
 
 
@@ -104,11 +107,17 @@ class _Stop(Exception):
 
 
 def run_attempt(
-    ctx: RunContext, task: Task, *, spec: AgentSpec | None, fresh: bool = False
+    ctx: RunContext,
+    task: Task,
+    *,
+    spec: AgentSpec | None,
+    fresh: bool = False,
+    fallback: str | None = None,
 ) -> Outcome:
     """Run one attempt of `task` and leave its outcome in the state.
 
-    `spec` is the agent spec of a prompt task (None for a `run` task).
+    `spec` is the agent spec of a prompt task (None for a `run` task); `fallback`
+    says why it is a fallback agent, when it is one.
     """
     ts = ctx.state.tasks[task.id]
     started = time.monotonic()
@@ -120,6 +129,7 @@ def run_attempt(
         model=None if spec is None else spec.model,
         effort=None if spec is None else spec.effort,
         tag=tag,
+        fallback=fallback,
     )
     attempt_dir = ctx.logs / task.id / f"attempt-{number}"
     attempt_dir.mkdir(parents=True, exist_ok=True)
@@ -247,7 +257,9 @@ def _steps(
     judged = [
         a
         for a in ts.attempts[:-1]
-        if a.status in FAILURES and a.diff_hash and a.feedback_source in ("check", "scope", "merge")
+        if a.status in FAILURES
+        and a.diff_hash
+        and a.feedback_source in ("check", "scope", "review", "merge")
     ]
     if judged and judged[-1].diff_hash == attempt.diff_hash:
         return Outcome(
@@ -271,6 +283,9 @@ def _steps(
             attempt.log = str(log)
             attempt.feedback_source = "check"
             return Outcome(Status.FAILED, f"check failed: {_last_line(log)}")
+    reviewed = _review(ctx, task, ts, attempt, attempt_dir, path, head, start_head)
+    if reviewed is not None:
+        return reviewed
     faults.point("before-merge")
     _check_stop(ctx)
     return _merge(ctx, task, ts, attempt, attempt_dir, head)
@@ -302,16 +317,20 @@ def _run_work(
         defn, spec = agents.resolve(spec, ctx.agent_defs)
         missing = agents.check_binary(defn)
         if missing:
-            return Outcome(Status.INFRA, f"binary-missing: {missing}", infra_kind="binary-missing")
+            return Outcome(
+                Status.INFRA,
+                f"binary-missing: {missing}",
+                infra_kind="binary-missing",
+                infra_agent=defn.name,
+            )
         prompt_file = attempt_dir / "prompt.md"
         fb = feedback.for_retry(ctx.repo, ts) if len(ts.attempts) > 1 else None
         feedback_file = None
         if fb is not None:
             feedback_file = attempt_dir / "feedback.md"
             feedback_file.write_text(feedback.render(fb))
-        feedback.write_prompt(
-            defn, prompt_file, plan=ctx.plan.name, task=task, attempt=attempt.number, fb=fb
-        )
+        told = counted(ts.attempts[:-1]) + 1  # INFRA tries are not attempts
+        feedback.write_prompt(defn, prompt_file, plan=ctx.plan.name, task=task, attempt=told, fb=fb)
         argv, stdin = agents.render_command(
             defn, spec, prompt_file=prompt_file, task=task.id, worktree=path
         )
@@ -319,57 +338,119 @@ def _run_work(
             defn,
             spec,
             task=task.id,
-            attempt=attempt.number,
+            attempt=told,
             prompt_file=prompt_file,
             feedback_file=feedback_file,
             state_dir=ctx.logs.parent / "agent-state",
             worktree=path,
         )
         timeout = ctx.plan.timeout_of(task, defn.timeout)
-        res = _group(
-            ctx,
-            argv,
-            cwd=path,
-            log=log,
-            attempt=attempt,
-            timeout=timeout,
-            env=env,
-            input_path=stdin,
-        )
-    if res.stopped:
-        return Outcome(Status.INTERRUPTED, "stopped by the user")
-    if res.timed_out:
-        return Outcome(Status.TIMEOUT, f"timed out after {timeout:g}s")
-    output = _read(log)
+        from forge.run.watch import infra_watch
+
+        with infra_watch(log, defn, ctx.stop) as watch:
+            res = _group(
+                ctx,
+                argv,
+                cwd=path,
+                log=log,
+                attempt=attempt,
+                timeout=timeout,
+                env=env,
+                input_path=stdin,
+                stop=watch.event,
+            )
+        if res.stopped and watch.hit is not None and not ctx.stop.is_set():
+            # Stopped on its own outage message: read as a run that ended there.
+            res = dataclasses.replace(res, stopped=False, returncode=1)
+    output = _read(log) if defn is not None else ""
     if defn is not None:
         from forge.agents import spec as agents
 
+        # Before any return: an INFRA or stopped attempt's worktree is salvaged
+        # later, and a CLI's cache (aider's tags) is never the task's work.
+        _drop_ignored(path, defn.ignore_paths)
         usage = agents.parse_usage(defn, output)
         if usage is not None:
             attempt.cost_usd = usage.cost_usd
             attempt.input_tokens = usage.input_tokens
             attempt.output_tokens = usage.output_tokens
-        infra = agents.classify_failure(defn, returncode=res.returncode, output=output)
+    if res.stopped:
+        return Outcome(Status.INTERRUPTED, "stopped by the user")
+    if defn is not None:
+        # Read after a timeout too: a CLI that waits out an outage (reconnecting,
+        # honouring a long retry delay) looks like a slow task.
+        rc = None if res.timed_out else res.returncode
+        infra = agents.classify_failure(defn, returncode=rc, output=output)
         if infra is not None:
+            after = f" (timed out after {timeout:g}s)" if res.timed_out else ""
             return Outcome(
                 Status.INFRA,
-                f"{infra.kind}: {infra.message}",
+                f"{infra.kind}: {infra.message}{after}",
                 infra_retry_after=infra.retry_after,
                 infra_kind=infra.kind,
+                infra_agent=defn.name,
             )
-        _drop_ignored(path, defn.ignore_paths)
+    if res.timed_out:
+        return Outcome(Status.TIMEOUT, f"timed out after {timeout:g}s")
     if res.returncode != 0:
         if defn is not None:
-            from forge.agents import spec as agents
-
             if agents.is_context_overflow(output):
                 return Outcome(
                     Status.FAILED,
                     "the prompt overflowed the agent's context window: split the task",
                 )
-        what = "command" if spec is None else "agent"
-        return Outcome(Status.FAILED, f"{what} exited {res.returncode}: {_last_line(log)}")
+            said = agents.failure_reason(output) or _last_line(log)
+            return Outcome(Status.FAILED, f"agent exited {res.returncode}: {said}")
+        return Outcome(Status.FAILED, f"command exited {res.returncode}: {_last_line(log)}")
     return None
+
+
+def _review(
+    ctx: RunContext,
+    task: Task,
+    ts: TaskState,
+    attempt: Attempt,
+    attempt_dir: Path,
+    path: Path,
+    head: str,
+    start_head: str,
+) -> Outcome | None:
+    """The reviewer gate (forge.run.review); None when it approves or there is none."""
+    from forge.run import review
+
+    def started(pgid: int) -> None:
+        attempt.pgid = pgid
+
+    verdict = review.judge(ctx, task, ts, attempt, attempt_dir, path, head, on_start=started)
+    if verdict is None:
+        return None
+    # The reviewer may have written into the worktree, or even committed: the
+    # work it judged is `head`, and that is what the branch keeps.
+    ctx.repo.try_git("reset", "--quiet", "--hard", head, cwd=path)
+    ctx.repo.try_git("clean", "-fdq", cwd=path)
+    if verdict.verdict == "approve":
+        with ctx.store.lock:
+            ctx.save(task.id)
+        return None
+    if verdict.verdict == "stopped":
+        return Outcome(Status.INTERRUPTED, "stopped during the review")
+    if verdict.verdict == "infra":
+        # Nothing judged the work, and an INFRA attempt spends nothing: take the
+        # change back, or the next attempt would find it done and change nothing.
+        ctx.repo.try_git("reset", "--quiet", "--hard", start_head, cwd=path)
+        return Outcome(
+            Status.INFRA,
+            f"review: {verdict.findings}",
+            infra_retry_after=verdict.retry_after,
+            infra_kind=verdict.infra_kind,
+            infra_agent=verdict.agent,
+        )
+    findings = attempt_dir / "review.md"
+    findings.write_text((verdict.findings or "(no findings given)") + "\n")
+    attempt.log = str(findings)
+    attempt.feedback_source = "review"
+    line = " ".join(verdict.findings.split())[:200] or "rejected without findings"
+    return Outcome(Status.FAILED, f"review: {line}")
 
 
 def _merge(
@@ -408,6 +489,7 @@ def _group(
     timeout: float | None,
     env: Mapping[str, str] | None = None,
     input_path: Path | None = None,
+    stop: threading.Event | None = None,
 ) -> proc.GroupResult:
     def started(pgid: int) -> None:
         # Kept in memory and saved with the next change: crash recovery finds the
@@ -421,7 +503,7 @@ def _group(
         env={**ctx.settings.child_env(), **(env or {})},
         timeout=timeout,
         grace=ctx.settings.grace,
-        stop=ctx.stop,
+        stop=ctx.stop if stop is None else stop,
         on_start=started,
         tag=attempt.tag,
         input_path=input_path,

@@ -21,6 +21,7 @@ from forge.plan.model import Task
 from forge.plan.registry import Recorded
 from forge.run import hold as holds
 from forge.run.attempt import Outcome, RunContext, run_attempt
+from forge.run.capacity import Capacity
 from forge.run.state import FAILURES, REDISPATCH, Stall, Status
 
 if TYPE_CHECKING:
@@ -63,8 +64,14 @@ class Dispatcher:
         self.notes: dict[str, str] = {}  # escalation notes, said when the task starts
         self.running: set[str] = set()
         self.retries: dict[str, int] = {}  # failed-task retries spent in this run
-        self.infra: dict[str, int] = {}  # infrastructure retries spent in this run
         self.not_before: dict[str, float] = {}  # backoff after an infrastructure failure
+        self.since: dict[str, float] = {}  # when each running task started
+        self.capacity = Capacity(
+            ctx,
+            retries=options.infra_retries,
+            backoff=ctx.settings.infra_backoff,  # doubled each time
+            cap=INFRA_BACKOFF_CAP,
+        )
         self.no_auto: set[str] = set()  # tasks the policy says not to retry automatically
         self.forced = options.only  # `forge retry`: dispatch it even though it failed
         from forge.run.replan import LivePlan
@@ -143,7 +150,8 @@ class Dispatcher:
         if task.id in self.no_auto:  # the policy said stop (split, or no progress)
             return False
         if ts.status == Status.INFRA:
-            return time.monotonic() >= self.not_before.get(task.id, 0.0)
+            # With fallback agents it may start at once, elsewhere (capacity decides).
+            return bool(self.plan.fallback) or time.monotonic() >= self.not_before.get(task.id, 0.0)
         if ts.status in REDISPATCH:
             return True
         if self.forced == task.id:
@@ -179,6 +187,25 @@ class Dispatcher:
         if decision.note:
             self.notes[task.id] = decision.note  # said when it starts
         return Launch(decision.spec)
+
+    def _primary(self, task: Task) -> AgentSpec | None:
+        """The task's own agent spec (before escalation), for capacity questions."""
+        if task.run is not None:
+            return None
+        from forge.agents import spec as agents
+        from forge.run import next_agent as escalate_run
+
+        ts = self.ctx.state.tasks[task.id]
+        text = escalate_run.base_spec_text(self.ctx, task, ts)
+        return agents.resolve(text, self.ctx.agent_defs)[1]
+
+    def _worked(self, tid: str, ran_on: str) -> None:
+        """An attempt ran on `ran_on` (and its reviewer judged it): both providers work."""
+        self.capacity.worked(ran_on)
+        last = self.ctx.state.tasks[tid].last
+        review = last.review if last is not None else None
+        if review and review.get("verdict") in ("approve", "reject"):
+            self.capacity.worked(str(review["agent"]).split(":")[0])
 
     def _overlaps_running(self, tid: str) -> bool:
         return any(other in self.running for other in self.overlaps.get(tid, ()))
@@ -238,9 +265,19 @@ class Dispatcher:
             launch = self._launch_for(task)
             if launch is None:
                 continue
+            spec, why = launch.spec, None
+            if spec is not None:
+                choice = self.capacity.choose(task, self.ctx.state.tasks[task.id], spec)
+                if choice is None:  # its agents wait out a backoff, or are at their cap
+                    stuck = self.capacity.stuck(task, spec)
+                    if stuck is not None:
+                        self._pause(stuck)
+                        return
+                    continue
+                spec, why = choice.spec, choice.why
             if self.ctx.remote is not None or slots.reserve(task.id) or slots.error is not None:
                 # (with an error, the attempt makes its slot itself, or fails saying why)
-                self._start(pool, task, launch.spec)
+                self._start(pool, task, spec, why=why)
             else:
                 waiting += 1
         if waiting:
@@ -248,7 +285,19 @@ class Dispatcher:
             if base:
                 slots.grow(base, wanted=waiting)
 
-    def _start(self, pool: ThreadPoolExecutor, task: Task, spec: AgentSpec | None) -> None:
+    def _pause(self, why: str) -> None:
+        with self.ctx.store.lock:
+            self.ctx.state.paused = f"infrastructure: {why}; run `forge run` again when it is back"
+            self.ctx.save()
+
+    def _start(
+        self,
+        pool: ThreadPoolExecutor,
+        task: Task,
+        spec: AgentSpec | None,
+        *,
+        why: str | None = None,
+    ) -> None:
         ts = self.ctx.state.tasks[task.id]
         if ts.status in FAILURES:
             self.retries[task.id] = self.retries.get(task.id, 0) + 1
@@ -259,11 +308,18 @@ class Dispatcher:
         note = self.notes.pop(task.id, None)
         if note:
             self.on_event(f"{task.id}: {note}")
-        self.on_event(f"{task.id}: started" + (f" ({spec})" if spec is not None else ""))
+        self.on_event(
+            f"{task.id}: started"
+            + (f" ({spec})" if spec is not None else "")
+            + (f" [{why}]" if why else "")
+        )
+        self.since[task.id] = time.monotonic()
+        if spec is not None:
+            self.capacity.started(task.id, spec.name)
 
         def work() -> None:
             try:
-                outcome = run_attempt(self.ctx, task, spec=spec, fresh=fresh)
+                outcome = run_attempt(self.ctx, task, spec=spec, fresh=fresh, fallback=why)
             except BaseException as exc:  # never let a worker die silently
                 outcome = Outcome(Status.FAILED, f"forge error: {exc}")
             self.done.put((task.id, outcome))
@@ -289,23 +345,30 @@ class Dispatcher:
         self.on_event(
             f"{tid}: {outcome.status}" + (f" ({outcome.reason})" if outcome.reason else "")
         )
+        ran_on = self.capacity.finished(tid)
+        since = self.since.pop(tid, 0.0)
         if outcome.status == Status.INFRA:
-            n = self.infra.get(tid, 0) + 1
-            self.infra[tid] = n
-            if n > self.options.infra_retries or outcome.infra_kind == "binary-missing":
-                with self.ctx.store.lock:
-                    self.ctx.state.paused = (
-                        f"infrastructure: {outcome.reason} (after {n - 1} retries); "
-                        "run `forge run` again when it is back"
-                    )
-                    self.ctx.save()
+            name = outcome.infra_agent or ran_on
+            if name is None:
                 return
-            wait = outcome.infra_retry_after
-            if wait is None:
-                backoff = self.ctx.settings.infra_backoff  # doubled each time
-                wait = min(INFRA_BACKOFF_CAP, backoff * 2 ** (n - 1))
-            self.not_before[tid] = time.monotonic() + min(wait, INFRA_BACKOFF_CAP)
-        elif outcome.stall == Stall.NO_PROGRESS or (
+            wait = self.capacity.failed(
+                name,
+                reason=outcome.reason,
+                kind=outcome.infra_kind,
+                retry_after=outcome.infra_retry_after,
+                since=since,
+            )
+            if wait is not None:
+                self.not_before[tid] = time.monotonic() + wait
+            task = self.plan.task(tid)
+            primary = self._primary(task)
+            stuck = self.capacity.stuck(task, primary) if primary is not None else None
+            if stuck is not None:
+                self._pause(stuck)
+            return
+        if ran_on is not None and outcome.status != Status.INTERRUPTED:
+            self._worked(tid, ran_on)
+        if outcome.stall == Stall.NO_PROGRESS or (
             outcome.stall == Stall.NO_CHANGES and len(self.ctx.state.tasks[tid].attempts) > 1
         ):
             # Work that makes no progress is not retried automatically (a retry that

@@ -36,26 +36,46 @@ def check_specs(plan: Plan, defs: Mapping[str, Mapping[str, Any]]) -> None:
     from forge.agents import spec as agents
 
     problems = []
+    where = plan.source or plan.name
+    for what, spec in [("fallback", s) for s in plan.fallback] + [("review", plan.review)]:
+        try:
+            if spec is not None:
+                agents.resolve(spec, defs)
+        except ForgeError as exc:
+            problems.append(f"{where}: {what} agent '{spec}': {exc.message}")
     for task in plan.tasks:
         if task.run is not None:
             continue
-        spec = task.agent or plan.agent or DEFAULT_AGENT
-        try:
-            agents.resolve(spec, defs)
-        except ForgeError as exc:
-            where = plan.source or plan.name
-            problems.append(f"{where}: task '{task.id}': agent '{spec}': {exc.message}")
+        for what, spec in (
+            ("agent", task.agent or plan.agent or DEFAULT_AGENT),
+            ("review", task.review if isinstance(task.review, str) else None),
+        ):
+            try:
+                if spec is not None:
+                    agents.resolve(spec, defs)
+            except ForgeError as exc:
+                problems.append(f"{where}: task '{task.id}': {what} '{spec}': {exc.message}")
     if problems:
         raise PlanError(problems)
 
 
-def next_spec(ctx: RunContext, task: Task, ts: TaskState, *, forced: bool = False) -> NextSpec:
+def next_spec(
+    ctx: RunContext,
+    task: Task,
+    ts: TaskState,
+    *,
+    forced: bool = False,
+    base_text: str | None = None,
+) -> NextSpec:
+    """The next spec on the task's own agent, or on `base_text` (a fallback agent):
+    each agent's escalation streak is its own attempts'."""
     from forge.agents import escalation
     from forge.agents import spec as agents
 
-    defn, base = agents.resolve(base_spec_text(ctx, task, ts), ctx.agent_defs)
+    text = base_text or base_spec_text(ctx, task, ts)
+    defn, base = agents.resolve(text, ctx.agent_defs)
     mine = [a for a in ts.attempts if a.agent.split(":")[0] == defn.name]
-    if ts.agent and mine and mine[-1].agent != str(base):
+    if base_text is None and ts.agent and mine and mine[-1].agent != str(base):
         mine = []  # `forge retry --agent` chose a new spec: it starts a fresh streak
     if not mine:
         return NextSpec(base)

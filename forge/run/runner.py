@@ -78,6 +78,13 @@ def run_plan(
 
     defs = agent_defs(repo, plan)
     check_specs(plan, defs)  # forge.toml may have changed since `forge plan`
+    reviewed = [t.id for t in plan.tasks if plan.review_of(t)]
+    if remote is not None and reviewed:
+        # A review runs in the task's slot, which a cluster attempt does not have here.
+        raise ForgeError(
+            f"plan '{plan.name}' has a reviewer (task {reviewed[0]}); "
+            "reviews do not run on a cluster yet: run it without --cluster"
+        )
     # Orphaned grandchildren of agents re-parent to forge, so a stopped group can be
     # reaped to the last process instead of lingering as zombies of init.
     proc.become_subreaper()

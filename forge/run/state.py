@@ -45,6 +45,14 @@ FAILURES = frozenset({Status.FAILED, Status.TIMEOUT, Status.CONFLICT})
 # Statuses that `forge run` dispatches again by itself: they spent no attempt.
 REDISPATCH = frozenset({Status.PENDING, Status.INTERRUPTED, Status.INFRA, Status.BLOCKED})
 
+# Attempts that spent nothing (the agent could not run, or the user stopped it):
+# history, not attempts. The attempt an agent is told it is counts only the rest.
+UNCOUNTED = frozenset({Status.INFRA, Status.INTERRUPTED})
+
+
+def counted(attempts: list[Attempt]) -> int:
+    return sum(1 for a in attempts if a.status not in UNCOUNTED)
+
 
 def now_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
@@ -67,6 +75,8 @@ class Attempt:
     cost_usd: float | None = None
     input_tokens: int | None = None
     output_tokens: int | None = None
+    fallback: str | None = None  # why a fallback agent ran instead of the task's own
+    review: dict[str, Any] | None = None  # the reviewer's verdict: agent, verdict, findings
     pgid: int | None = None  # the agent's process group while it runs
     tag: str | None = None  # FORGE_PROC_TAG of its processes, for crash recovery
     stall: Stall | None = None  # FAILED because the work went nowhere

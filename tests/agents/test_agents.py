@@ -201,8 +201,11 @@ def test_from_table_accepts_every_key() -> None:
             "usage_format": "claude",
             "ignore_paths": [".x-cache"],
             "timeout": 90,
+            "stop_on_infra": True,
+            "max_parallel": 4,
         },
     )
+    assert defn.stop_on_infra and defn.max_parallel == 4
     assert defn.infra_patterns == (
         ("rate-limit", ("SLOW DOWN",)),
         ("auth", ("who are you", "go away")),
@@ -225,7 +228,7 @@ def _render(
 def test_render_claude() -> None:
     argv, stdin = _render("claude", "claude:opus:high")
     assert argv == [
-        "claude", "-p", "--permission-mode", "bypassPermissions", "--output-format", "json",
+        "claude", "-p", "--permission-mode", "bypassPermissions", "--output-format", "stream-json", "--verbose",
         "--model", "opus", "--effort", "high",
     ]  # fmt: skip
     assert stdin == Path("/tmp/t/p.md")
@@ -446,7 +449,9 @@ def _codex_failed(message: str) -> str:
         ("aider", 0, "litellm.RateLimitError: ...\nThe API provider has rate limited you. Try again later or check your quotas.\nRetrying in 0.2 seconds...", "rate-limit"),
         ("gemini", 41, "Please set an Auth method in your /root/.gemini/settings.json or specify one of the following environment variables before running: GEMINI_API_KEY, GOOGLE_GENAI_USE_VERTEXAI, GOOGLE_GENAI_USE_GCA", "auth"),
         ("gemini", 1, "[API Error: Resource has been exhausted (Status: 429)]\nPlease wait and try again later. To increase your limits, request a quota increase through AI Studio, or switch to another /auth method", "rate-limit"),
-        ("gemini", 1, "You exceeded your current quota. Please retry in 56.480131123s.\nSuggested retry after 56s.", "quota"),
+        # A 429 that a wait fixes is a rate limit, whatever its text says of quota.
+        ("gemini", 1, "You exceeded your current quota. Please retry in 56.480131123s.\nSuggested retry after 56s.", "rate-limit"),
+        ("gemini", 1, "[API Error: Quota exceeded for quota metric 'Generate Content API requests per day', quotaId: GenerateRequestsPerDayPerProjectPerModel (Status: RESOURCE_EXHAUSTED)]", "quota"),
         ("gemini", 1, "Error: read ECONNRESET\n    at TLSWrap.onStreamRead", "network"),
         ("gemini", 1, json.dumps({"session_id": "s", "error": {"type": "ApiError", "message": "Too Many Requests", "code": 429}}, indent=2), "rate-limit"),
     ],

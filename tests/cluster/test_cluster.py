@@ -221,3 +221,24 @@ def test_cluster_without_dask_says_how_to_install(repo: Path, tmp_path: Path) ->
     assert cp.returncode == 2
     assert "pip install 'forge[cluster]'" in cp.stderr
     assert alive(os.getpid())
+
+
+def test_a_cluster_attempt_reads_an_outage_after_its_timeout(repo: Path) -> None:
+    # Codex reconnecting until forge's timeout: INFRA on a worker too, not TIMEOUT.
+    replay = [PY, str(FAKES / "agent_replay.py"), "codex-offline.log", "--hang"]
+    _plan(
+        repo,
+        f'agent = "codex"\ntimeout = "1s"\n[agents.codex]\ncommand = {json.dumps(replay)}\n'
+        '[[task]]\nid = "t"\nprompt = "do it"\nfiles = ["x.txt"]\n',
+    )
+    cp = run_forge(repo, "run", "--cluster", "local:1", "--infra-retries", "0")
+    assert cp.returncode == 8, cp.stdout + cp.stderr
+    [only] = state(repo)["tasks"]["t"]["attempts"]
+    assert only["status"] == "INFRA" and only["reason"].startswith("network: Reconnecting")
+
+
+def test_a_plan_with_a_reviewer_is_refused_on_a_cluster(repo: Path) -> None:
+    _plan(repo, PLAN.replace('verify = "', 'review = "fake"\nverify = "', 1))
+    cp = run_forge(repo, "run", "--cluster", "local:1")
+    assert cp.returncode == 2 and "reviews do not run on a cluster yet" in cp.stderr
+    assert "Traceback" not in cp.stderr

@@ -1,0 +1,97 @@
+"""Capacity's bookkeeping with a clock of its own: backoff, pauses, counting."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from forge.agents.spec import AgentSpec
+from forge.plan.model import Plan, Task
+from forge.run.capacity import Capacity
+from forge.run.state import TaskState
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def capacity(plan: Plan, clock: Clock, retries: int = 2) -> Capacity:
+    ctx = SimpleNamespace(plan=plan, agent_defs={"a": {"command": ["a"]}, "b": {"command": ["b"]}})
+    return Capacity(ctx, retries=retries, backoff=10.0, cap=300.0, clock=clock)
+
+
+TASK = Task(id="t", prompt="p", files=("x",))
+
+
+def test_backoff_doubles_and_then_pauses_the_agent() -> None:
+    clock = Clock()
+    cap = capacity(Plan(name="p", tasks=(TASK,)), clock)
+    assert (
+        cap.failed("a", reason="rate-limit: slow", kind="rate-limit", retry_after=None, since=99)
+        == 10
+    )
+    assert not cap.usable("a")
+    clock.now += 10
+    assert cap.usable("a")
+    assert (
+        cap.failed("a", reason="rate-limit: slow", kind="rate-limit", retry_after=None, since=110)
+        == 20
+    )
+    clock.now += 20
+    assert (
+        cap.failed("a", reason="rate-limit: slow", kind="rate-limit", retry_after=None, since=130)
+        is None
+    )
+    assert cap.down["a"] == "rate-limit: slow (after 2 retries)"
+    assert cap.stuck(TASK, AgentSpec("a")) is not None
+
+
+def test_attempts_caught_in_one_outage_count_once() -> None:
+    clock = Clock()
+    cap = capacity(Plan(name="p", tasks=(TASK,)), clock, retries=1)
+    for _ in range(4):  # four tasks were running when the limit hit
+        cap.failed("a", reason="r", kind="rate-limit", retry_after=5, since=90)
+    assert "a" not in cap.down and cap.failures["a"] == 1
+    cap.worked("a")
+    assert "a" not in cap.failures
+
+
+def test_auth_pauses_at_once_and_a_hint_is_honoured() -> None:
+    clock = Clock()
+    cap = capacity(Plan(name="p", tasks=(TASK,)), clock)
+    assert cap.failed("a", reason="auth: no", kind="auth", retry_after=None, since=0) is None
+    assert cap.down["a"] == "auth: no"
+    assert cap.failed("b", reason="quota", kind="quota", retry_after=9999, since=0) == 300
+
+
+def test_a_fallback_is_chosen_only_while_the_agent_waits() -> None:
+    clock = Clock()
+    plan = Plan(name="p", fallback=("b",), tasks=(TASK,))
+    cap = capacity(plan, clock)
+    ts = TaskState(id="t")
+    assert cap.choose(TASK, ts, AgentSpec("a")) == cap.choose(TASK, ts, AgentSpec("a"))
+    assert cap.choose(TASK, ts, AgentSpec("a")).spec == AgentSpec("a")  # type: ignore[union-attr]
+    cap.failed("a", reason="rate-limit: x", kind="rate-limit", retry_after=None, since=0)
+    choice = cap.choose(TASK, ts, AgentSpec("a"))
+    assert choice is not None and choice.spec.name == "b"
+    assert choice.why == "fallback: a waiting (rate-limit: x)"
+    cap.failed("b", reason="network: y", kind="network", retry_after=None, since=0)
+    assert cap.choose(TASK, ts, AgentSpec("a")) is None  # both wait: nothing starts
+    assert cap.stuck(TASK, AgentSpec("a")) is None  # but waiting is not paused
+    clock.now += 10
+    assert cap.choose(TASK, ts, AgentSpec("a")).spec.name == "a"  # type: ignore[union-attr]
+
+
+def test_a_cap_holds_tasks_back() -> None:
+    clock = Clock()
+    cap = capacity(Plan(name="p", tasks=(TASK,)), clock)
+    cap.ctx.agent_defs = {"a": {"command": ["a"], "max_parallel": 1}}
+    ts = TaskState(id="t")
+    assert cap.choose(TASK, ts, AgentSpec("a")) is not None
+    cap.started("other", "a")
+    assert cap.choose(TASK, ts, AgentSpec("a")) is None
+    cap.finished("other")
+    assert cap.choose(TASK, ts, AgentSpec("a")) is not None
