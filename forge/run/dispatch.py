@@ -126,7 +126,6 @@ class Dispatcher:
         self.overlaps = dag.task_overlaps(plan)
         for tid in change.dropped:  # per-task bookkeeping of tasks that are gone
             self.retries.pop(tid, None)
-            self.infra.pop(tid, None)
             self.not_before.pop(tid, None)
             self.notes.pop(tid, None)
             self.no_auto.discard(tid)
