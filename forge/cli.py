@@ -72,13 +72,27 @@ def plan(
         taken = None
         cpath = dag.critical_path(plan_obj)
     else:
-        from forge.run import replan
+        from forge.plan.model import load_plan
+        from forge.run import reconcile, replan
+        from forge.run.state import StateStore
 
         repo = _repo()
+        # Said before recording: what the change means for work that already merged,
+        # and an integration branch that is not forge's is refused.
+        new = load_plan(plan_file)
+        reconcile.check_integration_is_ours(
+            repo, new.name, StateStore(repo.state, new.name).load_existing()
+        )
+        for note in reconcile.explain(repo, new):
+            sys.stderr.write(f"forge: note: {note}\n")
         recorded, taken = replan.record(repo, plan_file)
         plan_obj, waves = recorded.plan, recorded.as_waves()
         record_file = repo.state.plan_file(plan_obj.name)
         cpath = dict(recorded.critical_path)
+    from forge.plan import advice
+
+    for warning in advice.warnings(plan_obj):
+        sys.stderr.write(f"forge: warning: {warning}\n")
     if as_json:
         data = report.wave_data(
             plan_obj, waves, critical_path=cpath, recorded=recorded, record_file=record_file
@@ -148,7 +162,7 @@ def retry(
 
     repo = _repo()
     recorded = registry.resolve(repo, plan_ref)
-    runner.check_retry(repo, recorded.plan, task, agent=agent)
+    runner.check_retry(repo, recorded.plan, task, agent=agent, fresh=fresh)
     options = runner.RunOptions(only=task, fresh=fresh, agent=agent, retry_failed=0)
     _execute_run(repo, recorded, options, as_json=as_json, cluster=cluster)
 
@@ -474,6 +488,14 @@ def _execute_run(
 
 
 def main(argv: list[str] | None = None) -> NoReturn:
+    from forge.base.text import PrintableStream
+
+    # Task text (reasons, file names, output) is data: no control character from it
+    # reaches the user's terminal, whichever code path prints it.
+    if not isinstance(sys.stdout, PrintableStream):
+        sys.stdout = PrintableStream(sys.stdout)
+    if not isinstance(sys.stderr, PrintableStream):
+        sys.stderr = PrintableStream(sys.stderr)
     try:
         app(args=argv, prog_name="forge")
     except ForgeError as exc:

@@ -111,7 +111,13 @@ def read_json(path: Path, *, what: str = "state file") -> Any:
             f"{what} {path} is corrupt ({exc.msg} at line {exc.lineno}); "
             f"move it aside and run `forge plan` again to start from a fresh record"
         ) from exc
-    if isinstance(data, dict) and data.get("schema_version", SCHEMA_VERSION) > SCHEMA_VERSION:
+    version = data.get("schema_version", SCHEMA_VERSION) if isinstance(data, dict) else None
+    if version is not None and (isinstance(version, bool) or not isinstance(version, int)):
+        raise StateError(
+            f"{what} {path} has an unexpected shape (schema_version {version!r}); "
+            f"move it aside and run `forge plan` again to start from a fresh record"
+        )
+    if version is not None and version > SCHEMA_VERSION:
         raise StateError(
             f"{what} {path} was written by a newer forge (schema "
             f"{data['schema_version']}); upgrade forge to use it"

@@ -108,6 +108,7 @@ def run(
 TAG_VAR = "FORGE_PROC_TAG"
 _POLL = 0.02  # seconds between liveness checks while waiting
 _KILL_PATIENCE = 60.0  # how long to keep re-sending KILL before giving up loudly
+_DRAIN_PATIENCE = 5.0  # how long to wait for the last output once the group is gone
 
 # Pids whose exit status belongs to a Popen object in some thread: reaping them here
 # would make that Popen report exit code 0 for a process that was killed.
@@ -275,6 +276,75 @@ def become_subreaper() -> bool:
 _PR_SET_CHILD_SUBREAPER = 36
 
 
+# A log is capped where it is written: a task printing without end must neither
+# fill the disk nor, read back later, forge's memory. FORGE_LOG_CAP overrides.
+DEFAULT_LOG_CAP = 50 * 1024 * 1024
+_CHUNK = 64 * 1024
+
+
+def log_cap(override: int | None = None) -> int:
+    """Bytes of one command's output kept in its log: `override` (a plan's
+    `log_cap`), else FORGE_LOG_CAP (bytes, or with a K, M or G suffix), else 50 MB."""
+    if override is not None:
+        return override
+    raw = os.environ.get("FORGE_LOG_CAP", "").strip()
+    return parse_size(raw) if raw else DEFAULT_LOG_CAP
+
+
+def parse_size(text: str | int) -> int:
+    """Bytes from 1048576, "64K", "50M", "1G" (powers of 1024; a trailing B allowed).
+    ValueError for anything else, zero or less included."""
+    if isinstance(text, bool):
+        raise ValueError(f"expected a size such as 50M, got {text!r}")
+    if isinstance(text, int):
+        value = text
+    else:
+        t = str(text).strip().upper().removesuffix("B")
+        scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(t[-1:], 1)
+        digits = t[:-1] if scale > 1 else t
+        try:
+            value = int(float(digits) * scale)
+        except ValueError:
+            raise ValueError(f"expected a size such as 50M, got {text!r}") from None
+    if value <= 0:
+        raise ValueError(f"a size must be more than zero, got {text!r}")
+    return value
+
+
+class _Drain(threading.Thread):
+    """Copies a child's output from a pipe to its log, up to `cap` bytes; the rest
+    is read and dropped (so the child never blocks on a full pipe), with a marker
+    line where the cut was made and the count at the end. Memory: one chunk."""
+
+    def __init__(self, fd: int, path: Path, cap: int) -> None:
+        super().__init__(name=f"drain-{path.name}", daemon=True)
+        self.fd = fd
+        self.path = path
+        self.cap = cap
+        self.dropped = 0
+
+    def run(self) -> None:
+        written = 0
+        try:
+            with self.path.open("ab", buffering=0) as out:
+                while chunk := os.read(self.fd, _CHUNK):
+                    keep = chunk[: max(0, self.cap - written)]
+                    if keep:
+                        out.write(keep)
+                        written += len(keep)
+                    if len(keep) < len(chunk):
+                        if not self.dropped:
+                            out.write(
+                                f"\nforge: log cap of {self.cap} bytes reached; "
+                                f"the rest of the output is dropped\n".encode()
+                            )
+                        self.dropped += len(chunk) - len(keep)
+                if self.dropped:
+                    out.write(f"forge: {self.dropped} bytes of output dropped\n".encode())
+        finally:
+            os.close(self.fd)
+
+
 def _append_line(path: Path, line: str) -> None:
     with path.open("a", encoding="utf-8") as fh:
         fh.write(line.rstrip("\n") + "\n")
@@ -292,8 +362,10 @@ def run_group(
     on_start: Callable[[int], None] | None = None,
     tag: str | None = None,
     input_path: Path | None = None,
+    cap: int | None = None,
 ) -> GroupResult:
-    """Run a long command in a process group of its own, output appended to `log_path`.
+    """Run a long command in a process group of its own, output appended to `log_path`
+    (at most `cap` bytes of it, see `log_cap`).
 
     Waits until the leader exits, `timeout` passes or `stop` is set; in the last two
     cases the group is stopped (TERM, `grace`, KILL). Members left behind by a leader
@@ -312,8 +384,10 @@ def run_group(
         _append_line(log_path, line)
 
     started = time.monotonic()
+    read_end, write_end = os.pipe()
+    drain = _Drain(read_end, log_path, log_cap(cap))
     with contextlib.ExitStack() as stack:
-        out = stack.enter_context(log_path.open("ab"))
+        stack.callback(os.close, write_end)  # the child holds its own copy
         stdin: Any = subprocess.DEVNULL
         if input_path is not None:
             stdin = stack.enter_context(input_path.open("rb"))
@@ -326,14 +400,16 @@ def run_group(
                     cwd=cwd,
                     env=clean_env(extra),
                     stdin=stdin,
-                    stdout=out,
+                    stdout=write_end,
                     stderr=subprocess.STDOUT,
                     start_new_session=True,
                 )
                 _popen_pids.add(child.pid)
         except OSError as exc:
+            os.close(read_end)
             log(f"forge: cannot run `{args[0]}`: {exc.strerror or exc}")
             return GroupResult(127, False, False, time.monotonic() - started, 0)
+    drain.start()
     pgid = child.pid  # a session leader's pgid is its pid
     try:
         if on_start is not None:
@@ -367,6 +443,9 @@ def run_group(
             child.wait()
         with _popen_lock:
             _popen_pids.discard(child.pid)
+        # Every writer is gone, so the pipe ends; a process that escaped both the
+        # group and the tag may still hold it: its output is not waited for.
+        drain.join(timeout=_DRAIN_PATIENCE)
 
 
 def spawn_detached(

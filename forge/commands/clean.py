@@ -7,6 +7,7 @@ other branch has (not accepted yet); state is reset only when it goes too.
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 from pathlib import Path
 
@@ -26,6 +27,7 @@ def clean_plan(repo: Repository, plan: str) -> list[str]:
         state = store.load_existing()
         integration_ref = refs.integration_ref(plan)
         integration = repo.ref_value(integration_ref)
+        emptied: dict[Path, int] = {}  # folders that held what was removed: levels to prune
         if state is not None:
             for ts in state.tasks.values():
                 if ts.status == Status.RUNNING:  # a run killed with its agent still going
@@ -50,7 +52,21 @@ def clean_plan(repo: Repository, plan: str) -> list[str]:
                         ts.slot = None
                 store.save(state)
                 notes.append(f"removed worktree {path}")
+                emptied[path.parent] = 2  # the plan's folder, the repository's folder
+        # The plan's verification checkouts (one per lane), wherever the worktree root
+        # was when they were made: git knows them all.
+        for path in _registered_worktrees(repo):
+            if path.parent.name == plan and path.parent.parent.name == ".verify":
+                worktrees.remove(repo, path)
+                notes.append(f"removed verification worktree {path}")
+                emptied[path.parent] = 3  # <key>, .verify, the repository's folder
+        # A branch checked out in a worktree (the user's own, or one they added) is
+        # theirs to move first: deleting it would leave that worktree on nothing.
+        checked_out = _checked_out(repo)
         for ref, head in _task_branches(repo, plan):
+            if ref in checked_out:
+                notes.append(_skipped(ref, checked_out[ref]))
+                continue
             if integration is None or not is_ancestor(repo, head, integration):
                 task = refs.task_of(plan, ref)
                 kept = worktrees.keep(repo, head, plan=plan, task=task)
@@ -64,15 +80,11 @@ def clean_plan(repo: Repository, plan: str) -> list[str]:
                     store.save(state)
             repo.try_git("update-ref", "-d", ref, head)
             notes.append(f"deleted branch {refs.branch_name(ref)}")
-        # The plan's verification checkouts (one per lane), wherever the worktree root
-        # was when they were made: git knows them all.
-        for path in _registered_worktrees(repo):
-            if path.parent.name == plan and path.parent.parent.name == ".verify":
-                worktrees.remove(repo, path)
-                notes.append(f"removed verification worktree {path}")
         if integration is not None:
             branch = refs.branch_name(integration_ref)
-            if _accepted(repo, integration):
+            if integration_ref in checked_out:
+                notes.append(_skipped(integration_ref, checked_out[integration_ref]))
+            elif _accepted(repo, integration):
                 repo.try_git("update-ref", "-d", integration_ref, integration)
                 notes.append(f"deleted branch {branch} (already in your branches)")
                 if state is not None:
@@ -87,6 +99,12 @@ def clean_plan(repo: Repository, plan: str) -> list[str]:
             shutil.rmtree(cache, ignore_errors=True)
             notes.append(f"removed the local cluster workers' cache {cache}")
         worktrees.prune(repo)
+        root = repo.worktrees_root()
+        emptied.setdefault(root / plan, 2)
+        emptied.setdefault(root / ".verify" / plan, 3)
+        for folder, up in emptied.items():
+            _remove_empty(folder, up=up)
+        _remove_empty(repo.state.verify_dir / "checkouts" / plan, up=2)
     return notes
 
 
@@ -95,10 +113,46 @@ def _task_branches(repo: Repository, plan: str) -> list[tuple[str, str]]:
     return [tuple(line.split(" ", 1)) for line in out.splitlines() if line]  # type: ignore[misc]
 
 
+def _checked_out(repo: Repository) -> dict[str, Path]:
+    """Branch ref -> the worktree that has it checked out."""
+    out = repo.git("worktree", "list", "--porcelain", "-z")
+    found: dict[str, Path] = {}
+    path: Path | None = None
+    for line in out.split("\0"):
+        if line.startswith("worktree "):
+            path = Path(line[len("worktree ") :])
+        elif line.startswith("branch ") and path is not None:
+            found[line[len("branch ") :]] = path
+    return found
+
+
+def _skipped(ref: str, where: Path) -> str:
+    short = ref.removeprefix("refs/heads/")
+    return (
+        f"kept branch {short}: it is checked out in {where} "
+        f"(switch that worktree to another branch, then clean again)"
+    )
+
+
+def _remove_empty(folder: Path, *, up: int) -> None:
+    """Remove `folder` and then its parents while they are empty, at most `up`
+    levels, and the default `.forge-worktrees` when nothing is left in it (a root
+    given with FORGE_WORKTREES or --worktree-root is the user's and stays)."""
+    for _ in range(up):
+        try:
+            folder.rmdir()  # only an empty folder goes
+        except OSError:
+            return
+        folder = folder.parent
+    if folder.name == ".forge-worktrees":
+        with contextlib.suppress(OSError):
+            folder.rmdir()
+
+
 def _registered_worktrees(repo: Repository) -> list[Path]:
-    out = repo.git("worktree", "list", "--porcelain")
+    out = repo.git("worktree", "list", "--porcelain", "-z")
     return [
-        Path(line[len("worktree ") :]) for line in out.splitlines() if line.startswith("worktree ")
+        Path(line[len("worktree ") :]) for line in out.split("\0") if line.startswith("worktree ")
     ]
 
 

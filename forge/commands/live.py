@@ -9,6 +9,7 @@ import time
 from types import TracebackType
 from typing import Any, TextIO
 
+from forge.base.text import one_line, printable, raw_stream
 from forge.commands.status import fmt_seconds
 from forge.run.state import RunState, Status
 
@@ -29,9 +30,10 @@ class LiveView:
             from rich.console import Console
             from rich.live import Live
 
+            # rich writes its own control sequences; what it is given is escaped Text.
             self._live = Live(
                 self._render(),
-                console=Console(file=self.stream),
+                console=Console(file=raw_stream(self.stream)),
                 refresh_per_second=4,
                 get_renderable=self._render,
             )
@@ -55,15 +57,18 @@ class LiveView:
         if self.quiet:
             return
         if self._live is not None:
-            self._live.console.print(
-                f"[dim]{fmt_seconds(time.monotonic() - self._t0)}[/] {message}"
-            )
+            from rich.text import Text
+
+            line = Text(fmt_seconds(time.monotonic() - self._t0), style="dim")
+            line.append(" " + printable(message))
+            self._live.console.print(line)
         else:
             self.stream.write(f"[{fmt_seconds(time.monotonic() - self._t0):>7}] {message}\n")
             self.stream.flush()
 
     def _render(self) -> Any:
         from rich.table import Table
+        from rich.text import Text
 
         table = Table(box=None, show_header=True)
         for col in ("task", "status", "elapsed", "reason"):
@@ -78,5 +83,8 @@ class LiveView:
                 el = fmt_seconds(now - self._started[ts.id])
             elif ts.attempts and ts.attempts[-1].duration is not None:
                 el = fmt_seconds(ts.attempts[-1].duration)
-            table.add_row(ts.id, str(ts.status), el, ts.reason[:80])
+            # Text, not str: a cell string is markup to rich, and a reason is task data.
+            table.add_row(
+                Text(ts.id), Text(str(ts.status)), Text(el), Text(one_line(ts.reason)[:80])
+            )
         return table

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from forge.base.files import read_json
 from forge.base.liveness import Owner
+from forge.errors import StateError
 from forge.git import refs, worktrees
 from forge.git.repo import Repository, short_sha
 from forge.run import hold as holds
@@ -22,9 +23,11 @@ if TYPE_CHECKING:
 
 
 def _table(headers: list[str], rows: list[list[str]]) -> str:
+    from forge.base.text import one_line
     from forge.plan.tables import text_table
 
-    return "\n".join(text_table(headers, rows)) + "\n"
+    # A cell on one line whatever a task's reason holds: the columns stay columns.
+    return "\n".join(text_table(headers, [[one_line(c) for c in row] for row in rows])) + "\n"
 
 
 def fmt_seconds(seconds: float | None) -> str:
@@ -134,7 +137,13 @@ def status_data(repo: Repository, plan: str, *, disk: bool = False) -> dict[str,
     store = StateStore(repo.state, plan)
     state = store.load_existing()
     recorded = repo.state.read_plan_record(plan)
-    task_ids = [t["id"] for t in recorded.get("plan", {}).get("tasks", [])]
+    try:
+        task_ids = [str(t["id"]) for t in recorded["plan"]["tasks"]]
+    except (KeyError, TypeError) as exc:
+        raise StateError(
+            f"recorded plan {repo.state.plan_file(plan)} is not in a form this forge "
+            f"understands ({exc!r}); run `forge plan` on its file again"
+        ) from None
     if state is None:
         state = store.load(task_ids)
     order = {tid: i for i, tid in enumerate(task_ids)}

@@ -34,9 +34,7 @@ def resolve_target(repo: Repository, *, rev: str | None, plan_ref: str | None) -
     from forge.plan.registry import resolve
 
     plan = resolve(repo, plan_ref).plan
-    config = plan.verify
-    if config is None:
-        config = load_repo_config(repo.root, read_agents=False).verify
+    config = plan.verify_config(load_repo_config(repo.root, read_agents=False).verify)
     if rev is None:
         rev = integration_ref(plan.name)
         if repo.ref_value(rev) is None:

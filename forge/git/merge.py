@@ -42,11 +42,13 @@ def merge_task(repo: Repository, *, ref: str, task_commit: str, message: str) ->
         # merge twice.
         return MergeResult(merged=True, commit=head, already=True)
     cp = repo.try_git(
-        "merge-tree", "--write-tree", "--name-only", "--no-messages", head, task_commit
+        "merge-tree", "--write-tree", "--name-only", "--no-messages", "-z", head, task_commit
     )
-    lines = cp.stdout.splitlines()
+    # NUL-separated: the tree, then one entry a conflicted path (any name git can store).
+    lines = [entry.strip("\n") for entry in cp.stdout.split("\0")]
+    lines = [entry for entry in lines if entry]
     if cp.returncode == 1:
-        conflicts = tuple(dict.fromkeys(line for line in lines[1:] if line.strip()))
+        conflicts = tuple(dict.fromkeys(lines[1:]))
         return MergeResult(merged=False, conflicts=conflicts)
     if cp.returncode != 0 or not lines:
         raise ForgeError(f"git merge-tree failed on {ref}: {cp.stderr.strip()}")

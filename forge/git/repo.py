@@ -165,8 +165,8 @@ def discover(start: Path | None = None, settings: Settings | None = None) -> Rep
 
 
 def _main_worktree(root: Path, common: Path) -> Path:
-    out = proc.run(["git", "worktree", "list", "--porcelain"], cwd=root).stdout
-    for line in out.splitlines():
+    out = proc.run(["git", "worktree", "list", "--porcelain", "-z"], cwd=root).stdout
+    for line in out.split("\0"):
         if line.startswith("worktree "):
             return Path(line[len("worktree ") :]).resolve()
     return root

@@ -16,6 +16,7 @@ import threading
 from pathlib import Path
 
 from forge.base import proc
+from forge.base.text import one_line
 from forge.errors import ForgeError
 from forge.git import refs
 from forge.git.merge import identity_env
@@ -67,8 +68,11 @@ def add(
 
 
 def dirty_paths(path: Path, repo: Repository) -> list[str]:
-    out = repo.git("status", "--porcelain", "--untracked-files=all", cwd=path)
-    return [line[3:] for line in out.splitlines() if line.strip()]
+    # NUL-separated (git quotes other names otherwise); no renames: one path an entry.
+    out = repo.git(
+        "status", "--porcelain=v1", "-z", "--untracked-files=all", "--no-renames", cwd=path
+    )
+    return [entry[3:] for entry in out.split("\0") if entry]
 
 
 def move(
@@ -85,7 +89,8 @@ def move(
         dirty = dirty_paths(path, repo)
         if dirty:
             raise ForgeError(
-                f"worktree {path} holds uncommitted work ({', '.join(dirty[:5])}); "
+                f"worktree {path} holds uncommitted work "
+                f"({', '.join(one_line(p) for p in dirty[:5])}); "
                 "forge will not move it"
             )
     short = refs.branch_name(branch)

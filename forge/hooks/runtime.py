@@ -153,7 +153,9 @@ def uninstall(repo: Repository) -> list[str]:
 
 
 def _say(message: str) -> None:
-    sys.stderr.write(f"forge: {message}\n")
+    from forge.base.text import printable
+
+    sys.stderr.write(printable(f"forge: {message}\n"))
     sys.stderr.flush()
 
 

@@ -33,6 +33,11 @@ class VerifyConfig:
     reruns: int = DEFAULT_RERUNS  # reruns of a failing lane with an unchanged tree
     timeout: float | None = None  # seconds per lane run; None: no limit
     grace: float = DEFAULT_GRACE  # seconds between TERM and KILL when stopping
+    # Set from a plan for its runs (never stored with the config): each checkout is
+    # prepared by the plan's setup and every lane runs in the plan's env.
+    setup: str | None = None
+    setup_timeout: float | None = None
+    env: tuple[tuple[str, str], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -54,7 +59,16 @@ class VerifyConfig:
     def fingerprint(self) -> str:
         """Identifies the config for the verdict cache. The grace period is left out:
         it changes how a run is stopped, not what a verdict means."""
-        key = {"lanes": self.to_dict()["lanes"], "reruns": self.reruns, "timeout": self.timeout}
+        key: dict[str, Any] = {
+            "lanes": self.to_dict()["lanes"],
+            "reruns": self.reruns,
+            "timeout": self.timeout,
+        }
+        # The environment a lane runs in is part of what its verdict means.
+        if self.setup:
+            key["setup"] = self.setup
+        if self.env:
+            key["env"] = [list(kv) for kv in self.env]
         return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
 
 

@@ -6,12 +6,14 @@ task. Nothing here writes anything.
 
 from __future__ import annotations
 
+import re
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, cast
 
 from forge.base.durations import parse_duration
+from forge.base.proc import parse_size
 from forge.base.tomlread import Problems, TomlSource
 from forge.errors import ForgeError
 from forge.plan.config import (
@@ -26,6 +28,7 @@ from forge.plan.config import (
 from forge.plan.model import (
     DEFAULT_ESCALATE_AFTER,
     DEFAULT_MAX_PARALLEL,
+    DEFAULT_SETUP_TIMEOUT,
     DEFAULT_TIMEOUT,
     Clean,
     Plan,
@@ -35,17 +38,22 @@ from forge.plan.model import (
 )
 from forge.plan.patterns import normalize_pattern
 
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
 PLAN_KEYS = (
     "name",
     "base",
     "max_parallel",
     "setup",
+    "setup_timeout",
+    "env",
     "verify",
     "verify_reruns",
     "agent",
     "fallback",
     "review",
     "timeout",
+    "log_cap",
     "escalate_after",
     "escalate_effort",
     "scope",
@@ -137,6 +145,11 @@ class _Checker:
         if not isinstance(escalate_effort, bool):
             self.add("`escalate_effort` must be true or false", "escalate_effort")
         timeout = self.duration(d, "timeout", line_of=self.top_line) or DEFAULT_TIMEOUT
+        setup_timeout = (
+            self.duration(d, "setup_timeout", line_of=self.top_line) or DEFAULT_SETUP_TIMEOUT
+        )
+        log_cap = self.size("log_cap")
+        env = self.env()
         scope = self.choice("scope", ("error", "warn"))
         clean = self.choice("clean", ("untracked", "all"))
         verify = self.verify()
@@ -155,11 +168,14 @@ class _Checker:
             base=base,
             max_parallel=max_parallel,
             setup=setup,
+            setup_timeout=setup_timeout,
+            env=env,
             verify=verify,
             agent=agent,
             fallback=fallback,
             review=review,
             timeout=timeout,
+            log_cap=log_cap,
             escalate_after=escalate_after,
             escalate_effort=bool(escalate_effort),
             scope=cast(Scope, scope),
@@ -214,6 +230,30 @@ class _Checker:
             self.add(f"`{key}` must be at least {low}, got {value}", key)
             return default
         return value
+
+    def env(self) -> dict[str, str]:
+        raw = self.data.get("env", {})
+        if not isinstance(raw, dict):
+            self.add('`env` must be a table of strings, e.g. env = { PATH = "..." }', "env")
+            return {}
+        out: dict[str, str] = {}
+        for name, value in raw.items():
+            if not _ENV_NAME.match(name):
+                self.add(f"`env`: {name!r} is not a valid environment variable name", "env")
+            elif not isinstance(value, str):
+                self.add(f"`env.{name}` must be a string, got {value!r}", "env")
+            else:
+                out[name] = value
+        return out
+
+    def size(self, key: str) -> int | None:
+        if key not in self.data:
+            return None
+        try:
+            return parse_size(self.data[key])
+        except ValueError as exc:
+            self.add(f"`{key}`: {exc}", key)
+            return None
 
     def choice(self, key: str, options: tuple[str, ...]) -> str:
         value = self.data.get(key, options[0])

@@ -7,7 +7,7 @@ its front door.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -20,6 +20,7 @@ from forge.plan.config import (
 
 __all__ = [
     "DEFAULT_MAX_PARALLEL",
+    "DEFAULT_SETUP_TIMEOUT",
     "DEFAULT_TIMEOUT",
     "Plan",
     "Task",
@@ -30,7 +31,8 @@ __all__ = [
 # Two tasks at once is a safe default: real parallelism, yet few enough agents that
 # a plan written without thought for quotas does not hit a rate limit at once.
 DEFAULT_MAX_PARALLEL = 2
-DEFAULT_TIMEOUT = 30 * 60.0  # seconds an agent or shell task may run
+DEFAULT_TIMEOUT = 30 * 60.0  # seconds an attempt (agent or shell command, then check) may run
+DEFAULT_SETUP_TIMEOUT = 10 * 60.0  # seconds the plan's `setup` may run in one worktree
 DEFAULT_ESCALATE_AFTER = 3
 
 Scope = Literal["error", "warn"]
@@ -54,6 +56,15 @@ class Task:
     @property
     def is_shell(self) -> bool:
         return self.run is not None
+
+    def definition(self) -> str:
+        """Identifies what the task asks for: work merged under another definition
+        is not this task's work any more."""
+        import hashlib
+        import json
+
+        what = [self.prompt, self.run, list(self.files), list(self.deps), self.check]
+        return hashlib.sha256(json.dumps(what).encode()).hexdigest()[:16]
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -94,11 +105,16 @@ class Plan:
     base: str | None = None  # None: HEAD when the plan is recorded
     max_parallel: int = DEFAULT_MAX_PARALLEL
     setup: str | None = None
+    setup_timeout: float = DEFAULT_SETUP_TIMEOUT
+    # Environment of every command run in a worktree (setup, agents, checks, lanes);
+    # values may use {worktree} and $VAR.
+    env: Mapping[str, str] = field(default_factory=dict)
     verify: VerifyConfig | None = None  # None: forge.toml's [verify], if any
     agent: str | None = None
     fallback: tuple[str, ...] = ()  # agent specs to use while the task's own is paused
     review: str | None = None  # reviewer agent spec for every prompt task
     timeout: float = DEFAULT_TIMEOUT
+    log_cap: int | None = None  # bytes of a command's output kept in its log; None: default
     escalate_after: int = DEFAULT_ESCALATE_AFTER  # 0: never escalate
     escalate_effort: bool = False
     scope: Scope = "error"  # changes outside a task's files: fail the task, or warn
@@ -128,6 +144,19 @@ class Plan:
     def task_ids(self) -> tuple[str, ...]:
         return tuple(t.id for t in self.tasks)
 
+    def verify_config(self, repo_default: VerifyConfig | None) -> VerifyConfig | None:
+        """The verification of this plan's runs: its own `verify`, else the
+        repository's, run with the plan's `setup` and `env` in each checkout."""
+        config = self.verify if self.verify is not None else repo_default
+        if config is None:
+            return None
+        return replace(
+            config,
+            setup=self.setup,
+            setup_timeout=self.setup_timeout,
+            env=tuple(sorted(self.env.items())),
+        )
+
     def review_of(self, task: Task) -> str | None:
         """The reviewer spec for `task`: its own, else the plan's; none for a
         shell task or a task that sets `review = false`."""
@@ -150,11 +179,14 @@ class Plan:
             "base": self.base,
             "max_parallel": self.max_parallel,
             "setup": self.setup,
+            "setup_timeout": self.setup_timeout,
+            "env": dict(self.env),
             "verify": None if self.verify is None else self.verify.to_dict(),
             "agent": self.agent,
             "fallback": list(self.fallback),
             "review": self.review,
             "timeout": self.timeout,
+            "log_cap": self.log_cap,
             "escalate_after": self.escalate_after,
             "escalate_effort": self.escalate_effort,
             "scope": self.scope,
@@ -171,11 +203,14 @@ class Plan:
             base=data.get("base"),
             max_parallel=data.get("max_parallel", DEFAULT_MAX_PARALLEL),
             setup=data.get("setup"),
+            setup_timeout=data.get("setup_timeout", DEFAULT_SETUP_TIMEOUT),
+            env=dict(data.get("env", {})),
             verify=None if data.get("verify") is None else VerifyConfig.from_dict(data["verify"]),
             agent=data.get("agent"),
             fallback=tuple(data.get("fallback", ())),
             review=data.get("review"),
             timeout=data.get("timeout", DEFAULT_TIMEOUT),
+            log_cap=data.get("log_cap"),
             escalate_after=data.get("escalate_after", DEFAULT_ESCALATE_AFTER),
             escalate_effort=data.get("escalate_effort", False),
             scope=data.get("scope", "error"),

@@ -18,9 +18,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from forge.base import faults, proc
+from forge.base import faults, logs, proc
 from forge.base.liveness import Owner
 from forge.base.settings import Settings
+from forge.base.text import one_line
 from forge.git import merge as integrate
 from forge.git import worktrees
 from forge.git.refs import task_ref
@@ -39,6 +40,7 @@ from forge.run.state import (
     TaskState,
     counted,
 )
+from forge.verify import environment
 
 if TYPE_CHECKING:
     from forge.agents.spec import AgentSpec
@@ -205,18 +207,35 @@ def _steps(
     worktrees.move(repo, path, ts.branch, clean_all=ctx.plan.clean == "all", known_clean=True)
     _check_stop(ctx)
 
-    if new and ctx.plan.setup:
+    env = environment.expand(ctx.plan.env, path)
+    digest = environment.setup_hash(ctx.plan.setup, ctx.plan.env)
+    # Once per slot, and again when the setup or env changed, or when `clean = "all"`
+    # removed what it made.
+    if ctx.plan.setup and (ctx.plan.clean == "all" or not environment.is_set_up(path, digest)):
         log = attempt_dir / "setup.log"
-        res = _group(ctx, ctx.plan.setup, cwd=path, log=log, attempt=attempt, timeout=None)
+        limit = ctx.plan.setup_timeout
+        res = _group(
+            ctx, ctx.plan.setup, cwd=path, log=log, attempt=attempt, timeout=limit, env=env
+        )
         if res.stopped:
             raise _Stop(Outcome(Status.INTERRUPTED, "stopped during setup"))
+        if res.timed_out:
+            attempt.log = str(log)
+            raise _Stop(
+                Outcome(Status.TIMEOUT, f"setup timed out after {limit:g}s (setup_timeout)")
+            )
         if res.returncode != 0:
             attempt.log = str(log)
             raise _Stop(Outcome(Status.FAILED, f"setup failed: {_last_line(log)}"))
+        environment.mark_set_up(path, digest)
     if new:
         ctx.slots.mark_setup(slot)
 
-    outcome = _run_work(ctx, task, ts, attempt, attempt_dir, path, spec=spec)
+    limit = _timeout_of(ctx, task, spec)
+    work_started = time.monotonic()
+    outcome = _run_work(
+        ctx, task, ts, attempt, attempt_dir, path, spec=spec, timeout=limit, env=env
+    )
     message = f"forge: {ctx.plan.name}/{task.id} attempt {attempt.number}\n\n{task.title}"
     if outcome is not None:
         if outcome.status in (Status.FAILED, Status.TIMEOUT):
@@ -235,7 +254,12 @@ def _steps(
     if head == start_head:
         return Outcome(Status.FAILED, "no changes", stall=Stall.NO_CHANGES)
     attempt.commit = head
-    changed = repo.git("diff", "--name-only", "--no-renames", ts.base, head).splitlines()
+    # NUL-separated: without -z git quotes any name that is not plain ASCII.
+    changed = [
+        p
+        for p in repo.git("diff", "--name-only", "-z", "--no-renames", ts.base, head).split("\0")
+        if p
+    ]
     if not changed:
         return Outcome(
             Status.FAILED,
@@ -244,7 +268,8 @@ def _steps(
         )
     outside = out_of_scope(task.files, changed)
     if outside:
-        msg = f"changed files outside its declared files: {', '.join(outside[:8])}"
+        shown = ", ".join(one_line(p) for p in outside[:8])
+        msg = f"changed files outside its declared files: {shown}"
         if ctx.plan.scope != "warn":
             attempt.diff_hash = _diff_hash(repo, ts.base, head)
             attempt.feedback_source = "scope"
@@ -272,13 +297,27 @@ def _steps(
 
     if task.check:
         log = attempt_dir / "check.log"
-        res = _group(ctx, task.check, cwd=path, log=log, attempt=attempt, timeout=None)
+        # The attempt's timeout covers the check: it gets what the agent left.
+        left = limit - (time.monotonic() - work_started)
+        if left <= 0:
+            attempt.feedback_source = "check"
+            return Outcome(
+                Status.TIMEOUT, f"check not run: the attempt's {limit:g}s timeout was used up"
+            )
+        res = _group(ctx, task.check, cwd=path, log=log, attempt=attempt, timeout=left, env=env)
         # The check may have written into the worktree; the work is committed, so
         # restore the tree to it (a later attempt must start from the commit).
         repo.try_git("reset", "--quiet", "--hard", cwd=path)
         repo.try_git("clean", "-fdq", cwd=path)
         if res.stopped:
             return Outcome(Status.INTERRUPTED, "stopped during the check")
+        if res.timed_out:
+            attempt.log = str(log)
+            attempt.feedback_source = "check"
+            return Outcome(
+                Status.TIMEOUT,
+                f"check timed out (the attempt's {limit:g}s timeout includes the check)",
+            )
         if res.returncode != 0:
             attempt.log = str(log)
             attempt.feedback_source = "check"
@@ -291,6 +330,16 @@ def _steps(
     return _merge(ctx, task, ts, attempt, attempt_dir, head)
 
 
+def _timeout_of(ctx: RunContext, task: Task, spec: AgentSpec | None) -> float:
+    """The attempt's time limit: the agent or command and then the check share it."""
+    agent_timeout = None
+    if spec is not None and task.timeout is None:
+        from forge.agents import spec as agents
+
+        agent_timeout = agents.resolve(spec, ctx.agent_defs)[0].timeout
+    return ctx.plan.timeout_of(task, agent_timeout)
+
+
 def _run_work(
     ctx: RunContext,
     task: Task,
@@ -300,15 +349,17 @@ def _run_work(
     path: Path,
     *,
     spec: AgentSpec | None,
+    timeout: float,
+    env: dict[str, str],
 ) -> Outcome | None:
-    """Run the agent or the shell command. None when it succeeded."""
-    timeout = ctx.plan.timeout_of(task)
+    """Run the agent or the shell command for at most `timeout` seconds. None when it
+    succeeded."""
     log = attempt_dir / "agent.log"
     attempt.log = str(log)
     attempt.feedback_source = "agent"
     if spec is None:
         assert task.run is not None
-        res = _group(ctx, task.run, cwd=path, log=log, attempt=attempt, timeout=timeout)
+        res = _group(ctx, task.run, cwd=path, log=log, attempt=attempt, timeout=timeout, env=env)
         defn = None
     else:
         from forge.agents import spec as agents
@@ -334,7 +385,7 @@ def _run_work(
         argv, stdin = agents.render_command(
             defn, spec, prompt_file=prompt_file, task=task.id, worktree=path
         )
-        env = agents.agent_env(
+        agent_env = agents.agent_env(
             defn,
             spec,
             task=task.id,
@@ -344,7 +395,6 @@ def _run_work(
             state_dir=ctx.logs.parent / "agent-state",
             worktree=path,
         )
-        timeout = ctx.plan.timeout_of(task, defn.timeout)
         from forge.run.watch import infra_watch
 
         with infra_watch(log, defn, ctx.stop) as watch:
@@ -355,14 +405,16 @@ def _run_work(
                 log=log,
                 attempt=attempt,
                 timeout=timeout,
-                env=env,
+                env={**env, **agent_env},
                 input_path=stdin,
                 stop=watch.event,
             )
         if res.stopped and watch.hit is not None and not ctx.stop.is_set():
             # Stopped on its own outage message: read as a run that ended there.
             res = dataclasses.replace(res, stopped=False, returncode=1)
-    output = _read(log) if defn is not None else ""
+    # The end of the output: usage and provider errors are reported last, and a log
+    # may be as large as its cap.
+    output = logs.tail(log, logs.ANALYSIS_BYTES) if defn is not None else ""
     if defn is not None:
         from forge.agents import spec as agents
 
@@ -391,7 +443,8 @@ def _run_work(
                 infra_agent=defn.name,
             )
     if res.timed_out:
-        return Outcome(Status.TIMEOUT, f"timed out after {timeout:g}s")
+        what = "command" if spec is None else "agent"
+        return Outcome(Status.TIMEOUT, f"{what} timed out after {timeout:g}s")
     if res.returncode != 0:
         if defn is not None:
             if agents.is_context_overflow(output):
@@ -465,14 +518,16 @@ def _merge(
         )
         if not res.merged:
             log = attempt_dir / "merge.log"
-            log.write_text("conflicting paths:\n" + "\n".join(res.conflicts) + "\n")
+            shown = [one_line(p) for p in res.conflicts]
+            log.write_text("conflicting paths:\n" + "\n".join(shown) + "\n")
             attempt.log = str(log)
             attempt.feedback_source = "merge"
             return Outcome(
-                Status.CONFLICT, f"conflicts with integration in: {', '.join(res.conflicts[:8])}"
+                Status.CONFLICT, f"conflicts with integration in: {', '.join(shown[:8])}"
             )
         with ctx.store.lock:
             ts.merged_commit = res.commit
+            ts.merged_definition = task.definition()
             attempt.status = Status.MERGED
             ts.status = Status.MERGED
             ctx.save(task.id)
@@ -507,6 +562,7 @@ def _group(
         on_start=started,
         tag=attempt.tag,
         input_path=input_path,
+        cap=ctx.plan.log_cap,
     )
 
 
@@ -537,13 +593,7 @@ def _check_stop(ctx: RunContext) -> None:
         raise _Stop(Outcome(Status.INTERRUPTED, "stopped by the user"))
 
 
-def _read(path: Path) -> str:
-    try:
-        return path.read_text(errors="replace")
-    except FileNotFoundError:
-        return ""
-
-
 def _last_line(log: Path) -> str:
-    lines = [ln for ln in _read(log).splitlines() if ln.strip() and not ln.startswith("forge: ")]
+    text = logs.tail(log)
+    lines = [ln for ln in text.splitlines() if ln.strip() and not ln.startswith("forge: ")]
     return lines[-1].strip()[:200] if lines else "(no output)"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from forge.base import proc
+from forge.base import logs, proc
 from forge.git.repo import Repository
 from forge.plan.model import Task
 from forge.run.state import FAILURES, TaskState
@@ -27,13 +27,16 @@ def for_retry(repo: Repository, ts: TaskState) -> Feedback | None:
     last = judged[-1]
     log_tail = ""
     if last.log:
-        try:
-            log_tail = proc.tail(Path(last.log).read_text(errors="replace"), LOG_TAIL_LINES)
-        except FileNotFoundError:
+        path = Path(last.log)
+        if path.exists():
+            log_tail = proc.tail(logs.tail(path), LOG_TAIL_LINES)
+        else:
             log_tail = f"(log {last.log} is gone)"
     diff = ""
     if last.commit and ts.base:
-        diff = repo.try_git("diff", "--stat", ts.base, last.commit).stdout.rstrip()
+        diff = repo.try_git(
+            "-c", "core.quotePath=false", "diff", "--stat", ts.base, last.commit
+        ).stdout.rstrip()
     return agents.Feedback(
         status=str(last.status),
         reason=last.reason,

@@ -34,6 +34,8 @@ def recover(
     for folder in {Path(slot.path).parent for slot in state.slots.values()}:
         sweep_salvage_indexes(folder)
     integration = repo.ref_value(state.integration)
+    if integration:
+        notes += _forget_rewritten(repo, state, integration)
     for ts in state.tasks.values():
         if ts.status == Status.RUNNING:
             notes += _recover_running(repo, plan, state, ts)
@@ -46,6 +48,25 @@ def recover(
     for note in notes:
         on_event(note)
     store.save(state)
+    return notes
+
+
+def _forget_rewritten(repo: Repository, state: RunState, integration: str) -> list[str]:
+    """The integration branch was rewound or rewritten by hand: a task whose merge is
+    no longer on it does not hold its work there, so it runs again instead of
+    counting as merged (and the next verification judging a tree without it)."""
+    notes = []
+    branch = state.integration.removeprefix("refs/heads/")
+    for ts in state.tasks.values():
+        if ts.status != Status.MERGED or not ts.merged_commit:
+            continue
+        if is_ancestor(repo, ts.merged_commit, integration):
+            continue
+        ts.status = Status.PENDING
+        ts.reason = f"its merge {ts.merged_commit[:12]} is no longer on {branch} (rewritten)"
+        ts.base = None  # pinned again at its next dispatch, on what integration is now
+        ts.merged_commit = None
+        notes.append(f"{ts.id}: {ts.reason}; it runs again")
     return notes
 
 

@@ -20,7 +20,7 @@ from forge.git.repo import Repository
 from forge.plan.config import VerifyConfig
 from forge.plan.model import Plan
 from forge.plan.registry import Recorded
-from forge.run import recovery
+from forge.run import reconcile, recovery
 from forge.run.attempt import Remote, RunContext
 from forge.run.slots import SlotPool
 from forge.run.state import RunState, StateStore, Status, now_iso
@@ -60,7 +60,7 @@ def agent_defs(repo: Repository, plan: Plan) -> dict[str, Mapping[str, Any]]:
 def verify_config(repo: Repository, plan: Plan) -> VerifyConfig | None:
     from forge.plan.config import load_repo_config
 
-    return plan.verify if plan.verify is not None else load_repo_config(repo.root).verify
+    return plan.verify_config(load_repo_config(repo.root).verify)
 
 
 def run_plan(
@@ -90,7 +90,9 @@ def run_plan(
     proc.become_subreaper()
     with plan_lock(repo.state, plan.name, command="forge run") as owner:
         store = StateStore(repo.state, plan.name)
+        had_state = store.load_existing() is not None
         state = store.load([t.id for t in plan.tasks])
+        reconcile.check_integration_is_ours(repo, plan.name, state if had_state else None)
         state.started = now_iso()
         state.finished = None
         state.paused = None
@@ -115,6 +117,10 @@ def run_plan(
             if options.agent and options.only:
                 state.tasks[options.only].agent = options.agent
                 store.save(state)
+            if options.only and options.fresh:
+                only = plan.find_task(options.only)
+                if only is not None and reconcile.reopen_changed(state, only):
+                    store.save(state)
             slots = SlotPool(repo, root, state, store, clean_all=plan.clean == "all")
             slots.free_merged()
             ctx = RunContext(
@@ -242,14 +248,24 @@ def exit_code(plan: Plan, state: RunState, report: RunReport, *, only: str | Non
     return ExitCode.OK
 
 
-def check_retry(repo: Repository, plan: Plan, task: str, *, agent: str | None) -> None:
+def check_retry(
+    repo: Repository, plan: Plan, task: str, *, agent: str | None, fresh: bool = False
+) -> None:
     """Refuse, changing nothing, a retry that cannot run: an unknown or merged task,
     a dependency that has not merged, an agent spec that does not resolve."""
     t = plan.task(task)
     state = StateStore(repo.state, plan.name).load_existing()
     ts = state.tasks.get(task) if state else None
     if ts is not None and ts.status == Status.MERGED:
-        raise ForgeError(f"task '{task}' has already merged; nothing to retry")
+        from forge.run.reconcile import changed_since_merge
+
+        if not changed_since_merge(ts, t):
+            raise ForgeError(f"task '{task}' has already merged; nothing to retry")
+        if not fresh:
+            raise ForgeError(
+                f"task '{task}' has merged, and its definition changed since: "
+                f"`forge retry {task} --fresh` runs it again on the current integration head"
+            )
     for dep in t.deps:
         dst = state.tasks.get(dep) if state else None
         if dst is None or dst.status != Status.MERGED:

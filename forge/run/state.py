@@ -14,8 +14,10 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from forge.base import shape
 from forge.base.files import SCHEMA_VERSION, StateDir, read_json, write_json
 from forge.base.liveness import Owner
+from forge.errors import StateError
 from forge.git.refs import integration_ref
 from forge.verify.records import VerifyRecord
 
@@ -115,6 +117,7 @@ class TaskState:
     attempts: list[Attempt] = field(default_factory=list)
     runner: Owner | None = None  # the process running it (RUNNING only)
     merged_commit: str | None = None  # the integration merge commit that landed it
+    merged_definition: str | None = None  # Task.definition() of the work that merged
     suggestion: str | None = None  # written when escalation is exhausted
     salvage: list[str] = field(default_factory=list)  # refs holding salvaged work
     warnings: list[str] = field(default_factory=list)
@@ -197,6 +200,32 @@ class RunState:
         )
 
 
+def state_problem(data: Any) -> str | None:
+    """Why `data` is not a run state this forge can read (None: it is)."""
+    if not isinstance(data, dict):
+        return shape.problem(RunState, data)
+    # The verification is a record of its own shape: read as VerifyRecord reads it.
+    why = shape.problem(RunState, {k: v for k, v in data.items() if k != "verification"})
+    if why:
+        return why
+    statuses = set(Status)
+    for tid, ts in data.get("tasks", {}).items():
+        wrong = [ts.get("status", Status.PENDING)] + [
+            a.get("status", Status.RUNNING) for a in ts.get("attempts", [])
+        ]
+        bad = next((s for s in wrong if s not in statuses), None)
+        if bad is not None:
+            return f"task `{tid}` has the unknown status {bad!r}"
+    verification = data.get("verification")
+    if verification is not None and not isinstance(verification, dict):
+        return "`verification` is not an object"
+    try:
+        _verification(verification)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        return f"`verification` is not a verification record ({exc})"
+    return None
+
+
 def _verification(data: Any) -> VerifyRecord | None:
     return VerifyRecord.from_dict(data) if isinstance(data, dict) and data else None
 
@@ -212,8 +241,7 @@ class StateStore:
     def load(self, task_ids: list[str]) -> RunState:
         """The saved state, or a fresh one; tasks added to the plan since start PENDING."""
         try:
-            raw = read_json(self.path, what="plan state")
-            st = RunState.from_dict(raw)
+            st = self._read()
         except FileNotFoundError:
             st = RunState(plan=self.plan, integration=integration_ref(self.plan), tasks={})
         for tid in task_ids:
@@ -225,9 +253,19 @@ class StateStore:
 
     def load_existing(self) -> RunState | None:
         try:
-            return RunState.from_dict(read_json(self.path, what="plan state"))
+            return self._read()
         except FileNotFoundError:
             return None
+
+    def _read(self) -> RunState:
+        data = read_json(self.path, what="plan state")
+        why = state_problem(data)
+        if why:
+            raise StateError(
+                f"plan state {self.path} has an unexpected shape ({why}); move it aside "
+                f"and run `forge plan` again to start from a fresh record"
+            )
+        return RunState.from_dict(data)
 
     def save(self, st: RunState) -> None:
         with self._lock:

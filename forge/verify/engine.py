@@ -25,6 +25,7 @@ from datetime import UTC, datetime
 from forge.base import proc
 from forge.git.repo import Repository, short_sha
 from forge.plan.config import VerifyConfig
+from forge.verify import environment
 from forge.verify import records as verify_records
 from forge.verify.checkout import Checkout, check_key, key_lock, prepare
 from forge.verify.records import LaneResult, LaneRun, Verdict, VerifyRecord, worst
@@ -186,6 +187,13 @@ def _run_lane(
     runs: list[LaneRun] = []
     verdict = Verdict.INTERRUPTED
     logs = verify_records.logs_dir(repo.state, base.id)
+    env = environment.expand(config.env, co.path)
+    failed_setup = _setup(repo, base, config, co, name, env, stop, emit)
+    if failed_setup is not None:
+        verdict = Verdict.INTERRUPTED if failed_setup.stopped else Verdict.FAIL
+        result = LaneResult(name, command, verdict, (failed_setup,))
+        emit(f"lane {name}: {verdict} ({result.reason})")
+        return result
     for n in range(1, config.reruns + 2):
         if stop.is_set():
             verdict = Verdict.INTERRUPTED
@@ -199,7 +207,7 @@ def _run_lane(
             command,
             cwd=co.path,
             log_path=log,
-            env=repo.settings.child_env(),
+            env={**repo.settings.child_env(), **env},
             timeout=config.timeout,
             grace=config.grace,
             stop=stop,
@@ -236,6 +244,58 @@ def _run_lane(
     result = LaneResult(name, command, verdict, tuple(runs))
     emit(f"lane {name}: {verdict} ({result.reason})")
     return result
+
+
+def _setup(
+    repo: Repository,
+    base: VerifyRecord,
+    config: VerifyConfig,
+    co: Checkout,
+    name: str,
+    env: dict[str, str],
+    stop: threading.Event,
+    emit: Emit,
+) -> LaneRun | None:
+    """Run the plan's setup in the lane's checkout unless it ran there with the same
+    setup and env. Its failure (None: it succeeded or was not needed) as a run."""
+    if not config.setup:
+        return None
+    digest = environment.setup_hash(config.setup, config.env)
+    if environment.is_set_up(co.path, digest):
+        return None
+    log = verify_records.logs_dir(repo.state, base.id) / f"{name}-setup.log"
+    emit(f"lane {name}: setup in its checkout (log {log})")
+    before = co.fingerprint()
+    co.begin_run()
+    res = proc.run_group(
+        config.setup,
+        cwd=co.path,
+        log_path=log,
+        timeout=config.setup_timeout,
+        grace=config.grace,
+        stop=stop,
+        tag=lane_tag(repo, base.key, name),
+        env={**repo.settings.child_env(), **env},
+    )
+    # What setup makes (an environment, build output) must be ignored by git: the
+    # checkout is compared before and after each lane run and restored.
+    changed = co.fingerprint().changes_since(before)
+    if changed:
+        co.restore(base.commit)
+    co.end_run()
+    ok = res.returncode == 0 and not (res.timed_out or res.stopped or changed)
+    if ok:
+        environment.mark_set_up(co.path, digest)
+        return None
+    return LaneRun(
+        kind="setup",
+        exit_code=res.returncode,
+        duration=round(res.duration, 3),
+        changed=tuple(changed),
+        log=str(log),
+        timed_out=res.timed_out,
+        stopped=res.stopped,
+    )
 
 
 def describe_failure(record: VerifyRecord) -> str:

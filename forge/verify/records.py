@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from forge.base.files import SCHEMA_VERSION, StateDir, read_json_or, write_json
+from forge.errors import StateError
 
 
 class Verdict(enum.StrEnum):
@@ -46,7 +47,7 @@ def worst(verdicts: list[Verdict]) -> Verdict:
 
 @dataclass(frozen=True)
 class LaneRun:
-    kind: str  # "initial" or "rerun"
+    kind: str  # "initial", "rerun", or "setup" (the plan's setup in the checkout failed)
     exit_code: int | None
     duration: float
     changed: tuple[str, ...]  # paths the run changed in the checkout
@@ -99,6 +100,15 @@ class LaneResult:
         last = self.runs[-1] if self.runs else None
         if last is None:
             return "not started"
+        if last.kind == "setup":
+            why = (
+                f"left files git does not ignore: {', '.join(last.changed[:8])}"
+                if last.changed
+                else "timed out (setup_timeout)"
+                if last.timed_out
+                else f"exit {last.exit_code}"
+            )
+            return f"setup failed in its checkout: {why}"
         if last.changed:
             return f"changed the checkout: {', '.join(last.changed[:8])}"
         if last.timed_out and not last.stopped:
@@ -220,8 +230,20 @@ def save(state: StateDir, record: VerifyRecord) -> None:
 
 
 def load(state: StateDir, record_id: str) -> VerifyRecord | None:
-    data = read_json_or(_record_file(state, record_id), None, what="verification record")
-    return VerifyRecord.from_dict(data) if isinstance(data, dict) else None
+    path = _record_file(state, record_id)
+    data = read_json_or(path, None, what="verification record")
+    if data is None:
+        return None
+    try:
+        if not isinstance(data, dict):
+            raise TypeError(f"{type(data).__name__}, not an object")
+        return VerifyRecord.from_dict(data)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        why = f"`{exc.args[0]}` is missing" if isinstance(exc, KeyError) else str(exc)
+        raise StateError(
+            f"verification record {path} has an unexpected shape ({why}); move it aside "
+            f"(forge verifies the commit again)"
+        ) from None
 
 
 def cached(state: StateDir, tree: str, config_hash: str) -> VerifyRecord | None:

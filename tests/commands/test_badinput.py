@@ -5,6 +5,7 @@ changed on disk (forge's files, refs, the user's checkout, the worktrees)."""
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -199,6 +200,36 @@ def _corrupt(which: str, command: str) -> Callable[[Path], tuple[Path, list[str]
     return setup
 
 
+def _wrong_shape(which: str, text: str, command: str) -> Callable[[Path], tuple[Path, list[str]]]:
+    """Valid JSON of the wrong shape in a state file."""
+
+    def setup(repo: Path) -> tuple[Path, list[str]]:
+        _record(repo)
+        if which == "state.json":
+            _craft_state(repo, status=Status.FAILED)
+        (repo / ".git/forge/plans/p" / which).write_text(text)
+        return repo, [command]
+
+    return setup
+
+
+def _wrong_shape_record(repo: Path) -> tuple[Path, list[str]]:
+    """A remembered verdict whose record says `{"verdict": 5}`."""
+    from forge.plan.config import load_repo_config
+
+    _write(repo / "forge.toml", '[verify]\ncommand = "true"\n')
+    config = load_repo_config(repo).verify
+    assert config is not None
+    tree = git(repo, "rev-parse", "HEAD^{tree}")
+    verify = repo / ".git/forge/verify"
+    _write(verify / "cache" / f"{tree}-{config.fingerprint()}.json", '{"record": "r1"}\n')
+    _write(
+        verify / "records" / "r1.json",
+        json.dumps({"id": "r1", "commit": "c", "tree": tree, "verdict": 5}),
+    )
+    return repo, ["verify"]
+
+
 def _unknown_agent_run(repo: Path) -> tuple[Path, list[str]]:
     # Recorded while forge.toml defined the agent; the definition is gone since.
     toml = repo / "forge.toml"
@@ -274,6 +305,32 @@ CASES: dict[str, Case] = {
     ),
     "corrupt-state-status": Case(_corrupt("state.json", "status"), ("state.json", "corrupt")),
     "corrupt-plan-json": Case(_corrupt("plan.json", "run"), ("plan.json", "corrupt", "forge plan")),
+    **{
+        f"wrong-shape-state-{label}-{command}": Case(
+            _wrong_shape("state.json", text, command), ("state.json", "unexpected shape")
+        )
+        for label, text in {
+            "empty-object": "{}",
+            "list": "[]",
+            "null": "null",
+            "schema-key": '{"schema": 999}',
+            "schema-version-string": '{"schema_version": "1"}',
+            "tasks-list": '{"plan": "p", "integration": "x", "tasks": []}',
+            "unknown-status": '{"plan": "p", "integration": "x", "tasks": '
+            '{"a": {"id": "a", "status": "WEIRD"}}}',
+            "attempt-number": '{"plan": "p", "integration": "x", "tasks": '
+            '{"a": {"id": "a", "attempts": [5]}}}',
+            "verdict-number": '{"plan": "p", "integration": "x", "tasks": {}, '
+            '"verification": {"verdict": 5}}',
+        }.items()
+        for command in ("run", "status")
+    },
+    "wrong-shape-plan-json": Case(
+        _wrong_shape("plan.json", "[]", "status"), ("plan.json", "forge plan")
+    ),
+    "wrong-shape-verification-record": Case(
+        _wrong_shape_record, ("r1.json", "unexpected shape", "verdict")
+    ),
     "run-no-plan": Case(_no_plan("run"), ("no plan recorded", "forge plan")),
     "status-unknown-plan": Case(_status_unknown, ("nosuch",)),
     "clean-unknown-plan": Case(_clean_unknown, ("nosuch",)),

@@ -10,6 +10,7 @@ import signal
 import subprocess
 from pathlib import Path
 
+import pytest
 from helpers.gitkit import git, run_forge
 from helpers.runkit import spawn_forge, state, wait_for, write_plan
 
@@ -145,3 +146,57 @@ def test_a_killed_writers_temp_file_is_swept(tmp_path: Path, repo: Path) -> None
     assert mine.exists()
     mine.unlink()
     assert not forge_temp_files(repo)
+
+
+def _empty_folders(*roots: Path) -> list[Path]:
+    return [
+        Path(d)
+        for root in roots
+        for d, dirs, files in os.walk(root)
+        if not dirs and not files and Path(d) != root
+    ]
+
+
+def test_clean_skips_a_branch_checked_out_in_a_worktree(repo: Path, tmp_path: Path) -> None:
+    _run_mixed(repo, tmp_path)
+    mine = tmp_path / "mine"
+    git(repo, "worktree", "add", "-q", str(mine), "forge/p/a")  # merged: no slot holds it
+    head = git(repo, "rev-parse", "forge/p/a")
+    cp = run_forge(repo, "clean")
+    assert cp.returncode == 0, cp.stderr
+    assert f"kept branch forge/p/a: it is checked out in {mine}" in cp.stdout
+    assert "deleted branch forge/p/bad" in cp.stdout
+    assert git(repo, "rev-parse", "forge/p/a") == head
+    assert git(mine, "symbolic-ref", "HEAD") == "refs/heads/forge/p/a"
+
+
+def test_clean_skips_the_branch_the_user_is_on(repo: Path, tmp_path: Path) -> None:
+    _run_mixed(repo, tmp_path)
+    git(repo, "checkout", "-q", "forge/p-integration")
+    cp = run_forge(repo, "clean")
+    assert cp.returncode == 0, cp.stderr
+    assert f"kept branch forge/p-integration: it is checked out in {repo}" in cp.stdout
+    assert git(repo, "symbolic-ref", "HEAD") == "refs/heads/forge/p-integration"
+
+
+def test_clean_leaves_no_empty_folders(repo: Path, tmp_path: Path) -> None:
+    plan = write_plan(tmp_path, 'verify = "true"\n' + MIXED.format(p="p"))
+    assert run_forge(repo, "plan", str(plan)).returncode == 0
+    assert run_forge(repo, "run").returncode == 5
+    root = Path(os.environ["FORGE_WORKTREES"])
+    assert (root / repo.name / ".verify").is_dir()
+    cp = run_forge(repo, "clean")
+    assert cp.returncode == 0, cp.stderr
+    assert _empty_folders(root, repo / ".git" / "forge") == []
+    assert not (root / repo.name).exists()
+
+
+def test_clean_removes_the_default_worktrees_folder_when_empty(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("FORGE_WORKTREES")
+    _run_mixed(repo, tmp_path)
+    default = repo.parent / ".forge-worktrees"
+    assert default.is_dir()
+    assert run_forge(repo, "clean").returncode == 0
+    assert not default.exists()
