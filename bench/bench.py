@@ -157,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
             t0 = time.perf_counter()
             try:
                 got = BENCHES[name](ctx)
-            except Exception as exc:  # one broken benchmark must not hide the others
+            except Exception as exc:  # noqa: BLE001 one broken benchmark must not hide the others
                 failed.append(name)
                 ctx.log("  ERROR: " + "\n  ".join(str(exc).strip().splitlines()[-12:]))
                 continue

@@ -142,21 +142,6 @@ def forge(
     return cp
 
 
-def sh(cwd: Path, script: str, *, timeout: float = 900) -> None:
-    cp = subprocess.run(
-        ["bash", "-euo", "pipefail", "-c", script],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        stdin=subprocess.DEVNULL,
-        timeout=timeout,
-    )
-    if cp.returncode != 0:
-        raise RuntimeError(
-            f"script in {cwd} exited {cp.returncode}:\n{script}\n{cp.stderr[-3000:]}"
-        )
-
-
 def settle() -> None:
     """Flush dirty pages before a timed section, so the writeback of files an
     earlier step wrote (repositories, worktrees) does not land inside it."""

@@ -116,7 +116,7 @@ class Handler(BaseHTTPRequestHandler):
             first = {"type": "text", "text": ""}
             delta = {"type": "text_delta", "text": TEXT}
         start = {**msg, "content": [], "stop_reason": None}
-        events = [
+        events: list[tuple[str, dict[str, Any]]] = [
             ("message_start", {"type": "message_start", "message": start}),
             (
                 "content_block_start",
@@ -152,7 +152,7 @@ class Handler(BaseHTTPRequestHandler):
         }
         resp = {"id": "resp_1", "object": "response", "status": "completed", "model": "m"}
         done = {**resp, "output": [item], "usage": usage}
-        events = [
+        events: list[dict[str, Any]] = [
             {
                 "type": "response.created",
                 "response": {**resp, "status": "in_progress", "output": []},

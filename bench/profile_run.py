@@ -120,6 +120,7 @@ def main() -> int:
     from forge.git import repo as git
     from forge.plan import registry
     from forge.run import runner
+    from forge.run.options import RunOptions
 
     t_import = time.perf_counter() - t_import
     instrument(by_cmd, by_caller, other)
@@ -129,7 +130,7 @@ def main() -> int:
     t_plan = time.perf_counter() - t0
     t0 = time.perf_counter()
     rep = runner.run_plan(
-        repo, recorded, runner.RunOptions(verify=args.verify is not None), stop=threading.Event()
+        repo, recorded, RunOptions(verify=args.verify is not None), stop=threading.Event()
     )
     wall = time.perf_counter() - t0
     bad = {t.id: t.status for t in rep.state.tasks.values() if t.status != "MERGED"}

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from forge.base.settings import Settings
     from forge.git.repo import Repository
     from forge.plan.registry import Recorded
-    from forge.run.runner import RunOptions
+    from forge.run.options import RunOptions
 
 app = typer.Typer(
     name="forge",
@@ -63,50 +63,21 @@ def plan(
     as_json: JsonOpt = False,
 ) -> None:
     """Validate a plan, build its DAG, compute waves, record it; print the wave table."""
-    from forge.plan import dag, registry
-    from forge.plan import tables as report
+    from forge.commands import plan as plan_command
+
+    def note(line: str) -> None:
+        sys.stderr.write(f"forge: note: {line}\n")
 
     if check:
-        plan_obj, waves = registry.check(plan_file)
-        recorded, record_file = None, None
-        taken = None
-        cpath = dag.critical_path(plan_obj)
+        planned = plan_command.check(plan_file)
     else:
-        from forge.plan.model import load_plan
-        from forge.run import reconcile, replan
-        from forge.run.state import StateStore
-
-        repo = _repo()
-        # Said before recording: what the change means for work that already merged,
-        # and an integration branch that is not forge's is refused.
-        new = load_plan(plan_file)
-        reconcile.check_integration_is_ours(
-            repo, new.name, StateStore(repo.state, new.name).load_existing()
-        )
-        for note in reconcile.explain(repo, new):
-            sys.stderr.write(f"forge: note: {note}\n")
-        recorded, taken = replan.record(repo, plan_file)
-        plan_obj, waves = recorded.plan, recorded.as_waves()
-        record_file = repo.state.plan_file(plan_obj.name)
-        cpath = dict(recorded.critical_path)
-    from forge.plan import advice
-
-    for warning in advice.warnings(plan_obj):
+        planned = plan_command.record(_repo(), plan_file, note=note)
+    for warning in planned.warnings:
         sys.stderr.write(f"forge: warning: {warning}\n")
     if as_json:
-        data = report.wave_data(
-            plan_obj, waves, critical_path=cpath, recorded=recorded, record_file=record_file
-        )
-        if recorded is not None:
-            data["running"] = None if taken is None else taken.to_dict()
-        emit_json(data)
-        return
-    typer.echo(report.wave_table(plan_obj, waves))
-    typer.echo(report.plan_summary(plan_obj, waves, recorded=recorded))
-    if record_file is not None:
-        typer.echo(f"record: {record_file}")
-    if recorded is not None and taken is not None:
-        typer.echo(taken.describe())
+        emit_json(planned.data())
+    else:
+        typer.echo(planned.text())
 
 
 @app.command()
@@ -129,13 +100,13 @@ def run(
 ) -> None:
     """Run (or resume) a plan: dispatch tasks, merge into integration, verify."""
     from forge.plan import registry
-    from forge.run import runner
+    from forge.run.options import RunOptions
 
     # The slots, the verification checkouts and (through their environment) the
     # agents' own forge calls all see this root.
     repo = _repo(worktree_root=worktree_root)
     recorded = registry.resolve(repo, plan_ref)
-    options = runner.RunOptions(
+    options = RunOptions(
         max_parallel=max_parallel,
         retry_failed=retry_failed,
         infra_retries=infra_retries,
@@ -159,11 +130,12 @@ def retry(
     """Run one failed task again with its last failure as feedback, then merge and verify."""
     from forge.plan import registry
     from forge.run import runner
+    from forge.run.options import RunOptions
 
     repo = _repo()
     recorded = registry.resolve(repo, plan_ref)
     runner.check_retry(repo, recorded.plan, task, agent=agent, fresh=fresh)
-    options = runner.RunOptions(only=task, fresh=fresh, agent=agent, retry_failed=0)
+    options = RunOptions(only=task, fresh=fresh, agent=agent, retry_failed=0)
     _execute_run(repo, recorded, options, as_json=as_json, cluster=cluster)
 
 
@@ -175,45 +147,25 @@ def verify(
     as_json: JsonOpt = False,
 ) -> None:
     """Verify a commit (default: the plan's integration head, or HEAD outside a plan)."""
-    from forge.base import interrupt
     from forge.commands import verify as verify_command
-    from forge.errors import Interrupted
-    from forge.git.repo import short_sha
-    from forge.verify.engine import Verdict, describe_failure, verify_commit
-
-    repo = _repo()
-    target = verify_command.resolve_target(repo, rev=rev, plan_ref=plan_ref)
 
     def progress(line: str) -> None:
         sys.stderr.write(f"forge: {line}\n")
 
-    with (
-        interrupt.on_stop_signals() as stop,
-        verify_command.plan_context(repo, target.plan),
-    ):
-        record = verify_commit(
-            repo,
-            target.rev,
-            target.config,
-            key=target.key,
-            stop=stop,
-            force=force,
-            on_event=None if as_json else progress,
-        )
-        if target.plan is not None and not verify_command.record_in_plan(repo, target.plan, record):
-            progress(
-                f"{short_sha(record.commit)} is not the integration head of plan '{target.plan}': "
-                f"its verdict is not recorded in the plan"
-            )
+    verified = verify_command.verify(
+        _repo(),
+        rev=rev,
+        plan_ref=plan_ref,
+        force=force,
+        on_event=None if as_json else progress,
+        warn=progress,
+    )
     if as_json:
-        emit_json(record.to_dict())
+        emit_json(verified.record.to_dict())
     else:
-        for line in verify_command.render(record):
+        for line in verify_command.render(verified.record):
             typer.echo(line)
-    if stop.is_set() or record.verdict == Verdict.INTERRUPTED:
-        raise Interrupted("verification interrupted: every lane's processes were stopped")
-    if record.verdict == Verdict.FAIL:
-        raise ForgeError(describe_failure(record), code=ExitCode.FAILED)
+    verify_command.raise_for_verdict(verified)
 
 
 @app.command()
@@ -229,18 +181,16 @@ def status(
 ) -> None:
     """Show a plan's tasks, attempts, verification and worktrees."""
     from forge.commands import status as views
+    from forge.commands.target import status_target
 
     repo = _repo()
-    plan_name, task = _status_target(repo, target, plan_ref)
-    data = views.status_data(repo, plan_name, disk=disk)
-    if task is not None and task not in data["history"]:
-        raise ForgeError(f"plan '{plan_name}' has no task '{task}'")
-    if as_json:
-        emit_json(data if task is None else views.task_data(data, task))
-        return
-    typer.echo(
-        views.render_status(data) if task is None else views.render_history(data, task), nl=False
-    )
+    plan_name, task = status_target(repo, target, plan_ref)
+    if not as_json:
+        typer.echo(views.render(repo, plan_name, task, disk=disk), nl=False)
+    elif task is None:
+        emit_json(views.status_data(repo, plan_name, disk=disk))
+    else:
+        emit_json(views.task_status_data(repo, plan_name, task, disk=disk))
 
 
 @app.command()
@@ -375,18 +325,6 @@ def hooks_uninstall() -> None:
         typer.echo(line)
 
 
-@app.command(
-    "_hook",
-    hidden=True,
-    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
-)
-def hook_entry(ctx: typer.Context, name: str) -> None:
-    """Run by the installed git hook scripts: `_hook NAME SCRIPT [ARGS...]`."""
-    from forge.hooks import runtime as hooks
-
-    raise typer.Exit(hooks.run_hook(name, list(ctx.args)))
-
-
 @app.command()
 def demo(
     path: Annotated[
@@ -399,7 +337,7 @@ def demo(
     from forge.git import repo as git
     from forge.plan import registry
     from forge.plan import tables as report
-    from forge.run import runner
+    from forge.run.options import RunOptions
 
     repo_path, plan_path = demo_mod.create(path)
     typer.echo(f"demo repository: {repo_path}\nplan: {plan_path}\n")
@@ -407,7 +345,7 @@ def demo(
     recorded = registry.record(repo, plan_path)
     typer.echo(report.wave_table(recorded.plan, recorded.as_waves()), nl=False)
     typer.echo("")
-    _execute_run(repo, recorded, runner.RunOptions(), as_json=False)
+    _execute_run(repo, recorded, RunOptions(), as_json=False)
     typer.echo(
         f"\nnext: cd {repo_path} && forge status && forge accept   "
         f"(then `git log --graph --oneline` to see the merges)"
@@ -427,30 +365,9 @@ def _repo(*, worktree_root: Path | None = None) -> Repository:
 
 
 def _plan_name(repo: Repository, ref: str | None) -> str:
-    """A recorded plan's name from a name or a file, without loading the DAG."""
-    names = repo.state.recorded_plans()
-    if ref is None:
-        if len(names) == 1:
-            return str(names[0])
-        if not names:
-            raise ForgeError("no plan recorded: run `forge plan PLAN.toml` first")
-        raise ForgeError(f"several plans are recorded ({', '.join(names)}): name one")
-    if ref in names:
-        return ref
-    from forge.plan import registry
+    from forge.commands.target import plan_name
 
-    return str(registry.resolve(repo, ref).plan.name)
-
-
-def _status_target(
-    repo: Repository, target: str | None, plan_ref: str | None
-) -> tuple[str, str | None]:
-    names = repo.state.recorded_plans()
-    if target is not None and plan_ref is None and target in names:
-        return target, None
-    if target is not None and plan_ref is None and (target.endswith(".toml") or "/" in target):
-        return _plan_name(repo, target), None
-    return _plan_name(repo, plan_ref), target
+    return plan_name(repo, ref)
 
 
 def _execute_run(

@@ -41,12 +41,6 @@ class Busy(ForgeError):
     """Another forge process holds what this one needs (a plan lock)."""
 
 
-class Held(ForgeError):
-    """A hold is in force: nothing new may start."""
-
-    code = ExitCode.PAUSED
-
-
 class Interrupted(ForgeError):
     """The user stopped forge (SIGINT/SIGTERM)."""
 

@@ -8,9 +8,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from forge.agents.output import INFRA_KINDS
 from forge.base.tomlread import LineOf, Problems, TableReader, no_lines
 from forge.errors import ForgeError
+
+# The kinds of infrastructure failure an agent definition may name patterns for.
+INFRA_KINDS = ("binary-missing", "auth", "quota", "rate-limit", "network", "server")
 
 COMMAND_PLACEHOLDERS = ("prompt_file", "model", "effort", "task", "worktree", "review_file")
 ENV_PLACEHOLDERS = (*COMMAND_PLACEHOLDERS, "state_dir")

@@ -30,7 +30,6 @@ from typing import Literal
 NO_PROGRESS = "NO_PROGRESS"
 FAILURES = frozenset({"FAILED", "TIMEOUT", NO_PROGRESS})
 NEUTRAL = frozenset({"INFRA", "INTERRUPTED", "CONFLICT"})
-PASSES = frozenset({"MERGED"})
 
 Action = Literal["same", "model", "effort", "split", "stop"]
 

@@ -24,12 +24,12 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from forge.agents.definition import INFRA_KINDS
 from forge.base import durations
 
 if TYPE_CHECKING:
     from forge.agents.definition import AgentDef
 
-INFRA_KINDS = ("binary-missing", "auth", "quota", "rate-limit", "network", "server")
 # Waiting cannot fix these: the run pauses at once instead of backing off.
 PAUSE_AT_ONCE = frozenset({"binary-missing", "auth"})
 _SCAN_BYTES = 4_000_000  # logs can be huge; the facts sit at the end

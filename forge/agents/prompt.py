@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from forge.base.files import atomic_write_text
 
 if TYPE_CHECKING:
-    from forge.agents.spec import AgentDef
+    from forge.agents.definition import AgentDef
 
 
 @dataclass(frozen=True)

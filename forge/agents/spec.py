@@ -229,18 +229,7 @@ def agent_env(
         "state_dir": str(state_dir),
     }
     state_dir.mkdir(parents=True, exist_ok=True)
-    env: dict[str, str] = {}
-    for key, value in defn.env:
-        env[key] = _fill(value, values, lambda _: "")
-        if "{state_dir}" in value:
-            Path(env[key]).parent.mkdir(parents=True, exist_ok=True)
-    if as_root:
-        env.update((k, _fill(v, values, lambda _: "")) for k, v in defn.root_env)
-    if defn.isolate_env and defn.isolates(environ):
-        for key, value in defn.isolate_env:
-            env[key] = _fill(value, values, lambda _: "")
-            # Per task: sessions, history, locks. Everything else is the user's.
-            config_home.populate(key, Path(env[key]), environ)
+    env = _table_env(defn, values, environ=environ, as_root=as_root)
     # Last, so no table can hide from the agent which attempt it is.
     env.update(
         FORGE_TASK=task,
@@ -256,6 +245,27 @@ def agent_env(
         env["FORGE_FEEDBACK_FILE"] = str(feedback_file)
     if review_file is not None:
         env["FORGE_REVIEW_FILE"] = str(review_file)
+    return env
+
+
+def _table_env(
+    defn: AgentDef, values: Mapping[str, str], *, environ: Mapping[str, str], as_root: bool
+) -> dict[str, str]:
+    """The definition's own variables, placeholders filled: `env`, then `root_env`
+    when running as root, then `isolate_env` when an API key asks for isolation
+    (creating the folders they name)."""
+    env: dict[str, str] = {}
+    for key, value in defn.env:
+        env[key] = _fill(value, values, lambda _: "")
+        if "{state_dir}" in value:
+            Path(env[key]).parent.mkdir(parents=True, exist_ok=True)
+    if as_root:
+        env.update((k, _fill(v, values, lambda _: "")) for k, v in defn.root_env)
+    if defn.isolate_env and defn.isolates(environ):
+        for key, value in defn.isolate_env:
+            env[key] = _fill(value, values, lambda _: "")
+            # Per task: sessions, history, locks. Everything else is the user's.
+            config_home.populate(key, Path(env[key]), environ)
     return env
 
 

@@ -117,6 +117,24 @@ _popen_lock = threading.Lock()
 
 
 @dataclass(frozen=True)
+class GroupSpec:
+    """A long command to run in a process group of its own, and how to stop it."""
+
+    argv: Sequence[str] | str  # a string runs under `bash -c`
+    cwd: Path  # absolute
+    log_path: Path  # output is appended here
+    env: Mapping[str, str] | None = None  # on top of the cleaned environment
+    timeout: float | None = None
+    grace: float = DEFAULT_GRACE  # seconds between TERM and KILL
+    tag: str | None = None  # FORGE_PROC_TAG: finds the group's escapees, even after a crash
+    input_path: Path | None = None  # stdin (default: /dev/null)
+    cap: int | None = None  # bytes of output kept in the log (None: `log_cap()`)
+
+    def log(self, line: str) -> None:
+        _append_line(self.log_path, line)
+
+
+@dataclass(frozen=True)
 class GroupResult:
     returncode: int | None  # the leader's exit code (negative: killed by that signal)
     timed_out: bool
@@ -351,53 +369,72 @@ def _append_line(path: Path, line: str) -> None:
 
 
 def run_group(
-    argv: Sequence[str] | str,
+    spec: GroupSpec,
     *,
-    cwd: Path,
-    log_path: Path,
-    env: Mapping[str, str] | None = None,
-    timeout: float | None = None,
-    grace: float = DEFAULT_GRACE,
     stop: threading.Event | None = None,
     on_start: Callable[[int], None] | None = None,
-    tag: str | None = None,
-    input_path: Path | None = None,
-    cap: int | None = None,
 ) -> GroupResult:
-    """Run a long command in a process group of its own, output appended to `log_path`
-    (at most `cap` bytes of it, see `log_cap`).
+    """Run a long command in a process group of its own, output appended to its log
+    (at most `spec.cap` bytes of it, see `log_cap`).
 
-    Waits until the leader exits, `timeout` passes or `stop` is set; in the last two
-    cases the group is stopped (TERM, `grace`, KILL). Members left behind by a leader
+    Waits until the leader exits, the timeout passes or `stop` is set; in the last two
+    cases the group is stopped (TERM, grace, KILL). Members left behind by a leader
     that exited by itself are stopped too. A command that cannot be started at all
     returns exit code 127, as a shell would, with the reason in the log.
     """
-    if not cwd.is_absolute():
-        raise ValueError(f"cwd must be absolute: {cwd}")
-    args = ["bash", "-c", argv] if isinstance(argv, str) else list(argv)
-    extra = dict(env or {})
-    if tag:
-        extra[TAG_VAR] = tag
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-
-    def log(line: str) -> None:
-        _append_line(log_path, line)
-
+    if not spec.cwd.is_absolute():
+        raise ValueError(f"cwd must be absolute: {spec.cwd}")
+    spec.log_path.parent.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
+    spawned = _spawn(spec)
+    if spawned is None:
+        return GroupResult(127, False, False, time.monotonic() - started, 0)
+    child, drain = spawned
+    drain.start()
+    pgid = child.pid  # a session leader's pgid is its pid
+    try:
+        if on_start is not None:
+            on_start(pgid)
+        timed_out, stopped = _wait(spec, child, started=started, stop=stop)
+        # Daemons the leader left behind must not outlive the run.
+        if _survivors(pgid, spec.tag, None):
+            if not (stopped or timed_out):
+                spec.log(f"forge: the command exited but left processes behind in group {pgid}")
+            _stop(pgid, grace=spec.grace, tag=spec.tag, log=spec.log)
+        return GroupResult(child.returncode, timed_out, stopped, time.monotonic() - started, pgid)
+    finally:
+        if child.returncode is None:  # on_start raised, or a KeyboardInterrupt
+            _stop(pgid, grace=spec.grace, tag=spec.tag, log=spec.log, leader=child)
+            child.wait()
+        with _popen_lock:
+            _popen_pids.discard(child.pid)
+        # Every writer is gone, so the pipe ends; a process that escaped both the
+        # group and the tag may still hold it: its output is not waited for.
+        drain.join(timeout=_DRAIN_PATIENCE)
+
+
+def _spawn(spec: GroupSpec) -> tuple[subprocess.Popen[bytes], _Drain] | None:
+    """Start the leader in a new session, its output into a pipe the drain (not yet
+    started) copies to the log; None (and the reason in the log) when the command
+    cannot be started at all."""
+    args = ["bash", "-c", spec.argv] if isinstance(spec.argv, str) else list(spec.argv)
+    extra = dict(spec.env or {})
+    if spec.tag:
+        extra[TAG_VAR] = spec.tag
     read_end, write_end = os.pipe()
-    drain = _Drain(read_end, log_path, log_cap(cap))
+    drain = _Drain(read_end, spec.log_path, log_cap(spec.cap))
     with contextlib.ExitStack() as stack:
         stack.callback(os.close, write_end)  # the child holds its own copy
         stdin: Any = subprocess.DEVNULL
-        if input_path is not None:
-            stdin = stack.enter_context(input_path.open("rb"))
+        if spec.input_path is not None:
+            stdin = stack.enter_context(spec.input_path.open("rb"))
         try:
             # The lock keeps _reap (another thread stopping a group) from taking this
             # child's exit status between the fork and our registering its pid.
             with _popen_lock:
                 child = subprocess.Popen(
                     args,
-                    cwd=cwd,
+                    cwd=spec.cwd,
                     env=clean_env(extra),
                     stdin=stdin,
                     stdout=write_end,
@@ -407,45 +444,35 @@ def run_group(
                 _popen_pids.add(child.pid)
         except OSError as exc:
             os.close(read_end)
-            log(f"forge: cannot run `{args[0]}`: {exc.strerror or exc}")
-            return GroupResult(127, False, False, time.monotonic() - started, 0)
-    drain.start()
-    pgid = child.pid  # a session leader's pgid is its pid
-    try:
-        if on_start is not None:
-            on_start(pgid)
-        deadline = None if timeout is None else started + timeout
-        timed_out = stopped = False
-        while True:
-            try:
-                child.wait(timeout=_POLL)
-                break
-            except subprocess.TimeoutExpired:
-                pass
-            if stop is not None and stop.is_set():
-                stopped = True
-            elif deadline is not None and time.monotonic() >= deadline:
-                timed_out = True
-                log(f"forge: timed out after {timeout:g}s")
-            if stopped or timed_out:
-                _stop(pgid, grace=grace, tag=tag, log=log, leader=child)
-                child.wait()
-                break
-        # Daemons the leader left behind must not outlive the run.
-        if _survivors(pgid, tag, None):
-            if not (stopped or timed_out):
-                log(f"forge: the command exited but left processes behind in group {pgid}")
-            _stop(pgid, grace=grace, tag=tag, log=log)
-        return GroupResult(child.returncode, timed_out, stopped, time.monotonic() - started, pgid)
-    finally:
-        if child.returncode is None:  # on_start raised, or a KeyboardInterrupt
-            _stop(pgid, grace=grace, tag=tag, log=log, leader=child)
+            spec.log(f"forge: cannot run `{args[0]}`: {exc.strerror or exc}")
+            return None
+    return child, drain
+
+
+def _wait(
+    spec: GroupSpec,
+    child: subprocess.Popen[bytes],
+    *,
+    started: float,
+    stop: threading.Event | None,
+) -> tuple[bool, bool]:
+    """Wait for the leader; stop the group at the timeout or when `stop` is set.
+    Returns (timed out, stopped)."""
+    deadline = None if spec.timeout is None else started + spec.timeout
+    while True:
+        try:
+            child.wait(timeout=_POLL)
+            return False, False
+        except subprocess.TimeoutExpired:
+            pass
+        stopped = stop is not None and stop.is_set()
+        timed_out = not stopped and deadline is not None and time.monotonic() >= deadline
+        if timed_out:
+            spec.log(f"forge: timed out after {spec.timeout:g}s")
+        if stopped or timed_out:
+            _stop(child.pid, grace=spec.grace, tag=spec.tag, log=spec.log, leader=child)
             child.wait()
-        with _popen_lock:
-            _popen_pids.discard(child.pid)
-        # Every writer is gone, so the pipe ends; a process that escaped both the
-        # group and the tag may still hold it: its output is not waited for.
-        drain.join(timeout=_DRAIN_PATIENCE)
+            return timed_out, stopped
 
 
 def spawn_detached(

@@ -45,6 +45,12 @@ def _value_problem(hint: Any, value: Any, at: str) -> str | None:
         return f"`{at}` is {_kind(value)}"
     if dataclasses.is_dataclass(hint) and isinstance(hint, type):
         return problem(hint, value, at)
+    if origin in (list, dict):
+        return _container_problem(origin, hint, value, at)
+    return _scalar_problem(hint, value, at)
+
+
+def _container_problem(origin: Any, hint: Any, value: Any, at: str) -> str | None:
     if origin is list:
         if not isinstance(value, list):
             return f"`{at}` is {_kind(value)}, not a list"
@@ -62,7 +68,10 @@ def _value_problem(hint: Any, value: Any, at: str) -> str | None:
             why = _value_problem(item, v, f"{at}.{k}")
             if why:
                 return why
-        return None
+    return None
+
+
+def _scalar_problem(hint: Any, value: Any, at: str) -> str | None:
     if hint is type(None):
         return None if value is None else f"`{at}` is {_kind(value)}"
     if isinstance(hint, type) and issubclass(hint, enum.Enum):

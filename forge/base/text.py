@@ -1,4 +1,5 @@
-"""Text from tasks is data: what forge prints never carries a task's terminal control.
+"""Text for people. Text from tasks is data: what forge prints never carries a task's
+terminal control; and aligned tables fit for a terminal, a log or a pipe.
 
 A task's output, reason or file name may hold `\\033]0;TITLE\\007` (a command to the
 terminal) or `[bold]` (markup to rich). Everything forge prints goes through
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import io
 import re
+from collections.abc import Sequence
 from typing import TextIO
 
 # C0 controls but newline and tab, DEL, and the C1 controls (U+0080-U+009F: a
@@ -84,3 +86,12 @@ def raw_stream(stream: TextIO) -> TextIO:
     """The stream beneath a PrintableStream (or `stream` itself)."""
     raw = getattr(stream, "raw", None)
     return raw if raw is not None and isinstance(stream, PrintableStream) else stream
+
+
+def text_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(headers)]
+
+    def line(cells: Sequence[str]) -> str:
+        return "  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip()
+
+    return [line(headers), line(["-" * w for w in widths]), *(line(r) for r in rows)]

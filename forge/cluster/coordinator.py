@@ -36,7 +36,7 @@ from forge.git import worktrees
 from forge.git.repo import Repository
 from forge.plan.model import Plan, Task
 from forge.run.attempt import Outcome, RunContext
-from forge.run.recovery import reset_for_attempt
+from forge.run.reset import reset_for_attempt
 from forge.run.state import FAILURES, Attempt, Stall, Status, TaskState, counted
 
 if TYPE_CHECKING:
@@ -294,7 +294,7 @@ class Cluster:
 
         try:
             future = self.client.submit(run_job, job, key=f"forge-{job.key}", pure=False, retries=0)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 dask raises many kinds: each one means the scheduler refused
             return self._lose(f"cannot submit to the scheduler: {exc}")
         stopping_since: float | None = None
         unreachable_since: float | None = None
@@ -304,8 +304,8 @@ class Cluster:
                 break
             except TimeoutError:
                 pass
-            except Exception as exc:
-                return self._failed(job, exc)
+            except Exception as exc:  # noqa: BLE001 the job's own exception comes back here, of any kind
+                return self._failed(exc)
             if ctx.stop.is_set() and stopping_since is None:
                 self.stop_all()
                 stopping_since = time.monotonic()
@@ -325,7 +325,7 @@ class Cluster:
             Variable(f"forge-claim-{job.key}", client=self.client).delete()
         return result
 
-    def _failed(self, job: Job, exc: BaseException) -> JobResult:
+    def _failed(self, exc: BaseException) -> JobResult:
         name = type(exc).__name__
         if name == "KilledWorker":
             return JobResult(

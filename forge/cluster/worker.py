@@ -111,7 +111,7 @@ def _watch_stop(name: str, stop: threading.Event, done: threading.Event) -> None
             if event.wait(timeout=STOP_POLL):
                 stop.set()
                 return
-    except Exception:  # any failure to ask means the scheduler is gone
+    except Exception:  # noqa: BLE001 any failure to ask means the scheduler is gone
         if not done.is_set():
             stop.set()
 
@@ -248,15 +248,17 @@ class _Attempt:
         env = dict(kw.pop("env", None) or {})
         env[WORKER_PID_VAR] = str(os.getpid())
         return proc.run_group(
-            argv,
-            cwd=self.slot,
-            log_path=self.logs / log,
-            env=env,
-            timeout=timeout,
-            grace=self.job.grace,
+            proc.GroupSpec(
+                argv,
+                cwd=self.slot,
+                log_path=self.logs / log,
+                env=env,
+                timeout=timeout,
+                grace=self.job.grace,
+                tag=self.job.tag,
+                **kw,
+            ),
             stop=self.stop,
-            tag=self.job.tag,
-            **kw,
         )
 
     def _setup(self) -> JobResult | None:

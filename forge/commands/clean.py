@@ -17,7 +17,7 @@ from forge.git import refs, worktrees
 from forge.git.merge import is_ancestor
 from forge.git.repo import Repository
 from forge.run.recovery import stop_leftovers, sweep_salvage_indexes
-from forge.run.state import StateStore, Status
+from forge.run.state import RunState, StateStore, Status
 
 
 def clean_plan(repo: Repository, plan: str) -> list[str]:
@@ -29,75 +29,16 @@ def clean_plan(repo: Repository, plan: str) -> list[str]:
         integration = repo.ref_value(integration_ref)
         emptied: dict[Path, int] = {}  # folders that held what was removed: levels to prune
         if state is not None:
-            for ts in state.tasks.values():
-                if ts.status == Status.RUNNING:  # a run killed with its agent still going
-                    stopped = stop_leftovers(ts, grace=repo.settings.grace)
-                    if stopped:
-                        notes.append(f"stopped {stopped} leftover process(es) of {ts.id}")
-            for folder in {Path(slot.path).parent for slot in state.slots.values()}:
-                sweep_salvage_indexes(folder)
-            for slot in list(state.slots.values()):
-                path = Path(slot.path)
-                ref = worktrees.salvage(repo, path, plan=plan, task=slot.task or slot.name)
-                if ref:
-                    notes.append(f"salvaged uncommitted work in {path} to {ref}")
-                    if slot.task and slot.task in state.tasks:
-                        state.tasks[slot.task].salvage.append(ref)
-                    store.save(state)
-                faults.point("clean-after-salvage")
-                worktrees.remove(repo, path)
-                del state.slots[slot.name]
-                for ts in state.tasks.values():
-                    if ts.slot == slot.name:
-                        ts.slot = None
-                store.save(state)
-                notes.append(f"removed worktree {path}")
-                emptied[path.parent] = 2  # the plan's folder, the repository's folder
-        # The plan's verification checkouts (one per lane), wherever the worktree root
-        # was when they were made: git knows them all.
-        for path in _registered_worktrees(repo):
-            if path.parent.name == plan and path.parent.parent.name == ".verify":
-                worktrees.remove(repo, path)
-                notes.append(f"removed verification worktree {path}")
-                emptied[path.parent] = 3  # <key>, .verify, the repository's folder
+            notes += _stop_leftovers(repo, state)
+            notes += _remove_slots(repo, plan, state, store, emptied)
+        notes += _remove_verification_checkouts(repo, plan, emptied)
         # A branch checked out in a worktree (the user's own, or one they added) is
         # theirs to move first: deleting it would leave that worktree on nothing.
-        checked_out = _checked_out(repo)
-        for ref, head in _task_branches(repo, plan):
-            if ref in checked_out:
-                notes.append(_skipped(ref, checked_out[ref]))
-                continue
-            if integration is None or not is_ancestor(repo, head, integration):
-                task = refs.task_of(plan, ref)
-                kept = worktrees.keep(repo, head, plan=plan, task=task)
-                notes.append(f"branch {refs.branch_name(ref)} held unmerged work: kept in {kept}")
-                if (
-                    state is not None
-                    and task in state.tasks
-                    and kept not in state.tasks[task].salvage
-                ):
-                    state.tasks[task].salvage.append(kept)
-                    store.save(state)
-            repo.try_git("update-ref", "-d", ref, head)
-            notes.append(f"deleted branch {refs.branch_name(ref)}")
+        checked_out = worktrees.checked_out(repo)
+        notes += _drop_task_branches(repo, plan, integration, state, store, checked_out)
         if integration is not None:
-            branch = refs.branch_name(integration_ref)
-            if integration_ref in checked_out:
-                notes.append(_skipped(integration_ref, checked_out[integration_ref]))
-            elif _accepted(repo, integration):
-                repo.try_git("update-ref", "-d", integration_ref, integration)
-                notes.append(f"deleted branch {branch} (already in your branches)")
-                if state is not None:
-                    store.path.unlink(missing_ok=True)
-            else:
-                notes.append(
-                    f"kept branch {branch}: it holds work not accepted yet "
-                    f"(`forge accept {plan}`, or `git branch -D {branch}`)"
-                )
-        cache = repo.worktrees_root() / plan / ".cluster"  # local:N workers' mirror and slots
-        if cache.exists():
-            shutil.rmtree(cache, ignore_errors=True)
-            notes.append(f"removed the local cluster workers' cache {cache}")
+            notes += _drop_integration(repo, plan, integration, state, store, checked_out)
+        notes += _remove_cluster_cache(repo, plan)
         worktrees.prune(repo)
         root = repo.worktrees_root()
         emptied.setdefault(root / plan, 2)
@@ -108,22 +49,123 @@ def clean_plan(repo: Repository, plan: str) -> list[str]:
     return notes
 
 
+def _remove_cluster_cache(repo: Repository, plan: str) -> list[str]:
+    cache = repo.worktrees_root() / plan / ".cluster"  # local:N workers' mirror and slots
+    if not cache.exists():
+        return []
+    shutil.rmtree(cache, ignore_errors=True)
+    return [f"removed the local cluster workers' cache {cache}"]
+
+
+def _stop_leftovers(repo: Repository, state: RunState) -> list[str]:
+    notes = []
+    for ts in state.tasks.values():
+        if ts.status == Status.RUNNING:  # a run killed with its agent still going
+            stopped = stop_leftovers(ts, grace=repo.settings.grace)
+            if stopped:
+                notes.append(f"stopped {stopped} leftover process(es) of {ts.id}")
+    return notes
+
+
+def _remove_slots(
+    repo: Repository, plan: str, state: RunState, store: StateStore, emptied: dict[Path, int]
+) -> list[str]:
+    """Each slot's uncommitted work goes to a salvage ref, then the worktree goes."""
+    notes = []
+    for folder in {Path(slot.path).parent for slot in state.slots.values()}:
+        sweep_salvage_indexes(folder)
+    for slot in list(state.slots.values()):
+        path = Path(slot.path)
+        ref = worktrees.salvage(repo, path, plan=plan, task=slot.task or slot.name)
+        if ref:
+            notes.append(f"salvaged uncommitted work in {path} to {ref}")
+            if slot.task and slot.task in state.tasks:
+                state.tasks[slot.task].salvage.append(ref)
+            store.save(state)
+        faults.point("clean-after-salvage")
+        worktrees.remove(repo, path)
+        del state.slots[slot.name]
+        for ts in state.tasks.values():
+            if ts.slot == slot.name:
+                ts.slot = None
+        store.save(state)
+        notes.append(f"removed worktree {path}")
+        emptied[path.parent] = 2  # the plan's folder, the repository's folder
+    return notes
+
+
+def _drop_task_branches(
+    repo: Repository,
+    plan: str,
+    integration: str | None,
+    state: RunState | None,
+    store: StateStore,
+    checked_out: dict[str, Path],
+) -> list[str]:
+    """Task branches go; one whose work never reached integration is kept in a ref."""
+    notes = []
+    for ref, head in _task_branches(repo, plan):
+        if ref in checked_out:
+            notes.append(_skipped(ref, checked_out[ref]))
+            continue
+        if integration is None or not is_ancestor(repo, head, integration):
+            task = refs.task_of(plan, ref)
+            kept = worktrees.keep(repo, head, plan=plan, task=task)
+            notes.append(f"branch {refs.branch_name(ref)} held unmerged work: kept in {kept}")
+            if state is not None and task in state.tasks and kept not in state.tasks[task].salvage:
+                state.tasks[task].salvage.append(kept)
+                store.save(state)
+        repo.try_git("update-ref", "-d", ref, head)
+        notes.append(f"deleted branch {refs.branch_name(ref)}")
+    return notes
+
+
+def _remove_verification_checkouts(
+    repo: Repository, plan: str, emptied: dict[Path, int]
+) -> list[str]:
+    """The plan's verification checkouts (one per lane), wherever the worktree root
+    was when they were made: git knows them all."""
+    notes = []
+    for path in worktrees.registered(repo):
+        if path.parent.name == plan and path.parent.parent.name == ".verify":
+            worktrees.remove(repo, path)
+            notes.append(f"removed verification worktree {path}")
+            emptied[path.parent] = 3  # <key>, .verify, the repository's folder
+    return notes
+
+
+def _drop_integration(
+    repo: Repository,
+    plan: str,
+    integration: str,
+    state: RunState | None,
+    store: StateStore,
+    checked_out: dict[str, Path],
+) -> list[str]:
+    """The integration branch goes only once its work is in the user's branches."""
+    integration_ref = refs.integration_ref(plan)
+    branch = refs.branch_name(integration_ref)
+    if integration_ref in checked_out:
+        return [_skipped(integration_ref, checked_out[integration_ref])]
+    if not _accepted(repo, integration):
+        return [
+            f"kept branch {branch}: it holds work not accepted yet "
+            f"(`forge accept {plan}`, or `git branch -D {branch}`)"
+        ]
+    repo.try_git("update-ref", "-d", integration_ref, integration)
+    if state is not None:
+        store.path.unlink(missing_ok=True)
+    return [f"deleted branch {branch} (already in your branches)"]
+
+
 def _task_branches(repo: Repository, plan: str) -> list[tuple[str, str]]:
     out = repo.git("for-each-ref", "--format=%(refname) %(objectname)", refs.task_refs(plan))
     return [tuple(line.split(" ", 1)) for line in out.splitlines() if line]  # type: ignore[misc]
 
 
-def _checked_out(repo: Repository) -> dict[str, Path]:
-    """Branch ref -> the worktree that has it checked out."""
-    out = repo.git("worktree", "list", "--porcelain", "-z")
-    found: dict[str, Path] = {}
-    path: Path | None = None
-    for line in out.split("\0"):
-        if line.startswith("worktree "):
-            path = Path(line[len("worktree ") :])
-        elif line.startswith("branch ") and path is not None:
-            found[line[len("branch ") :]] = path
-    return found
+def _accepted(repo: Repository, commit: str) -> bool:
+    out = repo.git("for-each-ref", "--format=%(refname)", "--contains", commit, refs.BRANCHES)
+    return any(not refs.is_forge_branch(ref) for ref in out.splitlines())
 
 
 def _skipped(ref: str, where: Path) -> str:
@@ -147,15 +189,3 @@ def _remove_empty(folder: Path, *, up: int) -> None:
     if folder.name == ".forge-worktrees":
         with contextlib.suppress(OSError):
             folder.rmdir()
-
-
-def _registered_worktrees(repo: Repository) -> list[Path]:
-    out = repo.git("worktree", "list", "--porcelain", "-z")
-    return [
-        Path(line[len("worktree ") :]) for line in out.split("\0") if line.startswith("worktree ")
-    ]
-
-
-def _accepted(repo: Repository, commit: str) -> bool:
-    out = repo.git("for-each-ref", "--format=%(refname)", "--contains", commit, refs.BRANCHES)
-    return any(not refs.is_forge_branch(ref) for ref in out.splitlines())

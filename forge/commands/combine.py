@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
+from forge.base.clock import now_iso
 from forge.base.files import plan_lock
 from forge.errors import ExitCode, ForgeError, Interrupted
 from forge.git.merge import is_ancestor, merge_commits
@@ -22,7 +23,7 @@ from forge.git.repo import Repository
 from forge.plan import registry
 from forge.plan.config import VerifyConfig, load_repo_config
 from forge.plan.registry import Recorded
-from forge.run.state import RunState, StateStore, now_iso
+from forge.run.state import RunState, StateStore
 from forge.verify.records import VerifyRecord
 
 GOOD = ("PASS", "FLAKY", "UNVERIFIED")

@@ -5,13 +5,13 @@ Built from the state files alone (no DAG, no GitPython), so `forge status` is fa
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from forge.base.files import read_json
 from forge.base.liveness import Owner
-from forge.errors import StateError
+from forge.base.text import one_line, text_table
+from forge.errors import ForgeError, StateError
 from forge.git import refs, worktrees
 from forge.git.repo import Repository, short_sha
 from forge.run import hold as holds
@@ -23,9 +23,6 @@ if TYPE_CHECKING:
 
 
 def _table(headers: list[str], rows: list[list[str]]) -> str:
-    from forge.base.text import one_line
-    from forge.plan.tables import text_table
-
     # A cell on one line whatever a task's reason holds: the columns stay columns.
     return "\n".join(text_table(headers, [[one_line(c) for c in row] for row in rows])) + "\n"
 
@@ -186,6 +183,26 @@ def status_data(repo: Repository, plan: str, *, disk: bool = False) -> dict[str,
     }
 
 
+def task_status_data(
+    repo: Repository, plan: str, task: str, *, disk: bool = False
+) -> dict[str, Any]:
+    """`forge status TASK --json`: the task's row and its attempts (`task_data`)."""
+    data = status_data(repo, plan, disk=disk)
+    if task not in data["history"]:
+        raise ForgeError(f"plan '{plan}' has no task '{task}'")
+    return task_data(data, task)
+
+
+def render(repo: Repository, plan: str, task: str | None, *, disk: bool = False) -> str:
+    """`forge status` as text: the plan's tasks, or one task's history."""
+    data = status_data(repo, plan, disk=disk)
+    if task is None:
+        return render_status(data)
+    if task not in data["history"]:
+        raise ForgeError(f"plan '{plan}' has no task '{task}'")
+    return render_history(data, task)
+
+
 def _history(ts: TaskState) -> list[dict[str, Any]]:
     """Each attempt as saved, with `counted`: its number among the attempts that
     spent one (None for INFRA and INTERRUPTED tries)."""
@@ -321,10 +338,6 @@ def _bytes(n: int) -> str:
             return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
         size /= 1024
     return f"{n} B"
-
-
-def elapsed(since: float) -> str:
-    return fmt_seconds(time.monotonic() - since)
 
 
 __all__ = ["Status", "render_history", "render_status", "results_table", "status_data"]

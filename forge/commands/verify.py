@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from forge.git.refs import integration_ref
@@ -73,6 +73,56 @@ def record_in_plan(repo: Repository, plan: str, record: VerifyRecord) -> bool:
     state.verification = record
     store.save(state)
     return True
+
+
+@dataclass(frozen=True)
+class Verified:
+    record: VerifyRecord
+    stopped: bool  # a signal stopped the verification
+
+
+def verify(
+    repo: Repository,
+    *,
+    rev: str | None,
+    plan_ref: str | None,
+    force: bool,
+    on_event: Callable[[str], None] | None,
+    warn: Callable[[str], None],
+) -> Verified:
+    """`forge verify`: verify the target under the plan's lock (Ctrl-C stops every
+    lane) and record the verdict in the plan when it judged its integration head."""
+    from forge.base import interrupt
+    from forge.verify.engine import verify_commit
+
+    target = resolve_target(repo, rev=rev, plan_ref=plan_ref)
+    with interrupt.on_stop_signals() as stop, plan_context(repo, target.plan):
+        record = verify_commit(
+            repo,
+            target.rev,
+            target.config,
+            key=target.key,
+            stop=stop,
+            force=force,
+            on_event=on_event,
+        )
+        if target.plan is not None and not record_in_plan(repo, target.plan, record):
+            warn(
+                f"{short_sha(record.commit)} is not the integration head of plan '{target.plan}': "
+                f"its verdict is not recorded in the plan"
+            )
+    return Verified(record, stop.is_set())
+
+
+def raise_for_verdict(verified: Verified) -> None:
+    """The verdict as the contract's exit code: INTERRUPTED, FAILED, or nothing."""
+    from forge.errors import ExitCode, ForgeError, Interrupted
+    from forge.verify.engine import describe_failure
+
+    if verified.stopped or verified.record.verdict == Verdict.INTERRUPTED:
+        raise Interrupted("verification interrupted: every lane's processes were stopped")
+    if verified.record.verdict == Verdict.FAIL:
+        raise ForgeError(describe_failure(verified.record), code=ExitCode.FAILED)
 
 
 def render(record: VerifyRecord) -> list[str]:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from forge.base import faults
 from forge.errors import ForgeError
+from forge.git.identity import identity_env
 from forge.git.repo import Repository
 
 
@@ -62,44 +63,21 @@ def merge_task(repo: Repository, *, ref: str, task_commit: str, message: str) ->
     return MergeResult(merged=True, commit=commit)
 
 
-_IDENTITY: dict[str, dict[str, str]] = {}
-
-
-def identity_env(repo: Repository) -> dict[str, str]:
-    """forge commits as the user when git knows who that is, else as forge itself
-    (a fresh machine with no user.name must not make every task fail)."""
-    key = str(repo.common_dir)
-    if key not in _IDENTITY:
-        env: dict[str, str] = {}
-        for role in ("AUTHOR", "COMMITTER"):
-            if repo.try_git("var", f"GIT_{role}_IDENT").returncode != 0:
-                env[f"GIT_{role}_NAME"] = "forge"
-                env[f"GIT_{role}_EMAIL"] = "forge@localhost"
-        _IDENTITY[key] = env
-    return _IDENTITY[key]
-
-
 def merge_commits(repo: Repository, ours: str, theirs: str, *, message: str) -> MergeResult:
     """The merge commit of `theirs` into `ours`, written to the object store only: no
     ref moves and no working tree is touched (`forge combine` lands it after a gate)."""
-    cp = repo.try_git("merge-tree", "--write-tree", "--name-only", "--no-messages", ours, theirs)
-    lines = cp.stdout.splitlines()
+    cp = repo.try_git(
+        "merge-tree", "--write-tree", "--name-only", "--no-messages", "-z", ours, theirs
+    )
+    lines = [entry.strip("\n") for entry in cp.stdout.split("\0")]
+    lines = [entry for entry in lines if entry]
     if cp.returncode == 1:
-        conflicts = tuple(dict.fromkeys(line for line in lines[1:] if line.strip()))
-        return MergeResult(merged=False, conflicts=conflicts)
+        return MergeResult(merged=False, conflicts=tuple(dict.fromkeys(lines[1:])))
     if cp.returncode != 0 or not lines:
         raise ForgeError(
             f"git merge-tree failed on {ours[:12]} and {theirs[:12]}: {cp.stderr.strip()}"
         )
     commit = repo.git(
-        "commit-tree",
-        lines[0].strip(),
-        "-p",
-        ours,
-        "-p",
-        theirs,
-        "-m",
-        message,
-        env=identity_env(repo),
+        "commit-tree", lines[0], "-p", ours, "-p", theirs, "-m", message, env=identity_env(repo)
     ).strip()
     return MergeResult(merged=True, commit=commit)

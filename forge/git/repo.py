@@ -127,7 +127,12 @@ class Repository:
 
 def discover(start: Path | None = None, settings: Settings | None = None) -> Repository:
     """The repository that contains `start` (default: the current folder), seen with
-    `settings` (default: those of the environment)."""
+    `settings` (default: those of the environment).
+
+    Reads nothing of the other worktrees: `git worktree list` fails ("failed to read
+    .git/worktrees/X/commondir") while another process is adding a worktree, and
+    forge runs add worktrees all the time.
+    """
     here = (start or Path.cwd()).resolve()
     settings = settings if settings is not None else Settings.from_env()
     check_git_version()
@@ -139,6 +144,7 @@ def discover(start: Path | None = None, settings: Settings | None = None) -> Rep
             "--is-bare-repository",
             "--show-toplevel",
             "--git-common-dir",
+            "--git-dir",
         ],
         cwd=here,
         check=False,
@@ -150,23 +156,27 @@ def discover(start: Path | None = None, settings: Settings | None = None) -> Rep
         if "not a git repository" in cp.stderr:
             raise ForgeError(f"{here} is not in a git repository (run `git init` first)")
         raise ForgeError(f"git cannot read the repository at {here}: {proc.tail(cp.stderr, 1)}")
-    if len(lines) < 3:
+    if len(lines) < 4:
         raise ForgeError(f"{here} is inside a git directory, not a working tree")
     root = Path(lines[1]).resolve()
-    common = Path(lines[2])
-    common = (common if common.is_absolute() else root / common).resolve()
-    main_root = _main_worktree(root, common)
+    common, git_dir = (
+        (Path(line) if Path(line).is_absolute() else root / line).resolve() for line in lines[2:4]
+    )
     return Repository(
         root=root,
         common_dir=common,
-        main_root=main_root,
+        main_root=main_worktree(root, common, git_dir),
         settings=settings,
     )
 
 
-def _main_worktree(root: Path, common: Path) -> Path:
-    out = proc.run(["git", "worktree", "list", "--porcelain", "-z"], cwd=root).stdout
-    for line in out.split("\0"):
-        if line.startswith("worktree "):
-            return Path(line[len("worktree ") :]).resolve()
-    return root
+def main_worktree(root: Path, common: Path, git_dir: Path) -> Path:
+    """The main worktree, found as git finds it (worktree.c: the common dir less its
+    `/.git`), without listing the worktrees."""
+    if common.name == ".git":
+        return common.parent
+    if git_dir == common:  # the main worktree itself, with a separate git dir
+        return root
+    # A linked worktree of a repository whose git dir stands apart (or is bare):
+    # `git worktree list` names the common dir, and so does forge.
+    return common

@@ -19,13 +19,51 @@ from forge.base import proc
 from forge.base.text import one_line
 from forge.errors import ForgeError
 from forge.git import refs
-from forge.git.merge import identity_env
+from forge.git.identity import identity_env
 from forge.git.repo import Repository
 
 
 def prune(repo: Repository) -> None:
     """Forget registrations of worktrees whose folders are gone (a crash, an rm -rf)."""
     repo.try_git("worktree", "prune")
+
+
+def registered(repo: Repository) -> list[Path]:
+    """The linked worktrees git knows, read from their admin folders
+    (`<common dir>/worktrees/<id>/gitdir` names `<worktree>/.git`). Not `git worktree
+    list`: it fails while another process is adding a worktree, whose admin folder is
+    still half written; such a one is skipped here."""
+    return [path for _admin, path in _admin_folders(repo)]
+
+
+def checked_out(repo: Repository) -> dict[str, Path]:
+    """Branch ref -> the worktree that has it checked out, read from each worktree's
+    HEAD file (not `git worktree list`, for the same reason as `registered`)."""
+    found: dict[str, Path] = {}
+    heads = [(repo.common_dir / "HEAD", repo.main_root)]
+    heads += [(admin / "HEAD", path) for admin, path in _admin_folders(repo)]
+    for head, path in heads:
+        try:
+            text = head.read_text().strip()
+        except OSError:
+            continue
+        if text.startswith("ref: "):
+            found[text[len("ref: ") :]] = path
+    return found
+
+
+def _admin_folders(repo: Repository) -> list[tuple[Path, Path]]:
+    """(admin folder, worktree) of each linked worktree whose admin folder is whole."""
+    found = []
+    with contextlib.suppress(OSError):
+        for admin in sorted((repo.common_dir / "worktrees").iterdir()):
+            try:
+                gitdir = (admin / "gitdir").read_text().strip()
+            except OSError:
+                continue
+            if gitdir:
+                found.append((admin, Path(gitdir).parent))
+    return found
 
 
 def is_worktree(path: Path) -> bool:

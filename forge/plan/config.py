@@ -171,67 +171,94 @@ def parse_verify(
             problems=problems,
             line_of=line_of,
         )
-        command, lane_table = value.get("command"), value.get("lanes")
-        if (command is None) == (lane_table is None):
-            problems.add(
-                f"{what}: set exactly one of `command` and `lanes`", line=line_of("verify")
-            )
-        elif command is not None:
-            if not isinstance(command, str) or not command.strip():
-                problems.add(
-                    f"{what}: `command` must be a non-empty string", line=line_of("command")
-                )
-            else:
-                lanes = [("verify", command)]
-        elif not isinstance(lane_table, dict) or not lane_table:
-            problems.add(
-                f'{what}: `lanes` must be a table of lane = "command"', line=line_of("lanes")
-            )
-        else:
-            for lane, cmd in lane_table.items():
-                why = ref_part_problem(lane)
-                if why:
-                    problems.add(
-                        f"{what}: lane name `{lane}` is not valid: {why}", line=line_of(lane)
-                    )
-                if not isinstance(cmd, str) or not cmd.strip():
-                    problems.add(
-                        f"{what}: lane `{lane}` must be a non-empty command string",
-                        line=line_of(lane),
-                    )
-                else:
-                    lanes.append((lane, cmd))
+        lanes = _verify_lanes(value, what=what, problems=problems, line_of=line_of)
         table_reruns = value.get("reruns")
-        if "timeout" in value:
-            try:
-                timeout = parse_duration(value["timeout"])
-            except ValueError as exc:
-                problems.add(f"{what}: `timeout`: {exc}", line=line_of("timeout"))
-        if "grace" in value:
-            try:
-                grace = parse_duration(value["grace"])
-            except ValueError as exc:
-                problems.add(f"{what}: `grace`: {exc}", line=line_of("grace"))
+        timeout = _verify_duration(value, "timeout", what, problems, line_of)
+        given_grace = _verify_duration(value, "grace", what, problems, line_of)
+        grace = DEFAULT_GRACE if given_grace is None else given_grace
     else:
         problems.add(
             f"{what}: `verify` must be a command string or a table", line=line_of("verify")
         )
+    count = _verify_reruns(reruns, table_reruns, what=what, problems=problems, line_of=line_of)
+    if len(problems.items) > before:
+        return None
+    return VerifyConfig(lanes=tuple(lanes), reruns=count, timeout=timeout, grace=grace)
+
+
+def _verify_lanes(
+    table: dict[str, Any],
+    *,
+    what: str,
+    problems: Problems,
+    line_of: Callable[[str], int | None],
+) -> list[tuple[str, str]]:
+    """The lanes of a `[verify]` table: one `command`, or a `lanes` table of them."""
+    command, lane_table = table.get("command"), table.get("lanes")
+    if (command is None) == (lane_table is None):
+        problems.add(f"{what}: set exactly one of `command` and `lanes`", line=line_of("verify"))
+        return []
+    if command is not None:
+        if not isinstance(command, str) or not command.strip():
+            problems.add(f"{what}: `command` must be a non-empty string", line=line_of("command"))
+            return []
+        return [("verify", command)]
+    if not isinstance(lane_table, dict) or not lane_table:
+        problems.add(f'{what}: `lanes` must be a table of lane = "command"', line=line_of("lanes"))
+        return []
+    lanes = []
+    for lane, cmd in lane_table.items():
+        why = ref_part_problem(lane)
+        if why:
+            problems.add(f"{what}: lane name `{lane}` is not valid: {why}", line=line_of(lane))
+        if not isinstance(cmd, str) or not cmd.strip():
+            problems.add(
+                f"{what}: lane `{lane}` must be a non-empty command string", line=line_of(lane)
+            )
+        else:
+            lanes.append((lane, cmd))
+    return lanes
+
+
+def _verify_duration(
+    table: dict[str, Any],
+    key: str,
+    what: str,
+    problems: Problems,
+    line_of: Callable[[str], int | None],
+) -> float | None:
+    """Seconds from `key` of a `[verify]` table; None when absent (or wrong)."""
+    if key not in table:
+        return None
+    try:
+        return parse_duration(table[key])
+    except ValueError as exc:
+        problems.add(f"{what}: `{key}`: {exc}", line=line_of(key))
+        return None
+
+
+def _verify_reruns(
+    reruns: Any,
+    table_reruns: Any,
+    *,
+    what: str,
+    problems: Problems,
+    line_of: Callable[[str], int | None],
+) -> int:
+    """Flake reruns, from `verify_reruns` or `verify.reruns` (not both)."""
     if reruns is not None and table_reruns is not None:
         problems.add(
             f"{what}: reruns are set twice (`verify_reruns` and `verify.reruns`); keep one",
             line=line_of("verify_reruns"),
         )
-    count = DEFAULT_RERUNS
     given = reruns if reruns is not None else table_reruns
-    if given is not None:
-        if isinstance(given, bool) or not isinstance(given, int) or given < 0:
-            key = "verify_reruns" if reruns is not None else "reruns"
-            problems.add(f"{what}: `{key}` must be a whole number >= 0", line=line_of(key))
-        else:
-            count = given
-    if len(problems.items) > before:
-        return None
-    return VerifyConfig(lanes=tuple(lanes), reruns=count, timeout=timeout, grace=grace)
+    if given is None:
+        return DEFAULT_RERUNS
+    if isinstance(given, bool) or not isinstance(given, int) or given < 0:
+        key = "verify_reruns" if reruns is not None else "reruns"
+        problems.add(f"{what}: `{key}` must be a whole number >= 0", line=line_of(key))
+        return DEFAULT_RERUNS
+    return given
 
 
 def _json_like(value: Any) -> bool:

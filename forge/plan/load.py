@@ -76,6 +76,11 @@ TASK_KEYS = (
 )
 
 
+def load_plan(path: Path) -> Plan:
+    """Load and check a plan file; PlanError lists every problem found."""
+    return load_plan_source(path)[0]
+
+
 def load_plan_source(path: Path) -> tuple[Plan, bytes]:
     """The plan and the exact bytes it was parsed from (to hash what was checked)."""
     shown = str(path)
@@ -330,6 +335,44 @@ class _Checker:
         def line_of(key: str) -> int | None:
             return (self.src.key_line(key, header) if header else None) or header
 
+        label, tid = self.task_id(n, table, header, line_of)
+        before = len(self.problems.items)
+        check_keys(table, TASK_KEYS, what=label, problems=self.problems, line_of=line_of)
+        title = table.get("title", tid or "")
+        if not isinstance(title, str):
+            self.problems.add(f"{label}: `title` must be a string", line=line_of("title"))
+        prompt, run = self.work(table, label, header, line_of)
+        files = self.files(table, label, line_of)
+        deps = self.deps(table, label, line_of)
+        if tid is not None:
+            # Dependencies are checked for every task with an id, even one with other
+            # problems, so a cycle through it is reported in the same pass.
+            self.dep_map[tid] = deps
+        estimate = self.estimate(table, label, line_of)
+        timeout = self.duration(table, "timeout", line_of=line_of, prefix=f"{label}: ")
+        check = self.opt(table, "check", label, line_of)
+        agent = self.opt(table, "agent", label, line_of)
+        review = self.review(table, label, line_of)
+        if tid is None or len(self.problems.items) > before:
+            return None
+        return Task(
+            id=tid,
+            title=str(title) or tid,
+            prompt=prompt,
+            run=run,
+            files=files,
+            deps=deps,
+            check=check,
+            agent=agent,
+            timeout=timeout,
+            estimate=estimate,
+            review=review,
+        )
+
+    def task_id(
+        self, n: int, table: dict[str, Any], header: int | None, line_of: Any
+    ) -> tuple[str, str | None]:
+        """The label problems name the task by, and its id (None when not usable)."""
         raw_id = table.get("id")
         if not isinstance(raw_id, str) or not raw_id:
             label = f"task #{n + 1}"
@@ -337,30 +380,29 @@ class _Checker:
                 self.problems.add(f"{label}: missing `id`", line=header)
             else:
                 self.problems.add(f"{label}: `id` must be a non-empty string", line=line_of("id"))
-            tid = None
-        else:
-            label = f"task `{raw_id}`"
-            tid = raw_id
-            why = ref_part_problem(raw_id)
-            if why:
-                self.problems.add(f"{label}: id is not valid: {why}", line=line_of("id"))
-                tid = None
-        before = len(self.problems.items)
-        check_keys(table, TASK_KEYS, what=label, problems=self.problems, line_of=line_of)
+            return label, None
+        label = f"task `{raw_id}`"
+        why = ref_part_problem(raw_id)
+        if why:
+            self.problems.add(f"{label}: id is not valid: {why}", line=line_of("id"))
+            return label, None
+        return label, raw_id
 
-        def opt(key: str) -> str | None:
-            value = table.get(key)
-            if value is None:
-                return None
-            if not isinstance(value, str) or not value.strip():
-                self.problems.add(f"{label}: `{key}` must be a non-empty string", line=line_of(key))
-                return None
-            return value
+    def opt(self, table: dict[str, Any], key: str, label: str, line_of: Any) -> str | None:
+        value = table.get(key)
+        if value is None:
+            return None
+        if not isinstance(value, str) or not value.strip():
+            self.problems.add(f"{label}: `{key}` must be a non-empty string", line=line_of(key))
+            return None
+        return value
 
-        title = table.get("title", tid or "")
-        if not isinstance(title, str):
-            self.problems.add(f"{label}: `title` must be a string", line=line_of("title"))
-        prompt, run = opt("prompt"), opt("run")
+    def work(
+        self, table: dict[str, Any], label: str, header: int | None, line_of: Any
+    ) -> tuple[str | None, str | None]:
+        """(prompt, run): a task is an agent's or a shell command's, not both."""
+        prompt = self.opt(table, "prompt", label, line_of)
+        run = self.opt(table, "run", label, line_of)
         if "prompt" not in table and "run" not in table:
             self.problems.add(
                 f"{label}: needs `prompt` (an agent task) or `run` (a shell command)", line=header
@@ -370,49 +412,34 @@ class _Checker:
                 f"{label}: has both `prompt` and `run`; a task is one or the other",
                 line=line_of("run"),
             )
-        files = self.files(table, label, line_of)
-        deps: list[str] = []
+        return prompt, run
+
+    def deps(self, table: dict[str, Any], label: str, line_of: Any) -> tuple[str, ...]:
         raw_deps = table.get("deps", [])
         if not is_str_list(raw_deps):
             self.problems.add(f"{label}: `deps` must be a list of task ids", line=line_of("deps"))
-        else:
-            deps = list(dict.fromkeys(raw_deps))  # a dep listed twice is one dep
-        if tid is not None:
-            # Dependencies are checked for every task with an id, even one with other
-            # problems, so a cycle through it is reported in the same pass.
-            self.dep_map[tid] = tuple(deps)
-        estimate: float | None = None
-        if "estimate" in table:
-            value = table["estimate"]
-            if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-                self.problems.add(
-                    f"{label}: `estimate` must be a number above 0 (a relative size)",
-                    line=line_of("estimate"),
-                )
-            else:
-                estimate = float(value)
-        timeout = self.duration(table, "timeout", line_of=line_of, prefix=f"{label}: ")
-        check, agent = opt("check"), opt("agent")
-        review: str | bool | None = None
-        if table.get("review") is False:
-            review = False  # turns the plan's reviewer off for this task
-        elif "review" in table:
-            review = opt("review")
-        if tid is None or len(self.problems.items) > before:
+            return ()
+        return tuple(dict.fromkeys(raw_deps))  # a dep listed twice is one dep
+
+    def estimate(self, table: dict[str, Any], label: str, line_of: Any) -> float | None:
+        if "estimate" not in table:
             return None
-        return Task(
-            id=tid,
-            title=str(title) or tid,
-            prompt=prompt,
-            run=run,
-            files=files,
-            deps=tuple(deps),
-            check=check,
-            agent=agent,
-            timeout=timeout,
-            estimate=estimate,
-            review=review,
-        )
+        value = table["estimate"]
+        if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+            self.problems.add(
+                f"{label}: `estimate` must be a number above 0 (a relative size)",
+                line=line_of("estimate"),
+            )
+            return None
+        return float(value)
+
+    def review(self, table: dict[str, Any], label: str, line_of: Any) -> str | bool | None:
+        """A reviewer spec, or False: the plan's reviewer is off for this task."""
+        if table.get("review") is False:
+            return False
+        if "review" in table:
+            return self.opt(table, "review", label, line_of)
+        return None
 
     def files(self, table: dict[str, Any], label: str, line_of: Any) -> tuple[str, ...]:
         raw = table.get("files")

@@ -1,7 +1,6 @@
 """The plan: frozen dataclasses for a plan and its tasks, and their defaults.
 
-Reading and checking a plan file is forge/plan_load.py's job; `load_plan` here is
-its front door.
+Reading and checking a plan file is forge/plan/load.py's job (`load_plan`).
 """
 
 from __future__ import annotations
@@ -24,7 +23,6 @@ __all__ = [
     "DEFAULT_TIMEOUT",
     "Plan",
     "Task",
-    "load_plan",
     "parse_duration",
 ]
 
@@ -230,10 +228,3 @@ def name_problem(name: str) -> str | None:
         # named so would collide with it (refs are files).
         return "a plan name cannot end in `-integration`"
     return None
-
-
-def load_plan(path: Path) -> Plan:
-    """Load and check a plan file; PlanError lists every problem found."""
-    from forge.plan.load import load_plan_source
-
-    return load_plan_source(path)[0]

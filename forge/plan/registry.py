@@ -23,8 +23,9 @@ from forge.errors import Busy, ForgeError, StateError
 from forge.git import refs
 from forge.git.repo import Repository
 from forge.plan.dag import Waves
-from forge.plan.load import load_plan_source
-from forge.plan.model import Plan, load_plan, name_problem
+from forge.plan.load import load_plan, load_plan_source
+from forge.plan.model import Plan, name_problem
+from forge.plan.names import looks_like_path, recorded_name
 
 if TYPE_CHECKING:
     from filelock import FileLock
@@ -92,16 +93,18 @@ def check(plan_path: Path) -> tuple[Plan, Waves]:
     from forge.git.repo import discover
     from forge.plan.config import load_repo_config
     from forge.plan.dag import compute_waves
-    from forge.run.next_agent import check_specs
+    from forge.plan.specs import check_specs
 
     plan = load_plan(plan_path)
     waves = compute_waves(plan)
     # The agents `forge plan` would check against: forge.toml's, when there is a
     # repository to read it from, under the plan's own.
     try:
-        defs = dict(load_repo_config(discover().root).agents)
+        root = discover().root
     except ForgeError:
-        defs = {}
+        root = None  # no repository here: only the plan's own agents
+    # A broken forge.toml is an error here as it is for `forge plan`: both must agree.
+    defs = dict(load_repo_config(root).agents) if root is not None else {}
     check_specs(plan, plan.agent_tables(defs))
     return plan, waves
 
@@ -157,7 +160,7 @@ def prepare(repo: Repository, plan_path: Path) -> Recorded:
     nothing."""
     from forge.plan.config import load_repo_config
     from forge.plan.dag import compute_waves, critical_path
-    from forge.run.next_agent import check_specs
+    from forge.plan.specs import check_specs
 
     plan, raw = load_plan_source(plan_path)
     check_specs(plan, plan.agent_tables(load_repo_config(repo.root).agents))
@@ -256,47 +259,42 @@ def _plan_name_in(path: Path) -> str:
     return path.stem
 
 
-def _looks_like_path(ref: str) -> bool:
-    return "/" in ref or ref.endswith(".toml") or ref.startswith(".")
-
-
 def resolve(repo: Repository, ref: str | None, *, cwd: Path | None = None) -> Recorded:
     """The recorded plan `ref` names: a plan name, a plan file, or None for the one
     plan recorded. Refuses a record whose source file changed since `forge plan`."""
     names = repo.state.recorded_plans()
-    listing = ", ".join(names) if names else "none"
-    if ref is None:
-        if not names:
-            raise ForgeError("no plan recorded; run `forge plan PLAN.toml` first")
-        if len(names) > 1:
-            raise ForgeError(f"several plans are recorded ({listing}); name one")
-        recorded = load_recorded(repo, names[0])
-    elif not _looks_like_path(ref) and name_problem(ref) is None and ref in names:
-        recorded = load_recorded(repo, ref)
+    name = recorded_name(names, ref)
+    if name is not None:
+        recorded = load_recorded(repo, name)
     else:
-        path = Path(ref)
-        if not path.is_absolute():
-            path = (cwd or Path.cwd()) / path
-        if not path.is_file():
-            if _looks_like_path(ref):
-                raise ForgeError(f"plan file {ref} not found")
-            raise ForgeError(f"no plan named '{ref}' is recorded (recorded: {listing})")
-        path = path.resolve()
-        found = None
-        for name in names:
-            candidate = load_recorded(repo, name)
-            if candidate.source_path == path:
-                found = candidate
-                break
-        if found is None:
-            declared = _plan_name_in(path)
-            if declared in names:
-                found = load_recorded(repo, declared)
-        if found is None:
-            raise ForgeError(f"plan file {ref} is not recorded; run `forge plan {ref}` first")
-        recorded = found
+        assert ref is not None
+        recorded = _recorded_from_file(repo, ref, names, cwd=cwd)
     _refuse_changed(recorded)
     return recorded
+
+
+def _recorded_from_file(
+    repo: Repository, ref: str, names: list[str], *, cwd: Path | None
+) -> Recorded:
+    """The record made from plan file `ref`: by its recorded source path, else by the
+    name the file declares."""
+    path = Path(ref)
+    if not path.is_absolute():
+        path = (cwd or Path.cwd()) / path
+    if not path.is_file():
+        if looks_like_path(ref):
+            raise ForgeError(f"plan file {ref} not found")
+        listing = ", ".join(names) if names else "none"
+        raise ForgeError(f"no plan named '{ref}' is recorded (recorded: {listing})")
+    path = path.resolve()
+    for name in names:
+        candidate = load_recorded(repo, name)
+        if candidate.source_path == path:
+            return candidate
+    declared = _plan_name_in(path)
+    if declared in names:
+        return load_recorded(repo, declared)
+    raise ForgeError(f"plan file {ref} is not recorded; run `forge plan {ref}` first")
 
 
 def _refuse_changed(recorded: Recorded) -> None:

@@ -3,10 +3,11 @@ JSON with the same content."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from forge.base.text import text_table
 from forge.git.repo import short_sha
 from forge.plan.model import Plan
 
@@ -15,15 +16,6 @@ if TYPE_CHECKING:
     from forge.plan.registry import Recorded
 
 _FILES_WIDTH = 60  # keep a row on one line; the full list is in --json
-
-
-def text_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
-    widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(headers)]
-
-    def line(cells: Sequence[str]) -> str:
-        return "  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip()
-
-    return [line(headers), line(["-" * w for w in widths]), *(line(r) for r in rows)]
 
 
 def _short(text: str, width: int) -> str:

@@ -13,12 +13,14 @@ import hashlib
 import os
 import threading
 import time
+import traceback
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from forge.base import faults, logs, proc
+from forge.base.files import atomic_write_text
 from forge.base.liveness import Owner
 from forge.base.settings import Settings
 from forge.base.text import one_line
@@ -28,12 +30,13 @@ from forge.git.refs import task_ref
 from forge.git.repo import Repository
 from forge.plan.model import Plan, Task
 from forge.plan.patterns import out_of_scope
-from forge.run.recovery import reset_for_attempt
+from forge.run.reset import reset_for_attempt
 from forge.run.slots import SlotPool
 from forge.run.state import (
     FAILURES,
     Attempt,
     RunState,
+    Slot,
     Stall,
     StateStore,
     Status,
@@ -43,6 +46,7 @@ from forge.run.state import (
 from forge.verify import environment
 
 if TYPE_CHECKING:
+    from forge.agents.definition import AgentDef
     from forge.agents.spec import AgentSpec
 
 
@@ -148,8 +152,33 @@ def run_attempt(
         outcome = _steps(ctx, task, ts, attempt, attempt_dir, spec=spec, fresh=fresh)
     except _Stop as stop:
         outcome = stop.outcome
-    except Exception as exc:  # a bug or an unexpected git failure: record, don't lose state
-        outcome = Outcome(Status.FAILED, f"forge error: {exc}")
+    except Exception as exc:  # noqa: BLE001 a bug or an unexpected git failure: record, don't lose state
+        outcome = Outcome(Status.FAILED, _keep_traceback(attempt_dir, exc))
+    except BaseException as exc:
+        # Ctrl-C or SystemExit reaching this thread stops the run; it is not the
+        # task's failure: the attempt is INTERRUPTED (spent nothing) and the
+        # exception goes on to the caller.
+        ctx.stop.set()
+        interrupted = Outcome(Status.INTERRUPTED, f"forge was stopped ({exc!r})")
+        _finish(ctx, task, ts, attempt, interrupted, started)
+        raise
+    return _finish(ctx, task, ts, attempt, outcome, started)
+
+
+def _keep_traceback(attempt_dir: Path, exc: Exception) -> str:
+    """Write the traceback of an unexpected exception beside the attempt's logs and
+    return the reason that points at it (the message alone rarely tells the bug)."""
+    path = attempt_dir / "forge-error.txt"
+    try:
+        atomic_write_text(path, "".join(traceback.format_exception(exc)))
+    except OSError:
+        return f"forge error: {exc}"
+    return f"forge error: {exc} (traceback in {path})"
+
+
+def _finish(
+    ctx: RunContext, task: Task, ts: TaskState, attempt: Attempt, outcome: Outcome, started: float
+) -> Outcome:
     if outcome.status == Status.MERGED and ctx.remote is None:
         ctx.slots.release(task.id)  # its MERGED state was saved by the merge
     with ctx.store.lock:
@@ -175,7 +204,6 @@ def _steps(
     spec: AgentSpec | None,
     fresh: bool,
 ) -> Outcome:
-    repo = ctx.repo
     assert ts.base is not None and ts.branch is not None
     if ctx.remote is not None:
         done = ctx.remote.attempt(ctx, task, ts, attempt, attempt_dir, spec=spec, fresh=fresh)
@@ -184,6 +212,39 @@ def _steps(
         faults.point("before-merge")
         _check_stop(ctx)
         return _merge(ctx, task, ts, attempt, attempt_dir, done)
+    path, start_head, slot, new = _prepare_slot(ctx, task, ts, fresh=fresh)
+    env = _setup(ctx, attempt, attempt_dir, path, slot, new)
+    limit = _timeout_of(ctx, task, spec)
+    work_started = time.monotonic()
+    outcome = _run_work(
+        ctx, task, ts, attempt, attempt_dir, path, spec=spec, timeout=limit, env=env
+    )
+    message = f"forge: {ctx.plan.name}/{task.id} attempt {attempt.number}\n\n{task.title}"
+    if outcome is not None:
+        _keep_judged_work(ctx, ts, attempt, path, outcome, message, start_head)
+        return outcome
+    faults.point("after-agent")
+    head = _commit_and_judge(ctx, task, ts, attempt, path, message, start_head)
+    if isinstance(head, Outcome):
+        return head
+    checked = _check(ctx, task, attempt, attempt_dir, path, env, limit, work_started)
+    if checked is not None:
+        return checked
+    reviewed = _review(ctx, task, ts, attempt, attempt_dir, path, head, start_head)
+    if reviewed is not None:
+        return reviewed
+    faults.point("before-merge")
+    _check_stop(ctx)
+    return _merge(ctx, task, ts, attempt, attempt_dir, head)
+
+
+def _prepare_slot(
+    ctx: RunContext, task: Task, ts: TaskState, *, fresh: bool
+) -> tuple[Path, str, Slot, bool]:
+    """A slot on the task's branch, reset to where this attempt starts. Returns (its
+    path, the commit the attempt starts from, the slot, whether it is new)."""
+    repo = ctx.repo
+    assert ts.base is not None and ts.branch is not None
     # The branch: created at the pinned base on the first attempt.
     if repo.ref_value(ts.branch) is None:
         repo.update_ref(ts.branch, ts.base, None, message="forge: task branch")
@@ -206,7 +267,13 @@ def _steps(
         ctx.save(task.id)
     worktrees.move(repo, path, ts.branch, clean_all=ctx.plan.clean == "all", known_clean=True)
     _check_stop(ctx)
+    return path, start_head, slot, new
 
+
+def _setup(
+    ctx: RunContext, attempt: Attempt, attempt_dir: Path, path: Path, slot: Slot, new: bool
+) -> dict[str, str]:
+    """The plan's setup in the slot when it needs it; returns the plan's environment."""
     env = environment.expand(ctx.plan.env, path)
     digest = environment.setup_hash(ctx.plan.setup, ctx.plan.env)
     # Once per slot, and again when the setup or env changed, or when `clean = "all"`
@@ -230,25 +297,43 @@ def _steps(
         environment.mark_set_up(path, digest)
     if new:
         ctx.slots.mark_setup(slot)
+    return env
 
-    limit = _timeout_of(ctx, task, spec)
-    work_started = time.monotonic()
-    outcome = _run_work(
-        ctx, task, ts, attempt, attempt_dir, path, spec=spec, timeout=limit, env=env
-    )
-    message = f"forge: {ctx.plan.name}/{task.id} attempt {attempt.number}\n\n{task.title}"
-    if outcome is not None:
-        if outcome.status in (Status.FAILED, Status.TIMEOUT):
-            # Keep what a judged attempt left, so the retry fixes its own work.
-            commit = worktrees.commit_all(
-                repo, path, message + "\n\n(failed attempt)", branch=ts.branch
-            )
-            if commit != start_head:
-                attempt.commit = commit
-                attempt.diff_hash = _diff_hash(repo, ts.base, commit)
-        return outcome
-    faults.point("after-agent")
 
+def _keep_judged_work(
+    ctx: RunContext,
+    ts: TaskState,
+    attempt: Attempt,
+    path: Path,
+    outcome: Outcome,
+    message: str,
+    start_head: str,
+) -> None:
+    """Keep what a judged attempt left, so the retry fixes its own work."""
+    repo = ctx.repo
+    assert ts.base is not None and ts.branch is not None
+    if outcome.status in (Status.FAILED, Status.TIMEOUT):
+        commit = worktrees.commit_all(
+            repo, path, message + "\n\n(failed attempt)", branch=ts.branch
+        )
+        if commit != start_head:
+            attempt.commit = commit
+            attempt.diff_hash = _diff_hash(repo, ts.base, commit)
+
+
+def _commit_and_judge(
+    ctx: RunContext,
+    task: Task,
+    ts: TaskState,
+    attempt: Attempt,
+    path: Path,
+    message: str,
+    start_head: str,
+) -> str | Outcome:
+    """Commit the work and judge the change itself: empty, out of scope, or the same
+    as a rejected one. Returns the commit, or the outcome that ends the attempt."""
+    repo = ctx.repo
+    assert ts.base is not None and ts.branch is not None
     head = worktrees.commit_all(repo, path, message, branch=ts.branch)
     faults.point("after-commit")
     if head == start_head:
@@ -294,40 +379,51 @@ def _steps(
         )
     with ctx.store.lock:
         ctx.save(task.id)
+    return head
 
-    if task.check:
-        log = attempt_dir / "check.log"
-        # The attempt's timeout covers the check: it gets what the agent left.
-        left = limit - (time.monotonic() - work_started)
-        if left <= 0:
-            attempt.feedback_source = "check"
-            return Outcome(
-                Status.TIMEOUT, f"check not run: the attempt's {limit:g}s timeout was used up"
-            )
-        res = _group(ctx, task.check, cwd=path, log=log, attempt=attempt, timeout=left, env=env)
-        # The check may have written into the worktree; the work is committed, so
-        # restore the tree to it (a later attempt must start from the commit).
-        repo.try_git("reset", "--quiet", "--hard", cwd=path)
-        repo.try_git("clean", "-fdq", cwd=path)
-        if res.stopped:
-            return Outcome(Status.INTERRUPTED, "stopped during the check")
-        if res.timed_out:
-            attempt.log = str(log)
-            attempt.feedback_source = "check"
-            return Outcome(
-                Status.TIMEOUT,
-                f"check timed out (the attempt's {limit:g}s timeout includes the check)",
-            )
-        if res.returncode != 0:
-            attempt.log = str(log)
-            attempt.feedback_source = "check"
-            return Outcome(Status.FAILED, f"check failed: {_last_line(log)}")
-    reviewed = _review(ctx, task, ts, attempt, attempt_dir, path, head, start_head)
-    if reviewed is not None:
-        return reviewed
-    faults.point("before-merge")
-    _check_stop(ctx)
-    return _merge(ctx, task, ts, attempt, attempt_dir, head)
+
+def _check(
+    ctx: RunContext,
+    task: Task,
+    attempt: Attempt,
+    attempt_dir: Path,
+    path: Path,
+    env: dict[str, str],
+    limit: float,
+    work_started: float,
+) -> Outcome | None:
+    """The task's own check, on the committed work, in what is left of the attempt's
+    time. None when it passed (or there is none)."""
+    repo = ctx.repo
+    if not task.check:
+        return None
+    log = attempt_dir / "check.log"
+    # The attempt's timeout covers the check: it gets what the agent left.
+    left = limit - (time.monotonic() - work_started)
+    if left <= 0:
+        attempt.feedback_source = "check"
+        return Outcome(
+            Status.TIMEOUT, f"check not run: the attempt's {limit:g}s timeout was used up"
+        )
+    res = _group(ctx, task.check, cwd=path, log=log, attempt=attempt, timeout=left, env=env)
+    # The check may have written into the worktree; the work is committed, so
+    # restore the tree to it (a later attempt must start from the commit).
+    repo.try_git("reset", "--quiet", "--hard", cwd=path)
+    repo.try_git("clean", "-fdq", cwd=path)
+    if res.stopped:
+        return Outcome(Status.INTERRUPTED, "stopped during the check")
+    if res.timed_out:
+        attempt.log = str(log)
+        attempt.feedback_source = "check"
+        return Outcome(
+            Status.TIMEOUT,
+            f"check timed out (the attempt's {limit:g}s timeout includes the check)",
+        )
+    if res.returncode != 0:
+        attempt.log = str(log)
+        attempt.feedback_source = "check"
+        return Outcome(Status.FAILED, f"check failed: {_last_line(log)}")
+    return None
 
 
 def _timeout_of(ctx: RunContext, task: Task, spec: AgentSpec | None) -> float:
@@ -362,91 +458,26 @@ def _run_work(
         res = _group(ctx, task.run, cwd=path, log=log, attempt=attempt, timeout=timeout, env=env)
         defn = None
     else:
-        from forge.agents import spec as agents
-        from forge.run import feedback
-
-        defn, spec = agents.resolve(spec, ctx.agent_defs)
-        missing = agents.check_binary(defn)
-        if missing:
-            return Outcome(
-                Status.INFRA,
-                f"binary-missing: {missing}",
-                infra_kind="binary-missing",
-                infra_agent=defn.name,
-            )
-        prompt_file = attempt_dir / "prompt.md"
-        fb = feedback.for_retry(ctx.repo, ts) if len(ts.attempts) > 1 else None
-        feedback_file = None
-        if fb is not None:
-            feedback_file = attempt_dir / "feedback.md"
-            feedback_file.write_text(feedback.render(fb))
-        told = counted(ts.attempts[:-1]) + 1  # INFRA tries are not attempts
-        feedback.write_prompt(defn, prompt_file, plan=ctx.plan.name, task=task, attempt=told, fb=fb)
-        argv, stdin = agents.render_command(
-            defn, spec, prompt_file=prompt_file, task=task.id, worktree=path
+        started = _run_agent(
+            ctx, task, ts, attempt, attempt_dir, path, log, spec=spec, timeout=timeout, env=env
         )
-        agent_env = agents.agent_env(
-            defn,
-            spec,
-            task=task.id,
-            attempt=told,
-            prompt_file=prompt_file,
-            feedback_file=feedback_file,
-            state_dir=ctx.logs.parent / "agent-state",
-            worktree=path,
-        )
-        from forge.run.watch import infra_watch
-
-        with infra_watch(log, defn, ctx.stop) as watch:
-            res = _group(
-                ctx,
-                argv,
-                cwd=path,
-                log=log,
-                attempt=attempt,
-                timeout=timeout,
-                env={**env, **agent_env},
-                input_path=stdin,
-                stop=watch.event,
-            )
-        if res.stopped and watch.hit is not None and not ctx.stop.is_set():
-            # Stopped on its own outage message: read as a run that ended there.
-            res = dataclasses.replace(res, stopped=False, returncode=1)
-    # The end of the output: usage and provider errors are reported last, and a log
-    # may be as large as its cap.
-    output = logs.tail(log, logs.ANALYSIS_BYTES) if defn is not None else ""
-    if defn is not None:
-        from forge.agents import spec as agents
-
-        # Before any return: an INFRA or stopped attempt's worktree is salvaged
-        # later, and a CLI's cache (aider's tags) is never the task's work.
-        _drop_ignored(path, defn.ignore_paths)
-        usage = agents.parse_usage(defn, output)
-        if usage is not None:
-            attempt.cost_usd = usage.cost_usd
-            attempt.input_tokens = usage.input_tokens
-            attempt.output_tokens = usage.output_tokens
+        if isinstance(started, Outcome):
+            return started
+        defn, res = started
+    output = _read_agent_output(defn, attempt, path, log) if defn is not None else ""
     if res.stopped:
         return Outcome(Status.INTERRUPTED, "stopped by the user")
     if defn is not None:
-        # Read after a timeout too: a CLI that waits out an outage (reconnecting,
-        # honouring a long retry delay) looks like a slow task.
-        rc = None if res.timed_out else res.returncode
-        infra = agents.classify_failure(defn, returncode=rc, output=output)
+        infra = _infra(defn, res, output, timeout)
         if infra is not None:
-            after = f" (timed out after {timeout:g}s)" if res.timed_out else ""
-            return Outcome(
-                Status.INFRA,
-                f"{infra.kind}: {infra.message}{after}",
-                infra_retry_after=infra.retry_after,
-                infra_kind=infra.kind,
-                infra_agent=defn.name,
-            )
+            return infra
     if res.timed_out:
         what = "command" if spec is None else "agent"
         return Outcome(Status.TIMEOUT, f"{what} timed out after {timeout:g}s")
     if res.returncode != 0:
         if defn is not None:
+            from forge.agents import spec as agents
+
             if agents.is_context_overflow(output):
                 return Outcome(
                     Status.FAILED,
@@ -455,6 +486,113 @@ def _run_work(
             said = agents.failure_reason(output) or _last_line(log)
             return Outcome(Status.FAILED, f"agent exited {res.returncode}: {said}")
         return Outcome(Status.FAILED, f"command exited {res.returncode}: {_last_line(log)}")
+    return None
+
+
+def _run_agent(
+    ctx: RunContext,
+    task: Task,
+    ts: TaskState,
+    attempt: Attempt,
+    attempt_dir: Path,
+    path: Path,
+    log: Path,
+    *,
+    spec: AgentSpec,
+    timeout: float,
+    env: dict[str, str],
+) -> tuple[AgentDef, proc.GroupResult] | Outcome:
+    """Write the prompt (and the feedback of a retry) and run the agent's command,
+    watching its log for an outage. Returns (its definition, the result), or the
+    INFRA outcome of a missing binary."""
+    from forge.agents import spec as agents
+    from forge.run import feedback
+
+    defn, spec = agents.resolve(spec, ctx.agent_defs)
+    missing = agents.check_binary(defn)
+    if missing:
+        return Outcome(
+            Status.INFRA,
+            f"binary-missing: {missing}",
+            infra_kind="binary-missing",
+            infra_agent=defn.name,
+        )
+    prompt_file = attempt_dir / "prompt.md"
+    fb = feedback.for_retry(ctx.repo, ts) if len(ts.attempts) > 1 else None
+    feedback_file = None
+    if fb is not None:
+        feedback_file = attempt_dir / "feedback.md"
+        feedback_file.write_text(feedback.render(fb))
+    told = counted(ts.attempts[:-1]) + 1  # INFRA tries are not attempts
+    feedback.write_prompt(defn, prompt_file, plan=ctx.plan.name, task=task, attempt=told, fb=fb)
+    argv, stdin = agents.render_command(
+        defn, spec, prompt_file=prompt_file, task=task.id, worktree=path
+    )
+    agent_env = agents.agent_env(
+        defn,
+        spec,
+        task=task.id,
+        attempt=told,
+        prompt_file=prompt_file,
+        feedback_file=feedback_file,
+        state_dir=ctx.logs.parent / "agent-state",
+        worktree=path,
+    )
+    from forge.run.watch import infra_watch
+
+    with infra_watch(log, defn, ctx.stop) as watch:
+        res = _group(
+            ctx,
+            argv,
+            cwd=path,
+            log=log,
+            attempt=attempt,
+            timeout=timeout,
+            env={**env, **agent_env},
+            input_path=stdin,
+            stop=watch.event,
+        )
+    if res.stopped and watch.hit is not None and not ctx.stop.is_set():
+        # Stopped on its own outage message: read as a run that ended there.
+        res = dataclasses.replace(res, stopped=False, returncode=1)
+    return defn, res
+
+
+def _read_agent_output(defn: AgentDef, attempt: Attempt, path: Path, log: Path) -> str:
+    """The end of the agent's log, with its usage recorded in the attempt."""
+    from forge.agents import spec as agents
+
+    # The end of the output: usage and provider errors are reported last, and a log
+    # may be as large as its cap.
+    output = logs.tail(log, logs.ANALYSIS_BYTES)
+    # Before any return: an INFRA or stopped attempt's worktree is salvaged
+    # later, and a CLI's cache (aider's tags) is never the task's work.
+    _drop_ignored(path, defn.ignore_paths)
+    usage = agents.parse_usage(defn, output)
+    if usage is not None:
+        attempt.cost_usd = usage.cost_usd
+        attempt.input_tokens = usage.input_tokens
+        attempt.output_tokens = usage.output_tokens
+    return output
+
+
+def _infra(defn: AgentDef, res: proc.GroupResult, output: str, timeout: float) -> Outcome | None:
+    """An infrastructure failure the agent's log tells of, as an outcome."""
+    from forge.agents import spec as agents
+
+    # Read after a timeout too: a CLI that waits out an outage (reconnecting,
+    # honouring a long retry delay) looks like a slow task.
+    rc = None if res.timed_out else res.returncode
+    infra = agents.classify_failure(defn, returncode=rc, output=output)
+    if infra is not None:
+        after = f" (timed out after {timeout:g}s)" if res.timed_out else ""
+        return Outcome(
+            Status.INFRA,
+            f"{infra.kind}: {infra.message}{after}",
+            infra_retry_after=infra.retry_after,
+            infra_kind=infra.kind,
+            infra_agent=defn.name,
+        )
     return None
 
 
@@ -552,17 +690,19 @@ def _group(
         attempt.pgid = pgid
 
     return proc.run_group(
-        argv,
-        cwd=cwd,
-        log_path=log,
-        env={**ctx.settings.child_env(), **(env or {})},
-        timeout=timeout,
-        grace=ctx.settings.grace,
+        proc.GroupSpec(
+            argv,
+            cwd=cwd,
+            log_path=log,
+            env={**ctx.settings.child_env(), **(env or {})},
+            timeout=timeout,
+            grace=ctx.settings.grace,
+            tag=attempt.tag,
+            input_path=input_path,
+            cap=ctx.plan.log_cap,
+        ),
         stop=ctx.stop if stop is None else stop,
         on_start=started,
-        tag=attempt.tag,
-        input_path=input_path,
-        cap=ctx.plan.log_cap,
     )
 
 

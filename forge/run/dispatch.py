@@ -26,7 +26,7 @@ from forge.run.state import FAILURES, REDISPATCH, Stall, Status
 
 if TYPE_CHECKING:
     from forge.agents.spec import AgentSpec
-    from forge.run.runner import RunOptions
+    from forge.run.options import RunOptions
 
 INFRA_BACKOFF_CAP = 300.0
 
@@ -319,8 +319,14 @@ class Dispatcher:
         def work() -> None:
             try:
                 outcome = run_attempt(self.ctx, task, spec=spec, fresh=fresh, fallback=why)
-            except BaseException as exc:  # never let a worker die silently
+            except Exception as exc:  # noqa: BLE001 never let a worker die silently: the loop waits for it
                 outcome = Outcome(Status.FAILED, f"forge error: {exc}")
+            except BaseException:
+                # Ctrl-C or SystemExit is a stop, not a failed task (the attempt
+                # recorded itself INTERRUPTED): stop the run, let the loop see it end.
+                self.ctx.stop.set()
+                self.done.put((task.id, Outcome(Status.INTERRUPTED, "forge was stopped")))
+                raise
             self.done.put((task.id, outcome))
 
         pool.submit(work)

@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from forge.base.clock import now_iso
 from forge.base.files import StateDir, atomic_write_text
 from forge.base.liveness import Owner
 from forge.errors import ForgeError
-from forge.run.state import now_iso
 
 
 @dataclass(frozen=True)

@@ -3,19 +3,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from forge.errors import ForgeError, PlanError
-from forge.plan.model import Plan, Task
+from forge.plan.model import Task
+from forge.plan.specs import DEFAULT_AGENT
 from forge.run.state import Stall, TaskState
 
 if TYPE_CHECKING:
     from forge.agents.spec import AgentSpec
     from forge.run.attempt import RunContext
-
-DEFAULT_AGENT = "claude"
 
 
 @dataclass(frozen=True)
@@ -28,35 +25,6 @@ class NextSpec:
 
 def base_spec_text(ctx: RunContext, task: Task, ts: TaskState) -> str:
     return ts.agent or task.agent or ctx.plan.agent or DEFAULT_AGENT
-
-
-def check_specs(plan: Plan, defs: Mapping[str, Mapping[str, Any]]) -> None:
-    """Refuse a plan whose prompt tasks name an agent, model or effort that does not
-    resolve: one line per task, before anything is written."""
-    from forge.agents import spec as agents
-
-    problems = []
-    where = plan.source or plan.name
-    for what, spec in [("fallback", s) for s in plan.fallback] + [("review", plan.review)]:
-        try:
-            if spec is not None:
-                agents.resolve(spec, defs)
-        except ForgeError as exc:
-            problems.append(f"{where}: {what} agent '{spec}': {exc.message}")
-    for task in plan.tasks:
-        if task.run is not None:
-            continue
-        for what, spec in (
-            ("agent", task.agent or plan.agent or DEFAULT_AGENT),
-            ("review", task.review if isinstance(task.review, str) else None),
-        ):
-            try:
-                if spec is not None:
-                    agents.resolve(spec, defs)
-            except ForgeError as exc:
-                problems.append(f"{where}: task '{task.id}': {what} '{spec}': {exc.message}")
-    if problems:
-        raise PlanError(problems)
 
 
 def next_spec(

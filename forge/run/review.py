@@ -101,16 +101,18 @@ def judge(
     timeout = ctx.plan.timeout_of(task, defn.timeout)
     stop: threading.Event = ctx.stop
     res = proc.run_group(
-        argv,
-        cwd=worktree,
-        log_path=log,
-        env={**ctx.settings.child_env(), **env},
-        timeout=timeout,
-        grace=ctx.settings.grace,
+        proc.GroupSpec(
+            argv,
+            cwd=worktree,
+            log_path=log,
+            env={**ctx.settings.child_env(), **env},
+            timeout=timeout,
+            grace=ctx.settings.grace,
+            tag=attempt.tag,
+            input_path=stdin,
+        ),
         stop=stop,
         on_start=on_start,
-        tag=attempt.tag,
-        input_path=stdin,
     )
     output = log.read_text(errors="replace") if log.exists() else ""
     usage = agents.parse_usage(defn, output)

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from forge.base import proc
+from forge.base.clock import now_iso
 from forge.base.files import plan_lock
 from forge.errors import ExitCode, ForgeError
 from forge.git import worktrees
@@ -22,20 +23,10 @@ from forge.plan.model import Plan
 from forge.plan.registry import Recorded
 from forge.run import reconcile, recovery
 from forge.run.attempt import Remote, RunContext
+from forge.run.options import RunOptions
 from forge.run.slots import SlotPool
-from forge.run.state import RunState, StateStore, Status, now_iso
+from forge.run.state import RunState, StateStore, Status
 from forge.verify.records import Verdict, VerifyRecord
-
-
-@dataclass(frozen=True)
-class RunOptions:
-    max_parallel: int | None = None
-    retry_failed: int = 0
-    infra_retries: int = 3
-    only: str | None = None  # `forge retry TASK`: run just this task
-    fresh: bool = False
-    agent: str | None = None  # `forge retry --agent SPEC`
-    verify: bool = True
 
 
 @dataclass
@@ -74,7 +65,7 @@ def run_plan(
     remote: Callable[[Plan], contextlib.AbstractContextManager[Remote]] | None = None,
 ) -> RunReport:
     plan = recorded.plan
-    from forge.run.next_agent import check_specs
+    from forge.plan.specs import check_specs
 
     defs = agent_defs(repo, plan)
     check_specs(plan, defs)  # forge.toml may have changed since `forge plan`
@@ -90,38 +81,15 @@ def run_plan(
     proc.become_subreaper()
     with plan_lock(repo.state, plan.name, command="forge run") as owner:
         store = StateStore(repo.state, plan.name)
-        had_state = store.load_existing() is not None
-        state = store.load([t.id for t in plan.tasks])
-        reconcile.check_integration_is_ours(repo, plan.name, state if had_state else None)
-        state.started = now_iso()
-        state.finished = None
-        state.paused = None
         started = time.monotonic()
-        existed = repo.ref_value(state.integration) is not None
-        integration = ensure_integration(repo, state.integration, recorded.base_commit)
-        if not existed:
-            _forget_lost_merges(state)
-        store.save(state)
+        state, integration = _open_state(repo, recorded, store)
         logs = repo.state.logs_dir(plan.name)
-        root = repo.worktrees_root() / plan.name
         report = RunReport(plan.name, state, ExitCode.OK, logs, integration)
         try:
-            report.recovered = recovery.recover(repo, plan, state, store, on_event=on_event)
-            for tid in list(state.tasks):  # a task dropped from the plan since
-                if plan.find_task(tid) is None and state.tasks[tid].status != Status.MERGED:
-                    notes = recovery.drop_task(repo, plan, state, tid)
-                    report.recovered += notes
-                    for note in notes:
-                        on_event(note)
-            store.save(state)
-            if options.agent and options.only:
-                state.tasks[options.only].agent = options.agent
-                store.save(state)
-            if options.only and options.fresh:
-                only = plan.find_task(options.only)
-                if only is not None and reconcile.reopen_changed(state, only):
-                    store.save(state)
-            slots = SlotPool(repo, root, state, store, clean_all=plan.clean == "all")
+            report.recovered = _recover(repo, plan, state, store, options, on_event)
+            slots = SlotPool(
+                repo, repo.worktrees_root() / plan.name, state, store, clean_all=plan.clean == "all"
+            )
             slots.free_merged()
             ctx = RunContext(
                 repo=repo,
@@ -135,37 +103,115 @@ def run_plan(
                 owner=owner,
                 on_change=lambda tid: on_change(state, tid),
             )
-            prewarm = Prewarm(repo, plan)
-            if options.verify and integration:
-                # From the start: slots are made one or two at a time, so a core is
-                # free for the verification's checkouts, which then only move at the end.
-                prewarm.start(integration)
-            from forge.run.dispatch import Dispatcher
-
-            try:
-                with remote(plan) if remote else contextlib.nullcontext() as ctx.remote:
-                    Dispatcher(ctx, recorded, options, on_event).loop()
-            finally:
-                slots.wait()
-            prewarm.join()
-            report.paused = state.paused
-            report.integration_head = repo.ref_value(state.integration)
-            if stop.is_set():
-                report.interrupted = True
-            elif options.verify and report.integration_head and not state.paused:
-                report.verification = _verify(repo, plan, report.integration_head, stop, on_event)
-                state.verification = report.verification
-                if stop.is_set():
-                    report.interrupted = True
+            _dispatch(ctx, recorded, options, integration, on_event=on_event, remote=remote)
+            _conclude(repo, plan, report, options, stop, on_event=on_event)
         finally:
-            for slot in state.slots.values():  # measured here so `forge status` stays fast
-                path = Path(slot.path)
-                slot.bytes = worktrees.disk_usage(path) if path.exists() else 0
-            state.finished = now_iso()
-            state.wall_seconds = round(time.monotonic() - started, 3)
-            store.save(state)
-        report.exit_code = exit_code(plan, state, report, only=options.only)
+            _close_state(state, store, started)
+        report.exit_code = exit_code(state, report, only=options.only)
         return report
+
+
+def _open_state(repo: Repository, recorded: Recorded, store: StateStore) -> tuple[RunState, str]:
+    """The plan's run state, stamped as started, and its integration head (the
+    branch created at the plan's base on first use)."""
+    had_state = store.load_existing() is not None
+    state = store.load([t.id for t in recorded.plan.tasks])
+    reconcile.check_integration_is_ours(repo, recorded.plan.name, state if had_state else None)
+    state.started = now_iso()
+    state.finished = None
+    state.paused = None
+    existed = repo.ref_value(state.integration) is not None
+    integration = ensure_integration(repo, state.integration, recorded.base_commit)
+    if not existed:
+        _forget_lost_merges(state)
+    store.save(state)
+    return state, integration
+
+
+def _recover(
+    repo: Repository,
+    plan: Plan,
+    state: RunState,
+    store: StateStore,
+    options: RunOptions,
+    on_event: Callable[[str], None],
+) -> list[str]:
+    """What an earlier run left: crash recovery, tasks dropped from the plan since;
+    then `forge retry --agent`'s choice. Returns the notes said to the user."""
+    recovered = recovery.recover(repo, state, store, on_event=on_event)
+    for tid in list(state.tasks):  # a task dropped from the plan since
+        if plan.find_task(tid) is None and state.tasks[tid].status != Status.MERGED:
+            notes = recovery.drop_task(repo, plan, state, tid)
+            recovered += notes
+            for note in notes:
+                on_event(note)
+    store.save(state)
+    if options.agent and options.only:
+        state.tasks[options.only].agent = options.agent
+        store.save(state)
+    if options.only and options.fresh:
+        only = plan.find_task(options.only)
+        if only is not None and reconcile.reopen_changed(state, only):
+            store.save(state)
+    return recovered
+
+
+def _dispatch(
+    ctx: RunContext,
+    recorded: Recorded,
+    options: RunOptions,
+    integration: str,
+    *,
+    on_event: Callable[[str], None],
+    remote: Callable[[Plan], contextlib.AbstractContextManager[Remote]] | None,
+) -> None:
+    """Run the dispatch loop to its end, with the verification checkouts made
+    meanwhile."""
+    prewarm = Prewarm(ctx.repo, ctx.plan)
+    if options.verify and integration:
+        # From the start: slots are made one or two at a time, so a core is
+        # free for the verification's checkouts, which then only move at the end.
+        prewarm.start(integration)
+    from forge.run.dispatch import Dispatcher
+
+    try:
+        with remote(ctx.plan) if remote else contextlib.nullcontext() as ctx.remote:
+            Dispatcher(ctx, recorded, options, on_event).loop()
+    finally:
+        ctx.slots.wait()
+    prewarm.join()
+
+
+def _conclude(
+    repo: Repository,
+    plan: Plan,
+    report: RunReport,
+    options: RunOptions,
+    stop: threading.Event,
+    *,
+    on_event: Callable[[str], None],
+) -> None:
+    """After the dispatch: verify the integration head unless stopped or paused."""
+    state = report.state
+    report.paused = state.paused
+    report.integration_head = repo.ref_value(state.integration)
+    if stop.is_set():
+        report.interrupted = True
+    elif options.verify and report.integration_head and not state.paused:
+        report.verification = _verify(repo, plan, report.integration_head, stop, on_event)
+        state.verification = report.verification
+        if stop.is_set():
+            report.interrupted = True
+
+
+def _close_state(state: RunState, store: StateStore, started: float) -> None:
+    """Written even when the run crashed: a crashed run has a wall time too."""
+    for slot in state.slots.values():  # measured here so `forge status` stays fast
+        path = Path(slot.path)
+        slot.bytes = worktrees.disk_usage(path) if path.exists() else 0
+    state.finished = now_iso()
+    state.wall_seconds = round(time.monotonic() - started, 3)
+    store.save(state)
 
 
 def _forget_lost_merges(state: RunState) -> None:
@@ -230,7 +276,7 @@ def _verify(
     )
 
 
-def exit_code(plan: Plan, state: RunState, report: RunReport, *, only: str | None) -> ExitCode:
+def exit_code(state: RunState, report: RunReport, *, only: str | None) -> ExitCode:
     if report.interrupted:
         return ExitCode.INTERRUPTED
     if state.paused:

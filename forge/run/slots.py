@@ -83,7 +83,7 @@ class SlotPool:
     def _make(self, slot: Slot, base: str) -> None:
         try:
             worktrees.add(self.repo, Path(slot.path), base)
-        except Exception as exc:  # the dispatcher falls back to making it in the task
+        except Exception as exc:  # noqa: BLE001 the dispatcher makes it in the task instead, and says why
             self.error = str(exc)
         finally:
             with self._lock:

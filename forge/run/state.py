@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field, fields
-from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 from forge.base import shape
+from forge.base.clock import now_iso
 from forge.base.files import SCHEMA_VERSION, StateDir, read_json, write_json
 from forge.base.liveness import Owner
 from forge.errors import StateError
@@ -54,10 +54,6 @@ UNCOUNTED = frozenset({Status.INFRA, Status.INTERRUPTED})
 
 def counted(attempts: list[Attempt]) -> int:
     return sum(1 for a in attempts if a.status not in UNCOUNTED)
-
-
-def now_iso() -> str:
-    return datetime.now(UTC).isoformat(timespec="seconds")
 
 
 @dataclass

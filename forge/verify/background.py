@@ -88,7 +88,7 @@ def wait_gone(owner: Owner, *, timeout: float) -> bool:
     return True
 
 
-def supersede(repo: Repository, old: Running, *, log: Any = print) -> None:
+def supersede(old: Running, *, log: Any = print) -> None:
     """Stop an older background verification and wait until all its processes are gone."""
     log(
         f"forge: stopping the background verification of {short_sha(old.commit)} ({old.owner.describe()})"
@@ -124,7 +124,7 @@ def run(
             if old.commit == commit:
                 print(f"forge: {short_sha(commit)} is already being verified")
                 return None
-            supersede(repo, old)
+            supersede(old)
         me = Owner.me("background verification")
         write_json(
             _running_file(repo),

@@ -155,7 +155,7 @@ def _run_lanes(
                 results[name] = LaneResult(name, command, Verdict.INTERRUPTED, ())
             else:
                 results[name] = _run_lane(repo, base, config, co, name, command, stop, emit)
-        except BaseException as exc:  # reported by the caller's thread, after the join
+        except BaseException as exc:  # noqa: BLE001 re-raised by the caller's thread after the join
             errors.append(exc)
             results[name] = LaneResult(name, command, Verdict.FAIL, ())
 
@@ -204,14 +204,16 @@ def _run_lane(
         before = co.fingerprint()
         co.begin_run()
         res = proc.run_group(
-            command,
-            cwd=co.path,
-            log_path=log,
-            env={**repo.settings.child_env(), **env},
-            timeout=config.timeout,
-            grace=config.grace,
+            proc.GroupSpec(
+                command,
+                cwd=co.path,
+                log_path=log,
+                env={**repo.settings.child_env(), **env},
+                timeout=config.timeout,
+                grace=config.grace,
+                tag=lane_tag(repo, base.key, name),
+            ),
             stop=stop,
-            tag=lane_tag(repo, base.key, name),
         )
         changed = co.fingerprint().changes_since(before)
         if changed:
@@ -268,14 +270,16 @@ def _setup(
     before = co.fingerprint()
     co.begin_run()
     res = proc.run_group(
-        config.setup,
-        cwd=co.path,
-        log_path=log,
-        timeout=config.setup_timeout,
-        grace=config.grace,
+        proc.GroupSpec(
+            config.setup,
+            cwd=co.path,
+            log_path=log,
+            timeout=config.setup_timeout,
+            grace=config.grace,
+            tag=lane_tag(repo, base.key, name),
+            env={**repo.settings.child_env(), **env},
+        ),
         stop=stop,
-        tag=lane_tag(repo, base.key, name),
-        env={**repo.settings.child_env(), **env},
     )
     # What setup makes (an environment, build output) must be ignored by git: the
     # checkout is compared before and after each lane run and restored.

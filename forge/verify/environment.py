@@ -9,7 +9,6 @@ and `env` values may name the worktree: `PATH = "{worktree}/.venv/bin:$PATH"`.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
@@ -68,10 +67,3 @@ def mark_set_up(worktree: Path, digest: str) -> None:
     admin = _admin_dir(worktree)
     if admin is not None:
         (admin / _MARKER).write_text(digest + "\n")
-
-
-def forget_set_up(worktree: Path) -> None:
-    admin = _admin_dir(worktree)
-    if admin is not None:
-        with contextlib.suppress(FileNotFoundError):
-            (admin / _MARKER).unlink()

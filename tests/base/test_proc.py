@@ -43,11 +43,10 @@ def test_run_group_exit_code_and_log(tmp_path: Path) -> None:
     log = tmp_path / "out.log"
     starts: list[int] = []
     res = proc.run_group(
-        "echo hello; echo oops >&2; exit 3",
-        cwd=tmp_path,
-        log_path=log,
+        proc.GroupSpec(
+            "echo hello; echo oops >&2; exit 3", cwd=tmp_path, log_path=log, tag="t-basic"
+        ),
         on_start=starts.append,
-        tag="t-basic",
     )
     assert res.returncode == 3
     assert not res.timed_out and not res.stopped
@@ -59,11 +58,13 @@ def test_env_is_cleaned_and_tagged(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     monkeypatch.setenv("GIT_DIR", "/nowhere")
     log = tmp_path / "env.log"
     proc.run_group(
-        'echo "dir=${GIT_DIR-unset} tag=$FORGE_PROC_TAG x=$X"',
-        cwd=tmp_path,
-        log_path=log,
-        env={"X": "1"},
-        tag="t-env",
+        proc.GroupSpec(
+            'echo "dir=${GIT_DIR-unset} tag=$FORGE_PROC_TAG x=$X"',
+            cwd=tmp_path,
+            log_path=log,
+            env={"X": "1"},
+            tag="t-env",
+        )
     )
     assert "dir=unset tag=t-env x=1" in log.read_text()
 
@@ -71,13 +72,15 @@ def test_env_is_cleaned_and_tagged(tmp_path: Path, monkeypatch: pytest.MonkeyPat
 def test_input_path_feeds_stdin(tmp_path: Path) -> None:
     (tmp_path / "in.txt").write_text("from a file\n")
     log = tmp_path / "in.log"
-    proc.run_group(["cat"], cwd=tmp_path, log_path=log, input_path=tmp_path / "in.txt")
+    proc.run_group(
+        proc.GroupSpec(["cat"], cwd=tmp_path, log_path=log, input_path=tmp_path / "in.txt")
+    )
     assert "from a file" in log.read_text()
 
 
 def test_missing_binary_is_127(tmp_path: Path) -> None:
     log = tmp_path / "x.log"
-    res = proc.run_group(["no-such-binary-forge"], cwd=tmp_path, log_path=log)
+    res = proc.run_group(proc.GroupSpec(["no-such-binary-forge"], cwd=tmp_path, log_path=log))
     assert res.returncode == 127 and res.pgid == 0
     assert "cannot run `no-such-binary-forge`" in log.read_text()
 
@@ -90,12 +93,14 @@ def test_timeout_kills_stubborn_group_with_grandchildren(tmp_path: Path, tag: st
         daemon=True,
         target=lambda: box.append(
             proc.run_group(
-                [sys.executable, str(STUBBORN), str(pidfile)],
-                cwd=tmp_path,
-                log_path=log,
-                timeout=1.5,
-                grace=0.3,
-                tag=tag,
+                proc.GroupSpec(
+                    [sys.executable, str(STUBBORN), str(pidfile)],
+                    cwd=tmp_path,
+                    log_path=log,
+                    timeout=1.5,
+                    grace=0.3,
+                    tag=tag,
+                )
             )
         ),
     )
@@ -120,12 +125,14 @@ def test_stop_event_stops_group(tmp_path: Path, tag: str) -> None:
         daemon=True,
         target=lambda: box.append(
             proc.run_group(
-                [sys.executable, str(STUBBORN), str(pidfile)],
-                cwd=tmp_path,
-                log_path=tmp_path / "s.log",
-                grace=0.3,
+                proc.GroupSpec(
+                    [sys.executable, str(STUBBORN), str(pidfile)],
+                    cwd=tmp_path,
+                    log_path=tmp_path / "s.log",
+                    grace=0.3,
+                    tag=tag,
+                ),
                 stop=stop,
-                tag=tag,
             )
         ),
     )
@@ -149,12 +156,14 @@ def test_polite_group_stops_on_term_without_kill(tmp_path: Path, tag: str) -> No
         daemon=True,
         target=lambda: box.append(
             proc.run_group(
-                f"touch {marker}; sleep 60 & sleep 60; wait",
-                cwd=tmp_path,
-                log_path=log,
-                grace=5,
+                proc.GroupSpec(
+                    f"touch {marker}; sleep 60 & sleep 60; wait",
+                    cwd=tmp_path,
+                    log_path=log,
+                    grace=5,
+                    tag=tag,
+                ),
                 stop=stop,
-                tag=tag,
             )
         ),
     )
@@ -171,7 +180,9 @@ def test_leader_exit_leaves_no_daemon(tmp_path: Path, tag: str) -> None:
     log = tmp_path / "d.log"
     pidfile = tmp_path / "daemon.pid"
     res = proc.run_group(
-        f"sleep 60 & echo $! > {pidfile}; exit 0", cwd=tmp_path, log_path=log, grace=1, tag=tag
+        proc.GroupSpec(
+            f"sleep 60 & echo $! > {pidfile}; exit 0", cwd=tmp_path, log_path=log, grace=1, tag=tag
+        )
     )
     assert res.returncode == 0
     pid = int(pidfile.read_text())
@@ -187,12 +198,14 @@ def test_setsid_escapee_is_found_by_tag(tmp_path: Path) -> None:
         daemon=True,
         target=lambda: box.append(
             proc.run_group(
-                [sys.executable, str(STUBBORN), str(pidfile), "--escape"],
-                cwd=tmp_path,
-                log_path=tmp_path / "e.log",
-                grace=0.3,
+                proc.GroupSpec(
+                    [sys.executable, str(STUBBORN), str(pidfile), "--escape"],
+                    cwd=tmp_path,
+                    log_path=tmp_path / "e.log",
+                    grace=0.3,
+                    tag="t-escape",
+                ),
                 stop=stop,
-                tag="t-escape",
             )
         ),
     )
@@ -233,9 +246,7 @@ def test_parallel_groups_keep_their_own_exit_codes(tmp_path: Path) -> None:
 
     def one(i: int) -> None:
         results[i] = proc.run_group(
-            f"sleep 0.{i}; exit {i}",
-            cwd=tmp_path,
-            log_path=tmp_path / f"{i}.log",
+            proc.GroupSpec(f"sleep 0.{i}; exit {i}", cwd=tmp_path, log_path=tmp_path / f"{i}.log"),
             stop=stop if i == 0 else None,
         )
 

@@ -9,7 +9,7 @@ import pytest
 
 from forge.errors import PlanError
 from forge.plan.config import load_repo_config
-from forge.plan.model import load_plan
+from forge.plan.load import load_plan
 
 TABLE = """\
 [agents.mine]

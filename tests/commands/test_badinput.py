@@ -57,7 +57,7 @@ def _forge_repo(repo: Path) -> Repository:
     return discover(repo)
 
 
-def _craft_state(repo: Path, *, status: str = Status.MERGED, verdict: str | None = None) -> str:
+def _craft_state(repo: Path, *, status: Status = Status.MERGED, verdict: str | None = None) -> str:
     """A state in which task `a` reached `status`, its work (a.txt) on integration,
     and (if `verdict`) a verification record of the integration head."""
     r = _forge_repo(repo)

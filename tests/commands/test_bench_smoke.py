@@ -11,9 +11,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 BENCH = Path(__file__).resolve().parents[2] / "bench" / "bench.py"
 
 
+@pytest.mark.slow
 def test_quick_overhead_bench_runs_and_prints_ratios() -> None:
     cp = subprocess.run(
         [sys.executable, str(BENCH), "--quick", "overhead"],

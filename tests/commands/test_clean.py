@@ -55,6 +55,7 @@ def forge_temp_files(repo: Path) -> list[Path]:
     return [p for p in (repo / ".git/forge").rglob("*") if _is_temp(p)] + temp_files()
 
 
+@pytest.mark.slow
 def test_status_shows_worktrees_and_disk_use(repo: Path, tmp_path: Path) -> None:
     _run_mixed(repo, tmp_path)
     cp = run_forge(repo, "status", "--json")
@@ -68,6 +69,7 @@ def test_status_shows_worktrees_and_disk_use(repo: Path, tmp_path: Path) -> None
     assert "holds bad" in text and ("KiB" in text or " B " in text)
 
 
+@pytest.mark.slow
 def test_clean_all_clears_every_plan(repo: Path, tmp_path: Path) -> None:
     _run_mixed(repo, tmp_path, "p")
     _run_mixed(repo, tmp_path, "q")
@@ -90,6 +92,7 @@ def test_clean_all_clears_every_plan(repo: Path, tmp_path: Path) -> None:
     assert "kept branch forge/p-integration" in cp.stdout
 
 
+@pytest.mark.slow
 def test_no_temporary_files_after_success_failure_or_sigint(repo: Path, tmp_path: Path) -> None:
     started = tmp_path / "started"
     body = MIXED.format(p="p") + (
@@ -116,6 +119,7 @@ def test_no_temporary_files_after_success_failure_or_sigint(repo: Path, tmp_path
     assert not forge_temp_files(repo)
 
 
+@pytest.mark.slow
 def test_a_killed_writers_temp_file_is_swept(tmp_path: Path, repo: Path) -> None:
     dead = subprocess.Popen(["true"])
     dead.wait()

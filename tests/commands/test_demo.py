@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from helpers.gitkit import git, run_forge
 
 
+@pytest.mark.slow
 def test_demo_runs_end_to_end(tmp_path: Path) -> None:
     cp = run_forge(tmp_path, "demo", str(tmp_path / "d"))
     assert cp.returncode == 0, cp.stdout + cp.stderr

@@ -76,9 +76,12 @@ def alive(pid: int) -> bool:
 
 
 def tagged(tag_fragment: str) -> list[int]:
-    """Live processes whose environment carries a FORGE_PROC_TAG containing the fragment."""
+    """Live processes whose environment carries a FORGE_PROC_TAG containing the fragment,
+    started under this test's FORGE_WORKTREES: other suites on the machine run plans
+    named `p` with a task `a` too."""
     found = []
     needle = f"FORGE_PROC_TAG={tag_fragment}".encode()
+    mine = f"FORGE_WORKTREES={os.environ['FORGE_WORKTREES']}".encode()
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -86,7 +89,7 @@ def tagged(tag_fragment: str) -> list[int]:
             env = (entry / "environ").read_bytes()
         except OSError:
             continue
-        if needle in env and alive(int(entry.name)):
+        if needle in env and mine in env.split(b"\0") and alive(int(entry.name)):
             found.append(int(entry.name))
     return found
 

@@ -35,7 +35,7 @@ def no_background_left(repo: Path) -> Iterator[None]:
     r = discover(repo)
     current = verify_bg.running(r)
     if current is not None:
-        verify_bg.supersede(r, current, log=lambda *_a: None)
+        verify_bg.supersede(current, log=lambda *_a: None)
 
 
 def push(
@@ -178,6 +178,7 @@ def test_hookspath_that_is_not_a_folder_is_one_line(repo: Path, tmp_path: Path) 
     assert "hooks are disabled by core.hooksPath=" in res.stderr
 
 
+@pytest.mark.slow
 def test_pre_push_blocks_a_failing_tip_then_allows_a_fixed_one(repo: Path, remote: Path) -> None:
     assert run_forge(repo, "hooks", "install").returncode == 0
     configure(repo, {"unit": "echo broken; exit 1"})
@@ -200,7 +201,8 @@ def test_pre_push_blocks_a_failing_tip_then_allows_a_fixed_one(repo: Path, remot
     assert remote_head(remote) == broken
 
 
-def test_pre_push_answers_from_the_cache(repo: Path, remote: Path, tmp_path: Path) -> None:
+@pytest.mark.usefixtures("remote")
+def test_pre_push_answers_from_the_cache(repo: Path, tmp_path: Path) -> None:
     marker = tmp_path / "runs"
     assert run_forge(repo, "hooks", "install").returncode == 0
     configure(repo, {"unit": f"echo run >> {marker}"})
@@ -213,7 +215,8 @@ def test_pre_push_answers_from_the_cache(repo: Path, remote: Path, tmp_path: Pat
     assert marker.read_text() == runs
 
 
-def test_pre_push_without_config_is_unverified(repo: Path, remote: Path) -> None:
+@pytest.mark.usefixtures("remote")
+def test_pre_push_without_config_is_unverified(repo: Path) -> None:
     assert run_forge(repo, "hooks", "install").returncode == 0
     res = push(repo, "main")
     assert res.returncode == 0, res.stderr

@@ -194,6 +194,7 @@ def random_plans(draw: st.DrawFn) -> Plan:
     return plan_of(*(tasks[i] for i in order))
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(plan=random_plans())
 def test_wave_invariants(plan: Plan) -> None:

@@ -10,12 +10,12 @@ import pytest
 from forge.base.durations import parse_duration
 from forge.errors import ForgeError, PlanError
 from forge.plan.config import RepoConfig, VerifyConfig, load_repo_config
+from forge.plan.load import load_plan
 from forge.plan.model import (
     DEFAULT_MAX_PARALLEL,
     DEFAULT_TIMEOUT,
     Plan,
     Task,
-    load_plan,
 )
 from forge.plan.patterns import normalize_pattern
 

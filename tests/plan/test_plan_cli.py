@@ -120,6 +120,19 @@ def test_check_rejects_an_agent_plan_rejects(repo: Path, tmp_path: Path) -> None
     assert cp.returncode == 2 and "agent 'mine'" in cp.stderr
 
 
+def test_check_and_plan_agree_on_a_broken_forge_toml(repo: Path) -> None:
+    """`forge plan --check` must not say valid for a plan `forge plan` refuses."""
+    write_plan(repo, PLAN, "demo.toml")
+    (repo / "forge.toml").write_text("[agents.mine\ncommand = 1\n")
+    checked = run_forge(repo, "plan", "--check", "plans/demo.toml")
+    recorded = run_forge(repo, "plan", "plans/demo.toml")
+    assert recorded.returncode == 2, recorded.stdout
+    assert checked.returncode == recorded.returncode, checked.stdout
+    assert "forge.toml" in checked.stderr
+    assert checked.stderr == recorded.stderr
+    assert forge_files(repo) == []
+
+
 INVALID = {
     "unknown key": (
         '[[task]]\nid = "a"\nrun = "x"\nfiles = ["a"]\ndepends = ["b"]\n',
@@ -319,3 +332,26 @@ def test_record_refuses_while_another_command_holds_the_plan(repo: Path) -> None
         holder.communicate("")
     record(r, path)
     assert state.plan_file("demo").is_file()
+
+
+def _resolve_error(repo: Path, ref: str | None) -> str:
+    with pytest.raises(ForgeError) as err:
+        resolve(discover(repo), ref)
+    return err.value.message
+
+
+@pytest.mark.parametrize("command", ["status", "accept", "clean", "verify"])
+def test_every_command_names_plans_as_resolve_does(repo: Path, command: str) -> None:
+    """The commands that take a plan say what `resolve` says, word for word: with no
+    plan recorded, with several and none named, with an unknown name."""
+    cases: list[tuple[list[str], str | None]] = [([command], None)]
+    if command == "verify":  # without --plan it verifies HEAD
+        cases = [([command, "--plan", "ghost"], "ghost")]
+    for args, ref in cases:
+        cp = run_forge(repo, *args)
+        assert cp.returncode == 2 and cp.stderr == f"forge: {_resolve_error(repo, ref)}\n"
+    record(discover(repo), write_plan(repo))
+    record(discover(repo), write_plan(repo, PLAN.replace('"demo"', '"other"'), "other.toml"))
+    for args, ref in cases:
+        cp = run_forge(repo, *args)
+        assert cp.returncode == 2 and cp.stderr == f"forge: {_resolve_error(repo, ref)}\n"

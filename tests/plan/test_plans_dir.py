@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from forge.plan.dag import compute_waves, critical_path
-from forge.plan.model import load_plan
+from forge.plan.load import load_plan
 
 PLANS = sorted((Path(__file__).resolve().parents[2] / "plans").glob("*.toml"))
 

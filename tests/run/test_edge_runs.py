@@ -8,6 +8,7 @@ import shlex
 import sys
 from pathlib import Path
 
+import pytest
 from helpers.gitkit import git, run_forge
 from helpers.runkit import (
     kill9,
@@ -67,6 +68,7 @@ def test_a_task_dropped_after_a_crash_is_stopped_and_its_work_kept(
     assert "no longer in the plan" in cp.stderr + cp.stdout
 
 
+@pytest.mark.slow
 def test_clean_stops_a_killed_runs_agent_and_removes_verification_checkouts(
     repo: Path, tmp_path: Path
 ) -> None:

@@ -25,7 +25,7 @@ from helpers.runkit import (
 )
 
 from forge.git.repo import discover
-from forge.run.recovery import reset_for_attempt
+from forge.run.reset import reset_for_attempt
 from forge.run.state import TaskState
 
 TASKS = ("a", "b", "c", "d")
@@ -272,7 +272,7 @@ def test_kill9_during_clean_then_clean_again(repo: Path, tmp_path: Path) -> None
     assert named, "the second clean names the salvage ref of the unmerged branch"
 
 
-def test_salvages_at_once_keep_each_tasks_own_work(repo: Path, tmp_path: Path) -> None:
+def test_salvages_at_once_keep_each_tasks_own_work(repo: Path) -> None:
     """Attempts start on worker threads, so two can salvage their slots at once;
     each salvage ref must hold its own task's work and nothing else."""
     r = discover(repo)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import signal
 from pathlib import Path
 
+import pytest
 from helpers.gitkit import git, run_forge
 from helpers.runkit import (
     alive,
@@ -286,6 +287,7 @@ def test_accept_refuses_to_overwrite_local_changes(repo: Path, tmp_path: Path) -
     assert (repo / "a.txt").read_text() == "mine\n"
 
 
+@pytest.mark.slow
 def test_clean_salvages_unmerged_work(repo: Path, tmp_path: Path) -> None:
     body = '[[task]]\nid = "a"\nrun = "echo work > a.txt; exit 1"\nfiles = ["a.txt"]\n'
     assert plan_and_run(repo, write_plan(tmp_path, body)).returncode == 5

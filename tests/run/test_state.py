@@ -53,7 +53,7 @@ def test_the_json_keeps_its_shape(tmp_path: Path) -> None:
     assert isinstance(again.verification, VerifyRecord)
 
 
-def test_an_old_attempt_says_its_stall_only_in_its_reason(tmp_path: Path) -> None:
+def test_an_old_attempt_says_its_stall_only_in_its_reason() -> None:
     from forge.run.state import Attempt, Stall
 
     def old(reason: str, status: str = "FAILED") -> Attempt:

@@ -1,0 +1,24 @@
+# Names vulture cannot see used (run by .ci/run: `vulture forge tests bench .vulture-whitelist.py`).
+# Each line says who uses the name.
+# ruff: noqa
+from forge import cli
+from forge.run.state import TaskState
+
+cli.resume  # a typer command: registered by its decorator
+cli.hooks_install  # a typer command
+cli.hooks_uninstall  # a typer command
+TaskState.merged_commit  # written to state.json for people and tests
+subreaper  # pytest fixtures used by name or autouse
+hermetic
+no_background_left
+quick_backoff
+from bench.model_server import Handler  # http.server calls these by name
+
+Handler.protocol_version
+Handler.log_message
+Handler.do_GET
+Handler.do_HEAD
+Handler.do_POST
+from forge.base.text import PrintableStream
+
+PrintableStream.writable  # the io protocol

@@ -1,0 +1,89 @@
+"""`forge plan`: check a plan file (recording nothing), or record it; and what it
+shows either way: the wave table, a summary line, JSON with the critical path."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from forge.git.repo import Repository
+from forge.plan import dag, registry, tables
+from forge.plan.dag import Waves
+from forge.plan.model import Plan
+from forge.plan.registry import Recorded
+from forge.run.replan import TakenUp
+
+
+@dataclass(frozen=True)
+class Planned:
+    plan: Plan
+    waves: Waves
+    critical_path: Mapping[str, float]
+    recorded: Recorded | None = None  # None: checked only
+    record_file: Path | None = None
+    warnings: tuple[str, ...] = ()  # advice about the plan (forge.plan.advice)
+    taken: TakenUp | None = None  # recorded while the plan runs: what the run takes up
+
+    def data(self) -> dict[str, Any]:
+        data = tables.wave_data(
+            self.plan,
+            self.waves,
+            critical_path=self.critical_path,
+            recorded=self.recorded,
+            record_file=self.record_file,
+        )
+        if self.recorded is not None:
+            data["running"] = None if self.taken is None else self.taken.to_dict()
+        return data
+
+    def text(self) -> str:
+        lines = [
+            tables.wave_table(self.plan, self.waves),
+            tables.plan_summary(self.plan, self.waves, recorded=self.recorded),
+        ]
+        if self.record_file is not None:
+            lines.append(f"record: {self.record_file}")
+        if self.taken is not None:
+            lines.append(self.taken.describe())
+        return "\n".join(lines)
+
+
+def check(plan_file: Path) -> Planned:
+    """Validate a plan file and compute its waves and critical path; needs no
+    repository, writes nothing."""
+    plan, waves = registry.check(plan_file)
+    return Planned(plan, waves, dag.critical_path(plan), warnings=_warnings(plan))
+
+
+def record(repo: Repository, plan_file: Path, *, note: Callable[[str], None]) -> Planned:
+    """Record a plan file. Said first (through `note`), before anything is written:
+    what the change means for work that already merged; an integration branch that
+    is not forge's is refused."""
+    from forge.plan.load import load_plan
+    from forge.run import reconcile, replan
+    from forge.run.state import StateStore
+
+    new = load_plan(plan_file)
+    reconcile.check_integration_is_ours(
+        repo, new.name, StateStore(repo.state, new.name).load_existing()
+    )
+    for line in reconcile.explain(repo, new):
+        note(line)
+    recorded, taken = replan.record(repo, plan_file)
+    return Planned(
+        recorded.plan,
+        recorded.as_waves(),
+        dict(recorded.critical_path),
+        recorded=recorded,
+        record_file=repo.state.plan_file(recorded.plan.name),
+        warnings=_warnings(recorded.plan),
+        taken=taken,
+    )
+
+
+def _warnings(plan: Plan) -> tuple[str, ...]:
+    from forge.plan import advice
+
+    return tuple(advice.warnings(plan))

@@ -1,0 +1,33 @@
+"""Which plan (and task) a command means. A name or nothing is decided from the
+recorded names alone, so a quick command reads no record; a plan file goes through
+the registry, which refuses a file changed since it was recorded. The messages are
+the registry's in every case."""
+
+from __future__ import annotations
+
+from forge.git.repo import Repository
+from forge.plan.names import looks_like_path, recorded_name
+
+
+def plan_name(repo: Repository, ref: str | None) -> str:
+    """A recorded plan's name from a name, a plan file, or nothing (the one plan)."""
+    name = recorded_name(repo.state.recorded_plans(), ref)
+    if name is not None:
+        return name
+    from forge.plan.registry import resolve
+
+    return resolve(repo, ref).plan.name
+
+
+def status_target(
+    repo: Repository, target: str | None, plan_ref: str | None
+) -> tuple[str, str | None]:
+    """`forge status [PLAN|TASK] [--plan P]`: (plan, task or None). A lone argument is
+    a plan when it is a recorded name or a file, else a task of the plan."""
+    if (
+        target is not None
+        and plan_ref is None
+        and (target in repo.state.recorded_plans() or looks_like_path(target))
+    ):
+        return plan_name(repo, target), None
+    return plan_name(repo, plan_ref), target

@@ -1,0 +1,27 @@
+"""Which recorded plan a command means, decided from the names alone: cheap (no record
+is read), so `forge status` and the other quick commands pay nothing for it, and
+every command says the same thing when the answer is none or several."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from forge.errors import ForgeError
+
+
+def looks_like_path(ref: str) -> bool:
+    return "/" in ref or ref.endswith(".toml") or ref.startswith(".")
+
+
+def recorded_name(names: Sequence[str], ref: str | None) -> str | None:
+    """The recorded plan `ref` names when that needs no file: None for the one plan
+    recorded, or a recorded name. None when `ref` must be read as a plan file."""
+    if ref is None:
+        if not names:
+            raise ForgeError("no plan recorded; run `forge plan PLAN.toml` first")
+        if len(names) > 1:
+            raise ForgeError(f"several plans are recorded ({', '.join(names)}); name one")
+        return names[0]
+    if not looks_like_path(ref) and ref in names:
+        return ref
+    return None

@@ -1,0 +1,17 @@
+"""What the user asked of a run (`forge run`, `forge retry`, `forge resume`): read by the
+runner and the dispatcher alike, so it lives below both."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    max_parallel: int | None = None
+    retry_failed: int = 0
+    infra_retries: int = 3
+    only: str | None = None  # `forge retry TASK`: run just this task
+    fresh: bool = False
+    agent: str | None = None  # `forge retry --agent SPEC`
+    verify: bool = True

@@ -1,0 +1,72 @@
+"""Where the next attempt of a task starts: the every-attempt path (salvage what a void
+attempt left, then put the task's branch on the last judged work or the base)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from forge.git import worktrees
+from forge.git.merge import is_ancestor
+from forge.git.repo import Repository
+from forge.plan.model import Plan
+from forge.run.state import FAILURES, Status, TaskState
+
+
+def reset_for_attempt(
+    repo: Repository,
+    plan: Plan,
+    ts: TaskState,
+    path: Path | None,
+    *,
+    fresh: bool,
+    known_clean: bool,
+    integration_head: str | None = None,
+    shell: bool = False,
+) -> tuple[str, str | None]:
+    """Bring the task's branch to where the next attempt starts, in its slot at `path`.
+
+    An attempt that never reached a verdict (interrupted, killed, infrastructure) is
+    void: what it left, committed or not, goes to a salvage ref first, then the branch
+    goes back to the last judged work (the last failed attempt's commit, so a retry
+    fixes its own work) or to the pinned base (first attempt, or --fresh).
+    Returns (start commit, salvage ref or None). `path` is None for an attempt that
+    runs elsewhere (a cluster worker): there is no slot here to look at or clear.
+    """
+    assert ts.base is not None and ts.branch is not None
+    failures = [a for a in ts.attempts[:-1] if a.status in FAILURES]
+    conflicted = bool(failures) and failures[-1].status == Status.CONFLICT
+    if integration_head and failures and (fresh or conflicted or shell):
+        # A conflict comes back on every retry from the old base: start again on
+        # what integration holds now (so do --fresh and a shell command, which
+        # starts from scratch anyway). The diff is measured against the new base.
+        ts.base = integration_head
+    judged = [a for a in failures if a.commit]
+    # A shell command re-run on its own output would apply itself twice: shell
+    # tasks always start from the base; agents fix their own last work.
+    continue_work = judged and not (fresh or conflicted or shell)
+    start = str(judged[-1].commit) if continue_work else ts.base
+    salvaged = None
+    if path is not None:
+        dirty = [] if known_clean else worktrees.dirty_paths(path, repo)
+        salvaged = worktrees.salvage(repo, path, plan=plan.name, task=ts.id, dirty=dirty)
+    if (
+        salvaged and path is not None
+    ):  # its work is safe in the ref: clear the tree for the next attempt
+        repo.git("reset", "--quiet", "--hard", cwd=path)
+        repo.git("clean", "-fdq", cwd=path)
+    head = repo.ref_value(ts.branch) or ts.base
+    recorded = {a.commit for a in judged}  # a judged attempt's work: named in its record
+    if (
+        salvaged is None
+        and head != start
+        and head not in recorded
+        and not is_ancestor(repo, head, start)
+    ):
+        salvaged = worktrees.keep(repo, head, plan=plan.name, task=ts.id)
+    if salvaged:
+        ts.salvage.append(salvaged)
+    if head != start:
+        if path is not None:
+            worktrees.detach(repo, path)
+        repo.update_ref(ts.branch, start, head, message="forge: reset task branch")
+    return start, salvaged
