@@ -22,3 +22,12 @@ Handler.do_POST
 from forge.base.text import PrintableStream
 
 PrintableStream.writable  # the io protocol
+
+import typer.core
+
+typer.core.HAS_RICH  # set by cli.py: typer must not escape option help for rich
+cli._main  # the typer callback that answers --version
+from tests.commands.test_report import Page
+
+Page.handle_starttag  # html.parser calls these by name
+Page.handle_data

@@ -21,10 +21,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import cluster
 import fastpath
+import gate
+import live
 import makespan
 import merge
 import naive
 import overhead
+import scale
 import stop
 from kit import Context, Figure, hermetic_env
 
@@ -35,6 +38,9 @@ BENCHES: dict[str, Callable[[Context], list[Figure]]] = {
     "naive": naive.run,
     "stop": stop.run,
     "hooks": fastpath.run,
+    "live": live.run,
+    "scale": scale.run,
+    "gate": gate.run,
     "cluster": cluster.run,
 }
 HERE = Path(__file__).resolve().parent

@@ -56,7 +56,15 @@ def instrument(by_cmd: Totals, by_caller: Totals, other: Totals) -> None:
         finally:
             dt = time.perf_counter() - t0
             args = list(argv)
-            name = " ".join(args[:2]) if args and args[0] == "git" else str(args[0])
+            if args and args[0] == "git":
+                # Skip global options (`--git-dir=...`, `-c key=value`) to the subcommand.
+                rest = args[1:]
+                while rest and rest[0].startswith("-"):
+                    rest = rest[2:] if rest[0] == "-c" else rest[1:]
+                slot = " (slot)" if any(a.startswith("--git-dir=") for a in args) else ""
+                name = f"git {rest[0] if rest else ''}{slot}"
+            else:
+                name = str(args[0])
             with lock:
                 by_cmd[name].append(dt)
                 by_caller[f"{caller()} -> {name}"].append(dt)
@@ -83,7 +91,7 @@ def instrument(by_cmd: Totals, by_caller: Totals, other: Totals) -> None:
             with lock:
                 other["state.json save (fsync)"].append(time.perf_counter() - t0)
 
-    runstate.StateStore.save = save  # type: ignore[method-assign]
+    runstate.StateStore.save = save  # type: ignore[method-assign,assignment]
 
 
 def report(title: str, totals: Totals, wall: float, tasks: int, top: int) -> None:

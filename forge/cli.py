@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
+import typer.core
 
 from forge.errors import ExitCode, ForgeError
 
@@ -21,6 +22,10 @@ if TYPE_CHECKING:
     from forge.git.repo import Repository
     from forge.plan.registry import Recorded
     from forge.run.options import RunOptions
+# typer escapes the `[required]`, `[default: 0; x>=0]` it appends to option help for
+# rich whenever rich is importable, even with rich markup off, so the plain help
+# showed `\[x>=1]`. Help is rendered by click here: no rich, no escaping.
+typer.core.HAS_RICH = False
 
 app = typer.Typer(
     name="forge",
@@ -31,6 +36,29 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
 )
+
+
+def _version(value: bool) -> None:
+    if value:
+        from forge import __version__
+
+        typer.echo(f"forge {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    _version_flag: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_version, is_eager=True, help="Print forge's version and exit."
+        ),
+    ] = False,
+) -> None:
+    """Turn one goal into many coding tasks, run them in parallel git worktrees, and land
+    them safely."""
+
+
 hooks_app = typer.Typer(help="Install or remove the git hooks that trigger verification.")
 app.add_typer(hooks_app, name="hooks")
 
@@ -42,6 +70,15 @@ PlanArg = Annotated[
     ),
 ]
 PlanOpt = Annotated[str | None, typer.Option("--plan", help="Plan name or plan file.")]
+BudgetOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--budget", metavar="USD", help='Pause when the plan has spent this ("20 USD", 20).'
+    ),
+]
+
+
+_emitted: list[bool] = []  # a JSON answer is on stdout already (then a failure adds none)
 ClusterOpt = Annotated[
     str | None,
     typer.Option(
@@ -53,6 +90,7 @@ ClusterOpt = Annotated[
 
 
 def emit_json(data: Any) -> None:
+    _emitted.append(True)
     sys.stdout.write(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
 
 
@@ -60,10 +98,22 @@ def emit_json(data: Any) -> None:
 def plan(
     plan_file: Annotated[Path, typer.Argument(help="The plan file (TOML).", metavar="PLAN.toml")],
     check: Annotated[bool, typer.Option("--check", help="Validate only; record nothing.")] = False,
+    graph: Annotated[
+        bool, typer.Option("--graph", help="Print the DAG as text instead of the wave table.")
+    ] = False,
+    graph_format: Annotated[
+        str, typer.Option("--format", help="The --graph format: mermaid or dot.")
+    ] = "mermaid",
     as_json: JsonOpt = False,
 ) -> None:
     """Validate a plan, build its DAG, compute waves, record it; print the wave table."""
     from forge.commands import plan as plan_command
+    from forge.plan.graph import FORMATS
+
+    if graph_format not in FORMATS:
+        raise ForgeError(f"--format: '{graph_format}' is not one of {', '.join(FORMATS)}")
+    if graph and as_json:
+        raise ForgeError("give --graph or --json, not both")
 
     def note(line: str) -> None:
         sys.stderr.write(f"forge: note: {line}\n")
@@ -76,6 +126,10 @@ def plan(
         sys.stderr.write(f"forge: warning: {warning}\n")
     if as_json:
         emit_json(planned.data())
+    elif graph:
+        from forge.plan.graph import render
+
+        typer.echo(render(planned.plan, planned.waves, graph_format), nl=False)
     else:
         typer.echo(planned.text())
 
@@ -95,6 +149,10 @@ def run(
     worktree_root: Annotated[
         Path | None, typer.Option("--worktree-root", help="Where task worktrees live.")
     ] = None,
+    budget: BudgetOpt = None,
+    sandbox: Annotated[
+        bool, typer.Option("--sandbox", help="Run every command under bubblewrap.")
+    ] = False,
     cluster: ClusterOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -110,6 +168,8 @@ def run(
         max_parallel=max_parallel,
         retry_failed=retry_failed,
         infra_retries=infra_retries,
+        budget=_budget(budget),
+        sandbox=sandbox,
     )
     _execute_run(repo, recorded, options, as_json=as_json, cluster=cluster)
 
@@ -124,6 +184,7 @@ def retry(
     fresh: Annotated[
         bool, typer.Option("--fresh", help="Start again from the pinned base, not the last work.")
     ] = False,
+    budget: BudgetOpt = None,
     cluster: ClusterOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -135,7 +196,9 @@ def retry(
     repo = _repo()
     recorded = registry.resolve(repo, plan_ref)
     runner.check_retry(repo, recorded.plan, task, agent=agent, fresh=fresh)
-    options = RunOptions(only=task, fresh=fresh, agent=agent, retry_failed=0)
+    options = RunOptions(
+        only=task, fresh=fresh, agent=agent, retry_failed=0, budget=_budget(budget)
+    )
     _execute_run(repo, recorded, options, as_json=as_json, cluster=cluster)
 
 
@@ -191,6 +254,34 @@ def status(
         emit_json(views.status_data(repo, plan_name, disk=disk))
     else:
         emit_json(views.task_status_data(repo, plan_name, task, disk=disk))
+
+
+@app.command()
+def report(
+    plan_ref: PlanArg = None,
+    out: Annotated[
+        Path | None,
+        typer.Option("-o", "--output", help="Where to write the page (default: beside the logs)."),
+    ] = None,
+    open_it: Annotated[
+        bool, typer.Option("--open", help="Open the page in the default browser.")
+    ] = False,
+) -> None:
+    """Write one self-contained HTML page of a plan's run: DAG, timeline, attempts, costs."""
+    from forge.commands import report as pages
+    from forge.plan.config import load_repo_config
+    from forge.plan.registry import load_recorded
+
+    repo = _repo()
+    recorded = load_recorded(repo, _plan_name(repo, plan_ref))
+    page = pages.build(repo, recorded, out=out, prices=load_repo_config(repo.root).all_prices())
+    path = pages.write(page)
+    typer.echo(f"report: {path}")
+    if open_it:
+        import webbrowser
+
+        if not webbrowser.open(path.as_uri()):
+            raise ForgeError(f"no browser to open {path} with: open it by hand")
 
 
 @app.command()
@@ -352,6 +443,17 @@ def demo(
     )
 
 
+def _budget(text: str | None) -> float | None:
+    if text is None:
+        return None
+    from forge.plan.budget import parse_budget
+
+    try:
+        return parse_budget(text)
+    except ValueError as exc:
+        raise ForgeError(f"--budget: {exc}") from exc
+
+
 def _settings(*, worktree_root: Path | None = None) -> Settings:
     from forge.base.settings import Settings
 
@@ -382,11 +484,18 @@ def _execute_run(
     from forge.cluster import coordinator
     from forge.commands import status as views
     from forge.commands.live import LiveView
+    from forge.plan.config import load_repo_config
     from forge.run import runner
 
+    plan = recorded.plan
+    prices = load_repo_config(repo.root).all_prices()
     remote = coordinator.from_settings(repo, cluster)
-
-    with interrupt.on_stop_signals() as stop, LiveView(quiet=as_json) as view:
+    view = LiveView(
+        quiet=as_json,
+        weights={t.id: t.estimate or 1.0 for t in plan.tasks},
+        prices=prices,
+    )
+    with interrupt.on_stop_signals() as stop, view:
         report = runner.run_plan(
             repo,
             recorded,
@@ -396,10 +505,18 @@ def _execute_run(
             on_event=view.on_event,
             remote=remote,
         )
+    from forge.commands.next_step import next_steps
+    from forge.run.spend import plan_spend
+
+    steps = next_steps(report, recorded.plan, only=options.only)
+    spend = plan_spend(report.state, prices).to_dict()
     if as_json:
-        emit_json(views.report_data(report))
+        emit_json({**views.report_data(report), "next": steps, "spend": spend})
     else:
         typer.echo(views.render_report(report), nl=False)
+        typer.echo(views.spend_line(spend, options.budget or plan.budget))
+        for line in steps:
+            typer.echo(line)
     if report.exit_code != ExitCode.OK:
         raise typer.Exit(int(report.exit_code))
 
@@ -413,13 +530,21 @@ def main(argv: list[str] | None = None) -> NoReturn:
         sys.stdout = PrintableStream(sys.stdout)
     if not isinstance(sys.stderr, PrintableStream):
         sys.stderr = PrintableStream(sys.stderr)
+    args = sys.argv[1:] if argv is None else argv
     try:
         app(args=argv, prog_name="forge")
     except ForgeError as exc:
-        for line in exc.message.splitlines() or [type(exc).__name__]:
-            sys.stderr.write(f"forge: {line}\n")
-        sys.exit(int(exc.code))
+        _fail(exc.message or type(exc).__name__, exc.code, as_json="--json" in args)
     except KeyboardInterrupt:
-        sys.stderr.write("forge: interrupted\n")
-        sys.exit(ExitCode.INTERRUPTED)
+        _fail("interrupted", ExitCode.INTERRUPTED, as_json="--json" in args)
     sys.exit(ExitCode.OK)
+
+
+def _fail(message: str, code: ExitCode, *, as_json: bool) -> NoReturn:
+    """One `forge: ` line a person reads on stderr; with --json also the failure as
+    JSON on stdout, so a script that parses stdout gets an answer, not nothing."""
+    if as_json and not _emitted:
+        emit_json({"error": message, "exit_code": int(code)})
+    for line in message.splitlines():
+        sys.stderr.write(f"forge: {line}\n")
+    sys.exit(int(code))

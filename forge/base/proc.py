@@ -9,16 +9,20 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from forge.base import cgroups
 from forge.base.procstat import ProcStat, read_stat
+from forge.base.sandbox import Sandbox
 from forge.base.settings import DEFAULT_GRACE
 from forge.errors import ForgeError
 
@@ -129,6 +133,7 @@ class GroupSpec:
     tag: str | None = None  # FORGE_PROC_TAG: finds the group's escapees, even after a crash
     input_path: Path | None = None  # stdin (default: /dev/null)
     cap: int | None = None  # bytes of output kept in the log (None: `log_cap()`)
+    sandbox: Sandbox | None = None  # run under bubblewrap (forge/base/sandbox.py)
 
     def log(self, line: str) -> None:
         _append_line(self.log_path, line)
@@ -217,7 +222,35 @@ def _signal_all(pgid: int, pids: Sequence[int], sig: int) -> None:
             os.kill(pid, sig)
 
 
-def _survivors(pgid: int, tag: str | None, leader: subprocess.Popen[bytes] | None) -> list[int]:
+def orphans_in(folder: Path) -> list[int]:
+    """Live processes re-parented to us (a subreaper) whose working folder is inside
+    `folder`: what a command there left behind after leaving its group and dropping
+    its environment (`setsid -f env -i ...`). Only our own orphans, so a user's shell
+    that merely looks into the folder is never among them."""
+    me = os.getpid()
+    with _popen_lock:
+        owned = set(_popen_pids)
+    inside = str(folder).rstrip("/") + "/"
+    found = []
+    for pid in _all_pids():
+        info = read_stat(pid)
+        if info is None or info.ppid != me or info.zombie or pid in owned:
+            continue
+        try:
+            cwd = os.readlink(f"/proc/{pid}/cwd")
+        except OSError:
+            continue
+        if (cwd + "/").startswith(inside):
+            found.append(pid)
+    return found
+
+
+def _survivors(
+    pgid: int,
+    tag: str | None,
+    leader: subprocess.Popen[bytes] | None,
+    confine: Path | None = None,
+) -> list[int]:
     if leader is not None:
         leader.poll()  # reaps the leader through its Popen, which keeps its exit code
     members = _members(pgid) if pgid > 0 else []
@@ -225,6 +258,8 @@ def _survivors(pgid: int, tag: str | None, leader: subprocess.Popen[bytes] | Non
     alive = set(_alive(members))
     if tag:
         alive.update(find_tagged(tag))
+    if confine is not None:
+        alive.update(orphans_in(confine))
     if leader is not None and leader.returncode is None:
         alive.add(leader.pid)
     return sorted(alive)
@@ -237,8 +272,9 @@ def _stop(
     tag: str | None,
     log: Callable[[str], None],
     leader: subprocess.Popen[bytes] | None = None,
+    confine: Path | None = None,
 ) -> None:
-    alive = _survivors(pgid, tag, leader)
+    alive = _survivors(pgid, tag, leader, confine)
     if not alive:
         return
     log(f"forge: sent TERM to group {pgid} ({len(alive)} process(es))")
@@ -248,7 +284,7 @@ def _stop(
     _signal_all(pgid, escaped, signal.SIGCONT)
     deadline = time.monotonic() + grace
     while time.monotonic() < deadline:
-        alive = _survivors(pgid, tag, leader)
+        alive = _survivors(pgid, tag, leader, confine)
         if not alive:
             log(f"forge: group {pgid} stopped after TERM")
             return
@@ -259,7 +295,7 @@ def _stop(
         escaped = [pid for pid in alive if (info := read_stat(pid)) and info.pgid != pgid]
         _signal_all(pgid, escaped, signal.SIGKILL)
         time.sleep(_POLL)
-        alive = _survivors(pgid, tag, leader)
+        alive = _survivors(pgid, tag, leader, confine)
         if alive and time.monotonic() > give_up:
             # Only an uninterruptible (D state) process survives KILL this long.
             log(f"forge: processes {alive} of group {pgid} survive KILL; giving up on them")
@@ -381,10 +417,52 @@ def run_group(
     cases the group is stopped (TERM, grace, KILL). Members left behind by a leader
     that exited by itself are stopped too. A command that cannot be started at all
     returns exit code 127, as a shell would, with the reason in the log.
+
+    Processes left behind are found by the group, by `tag` in their environment,
+    as our orphans still working in `cwd` (forge is a subreaper) and, where cgroup
+    v2 is delegated, in the command's own cgroup. With a `sandbox`, the command
+    runs under bubblewrap (forge/base/sandbox.py).
     """
     if not spec.cwd.is_absolute():
         raise ValueError(f"cwd must be absolute: {spec.cwd}")
     spec.log_path.parent.mkdir(parents=True, exist_ok=True)
+    args = ["bash", "-c", spec.argv] if isinstance(spec.argv, str) else list(spec.argv)
+    with contextlib.ExitStack() as outer:
+        if spec.sandbox is not None:
+            tmp = Path(tempfile.mkdtemp(prefix="forge-sandbox-"))
+            outer.callback(shutil.rmtree, tmp, ignore_errors=True)
+            args = spec.sandbox.wrap(args, tmp=tmp)
+        group = _cgroup(spec.tag)
+        if group is not None:
+            args = group.wrap(args)
+            outer.callback(group.remove)
+            outer.callback(_empty, group, spec.log)  # runs first: escapees of every kind
+        return _run_group(replace(spec, argv=args), stop=stop, on_start=on_start)
+
+
+def _cgroup(tag: str | None) -> cgroups.Group | None:
+    parent = cgroups.delegated()
+    if parent is None:
+        return None
+    try:
+        return cgroups.Group.make(parent, tag or "command")
+    except OSError:
+        return None  # a full or read-only hierarchy: the process group still applies
+
+
+def _empty(group: cgroups.Group, log: Callable[[str], None]) -> None:
+    left = group.pids()
+    if left:
+        log(f"forge: killed {len(left)} process(es) left in the command's cgroup")
+        group.kill()
+
+
+def _run_group(
+    spec: GroupSpec,
+    *,
+    stop: threading.Event | None,
+    on_start: Callable[[int], None] | None,
+) -> GroupResult:
     started = time.monotonic()
     spawned = _spawn(spec)
     if spawned is None:
@@ -397,14 +475,16 @@ def run_group(
             on_start(pgid)
         timed_out, stopped = _wait(spec, child, started=started, stop=stop)
         # Daemons the leader left behind must not outlive the run.
-        if _survivors(pgid, spec.tag, None):
+        if _survivors(pgid, spec.tag, None, spec.cwd):
             if not (stopped or timed_out):
                 spec.log(f"forge: the command exited but left processes behind in group {pgid}")
-            _stop(pgid, grace=spec.grace, tag=spec.tag, log=spec.log)
+            _stop(pgid, grace=spec.grace, tag=spec.tag, log=spec.log, confine=spec.cwd)
         return GroupResult(child.returncode, timed_out, stopped, time.monotonic() - started, pgid)
     finally:
         if child.returncode is None:  # on_start raised, or a KeyboardInterrupt
-            _stop(pgid, grace=spec.grace, tag=spec.tag, log=spec.log, leader=child)
+            _stop(
+                pgid, grace=spec.grace, tag=spec.tag, log=spec.log, leader=child, confine=spec.cwd
+            )
             child.wait()
         with _popen_lock:
             _popen_pids.discard(child.pid)
@@ -470,7 +550,14 @@ def _wait(
         if timed_out:
             spec.log(f"forge: timed out after {spec.timeout:g}s")
         if stopped or timed_out:
-            _stop(child.pid, grace=spec.grace, tag=spec.tag, log=spec.log, leader=child)
+            _stop(
+                child.pid,
+                grace=spec.grace,
+                tag=spec.tag,
+                log=spec.log,
+                leader=child,
+                confine=spec.cwd,
+            )
             child.wait()
             return timed_out, stopped
 

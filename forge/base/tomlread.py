@@ -31,6 +31,7 @@ class TomlSource:
 
     def __init__(self, text: str) -> None:
         self.lines = text.splitlines()
+        self._tables: dict[str, list[int]] = {}  # name -> its header lines, found once
 
     def _find(self, pattern: re.Pattern[str], start: int = 0, end: int | None = None) -> int | None:
         for i in range(start, len(self.lines) if end is None else end):
@@ -40,14 +41,13 @@ class TomlSource:
 
     def table_line(self, name: str, nth: int = 0) -> int | None:
         """The line of the `nth` `[name]` or `[[name]]` header (1-based), or None."""
-        pattern = re.compile(r"^\s*\[\[?\s*" + re.escape(name) + r"\s*\]\]?\s*(#.*)?$")
-        seen = 0
-        for i, line in enumerate(self.lines):
-            if pattern.match(line):
-                if seen == nth:
-                    return i + 1
-                seen += 1
-        return None
+        # Found once per name: a plan of 1000 tasks asks for each task's header.
+        found = self._tables.get(name)
+        if found is None:
+            pattern = re.compile(r"^\s*\[\[?\s*" + re.escape(name) + r"\s*\]\]?\s*(#.*)?$")
+            found = [i + 1 for i, line in enumerate(self.lines) if pattern.match(line)]
+            self._tables[name] = found
+        return found[nth] if nth < len(found) else None
 
     def section_end(self, header_line: int) -> int:
         """The index (exclusive, 0-based) where the section starting at `header_line` ends."""

@@ -270,6 +270,9 @@ class Cluster:
             check=task.check,
             clean_all=plan.clean == "all",
             judged_hash=judged[-1].diff_hash if judged else None,
+            env=tuple(plan.env.items()),
+            setup_timeout=plan.setup_timeout,
+            log_cap=plan.log_cap,
         )
         if spec is None:
             return job

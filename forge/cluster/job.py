@@ -38,6 +38,9 @@ class Job:
     check: str | None = None
     clean_all: bool = False
     judged_hash: str | None = None  # the last judged failure's diff hash: "no progress"
+    env: tuple[tuple[str, str], ...] = ()  # the plan's `env`, expanded on the worker
+    setup_timeout: float | None = None
+    log_cap: int | None = None  # bytes of each command's output kept in its log
 
 
 @dataclass(frozen=True)

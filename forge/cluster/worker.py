@@ -23,13 +23,16 @@ import os
 import shutil
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from forge.base import proc
 from forge.cluster.job import Job, JobResult
+from forge.git.contained import ceiling_env
 from forge.run.state import Stall, Status
+from forge.verify import environment
 
 CACHE_VAR = "FORGE_WORKER_CACHE"
 WORKER_PID_VAR = "FORGE_WORKER_PID"
@@ -207,6 +210,7 @@ class _Attempt:
         self.logs = slot.parent.parent / "logs" / job.key.replace("/", "_")
         self.logs.mkdir(parents=True, exist_ok=True)
         self.usage: Any = None
+        self.work_started = time.monotonic()
 
     def run(self) -> JobResult:
         job, slot = self.job, self.slot
@@ -245,8 +249,14 @@ class _Attempt:
     # -- steps -----------------------------------------------------------------
 
     def _group(self, argv: list[str] | str, log: str, timeout: float | None, **kw: Any) -> Any:
-        env = dict(kw.pop("env", None) or {})
-        env[WORKER_PID_VAR] = str(os.getpid())
+        # As in a local slot: the plan's env for this worktree, git kept from climbing
+        # out of it, the log capped.
+        env = {
+            **environment.expand(self.job.env, self.slot),
+            **ceiling_env(self.slot),
+            **dict(kw.pop("env", None) or {}),
+            WORKER_PID_VAR: str(os.getpid()),
+        }
         return proc.run_group(
             proc.GroupSpec(
                 argv,
@@ -256,6 +266,7 @@ class _Attempt:
                 timeout=timeout,
                 grace=self.job.grace,
                 tag=self.job.tag,
+                cap=self.job.log_cap,
                 **kw,
             ),
             stop=self.stop,
@@ -265,22 +276,27 @@ class _Attempt:
         job = self.job
         if not job.setup:
             return None
-        marker = self.slot.parent / f"{self.slot.name}.setup"
-        digest = hashlib.sha256(job.setup.encode()).hexdigest()
-        if marker.exists() and marker.read_text() == digest:
+        # Once per slot, and again when the setup or env changed (as locally).
+        digest = environment.setup_hash(job.setup, job.env)
+        if not job.clean_all and environment.is_set_up(self.slot, digest):
             return None
-        res = self._group(job.setup, "setup.log", None)
+        res = self._group(job.setup, "setup.log", job.setup_timeout)
         if res.stopped:
             return JobResult(Status.INTERRUPTED, "stopped during setup")
+        if res.timed_out:
+            limit = f"{job.setup_timeout:g}s" if job.setup_timeout else "its time"
+            reason = f"setup timed out after {limit} (setup_timeout)"
+            return JobResult(Status.TIMEOUT, reason, log="setup.log")
         if res.returncode != 0:
             return JobResult(
                 Status.FAILED, f"setup failed: {self._last_line('setup.log')}", log="setup.log"
             )
-        marker.write_text(digest)
+        environment.mark_set_up(self.slot, digest)
         return None
 
     def _work(self) -> JobResult | None:
         job = self.job
+        self.work_started = time.monotonic()
         if job.agent is None:
             assert job.run is not None
             res = self._group(job.run, "agent.log", job.timeout)
@@ -362,13 +378,22 @@ class _Attempt:
         return None
 
     def _check(self) -> JobResult | None:
-        if not self.job.check:
+        job = self.job
+        if not job.check:
             return None
-        res = self._group(self.job.check, "check.log", None)
+        # The attempt's timeout covers the check: it gets what the work left.
+        left = job.timeout - (time.monotonic() - self.work_started)
+        if left <= 0:
+            reason = f"check not run: the attempt's {job.timeout:g}s timeout was used up"
+            return JobResult(Status.TIMEOUT, reason, feedback_source="check")
+        res = self._group(job.check, "check.log", left)
         _git("reset", "--quiet", "--hard", cwd=self.slot)
         _git("clean", "-fdq", cwd=self.slot)
         if res.stopped:
             return JobResult(Status.INTERRUPTED, "stopped during the check")
+        if res.timed_out:
+            reason = f"check timed out (the attempt's {job.timeout:g}s timeout includes the check)"
+            return JobResult(Status.TIMEOUT, reason, feedback_source="check", log="check.log")
         if res.returncode != 0:
             reason = f"check failed: {self._last_line('check.log')}"
             return JobResult(Status.FAILED, reason, feedback_source="check", log="check.log")

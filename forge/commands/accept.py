@@ -12,7 +12,7 @@ from forge.errors import ExitCode, ForgeError
 from forge.git import refs
 from forge.git.merge import is_ancestor
 from forge.git.repo import Repository, short_sha
-from forge.run.state import StateStore, Status
+from forge.run.state import RunState, StateStore, Status, TaskState
 from forge.verify.records import Verdict
 
 
@@ -20,39 +20,31 @@ def accept(repo: Repository, plan: str, *, merge: bool) -> str:
     state = StateStore(repo.state, plan).load_existing()
     if state is None:
         raise ForgeError(f"plan '{plan}' has not run yet: run `forge run {plan}` first")
-    head = repo.ref_value(state.integration)
-    if head is None:
-        raise ForgeError(f"plan '{plan}' has no integration branch: run `forge run {plan}`")
-    record = state.verification
-    verdict = record.verdict if record is not None else None
-    if record is None or record.commit != head or not record.verdict.ok:
-        what = f"its last verification was {verdict}" if verdict else "it was never verified"
-        if record is not None and record.commit and record.commit != head:
-            what = "it moved since its last verification"
-        raise ForgeError(
-            f"integration head {short_sha(head)} of plan '{plan}' has not passed verification "
-            f"({what}); run `forge run {plan}` or `forge verify --plan {plan}` first",
-            code=ExitCode.FAILED if verdict == Verdict.FAIL else ExitCode.USAGE,
-        )
+    head, verdict = _verified_head(repo, plan, state)
     branch = repo.current_branch()
     if branch is None:
         raise ForgeError("HEAD is detached: check out the branch to accept the plan into")
     short = refs.branch_name(state.integration)
     user_head = repo.git("rev-parse", "HEAD").strip()
-    unmerged = [t.id for t in state.tasks.values() if t.status != Status.MERGED]
-    note = f" ({len(unmerged)} task(s) not merged: {', '.join(unmerged)})" if unmerged else ""
+    unmerged = [t for t in state.tasks.values() if t.status != Status.MERGED]
+    note = ""
+    if unmerged:
+        names = ", ".join(t.id for t in unmerged)
+        note = f" ({len(unmerged)} task(s) not merged: {names})"
     if verdict == Verdict.UNVERIFIED:
         note += " (not verified: no verify command is configured)"
     if is_ancestor(repo, head, user_head):
-        return f"{branch} already contains {short}{note}"
+        return f"{branch} already contains {short}{note}" + _not_landed(unmerged)
     orig_head = repo.ref_value("ORIG_HEAD")
     if is_ancestor(repo, user_head, head):
         cp = repo.try_git("merge", "--ff-only", "--quiet", head)
         if cp.returncode != 0:
             _restore_orig_head(repo, orig_head)
             raise ForgeError(f"git refused to fast-forward {branch}: {_why(cp)}")
-        return f"fast-forwarded {branch} to {short} ({short_sha(head)}){note}" + _landed(
-            repo, user_head, head
+        return (
+            f"fast-forwarded {branch} to {short} ({short_sha(head)}){note}"
+            + _landed(repo, user_head, head)
+            + _not_landed(unmerged)
         )
     if not merge:
         raise ForgeError(
@@ -64,7 +56,39 @@ def accept(repo: Repository, plan: str, *, merge: bool) -> str:
         repo.try_git("merge", "--abort")
         _restore_orig_head(repo, orig_head)
         raise ForgeError(f"git could not merge {short} into {branch}: {_why(cp)}")
-    return f"merged {short} into {branch}{note}" + _landed(repo, user_head, head)
+    return (
+        f"merged {short} into {branch}{note}"
+        + _landed(repo, user_head, head)
+        + _not_landed(unmerged)
+    )
+
+
+def _verified_head(repo: Repository, plan: str, state: RunState) -> tuple[str, Verdict | None]:
+    """The integration head and its verdict; a ForgeError unless it passed."""
+    head = repo.ref_value(state.integration)
+    if head is None:
+        raise ForgeError(f"plan '{plan}' has no integration branch: run `forge run {plan}`")
+    record = state.verification
+    verdict = record.verdict if record is not None else None
+    forged = record is not None and not state.verification_sealed
+    if record is None or record.commit != head or not record.verdict.ok or forged:
+        what = f"its last verification was {verdict}" if verdict else "it was never verified"
+        if record is not None and record.commit and record.commit != head:
+            what = "it moved since its last verification"
+        if forged:
+            what, verdict = "its verification record does not carry forge's seal", None
+        raise ForgeError(
+            f"integration head {short_sha(head)} of plan '{plan}' has not passed verification "
+            f"({what}); run `forge run {plan}` or `forge verify --plan {plan}` first",
+            code=ExitCode.FAILED if verdict == Verdict.FAIL else ExitCode.USAGE,
+        )
+    return head, verdict
+
+
+def _not_landed(tasks: list[TaskState]) -> str:
+    return "".join(
+        f"\nnot landed: {t.id} ({t.status}" + (f": {t.reason})" if t.reason else ")") for t in tasks
+    )
 
 
 def _landed(repo: Repository, before: str, head: str) -> str:

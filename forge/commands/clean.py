@@ -123,11 +123,13 @@ def _drop_task_branches(
 def _remove_verification_checkouts(
     repo: Repository, plan: str, emptied: dict[Path, int]
 ) -> list[str]:
-    """The plan's verification checkouts (one per lane), wherever the worktree root
-    was when they were made: git knows them all."""
+    """The plan's verification checkouts (one per lane): under the worktree root, and
+    linked worktrees an older forge made wherever the root was (git knows them)."""
     notes = []
-    for path in worktrees.registered(repo):
-        if path.parent.name == plan and path.parent.parent.name == ".verify":
+    checkouts = repo.worktrees_root() / ".verify" / plan
+    lanes = sorted(checkouts.iterdir()) if checkouts.is_dir() else []
+    for path in [*lanes, *worktrees.registered(repo)]:
+        if path.parent.name == plan and path.parent.parent.name == ".verify" and path.is_dir():
             worktrees.remove(repo, path)
             notes.append(f"removed verification worktree {path}")
             emptied[path.parent] = 3  # <key>, .verify, the repository's folder

@@ -1,29 +1,60 @@
-"""The live view of a run: a table redrawn in place on a terminal, plain
-timestamped lines otherwise (logs, CI, pipes)."""
+"""The live view of a run.
+
+On a terminal: a summary line (counts per status, cost, elapsed, an ETA) and the
+running and recently finished tasks, cut to the terminal's height and redrawn in
+place; it is transient, so when the run ends it is cleared and the results table
+is printed once. Otherwise (logs, CI, pipes): plain timestamped lines.
+
+A redraw must cost the same for 10 tasks as for 1000: it draws at most a screenful
+from what `on_change` keeps up to date (the running tasks, the last finished
+ones), and counts the plan's statuses at most once a second.
+"""
 
 from __future__ import annotations
 
 import sys
 import threading
 import time
+from collections import Counter, deque
+from collections.abc import Mapping
 from types import TracebackType
 from typing import Any, TextIO
 
 from forge.base.text import one_line, printable, raw_stream
 from forge.commands.status import fmt_seconds
-from forge.run.state import RunState, Status
+from forge.run.phases import current
+from forge.run.spend import attempt_spend
+from forge.run.state import FAILURES, RunState, Status, TaskState
+
+RECENT = 50  # finished tasks remembered for the view (a screen holds fewer)
+RECOUNT = 1.0  # seconds between two full counts of the plan's statuses
+ORDER = [Status.MERGED, Status.RUNNING, *sorted(FAILURES), Status.BLOCKED, Status.PENDING]
 
 
 class LiveView:
-    def __init__(self, *, stream: TextIO | None = None, quiet: bool = False) -> None:
+    def __init__(
+        self,
+        *,
+        stream: TextIO | None = None,
+        quiet: bool = False,
+        weights: Mapping[str, float] | None = None,
+        prices: Mapping[str, tuple[float, float]] | None = None,
+    ) -> None:
         self.stream = stream or sys.stderr
         self.quiet = quiet
         self.tty = self.stream.isatty() and not quiet
+        self.weights = dict(weights or {})
+        self.prices = dict(prices or {})
         self._live: Any = None
         self._state: RunState | None = None
-        self._started: dict[str, float] = {}
         self._lock = threading.Lock()
         self._t0 = time.monotonic()
+        self._running: dict[str, TaskState] = {}
+        self._recent: deque[TaskState] = deque(maxlen=RECENT)
+        self._counts: Counter[str] = Counter()
+        self._counted = 0.0
+        self._usd: dict[str, float] = {}  # per task, so a change costs one task's attempts
+        self._settled_weight = 0.0
 
     def __enter__(self) -> LiveView:
         if self.tty:
@@ -32,10 +63,12 @@ class LiveView:
 
             # rich writes its own control sequences; what it is given is escaped Text.
             self._live = Live(
-                self._render(),
                 console=Console(file=raw_stream(self.stream)),
-                refresh_per_second=4,
+                refresh_per_second=2,
                 get_renderable=self._render,
+                transient=True,
+                redirect_stdout=False,
+                redirect_stderr=False,
             )
             self._live.__enter__()
         return self
@@ -47,11 +80,18 @@ class LiveView:
             self._live.__exit__(et, ev, tb)
 
     def on_change(self, state: RunState, task: str) -> None:
+        if not self.tty:
+            return  # only the terminal view draws from it
         with self._lock:
             self._state = state
             ts = state.tasks.get(task)
-            if ts is not None and ts.status == Status.RUNNING:
-                self._started.setdefault(task, time.monotonic())
+            if ts is None:
+                return
+            self._usd[task] = sum(attempt_spend(a, self.prices).usd for a in ts.attempts)
+            if ts.status == Status.RUNNING:
+                self._running[task] = ts
+            elif self._running.pop(task, None) is not None:
+                self._recent.appendleft(ts)  # read when drawn: its duration comes later
 
     def on_event(self, message: str) -> None:
         if self.quiet:
@@ -66,25 +106,65 @@ class LiveView:
             self.stream.write(f"[{fmt_seconds(time.monotonic() - self._t0):>7}] {message}\n")
             self.stream.flush()
 
+    # -- drawing ---------------------------------------------------------------
+
+    def _recount(self, now: float) -> None:
+        state = self._state
+        if state is None or now - self._counted < RECOUNT:
+            return
+        self._counted = now
+        self._counts = Counter(str(ts.status) for ts in state.tasks.values())
+        self._settled_weight = sum(
+            self.weights.get(ts.id, 1.0)
+            for ts in state.tasks.values()
+            if ts.status == Status.MERGED or ts.status in FAILURES
+        )
+
+    def summary(self, now: float) -> str:
+        elapsed = now - self._t0
+        counts = self._counts
+        parts = [f"{counts[s]} {s.lower()}" for s in ORDER if counts.get(s)]
+        parts += [f"{n} {s.lower()}" for s, n in counts.items() if s not in ORDER and n]
+        usd = sum(self._usd.values())
+        if usd:
+            parts.append(f"${usd:.2f}")
+        parts.append(f"{fmt_seconds(elapsed)} elapsed")
+        total = sum(self.weights.values()) or float(sum(counts.values()))
+        if self._settled_weight and total > self._settled_weight:
+            left = elapsed / self._settled_weight * (total - self._settled_weight)
+            parts.append(f"ETA ~{fmt_seconds(left)}")
+        return "  ".join(parts)
+
+    def lines(self, height: int) -> list[str]:
+        """What the view shows, at most `height` lines."""
+        now = time.monotonic()
+        with self._lock:
+            self._recount(now)
+            out = [self.summary(now)]
+            wall = time.time()
+            for tid, ts in list(self._running.items())[: max(0, height - 1)]:
+                phase = current(ts.last)
+                what = (
+                    f"{phase['name']} {fmt_seconds(wall - phase['start'])}" if phase else "starting"
+                )
+                out.append(f"  {tid:<24} RUNNING  {what}")
+            shown = set(self._running)
+            for ts in self._recent:
+                if len(out) >= height:
+                    break
+                if ts.id in shown:
+                    continue
+                shown.add(ts.id)
+                last = ts.last
+                duration = fmt_seconds(last.duration if last else None)
+                out.append(
+                    f"  {ts.id:<24} {ts.status:<8} {duration:>7}  {one_line(ts.reason)[:60]}"
+                )
+        return out[:height]
+
     def _render(self) -> Any:
-        from rich.table import Table
         from rich.text import Text
 
-        table = Table(box=None, show_header=True)
-        for col in ("task", "status", "elapsed", "reason"):
-            table.add_column(col)
-        state = self._state
-        if state is None:
-            return table
-        now = time.monotonic()
-        for ts in state.tasks.values():
-            el = ""
-            if ts.status == Status.RUNNING and ts.id in self._started:
-                el = fmt_seconds(now - self._started[ts.id])
-            elif ts.attempts and ts.attempts[-1].duration is not None:
-                el = fmt_seconds(ts.attempts[-1].duration)
-            # Text, not str: a cell string is markup to rich, and a reason is task data.
-            table.add_row(
-                Text(ts.id), Text(str(ts.status)), Text(el), Text(one_line(ts.reason)[:80])
-            )
-        return table
+        height = self._live.console.size.height if self._live is not None else 24
+        # Room for the lines printed above the view, and rich's own last line.
+        return Text("\n".join(self.lines(max(2, height - 2))), no_wrap=True, overflow="ellipsis")

@@ -5,6 +5,7 @@ Built from the state files alone (no DAG, no GitPython), so `forge status` is fa
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -15,6 +16,8 @@ from forge.errors import ForgeError, StateError
 from forge.git import refs, worktrees
 from forge.git.repo import Repository, short_sha
 from forge.run import hold as holds
+from forge.run.phases import current
+from forge.run.spend import Spend, plan_spend
 from forge.run.state import UNCOUNTED, RunState, StateStore, Status, TaskState
 from forge.verify.records import VerifyRecord
 
@@ -48,6 +51,7 @@ def _total(ts: TaskState, key: str) -> Any:
 
 def task_row(ts: TaskState) -> dict[str, Any]:
     last = ts.last
+    now = current(last) if ts.status == Status.RUNNING else None
     cost = _total(ts, "cost_usd")
     return {
         "id": ts.id,
@@ -55,7 +59,10 @@ def task_row(ts: TaskState) -> dict[str, Any]:
         # INFRA and INTERRUPTED attempts spent nothing: they are history, not attempts
         "attempts": sum(1 for a in ts.attempts if a.status not in UNCOUNTED),
         "agent": last.agent if last else (ts.agent or ""),
-        "seconds": task_time(ts),
+        # The last attempt's time (what the row's status is about); the total over
+        # every attempt is `total_seconds`, shown by `forge status TASK`.
+        "seconds": last.duration if last else None,
+        "total_seconds": task_time(ts),
         "cost_usd": None if cost is None else round(cost, 6),
         "input_tokens": _total(ts, "input_tokens"),
         "output_tokens": _total(ts, "output_tokens"),
@@ -64,6 +71,9 @@ def task_row(ts: TaskState) -> dict[str, Any]:
         "salvage": list(ts.salvage),
         "warnings": list(ts.warnings),
         "slot": ts.slot,
+        "phase": now["name"] if now else None,  # what a running task is doing
+        "phase_started": now["start"] if now else None,  # epoch seconds
+        "verified_by": ts.verified_by,  # MERGED through the gate: the verification
     }
 
 
@@ -90,6 +100,8 @@ def report_data(report: RunReport) -> dict[str, Any]:
         "recovered": report.recovered,
         "logs": str(report.logs),
         "wall_seconds": report.state.wall_seconds,
+        "gate_verifications": report.gate_runs,  # verifications the gate ran (None: no gate)
+        "touched": report.state.touched,
     }
 
 
@@ -111,11 +123,19 @@ def render_report(report: RunReport) -> str:
         out.append(f"paused: {report.paused}")
     else:
         out += verification_lines(report.verification)
-    head = short_sha(report.integration_head)
-    out.append(f"integration: {refs.branch_name(state.integration)} at {head}")
+    out.append(f"integration: {_branch_at(state.integration, report.integration_head)}")
     out.append(f"logs: {report.logs}")
-    out.append("your branch, index and working tree were not touched")
+    out += touched_lines(state.touched)
     return "\n".join(out) + "\n"
+
+
+def touched_lines(touched: list[str] | None) -> list[str]:
+    """The measured answer to "did the run touch my checkout?" (None: not measured)."""
+    if touched is None:
+        return []
+    if not touched:
+        return ["your branch, index and working tree were not touched"]
+    return ["your repository changed while the run ran:"] + [f"  {line}" for line in touched]
 
 
 def verification_lines(record: VerifyRecord | None) -> list[str]:
@@ -162,7 +182,13 @@ def status_data(repo: Repository, plan: str, *, disk: bool = False) -> dict[str,
         )
     hold = holds.active(repo.state, plan)
     runner = _runner(repo, plan)
+    from forge.plan.config import load_repo_config
+
+    prices = load_repo_config(repo.root).all_prices()
+    budget = recorded.get("plan", {}).get("budget")
     return {
+        "spend": plan_spend(state, prices).to_dict(),
+        "budget_usd": budget,
         "plan": plan,
         "source": recorded.get("source_path"),
         "base": recorded.get("base_commit"),
@@ -171,6 +197,7 @@ def status_data(repo: Repository, plan: str, *, disk: bool = False) -> dict[str,
         "tasks": [task_row(t) for t in tasks],
         "history": {t.id: _history(t) for t in tasks},
         "verification": _as_data(state.verification),
+        "gate": gate_data(state),
         "slots": slots,
         "hold": hold.describe() if hold else None,
         "paused": state.paused,
@@ -178,9 +205,55 @@ def status_data(repo: Repository, plan: str, *, disk: bool = False) -> dict[str,
         "started": state.started,
         "finished": state.finished,
         "wall_seconds": state.wall_seconds,
+        "touched": state.touched,
         "logs": str(repo.state.logs_dir(plan)),
         "combined": recorded.get("combined") or {},
     }
+
+
+def gate_data(state: RunState) -> dict[str, Any]:
+    """The gate's queue: QUEUED tasks waiting, the batch under verification, and how
+    many verifications its bisection may still need."""
+    current = state.gate or {}
+    batch = current.get("batch")
+    return {
+        "queued": [
+            t.id
+            for t in state.tasks.values()
+            if t.status == Status.QUEUED and t.id not in (batch or ())
+        ],
+        "batch": batch,
+        "phase": current.get("phase"),
+        "left": current.get("left"),
+        "head": current.get("head"),
+    }
+
+
+def gate_lines(data: dict[str, Any]) -> list[str]:
+    out = []
+    if data["batch"]:
+        line = f"gate: verifying {', '.join(data['batch'])}"
+        if data["phase"] == "bisecting":
+            line += f" (bisecting: at most {data['left']} verification(s) left)"
+        out.append(line)
+    if data["queued"]:
+        out.append(f"queue: {', '.join(data['queued'])}")
+    return out
+
+
+def landed_lines(rows: list[dict[str, Any]]) -> list[str]:
+    """Which verification covered each task that landed through the gate, one line
+    per verification."""
+    by: dict[str, tuple[dict[str, Any], list[str]]] = {}
+    for r in rows:
+        covered = r["verified_by"]
+        if r["status"] == Status.MERGED and covered:
+            by.setdefault(str(covered["record"]), (covered, []))[1].append(r["id"])
+    return [
+        f"landed by verification {record} ({covered['verdict']} on "
+        f"{str(covered['commit'])[:12]}): {', '.join(ids)}"
+        for record, (covered, ids) in by.items()
+    ]
 
 
 def task_status_data(
@@ -223,13 +296,18 @@ def _runner(repo: Repository, plan: str) -> str | None:
     return owner.describe() + ("" if owner.alive() else " (gone)")
 
 
+def _combined(data: dict[str, Any]) -> list[str]:
+    """A plan made by `forge combine`: the plans it holds, at the heads combined."""
+    parts = [f"{p} ({short_sha(str(h))})" for p, h in (data.get("combined") or {}).items()]
+    return [f"combined from: {', '.join(parts)}"] if parts else []
+
+
 def render_status(data: dict[str, Any]) -> str:
     out = [
-        f"plan {data['plan']}  (base {short_sha(str(data['base']))}, integration {refs.branch_name(data['integration'])} at {short_sha(str(data['integration_head']))})"
+        f"plan {data['plan']}  (base {short_sha(str(data['base']))}, "
+        f"integration {_branch_at(data['integration'], data['integration_head'])})"
     ]
-    if data.get("combined"):
-        parts = [f"{p} ({str(h)[:12]})" for p, h in data["combined"].items()]
-        out.append(f"combined from: {', '.join(parts)}")
+    out += _combined(data)
     if data["runner"]:
         out.append(f"running: {data['runner']}")
     if data["hold"]:
@@ -239,6 +317,8 @@ def render_status(data: dict[str, Any]) -> str:
     rows = []
     for r in data["tasks"]:
         reason = r["reason"] or "; ".join(r["warnings"])
+        if r["phase"]:
+            reason = f"{r['phase']} for {fmt_seconds(time.time() - r['phase_started'])}"
         rows.append(
             [
                 r["id"],
@@ -255,18 +335,42 @@ def render_status(data: dict[str, Any]) -> str:
             out.append(f"{r['id']}: {r['suggestion']}")
         for ref in r["salvage"]:
             out.append(f"{r['id']}: salvaged work kept in {ref}")
+    out += gate_lines(data["gate"])
+    out += landed_lines(data["tasks"])
     out += verification_lines(
         VerifyRecord.from_dict(data["verification"]) if data["verification"] else None
     )
+    out.append(spend_line(data["spend"], data["budget_usd"]))
     if data["slots"]:
         total = sum(s["bytes"] for s in data["slots"])
         when = data["slots"][0]["measured"]
-        out.append(f"worktrees ({len(data['slots'])} slots, {_bytes(total)} measured {when}):")
+        n = len(data["slots"])
+        out.append(f"worktrees ({n} slot{'s' * (n != 1)}, {_bytes(total)} measured {when}):")
         for s in data["slots"]:
             holds_what = f"holds {s['task']}" if s["task"] else "free"
             out.append(f"  {s['name']}: {holds_what}, {_bytes(s['bytes'])}  {s['path']}")
+    if not data["runner"]:
+        out += [
+            f"last run: {line.strip()}" if i == 0 else line
+            for i, line in enumerate(touched_lines(data.get("touched")))
+        ]
     out.append(f"logs: {data['logs']}")
     return "\n".join(out) + "\n"
+
+
+def _branch_at(ref: str, head: str | None) -> str:
+    """`forge/p-integration at 1a2b3c4d5e6f`, or that the branch is gone (after
+    `forge clean`), never `at None`."""
+    name = refs.branch_name(ref)
+    return f"{name} at {short_sha(head)}" if head else f"{name} (no such branch now)"
+
+
+def spend_line(spend: dict[str, Any], budget: float | None) -> str:
+    """`cost: $1.23 (2.1M in / 40.2k out tokens) of a 20 USD budget`."""
+    text = Spend(
+        spend["usd"], spend["input_tokens"], spend["output_tokens"], spend["unpriced_attempts"]
+    ).describe()
+    return f"cost: {text}" + (f" (budget {budget:g} USD)" if budget is not None else "")
 
 
 def task_data(data: dict[str, Any], task: str) -> dict[str, Any]:
@@ -319,6 +423,8 @@ def render_history(data: dict[str, Any], task: str) -> str:
         for r, a in zip(rows, attempts, strict=True):
             r.insert(3, a.get("where") or "here")
     out.append(_table(headers, rows).rstrip())
+    if len(attempts) > 1 and row["total_seconds"] is not None:
+        out.append(f"{len(attempts)} tries, {fmt_seconds(row['total_seconds'])} in all")
     if row["cost_usd"] is not None or row["input_tokens"] is not None:
         total = f"${row['cost_usd']:.4f}" if row["cost_usd"] is not None else "-"
         out.append(f"total: {total}, {row['input_tokens'] or 0}/{row['output_tokens'] or 0} tok")

@@ -20,18 +20,28 @@ class Target:
     config: VerifyConfig | None
     plan: str | None  # the plan whose verification this is, if any
     key: str
+    sandbox: bool = False  # the plan's `sandbox`: lanes run under bubblewrap
 
 
 def resolve_target(repo: Repository, *, rev: str | None, plan_ref: str | None) -> Target:
     """REV (default: the plan's integration head, else HEAD) and the config: the
     plan's `verify`, else `[verify]` in forge.toml."""
     from forge.errors import ForgeError
+    from forge.plan.registry import resolve
 
     if plan_ref is None:
-        return Target(
-            rev or "HEAD", load_repo_config(repo.root, read_agents=False).verify, None, CLI_KEY
-        )
-    from forge.plan.registry import resolve
+        config = load_repo_config(repo.root, read_agents=False).verify
+        plans = repo.state.recorded_plans()
+        if config is not None or len(plans) != 1:
+            return Target(rev or "HEAD", config, None, CLI_KEY)
+        # No repository-wide verification, one plan: its verification is what the
+        # user means (answering UNVERIFIED would ask them to set what the plan has).
+        plan = resolve(repo, plans[0]).plan
+        if plan.verify is None:
+            return Target(rev or "HEAD", None, None, CLI_KEY)
+        if rev is not None or repo.ref_value(integration_ref(plan.name)) is None:
+            return Target(rev or "HEAD", plan.verify, None, CLI_KEY)
+        plan_ref = plan.name
 
     plan = resolve(repo, plan_ref).plan
     config = plan.verify_config(load_repo_config(repo.root, read_agents=False).verify)
@@ -41,7 +51,11 @@ def resolve_target(repo: Repository, *, rev: str | None, plan_ref: str | None) -
             raise ForgeError(
                 f"plan '{plan.name}' has no integration branch yet: run `forge run {plan.name}`"
             )
-    return Target(rev, config, plan.name, plan.name)
+    if plan.sandbox:
+        from forge.base import sandbox
+
+        sandbox.require()
+    return Target(rev, config, plan.name, plan.name, sandbox=plan.sandbox)
 
 
 @contextlib.contextmanager
@@ -105,6 +119,7 @@ def verify(
             stop=stop,
             force=force,
             on_event=on_event,
+            sandbox=target.sandbox,
         )
         if target.plan is not None and not record_in_plan(repo, target.plan, record):
             warn(

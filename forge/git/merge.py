@@ -38,9 +38,23 @@ def merge_task(repo: Repository, *, ref: str, task_commit: str, message: str) ->
     head = repo.ref_value(ref)
     if head is None:
         raise ForgeError(f"integration branch {ref} is missing; run `forge run` to recreate it")
+    res = merge_onto(repo, head, task_commit, message=message)
+    if not res.merged or res.already or res.commit is None:
+        # (already: a run killed between update-ref and its state write; never merge
+        # twice)
+        return res
+    commit = res.commit
+    faults.point("merge-before-update-ref")
+    repo.update_ref(ref, commit, head, message=message)
+    faults.point("merge-after-update-ref")
+    return MergeResult(merged=True, commit=commit)
+
+
+def merge_onto(repo: Repository, head: str, task_commit: str, *, message: str) -> MergeResult:
+    """The merge commit of `task_commit` onto `head`, written but on no ref: a step of
+    a candidate chain, or the commit `merge_task` then moves the branch to. A commit
+    already in `head` is `already` (nothing written: never merge twice)."""
     if is_ancestor(repo, task_commit, head):
-        # Already there: a run killed between update-ref and its state write. Never
-        # merge twice.
         return MergeResult(merged=True, commit=head, already=True)
     cp = repo.try_git(
         "merge-tree", "--write-tree", "--name-only", "--no-messages", "-z", head, task_commit
@@ -52,14 +66,11 @@ def merge_task(repo: Repository, *, ref: str, task_commit: str, message: str) ->
         conflicts = tuple(dict.fromkeys(lines[1:]))
         return MergeResult(merged=False, conflicts=conflicts)
     if cp.returncode != 0 or not lines:
-        raise ForgeError(f"git merge-tree failed on {ref}: {cp.stderr.strip()}")
+        raise ForgeError(f"git merge-tree failed onto {head[:12]}: {cp.stderr.strip()}")
     tree = lines[0].strip()
     commit = repo.git(
         "commit-tree", tree, "-p", head, "-p", task_commit, "-m", message, env=identity_env(repo)
     ).strip()
-    faults.point("merge-before-update-ref")
-    repo.update_ref(ref, commit, head, message=message)
-    faults.point("merge-after-update-ref")
     return MergeResult(merged=True, commit=commit)
 
 

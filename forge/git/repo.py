@@ -79,8 +79,17 @@ class Repository:
         return self.main_root.name
 
     def worktrees_root(self) -> Path:
-        """Where forge puts this repository's worktrees (see `Settings.worktrees_for`)."""
-        return self.settings.worktrees_for(self.main_root)
+        """Where forge puts this repository's worktrees (see `Settings.worktrees_for`).
+        A root inside the user's working tree is refused: the user's `git add -A`
+        would pick slots up, and a slot's git calls could climb into the user's repo."""
+        root = self.settings.worktrees_for(self.main_root)
+        for tree in {self.main_root, self.root}:
+            if root == tree or tree in root.parents:
+                raise ForgeError(
+                    f"the worktree root {root.parent} is inside your working tree {tree}; "
+                    "choose a folder outside it (--worktree-root or FORGE_WORKTREES)"
+                )
+        return root
 
     def rev_parse(self, rev: str) -> str:
         """The commit `rev` names, or a ForgeError saying it names none."""

@@ -1,6 +1,11 @@
-"""Worktree slots: each running task has a worktree of its own, but worktrees are
-reused across tasks. Adding a worktree costs ~1 s on a large repository and
-moving one to another commit ~0.1 s, so a slot is moved, not recreated.
+"""Worktree slots: each running task has a checkout of its own, but checkouts are
+reused across tasks. Making one costs ~1 s on a large repository and moving one to
+another commit ~0.1 s, so a slot is moved, not recreated.
+
+A slot is a contained repository (forge/git/contained.py): a repository of its own
+borrowing the user's objects, so nothing a task does with git reaches the user's
+refs, stash, config or hooks. Its work comes back through `commit_all` (or
+`salvage`), which fetches it into the user's repository.
 
 A slot is never moved while it holds uncommitted work; work that must be removed
 is first committed to a salvage ref (forge's identity, no hooks), and the ref named.
@@ -18,13 +23,15 @@ from pathlib import Path
 from forge.base import proc
 from forge.base.text import one_line
 from forge.errors import ForgeError
-from forge.git import refs
+from forge.git import contained, refs
+from forge.git.contained import Contained
 from forge.git.identity import identity_env
 from forge.git.repo import Repository
 
 
 def prune(repo: Repository) -> None:
-    """Forget registrations of worktrees whose folders are gone (a crash, an rm -rf)."""
+    """Forget registrations of linked worktrees whose folders are gone (slots made
+    by an older forge, a crash, an rm -rf)."""
     repo.try_git("worktree", "prune")
 
 
@@ -67,12 +74,8 @@ def _admin_folders(repo: Repository) -> list[tuple[Path, Path]]:
 
 
 def is_worktree(path: Path) -> bool:
-    return (path / ".git").is_file()
-
-
-# Our git commands in a checkout of forge's own must not run the user's hooks
-# (post-checkout, ...).
-NO_HOOKS = ("-c", "core.hooksPath=/dev/null")
+    """A slot forge made (a contained repository whose `.git` is still a folder)."""
+    return contained.is_contained(path)
 
 
 def add(
@@ -81,48 +84,73 @@ def add(
     commit: str,
     *,
     what: str = "worktree",
-    hooks: bool = True,
 ) -> None:
-    """A new detached worktree at `path` (the one way forge makes a worktree: task
-    slots and verification checkouts; `hooks=False` keeps the user's post-checkout
-    hook out of forge's own checkouts). Several may be added at once: git marks a
-    worktree it is still making as locked, so a concurrent `prune` leaves it alone.
-    Stale registrations are pruned once per run (`prune`), not once per add.
-    A folder in the way that is not a worktree is refused when it holds anything."""
+    """A new slot or checkout at `path`, detached at `commit`: a contained repository
+    (the one way forge makes a worktree: task slots and verification checkouts).
+    Several may be made at once. A folder in the way that is not one is refused
+    when it holds anything."""
     if path.exists() and not is_worktree(path):
-        if any(path.iterdir()):
+        if (path / ".git").is_file() and _drop_legacy(repo, path):
+            pass  # a clean linked worktree an older forge made: made again below
+        elif any(path.iterdir()):
             raise ForgeError(f"{path} exists and is not a forge worktree; move it away")
-        path.rmdir()  # an add killed before git wrote anything there
+        else:
+            path.rmdir()  # an add killed before git wrote anything there
     if not path.exists():
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            path.mkdir(parents=True)
         except OSError as exc:
             raise ForgeError(
                 f"cannot make the {what} {path}: {exc.strerror or exc}; "
                 "set FORGE_WORKTREES (or --worktree-root) to a folder forge may write"
             ) from None
-        options = () if hooks else NO_HOOKS
-        repo.git(*options, "worktree", "add", "--quiet", "--detach", str(path), commit)
+        try:
+            contained.create(repo, path, commit=commit)
+        except BaseException:
+            shutil.rmtree(path, ignore_errors=True)  # half made: made again next time
+            raise
+
+
+def _drop_legacy(repo: Repository, path: Path) -> bool:
+    """Remove a linked worktree an older forge made as a slot, if it holds no work."""
+    cp = repo.try_git("-C", str(path), "status", "--porcelain", "--untracked-files=all")
+    if cp.returncode != 0 or cp.stdout.strip():
+        return False
+    return repo.try_git("worktree", "remove", "--force", str(path)).returncode == 0
 
 
 def dirty_paths(path: Path, repo: Repository) -> list[str]:
     # NUL-separated (git quotes other names otherwise); no renames: one path an entry.
-    out = repo.git(
-        "status", "--porcelain=v1", "-z", "--untracked-files=all", "--no-renames", cwd=path
+    out = Contained(repo, path).git(
+        "status", "--porcelain=v1", "-z", "--untracked-files=all", "--no-renames"
     )
     return [entry[3:] for entry in out.split("\0") if entry]
 
 
-def move(
-    repo: Repository, path: Path, branch: str, *, clean_all: bool, known_clean: bool = False
-) -> None:
-    """Check `branch` out in the slot at `path`, rewriting only the files that differ.
+def git(repo: Repository, path: Path, *args: str, check: bool = True) -> proc.Completed:
+    """A git command in the slot at `path` (its own git dir, named explicitly)."""
+    return Contained(repo, path).run(*args, check=check)
 
-    Refuses a slot holding uncommitted work, unless the caller has just seen it
-    clean (`known_clean`: a `git status` costs ~0.1 s on a large repository, and
-    is not paid twice). Ignored files (installed dependencies, caches) are kept
-    unless `clean_all`, so a slot's setup runs once, not once per task.
+
+def move(
+    repo: Repository,
+    path: Path,
+    branch: str,
+    *,
+    clean_all: bool,
+    known_clean: bool = False,
+    commit: str | None = None,
+) -> None:
+    """Check `branch` out in the slot at `path`, at `commit` (default: where the
+    user's repository has it), rewriting only the files that differ.
+
+    The slot holds a branch of the same name of its own. Refuses a slot holding
+    uncommitted work, unless the caller has just seen it clean (`known_clean`: a
+    `git status` costs ~0.1 s on a large repository, and is not paid twice). Ignored
+    files (installed dependencies, caches) are kept unless `clean_all`, so a slot's
+    setup runs once, not once per task.
     """
+    slot = Contained(repo, path)
     if not known_clean:
         dirty = dirty_paths(path, repo)
         if dirty:
@@ -131,76 +159,123 @@ def move(
                 f"({', '.join(one_line(p) for p in dirty[:5])}); "
                 "forge will not move it"
             )
+    target = commit or repo.ref_value(branch)
+    if target is None:
+        raise ForgeError(f"{branch} does not exist")
     short = refs.branch_name(branch)
-    repo.git("checkout", "--quiet", "--force", "--no-recurse-submodules", short, cwd=path)
+    slot.git("checkout", "--quiet", "--force", "--no-recurse-submodules", "-B", short, target)
     if clean_all:
-        repo.git("clean", "-fdqx", cwd=path)
+        slot.git("clean", "-fdqx")
 
 
 def detach(repo: Repository, path: Path) -> None:
-    """Let go of the branch (so it can be deleted or checked out elsewhere); files and
-    index stay. HEAD is pointed at the same commit directly: a `checkout --detach`
-    would refresh the whole index for nothing."""
+    """Let go of the slot's branch; files and index stay. HEAD is pointed at the same
+    commit directly: a `checkout --detach` would refresh the whole index for nothing."""
     if not is_worktree(path):
         return
-    head = repo.try_git("rev-parse", "--verify", "--quiet", "HEAD", cwd=path).stdout.strip()
-    if head:
-        repo.try_git("update-ref", "--no-deref", "HEAD", head, cwd=path)
+    slot = Contained(repo, path)
+    with contextlib.suppress(contained.Tampered):
+        head = slot.run("rev-parse", "--verify", "--quiet", "HEAD", check=False).stdout.strip()
+        if head:
+            slot.run("update-ref", "--no-deref", "HEAD", head, check=False)
 
 
 def commit_all(repo: Repository, path: Path, message: str, *, branch: str) -> str:
-    """Commit whatever is in the worktree onto `branch` (checked out there) with
-    plumbing: no hooks run (the task's check and the verification are forge's
-    gates, and a user's pre-commit hook may be slow, interactive or forge's own).
-    Commits the agent made itself stay under it. Returns the branch's head after:
+    """Commit whatever is in the slot onto what it has checked out, with plumbing: no
+    hooks run (the task's check and the verification are forge's gates, and a
+    user's pre-commit hook may be slow, interactive or forge's own). Commits the
+    agent made itself stay under it. The result is fetched into the user's
+    repository and `branch` moved there to it. Returns the branch's head after:
     unchanged when there was nothing to commit."""
-    repo.git("add", "--all", cwd=path)
-    tree = repo.git("write-tree", cwd=path).strip()
-    head = repo.git("rev-parse", "HEAD", cwd=path).strip()
-    if tree == repo.tree_of(head):
-        return head
-    env = identity_env(repo)
-    commit = repo.git("commit-tree", tree, "-p", head, "-m", message, cwd=path, env=env).strip()
-    repo.update_ref(branch, commit, head, message=message)
-    return commit
+    slot = Contained(repo, path)
+    direct = slot.direct_env()
+    slot.git("add", "--all", env=direct)
+    tree = slot.git("write-tree", env=direct).strip()
+    head, head_tree = slot.git("rev-parse", "HEAD", "HEAD^{tree}").split()
+    old = repo.ref_value(branch)
+    result = head
+    if tree != head_tree:
+        env = {**identity_env(repo), **direct}
+        result = slot.git("commit-tree", tree, "-p", head, "-m", message, env=env).strip()
+        moves = f"update HEAD {result} {head}\nupdate {contained.RESULT_REF} {result}\n"
+        slot.git("update-ref", "--stdin", input=moves)
+    if result != old:
+        if not direct:
+            slot.bring_back(result, marked=tree != head_tree)
+        repo.update_ref(branch, result, old, message=message)
+    return result
 
 
 def salvage(
     repo: Repository, path: Path, *, plan: str, task: str, dirty: list[str] | None = None
 ) -> str | None:
     """Commit uncommitted work in `path` to refs/forge/salvage/<plan>/<task>/<n>
-    without moving the worktree's branch. Returns the ref, or None if clean.
+    without moving the slot's branch. Returns the ref, or None if clean.
     `dirty`: what the caller's own `dirty_paths` just found (saves a second look)."""
     if not is_worktree(path):
         return None
     if not (dirty if dirty is not None else dirty_paths(path, repo)):
         return None
+    slot = Contained(repo, path)
     # An index of its own, unique to this call: salvages of several slots may run
-    # at once, and the worktree's own index must stay as it is.
+    # at once, and the slot's own index must stay as it is.
     fd, name = tempfile.mkstemp(prefix=f".forge-salvage-index-{os.getpid()}-", dir=path.parent)
     os.close(fd)
     index = Path(name)
     index.unlink()  # git wants to create it; an empty file is not a valid index
     env = {**identity_env(repo), "GIT_INDEX_FILE": str(index)}
     try:
-        head = repo.git("rev-parse", "HEAD", cwd=path).strip()
-        repo.git("read-tree", head, cwd=path, env=env)
-        repo.git("add", "--all", cwd=path, env=env)
-        tree = repo.git("write-tree", cwd=path, env=env).strip()
-        commit = repo.git(
-            "commit-tree",
-            tree,
-            "-p",
-            head,
-            "-m",
-            f"forge: salvage of {plan}/{task}",
-            cwd=path,
-            env=env,
+        head = slot.git("rev-parse", "HEAD").strip()
+        slot.git("read-tree", head, env=env)
+        slot.git("add", "--all", env=env)
+        tree = slot.git("write-tree", env=env).strip()
+        commit = slot.git(
+            "commit-tree", tree, "-p", head, "-m", f"forge: salvage of {plan}/{task}", env=env
         ).strip()
     finally:
         with contextlib.suppress(FileNotFoundError):
             index.unlink()
+    slot.bring_back(commit)
     return keep(repo, commit, plan=plan, task=task)
+
+
+def keep_local_commits(
+    repo: Repository, path: Path, known: str, *, plan: str, task: str
+) -> str | None:
+    """The salvage ref holding the slot's HEAD when it is not `known` (what the user's
+    repository has for the task's branch) nor behind it; None otherwise."""
+    if not is_worktree(path):
+        return None
+    slot = Contained(repo, path)
+    local = slot.run("rev-parse", "--verify", "--quiet", "HEAD", check=False).stdout.strip()
+    if not local or local == known:
+        return None
+    if slot.run("merge-base", "--is-ancestor", local, known, check=False).returncode == 0:
+        return None
+    slot.bring_back(local)
+    return keep(repo, local, plan=plan, task=task)
+
+
+def usable(repo: Repository, path: Path) -> str | None:
+    """Why the slot at `path` cannot be used any more (None: it can)."""
+    if not path.exists():
+        return None
+    if not is_worktree(path):
+        return f"{path}/.git is gone or is not a directory any more"
+    try:
+        Contained(repo, path).guard()
+    except contained.Tampered as exc:
+        return str(exc)
+    return None
+
+
+def set_aside(path: Path) -> Path:
+    """Move a slot forge can no longer use out of the way, files kept."""
+    n = 1
+    while (aside := path.with_name(f"{path.name}.broken-{n}")).exists():
+        n += 1
+    path.rename(aside)
+    return aside
 
 
 _KEEP_LOCK = threading.Lock()
@@ -227,12 +302,12 @@ def keep(repo: Repository, commit: str, *, plan: str, task: str) -> str:
 
 
 def remove(repo: Repository, path: Path) -> None:
-    """Remove a worktree. Callers salvage first: this discards what is in it."""
-    if is_worktree(path):
-        repo.try_git("worktree", "remove", "--force", "--force", str(path))
+    """Remove a slot. Callers salvage first: this discards what is in it."""
+    legacy = (path / ".git").is_file()  # a linked worktree an older forge made
     if path.exists():
         shutil.rmtree(path, ignore_errors=True)
-    prune(repo)
+    if legacy:
+        prune(repo)
 
 
 def disk_usage(path: Path) -> int:

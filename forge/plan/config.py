@@ -331,6 +331,13 @@ class RepoConfig:
 
     agents: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     verify: VerifyConfig | None = None
+    prices: Mapping[str, tuple[float, float]] = field(default_factory=dict)  # `[prices]`
+
+    def all_prices(self) -> dict[str, tuple[float, float]]:
+        from forge.agents.prices import DEFAULT_PRICES
+
+        return {**DEFAULT_PRICES, **self.prices}
+
     cluster_address: str | None = None  # [cluster] address
     cluster_remote: str | None = None  # [cluster] remote: a git URL or path the workers reach
 
@@ -360,7 +367,11 @@ def load_repo_config(repo_root: Path, *, read_agents: bool = True) -> RepoConfig
         return src.key_line(key) or src.table_line(key)
 
     check_keys(
-        data, ["agents", "verify", "cluster"], what="forge.toml", problems=problems, line_of=top
+        data,
+        ["agents", "verify", "cluster", "prices"],
+        what="forge.toml",
+        problems=problems,
+        line_of=top,
     )
     agents = parse_agents(
         data.get("agents", {}),
@@ -378,8 +389,15 @@ def load_repo_config(repo_root: Path, *, read_agents: bool = True) -> RepoConfig
         data.get("verify"), reruns=None, what="[verify]", problems=problems, line_of=in_verify
     )
     address, remote = _parse_cluster(data.get("cluster", {}), problems, src.table_line("cluster"))
+    prices = parse_prices(data.get("prices", {}), problems=problems, line_of=top)
     problems.raise_if_any()
-    return RepoConfig(agents=agents, verify=verify, cluster_address=address, cluster_remote=remote)
+    return RepoConfig(
+        agents=agents,
+        verify=verify,
+        cluster_address=address,
+        cluster_remote=remote,
+        prices=prices,
+    )
 
 
 def _parse_cluster(
@@ -400,6 +418,36 @@ def _parse_cluster(
             value = None
         values.append(value)
     return values[0], values[1]
+
+
+def parse_prices(
+    value: Any, *, problems: Problems, line_of: Callable[[str], int | None]
+) -> dict[str, tuple[float, float]]:
+    """`[prices]`: model = { input = USD, output = USD } per million tokens, or
+    model = [input, output]."""
+    if not isinstance(value, dict):
+        problems.add("`prices` must be a table ([prices])", line=line_of("prices"))
+        return {}
+    out: dict[str, tuple[float, float]] = {}
+    for model, price in value.items():
+        pair = (
+            [price.get("input"), price.get("output")]
+            if isinstance(price, dict) and set(price) <= {"input", "output"}
+            else price
+        )
+        if (
+            isinstance(pair, list)
+            and len(pair) == 2
+            and all(isinstance(x, int | float) and not isinstance(x, bool) and x >= 0 for x in pair)
+        ):
+            out[str(model)] = (float(pair[0]), float(pair[1]))
+        else:
+            problems.add(
+                f"[prices] {model}: give USD per million tokens as "
+                f"{{ input = 3.0, output = 15.0 }} or [3.0, 15.0]",
+                line=line_of(str(model)),
+            )
+    return out
 
 
 def toml_error_line(exc: tomllib.TOMLDecodeError) -> int | None:

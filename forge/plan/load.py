@@ -26,11 +26,13 @@ from forge.plan.config import (
     toml_error_line,
 )
 from forge.plan.model import (
+    DEFAULT_BATCH_MAX,
     DEFAULT_ESCALATE_AFTER,
     DEFAULT_MAX_PARALLEL,
     DEFAULT_SETUP_TIMEOUT,
     DEFAULT_TIMEOUT,
     Clean,
+    Gate,
     Plan,
     Scope,
     Task,
@@ -49,15 +51,19 @@ PLAN_KEYS = (
     "env",
     "verify",
     "verify_reruns",
+    "gate",
+    "batch_max",
     "agent",
     "fallback",
     "review",
     "timeout",
     "log_cap",
+    "budget",
     "escalate_after",
     "escalate_effort",
     "scope",
     "clean",
+    "sandbox",
     "agents",
     "task",
 )
@@ -155,8 +161,14 @@ class _Checker:
         )
         log_cap = self.size("log_cap")
         env = self.env()
+        budget = self.budget()
         scope = self.choice("scope", ("error", "warn"))
         clean = self.choice("clean", ("untracked", "all"))
+        gate = self.choice("gate", ("queue", "end", "off"))
+        batch_max = self.int_at_least("batch_max", 1, DEFAULT_BATCH_MAX)
+        sandbox = d.get("sandbox", False)
+        if not isinstance(sandbox, bool):
+            self.add("`sandbox` must be true or false", "sandbox")
         verify = self.verify()
         agents = parse_agents(
             d.get("agents", {}),
@@ -181,13 +193,28 @@ class _Checker:
             review=review,
             timeout=timeout,
             log_cap=log_cap,
+            budget=budget,
             escalate_after=escalate_after,
             escalate_effort=bool(escalate_effort),
             scope=cast(Scope, scope),
             clean=cast(Clean, clean),
+            gate=cast(Gate, gate),
+            batch_max=batch_max,
+            sandbox=bool(sandbox),
             agents=agents,
             tasks=tasks,
         )
+
+    def budget(self) -> float | None:
+        if "budget" not in self.data:
+            return None
+        from forge.plan.budget import parse_budget
+
+        try:
+            return parse_budget(self.data["budget"])
+        except ValueError as exc:
+            self.add(f"`budget`: {exc}", "budget")
+            return None
 
     def name(self) -> str:
         if "name" in self.data:

@@ -32,9 +32,11 @@ DEFAULT_MAX_PARALLEL = 2
 DEFAULT_TIMEOUT = 30 * 60.0  # seconds an attempt (agent or shell command, then check) may run
 DEFAULT_SETUP_TIMEOUT = 10 * 60.0  # seconds the plan's `setup` may run in one worktree
 DEFAULT_ESCALATE_AFTER = 3
+DEFAULT_BATCH_MAX = 8  # tasks verified together at most (bench/gate.py measures it)
 
 Scope = Literal["error", "warn"]
 Clean = Literal["untracked", "all"]
+Gate = Literal["queue", "end", "off"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -113,10 +115,14 @@ class Plan:
     review: str | None = None  # reviewer agent spec for every prompt task
     timeout: float = DEFAULT_TIMEOUT
     log_cap: int | None = None  # bytes of a command's output kept in its log; None: default
+    budget: float | None = None  # USD; the run pauses when the plan's spend reaches it
     escalate_after: int = DEFAULT_ESCALATE_AFTER  # 0: never escalate
     escalate_effort: bool = False
     scope: Scope = "error"  # changes outside a task's files: fail the task, or warn
     clean: Clean = "untracked"
+    gate: Gate = "queue"  # how work lands when a verification is configured
+    batch_max: int = DEFAULT_BATCH_MAX
+    sandbox: bool = False  # run every command under bubblewrap (forge/base/sandbox.py)
     agents: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     tasks: tuple[Task, ...] = ()
 
@@ -185,10 +191,14 @@ class Plan:
             "review": self.review,
             "timeout": self.timeout,
             "log_cap": self.log_cap,
+            "budget": self.budget,
             "escalate_after": self.escalate_after,
             "escalate_effort": self.escalate_effort,
             "scope": self.scope,
             "clean": self.clean,
+            "gate": self.gate,
+            "batch_max": self.batch_max,
+            "sandbox": self.sandbox,
             "agents": {k: dict(v) for k, v in self.agents.items()},
             "tasks": [t.to_dict() for t in self.tasks],
         }
@@ -209,10 +219,14 @@ class Plan:
             review=data.get("review"),
             timeout=data.get("timeout", DEFAULT_TIMEOUT),
             log_cap=data.get("log_cap"),
+            budget=data.get("budget"),
             escalate_after=data.get("escalate_after", DEFAULT_ESCALATE_AFTER),
             escalate_effort=data.get("escalate_effort", False),
             scope=data.get("scope", "error"),
             clean=data.get("clean", "untracked"),
+            gate=data.get("gate", "queue"),
+            batch_max=data.get("batch_max", DEFAULT_BATCH_MAX),
+            sandbox=bool(data.get("sandbox", False)),
             agents={k: dict(v) for k, v in data.get("agents", {}).items()},
             tasks=tuple(Task.from_dict(t) for t in data.get("tasks", ())),
         )

@@ -26,10 +26,14 @@ from forge.base.settings import Settings
 from forge.base.text import one_line
 from forge.git import merge as integrate
 from forge.git import worktrees
+from forge.git.contained import Tampered
 from forge.git.refs import task_ref
 from forge.git.repo import Repository
 from forge.plan.model import Plan, Task
 from forge.plan.patterns import out_of_scope
+from forge.run.confinement import ceiling_env, sandbox_for
+from forge.run.phases import phase
+from forge.run.reason import reason_line
 from forge.run.reset import reset_for_attempt
 from forge.run.slots import SlotPool
 from forge.run.state import (
@@ -81,15 +85,17 @@ class RunContext:
     agent_defs: Mapping[str, Mapping[str, Any]]
     owner: Owner  # this run's process, recorded as each task's runner
     merge_lock: threading.Lock = field(default_factory=threading.Lock)
+    gated: bool = False  # finished work is QUEUED for the gate instead of merged
     remote: Remote | None = None  # attempts run on a cluster (forge.cluster) when set
     on_change: Callable[[str], None] = lambda _task: None
+    sandbox: bool = False  # every command under bubblewrap, only its slot writable
 
     @property
     def settings(self) -> Settings:
         return self.repo.settings
 
     def save(self, task: str | None = None) -> None:
-        self.store.save(self.state)
+        self.store.save(self.state, task=task)
         if task is not None:
             self.on_change(task)
 
@@ -152,6 +158,8 @@ def run_attempt(
         outcome = _steps(ctx, task, ts, attempt, attempt_dir, spec=spec, fresh=fresh)
     except _Stop as stop:
         outcome = stop.outcome
+    except Tampered as exc:
+        outcome = Outcome(Status.FAILED, f"the task broke its worktree's git directory: {exc}")
     except Exception as exc:  # noqa: BLE001 a bug or an unexpected git failure: record, don't lose state
         outcome = Outcome(Status.FAILED, _keep_traceback(attempt_dir, exc))
     except BaseException as exc:
@@ -179,8 +187,9 @@ def _keep_traceback(attempt_dir: Path, exc: Exception) -> str:
 def _finish(
     ctx: RunContext, task: Task, ts: TaskState, attempt: Attempt, outcome: Outcome, started: float
 ) -> Outcome:
-    if outcome.status == Status.MERGED and ctx.remote is None:
-        ctx.slots.release(task.id)  # its MERGED state was saved by the merge
+    if outcome.status in (Status.MERGED, Status.QUEUED) and ctx.remote is None:
+        # Its work is committed on its branch (and merged, or queued for the gate).
+        ctx.slots.release(task.id)
     with ctx.store.lock:
         attempt.status = outcome.status
         attempt.reason = outcome.reason
@@ -211,14 +220,17 @@ def _steps(
             return done
         faults.point("before-merge")
         _check_stop(ctx)
+        if ctx.gated:
+            return Outcome(Status.QUEUED, "")  # the gate verifies it with others, then lands it
         return _merge(ctx, task, ts, attempt, attempt_dir, done)
-    path, start_head, slot, new = _prepare_slot(ctx, task, ts, fresh=fresh)
-    env = _setup(ctx, attempt, attempt_dir, path, slot, new)
+    path, start_head, slot, new = _prepare_slot(ctx, task, ts, attempt, fresh=fresh)
+    env = _setup(ctx, task, attempt, attempt_dir, path, slot, new)
     limit = _timeout_of(ctx, task, spec)
     work_started = time.monotonic()
-    outcome = _run_work(
-        ctx, task, ts, attempt, attempt_dir, path, spec=spec, timeout=limit, env=env
-    )
+    with phase(ctx, task.id, attempt, "agent" if spec is not None else "run"):
+        outcome = _run_work(
+            ctx, task, ts, attempt, attempt_dir, path, spec=spec, timeout=limit, env=env
+        )
     message = f"forge: {ctx.plan.name}/{task.id} attempt {attempt.number}\n\n{task.title}"
     if outcome is not None:
         _keep_judged_work(ctx, ts, attempt, path, outcome, message, start_head)
@@ -235,11 +247,14 @@ def _steps(
         return reviewed
     faults.point("before-merge")
     _check_stop(ctx)
-    return _merge(ctx, task, ts, attempt, attempt_dir, head)
+    if ctx.gated:
+        return Outcome(Status.QUEUED, "")  # the gate verifies it with others, then lands it
+    with phase(ctx, task.id, attempt, "merge"):
+        return _merge(ctx, task, ts, attempt, attempt_dir, head)
 
 
 def _prepare_slot(
-    ctx: RunContext, task: Task, ts: TaskState, *, fresh: bool
+    ctx: RunContext, task: Task, ts: TaskState, attempt: Attempt, *, fresh: bool
 ) -> tuple[Path, str, Slot, bool]:
     """A slot on the task's branch, reset to where this attempt starts. Returns (its
     path, the commit the attempt starts from, the slot, whether it is new)."""
@@ -248,30 +263,45 @@ def _prepare_slot(
     # The branch: created at the pinned base on the first attempt.
     if repo.ref_value(ts.branch) is None:
         repo.update_ref(ts.branch, ts.base, None, message="forge: task branch")
-    got = ctx.slots.acquire(task.id, ts.base)
-    slot, new = got.slot, not got.slot.setup_done
-    path = Path(slot.path)
-    # One look at the slot per attempt, none when it is clean by construction; after
-    # reset_for_attempt it is clean (anything found was salvaged, then cleared).
-    start_head, salvaged = reset_for_attempt(
-        repo,
-        ctx.plan,
-        ts,
-        path,
-        fresh=fresh,
-        known_clean=got.clean,
-        integration_head=repo.ref_value(ctx.state.integration),
-        shell=task.run is not None,
-    )
-    if salvaged:
-        ctx.save(task.id)
-    worktrees.move(repo, path, ts.branch, clean_all=ctx.plan.clean == "all", known_clean=True)
+    with phase(ctx, task.id, attempt, "worktree"):
+        got = ctx.slots.acquire(task.id, ts.base)
+        slot, new = got.slot, not got.slot.setup_done
+        attempt.slot = slot.name
+        path = Path(slot.path)
+        # One look at the slot per attempt, none when it is clean by construction; after
+        # reset_for_attempt it is clean (anything found was salvaged, then cleared).
+        start_head, salvaged = reset_for_attempt(
+            repo,
+            ctx.plan,
+            ts,
+            path,
+            fresh=fresh,
+            known_clean=got.clean,
+            integration_head=repo.ref_value(ctx.state.integration),
+            shell=task.run is not None,
+        )
+        if salvaged:
+            ctx.save(task.id)
+        worktrees.move(
+            repo,
+            path,
+            ts.branch,
+            clean_all=ctx.plan.clean == "all",
+            known_clean=True,
+            commit=start_head,
+        )
     _check_stop(ctx)
     return path, start_head, slot, new
 
 
 def _setup(
-    ctx: RunContext, attempt: Attempt, attempt_dir: Path, path: Path, slot: Slot, new: bool
+    ctx: RunContext,
+    task: Task,
+    attempt: Attempt,
+    attempt_dir: Path,
+    path: Path,
+    slot: Slot,
+    new: bool,
 ) -> dict[str, str]:
     """The plan's setup in the slot when it needs it; returns the plan's environment."""
     env = environment.expand(ctx.plan.env, path)
@@ -281,9 +311,10 @@ def _setup(
     if ctx.plan.setup and (ctx.plan.clean == "all" or not environment.is_set_up(path, digest)):
         log = attempt_dir / "setup.log"
         limit = ctx.plan.setup_timeout
-        res = _group(
-            ctx, ctx.plan.setup, cwd=path, log=log, attempt=attempt, timeout=limit, env=env
-        )
+        with phase(ctx, task.id, attempt, "setup", save=True):
+            res = _group(
+                ctx, ctx.plan.setup, cwd=path, log=log, attempt=attempt, timeout=limit, env=env
+            )
         if res.stopped:
             raise _Stop(Outcome(Status.INTERRUPTED, "stopped during setup"))
         if res.timed_out:
@@ -369,7 +400,7 @@ def _commit_and_judge(
         for a in ts.attempts[:-1]
         if a.status in FAILURES
         and a.diff_hash
-        and a.feedback_source in ("check", "scope", "review", "merge")
+        and (a.feedback_source or "").startswith(("check", "scope", "review", "merge", "verify:"))
     ]
     if judged and judged[-1].diff_hash == attempt.diff_hash:
         return Outcome(
@@ -405,11 +436,12 @@ def _check(
         return Outcome(
             Status.TIMEOUT, f"check not run: the attempt's {limit:g}s timeout was used up"
         )
-    res = _group(ctx, task.check, cwd=path, log=log, attempt=attempt, timeout=left, env=env)
+    with phase(ctx, task.id, attempt, "check"):
+        res = _group(ctx, task.check, cwd=path, log=log, attempt=attempt, timeout=left, env=env)
     # The check may have written into the worktree; the work is committed, so
     # restore the tree to it (a later attempt must start from the commit).
-    repo.try_git("reset", "--quiet", "--hard", cwd=path)
-    repo.try_git("clean", "-fdq", cwd=path)
+    worktrees.git(repo, path, "reset", "--quiet", "--hard", check=False)
+    worktrees.git(repo, path, "clean", "-fdq", check=False)
     if res.stopped:
         return Outcome(Status.INTERRUPTED, "stopped during the check")
     if res.timed_out:
@@ -617,8 +649,8 @@ def _review(
         return None
     # The reviewer may have written into the worktree, or even committed: the
     # work it judged is `head`, and that is what the branch keeps.
-    ctx.repo.try_git("reset", "--quiet", "--hard", head, cwd=path)
-    ctx.repo.try_git("clean", "-fdq", cwd=path)
+    worktrees.git(ctx.repo, path, "reset", "--quiet", "--hard", head, check=False)
+    worktrees.git(ctx.repo, path, "clean", "-fdq", check=False)
     if verdict.verdict == "approve":
         with ctx.store.lock:
             ctx.save(task.id)
@@ -628,7 +660,10 @@ def _review(
     if verdict.verdict == "infra":
         # Nothing judged the work, and an INFRA attempt spends nothing: take the
         # change back, or the next attempt would find it done and change nothing.
-        ctx.repo.try_git("reset", "--quiet", "--hard", start_head, cwd=path)
+        worktrees.git(ctx.repo, path, "reset", "--quiet", "--hard", start_head, check=False)
+        assert ts.branch is not None
+        if ctx.repo.ref_value(ts.branch) == head:  # the slot's branch is not the user's
+            ctx.repo.update_ref(ts.branch, start_head, head, message="forge: review could not run")
         return Outcome(
             Status.INFRA,
             f"review: {verdict.findings}",
@@ -689,17 +724,19 @@ def _group(
         # processes by their tag, which was saved before the spawn.
         attempt.pgid = pgid
 
+    box = sandbox_for(ctx.repo, ctx.logs, cwd, on=ctx.sandbox)
     return proc.run_group(
         proc.GroupSpec(
             argv,
             cwd=cwd,
             log_path=log,
-            env={**ctx.settings.child_env(), **(env or {})},
+            env={**ctx.settings.child_env(), **ceiling_env(cwd), **(env or {})},
             timeout=timeout,
             grace=ctx.settings.grace,
             tag=attempt.tag,
             input_path=input_path,
             cap=ctx.plan.log_cap,
+            sandbox=box,
         ),
         stop=ctx.stop if stop is None else stop,
         on_start=started,
@@ -734,6 +771,4 @@ def _check_stop(ctx: RunContext) -> None:
 
 
 def _last_line(log: Path) -> str:
-    text = logs.tail(log)
-    lines = [ln for ln in text.splitlines() if ln.strip() and not ln.startswith("forge: ")]
-    return lines[-1].strip()[:200] if lines else "(no output)"
+    return reason_line(logs.tail(log))

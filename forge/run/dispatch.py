@@ -21,11 +21,13 @@ from forge.plan.model import Task
 from forge.plan.registry import Recorded
 from forge.run import hold as holds
 from forge.run.attempt import Outcome, RunContext, run_attempt
+from forge.run.budget import Budget
 from forge.run.capacity import Capacity
 from forge.run.state import FAILURES, REDISPATCH, Stall, Status
 
 if TYPE_CHECKING:
     from forge.agents.spec import AgentSpec
+    from forge.run.landing import Gate
     from forge.run.options import RunOptions
 
 INFRA_BACKOFF_CAP = 300.0
@@ -48,6 +50,7 @@ class Dispatcher:
         recorded: Recorded,
         options: RunOptions,
         on_event: Callable[[str], None],
+        gate: Gate | None = None,
     ) -> None:
         from forge.plan import dag
 
@@ -61,6 +64,9 @@ class Dispatcher:
         self.overlaps = dag.task_overlaps(self.plan)
         self.done: queue.Queue[tuple[str, Outcome | None]] = queue.Queue()
         ctx.slots.on_ready = lambda: self.done.put(("", None))
+        self.gate = gate  # verifies QUEUED tasks and lands them (None: tasks merge)
+        if gate is not None:
+            gate.wake = lambda: self.done.put(("", None))
         self.notes: dict[str, str] = {}  # escalation notes, said when the task starts
         self.running: set[str] = set()
         self.retries: dict[str, int] = {}  # failed-task retries spent in this run
@@ -74,6 +80,7 @@ class Dispatcher:
         )
         self.no_auto: set[str] = set()  # tasks the policy says not to retry automatically
         self.forced = options.only  # `forge retry`: dispatch it even though it failed
+        self.budget = Budget.of(ctx, options.budget)
         from forge.run.replan import LivePlan
 
         self.live = LivePlan(ctx.repo, self.plan.name)  # `forge plan` while this runs
@@ -91,12 +98,19 @@ class Dispatcher:
                 if held is not None and self._ready():
                     # Only a hold that keeps something from starting pauses the run.
                     state.paused = f"hold: {held.describe()}"
+                if not state.paused and self.budget.spent_out() and self._ready():
+                    state.paused = self.budget.describe()
                 if not state.paused:
                     self._mark_blocked()
                     self._dispatch(pool)
-                finished = not self.running and bool(state.paused or not self._waiting())
-                self.live.close(self.running, finished=finished)
-                if finished:
+                idle = not self.running and (bool(state.paused) or not self._waiting())
+                if self.gate is not None:
+                    # `end`: the gate starts once nothing else can start before it lands
+                    # (what waits, waits for a dependency or an overlapping task to land).
+                    self.gate.release(not self.running)
+                    idle = idle and self.gate.idle()
+                self.live.close(self.running, finished=idle)
+                if idle:
                     break
                 self._drain(block=True)
             if self.running:  # stopped: the attempts see the event and end
@@ -207,7 +221,13 @@ class Dispatcher:
             self.capacity.worked(str(review["agent"]).split(":")[0])
 
     def _overlaps_running(self, tid: str) -> bool:
-        return any(other in self.running for other in self.overlaps.get(tid, ()))
+        # A QUEUED task's work is not on integration yet: a task overlapping it waits
+        # for it to land, so that its base holds that work (else it would conflict).
+        tasks = self.ctx.state.tasks
+        return any(
+            other in self.running or tasks[other].status == Status.QUEUED
+            for other in self.overlaps.get(tid, ())
+        )
 
     def _waiting(self) -> bool:
         """Is anything still to be started (now or after a backoff)?"""
@@ -239,8 +259,8 @@ class Dispatcher:
     def _finally_unmerged(self, tid: str) -> bool:
         """Will `tid` stay unmerged for the rest of this run?"""
         ts = self.ctx.state.tasks[tid]
-        if ts.status == Status.MERGED or tid in self.running:
-            return False
+        if ts.status in (Status.MERGED, Status.QUEUED) or tid in self.running:
+            return False  # (a QUEUED task lands, or fails and says so: not final yet)
         if ts.status == Status.BLOCKED:
             return True
         task = self.plan.find_task(tid)
@@ -347,11 +367,14 @@ class Dispatcher:
                 return
 
     def _after(self, tid: str, outcome: Outcome) -> None:
+        self.budget.add(self.ctx.state.tasks[tid].last)
         self.on_event(
             f"{tid}: {outcome.status}" + (f" ({outcome.reason})" if outcome.reason else "")
         )
         ran_on = self.capacity.finished(tid)
         since = self.since.pop(tid, 0.0)
+        if outcome.status == Status.QUEUED and self.gate is not None:
+            self.gate.submit(tid)
         if outcome.status == Status.INFRA:
             name = outcome.infra_agent or ran_on
             if name is None:

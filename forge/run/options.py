@@ -14,4 +14,6 @@ class RunOptions:
     only: str | None = None  # `forge retry TASK`: run just this task
     fresh: bool = False
     agent: str | None = None  # `forge retry --agent SPEC`
+    budget: float | None = None  # USD, `forge run --budget`: overrides the plan's
     verify: bool = True
+    sandbox: bool = False  # `forge run --sandbox` (or `sandbox = true` in the plan)

@@ -20,10 +20,12 @@ from forge.git.merge import is_ancestor
 from forge.git.repo import Repository
 from forge.plan.model import Plan
 from forge.run.state import RunState, StateStore, Status, TaskState
+from forge.verify.records import VerifyRecord
 
 
 def recover(
     repo: Repository,
+    plan: Plan,
     state: RunState,
     store: StateStore,
     *,
@@ -33,6 +35,7 @@ def recover(
     for folder in {Path(slot.path).parent for slot in state.slots.values()}:
         sweep_salvage_indexes(folder)
     integration = repo.ref_value(state.integration)
+    notes += _recover_landing(repo, plan, state, integration)
     if integration:
         notes += _forget_rewritten(repo, state, integration)
     for ts in state.tasks.values():
@@ -47,6 +50,34 @@ def recover(
     for note in notes:
         on_event(note)
     store.save(state)
+    return notes
+
+
+def _recover_landing(
+    repo: Repository, plan: Plan, state: RunState, integration: str | None
+) -> list[str]:
+    """A run killed while the gate verified a batch: its tasks are still QUEUED (the
+    next run verifies them again). Killed while landing one: the intent was written
+    before the ref moved, so a ref that did move is recorded as the landing it was,
+    and one that did not lands nothing."""
+    landing = (state.gate or {}).get("landing")
+    state.gate = None
+    if not landing or not integration or not is_ancestor(repo, landing["to"], integration):
+        return []
+    notes = []
+    for tid, commit in landing["tasks"].items():
+        ts = state.tasks.get(tid)
+        if ts is None or ts.status == Status.MERGED:
+            continue
+        ts.status, ts.reason = Status.MERGED, ""
+        ts.merged_commit, ts.verified_by = commit, landing.get("verified_by")
+        task = plan.find_task(tid)
+        ts.merged_definition = task.definition() if task is not None else None
+        if ts.last is not None:
+            ts.last.status, ts.last.reason = Status.MERGED, ""
+        notes.append(f"{tid}: its landing had happened before the crash; recorded as MERGED")
+    if integration == landing["to"] and landing.get("verification"):
+        state.verification = VerifyRecord.from_dict(landing["verification"])
     return notes
 
 
@@ -131,8 +162,8 @@ def drop_task(repo: Repository, plan: Plan, state: RunState, tid: str) -> list[s
         ref = worktrees.salvage(repo, path, plan=plan.name, task=tid)
         if ref:
             notes.append(f"{tid} (no longer in the plan): its work is kept in {ref}")
-            repo.try_git("reset", "--quiet", "--hard", cwd=path)
-            repo.try_git("clean", "-fdq", cwd=path)
+            worktrees.git(repo, path, "reset", "--quiet", "--hard", check=False)
+            worktrees.git(repo, path, "clean", "-fdq", check=False)
         worktrees.detach(repo, path)
         slot.task = None
         slot.clean = ref is not None or not worktrees.dirty_paths(path, repo)

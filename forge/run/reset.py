@@ -6,10 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from forge.git import worktrees
-from forge.git.merge import is_ancestor
+from forge.git.merge import is_ancestor, merge_onto
 from forge.git.repo import Repository
 from forge.plan.model import Plan
-from forge.run.state import FAILURES, Status, TaskState
+from forge.run.state import FAILURES, Attempt, Status, TaskState
 
 
 def reset_for_attempt(
@@ -45,16 +45,29 @@ def reset_for_attempt(
     # tasks always start from the base; agents fix their own last work.
     continue_work = judged and not (fresh or conflicted or shell)
     start = str(judged[-1].commit) if continue_work else ts.base
+    if continue_work and integration_head and _broke_verification(failures[-1]):
+        # It broke the verification with what landed before it: it has to adapt to
+        # that work, so it continues on its own work merged onto the landed head.
+        onto = merge_onto(
+            repo,
+            integration_head,
+            start,
+            message=f"forge: {plan.name}/{ts.id} onto the integration head",
+        )
+        if onto.merged and not onto.already and onto.commit:
+            ts.base, start = integration_head, onto.commit
     salvaged = None
     if path is not None:
         dirty = [] if known_clean else worktrees.dirty_paths(path, repo)
         salvaged = worktrees.salvage(repo, path, plan=plan.name, task=ts.id, dirty=dirty)
-    if (
-        salvaged and path is not None
-    ):  # its work is safe in the ref: clear the tree for the next attempt
-        repo.git("reset", "--quiet", "--hard", cwd=path)
-        repo.git("clean", "-fdq", cwd=path)
+    if salvaged and path is not None:  # its work is safe in the ref: clear the tree
+        worktrees.git(repo, path, "reset", "--quiet", "--hard")
+        worktrees.git(repo, path, "clean", "-fdq")
     head = repo.ref_value(ts.branch) or ts.base
+    if path is not None and not known_clean and not salvaged:
+        # Commits the agent made in its slot that never came back (the run was
+        # killed before forge committed its work) live only in the slot.
+        salvaged = worktrees.keep_local_commits(repo, path, head, plan=plan.name, task=ts.id)
     recorded = {a.commit for a in judged}  # a judged attempt's work: named in its record
     if (
         salvaged is None
@@ -70,3 +83,7 @@ def reset_for_attempt(
             worktrees.detach(repo, path)
         repo.update_ref(ts.branch, start, head, message="forge: reset task branch")
     return start, salvaged
+
+
+def _broke_verification(attempt: Attempt) -> bool:
+    return (attempt.feedback_source or "").startswith("verify:")

@@ -21,6 +21,7 @@ from typing import Any
 from forge.agents.output import cli_message
 from forge.base import proc
 from forge.plan.model import Task
+from forge.run.confinement import ceiling_env, sandbox_for
 from forge.run.state import Attempt, TaskState
 
 DIFF_LIMIT = 200_000  # characters of diff in the prompt; a bigger one is cut, and says so
@@ -105,11 +106,14 @@ def judge(
             argv,
             cwd=worktree,
             log_path=log,
-            env={**ctx.settings.child_env(), **env},
+            env={**ctx.settings.child_env(), **ceiling_env(worktree), **env},
             timeout=timeout,
             grace=ctx.settings.grace,
             tag=attempt.tag,
             input_path=stdin,
+            sandbox=sandbox_for(
+                ctx.repo, ctx.logs, worktree, on=ctx.sandbox, writable=(verdict_file.parent,)
+            ),
         ),
         stop=stop,
         on_start=on_start,

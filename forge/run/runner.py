@@ -9,16 +9,18 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from forge.base import proc
+from forge.base import proc, sandbox
 from forge.base.clock import now_iso
 from forge.base.files import plan_lock
 from forge.errors import ExitCode, ForgeError
-from forge.git import worktrees
+from forge.git import snapshot, worktrees
 from forge.git.merge import ensure_integration
 from forge.git.repo import Repository
+from forge.git.snapshot import Snapshot
 from forge.plan.config import VerifyConfig
+from forge.plan.model import Gate as GateMode
 from forge.plan.model import Plan
 from forge.plan.registry import Recorded
 from forge.run import reconcile, recovery
@@ -27,6 +29,9 @@ from forge.run.options import RunOptions
 from forge.run.slots import SlotPool
 from forge.run.state import RunState, StateStore, Status
 from forge.verify.records import Verdict, VerifyRecord
+
+if TYPE_CHECKING:
+    from forge.run.landing import Gate
 
 
 @dataclass
@@ -40,6 +45,7 @@ class RunReport:
     paused: str | None = None
     recovered: list[str] = field(default_factory=list)
     interrupted: bool = False
+    gate_runs: int | None = None  # verifications the gate ran (None: no gate)
 
 
 def agent_defs(repo: Repository, plan: Plan) -> dict[str, Mapping[str, Any]]:
@@ -65,6 +71,9 @@ def run_plan(
     remote: Callable[[Plan], contextlib.AbstractContextManager[Remote]] | None = None,
 ) -> RunReport:
     plan = recorded.plan
+    boxed = options.sandbox or plan.sandbox
+    if boxed:
+        sandbox.require()
     from forge.plan.specs import check_specs
 
     defs = agent_defs(repo, plan)
@@ -82,7 +91,9 @@ def run_plan(
     with plan_lock(repo.state, plan.name, command="forge run") as owner:
         store = StateStore(repo.state, plan.name)
         started = time.monotonic()
+        before = snapshot.take(repo)
         state, integration = _open_state(repo, recorded, store)
+        state.touched = None
         logs = repo.state.logs_dir(plan.name)
         report = RunReport(plan.name, state, ExitCode.OK, logs, integration)
         try:
@@ -91,6 +102,10 @@ def run_plan(
                 repo, repo.worktrees_root() / plan.name, state, store, clean_all=plan.clean == "all"
             )
             slots.free_merged()
+            config = verify_config(repo, plan) if options.verify else None
+            mode = gate_mode(plan, config)
+            if mode == "off":
+                report.recovered += _merge_left_queued(repo, plan, state, store, on_event)
             ctx = RunContext(
                 repo=repo,
                 plan=plan,
@@ -102,13 +117,33 @@ def run_plan(
                 agent_defs=defs,
                 owner=owner,
                 on_change=lambda tid: on_change(state, tid),
+                gated=mode != "off",
+                sandbox=boxed,
             )
-            _dispatch(ctx, recorded, options, integration, on_event=on_event, remote=remote)
-            _conclude(repo, plan, report, options, stop, on_event=on_event)
+            gate = _dispatch(
+                ctx,
+                recorded,
+                options,
+                integration,
+                config=config,
+                mode=mode,
+                on_event=on_event,
+                remote=remote,
+            )
+            _conclude(
+                repo, plan, report, options, stop, gate=gate, on_event=on_event, sandbox=boxed
+            )
         finally:
-            _close_state(state, store, started)
+            _close_state(repo, state, store, started, before)
         report.exit_code = exit_code(state, report, only=options.only)
         return report
+
+
+def gate_mode(plan: Plan, config: Any) -> GateMode:
+    """How work lands: through the gate only when there is a verification to pass."""
+    if config is None or not config.lanes:
+        return "off"
+    return plan.gate
 
 
 def _open_state(repo: Repository, recorded: Recorded, store: StateStore) -> tuple[RunState, str]:
@@ -128,6 +163,44 @@ def _open_state(repo: Repository, recorded: Recorded, store: StateStore) -> tupl
     return state, integration
 
 
+def _merge_left_queued(
+    repo: Repository,
+    plan: Plan,
+    state: RunState,
+    store: StateStore,
+    on_event: Callable[[str], None],
+) -> list[str]:
+    """Tasks an earlier run left QUEUED when there is no gate now (`gate = "off"`,
+    or no verification any more): they merge as tasks do without a gate."""
+    from forge.git.merge import merge_task
+
+    notes = []
+    for ts in state.tasks.values():
+        last = ts.last
+        if ts.status != Status.QUEUED or last is None or last.commit is None:
+            continue
+        message = f"forge: merge {plan.name}/{ts.id} (attempt {last.number})\n\n"
+        res = merge_task(
+            repo,
+            ref=state.integration,
+            task_commit=last.commit,
+            message=message + plan.task(ts.id).title,
+        )
+        if res.merged:
+            ts.status = last.status = Status.MERGED
+            ts.merged_commit = res.commit
+            ts.merged_definition = plan.task(ts.id).definition()
+            notes.append(f"{ts.id}: was queued for a gate that is off now: merged")
+        else:
+            ts.status = last.status = Status.CONFLICT
+            ts.reason = last.reason = f"conflicts with integration in: {', '.join(res.conflicts)}"
+            notes.append(f"{ts.id}: was queued for a gate that is off now: {ts.reason}")
+        store.save(state)
+    for note in notes:
+        on_event(note)
+    return notes
+
+
 def _recover(
     repo: Repository,
     plan: Plan,
@@ -138,7 +211,7 @@ def _recover(
 ) -> list[str]:
     """What an earlier run left: crash recovery, tasks dropped from the plan since;
     then `forge retry --agent`'s choice. Returns the notes said to the user."""
-    recovered = recovery.recover(repo, state, store, on_event=on_event)
+    recovered = recovery.recover(repo, plan, state, store, on_event=on_event)
     for tid in list(state.tasks):  # a task dropped from the plan since
         if plan.find_task(tid) is None and state.tasks[tid].status != Status.MERGED:
             notes = recovery.drop_task(repo, plan, state, tid)
@@ -162,11 +235,13 @@ def _dispatch(
     options: RunOptions,
     integration: str,
     *,
+    config: VerifyConfig | None,
+    mode: GateMode,
     on_event: Callable[[str], None],
     remote: Callable[[Plan], contextlib.AbstractContextManager[Remote]] | None,
-) -> None:
+) -> Gate | None:
     """Run the dispatch loop to its end, with the verification checkouts made
-    meanwhile."""
+    meanwhile and, when work lands through the gate, the gate's thread."""
     prewarm = Prewarm(ctx.repo, ctx.plan)
     if options.verify and integration:
         # From the start: slots are made one or two at a time, so a core is
@@ -174,12 +249,30 @@ def _dispatch(
         prewarm.start(integration)
     from forge.run.dispatch import Dispatcher
 
+    gate = None
+    if mode != "off" and config is not None:
+        from forge.run.landing import Gate
+
+        gate = Gate(
+            ctx,
+            config,
+            mode=mode,
+            batch_max=ctx.plan.batch_max,
+            on_event=on_event,
+            before_verify=prewarm.join,
+        )
+        gate.start()
     try:
         with remote(ctx.plan) if remote else contextlib.nullcontext() as ctx.remote:
-            Dispatcher(ctx, recorded, options, on_event).loop()
+            Dispatcher(ctx, recorded, options, on_event, gate=gate).loop()
     finally:
+        if gate is not None:
+            gate.close()
         ctx.slots.wait()
     prewarm.join()
+    if gate is not None and gate.error is not None:
+        raise gate.error
+    return gate
 
 
 def _conclude(
@@ -189,26 +282,42 @@ def _conclude(
     options: RunOptions,
     stop: threading.Event,
     *,
+    gate: Gate | None,
     on_event: Callable[[str], None],
+    sandbox: bool,
 ) -> None:
-    """After the dispatch: verify the integration head unless stopped or paused."""
+    """After the dispatch: the verdict. Through the gate it is the last landed
+    batch's (no second verification of a head just judged); otherwise the
+    integration head is verified now, unless stopped or paused."""
     state = report.state
     report.paused = state.paused
     report.integration_head = repo.ref_value(state.integration)
+    report.gate_runs = None if gate is None else gate.runs
     if stop.is_set():
         report.interrupted = True
+    elif gate is not None and gate.broken is not None:
+        report.verification = gate.broken
     elif options.verify and report.integration_head and not state.paused:
-        report.verification = _verify(repo, plan, report.integration_head, stop, on_event)
-        state.verification = report.verification
+        landed = state.verification
+        if gate is not None and landed and landed.commit == report.integration_head:
+            report.verification = landed
+        else:
+            report.verification = _verify(
+                repo, plan, report.integration_head, stop, on_event, sandbox=sandbox
+            )
+            state.verification = report.verification
         if stop.is_set():
             report.interrupted = True
 
 
-def _close_state(state: RunState, store: StateStore, started: float) -> None:
+def _close_state(
+    repo: Repository, state: RunState, store: StateStore, started: float, before: Snapshot
+) -> None:
     """Written even when the run crashed: a crashed run has a wall time too."""
     for slot in state.slots.values():  # measured here so `forge status` stays fast
         path = Path(slot.path)
         slot.bytes = worktrees.disk_usage(path) if path.exists() else 0
+    state.touched = snapshot.take(repo).changes_since(before)
     state.finished = now_iso()
     state.wall_seconds = round(time.monotonic() - started, 3)
     store.save(state)
@@ -235,9 +344,10 @@ class Prewarm:
         self.repo = repo
         self.plan = plan
         self.thread: threading.Thread | None = None
+        self.started = False
 
     def start(self, commit: str) -> None:
-        if self.thread is not None:
+        if self.started:
             return
         from forge.verify import checkout
 
@@ -248,8 +358,8 @@ class Prewarm:
             for lane in lanes
             if not checkout.checkout_path(self.repo, self.plan.name, lane).exists()
         ]
+        self.started = True  # once: never start again
         if not missing:
-            self.thread = threading.current_thread()  # nothing to do; never start again
             return
 
         def work() -> None:
@@ -262,17 +372,30 @@ class Prewarm:
         self.thread.start()
 
     def join(self) -> None:
+        # (also from the gate's thread, before its first verification)
         if self.thread is not None and self.thread is not threading.current_thread():
             self.thread.join()
 
 
 def _verify(
-    repo: Repository, plan: Plan, head: str, stop: threading.Event, on_event: Callable[[str], None]
+    repo: Repository,
+    plan: Plan,
+    head: str,
+    stop: threading.Event,
+    on_event: Callable[[str], None],
+    *,
+    sandbox: bool = False,
 ) -> VerifyRecord:
     from forge.verify import engine as verify
 
     return verify.verify_commit(
-        repo, head, verify_config(repo, plan), key=plan.name, stop=stop, on_event=on_event
+        repo,
+        head,
+        verify_config(repo, plan),
+        key=plan.name,
+        stop=stop,
+        on_event=on_event,
+        sandbox=sandbox,
     )
 
 
@@ -312,6 +435,10 @@ def check_retry(
                 f"task '{task}' has merged, and its definition changed since: "
                 f"`forge retry {task} --fresh` runs it again on the current integration head"
             )
+    if ts is not None and ts.status == Status.QUEUED:
+        raise ForgeError(
+            f"task '{task}' is queued for verification; `forge run` verifies and lands it"
+        )
     for dep in t.deps:
         dst = state.tasks.get(dep) if state else None
         if dst is None or dst.status != Status.MERGED:

@@ -59,7 +59,7 @@ class SlotPool:
                 if slot.task is None and slot.name not in self._making:
                     slot.task = task
                     ts.slot = slot.name
-                    self.store.save(self.state)
+                    self.store.save(self.state, task=task)
                     return True
         return False
 
@@ -116,9 +116,15 @@ class SlotPool:
             slot.task = task
             slot.clean = False  # from now on it may hold the task's uncommitted work
             ts.slot = slot.name
-            self.store.save(self.state)
+            self.store.save(self.state, task=task)
         path = Path(slot.path)
         created = False
+        broken = worktrees.usable(self.repo, path)
+        if broken is not None:
+            aside = worktrees.set_aside(path)
+            ts.warnings.append(
+                f"slot {slot.name} was unusable ({broken}); its files are in {aside}"
+            )
         if not worktrees.is_worktree(path):
             slot.setup_done = False
             worktrees.add(self.repo, path, base)

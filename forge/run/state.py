@@ -1,19 +1,29 @@
 """A plan's run state: task statuses, attempts, slots and the last verification.
 
-One JSON file per plan (state.json), rewritten atomically on every change and
-always *before* the action it records, so a `kill -9` at any instant leaves a
-state the next run resumes from.
+Written on every change and always *before* the action it records, so a `kill -9`
+at any instant leaves a state the next run resumes from. On disk: a snapshot
+(state.json, replaced atomically) and a journal of the changes since
+(state-journal-<id>.jsonl, named in the snapshot). A change of one task appends
+one line holding that task and the plan-wide part (slots, verification, pause):
+its cost does not grow with the plan. The journal is folded into a new snapshot
+when it holds as many lines as the plan has tasks (so a transition costs O(1)
+amortised), and whenever a change concerns the whole plan. A line a killed
+writer left half-written was never acted on, and reading stops before it. A
+snapshot without a journal id (what forge wrote before) is read as it is.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
+import os
 import threading
 from dataclasses import dataclass, field, fields
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from forge.base import shape
+from forge.base import seal, shape
 from forge.base.clock import now_iso
 from forge.base.files import SCHEMA_VERSION, StateDir, read_json, write_json
 from forge.base.liveness import Owner
@@ -25,6 +35,7 @@ from forge.verify.records import VerifyRecord
 class Status(StrEnum):
     PENDING = "PENDING"
     RUNNING = "RUNNING"
+    QUEUED = "QUEUED"  # finished, waiting for (or in) the gate's verification
     MERGED = "MERGED"
     FAILED = "FAILED"
     TIMEOUT = "TIMEOUT"
@@ -56,6 +67,17 @@ def counted(attempts: list[Attempt]) -> int:
     return sum(1 for a in attempts if a.status not in UNCOUNTED)
 
 
+_FIELDS: dict[type, frozenset[str]] = {}
+
+
+def _field_names(cls: type) -> frozenset[str]:
+    # Once per class: `fields()` per record is a third of loading 1000 tasks' state.
+    names = _FIELDS.get(cls)
+    if names is None:
+        names = _FIELDS[cls] = frozenset(f.name for f in fields(cls))
+    return names
+
+
 @dataclass
 class Attempt:
     number: int
@@ -79,10 +101,13 @@ class Attempt:
     tag: str | None = None  # FORGE_PROC_TAG of its processes, for crash recovery
     stall: Stall | None = None  # FAILED because the work went nowhere
     where: str | None = None  # the cluster worker that ran it (None: this machine)
+    slot: str | None = None  # the worktree slot it ran in
+    # {"name", "start", "end"} (epoch seconds) per step, in order (forge/run/phases.py)
+    phases: list[dict[str, Any]] = field(default_factory=list)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Attempt:
-        names = {f.name for f in fields(cls)}
+        names = _field_names(cls)
         attempt = cls(**{k: v for k, v in data.items() if k in names})
         attempt.status = Status(attempt.status)
         attempt.stall = Stall(attempt.stall) if attempt.stall else _old_stall(data)
@@ -113,6 +138,7 @@ class TaskState:
     attempts: list[Attempt] = field(default_factory=list)
     runner: Owner | None = None  # the process running it (RUNNING only)
     merged_commit: str | None = None  # the integration merge commit that landed it
+    verified_by: dict[str, Any] | None = None  # the verification that landed (or failed) it
     merged_definition: str | None = None  # Task.definition() of the work that merged
     suggestion: str | None = None  # written when escalation is exhausted
     salvage: list[str] = field(default_factory=list)  # refs holding salvaged work
@@ -120,7 +146,7 @@ class TaskState:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TaskState:
-        names = {f.name for f in fields(cls)}
+        names = _field_names(cls)
         kwargs = {k: v for k, v in data.items() if k in names and k not in ("attempts", "runner")}
         ts = cls(**kwargs)
         ts.status = Status(ts.status)
@@ -134,13 +160,19 @@ class TaskState:
         # under the store lock, and asdict's deep copy costs ~35x more.
         return {
             **vars(self),
-            "attempts": [dict(vars(a)) for a in self.attempts],
+            "attempts": [_attempt_dict(a) for a in self.attempts],
             "runner": None if self.runner is None else self.runner.to_dict(),
         }
 
     @property
     def last(self) -> Attempt | None:
         return self.attempts[-1] if self.attempts else None
+
+
+def _attempt_dict(attempt: Attempt) -> dict[str, Any]:
+    data = dict(vars(attempt))
+    data["phases"] = [dict(p) for p in attempt.phases]  # a phase's end is set in place
+    return data
 
 
 @dataclass
@@ -161,9 +193,16 @@ class RunState:
     slots: dict[str, Slot] = field(default_factory=dict)
     verification: VerifyRecord | None = None  # of the integration head, last verified
     paused: str | None = None  # why the last run paused (hold, infrastructure)
+    gate: dict[str, Any] | None = None  # the batch under verification, and a landing's intent
     started: str | None = None
     finished: str | None = None
     wall_seconds: float | None = None
+    # What changed in the user's checkout (branches, HEAD, index, working tree) while
+    # the last run ran, measured at its start and end; [] when nothing did.
+    touched: list[str] | None = None
+    # Not saved: whether the verification read from disk carries forge's seal (one
+    # forge wrote itself); `forge accept` believes no other.
+    verification_sealed: bool = True
 
     def to_dict(self) -> dict[str, Any]:
         # Shallow copies, not dataclasses.asdict: this runs several times per task
@@ -173,12 +212,22 @@ class RunState:
             "plan": self.plan,
             "integration": self.integration,
             "tasks": {tid: ts.to_dict() for tid, ts in self.tasks.items()},
+            **self.plan_wide(),
+        }
+
+    def plan_wide(self) -> dict[str, Any]:
+        """Everything but the tasks: small, whatever the plan's size."""
+        return {
             "slots": {name: dict(vars(slot)) for name, slot in self.slots.items()},
-            "verification": None if self.verification is None else self.verification.to_dict(),
+            "verification": (
+                None if self.verification is None else seal.sealed(self.verification.to_dict())
+            ),
             "paused": self.paused,
+            "gate": self.gate,
             "started": self.started,
             "finished": self.finished,
             "wall_seconds": self.wall_seconds,
+            "touched": self.touched,
         }
 
     @classmethod
@@ -190,9 +239,12 @@ class RunState:
             slots={k: Slot(**v) for k, v in data.get("slots", {}).items()},
             verification=_verification(data.get("verification")),
             paused=data.get("paused"),
+            gate=data.get("gate"),
             started=data.get("started"),
             finished=data.get("finished"),
             wall_seconds=data.get("wall_seconds"),
+            touched=data.get("touched"),
+            verification_sealed=not data.get("verification") or seal.valid(data["verification"]),
         )
 
 
@@ -226,13 +278,43 @@ def _verification(data: Any) -> VerifyRecord | None:
     return VerifyRecord.from_dict(data) if isinstance(data, dict) and data else None
 
 
+JOURNAL_PREFIX = "state-journal-"
+
+
+def read_state(path: Path) -> Any:
+    """The state as data: the snapshot with its journal replayed over it."""
+    data: Any = read_json(path, what="plan state")
+    if not isinstance(data, dict):
+        return data  # a wrong shape: the caller names it
+    journal = data.pop("journal", None)
+    if not journal:
+        return data
+    try:
+        with open(path.with_name(f"{JOURNAL_PREFIX}{journal}.jsonl"), "rb") as fh:
+            lines = fh.read().split(b"\n")
+    except FileNotFoundError:
+        return data  # nothing changed since the snapshot
+    tasks = data.setdefault("tasks", {})
+    for line in lines:
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            break  # the end, or a line a killed writer left half-written
+        if entry.get("task") is not None:
+            tasks[entry["task"]] = entry["data"]
+        data.update(entry["plan_wide"])
+    return data
+
+
 class StateStore:
-    """The one writer of a plan's state.json; every save is atomic and serialised."""
+    """The one writer of a plan's state; every save is atomic and serialised."""
 
     def __init__(self, state_dir: StateDir, plan: str) -> None:
         self.path: Path = state_dir.state_file(plan)
         self.plan = plan
         self._lock = threading.RLock()
+        self._journal: Path | None = None  # the journal of the snapshot this store wrote
+        self._lines = 0
 
     def load(self, task_ids: list[str]) -> RunState:
         """The saved state, or a fresh one; tasks added to the plan since start PENDING."""
@@ -254,7 +336,7 @@ class StateStore:
             return None
 
     def _read(self) -> RunState:
-        data = read_json(self.path, what="plan state")
+        data = read_state(self.path)
         why = state_problem(data)
         if why:
             raise StateError(
@@ -263,9 +345,29 @@ class StateStore:
             )
         return RunState.from_dict(data)
 
-    def save(self, st: RunState) -> None:
+    def save(self, st: RunState, *, task: str | None = None) -> None:
+        """Save the state; `task` says the change concerns that task (and the
+        plan-wide part) only, so a journal line records it."""
         with self._lock:
-            write_json(self.path, st.to_dict(), compact=True)
+            if task is None or self._journal is None or self._lines >= max(64, len(st.tasks)):
+                self._snapshot(st)
+                return
+            line = {"task": task, "data": st.tasks[task].to_dict(), "plan_wide": st.plan_wide()}
+            with open(self._journal, "a", encoding="utf-8") as fh:
+                fh.write(json.dumps(line, separators=(",", ":")) + "\n")
+            self._lines += 1
+
+    def _snapshot(self, st: RunState) -> None:
+        # A fresh journal id each time: a journal left by a killed writer can never
+        # be mistaken for the new snapshot's.
+        journal = os.urandom(6).hex()  # (not `secrets`: its import costs `forge status`)
+        write_json(self.path, {**st.to_dict(), "journal": journal}, compact=True)
+        self._journal = self.path.with_name(f"{JOURNAL_PREFIX}{journal}.jsonl")
+        self._lines = 0
+        for old in self.path.parent.glob(f"{JOURNAL_PREFIX}*.jsonl"):
+            if old != self._journal:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(old)
 
     @property
     def lock(self) -> threading.RLock:

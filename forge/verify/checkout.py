@@ -1,4 +1,6 @@
-"""Verification checkouts: detached worktrees of forge's own, one per lane.
+"""Verification checkouts: detached checkouts of forge's own, one per lane, each a
+contained repository (forge/git/contained.py), so a verifier's git commands reach
+neither the user's refs nor forge's records.
 
 A lane runs in `<worktrees root>/.verify/<key>/<lane>`, never in the user's working
 tree. Each lane has a checkout of its own so that a lane which writes into its tree
@@ -23,11 +25,11 @@ from pathlib import Path
 from forge.base.files import read_json_or, write_json
 from forge.base.liveness import Owner
 from forge.errors import Busy, ForgeError
-from forge.git import worktrees
+from forge.git import contained, worktrees
+from forge.git.contained import Contained
 from forge.git.repo import Repository, short_sha
 
 _KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-_NO_HOOKS = worktrees.NO_HOOKS
 
 
 def check_key(key: str) -> None:
@@ -62,10 +64,12 @@ class Checkout:
     marker: Path  # exists while a run may have left changes forge must undo
 
     def git(self, *args: str) -> str:
-        return self.repo.git(*_NO_HOOKS, *args, cwd=self.path)
+        return Contained(self.repo, self.path).git(*args)
 
     def fingerprint(self) -> Fingerprint:
-        head = self.repo.try_git("rev-parse", "--verify", "--quiet", "HEAD", cwd=self.path)
+        head = Contained(self.repo, self.path).run(
+            "rev-parse", "--verify", "--quiet", "HEAD", check=False
+        )
         out = self.git("status", "--porcelain=v1", "-z", "--untracked-files=all", "--no-renames")
         entries = frozenset(e for e in out.split("\0") if e)
         return Fingerprint(head=head.stdout.strip(), entries=entries)
@@ -85,17 +89,6 @@ class Checkout:
             self.marker.unlink()
 
 
-def _is_worktree_of(repo: Repository, path: Path) -> bool:
-    if not (path / ".git").is_file():
-        return False
-    cp = repo.try_git("rev-parse", "--show-toplevel", "--git-common-dir", cwd=path)
-    if cp.returncode != 0:
-        return False
-    top, common = cp.stdout.splitlines()[:2]
-    common_path = Path(common) if Path(common).is_absolute() else path / common
-    return Path(top).resolve() == path.resolve() and common_path.resolve() == repo.common_dir
-
-
 def prepare(repo: Repository, *, key: str, lane: str, commit: str) -> Checkout:
     """The lane's checkout, created on first use and moved to `commit`.
 
@@ -105,13 +98,21 @@ def prepare(repo: Repository, *, key: str, lane: str, commit: str) -> Checkout:
     path = checkout_path(repo, key, lane)
     marker = repo.state.verify_dir / "checkouts" / key / f"{lane}.running"
     co = Checkout(repo=repo, path=path, marker=marker)
-    if not _is_worktree_of(repo, path):
-        worktrees.prune(repo)
+    broken = not contained.is_contained(path)
+    if not broken:
+        try:
+            Contained(repo, path).guard()
+        except contained.Tampered:
+            broken = True  # a verifier made its git dir a link: made again below
+    if broken:
+        legacy = (path / ".git").is_file()  # a linked worktree an older forge made
         if path.exists():
-            # Forge's own folder, but no longer a worktree git knows (an `add` that was
-            # killed half way, a registration pruned): start it again.
+            # Forge's own folder, but no longer a checkout forge can use (a create that
+            # was killed half way, a `.git` a verifier removed): start it again.
             shutil.rmtree(path)
-        worktrees.add(repo, path, commit, what="verification checkout", hooks=False)
+        if legacy:
+            worktrees.prune(repo)
+        worktrees.add(repo, path, commit, what="verification checkout")
         co.end_run()
         return co
     dirty = co.fingerprint().entries

@@ -23,6 +23,8 @@ from dataclasses import replace
 from datetime import UTC, datetime
 
 from forge.base import proc
+from forge.base.sandbox import Sandbox
+from forge.git.contained import ceiling_env
 from forge.git.repo import Repository, short_sha
 from forge.plan.config import VerifyConfig
 from forge.verify import environment
@@ -71,6 +73,7 @@ def verify_commit(
     stop: threading.Event | None = None,
     force: bool = False,
     on_event: Emit | None = None,
+    sandbox: bool = False,
 ) -> VerifyRecord:
     """Verify the commit `rev` names; the record is stored before it is returned.
 
@@ -99,7 +102,12 @@ def verify_commit(
         return base
     base = replace(base, config_hash=config.fingerprint())
     if not force:
-        hit = cached_verdict(repo, tree, config)
+        found = verify_records.lookup(repo.state, tree, config.fingerprint())
+        if found.ignored:
+            emit(
+                f"a remembered verdict of tree {short_sha(tree)} was ignored ({found.ignored}): verifying"
+            )
+        hit = found.record
         if hit is not None:
             record = replace(hit, key=key, commit=commit)
             emit(
@@ -114,7 +122,7 @@ def verify_commit(
     else:
         proc.become_subreaper()  # orphaned grandchildren of lanes come back to be reaped
         with key_lock(repo, key):
-            lanes = _run_lanes(repo, base, config, stop, emit)
+            lanes = _run_lanes(repo, base, config, stop, emit, sandbox=sandbox)
         record = replace(
             base,
             lanes=lanes,
@@ -137,6 +145,8 @@ def _run_lanes(
     config: VerifyConfig,
     stop: threading.Event,
     emit: Emit,
+    *,
+    sandbox: bool = False,
 ) -> tuple[LaneResult, ...]:
     # Checkouts are prepared one after another: concurrent `git worktree add` calls
     # contend for the same administrative files.
@@ -154,7 +164,8 @@ def _run_lanes(
             if co is None:
                 results[name] = LaneResult(name, command, Verdict.INTERRUPTED, ())
             else:
-                results[name] = _run_lane(repo, base, config, co, name, command, stop, emit)
+                box = Sandbox((co.path,), (repo.root, repo.common_dir)) if sandbox else None
+                results[name] = _run_lane(repo, base, config, co, name, command, stop, emit, box)
         except BaseException as exc:  # noqa: BLE001 re-raised by the caller's thread after the join
             errors.append(exc)
             results[name] = LaneResult(name, command, Verdict.FAIL, ())
@@ -183,12 +194,13 @@ def _run_lane(
     command: str,
     stop: threading.Event,
     emit: Emit,
+    box: Sandbox | None = None,
 ) -> LaneResult:
     runs: list[LaneRun] = []
     verdict = Verdict.INTERRUPTED
     logs = verify_records.logs_dir(repo.state, base.id)
     env = environment.expand(config.env, co.path)
-    failed_setup = _setup(repo, base, config, co, name, env, stop, emit)
+    failed_setup = _setup(repo, base, config, co, name, env, stop, emit, box)
     if failed_setup is not None:
         verdict = Verdict.INTERRUPTED if failed_setup.stopped else Verdict.FAIL
         result = LaneResult(name, command, verdict, (failed_setup,))
@@ -208,10 +220,11 @@ def _run_lane(
                 command,
                 cwd=co.path,
                 log_path=log,
-                env={**repo.settings.child_env(), **env},
+                env={**repo.settings.child_env(), **ceiling_env(co.path), **env},
                 timeout=config.timeout,
                 grace=config.grace,
                 tag=lane_tag(repo, base.key, name),
+                sandbox=box,
             ),
             stop=stop,
         )
@@ -257,6 +270,7 @@ def _setup(
     env: dict[str, str],
     stop: threading.Event,
     emit: Emit,
+    box: Sandbox | None = None,
 ) -> LaneRun | None:
     """Run the plan's setup in the lane's checkout unless it ran there with the same
     setup and env. Its failure (None: it succeeded or was not needed) as a run."""
@@ -277,7 +291,8 @@ def _setup(
             timeout=config.setup_timeout,
             grace=config.grace,
             tag=lane_tag(repo, base.key, name),
-            env={**repo.settings.child_env(), **env},
+            env={**repo.settings.child_env(), **ceiling_env(co.path), **env},
+            sandbox=box,
         ),
         stop=stop,
     )

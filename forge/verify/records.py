@@ -4,6 +4,9 @@
     cache/<tree>-<config>.json     the record that judged this tree PASS or FLAKY
     latest/<key>.json              the last verification of a key (a plan, `cli`, ...)
 
+Every file is sealed (forge/base/seal.py): a record or pointer without forge's seal
+is not believed, so a verdict is remembered only when forge recorded it.
+
 Kept free of heavy imports: the pre-push hook answers from here in a few ms.
 """
 
@@ -15,6 +18,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from forge.base import seal
 from forge.base.files import SCHEMA_VERSION, StateDir, read_json_or, write_json
 from forge.errors import StateError
 
@@ -213,16 +217,16 @@ def _latest_file(state: StateDir, key: str) -> Path:
 def save(state: StateDir, record: VerifyRecord) -> None:
     """Store the record, point its key at it, and remember or forget its verdict."""
     if not record.cached:
-        write_json(_record_file(state, record.id), record.to_dict())
+        write_json(_record_file(state, record.id), seal.sealed(record.to_dict()))
     write_json(
         _latest_file(state, record.key),
-        {"record": record.id, "commit": record.commit, "cached": record.cached},
+        seal.sealed({"record": record.id, "commit": record.commit, "cached": record.cached}),
     )
     if record.cached or not record.config_hash:
         return
     cache = _cache_file(state, record.tree, record.config_hash)
     if record.verdict in (Verdict.PASS, Verdict.FLAKY):
-        write_json(cache, {"record": record.id})
+        write_json(cache, seal.sealed({"record": record.id}))
     elif record.verdict == Verdict.FAIL:
         # A forced run that failed: the tree's remembered PASS is no longer the truth.
         with contextlib.suppress(FileNotFoundError):
@@ -230,10 +234,16 @@ def save(state: StateDir, record: VerifyRecord) -> None:
 
 
 def load(state: StateDir, record_id: str) -> VerifyRecord | None:
+    """The record forge wrote under this id (None: there is none, or it is not sealed)."""
     path = _record_file(state, record_id)
     data = read_json_or(path, None, what="verification record")
     if data is None:
         return None
+    record = _parse(path, data)
+    return record if seal.valid(data) else None
+
+
+def _parse(path: Path, data: Any) -> VerifyRecord:
     try:
         if not isinstance(data, dict):
             raise TypeError(f"{type(data).__name__}, not an object")
@@ -246,22 +256,42 @@ def load(state: StateDir, record_id: str) -> VerifyRecord | None:
         ) from None
 
 
+@dataclass(frozen=True)
+class Lookup:
+    record: VerifyRecord | None  # the remembered verdict, marked cached
+    ignored: str | None = None  # why an entry that is there was not believed
+
+
+def lookup(state: StateDir, tree: str, config_hash: str) -> Lookup:
+    """The remembered PASS or FLAKY verdict of this (tree, config), if forge wrote it."""
+    entry = read_json_or(_cache_file(state, tree, config_hash), None, what="verdict cache entry")
+    if entry is None:
+        return Lookup(None)
+    if not seal.valid(entry):
+        return Lookup(None, "its cache entry does not carry forge's seal")
+    rid = str(entry.get("record", ""))
+    path = _record_file(state, rid)
+    data = read_json_or(path, None, what="verification record")
+    if data is None:
+        return Lookup(None)
+    record = _parse(path, data)
+    if not seal.valid(data):
+        return Lookup(None, f"its record {rid} does not carry forge's seal")
+    if record.tree != tree or record.config_hash != config_hash:
+        return Lookup(None, f"its record {rid} is of another tree or configuration")
+    if record.verdict not in (Verdict.PASS, Verdict.FLAKY):
+        return Lookup(None)
+    return Lookup(replace(record, cached=True))
+
+
 def cached(state: StateDir, tree: str, config_hash: str) -> VerifyRecord | None:
     """The remembered PASS or FLAKY verdict of this (tree, config), marked cached."""
-    entry = read_json_or(_cache_file(state, tree, config_hash), None, what="verdict cache entry")
-    if not isinstance(entry, dict):
-        return None
-    record = load(state, str(entry.get("record", "")))
-    if record is None or record.tree != tree or record.config_hash != config_hash:
-        return None
-    if record.verdict not in (Verdict.PASS, Verdict.FLAKY):
-        return None
-    return replace(record, cached=True)
+    return lookup(state, tree, config_hash).record
 
 
 def latest(state: StateDir, key: str) -> VerifyRecord | None:
     entry = read_json_or(_latest_file(state, key), None, what="latest verification")
-    if not isinstance(entry, dict):
+    if not seal.valid(entry):
         return None
     record = load(state, str(entry.get("record", "")))
     if record is None:

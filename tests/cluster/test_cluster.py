@@ -20,7 +20,7 @@ pytest.importorskip("distributed")
 PY = sys.executable
 
 PLAN = f"""
-verify = "test -f a.txt && test -f c.txt"
+verify = "test -f README.md"
 
 [agents.fake]
 command = ["{PY}", "{FAKES}/agent_edit.py", "x.txt"]
@@ -242,3 +242,23 @@ def test_a_plan_with_a_reviewer_is_refused_on_a_cluster(repo: Path) -> None:
     cp = run_forge(repo, "run", "--cluster", "local:1")
     assert cp.returncode == 2 and "reviews do not run on a cluster yet" in cp.stderr
     assert "Traceback" not in cp.stderr
+
+
+def test_a_worker_applies_the_plans_env_and_time_limits(repo: Path) -> None:
+    body = (
+        'timeout = "4s"\n'
+        'env = { WHERE = "{worktree}" }\n'
+        '[[task]]\nid = "e"\nrun = "echo $WHERE > e.txt"\nfiles = ["e.txt"]\n'
+        'check = "sleep 30"\n'
+    )
+    _plan(repo, body)
+    started = time.monotonic()
+    cp = run_forge(repo, "run", "--cluster", "local:1")
+    assert cp.returncode == 5, cp.stdout + cp.stderr
+    assert time.monotonic() - started < 25, "the check's time limit held on the worker"
+    ts = state(repo)["tasks"]["e"]
+    assert ts["status"] == "TIMEOUT"
+    assert "check timed out" in ts["reason"]
+    # `{worktree}` is the worker's own slot, not a path of this machine's slots.
+    where = git(repo, "show", "forge/p/e:e.txt")
+    assert "/.cluster/" in where and "/slots/slot-" in where

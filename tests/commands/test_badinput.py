@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from helpers.gitkit import git, run_forge
 
+from forge.base import seal
 from forge.base.files import plan_lock
 from forge.base.liveness import Owner
 from forge.errors import ForgeError
@@ -222,7 +223,9 @@ def _wrong_shape_record(repo: Path) -> tuple[Path, list[str]]:
     assert config is not None
     tree = git(repo, "rev-parse", "HEAD^{tree}")
     verify = repo / ".git/forge/verify"
-    _write(verify / "cache" / f"{tree}-{config.fingerprint()}.json", '{"record": "r1"}\n')
+    # The entry is forge's own (sealed); the record it names is of the wrong shape.
+    entry = json.dumps(seal.sealed({"record": "r1"}))
+    _write(verify / "cache" / f"{tree}-{config.fingerprint()}.json", entry + "\n")
     _write(
         verify / "records" / "r1.json",
         json.dumps({"id": "r1", "commit": "c", "tree": tree, "verdict": 5}),

@@ -27,9 +27,10 @@ def plan_and_run(repo: Path, plan: Path, *args: str) -> subprocess.CompletedProc
 
 
 def state(repo: Path, plan: str = "p") -> dict[str, Any]:
-    data: dict[str, Any] = json.loads(
-        (repo / ".git" / "forge" / "plans" / plan / "state.json").read_text()
-    )
+    """The run state as forge reads it: the snapshot with its journal replayed."""
+    from forge.run.state import read_state
+
+    data: dict[str, Any] = read_state(repo / ".git" / "forge" / "plans" / plan / "state.json")
     return data
 
 
@@ -70,7 +71,7 @@ def spawn_forge(cwd: Path, *args: str, env: dict[str, str] | None = None) -> sub
 def alive(pid: int) -> bool:
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
+    except (FileNotFoundError, ProcessLookupError):  # gone while we looked
         return False
     return stat[stat.rindex(")") + 2] != "Z"
 
@@ -102,3 +103,23 @@ def merge_count(repo: Path, task: str, plan: str = "p") -> int:
 def kill9(p: subprocess.Popen[str]) -> None:
     p.send_signal(signal.SIGKILL)
     p.wait(timeout=30)
+
+
+def assert_integration_verified(repo: Path, plan: str = "p") -> int:
+    """The gate's invariant: every reflog entry of the integration branch after its
+    creation is a commit whose tree forge's verdict cache holds as PASS or FLAKY.
+    Returns how many entries were checked."""
+    entries = git(repo, "reflog", "--format=%H %gs", f"refs/heads/forge/{plan}-integration")
+    lines = entries.splitlines()
+    assert lines and lines[-1].endswith("forge: start integration"), lines
+    verify = repo / ".git" / "forge" / "verify"
+    for line in lines[:-1]:
+        commit = line.split(" ", 1)[0]
+        tree = git(repo, "rev-parse", f"{commit}^{{tree}}")
+        hits = list((verify / "cache").glob(f"{tree}-*.json"))
+        assert hits, f"integration moved to {commit[:12]} ({line}), whose tree was never passed"
+        for hit in hits:
+            record_id = json.loads(hit.read_text())["record"]
+            record = json.loads((verify / "records" / f"{record_id}.json").read_text())
+            assert record["verdict"] in ("PASS", "FLAKY"), (line, record["verdict"])
+    return len(lines) - 1

@@ -4,6 +4,7 @@ plan after a crash, and what `forge clean` must stop and remove."""
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import sys
 from pathlib import Path
@@ -83,7 +84,8 @@ def test_clean_stops_a_killed_runs_agent_and_removes_verification_checkouts(
         ).returncode
         == 0
     )
-    assert ".verify" in git(repo, "worktree", "list")
+    checkouts = Path(os.environ["FORGE_WORKTREES"]) / "repo" / ".verify" / "q"
+    assert any(checkouts.iterdir())
     started = tmp_path / "started"
     plan = write_plan(
         tmp_path,
@@ -97,5 +99,5 @@ def test_clean_stops_a_killed_runs_agent_and_removes_verification_checkouts(
     cp = run_forge(repo, "clean", "--all")
     assert cp.returncode == 0, cp.stderr
     assert not tagged("p/a/")
-    assert ".verify" not in git(repo, "worktree", "list")
+    assert not checkouts.exists()
     assert state(repo, "q")  # q's integration is not accepted: its state stays

@@ -6,15 +6,18 @@ no process left behind, and every salvaged attempt's work in its salvage ref."""
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
+import sys
 import threading
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from helpers.gitkit import git, run_forge
+from helpers.gitkit import FAKES, git, run_forge
 from helpers.runkit import (
     alive,
+    assert_integration_verified,
     kill9,
     merge_count,
     spawn_forge,
@@ -24,11 +27,13 @@ from helpers.runkit import (
     write_plan,
 )
 
+from forge.git import worktrees
 from forge.git.repo import discover
 from forge.run.reset import reset_for_attempt
 from forge.run.state import TaskState
 
 TASKS = ("a", "b", "c", "d")
+PY = shlex.quote(sys.executable)
 
 # Four tasks, two at a time, two chains: `c` checks that `a`'s work is in its base.
 PLAN = """
@@ -230,20 +235,48 @@ def test_kill9_while_an_agent_runs(repo: Path, tmp_path: Path) -> None:
     assert "b:" in out
 
 
-def test_kill9_during_verification(repo: Path, tmp_path: Path) -> None:
+def test_kill9_during_a_batchs_verification(repo: Path, tmp_path: Path) -> None:
     started, pid_file = tmp_path / "verify-started", tmp_path / "verify-pid"
     verify = (
         f"if [ -f {started} ]; then exit 0; fi; echo $$ > {pid_file}; touch {started}; sleep 600"
     )
     _record(repo, tmp_path, f"verify = '''{verify}'''\n" + PLAN)
+    base = git(repo, "rev-parse", "main")
     p = spawn_forge(repo, "run", env={"FORGE_GRACE": "0.5"})
     wait_for(started.exists, what="the verification started")
     kill9(p)
-    assert statuses(repo) == dict.fromkeys(TASKS, "MERGED")
+    queued = [t for t, s in statuses(repo).items() if s == "QUEUED"]
+    assert queued, "the batch under verification is QUEUED"
+    assert "MERGED" not in statuses(repo).values(), "nothing landed before its verification"
+    assert git(repo, "rev-parse", "forge/p-integration") == base
     verifier = int(pid_file.read_text())
     assert_resumed_cleanly(repo, [])
     assert state(repo)["verification"]["verdict"] == "PASS"
     assert not alive(verifier), "the killed run's verification outlived the next run"
+    assert_integration_verified(repo)
+
+
+# Kill points of the gate; `x` breaks the verification, so each run bisects.
+GATE_POINTS = ["gate-candidate-built", "gate-bisect", "gate-before-land", "gate-after-land"]
+
+
+@pytest.mark.parametrize("point", GATE_POINTS)
+def test_a_kill_in_the_gate_lands_each_task_once(point: str, repo: Path, tmp_path: Path) -> None:
+    verify = f"{PY} {FAKES / 'verify_count.py'} {tmp_path / 'n'} --fail-if x.txt"
+    x = '[[task]]\nid = "x"\nrun = "echo x > x.txt"\nfiles = ["x.txt"]\n'
+    _record(repo, tmp_path, f"verify = '''{verify}'''\nverify_reruns = 0\n" + PLAN + x)
+    _run_killed(repo, point)
+    settle(repo)
+    cp = run_forge(repo, "run", timeout=60)
+    assert cp.returncode == 5, cp.stdout + cp.stderr
+    assert statuses(repo) == {**dict.fromkeys(TASKS, "MERGED"), "x": "FAILED"}
+    for tid in TASKS:
+        assert merge_count(repo, tid) == 1, f"{tid} merged {merge_count(repo, tid)} times"
+        assert git(repo, "show", f"forge/p-integration:{tid}.txt") == tid
+    assert state(repo)["tasks"]["x"]["reason"].startswith("breaks verification: lane verify")
+    assert state(repo)["gate"] is None
+    assert not leftovers(), "a process of the run outlived it"
+    assert_integration_verified(repo)
 
 
 def test_kill9_during_clean_then_clean_again(repo: Path, tmp_path: Path) -> None:
@@ -283,7 +316,7 @@ def test_salvages_at_once_keep_each_tasks_own_work(repo: Path) -> None:
     paths = {t: root / f"slot-{t}" for t in tasks}
     for t in tasks:
         git(repo, "branch", f"forge/p/{t}", base)
-        git(repo, "worktree", "add", "-q", str(paths[t]), f"forge/p/{t}")
+        worktrees.add(r, paths[t], base)
     for _round in range(3):
         states = {t: TaskState(id=t, base=base, branch=f"refs/heads/forge/p/{t}") for t in tasks}
         for t in tasks:

@@ -4,6 +4,7 @@ command, so verification judges the checkout's own code, never a slot's."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -57,7 +58,13 @@ def test_a_broken_commit_fails_verification_written_the_documented_way(
     plan = _plan(tmp_path, "break", "sed -i 's/a + b/a - b/' src/mini/__init__.py")
     cp = plan_and_run(repo, plan)
     assert cp.returncode == 5, cp.stdout + cp.stderr
-    verification = state(repo)["verification"]
+    # The gate found the task breaks the verification: the record that failed it.
+    task = state(repo)["tasks"]["break"]
+    assert task["status"] == "FAILED" and "breaks verification: lane unit" in task["reason"]
+    record = (
+        repo / ".git" / "forge" / "verify" / "records" / f"{task['verified_by']['record']}.json"
+    )
+    verification = json.loads(record.read_text())
     assert verification["verdict"] == "FAIL"
     assert verification["lanes"]["unit"]["verdict"] == "FAIL"
     # Each lane imported the code of its own checkout, through its own environment.

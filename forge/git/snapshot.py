@@ -1,0 +1,142 @@
+"""A fingerprint of the user's side of the repository: their branches, HEAD, index,
+working tree, config and hooks. Taken when `forge run` starts and when it ends, so
+"not touched" is a measurement, and a change is named (refs, paths) instead.
+
+The working tree is what `git status` shows (tracked files changed, files not
+ignored that are new) plus the size and modification time of each such path, so a
+file that was already modified and is written again still counts. Ignored files
+are not looked at. `GIT_OPTIONAL_LOCKS=0` keeps our own `git status` from
+refreshing the user's index.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from forge.git.repo import Repository
+
+_QUIET = {"GIT_OPTIONAL_LOCKS": "0"}
+_LIMIT = 8  # paths named per kind of change
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    head: str  # "ref:<name>" or the detached commit
+    head_commit: str
+    refs: dict[str, str]  # the user's branches, tags and stash (forge's own excluded)
+    index: dict[str, str]  # path -> "mode oid stage"
+    tree: dict[str, str]  # path -> "XY size mtime" for what `git status` shows
+    files: dict[str, str] = field(default_factory=dict)  # config, hooks -> content hash
+
+    def changes_since(self, before: Snapshot) -> list[str]:
+        """What differs from `before`, one line per kind, named; [] when nothing."""
+        out = []
+        if self.head != before.head or self.head_commit != before.head_commit:
+            out.append(f"HEAD moved: {_show_head(before)} -> {_show_head(self)}")
+        moved = _diff(before.refs, self.refs)
+        if moved:
+            out.append("refs changed: " + _names(moved, strip="refs/heads/"))
+        staged = _diff(before.index, self.index)
+        if staged:
+            out.append("index changed: " + _names(staged))
+        edited = _diff(before.tree, self.tree)
+        if edited:
+            out.append("working tree changed: " + _names(edited))
+        other = _diff(before.files, self.files)
+        if other:
+            out.append("git files changed: " + _names(other))
+        return out
+
+
+def take(repo: Repository) -> Snapshot:
+    root = repo.root  # the checkout forge was called from
+    cwd = root
+    head_ref = repo.try_git("symbolic-ref", "--quiet", "HEAD").stdout.strip()
+    head_commit = repo.try_git("rev-parse", "--verify", "--quiet", "HEAD").stdout.strip()
+    refs = {}
+    out = repo.git(
+        "for-each-ref", "--format=%(objectname) %(refname)", "refs/heads", "refs/tags", "refs/stash"
+    )
+    for line in out.splitlines():
+        oid, _, ref = line.partition(" ")
+        if not ref.startswith("refs/heads/forge/"):
+            refs[ref] = oid
+    index = {}
+    staged = repo.git("ls-files", "--stage", "-z", cwd=cwd, env=_QUIET)
+    for entry in staged.split("\0"):
+        if entry:
+            meta, _, path = entry.partition("\t")
+            index[path] = meta
+    tree = {}
+    status = repo.git(
+        "status",
+        "--porcelain=v1",
+        "-z",
+        "--untracked-files=all",
+        "--no-renames",
+        cwd=cwd,
+        env=_QUIET,
+    )
+    for entry in status.split("\0"):
+        if len(entry) > 3:
+            path = entry[3:]
+            tree[path] = f"{entry[:2]} {_stat(root / path)}"
+    return Snapshot(
+        head=f"ref:{head_ref}" if head_ref else head_commit,
+        head_commit=head_commit,
+        refs=refs,
+        index=index,
+        tree=tree,
+        files=_git_files(repo),
+    )
+
+
+def _git_files(repo: Repository) -> dict[str, str]:
+    """The user's config and hooks: a task must not change what runs on their next
+    git command."""
+    found = {}
+    common = repo.common_dir
+    config = common / "config"
+    found["config"] = _hash(config)
+    hooks = common / "hooks"
+    try:
+        names = sorted(os.listdir(hooks))
+    except OSError:
+        names = []
+    for name in names:
+        found[f"hooks/{name}"] = _hash(hooks / name)
+    return found
+
+
+def _hash(path: Path) -> str:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return "absent"
+
+
+def _stat(path: Path) -> str:
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return "absent"
+    return f"{st.st_size} {st.st_mtime_ns}"
+
+
+def _diff(before: dict[str, str], after: dict[str, str]) -> list[str]:
+    keys = set(before) | set(after)
+    return sorted(k for k in keys if before.get(k) != after.get(k))
+
+
+def _names(keys: list[str], *, strip: str = "") -> str:
+    shown = [k.removeprefix(strip) for k in keys[:_LIMIT]]
+    more = f" and {len(keys) - _LIMIT} more" if len(keys) > _LIMIT else ""
+    return ", ".join(shown) + more
+
+
+def _show_head(s: Snapshot) -> str:
+    name = s.head.removeprefix("ref:refs/heads/") if s.head.startswith("ref:") else "detached"
+    return f"{name} at {s.head_commit[:12] or 'nothing'}"

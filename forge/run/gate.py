@@ -1,0 +1,179 @@
+"""The gate's logic: which queued tasks make a batch, and how a failed batch is
+bisected. Pure: git, the verification and the run state come in as functions
+(forge/run/landing.py supplies them), so every case can be tested exhaustively.
+
+A batch is merged, task after task, onto the integration head into a candidate
+chain; prefix k of the chain is the commit after its first k merges (prefix 0 is
+the head, which passed when it landed). The verification judges the tip. When it
+fails, a binary search over the prefixes finds the first failing one: the tasks
+before its last task land (that prefix passed), its last task is the culprit, the
+tasks after it go back to the front of the queue and are rebuilt on the new head.
+One culprit among N costs the tip, ceil(log2 N) probes and the next batch.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol, TypeAlias
+
+from forge.plan.model import Gate
+from forge.verify.records import Verdict
+
+Mode: TypeAlias = Gate  # queue, end or off
+
+
+class Judged(Protocol):
+    """What a verification answers (a VerifyRecord)."""
+
+    @property
+    def verdict(self) -> Verdict: ...
+
+
+@dataclass
+class Bisection:
+    """Binary search for the first failing prefix of a chain of `size` steps whose
+    whole chain failed and whose empty prefix passes."""
+
+    size: int
+    good: int = 0  # the longest prefix known to pass
+    bad: int = -1  # the shortest prefix known to fail
+
+    def __post_init__(self) -> None:
+        if self.bad < 0:
+            self.bad = self.size
+
+    def probe(self) -> int | None:
+        """The prefix to judge next; None when the culprit is known."""
+        if self.bad - self.good <= 1:
+            return None
+        return (self.good + self.bad) // 2
+
+    def record(self, prefix: int, ok: bool) -> None:
+        if ok:
+            self.good = max(self.good, prefix)
+        else:
+            self.bad = min(self.bad, prefix)
+
+    @property
+    def left(self) -> int:
+        """Verifications at most still needed to name the culprit."""
+        span = self.bad - self.good
+        return math.ceil(math.log2(span)) if span > 1 else 0
+
+    @property
+    def culprit(self) -> int:
+        """The culprit's index in the chain (once `probe` says None)."""
+        return self.bad - 1
+
+
+def bisect(size: int, passes: Callable[[int], bool]) -> int:
+    """The index of the culprit in a failed chain of `size` steps; `passes(k)` judges
+    prefix k. At most ceil(log2 size) calls."""
+    search = Bisection(size)
+    while (k := search.probe()) is not None:
+        search.record(k, passes(k))
+    return search.culprit
+
+
+def take_batch(queue: Sequence[str], *, mode: Mode, batch_max: int) -> list[str]:
+    """The next batch: the queue's first `batch_max` tasks; all of it under `end`."""
+    return list(queue) if mode == "end" else list(queue[:batch_max])
+
+
+@dataclass(frozen=True)
+class Step:
+    """One merge of the candidate chain: the task and the commit of its prefix."""
+
+    task: str
+    commit: str
+
+
+@dataclass(frozen=True)
+class Chain:
+    steps: tuple[Step, ...]  # in batch order, conflicts left out
+    conflicts: dict[str, tuple[str, ...]] = field(default_factory=dict)  # task -> paths
+    already: tuple[str, ...] = ()  # tasks whose work the head already holds
+
+
+@dataclass
+class Outcome:
+    """What a batch comes to. `landed` ends at `tip`, judged by `tip_record`."""
+
+    chain: Chain
+    landed: list[Step] = field(default_factory=list)
+    tip_record: Judged | None = None
+    culprit: Step | None = None
+    culprit_record: Judged | None = None  # the failing verification that names it
+    requeue: list[str] = field(default_factory=list)
+    interrupted: bool = False
+    broken_head: Judged | None = None  # the head itself fails: nobody is to blame
+
+    @property
+    def tip(self) -> str | None:
+        return self.landed[-1].commit if self.landed else None
+
+
+Progress = Callable[[str, Bisection | None], None]
+
+
+def run_batch(
+    tasks: Sequence[str],
+    *,
+    head: str,
+    build: Callable[[Sequence[str]], Chain],
+    judge: Callable[[str], Judged],
+    progress: Progress = lambda _phase, _b: None,
+) -> Outcome:
+    """Build the candidate chain of `tasks` on `head`, judge it, bisect a failure.
+
+    Nothing here moves a ref: the caller lands `landed` (its tip) when it is not
+    empty, and acts on the culprit, the conflicts and the tasks to queue again.
+    """
+    chain = build(tasks)
+    out = Outcome(chain=chain)
+    steps = list(chain.steps)
+    if not steps:
+        return out
+    progress("verifying", None)
+    records: dict[int, Judged] = {}
+
+    def verdict_of(prefix: int) -> Verdict:
+        commit = head if prefix == 0 else steps[prefix - 1].commit
+        record = judge(commit)
+        records[prefix] = record
+        return record.verdict
+
+    tip = verdict_of(len(steps))
+    if tip == Verdict.INTERRUPTED:
+        out.interrupted = True
+        return out
+    if tip != Verdict.FAIL:
+        out.landed, out.tip_record = steps, records[len(steps)]
+        return out
+    search = Bisection(len(steps))
+    progress("bisecting", search)
+    while (k := search.probe()) is not None:
+        verdict = verdict_of(k)
+        if verdict == Verdict.INTERRUPTED:
+            out.interrupted = True
+            return out
+        search.record(k, verdict != Verdict.FAIL)
+        progress("bisecting", search)
+    culprit = search.culprit
+    if culprit == 0:
+        # Prefix 0 is the head, never judged by this batch: when the head fails on
+        # its own (a broken base), the first task is not to blame.
+        verdict = verdict_of(0)
+        if verdict == Verdict.INTERRUPTED:
+            out.interrupted = True
+            return out
+        if verdict == Verdict.FAIL:
+            out.broken_head = records[0]
+            return out
+    out.landed = steps[:culprit]
+    out.tip_record = records.get(culprit)
+    out.culprit, out.culprit_record = steps[culprit], records[search.bad]
+    out.requeue = [s.task for s in steps[culprit + 1 :]]
+    return out

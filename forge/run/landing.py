@@ -1,0 +1,323 @@
+"""The gate at work: a thread that verifies the queued tasks in batches and lands
+what passed on the integration branch. forge/run/gate.py decides; this module
+builds the candidate chains with plumbing, runs the verifications and writes
+the state.
+
+The integration branch moves only here (with the gate on), and only to a
+candidate whose tree got PASS or FLAKY, with the expected old value. A landing
+is written down before the ref moves and its result after: a run killed in
+between is recognised by the next one (forge/run/recovery.py), so nothing lands
+twice.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import Any
+
+from forge.base import faults
+from forge.git.merge import is_ancestor, merge_onto
+from forge.plan.config import VerifyConfig
+from forge.run import gate
+from forge.run.attempt import RunContext
+from forge.run.state import Status
+from forge.verify import engine as verify
+from forge.verify.records import Verdict, VerifyRecord
+
+
+class Gate:
+    """Verifies queued tasks in batches on a thread of its own; the dispatcher feeds
+    it (`submit`) and is woken (`wake`) whenever a batch ends."""
+
+    def __init__(
+        self,
+        ctx: RunContext,
+        config: VerifyConfig,
+        *,
+        mode: gate.Mode,
+        batch_max: int,
+        on_event: Callable[[str], None],
+        before_verify: Callable[[], None] = lambda: None,
+    ) -> None:
+        self.ctx = ctx
+        self.config = config
+        self.mode = mode
+        self.batch_max = batch_max
+        self.on_event = on_event
+        self.before_verify = before_verify
+        self.wake: Callable[[], None] = lambda: None
+        # Tasks left QUEUED by an earlier run come first, in plan order.
+        self.queue = [tid for tid, ts in ctx.state.tasks.items() if ts.status == Status.QUEUED]
+        self.error: BaseException | None = None
+        self.broken: VerifyRecord | None = None  # the head fails on its own
+        self.runs = 0  # verifications that ran (not answered by the verdict cache)
+        self._failed: dict[str, VerifyRecord] = {}  # tree -> FAIL, judged in this run
+        self._cond = threading.Condition()
+        self._busy = False
+        self._released = False  # `end`: nothing else can start until something lands
+        self._closed = False
+        self._thread: threading.Thread | None = None
+
+    # -- the dispatcher's side ---------------------------------------------------
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._loop, name="gate", daemon=True)
+        self._thread.start()
+
+    def submit(self, task: str) -> None:
+        with self._cond:
+            self.queue.append(task)
+            self._cond.notify_all()
+
+    def release(self, flag: bool) -> None:
+        with self._cond:
+            if flag != self._released:
+                self._released = flag
+                self._cond.notify_all()
+
+    def idle(self) -> bool:
+        """Nothing being verified, and nothing queued that will be."""
+        with self._cond:
+            if self._busy:
+                return False
+            return not self.queue or self._stuck()
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+        if self._thread is not None:
+            while self._thread.is_alive():
+                self._thread.join(0.1)  # a timed join stays responsive to signals
+
+    # -- the gate's thread -------------------------------------------------------
+
+    def _stuck(self) -> bool:
+        return self.error is not None or self.broken is not None or self.ctx.stop.is_set()
+
+    def _ready(self) -> bool:
+        return bool(self.queue) and (self.mode != "end" or self._released)
+
+    def _loop(self) -> None:
+        while True:
+            with self._cond:
+                while not (self._closed or self._stuck() or self._ready()):
+                    self._cond.wait(0.2)
+                if self._closed or self._stuck():
+                    return
+                batch = gate.take_batch(self.queue, mode=self.mode, batch_max=self.batch_max)
+                del self.queue[: len(batch)]
+                self._busy = True
+            try:
+                self._run(batch)
+            except BaseException as exc:  # noqa: BLE001 - reported by the runner, after the dispatch
+                self.error = exc
+                with self._cond:
+                    self.queue[:0] = batch
+            finally:
+                with self._cond:
+                    self._busy = False
+                self.wake()
+
+    def _run(self, batch: list[str]) -> None:
+        ctx = self.ctx
+        head = ctx.repo.ref_value(ctx.state.integration)
+        assert head is not None
+        with ctx.store.lock:
+            ctx.state.gate = {"batch": batch, "head": head, "phase": "building", "left": None}
+            ctx.save()
+        self.on_event(f"gate: verifying {', '.join(batch)}")
+        out = gate.run_batch(
+            batch,
+            head=head,
+            build=lambda tasks: self._build(head, tasks),
+            judge=self._judge,
+            progress=self._progress,
+        )
+        requeue = list(out.requeue)
+        self._conflicts(out.chain)
+        self._already(out.chain, head)
+        if out.interrupted or ctx.stop.is_set():
+            # Nothing of the batch lands: its tasks stay QUEUED for the next run.
+            requeue = [s.task for s in out.chain.steps]
+        elif out.broken_head is not None:
+            self.broken = _record(out.broken_head)
+            with ctx.store.lock:
+                ctx.state.verification = self.broken  # the head's own verdict
+            requeue = [s.task for s in out.chain.steps]
+            self.on_event(
+                f"gate: the integration head {head[:12]} fails verification on its own "
+                f"({verify.describe_failure(self.broken)}): nothing lands"
+            )
+        else:
+            if out.landed:
+                self._land(out, head)
+            if out.culprit is not None:
+                self._blame(out.culprit.task, _record(out.culprit_record))
+        with self._cond:
+            self.queue[:0] = requeue
+        with ctx.store.lock:
+            ctx.state.gate = None
+            ctx.save()
+
+    def _build(self, head: str, tasks: Sequence[str]) -> gate.Chain:
+        ctx = self.ctx
+        tip = head
+        steps: list[gate.Step] = []
+        conflicts: dict[str, tuple[str, ...]] = {}
+        already: list[str] = []
+        for tid in tasks:
+            ts = ctx.state.tasks[tid]
+            last = ts.last
+            assert last is not None and last.commit is not None
+            title = ctx.plan.task(tid).title
+            message = f"forge: merge {ctx.plan.name}/{tid} (attempt {last.number})\n\n{title}"
+            res = merge_onto(ctx.repo, tip, last.commit, message=message)
+            if not res.merged:
+                conflicts[tid] = res.conflicts
+            elif res.already or res.commit is None:
+                if is_ancestor(ctx.repo, last.commit, head):
+                    already.append(tid)  # landed before a crash the recovery did not see
+            else:
+                tip = res.commit
+                steps.append(gate.Step(tid, tip))
+        with ctx.store.lock:
+            assert ctx.state.gate is not None
+            ctx.state.gate["chain"] = [[s.task, s.commit] for s in steps]
+            ctx.save()
+        return gate.Chain(tuple(steps), conflicts, tuple(already))
+
+    def _judge(self, commit: str) -> VerifyRecord:
+        tree = self.ctx.repo.tree_of(commit)
+        failed = self._failed.get(tree)
+        if failed is not None:  # FAIL is not in the verdict cache; this run remembers it
+            return replace(failed, commit=commit, cached=True)
+        self.before_verify()
+        record = verify.verify_commit(
+            self.ctx.repo,
+            commit,
+            self.config,
+            key=self.ctx.plan.name,
+            stop=self.ctx.stop,
+            on_event=lambda msg: self.on_event(f"gate: {msg}"),
+            sandbox=self.ctx.sandbox,
+        )
+        if not record.cached:
+            self.runs += 1
+        if record.verdict == Verdict.FAIL:
+            self._failed[tree] = record
+        return record
+
+    def _progress(self, phase: str, search: gate.Bisection | None) -> None:
+        ctx = self.ctx
+        with ctx.store.lock:
+            assert ctx.state.gate is not None
+            ctx.state.gate["phase"] = phase
+            ctx.state.gate["left"] = None if search is None else search.left
+            ctx.save()
+        if phase == "verifying":
+            faults.point("gate-candidate-built")
+        elif search is not None and search.left:
+            self.on_event(f"gate: bisecting, at most {search.left} verification(s) left")
+            faults.point("gate-bisect")
+
+    def _conflicts(self, chain: gate.Chain) -> None:
+        ctx = self.ctx
+        for tid, paths in chain.conflicts.items():
+            ts = ctx.state.tasks[tid]
+            last = ts.last
+            assert last is not None
+            reason = f"conflicts with integration in: {', '.join(paths[:8])}"
+            log = ctx.logs / tid / f"attempt-{last.number}" / "merge.log"
+            log.parent.mkdir(parents=True, exist_ok=True)
+            log.write_text("conflicting paths:\n" + "\n".join(paths) + "\n")
+            with ctx.store.lock:
+                ts.status = last.status = Status.CONFLICT
+                ts.reason = last.reason = reason
+                last.log, last.feedback_source = str(log), "merge"
+                ctx.save(tid)
+            self.on_event(f"{tid}: CONFLICT ({reason})")
+
+    def _already(self, chain: gate.Chain, head: str) -> None:
+        ctx = self.ctx
+        for tid in chain.already:
+            ts = ctx.state.tasks[tid]
+            with ctx.store.lock:
+                ts.status, ts.reason, ts.merged_commit = Status.MERGED, "", head
+                ts.merged_definition = ctx.plan.task(tid).definition()
+                if ts.last is not None:
+                    ts.last.status, ts.last.reason = Status.MERGED, ""
+                ctx.save(tid)
+
+    def _land(self, out: gate.Outcome, head: str) -> None:
+        ctx = self.ctx
+        tip = out.tip
+        record = _record(out.tip_record)
+        assert tip is not None
+        covered = {"record": record.id, "commit": tip, "verdict": str(record.verdict)}
+        verification = replace(record, commit=tip)
+        with ctx.store.lock:
+            assert ctx.state.gate is not None
+            ctx.state.gate["landing"] = {
+                "from": head,
+                "to": tip,
+                "tasks": {s.task: s.commit for s in out.landed},
+                "verified_by": covered,
+                "verification": verification.to_dict(),
+            }
+            ctx.save()
+        names = [s.task for s in out.landed]
+        faults.point("gate-before-land")
+        ctx.repo.update_ref(
+            ctx.state.integration,
+            tip,
+            head,
+            message=f"forge: land {', '.join(names)} (verification {record.verdict})",
+        )
+        faults.point("gate-after-land")
+        with ctx.store.lock:
+            for step in out.landed:
+                ts = ctx.state.tasks[step.task]
+                ts.status, ts.reason = Status.MERGED, ""
+                ts.merged_commit, ts.verified_by = step.commit, dict(covered)
+                ts.merged_definition = ctx.plan.task(step.task).definition()
+                if ts.last is not None:
+                    ts.last.status, ts.last.reason = Status.MERGED, ""
+            ctx.state.verification = verification
+            ctx.state.gate["landing"] = None
+            ctx.save()
+        for tid in names:
+            ctx.on_change(tid)
+        self.on_event(f"gate: landed {', '.join(names)} ({record.verdict}, {tip[:12]})")
+
+    def _blame(self, tid: str, record: VerifyRecord) -> None:
+        ctx = self.ctx
+        reason, log, lane = blame_reason(record)
+        ts = ctx.state.tasks[tid]
+        last = ts.last
+        assert last is not None
+        with ctx.store.lock:
+            ts.status = last.status = Status.FAILED
+            ts.reason = last.reason = reason
+            last.log, last.feedback_source = log, f"verify:{lane}"
+            # (for a culprit: the verification that failed it)
+            ts.verified_by = {"record": record.id, "commit": record.commit, "verdict": "FAIL"}
+            ctx.save(tid)
+        self.on_event(f"{tid}: FAILED ({reason})")
+
+
+def blame_reason(record: VerifyRecord) -> tuple[str, str | None, str]:
+    """The culprit's reason, the failing lane's last log, and the lane's name."""
+    bad = next((lane for lane in record.lanes if lane.verdict == Verdict.FAIL), None)
+    if bad is None:
+        return f"breaks verification ({record.verdict})", None, "?"
+    log = bad.runs[-1].log if bad.runs else None
+    where = f" (log {log})" if log else ""
+    return f"breaks verification: lane {bad.name} {bad.reason}{where}", log, bad.name
+
+
+def _record(judged: Any) -> VerifyRecord:
+    assert isinstance(judged, VerifyRecord)
+    return judged

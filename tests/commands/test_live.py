@@ -1,0 +1,146 @@
+"""The live view on a real pseudo-terminal, setup as a phase you can see (live and in
+`forge status`), and a failed setup's meaningful line."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import pty
+import struct
+import subprocess
+import termios
+import threading
+from pathlib import Path
+
+from helpers.gitkit import forge_cmd, run_forge
+from helpers.runkit import plan_and_run, state, wait_for, write_plan
+
+from forge.commands.live import LiveView
+from forge.run.state import Attempt, RunState, Status, TaskState
+
+
+class Terminal:
+    """forge run with stdout and stderr on a pseudo-terminal of rows x cols."""
+
+    def __init__(self, cwd: Path, *args: str, rows: int = 12, cols: int = 120) -> None:
+        master, slave = pty.openpty()
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+        self.master = master
+        self.chunks: list[bytes] = []
+        env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "NO_COLOR")}
+        self.proc = subprocess.Popen(
+            forge_cmd(*args),
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=slave,
+            stderr=slave,
+            env={**env, "TERM": "xterm"},
+        )
+        os.close(slave)
+        self.reader = threading.Thread(target=self._drain, daemon=True)
+        self.reader.start()
+
+    def _drain(self) -> None:
+        while True:
+            try:
+                chunk = os.read(self.master, 65536)
+            except OSError:
+                return
+            if not chunk:
+                return
+            self.chunks.append(chunk)
+
+    @property
+    def text(self) -> str:
+        return b"".join(self.chunks).decode(errors="replace")
+
+    def finish(self) -> int:
+        code = self.proc.wait(timeout=120)
+        self.reader.join(timeout=10)
+        os.close(self.master)
+        return code
+
+
+SETUP_WAITS = """\
+max_parallel = 2
+setup = "while [ ! -f {flag} ]; do sleep 0.05; done"
+{tasks}
+"""
+
+
+def _tasks(n: int) -> str:
+    return "\n".join(
+        f'[[task]]\nid = "t{i}"\nrun = "echo {i} > f{i}.txt"\nfiles = ["f{i}.txt"]'
+        for i in range(n)
+    )
+
+
+def test_live_view_shows_setup_then_prints_the_results_once(repo: Path, tmp_path: Path) -> None:
+    flag = tmp_path / "flag"
+    plan = write_plan(tmp_path, SETUP_WAITS.format(flag=flag, tasks=_tasks(30)))
+    assert run_forge(repo, "plan", str(plan)).returncode == 0
+    term = Terminal(repo, "run")
+    try:
+        wait_for(lambda: "RUNNING  setup " in term.text, what="a task shown in setup")
+        assert "2 running" in term.text and "28 pending" in term.text  # the summary line
+        # and `forge status` from another process says so too
+        cp = run_forge(repo, "status")
+        row = next(line for line in cp.stdout.splitlines() if line.startswith("t0 "))
+        assert "RUNNING" in row and "setup for " in row
+        status_json = json.loads(run_forge(repo, "status", "--json").stdout)
+        assert status_json["tasks"][0]["phase"] == "setup"
+    finally:
+        flag.touch()
+        code = term.finish()
+    assert code == 0, term.text[-3000:]
+    out = term.text
+    # The live area never holds more than the terminal's rows: 30 tasks, 12 rows.
+    assert out.count("task  status  attempts") == 1  # the results table, printed once
+    results = out[out.index("task  status  attempts") :]
+    assert "RUNNING" not in results and "elapsed" not in results  # the live area is gone
+    assert "your branch, index and working tree were not touched" in results
+    phases = [p["name"] for p in state(repo)["tasks"]["t0"]["attempts"][0]["phases"]]
+    assert phases == ["worktree", "setup", "run", "merge"]
+
+
+def test_live_lines_fit_the_height_and_cost_no_more_for_a_larger_plan() -> None:
+    def view_of(n: int) -> tuple[LiveView, RunState]:
+        tasks = {f"t{i}": TaskState(id=f"t{i}") for i in range(n)}
+        st = RunState(plan="p", integration="refs/heads/x", tasks=tasks)
+        view = LiveView(quiet=True)
+        view.tty = True  # drawn, not printed
+        for i in range(5):
+            ts = tasks[f"t{i}"]
+            ts.status = Status.RUNNING
+            ts.attempts.append(Attempt(number=1, agent="run"))
+            view.on_change(st, ts.id)
+        for i in range(3):
+            ts = tasks[f"t{i}"]
+            ts.status = Status.MERGED
+            view.on_change(st, ts.id)
+        return view, st
+
+    small, _ = view_of(10)
+    large, _ = view_of(1000)
+    lines = large.lines(6)
+    assert len(lines) == 6
+    assert lines[0].startswith("3 merged  2 running  995 pending  ")
+    assert [ln.split()[0] for ln in lines[1:]] == ["t3", "t4", "t2", "t1", "t0"]
+    assert len(small.lines(6)) == len(lines)
+
+
+FAILING_SETUP = """\
+setup = "printf 'Collecting nosuchpkg\\\\nERROR: No matching distribution found for nosuchpkg\\\\nhint: See above for details.\\\\n'; exit 1"
+[[task]]
+id = "a"
+run = "echo a > a.txt"
+files = ["a.txt"]
+"""
+
+
+def test_failed_setup_reason_is_the_meaningful_line(repo: Path, tmp_path: Path) -> None:
+    cp = plan_and_run(repo, write_plan(tmp_path, FAILING_SETUP))
+    assert cp.returncode == 5
+    reason = state(repo)["tasks"]["a"]["reason"]
+    assert reason == "setup failed: ERROR: No matching distribution found for nosuchpkg"

@@ -1,0 +1,206 @@
+"""`forge report` through the real CLI: a page that parses, holds every task and
+its attempts, links only to relative paths (no network), escapes task text, stays
+under 1 MB for 200 tasks, and renders in a real headless Chromium."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+from helpers.gitkit import FAKES, run_forge
+from helpers.runkit import plan_and_run, write_plan
+
+from forge.git.refs import integration_ref
+from forge.git.repo import discover
+from forge.plan.registry import record
+from forge.run.state import Attempt, RunState, StateStore, Status, TaskState
+
+AGENT = json.dumps([sys.executable, str(FAKES / "agent_edit.py"), "c.txt", "--usage"])
+
+PLAN = f"""\
+max_parallel = 2
+verify = "true"
+setup = "true"
+agent = "fake"
+[agents.fake]
+command = {AGENT}
+usage_format = "claude"
+
+[[task]]
+id = "a"
+title = "<script>alert('a')</script> & more"
+run = "echo a > a.txt"
+files = ["a.txt"]
+check = "true"
+
+[[task]]
+id = "b"
+run = "echo b > b.txt"
+files = ["b.txt"]
+deps = ["a"]
+
+[[task]]
+id = "c"
+prompt = "edit c"
+files = ["c.txt"]
+
+[[task]]
+id = "bad"
+run = "echo 'it broke' && exit 4"
+files = ["bad.txt"]
+"""
+
+
+class Page(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags: list[str] = []
+        self.ids: set[str] = set()
+        self.links: list[str] = []
+        self.text: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append(tag)
+        for key, value in attrs:
+            if key == "id" and value:
+                self.ids.add(value)
+            if key in ("src", "href") and value is not None:
+                self.links.append(value)
+
+    def handle_data(self, data: str) -> None:
+        self.text.append(data)
+
+
+def parse(html: str) -> Page:
+    page = Page()
+    page.feed(html)
+    page.close()
+    return page
+
+
+def test_report_of_a_run(repo: Path, tmp_path: Path) -> None:
+    cp = plan_and_run(repo, write_plan(tmp_path, PLAN))
+    assert cp.returncode == 5, cp.stdout + cp.stderr
+    out = tmp_path / "out" / "run.html"
+    cp = run_forge(repo, "report", "-o", str(out))
+    assert cp.returncode == 0, cp.stderr
+    assert cp.stdout == f"report: {out}\n"
+    html = out.read_text()
+    page = parse(html)
+    assert {"task-a", "task-b", "task-c", "task-bad"} <= page.ids
+    assert "script" not in page.tags  # the title's <script> is text, escaped
+    assert "&lt;script&gt;alert(&#x27;a&#x27;)&lt;/script&gt; &amp; more" in html
+    assert "svg" in page.tags and "rect" in page.tags and "path" in page.tags  # DAG, edges
+    assert "http://" not in html and "https://" not in html
+    logs = [link for link in page.links if not link.startswith("#")]
+    assert logs, "no links to logs"
+    for link in logs:
+        assert not os.path.isabs(link) and (out.parent / link).is_file(), link
+    text = " ".join(page.text)
+    assert "command exited 4: it broke" in text  # bad's reason
+    assert "$0.0123" in text  # the fake agent's reported cost
+    assert "PASS" not in text or "verify" in text
+    for phase in ("setup", "run", "check", "merge", "agent"):
+        assert phase in text, phase  # the timeline's legend
+    # the default place: beside the logs, links relative to it
+    cp = run_forge(repo, "report")
+    default = repo / ".git" / "forge" / "plans" / "p" / "report.html"
+    assert cp.stdout == f"report: {default}\n" and default.is_file()
+
+
+def _big_state(repo: Path, tmp_path: Path, n: int) -> None:
+    lines = ['name = "big"']
+    for i in range(n):
+        deps = f'deps = ["t{i - 10:03d}"]\n' if i >= 10 else ""
+        lines.append(
+            f'[[task]]\nid = "t{i:03d}"\ntitle = "Task number {i} with a longer title"\n'
+            f'run = "true"\nfiles = ["f{i}.txt"]\n{deps}'
+        )
+    plan = tmp_path / "big.toml"
+    plan.write_text("\n".join(lines) + "\n")
+    forge_repo = discover(repo)
+    record(forge_repo, plan)
+    tasks = {}
+    t0 = 1_700_000_000.0
+    for i in range(n):
+        ts = TaskState(id=f"t{i:03d}", status=Status.MERGED if i % 7 else Status.FAILED)
+        for number in (1, 2) if i % 7 == 0 else (1,):
+            start = t0 + i * 3 + number
+            log = repo / ".git" / "forge" / "plans" / "big" / "logs" / ts.id / "agent.log"
+            ts.attempts.append(
+                Attempt(
+                    number=number,
+                    agent="claude:sonnet",
+                    status=ts.status,
+                    reason="check failed: 1 failed, 20 passed" if i % 7 == 0 else "",
+                    duration=4.0,
+                    log=str(log),
+                    cost_usd=0.05,
+                    slot=f"slot-{i % 4}",
+                    phases=[
+                        {"name": name, "start": start + k, "end": start + k + 1}
+                        for k, name in enumerate(("worktree", "setup", "agent", "check", "merge"))
+                    ],
+                )
+            )
+        tasks[ts.id] = ts
+    st = RunState(plan="big", integration=integration_ref("big"), tasks=tasks, wall_seconds=900.0)
+    StateStore(forge_repo.state, "big").save(st)
+
+
+def test_report_of_200_tasks_is_under_1_mb(repo: Path, tmp_path: Path) -> None:
+    _big_state(repo, tmp_path, 200)
+    out = tmp_path / "big.html"
+    cp = run_forge(repo, "report", "big", "-o", str(out))
+    assert cp.returncode == 0, cp.stderr
+    size = out.stat().st_size
+    assert size < 1_000_000, f"{size} bytes"
+    page = parse(out.read_text())
+    assert all(f"task-t{i:03d}" in page.ids for i in range(200))
+    assert "$11.45" in out.read_text()  # 229 attempts (29 tasks took two) at $0.05
+
+
+def _chromium() -> str | None:
+    return shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@pytest.mark.skipif(
+    _chromium() is None,
+    reason="Chromium is not installed (apt-get install chromium): the page is not rendered",
+)
+def test_report_renders_in_headless_chromium(repo: Path, tmp_path: Path) -> None:
+    cp = plan_and_run(repo, write_plan(tmp_path, PLAN))
+    assert cp.returncode == 5, cp.stdout + cp.stderr
+    out = tmp_path / "page.html"
+    assert run_forge(repo, "report", "-o", str(out)).returncode == 0
+    browser = _chromium()
+    assert browser is not None
+    flags = [
+        browser,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--no-first-run",
+        f"--user-data-dir={tmp_path / 'profile'}",
+    ]
+    dom = subprocess.run(
+        [*flags, "--dump-dom", out.as_uri()], capture_output=True, text=True, timeout=120
+    )
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    rendered = parse(dom.stdout)
+    assert {"task-a", "task-b", "task-c", "task-bad"} <= rendered.ids
+    shot = tmp_path / "shot.png"
+    cp2 = subprocess.run(
+        [*flags, f"--screenshot={shot}", "--window-size=1200,900", out.as_uri()],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert cp2.returncode == 0 and shot.is_file(), cp2.stderr[-2000:]
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 10_000

@@ -1,0 +1,142 @@
+"""The gate's pure logic (forge/run/gate.py), exhaustively over small chains: the
+bisection names the first failing prefix's last task within ceil(log2 N) probes,
+whatever the failing pattern, and a batch lands exactly the prefix that passed."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pytest
+
+from forge.run import gate
+from forge.verify.records import Verdict
+
+
+@dataclass(frozen=True)
+class Judged:
+    verdict: Verdict
+    commit: str
+
+
+def test_bisect_finds_the_first_failing_prefix_for_every_pattern() -> None:
+    for size in range(1, 11):
+        # Every monotone pattern (prefixes from k on fail): the culprit is k - 1.
+        for first_bad in range(1, size + 1):
+            probes: list[int] = []
+
+            def passes(k: int, first_bad: int = first_bad, probes: list[int] = probes) -> bool:
+                probes.append(k)
+                return k < first_bad
+
+            assert gate.bisect(size, passes) == first_bad - 1
+            assert len(probes) <= math.ceil(math.log2(size)) if size > 1 else not probes
+            assert len(set(probes)) == len(probes), "a prefix judged twice"
+
+
+def test_bisect_on_any_pattern_names_a_pass_fail_boundary() -> None:
+    """Failures need not be monotone (a pair that breaks only together, and a later
+    task that fixes it): the answer is still a prefix that passed followed by one
+    that failed, so what lands passed."""
+    for size in range(1, 8):
+        for pattern in itertools.product([True, False], repeat=size - 1):
+            ok = [True, *pattern, False]  # prefix 0 passes, the whole chain fails
+            culprit = gate.bisect(size, ok.__getitem__)
+            assert ok[culprit] and not ok[culprit + 1]
+
+
+def test_bisection_counts_what_is_left() -> None:
+    search = gate.Bisection(16)
+    assert search.left == 4
+    search.record(8, True)
+    assert search.left == 3
+    search.record(12, False)
+    assert (search.good, search.bad, search.left) == (8, 12, 2)
+
+
+def _run(
+    tasks: Sequence[str],
+    bad: set[frozenset[str]],
+    *,
+    conflicts: Sequence[str] = (),
+    head_ok: bool = True,
+    interrupt_at: int | None = None,
+) -> tuple[gate.Outcome, list[str]]:
+    """A batch over a fake repository: a commit is the set of tasks merged in it; it
+    fails when it holds every task of one of the `bad` groups."""
+    judged: list[str] = []
+
+    def build(names: Sequence[str]) -> gate.Chain:
+        merged: list[str] = []
+        steps = []
+        for name in names:
+            if name in conflicts:
+                continue
+            merged.append(name)
+            steps.append(gate.Step(name, "+".join(merged)))
+        return gate.Chain(tuple(steps), {c: ("x",) for c in conflicts if c in names})
+
+    def judge(commit: str) -> Judged:
+        judged.append(commit)
+        if interrupt_at is not None and len(judged) == interrupt_at:
+            return Judged(Verdict.INTERRUPTED, commit)
+        if commit == "head":
+            return Judged(Verdict.PASS if head_ok else Verdict.FAIL, commit)
+        held = set(commit.split("+"))
+        failed = any(group <= held for group in bad)
+        return Judged(Verdict.FAIL if failed else Verdict.PASS, commit)
+
+    return gate.run_batch(tasks, head="head", build=build, judge=judge), judged
+
+
+def test_a_passing_batch_lands_whole_with_one_verification() -> None:
+    out, judged = _run(list("abcd"), set())
+    assert [s.task for s in out.landed] == list("abcd")
+    assert out.tip == "a+b+c+d" and judged == ["a+b+c+d"]
+    assert out.culprit is None and not out.requeue
+
+
+@pytest.mark.parametrize("n", [2, 3, 5, 8, 13, 16])
+def test_one_culprit_among_n(n: int) -> None:
+    tasks = [f"t{i}" for i in range(n)]
+    for c in range(n):
+        out, judged = _run(tasks, {frozenset([tasks[c]])})
+        assert out.culprit is not None and out.culprit.task == tasks[c]
+        assert [s.task for s in out.landed] == tasks[:c]
+        assert out.requeue == tasks[c + 1 :]
+        # the tip, the probes, and the head only when the culprit is first
+        assert len(judged) <= 1 + math.ceil(math.log2(n)) + (c == 0)
+        assert out.culprit_record is not None and out.culprit_record.verdict == Verdict.FAIL
+
+
+def test_a_pair_blames_the_later_task() -> None:
+    out, _ = _run(list("abcdef"), {frozenset("be")})
+    assert out.culprit is not None and out.culprit.task == "e"
+    assert [s.task for s in out.landed] == list("abcd")
+    assert out.requeue == ["f"]
+
+
+def test_conflicts_are_left_out_of_the_chain() -> None:
+    out, judged = _run(list("abc"), set(), conflicts=["b"])
+    assert list(out.chain.conflicts) == ["b"]
+    assert [s.task for s in out.landed] == ["a", "c"] and judged == ["a+c"]
+
+
+def test_a_head_that_fails_on_its_own_blames_nobody() -> None:
+    out, _ = _run(list("abc"), {frozenset()}, head_ok=False)
+    assert out.broken_head is not None
+    assert out.culprit is None and not out.landed
+
+
+@pytest.mark.parametrize("at", [1, 2, 3])
+def test_an_interrupted_verification_lands_nothing(at: int) -> None:
+    out, _ = _run(list("abcdefgh"), {frozenset("f")}, interrupt_at=at)
+    assert out.interrupted
+    assert not out.landed and out.culprit is None
+
+
+def test_take_batch() -> None:
+    assert gate.take_batch(list("abcde"), mode="queue", batch_max=2) == ["a", "b"]
+    assert gate.take_batch(list("abcde"), mode="end", batch_max=2) == list("abcde")
