@@ -126,7 +126,8 @@ def test_a_version_recorded_after_the_last_start_waits_for_the_next_run(
 ) -> None:
     """The run is verifying: it starts nothing more, and says so to `forge plan`."""
     go = tmp_path / "go"
-    verify = f'verify = "while [ ! -f {go} ]; do sleep 0.02; done"\n'
+    # gate = "off": the verification runs once, after the last task (not in the gate)
+    verify = f'gate = "off"\nverify = "while [ ! -f {go} ]; do sleep 0.02; done"\n'
     plan = write_plan(tmp_path, verify + _task("a"))
     assert run_forge(repo, "plan", str(plan)).returncode == 0
     live = repo / ".git/forge/plans/p/live.json"
