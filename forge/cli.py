@@ -299,6 +299,55 @@ def accept(
 
 
 @app.command()
+def split(
+    plan_ref: PlanArg = None,
+    tasks: Annotated[
+        str, typer.Option("--tasks", help="The tasks to move, comma-separated: a,b.")
+    ] = "",
+    into: Annotated[str, typer.Option("--into", help="Name of the new plan.")] = "",
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Print both plans' waves; write nothing.")
+    ] = False,
+) -> None:
+    """Move tasks that have not merged into a new plan (file and record)."""
+    from forge.commands.split import split as do_split
+
+    if not into:
+        raise ForgeError("name the new plan: --into NEW")
+    for line in do_split(_repo(), plan_ref, tasks.split(","), into, dry_run=dry_run):
+        typer.echo(line)
+
+
+@app.command()
+def combine(
+    new: Annotated[str, typer.Argument(metavar="NEW", help="Name of the combined plan.")],
+    plans: Annotated[
+        list[str], typer.Argument(metavar="PLAN...", help="The plans to combine (two or more).")
+    ],
+    verify: Annotated[
+        str | None, typer.Option("--verify", help="Verify with this command instead.")
+    ] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Say what would happen; write nothing.")
+    ] = False,
+) -> None:
+    """Merge several plans' integration heads into one verified integration branch."""
+    from forge.base import interrupt
+    from forge.commands.combine import combine as do_combine
+
+    def progress(line: str) -> None:
+        sys.stderr.write(f"forge: {line}\n")
+
+    repo = _repo()
+    with interrupt.on_stop_signals() as stop:
+        lines = do_combine(
+            repo, new, plans, verify=verify, dry_run=dry_run, stop=stop, on_event=progress
+        )
+    for line in lines:
+        typer.echo(line)
+
+
+@app.command()
 def hold(
     reason: Annotated[str, typer.Option("--reason", help="Why nothing new may start.")],
     plan_ref: PlanOpt = None,

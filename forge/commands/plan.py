@@ -13,6 +13,7 @@ from forge.plan import dag, registry, tables
 from forge.plan.dag import Waves
 from forge.plan.model import Plan
 from forge.plan.registry import Recorded
+from forge.run.replan import TakenUp
 
 
 @dataclass(frozen=True)
@@ -23,15 +24,19 @@ class Planned:
     recorded: Recorded | None = None  # None: checked only
     record_file: Path | None = None
     warnings: tuple[str, ...] = ()  # advice about the plan (forge.plan.advice)
+    taken: TakenUp | None = None  # recorded while the plan runs: what the run takes up
 
     def data(self) -> dict[str, Any]:
-        return tables.wave_data(
+        data = tables.wave_data(
             self.plan,
             self.waves,
             critical_path=self.critical_path,
             recorded=self.recorded,
             record_file=self.record_file,
         )
+        if self.recorded is not None:
+            data["running"] = None if self.taken is None else self.taken.to_dict()
+        return data
 
     def text(self) -> str:
         lines = [
@@ -40,6 +45,8 @@ class Planned:
         ]
         if self.record_file is not None:
             lines.append(f"record: {self.record_file}")
+        if self.taken is not None:
+            lines.append(self.taken.describe())
         return "\n".join(lines)
 
 
@@ -55,7 +62,7 @@ def record(repo: Repository, plan_file: Path, *, note: Callable[[str], None]) ->
     what the change means for work that already merged; an integration branch that
     is not forge's is refused."""
     from forge.plan.load import load_plan
-    from forge.run import reconcile
+    from forge.run import reconcile, replan
     from forge.run.state import StateStore
 
     new = load_plan(plan_file)
@@ -64,7 +71,7 @@ def record(repo: Repository, plan_file: Path, *, note: Callable[[str], None]) ->
     )
     for line in reconcile.explain(repo, new):
         note(line)
-    recorded = registry.record(repo, plan_file)
+    recorded, taken = replan.record(repo, plan_file)
     return Planned(
         recorded.plan,
         recorded.as_waves(),
@@ -72,6 +79,7 @@ def record(repo: Repository, plan_file: Path, *, note: Callable[[str], None]) ->
         recorded=recorded,
         record_file=repo.state.plan_file(recorded.plan.name),
         warnings=_warnings(recorded.plan),
+        taken=taken,
     )
 
 

@@ -207,6 +207,7 @@ def status_data(repo: Repository, plan: str, *, disk: bool = False) -> dict[str,
         "wall_seconds": state.wall_seconds,
         "touched": state.touched,
         "logs": str(repo.state.logs_dir(plan)),
+        "combined": recorded.get("combined") or {},
     }
 
 
@@ -295,11 +296,18 @@ def _runner(repo: Repository, plan: str) -> str | None:
     return owner.describe() + ("" if owner.alive() else " (gone)")
 
 
+def _combined(data: dict[str, Any]) -> list[str]:
+    """A plan made by `forge combine`: the plans it holds, at the heads combined."""
+    parts = [f"{p} ({short_sha(str(h))})" for p, h in (data.get("combined") or {}).items()]
+    return [f"combined from: {', '.join(parts)}"] if parts else []
+
+
 def render_status(data: dict[str, Any]) -> str:
     out = [
         f"plan {data['plan']}  (base {short_sha(str(data['base']))}, "
         f"integration {_branch_at(data['integration'], data['integration_head'])})"
     ]
+    out += _combined(data)
     if data["runner"]:
         out.append(f"running: {data['runner']}")
     if data["hold"]:

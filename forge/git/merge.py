@@ -72,3 +72,23 @@ def merge_onto(repo: Repository, head: str, task_commit: str, *, message: str) -
         "commit-tree", tree, "-p", head, "-p", task_commit, "-m", message, env=identity_env(repo)
     ).strip()
     return MergeResult(merged=True, commit=commit)
+
+
+def merge_commits(repo: Repository, ours: str, theirs: str, *, message: str) -> MergeResult:
+    """The merge commit of `theirs` into `ours`, written to the object store only: no
+    ref moves and no working tree is touched (`forge combine` lands it after a gate)."""
+    cp = repo.try_git(
+        "merge-tree", "--write-tree", "--name-only", "--no-messages", "-z", ours, theirs
+    )
+    lines = [entry.strip("\n") for entry in cp.stdout.split("\0")]
+    lines = [entry for entry in lines if entry]
+    if cp.returncode == 1:
+        return MergeResult(merged=False, conflicts=tuple(dict.fromkeys(lines[1:])))
+    if cp.returncode != 0 or not lines:
+        raise ForgeError(
+            f"git merge-tree failed on {ours[:12]} and {theirs[:12]}: {cp.stderr.strip()}"
+        )
+    commit = repo.git(
+        "commit-tree", lines[0], "-p", ours, "-p", theirs, "-m", message, env=identity_env(repo)
+    ).strip()
+    return MergeResult(merged=True, commit=commit)

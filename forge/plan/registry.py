@@ -12,20 +12,23 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from forge.base.files import SCHEMA_VERSION, plan_lock, write_json
-from forge.errors import ForgeError, StateError
+from forge.errors import Busy, ForgeError, StateError
 from forge.git import refs
 from forge.git.repo import Repository
 from forge.plan.dag import Waves
 from forge.plan.load import load_plan, load_plan_source
-from forge.plan.model import Plan
+from forge.plan.model import Plan, name_problem
 from forge.plan.names import looks_like_path, recorded_name
+
+if TYPE_CHECKING:
+    from filelock import FileLock
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -39,6 +42,8 @@ class Recorded:
     deferrals: Mapping[str, str] = field(default_factory=dict)
     critical_path: Mapping[str, float] = field(default_factory=dict)
     recorded_at: str = ""
+    # A plan made by `forge combine`: each plan combined -> its integration head then.
+    combined: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -59,6 +64,7 @@ class Recorded:
             "deferrals": dict(self.deferrals),
             "critical_path": dict(self.critical_path),
             "recorded_at": self.recorded_at,
+            "combined": dict(self.combined),
         }
 
     @classmethod
@@ -74,6 +80,7 @@ class Recorded:
             deferrals=dict(data.get("deferrals", {})),
             critical_path={k: float(v) for k, v in data.get("critical_path", {}).items()},
             recorded_at=data.get("recorded_at", ""),
+            combined=dict(data.get("combined", {})),
         )
 
 
@@ -125,6 +132,14 @@ def _check_refs(repo: Repository, name: str) -> None:
             )
 
 
+def check_name(repo: Repository, name: str) -> None:
+    """Refuse a name a new plan cannot have (`forge split` and `forge combine` make one)."""
+    why = name_problem(name)
+    if why:
+        raise ForgeError(f"plan name `{name}` is not valid: {why}")
+    _check_refs(repo, name)
+
+
 def _check_same_source(repo: Repository, plan: Plan) -> None:
     """Two plan files with one name would silently take turns in one record (and one
     run state): refuse the second while the first still exists."""
@@ -140,14 +155,9 @@ def _check_same_source(repo: Repository, plan: Plan) -> None:
         )
 
 
-def record(repo: Repository, plan_path: Path) -> Recorded:
-    """Validate, compute waves, pin the base and write the record atomically.
-
-    Everything that can fail is checked before the first write: an invalid plan
-    leaves the previous record (and the disk) as it was.
-    """
-    from filelock import FileLock
-
+def prepare(repo: Repository, plan_path: Path) -> Recorded:
+    """Validate, compute waves and pin the base: everything `record` checks, writing
+    nothing."""
     from forge.plan.config import load_repo_config
     from forge.plan.dag import compute_waves, critical_path
     from forge.plan.specs import check_specs
@@ -159,7 +169,7 @@ def record(repo: Repository, plan_path: Path) -> Recorded:
     base_ref, base_commit = _base(repo, plan)
     _check_refs(repo, plan.name)
     _check_same_source(repo, plan)
-    recorded = Recorded(
+    return Recorded(
         plan=plan,
         source_path=plan.source,
         source_sha256=hashlib.sha256(raw).hexdigest(),
@@ -170,17 +180,61 @@ def record(repo: Repository, plan_path: Path) -> Recorded:
         critical_path=cpath,
         recorded_at=datetime.now(UTC).isoformat(timespec="seconds"),
     )
-    state = repo.state
-    pdir = state.plan_dir(plan.name)
+
+
+# Given the new version while another process holds the plan's run lock: returns the
+# version to write (or raises to refuse), or None when the holder is not a run that
+# can take it up (the plan is then busy, as before).
+WhileRunning = Callable[[Recorded], "Recorded | None"]
+
+
+def record(
+    repo: Repository, plan_path: Path, *, while_running: WhileRunning | None = None
+) -> Recorded:
+    """Validate, compute waves, pin the base and write the record atomically.
+
+    Everything that can fail is checked before the first write: an invalid plan
+    leaves the previous record (and the disk) as it was.
+    """
+    return store(repo, prepare(repo, plan_path), while_running=while_running)
+
+
+def record_lock(repo: Repository, name: str) -> FileLock:
+    """Orders writers of plan.json: concurrent `forge plan`s, and a running forge run
+    taking up a new version against a `forge plan` checking it."""
+    from filelock import FileLock
+
+    pdir = repo.state.plan_dir(name)
     pdir.mkdir(parents=True, exist_ok=True)
-    # record.lock orders concurrent `forge plan`s; the run lock keeps a plan that is
-    # being run from changing under the process running it.
-    with (
-        FileLock(str(pdir / "record.lock")),
-        plan_lock(state, plan.name, command="forge plan"),
-    ):
-        write_json(state.plan_file(plan.name), recorded.to_dict())
-    return recorded
+    return FileLock(str(pdir / "record.lock"))
+
+
+def store(
+    repo: Repository,
+    recorded: Recorded,
+    *,
+    while_running: WhileRunning | None = None,
+    locked: bool = False,
+) -> Recorded:
+    """Write a prepared record. `locked`: the caller holds the plan's run lock."""
+    state = repo.state
+    name = recorded.plan.name
+    with record_lock(repo, name):
+        if locked:
+            write_json(state.plan_file(name), recorded.to_dict())
+            return recorded
+        try:
+            # The run lock keeps a plan that is being run from changing under it,
+            # unless the run itself agrees to take the new version up.
+            with plan_lock(state, name, command="forge plan"):
+                write_json(state.plan_file(name), recorded.to_dict())
+                return recorded
+        except Busy:
+            taken = None if while_running is None else while_running(recorded)
+            if taken is None:
+                raise
+        write_json(state.plan_file(name), taken.to_dict())
+        return taken
 
 
 def load_recorded(repo: Repository, name: str) -> Recorded:

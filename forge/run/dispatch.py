@@ -81,6 +81,9 @@ class Dispatcher:
         self.no_auto: set[str] = set()  # tasks the policy says not to retry automatically
         self.forced = options.only  # `forge retry`: dispatch it even though it failed
         self.budget = Budget.of(ctx, options.budget)
+        from forge.run.replan import LivePlan
+
+        self.live = LivePlan(ctx.repo, self.plan.name)  # `forge plan` while this runs
 
     def loop(self) -> None:
         state = self.ctx.state
@@ -89,6 +92,8 @@ class Dispatcher:
                 self._drain(block=False)
                 if self.ctx.stop.is_set():
                     break
+                self.live.open()  # a `forge plan` checks against what this starts
+                self._take_up()
                 held = holds.active(self.ctx.repo.state, self.plan.name)
                 if held is not None and self._ready():
                     # Only a hold that keeps something from starting pauses the run.
@@ -104,15 +109,43 @@ class Dispatcher:
                     # (what waits, waits for a dependency or an overlapping task to land).
                     self.gate.release(not self.running)
                     idle = idle and self.gate.idle()
+                self.live.close(self.running, finished=idle)
                 if idle:
                     break
                 self._drain(block=True)
             if self.running:  # stopped: the attempts see the event and end
                 while self.running:
                     self._drain(block=True)
+        self.live.close(self.running, finished=True)
         if not self.ctx.state.paused and not self.ctx.stop.is_set():
             self._mark_blocked()
         self.ctx.save()
+
+    def _take_up(self) -> None:
+        """A newer version of the plan, recorded by `forge plan` while this runs."""
+        recorded = self.live.newer()
+        if recorded is None or recorded.plan.to_dict() == self.plan.to_dict():
+            return
+        from forge.plan import dag
+        from forge.run import replan
+
+        plan = recorded.plan
+        change = replan.diff(self.plan, plan)
+        notes = replan.take_up(
+            self.ctx.repo, plan, self.ctx.state, self.ctx.store, running=self.running
+        )
+        self.plan = self.ctx.plan = plan
+        self.order = {t.id: i for i, t in enumerate(plan.tasks)}
+        self.cp = dict(recorded.critical_path) or dag.critical_path(plan)
+        self.overlaps = dag.task_overlaps(plan)
+        for tid in change.dropped:  # per-task bookkeeping of tasks that are gone
+            self.retries.pop(tid, None)
+            self.not_before.pop(tid, None)
+            self.notes.pop(tid, None)
+            self.no_auto.discard(tid)
+        self.on_event(f"plan '{plan.name}' recorded again; taking up: {change.describe()}")
+        for note in notes:
+            self.on_event(note)
 
     # -- decisions -------------------------------------------------------------
 

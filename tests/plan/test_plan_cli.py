@@ -298,8 +298,10 @@ def test_resolve(repo: Path) -> None:
     assert resolve(r, "other").name == "other"
 
 
-def test_record_refuses_while_the_plan_runs(repo: Path) -> None:
-    """A running plan holds its run lock; a re-plan must not change it underneath."""
+def test_record_refuses_while_another_command_holds_the_plan(repo: Path) -> None:
+    """A `forge clean` (or `forge verify`) holds the plan's run lock: a re-plan must
+    not change the plan underneath it. (A running `forge run` takes a new version up:
+    tests/run/test_replan.py.)"""
     import sys
 
     from forge.base.files import StateDir
@@ -314,7 +316,7 @@ def test_record_refuses_while_the_plan_runs(repo: Path) -> None:
             "import sys, pathlib;"
             "from forge.base.files import StateDir, plan_lock;"
             f"s = StateDir(pathlib.Path({str(state.root)!r}));"
-            "cm = plan_lock(s, 'demo', command='forge run');"
+            "cm = plan_lock(s, 'demo', command='forge clean');"
             "cm.__enter__(); print('held', flush=True); sys.stdin.read()",
         ],
         stdin=subprocess.PIPE,
