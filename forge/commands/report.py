@@ -114,9 +114,14 @@ def render(
 
 
 def _record(state: RunState) -> dict[str, Any] | None:
-    """The last verification as data (batches and bisection steps, when a record
-    carries them as `steps`, come along)."""
-    return None if state.verification is None else state.verification.to_dict()
+    """The last verification as data, with the gate's verifications of the run
+    (batches, bisection, speculation) as its `steps`."""
+    if state.verification is None:
+        return None
+    data = state.verification.to_dict()
+    if state.gate_steps:
+        data["steps"] = list(state.gate_steps)
+    return data
 
 
 def _header(name: str, state: RunState, spend: Spend, verdict: str, recorded: Recorded) -> str:

@@ -13,6 +13,7 @@ twice.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
@@ -76,6 +77,8 @@ class Gate:
     # -- the dispatcher's side ---------------------------------------------------
 
     def start(self) -> None:
+        with self.ctx.store.lock:
+            self.ctx.state.gate_steps = []  # this run's verifications only
         self._thread = threading.Thread(target=self._loop, name="gate", daemon=True)
         self._thread.start()
 
@@ -242,6 +245,7 @@ class Gate:
         """One verification in the checkouts of `key` (the plan's, or a speculation's)."""
         self.before_verify()
         where = "" if key == self.ctx.plan.name else f" [{key.rsplit('.', 1)[-1]}]"
+        started = time.time()
         record = verify.verify_commit(
             self.ctx.repo,
             commit,
@@ -254,7 +258,19 @@ class Gate:
         if not record.cached:
             with self._runs_lock:
                 self.runs += 1
+            self._step(key, started)
         return record
+
+    def _step(self, key: str, started: float) -> None:
+        """Keep one verification the gate ran, for the report's timeline."""
+        ctx = self.ctx
+        with ctx.store.lock:
+            phase = (ctx.state.gate or {}).get("phase")
+            name = "speculation" if key != ctx.plan.name else "batch"
+            if name == "batch" and phase == "bisecting":
+                name = "bisection"
+            step = {"name": name, "start": round(started, 3), "end": round(time.time(), 3)}
+            ctx.state.gate_steps.append(step)
 
     def _progress(self, phase: str, search: gate.Bisection | None) -> None:
         ctx = self.ctx

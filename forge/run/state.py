@@ -194,6 +194,9 @@ class RunState:
     verification: VerifyRecord | None = None  # of the integration head, last verified
     paused: str | None = None  # why the last run paused (hold, infrastructure)
     gate: dict[str, Any] | None = None  # the batch under verification, and a landing's intent
+    # The gate's verifications in the last run, for the report's timeline: each
+    # {"name": "batch" | "bisection" | "speculation", "start", "end"} (epoch seconds).
+    gate_steps: list[dict[str, Any]] = field(default_factory=list)
     started: str | None = None
     finished: str | None = None
     wall_seconds: float | None = None
@@ -224,6 +227,7 @@ class RunState:
             ),
             "paused": self.paused,
             "gate": self.gate,
+            "gate_steps": self.gate_steps,
             "started": self.started,
             "finished": self.finished,
             "wall_seconds": self.wall_seconds,
@@ -240,6 +244,7 @@ class RunState:
             verification=_verification(data.get("verification")),
             paused=data.get("paused"),
             gate=data.get("gate"),
+            gate_steps=data.get("gate_steps") or [],
             started=data.get("started"),
             finished=data.get("finished"),
             wall_seconds=data.get("wall_seconds"),

@@ -92,6 +92,15 @@ def test_one_culprit_among_eight_is_found_by_bisection(repo: Path, tmp_path: Pat
     # the final verdict is the last landed batch's: no verification after it
     assert state(repo)["verification"]["commit"] == head
     assert "verification: PASS" in cp.stdout
+    # Each verification the gate ran is kept for the report's timeline.
+    steps = state(repo)["gate_steps"]
+    names = [s["name"] for s in steps]
+    assert names[0] == "batch" and "bisection" in names, names
+    assert all(s["start"] <= s["end"] for s in steps)
+    report = run_forge(repo, "report")
+    assert report.returncode == 0, report.stderr
+    page = (repo / ".git" / "forge" / "plans" / "p" / "report.html").read_text()
+    assert ">bisection<" in page and ">batch<" in page
 
 
 def test_a_pair_that_fails_together_blames_the_later_task(repo: Path, tmp_path: Path) -> None:
