@@ -35,7 +35,7 @@ from forge.errors import ExitCode, ForgeError
 from forge.git import worktrees
 from forge.git.repo import Repository
 from forge.plan.model import Plan, Task
-from forge.run.attempt import Outcome, RunContext
+from forge.run.context import Outcome, RunContext
 from forge.run.reset import reset_for_attempt
 from forge.run.state import FAILURES, Attempt, Stall, Status, TaskState, counted
 

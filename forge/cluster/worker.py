@@ -357,12 +357,12 @@ class _Attempt:
 
     def _read_agent(self, defn: Any, returncode: int | None) -> JobResult | None:
         from forge.agents import spec as agents
-        from forge.run.attempt import _drop_ignored
+        from forge.run.work import drop_ignored
 
         output = self._text("agent.log")
         self.usage = agents.parse_usage(defn, output)
         # Before any return: a CLI's cache (aider's tags) is never the task's work.
-        _drop_ignored(self.slot, defn.ignore_paths)
+        drop_ignored(self.slot, defn.ignore_paths)
         infra = agents.classify_failure(defn, returncode=returncode, output=output)
         if infra is not None:
             return JobResult(

@@ -8,107 +8,40 @@ and a one-line reason.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import os
-import threading
 import time
 import traceback
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING
 
-from forge.base import faults, logs, proc
+from forge.base import faults
 from forge.base.files import atomic_write_text
-from forge.base.liveness import Owner
-from forge.base.settings import Settings
 from forge.base.text import one_line
 from forge.git import merge as integrate
 from forge.git import worktrees
 from forge.git.contained import Tampered
 from forge.git.refs import task_ref
 from forge.git.repo import Repository
-from forge.plan.model import Plan, Task
+from forge.plan.model import Task
 from forge.plan.patterns import out_of_scope
 from forge.run import phases
-from forge.run.confinement import ceiling_env, sandbox_for
+from forge.run.context import Outcome, RunContext, group, last_line
 from forge.run.phases import phase
-from forge.run.reason import reason_line
 from forge.run.reset import reset_for_attempt
-from forge.run.slots import SlotPool
 from forge.run.state import (
     FAILURES,
     Attempt,
-    RunState,
     Slot,
     Stall,
-    StateStore,
     Status,
     TaskState,
-    counted,
 )
+from forge.run.work import run_work, timeout_of
 from forge.verify import environment
 
 if TYPE_CHECKING:
-    from forge.agents.definition import AgentDef
     from forge.agents.spec import AgentSpec
-
-
-class Remote(Protocol):
-    """Runs an attempt elsewhere (a cluster worker): setup, work, commit, scope and
-    check there; returns an Outcome, or the commit to merge (on the task branch)."""
-
-    def attempt(
-        self,
-        ctx: RunContext,
-        task: Task,
-        ts: TaskState,
-        attempt: Attempt,
-        attempt_dir: Path,
-        *,
-        spec: AgentSpec | None,
-        fresh: bool,
-    ) -> Outcome | str: ...
-
-
-@dataclass
-class RunContext:
-    """What every attempt of one run shares."""
-
-    repo: Repository
-    plan: Plan
-    state: RunState
-    store: StateStore
-    slots: SlotPool
-    logs: Path
-    stop: threading.Event
-    agent_defs: Mapping[str, Mapping[str, Any]]
-    owner: Owner  # this run's process, recorded as each task's runner
-    merge_lock: threading.Lock = field(default_factory=threading.Lock)
-    gated: bool = False  # finished work is QUEUED for the gate instead of merged
-    remote: Remote | None = None  # attempts run on a cluster (forge.cluster) when set
-    on_change: Callable[[str], None] = lambda _task: None
-    sandbox: bool = False  # every command under bubblewrap, only its slot writable
-
-    @property
-    def settings(self) -> Settings:
-        return self.repo.settings
-
-    def save(self, task: str | None = None) -> None:
-        self.store.save(self.state, task=task)
-        if task is not None:
-            self.on_change(task)
-
-
-@dataclass(frozen=True)
-class Outcome:
-    status: Status
-    reason: str
-    infra_retry_after: float | None = None
-    infra_kind: str | None = None
-    infra_agent: str | None = None  # the agent that could not run (the task's, or its reviewer)
-    stall: Stall | None = None  # FAILED: the work went nowhere
 
 
 class _Stop(Exception):
@@ -227,10 +160,10 @@ def _steps(
         return _merge(ctx, task, ts, attempt, attempt_dir, done)
     path, start_head, slot, new = _prepare_slot(ctx, task, ts, attempt, fresh=fresh)
     env = _setup(ctx, task, attempt, attempt_dir, path, slot, new)
-    limit = _timeout_of(ctx, task, spec)
+    limit = timeout_of(ctx, task, spec)
     work_started = time.monotonic()
     with phase(ctx, task.id, attempt, "agent" if spec is not None else "run"):
-        outcome = _run_work(
+        outcome = run_work(
             ctx, task, ts, attempt, attempt_dir, path, spec=spec, timeout=limit, env=env
         )
     message = f"forge: {ctx.plan.name}/{task.id} attempt {attempt.number}\n\n{task.title}"
@@ -317,7 +250,7 @@ def _setup(
         log = attempt_dir / "setup.log"
         limit = ctx.plan.setup_timeout
         with phase(ctx, task.id, attempt, "setup", save=True):
-            res = _group(
+            res = group(
                 ctx, ctx.plan.setup, cwd=path, log=log, attempt=attempt, timeout=limit, env=env
             )
         if res.stopped:
@@ -329,7 +262,7 @@ def _setup(
             )
         if res.returncode != 0:
             attempt.log = str(log)
-            raise _Stop(Outcome(Status.FAILED, f"setup failed: {_last_line(log)}"))
+            raise _Stop(Outcome(Status.FAILED, f"setup failed: {last_line(log)}"))
         environment.mark_set_up(path, digest)
     if new:
         ctx.slots.mark_setup(slot)
@@ -442,7 +375,7 @@ def _check(
             Status.TIMEOUT, f"check not run: the attempt's {limit:g}s timeout was used up"
         )
     with phase(ctx, task.id, attempt, "check"):
-        res = _group(ctx, task.check, cwd=path, log=log, attempt=attempt, timeout=left, env=env)
+        res = group(ctx, task.check, cwd=path, log=log, attempt=attempt, timeout=left, env=env)
     # The check may have written into the worktree; the work is committed, so
     # restore the tree to it (a later attempt must start from the commit).
     worktrees.git(repo, path, "reset", "--quiet", "--hard", check=False)
@@ -459,177 +392,7 @@ def _check(
     if res.returncode != 0:
         attempt.log = str(log)
         attempt.feedback_source = "check"
-        return Outcome(Status.FAILED, f"check failed: {_last_line(log)}")
-    return None
-
-
-def _timeout_of(ctx: RunContext, task: Task, spec: AgentSpec | None) -> float:
-    """The attempt's time limit: the agent or command and then the check share it."""
-    agent_timeout = None
-    if spec is not None and task.timeout is None:
-        from forge.agents import spec as agents
-
-        agent_timeout = agents.resolve(spec, ctx.agent_defs)[0].timeout
-    return ctx.plan.timeout_of(task, agent_timeout)
-
-
-def _run_work(
-    ctx: RunContext,
-    task: Task,
-    ts: TaskState,
-    attempt: Attempt,
-    attempt_dir: Path,
-    path: Path,
-    *,
-    spec: AgentSpec | None,
-    timeout: float,
-    env: dict[str, str],
-) -> Outcome | None:
-    """Run the agent or the shell command for at most `timeout` seconds. None when it
-    succeeded."""
-    log = attempt_dir / "agent.log"
-    attempt.log = str(log)
-    attempt.feedback_source = "agent"
-    if spec is None:
-        assert task.run is not None
-        res = _group(ctx, task.run, cwd=path, log=log, attempt=attempt, timeout=timeout, env=env)
-        defn = None
-    else:
-        started = _run_agent(
-            ctx, task, ts, attempt, attempt_dir, path, log, spec=spec, timeout=timeout, env=env
-        )
-        if isinstance(started, Outcome):
-            return started
-        defn, res = started
-    output = _read_agent_output(defn, attempt, path, log) if defn is not None else ""
-    if res.stopped:
-        return Outcome(Status.INTERRUPTED, "stopped by the user")
-    if defn is not None:
-        infra = _infra(defn, res, output, timeout)
-        if infra is not None:
-            return infra
-    if res.timed_out:
-        what = "command" if spec is None else "agent"
-        return Outcome(Status.TIMEOUT, f"{what} timed out after {timeout:g}s")
-    if res.returncode != 0:
-        if defn is not None:
-            from forge.agents import spec as agents
-
-            if agents.is_context_overflow(output):
-                return Outcome(
-                    Status.FAILED,
-                    "the prompt overflowed the agent's context window: split the task",
-                )
-            said = agents.failure_reason(output) or _last_line(log)
-            return Outcome(Status.FAILED, f"agent exited {res.returncode}: {said}")
-        return Outcome(Status.FAILED, f"command exited {res.returncode}: {_last_line(log)}")
-    return None
-
-
-def _run_agent(
-    ctx: RunContext,
-    task: Task,
-    ts: TaskState,
-    attempt: Attempt,
-    attempt_dir: Path,
-    path: Path,
-    log: Path,
-    *,
-    spec: AgentSpec,
-    timeout: float,
-    env: dict[str, str],
-) -> tuple[AgentDef, proc.GroupResult] | Outcome:
-    """Write the prompt (and the feedback of a retry) and run the agent's command,
-    watching its log for an outage. Returns (its definition, the result), or the
-    INFRA outcome of a missing binary."""
-    from forge.agents import spec as agents
-    from forge.run import feedback
-
-    defn, spec = agents.resolve(spec, ctx.agent_defs)
-    missing = agents.check_binary(defn)
-    if missing:
-        return Outcome(
-            Status.INFRA,
-            f"binary-missing: {missing}",
-            infra_kind="binary-missing",
-            infra_agent=defn.name,
-        )
-    prompt_file = attempt_dir / "prompt.md"
-    fb = feedback.for_retry(ctx.repo, ts) if len(ts.attempts) > 1 else None
-    feedback_file = None
-    if fb is not None:
-        feedback_file = attempt_dir / "feedback.md"
-        feedback_file.write_text(feedback.render(fb))
-    told = counted(ts.attempts[:-1]) + 1  # INFRA tries are not attempts
-    feedback.write_prompt(defn, prompt_file, plan=ctx.plan.name, task=task, attempt=told, fb=fb)
-    argv, stdin = agents.render_command(
-        defn, spec, prompt_file=prompt_file, task=task.id, worktree=path
-    )
-    agent_env = agents.agent_env(
-        defn,
-        spec,
-        task=task.id,
-        attempt=told,
-        prompt_file=prompt_file,
-        feedback_file=feedback_file,
-        state_dir=ctx.logs.parent / "agent-state",
-        worktree=path,
-    )
-    from forge.run.watch import infra_watch
-
-    with infra_watch(log, defn, ctx.stop) as watch:
-        res = _group(
-            ctx,
-            argv,
-            cwd=path,
-            log=log,
-            attempt=attempt,
-            timeout=timeout,
-            env={**env, **agent_env},
-            input_path=stdin,
-            stop=watch.event,
-        )
-    if res.stopped and watch.hit is not None and not ctx.stop.is_set():
-        # Stopped on its own outage message: read as a run that ended there.
-        res = dataclasses.replace(res, stopped=False, returncode=1)
-    return defn, res
-
-
-def _read_agent_output(defn: AgentDef, attempt: Attempt, path: Path, log: Path) -> str:
-    """The end of the agent's log, with its usage recorded in the attempt."""
-    from forge.agents import spec as agents
-
-    # The end of the output: usage and provider errors are reported last, and a log
-    # may be as large as its cap.
-    output = logs.tail(log, logs.ANALYSIS_BYTES)
-    # Before any return: an INFRA or stopped attempt's worktree is salvaged
-    # later, and a CLI's cache (aider's tags) is never the task's work.
-    _drop_ignored(path, defn.ignore_paths)
-    usage = agents.parse_usage(defn, output)
-    if usage is not None:
-        attempt.cost_usd = usage.cost_usd
-        attempt.input_tokens = usage.input_tokens
-        attempt.output_tokens = usage.output_tokens
-    return output
-
-
-def _infra(defn: AgentDef, res: proc.GroupResult, output: str, timeout: float) -> Outcome | None:
-    """An infrastructure failure the agent's log tells of, as an outcome."""
-    from forge.agents import spec as agents
-
-    # Read after a timeout too: a CLI that waits out an outage (reconnecting,
-    # honouring a long retry delay) looks like a slow task.
-    rc = None if res.timed_out else res.returncode
-    infra = agents.classify_failure(defn, returncode=rc, output=output)
-    if infra is not None:
-        after = f" (timed out after {timeout:g}s)" if res.timed_out else ""
-        return Outcome(
-            Status.INFRA,
-            f"{infra.kind}: {infra.message}{after}",
-            infra_retry_after=infra.retry_after,
-            infra_kind=infra.kind,
-            infra_agent=defn.name,
-        )
+        return Outcome(Status.FAILED, f"check failed: {last_line(log)}")
     return None
 
 
@@ -712,57 +475,6 @@ def _merge(
     return Outcome(Status.MERGED, "")
 
 
-def _group(
-    ctx: RunContext,
-    argv: list[str] | str,
-    *,
-    cwd: Path,
-    log: Path,
-    attempt: Attempt,
-    timeout: float | None,
-    env: Mapping[str, str] | None = None,
-    input_path: Path | None = None,
-    stop: threading.Event | None = None,
-) -> proc.GroupResult:
-    def started(pgid: int) -> None:
-        # Kept in memory and saved with the next change: crash recovery finds the
-        # processes by their tag, which was saved before the spawn.
-        attempt.pgid = pgid
-
-    box = sandbox_for(ctx.repo, ctx.logs, cwd, on=ctx.sandbox)
-    return proc.run_group(
-        proc.GroupSpec(
-            argv,
-            cwd=cwd,
-            log_path=log,
-            env={**ctx.settings.child_env(), **ceiling_env(cwd), **(env or {})},
-            timeout=timeout,
-            grace=ctx.settings.grace,
-            tag=attempt.tag,
-            input_path=input_path,
-            cap=ctx.plan.log_cap,
-            sandbox=box,
-        ),
-        stop=ctx.stop if stop is None else stop,
-        on_start=started,
-    )
-
-
-def _drop_ignored(path: Path, patterns: tuple[str, ...]) -> None:
-    """Remove what the agent's CLI leaves in the worktree that is never the task's
-    work (aider's caches): it must neither count as a change nor break the scope."""
-    import shutil
-
-    for pattern in patterns:
-        for hit in path.glob(pattern):
-            if hit.name == ".git":
-                continue
-            if hit.is_dir() and not hit.is_symlink():
-                shutil.rmtree(hit, ignore_errors=True)
-            else:
-                hit.unlink(missing_ok=True)
-
-
 def _diff_hash(repo: Repository, base: str, head: str) -> str:
     """Identifies the change an attempt made. The base is pinned, so two attempts'
     diffs are byte-identical exactly when their trees are: the tree id says it
@@ -773,7 +485,3 @@ def _diff_hash(repo: Repository, base: str, head: str) -> str:
 def _check_stop(ctx: RunContext) -> None:
     if ctx.stop.is_set():
         raise _Stop(Outcome(Status.INTERRUPTED, "stopped by the user"))
-
-
-def _last_line(log: Path) -> str:
-    return reason_line(logs.tail(log))

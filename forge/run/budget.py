@@ -15,7 +15,7 @@ from forge.run.spend import attempt_spend, plan_spend
 from forge.run.state import Attempt
 
 if TYPE_CHECKING:
-    from forge.run.attempt import RunContext
+    from forge.run.context import RunContext
 
 
 @dataclass

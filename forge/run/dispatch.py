@@ -20,9 +20,10 @@ from typing import TYPE_CHECKING
 from forge.plan.model import Task
 from forge.plan.registry import Recorded
 from forge.run import hold as holds
-from forge.run.attempt import Outcome, RunContext, run_attempt
+from forge.run.attempt import run_attempt
 from forge.run.budget import Budget
 from forge.run.capacity import Capacity
+from forge.run.context import Outcome, RunContext
 from forge.run.state import FAILURES, REDISPATCH, Stall, Status
 
 if TYPE_CHECKING:

@@ -22,7 +22,7 @@ from forge.base import faults
 from forge.git.merge import is_ancestor, merge_onto
 from forge.plan.config import VerifyConfig
 from forge.run import gate, phases
-from forge.run.attempt import RunContext
+from forge.run.context import RunContext
 from forge.run.speculation import Speculator
 from forge.run.state import Status
 from forge.verify import engine as verify

@@ -12,7 +12,7 @@ from forge.run.state import Stall, TaskState
 
 if TYPE_CHECKING:
     from forge.agents.spec import AgentSpec
-    from forge.run.attempt import RunContext
+    from forge.run.context import RunContext
 
 
 @dataclass(frozen=True)

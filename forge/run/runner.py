@@ -24,7 +24,7 @@ from forge.plan.model import Gate as GateMode
 from forge.plan.model import Plan
 from forge.plan.registry import Recorded
 from forge.run import reconcile, recovery
-from forge.run.attempt import Remote, RunContext
+from forge.run.context import Remote, RunContext
 from forge.run.options import RunOptions
 from forge.run.slots import SlotPool
 from forge.run.state import RunState, StateStore, Status
