@@ -28,9 +28,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from forge.base import proc
+from forge.base import logs, proc
 from forge.cluster.job import Job, JobResult
 from forge.git.contained import ceiling_env
+from forge.run.reason import reason_line
 from forge.run.state import Stall, Status
 from forge.verify import environment
 
@@ -417,10 +418,10 @@ class _Attempt:
         return commit
 
     def _diff_hash(self, head: str) -> str:
-        # The same identity as a local attempt's (forge.run.attempt._diff_hash): the
-        # base is pinned, so equal trees are equal diffs.
+        from forge.run.attempt import change_hash
+
         tree = _git("rev-parse", f"{head}^{{tree}}", cwd=self.slot).strip()
-        return hashlib.sha256(f"{self.job.base} {tree}".encode()).hexdigest()
+        return change_hash(self.job.base, tree)
 
     def _end(self, result: JobResult, commit: str | None) -> JobResult:
         if commit is not None:
@@ -433,7 +434,11 @@ class _Attempt:
                 cwd=self.slot,
             )
         usage = self.usage
-        logs = {p.name: _tail(p) for p in sorted(self.logs.iterdir()) if p.suffix == ".log"}
+        tails = {
+            p.name: logs.tail(p, LOG_TAIL)
+            for p in sorted(self.logs.iterdir())
+            if p.suffix == ".log"
+        }
         return JobResult(
             result.status,
             result.reason,
@@ -447,28 +452,14 @@ class _Attempt:
             infra_kind=result.infra_kind,
             infra_retry_after=result.infra_retry_after,
             warnings=result.warnings,
-            logs=logs,
+            logs=tails,
             log=result.log,
         )
 
     def _text(self, name: str) -> str:
-        return _tail(self.logs / name)
+        """What an agent's output is searched in (usage, provider errors), as locally."""
+        return logs.tail(self.logs / name, logs.ANALYSIS_BYTES)
 
     def _last_line(self, name: str) -> str:
-        lines = [
-            ln
-            for ln in self._text(name).splitlines()
-            if ln.strip() and not ln.startswith("forge: ")
-        ]
-        return lines[-1].strip()[:200] if lines else "(no output)"
-
-
-def _tail(path: Path) -> str:
-    try:
-        with path.open("rb") as fh:
-            fh.seek(0, os.SEEK_END)
-            size = fh.tell()
-            fh.seek(max(0, size - LOG_TAIL))
-            return fh.read().decode(errors="replace")
-    except FileNotFoundError:
-        return ""
+        """A failure's meaningful line, read as a local attempt reads it."""
+        return reason_line(logs.tail(self.logs / name))

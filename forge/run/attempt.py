@@ -476,10 +476,14 @@ def _merge(
 
 
 def _diff_hash(repo: Repository, base: str, head: str) -> str:
-    """Identifies the change an attempt made. The base is pinned, so two attempts'
-    diffs are byte-identical exactly when their trees are: the tree id says it
-    without computing a diff."""
-    return hashlib.sha256(f"{base} {repo.tree_of(head)}".encode()).hexdigest()
+    return change_hash(base, repo.tree_of(head))
+
+
+def change_hash(base: str, tree: str) -> str:
+    """Identifies the change an attempt made (here or on a cluster worker). The base
+    is pinned, so two attempts' diffs are byte-identical exactly when their trees
+    are: the tree id says it without computing a diff."""
+    return hashlib.sha256(f"{base} {tree}".encode()).hexdigest()
 
 
 def _check_stop(ctx: RunContext) -> None:
