@@ -2,7 +2,7 @@
 # Each line says who uses the name.
 # ruff: noqa
 from forge import cli
-from forge.run.state import TaskState
+from forge.run.state.run_state import TaskState
 
 cli.resume  # a typer command: registered by its decorator
 cli.hooks_install  # a typer command

@@ -44,7 +44,7 @@ def caller() -> str:
 
 def instrument(by_cmd: Totals, by_caller: Totals, other: Totals) -> None:
     from forge.base import proc
-    from forge.run import state as runstate
+    from forge.run.state import run_state as runstate
 
     lock = threading.Lock()
     real_run = proc.run

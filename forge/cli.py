@@ -353,7 +353,7 @@ def hold(
     plan_ref: PlanOpt = None,
 ) -> None:
     """Stop new dispatches (repository-wide, or one plan with --plan)."""
-    from forge.run import hold as holds
+    from forge.run.state import hold as holds
 
     repo = _repo()
     plan = _plan_name(repo, plan_ref) if plan_ref else None
@@ -368,7 +368,7 @@ def hold(
 @app.command()
 def resume(plan_ref: PlanOpt = None) -> None:
     """Allow new dispatches again (removes the hold `forge hold` set)."""
-    from forge.run import hold as holds
+    from forge.run.state import hold as holds
 
     repo = _repo()
     plan = _plan_name(repo, plan_ref) if plan_ref else None

@@ -35,9 +35,9 @@ from forge.errors import ExitCode, ForgeError
 from forge.git import worktrees
 from forge.git.repo import Repository
 from forge.plan.model import Plan, Task
-from forge.run.context import Outcome, RunContext
-from forge.run.reset import reset_for_attempt
-from forge.run.state import FAILURES, Attempt, Stall, Status, TaskState, counted
+from forge.run.attempt.context import Outcome, RunContext
+from forge.run.attempt.reset import reset_for_attempt
+from forge.run.state.run_state import FAILURES, Attempt, Stall, Status, TaskState, counted
 
 if TYPE_CHECKING:
     from forge.agents.spec import AgentSpec
@@ -277,7 +277,7 @@ class Cluster:
         if spec is None:
             return job
         from forge.agents import spec as agents
-        from forge.run import feedback
+        from forge.run.attempt import feedback
 
         defn, resolved = agents.resolve(spec, ctx.agent_defs)
         fb = feedback.for_retry(ctx.repo, ts) if len(ts.attempts) > 1 else None

@@ -31,8 +31,8 @@ from typing import Any
 from forge.base import logs, proc
 from forge.cluster.job import Job, JobResult
 from forge.git.contained import ceiling_env
-from forge.run.reason import reason_line
-from forge.run.state import Stall, Status
+from forge.run.attempt.reason import reason_line
+from forge.run.state.run_state import Stall, Status
 from forge.verify import environment
 
 CACHE_VAR = "FORGE_WORKER_CACHE"
@@ -358,7 +358,7 @@ class _Attempt:
 
     def _read_agent(self, defn: Any, returncode: int | None) -> JobResult | None:
         from forge.agents import spec as agents
-        from forge.run.work import drop_ignored
+        from forge.run.attempt.work import drop_ignored
 
         output = self._text("agent.log")
         self.usage = agents.parse_usage(defn, output)
@@ -418,7 +418,7 @@ class _Attempt:
         return commit
 
     def _diff_hash(self, head: str) -> str:
-        from forge.run.attempt import change_hash
+        from forge.run.attempt.pipeline import change_hash
 
         tree = _git("rev-parse", f"{head}^{{tree}}", cwd=self.slot).strip()
         return change_hash(self.job.base, tree)

@@ -12,7 +12,7 @@ from forge.errors import ExitCode, ForgeError
 from forge.git import refs
 from forge.git.merge import is_ancestor
 from forge.git.repo import Repository, short_sha
-from forge.run.state import RunState, StateStore, Status, TaskState
+from forge.run.state.run_state import RunState, StateStore, Status, TaskState
 from forge.verify.records import Verdict
 
 

@@ -16,8 +16,8 @@ from forge.base.files import plan_lock
 from forge.git import refs, worktrees
 from forge.git.merge import is_ancestor
 from forge.git.repo import Repository
-from forge.run.recovery import stop_leftovers, sweep_salvage_indexes
-from forge.run.state import RunState, StateStore, Status
+from forge.run.state.recovery import stop_leftovers, sweep_salvage_indexes
+from forge.run.state.run_state import RunState, StateStore, Status
 
 
 def clean_plan(repo: Repository, plan: str) -> list[str]:

@@ -23,7 +23,7 @@ from forge.git.repo import Repository
 from forge.plan import registry
 from forge.plan.config import VerifyConfig, load_repo_config
 from forge.plan.registry import Recorded
-from forge.run.state import RunState, StateStore
+from forge.run.state.run_state import RunState, StateStore
 from forge.verify.records import VerifyRecord
 
 GOOD = ("PASS", "FLAKY", "UNVERIFIED")

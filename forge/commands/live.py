@@ -22,9 +22,9 @@ from typing import Any, TextIO
 
 from forge.base.text import one_line, printable, raw_stream
 from forge.commands.status import fmt_seconds
-from forge.run.phases import current
+from forge.run.attempt.phases import current
 from forge.run.spend import attempt_spend
-from forge.run.state import FAILURES, RunState, Status, TaskState
+from forge.run.state.run_state import FAILURES, RunState, Status, TaskState
 
 RECENT = 50  # finished tasks remembered for the view (a screen holds fewer)
 RECOUNT = 1.0  # seconds between two full counts of the plan's statuses

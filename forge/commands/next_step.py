@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from forge.plan.model import Plan
 from forge.run.runner import RunReport
-from forge.run.state import FAILURES, RunState, Status
+from forge.run.state.run_state import FAILURES, RunState, Status
 from forge.verify.records import Verdict
 
 

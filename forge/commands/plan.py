@@ -13,7 +13,7 @@ from forge.plan import dag, registry, tables
 from forge.plan.dag import Waves
 from forge.plan.model import Plan
 from forge.plan.registry import Recorded
-from forge.run.replan import TakenUp
+from forge.run.state.replan import TakenUp
 
 
 @dataclass(frozen=True)
@@ -62,8 +62,8 @@ def record(repo: Repository, plan_file: Path, *, note: Callable[[str], None]) ->
     what the change means for work that already merged; an integration branch that
     is not forge's is refused."""
     from forge.plan.load import load_plan
-    from forge.run import reconcile, replan
-    from forge.run.state import StateStore
+    from forge.run.state import reconcile, replan
+    from forge.run.state.run_state import StateStore
 
     new = load_plan(plan_file)
     reconcile.check_integration_is_ours(

@@ -23,7 +23,7 @@ from forge.commands.status import fmt_seconds
 from forge.git.repo import Repository
 from forge.plan.registry import Recorded
 from forge.run.spend import Spend, attempt_spend, plan_spend
-from forge.run.state import Attempt, RunState, StateStore, Status
+from forge.run.state.run_state import Attempt, RunState, StateStore, Status
 from forge.verify.records import Verdict
 
 WORK_PHASES = ("agent", "run")  # the phases that are the task's own work ("agent time")

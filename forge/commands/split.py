@@ -24,7 +24,7 @@ from forge.plan.load import parse_plan
 from forge.plan.model import Plan
 from forge.plan.registry import Recorded
 from forge.plan.tables import wave_table
-from forge.run.state import StateStore, Status
+from forge.run.state.run_state import StateStore, Status
 
 
 @dataclass(frozen=True)
@@ -155,7 +155,7 @@ def split(
 def _forget_moved(repo: Repository, plan: Plan, moved: list[str]) -> list[str]:
     """The moved tasks leave the old plan's run state; work they left uncommitted in a
     worktree is kept in a salvage ref, as when a task leaves a plan between runs."""
-    from forge.run.recovery import drop_task
+    from forge.run.state.recovery import drop_task
 
     store = StateStore(repo.state, plan.name)
     state = store.load_existing()

@@ -15,10 +15,10 @@ from forge.base.text import one_line, text_table
 from forge.errors import ForgeError, StateError
 from forge.git import refs, worktrees
 from forge.git.repo import Repository, short_sha
-from forge.run import hold as holds
-from forge.run.phases import current
+from forge.run.attempt.phases import current
 from forge.run.spend import Spend, plan_spend
-from forge.run.state import UNCOUNTED, RunState, StateStore, Status, TaskState
+from forge.run.state import hold as holds
+from forge.run.state.run_state import UNCOUNTED, RunState, StateStore, Status, TaskState
 from forge.verify.records import VerifyRecord
 
 if TYPE_CHECKING:

@@ -75,7 +75,7 @@ def record_in_plan(repo: Repository, plan: str, record: VerifyRecord) -> bool:
     """Make the plan's state carry this verification (what `forge accept` checks),
     and say whether it did. Only a verification of the integration head counts:
     `forge verify --plan P OLDER_COMMIT` must not vouch for what accept would land."""
-    from forge.run.state import StateStore
+    from forge.run.state.run_state import StateStore
 
     store = StateStore(repo.state, plan)
     state = store.load_existing()

@@ -18,7 +18,7 @@ from typing import Any
 
 from forge.agents.output import PAUSE_AT_ONCE
 from forge.plan.model import Task
-from forge.run.state import TaskState
+from forge.run.state.run_state import TaskState
 
 
 @dataclass(frozen=True)

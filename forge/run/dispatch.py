@@ -19,16 +19,16 @@ from typing import TYPE_CHECKING
 
 from forge.plan.model import Task
 from forge.plan.registry import Recorded
-from forge.run import hold as holds
-from forge.run.attempt import run_attempt
+from forge.run.attempt.context import Outcome, RunContext
+from forge.run.attempt.pipeline import run_attempt
 from forge.run.budget import Budget
 from forge.run.capacity import Capacity
-from forge.run.context import Outcome, RunContext
-from forge.run.state import FAILURES, REDISPATCH, Stall, Status
+from forge.run.state import hold as holds
+from forge.run.state.run_state import FAILURES, REDISPATCH, Stall, Status
 
 if TYPE_CHECKING:
     from forge.agents.spec import AgentSpec
-    from forge.run.landing import Gate
+    from forge.run.gate.landing import Gate
     from forge.run.options import RunOptions
 
 INFRA_BACKOFF_CAP = 300.0
@@ -82,7 +82,7 @@ class Dispatcher:
         self.no_auto: set[str] = set()  # tasks the policy says not to retry automatically
         self.forced = options.only  # `forge retry`: dispatch it even though it failed
         self.budget = Budget.of(ctx, options.budget)
-        from forge.run.replan import LivePlan
+        from forge.run.state.replan import LivePlan
 
         self.live = LivePlan(ctx.repo, self.plan.name)  # `forge plan` while this runs
 
@@ -128,7 +128,7 @@ class Dispatcher:
         if recorded is None or recorded.plan.to_dict() == self.plan.to_dict():
             return
         from forge.plan import dag
-        from forge.run import replan
+        from forge.run.state import replan
 
         plan = recorded.plan
         change = replan.diff(self.plan, plan)

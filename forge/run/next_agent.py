@@ -8,11 +8,11 @@ from typing import TYPE_CHECKING
 
 from forge.plan.model import Task
 from forge.plan.specs import DEFAULT_AGENT
-from forge.run.state import Stall, TaskState
+from forge.run.state.run_state import Stall, TaskState
 
 if TYPE_CHECKING:
     from forge.agents.spec import AgentSpec
-    from forge.run.context import RunContext
+    from forge.run.attempt.context import RunContext
 
 
 @dataclass(frozen=True)

@@ -23,15 +23,15 @@ from forge.plan.config import VerifyConfig
 from forge.plan.model import Gate as GateMode
 from forge.plan.model import Plan
 from forge.plan.registry import Recorded
-from forge.run import reconcile, recovery
-from forge.run.context import Remote, RunContext
+from forge.run.attempt.context import Remote, RunContext
 from forge.run.options import RunOptions
-from forge.run.slots import SlotPool
-from forge.run.state import RunState, StateStore, Status
+from forge.run.state import reconcile, recovery
+from forge.run.state.run_state import RunState, StateStore, Status
+from forge.run.state.slots import SlotPool
 from forge.verify.records import Verdict, VerifyRecord
 
 if TYPE_CHECKING:
-    from forge.run.landing import Gate
+    from forge.run.gate.landing import Gate
 
 
 @dataclass
@@ -251,7 +251,7 @@ def _dispatch(
 
     gate = None
     if mode != "off" and config is not None:
-        from forge.run.landing import Gate
+        from forge.run.gate.landing import Gate
 
         gate = Gate(
             ctx,
@@ -427,7 +427,7 @@ def check_retry(
     state = StateStore(repo.state, plan.name).load_existing()
     ts = state.tasks.get(task) if state else None
     if ts is not None and ts.status == Status.MERGED:
-        from forge.run.reconcile import changed_since_merge
+        from forge.run.state.reconcile import changed_since_merge
 
         if not changed_since_merge(ts, t):
             raise ForgeError(f"task '{task}' has already merged; nothing to retry")

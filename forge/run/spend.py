@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from forge.agents.prices import Price, token_cost
-from forge.run.state import Attempt, RunState
+from forge.run.state.run_state import Attempt, RunState
 
 
 @dataclass(frozen=True)

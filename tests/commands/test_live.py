@@ -17,7 +17,7 @@ from helpers.gitkit import forge_cmd, run_forge
 from helpers.runkit import plan_and_run, state, wait_for, write_plan
 
 from forge.commands.live import LiveView
-from forge.run.state import Attempt, RunState, Status, TaskState
+from forge.run.state.run_state import Attempt, RunState, Status, TaskState
 
 
 class Terminal:

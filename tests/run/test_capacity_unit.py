@@ -7,7 +7,7 @@ from types import SimpleNamespace
 from forge.agents.spec import AgentSpec
 from forge.plan.model import Plan, Task
 from forge.run.capacity import Capacity
-from forge.run.state import TaskState
+from forge.run.state.run_state import TaskState
 
 
 class Clock:

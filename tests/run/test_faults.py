@@ -29,8 +29,8 @@ from helpers.runkit import (
 
 from forge.git import worktrees
 from forge.git.repo import discover
-from forge.run.reset import reset_for_attempt
-from forge.run.state import TaskState
+from forge.run.attempt.reset import reset_for_attempt
+from forge.run.state.run_state import TaskState
 
 TASKS = ("a", "b", "c", "d")
 PY = shlex.quote(sys.executable)

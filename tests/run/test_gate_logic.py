@@ -1,4 +1,4 @@
-"""The gate's pure logic (forge/run/gate.py), exhaustively over small chains: the
+"""The gate's pure logic (forge/run/gate/bisection.py), exhaustively over small chains: the
 bisection names the first failing prefix's last task within ceil(log2 N) probes,
 whatever the failing pattern, and a batch lands exactly the prefix that passed."""
 
@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from forge.run import gate
+from forge.run.gate import bisection as gate
 from forge.verify.records import Verdict
 
 

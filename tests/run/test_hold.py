@@ -15,7 +15,7 @@ from helpers.runkit import merge_count, spawn_forge, state, statuses, wait_for, 
 from forge.base.liveness import Owner, start_time
 from forge.errors import ForgeError
 from forge.git.repo import discover
-from forge.run import hold as holds
+from forge.run.state import hold as holds
 
 TWO = """
 max_parallel = 1

@@ -8,8 +8,8 @@ from collections.abc import Sequence
 
 from helpers.runkit import wait_for
 
-from forge.run import gate
-from forge.run.speculation import LinkedStop, Speculator
+from forge.run.gate import bisection as gate
+from forge.run.gate.speculation import LinkedStop, Speculator
 from forge.verify.records import Verdict, VerifyRecord
 
 

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from forge.base.files import StateDir
-from forge.run.state import RunState, StateStore
+from forge.run.state.run_state import RunState, StateStore
 from forge.verify.records import Verdict, VerifyRecord
 
 OLD = {
@@ -54,7 +54,7 @@ def test_the_json_keeps_its_shape(tmp_path: Path) -> None:
 
 
 def test_an_old_attempt_says_its_stall_only_in_its_reason() -> None:
-    from forge.run.state import Attempt, Stall
+    from forge.run.state.run_state import Attempt, Stall
 
     def old(reason: str, status: str = "FAILED") -> Attempt:
         return Attempt.from_dict({"number": 1, "agent": "x", "status": status, "reason": reason})

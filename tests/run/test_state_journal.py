@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from forge.base.files import StateDir
-from forge.run.state import JOURNAL_PREFIX, RunState, StateStore, Status, TaskState
+from forge.run.state.run_state import JOURNAL_PREFIX, RunState, StateStore, Status, TaskState
 
 
 def _state(n: int) -> RunState:

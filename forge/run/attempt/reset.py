@@ -9,7 +9,7 @@ from forge.git import worktrees
 from forge.git.merge import is_ancestor, merge_onto
 from forge.git.repo import Repository
 from forge.plan.model import Plan
-from forge.run.state import FAILURES, Attempt, Status, TaskState
+from forge.run.state.run_state import FAILURES, Attempt, Status, TaskState
 
 
 def reset_for_attempt(

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from forge.git import worktrees
 from forge.git.repo import Repository
-from forge.run.state import RunState, Slot, StateStore, Status
+from forge.run.state.run_state import RunState, Slot, StateStore, Status
 
 
 class SlotPool:

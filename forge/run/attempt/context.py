@@ -15,10 +15,9 @@ from forge.base.liveness import Owner
 from forge.base.settings import Settings
 from forge.git.repo import Repository
 from forge.plan.model import Plan, Task
-from forge.run.confinement import ceiling_env, sandbox_for
-from forge.run.reason import reason_line
-from forge.run.slots import SlotPool
-from forge.run.state import (
+from forge.run.attempt.confinement import ceiling_env, sandbox_for
+from forge.run.attempt.reason import reason_line
+from forge.run.state.run_state import (
     Attempt,
     RunState,
     Stall,
@@ -26,6 +25,7 @@ from forge.run.state import (
     Status,
     TaskState,
 )
+from forge.run.state.slots import SlotPool
 
 if TYPE_CHECKING:
     from forge.agents.spec import AgentSpec

@@ -25,11 +25,12 @@ from forge.git.refs import task_ref
 from forge.git.repo import Repository
 from forge.plan.model import Task
 from forge.plan.patterns import out_of_scope
-from forge.run import phases
-from forge.run.context import Outcome, RunContext, group, last_line
-from forge.run.phases import phase
-from forge.run.reset import reset_for_attempt
-from forge.run.state import (
+from forge.run.attempt import phases
+from forge.run.attempt.context import Outcome, RunContext, group, last_line
+from forge.run.attempt.phases import phase
+from forge.run.attempt.reset import reset_for_attempt
+from forge.run.attempt.work import run_work, timeout_of
+from forge.run.state.run_state import (
     FAILURES,
     Attempt,
     Slot,
@@ -37,7 +38,6 @@ from forge.run.state import (
     Status,
     TaskState,
 )
-from forge.run.work import run_work, timeout_of
 from forge.verify import environment
 
 if TYPE_CHECKING:
@@ -406,8 +406,8 @@ def _review(
     head: str,
     start_head: str,
 ) -> Outcome | None:
-    """The reviewer gate (forge.run.review); None when it approves or there is none."""
-    from forge.run import review
+    """The reviewer gate (forge.run.attempt.review); None when it approves or there is none."""
+    from forge.run.attempt import review
 
     def started(pgid: int) -> None:
         attempt.pgid = pgid

@@ -24,7 +24,7 @@ from forge.git.repo import Repository
 from forge.plan import registry
 from forge.plan.model import Plan
 from forge.plan.registry import Recorded
-from forge.run.state import RunState, StateStore, Status, TaskState
+from forge.run.state.run_state import RunState, StateStore, Status, TaskState
 
 LIVE_FILE = "live.json"  # what the running forge run has started, and if it still starts
 # Statuses of work that is under way: a change to such a task cannot be taken up.
@@ -254,7 +254,7 @@ def take_up(
     """Make the run state fit the new version `plan`: its new tasks PENDING, tasks no
     longer in it dropped (their leftovers salvaged). A task that is running stays, even
     if it left the plan (a `forge plan` never lets that happen; a run must not lose it)."""
-    from forge.run import recovery
+    from forge.run.state import recovery
 
     notes: list[str] = []
     ids = plan.task_ids

@@ -13,7 +13,7 @@ from forge.errors import ForgeError
 from forge.git.refs import integration_ref
 from forge.git.repo import Repository
 from forge.plan.model import Plan, Task
-from forge.run.state import RunState, StateStore, Status, TaskState
+from forge.run.state.run_state import RunState, StateStore, Status, TaskState
 
 START_MESSAGE = "forge: start integration"  # the reflog subject of the branch's creation
 

@@ -21,8 +21,8 @@ from typing import Any
 from forge.agents.output import cli_message
 from forge.base import proc
 from forge.plan.model import Task
-from forge.run.confinement import ceiling_env, sandbox_for
-from forge.run.state import Attempt, TaskState
+from forge.run.attempt.confinement import ceiling_env, sandbox_for
+from forge.run.state.run_state import Attempt, TaskState
 
 DIFF_LIMIT = 200_000  # characters of diff in the prompt; a bigger one is cut, and says so
 FINDINGS_LINES = 30

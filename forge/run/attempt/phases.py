@@ -15,7 +15,7 @@ import time
 from collections.abc import Iterator
 from typing import Any, Protocol
 
-from forge.run.state import Attempt, RunState, StateStore
+from forge.run.state.run_state import Attempt, RunState, StateStore
 
 
 class _Run(Protocol):

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from forge.base import logs, proc
 from forge.git.repo import Repository
 from forge.plan.model import Task
-from forge.run.state import FAILURES, TaskState
+from forge.run.state.run_state import FAILURES, TaskState
 
 if TYPE_CHECKING:
     from forge.agents.definition import AgentDef

@@ -18,7 +18,7 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from forge.run import gate
+from forge.run.gate import bisection as gate
 from forge.verify.records import Verdict, VerifyRecord
 
 # (commit, checkout key, stop) -> the record; the gate's verification

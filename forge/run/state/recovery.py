@@ -19,7 +19,7 @@ from forge.git import worktrees
 from forge.git.merge import is_ancestor
 from forge.git.repo import Repository
 from forge.plan.model import Plan
-from forge.run.state import RunState, StateStore, Status, TaskState
+from forge.run.state.run_state import RunState, StateStore, Status, TaskState
 from forge.verify.records import VerifyRecord
 
 

@@ -1,12 +1,12 @@
 """The gate at work: a thread that verifies the queued tasks in batches and lands
-what passed on the integration branch. forge/run/gate.py decides; this module
+what passed on the integration branch. forge/run/gate/bisection.py decides; this module
 builds the candidate chains with plumbing, runs the verifications and writes
 the state.
 
 The integration branch moves only here (with the gate on), and only to a
 candidate whose tree got PASS or FLAKY, with the expected old value. A landing
 is written down before the ref moves and its result after: a run killed in
-between is recognised by the next one (forge/run/recovery.py), so nothing lands
+between is recognised by the next one (forge/run/state/recovery.py), so nothing lands
 twice.
 """
 
@@ -21,10 +21,11 @@ from typing import Any
 from forge.base import faults
 from forge.git.merge import is_ancestor, merge_onto
 from forge.plan.config import VerifyConfig
-from forge.run import gate, phases
-from forge.run.context import RunContext
-from forge.run.speculation import Speculator
-from forge.run.state import Status
+from forge.run.attempt import phases
+from forge.run.attempt.context import RunContext
+from forge.run.gate import bisection as gate
+from forge.run.gate.speculation import Speculator
+from forge.run.state.run_state import Status
 from forge.verify import engine as verify
 from forge.verify.records import Verdict, VerifyRecord
 

@@ -102,7 +102,7 @@ class Attempt:
     stall: Stall | None = None  # FAILED because the work went nowhere
     where: str | None = None  # the cluster worker that ran it (None: this machine)
     slot: str | None = None  # the worktree slot it ran in
-    # {"name", "start", "end"} (epoch seconds) per step, in order (forge/run/phases.py)
+    # {"name", "start", "end"} (epoch seconds) per step, in order (forge/run/attempt/phases.py)
     phases: list[dict[str, Any]] = field(default_factory=list)
 
     @classmethod

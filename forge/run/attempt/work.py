@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from forge.base import logs, proc
 from forge.plan.model import Task
-from forge.run.state import (
+from forge.run.state.run_state import (
     Attempt,
     Status,
     TaskState,
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from forge.agents.spec import AgentSpec
 
 
-from forge.run.context import Outcome, RunContext, group, last_line
+from forge.run.attempt.context import Outcome, RunContext, group, last_line
 
 
 def timeout_of(ctx: RunContext, task: Task, spec: AgentSpec | None) -> float:
@@ -105,7 +105,7 @@ def _run_agent(
     watching its log for an outage. Returns (its definition, the result), or the
     INFRA outcome of a missing binary."""
     from forge.agents import spec as agents
-    from forge.run import feedback
+    from forge.run.attempt import feedback
 
     defn, spec = agents.resolve(spec, ctx.agent_defs)
     missing = agents.check_binary(defn)
@@ -137,7 +137,7 @@ def _run_agent(
         state_dir=ctx.logs.parent / "agent-state",
         worktree=path,
     )
-    from forge.run.watch import infra_watch
+    from forge.run.attempt.watch import infra_watch
 
     with infra_watch(log, defn, ctx.stop) as watch:
         res = group(
