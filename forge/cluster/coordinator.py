@@ -29,6 +29,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from forge.cluster.address import is_this_machine, parse_address, remote_needed
 from forge.cluster.job import Job, JobResult
 from forge.cluster.worker import CACHE_VAR
 from forge.errors import ExitCode, ForgeError
@@ -52,20 +53,6 @@ STOP_WAIT = 60.0  # after a stop, how long to wait for workers to report back
 class ClusterConfig:
     address: str  # tcp://host:8786, or local:N
     remote: str | None = None  # a git URL or path the workers reach
-
-
-def parse_address(address: str) -> int | None:
-    """N for `local:N`, None for a scheduler address; a bad value is a ForgeError."""
-    if address.startswith("local:"):
-        n = address.removeprefix("local:")
-        if not n.isdigit() or int(n) < 1:
-            raise ForgeError(f"--cluster {address}: expected local:N with N >= 1 workers")
-        return int(n)
-    if "://" not in address:
-        raise ForgeError(
-            f"--cluster {address}: expected a scheduler address (tcp://host:8786) or local:N"
-        )
-    return None
 
 
 def require_dask() -> None:
@@ -97,6 +84,7 @@ class Cluster:
     def open(self) -> None:
         require_dask()
         from distributed import Client, Event, LocalCluster
+
 
         # Dask logs its reconnection attempts with tracebacks; forge says what
         # happened itself, in one line.
@@ -131,11 +119,6 @@ class Cluster:
                 ) from None
         Event(self.stop_name, client=self.client).clear()
         if not self.remote:
-            if self.local_n is None:
-                raise ForgeError(
-                    "a cluster needs a git remote its workers can reach: "
-                    'set [cluster] remote = "ssh://..." in forge.toml'
-                )
             self.bare = self._make_bare()
             self.remote = str(self.bare)
 
@@ -439,7 +422,9 @@ def from_settings(repo: Repository, address: str | None) -> Any:
     address = address or config.cluster_address
     if not address:
         return None
-    parse_address(address)
+    local_n = parse_address(address)
+    if not config.cluster_remote and local_n is None and not is_this_machine(address):
+        raise remote_needed(address)
     require_dask()
     settings = ClusterConfig(address, config.cluster_remote)
 
