@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from forge.cluster.address import is_this_machine, parse_address, remote_needed
 from forge.cluster.job import Job, JobResult
-from forge.cluster.worker import CACHE_VAR
+from forge.cluster.worker import CACHE_VAR, lost_worker
 from forge.errors import ExitCode, ForgeError
 from forge.git import worktrees
 from forge.git.repo import Repository
@@ -85,7 +85,6 @@ class Cluster:
         require_dask()
         from distributed import Client, Event, LocalCluster
 
-
         # Dask logs its reconnection attempts with tracebacks; forge says what
         # happened itself, in one line.
         logging.getLogger("distributed").setLevel(logging.CRITICAL)
@@ -118,9 +117,18 @@ class Cluster:
                     code=ExitCode.PAUSED,
                 ) from None
         Event(self.stop_name, client=self.client).clear()
+        self._register_sweeper()
         if not self.remote:
             self.bare = self._make_bare()
             self.remote = str(self.bare)
+
+    def _register_sweeper(self) -> None:
+        """Each worker, and each one started later (a restart after a death), stops
+        what a dead worker left running on its machine."""
+        from forge.cluster.sweeper import Sweeper
+
+        with contextlib.suppress(Exception):  # an older scheduler: the per-job sweep remains
+            self.client.register_plugin(Sweeper())
 
     def close(self) -> None:
         if self.published and self.bare is None:  # leave the user's remote as it was
@@ -291,7 +299,7 @@ class Cluster:
             except TimeoutError:
                 pass
             except Exception as exc:  # noqa: BLE001 the job's own exception comes back here, of any kind
-                return self._failed(exc)
+                return self._failed(exc, job.key)
             if ctx.stop.is_set() and stopping_since is None:
                 self.stop_all()
                 stopping_since = time.monotonic()
@@ -311,19 +319,23 @@ class Cluster:
             Variable(f"forge-claim-{job.key}", client=self.client).delete()
         return result
 
-    def _failed(self, exc: BaseException) -> JobResult:
+    def _failed(self, exc: BaseException, key: str) -> JobResult:
         name = type(exc).__name__
         if name == "KilledWorker":
-            return JobResult(
-                Status.INFRA,
-                "worker lost mid-attempt: the attempt runs again elsewhere",
-                infra_kind="worker-lost",
-                infra_retry_after=0.0,
-            )
+            return lost_worker(self._claimed_by(key))
         lost = ("CancelledError", "FutureCancelledError", "CommClosedError")
         if self.client.status != "running" or name in lost:
             return self._lose(f"lost the scheduler at {self.config.address} ({name})")
         return JobResult(Status.FAILED, f"forge error on the worker: {name}: {exc}")
+
+    def _claimed_by(self, key: str) -> str | None:
+        """Where the job started (the worker that died under it), if it said so."""
+        from distributed import Variable
+
+        try:
+            return str(Variable(f"forge-claim-{key}", client=self.client).get(timeout=0))
+        except Exception:  # noqa: BLE001 any failure to ask: the address is unknown
+            return None
 
     def _lose(self, why: str) -> JobResult:
         self.lost = why

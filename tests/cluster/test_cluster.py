@@ -173,7 +173,11 @@ def test_a_worker_killed_mid_task_costs_no_attempt_and_lands_once(
     ts = state(repo)["tasks"]["w"]
     assert ts["status"] == "MERGED"
     assert [a["status"] for a in ts["attempts"]] == ["INFRA", "MERGED"]
-    assert "worker lost" in ts["attempts"][0]["reason"]
+    lost, landed = ts["attempts"]
+    assert "lost mid-attempt" in lost["reason"]
+    # Named by the worker that died, not by the one that found it gone.
+    assert lost["where"] and lost["where"] != landed["where"]
+    assert lost["where"].split()[-1] in lost["reason"]
     assert merge_count(repo, "w") == 1
     wait_for(lambda: not tagged("p/w/"), timeout=10, what="the dead worker's processes stopped")
 
