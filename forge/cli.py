@@ -509,12 +509,12 @@ def _execute_run(
             remote=remote,
         )
     from forge.commands.next_step import next_steps
-    from forge.run.spend import plan_spend
+    from forge.run.spend import spend_data
 
     steps = next_steps(report, recorded.plan, only=options.only)
-    spend = plan_spend(report.state, prices).to_dict()
+    spend = spend_data(report.state, prices)
     if as_json:
-        emit_json({**views.report_data(report), "next": steps, "spend": spend})
+        emit_json({**views.report_data(report, prices), "next": steps, "spend": spend})
     else:
         width = shutil.get_terminal_size().columns if sys.stdout.isatty() else None
         typer.echo(views.render_report(report, width=width), nl=False)

@@ -27,7 +27,7 @@ from forge.base.text import one_line, raw_stream
 from forge.commands.eta import Eta
 from forge.commands.status import fmt_seconds, gate_data
 from forge.run.attempt.phases import current
-from forge.run.spend import attempt_spend
+from forge.run.spend import Spend, spend_of
 from forge.run.state.run_state import FAILURES, RunState, Status, TaskState
 
 RECENT = 50  # finished tasks remembered for the view (a screen holds fewer)
@@ -59,7 +59,7 @@ class LiveView:
         self._recent: deque[TaskState] = deque(maxlen=RECENT)
         self._counts: Counter[str] = Counter()
         self._counted = 0.0
-        self._usd: dict[str, float] = {}  # per task, so a change costs one task's attempts
+        self._usd: dict[str, Spend] = {}  # per task, so a change costs one task's attempts
         self.eta = Eta(self.weights, parallel)
         self._gate = ""  # the gate's line, recounted with the statuses
         self.event_log = event_log
@@ -98,7 +98,7 @@ class LiveView:
             ts = state.tasks.get(task)
             if ts is None:
                 return
-            self._usd[task] = sum(attempt_spend(a, self.prices).usd for a in ts.attempts)
+            self._usd[task] = spend_of(ts.attempts, self.prices)
             if ts.status == Status.RUNNING:
                 self._running[task] = ts
             elif self._running.pop(task, None) is not None:
@@ -141,9 +141,11 @@ class LiveView:
         counts = self._counts
         parts = [f"{counts[s]} {s.lower()}" for s in ORDER if counts.get(s)]
         parts += [f"{n} {s.lower()}" for s, n in counts.items() if s not in ORDER and n]
-        usd = sum(self._usd.values())
-        if usd:
-            parts.append(f"${usd:.2f}")
+        spend = sum(self._usd.values(), Spend())
+        if spend.unpriced:  # a price unknown is not zero
+            parts.append(f"${spend.usd:.2f} + unknown" if spend.priced else "cost unknown")
+        elif spend.usd:
+            parts.append(f"${spend.usd:.2f}")
         parts.append(f"{fmt_seconds(elapsed)} elapsed")
         eta = self.eta.text()
         if eta:

@@ -16,13 +16,19 @@ from forge.errors import ForgeError, StateError
 from forge.git import refs, worktrees
 from forge.git.repo import Repository, short_sha
 from forge.run.attempt.phases import current
-from forge.run.spend import Spend, plan_spend
+from forge.run.spend import Spend, attempt_usd, cost_usd, per_landed, spend_data
 from forge.run.state import hold as holds
 from forge.run.state.run_state import UNCOUNTED, RunState, StateStore, Status, TaskState
 from forge.verify.records import VerifyRecord
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from forge.run.runner import RunReport
+
+    Prices = Mapping[str, tuple[float, float]]
+
+from forge.agents.prices import DEFAULT_PRICES
 
 
 def _table(headers: list[str], rows: list[list[str]]) -> str:
@@ -49,10 +55,10 @@ def _total(ts: TaskState, key: str) -> Any:
     return sum(values) if values else None
 
 
-def task_row(ts: TaskState) -> dict[str, Any]:
+def task_row(ts: TaskState, prices: Prices | None = None) -> dict[str, Any]:
     last = ts.last
     now = current(last) if ts.status == Status.RUNNING else None
-    cost = _total(ts, "cost_usd")
+    cost = cost_usd(ts.attempts, DEFAULT_PRICES if prices is None else prices)
     return {
         "id": ts.id,
         "status": str(ts.status),
@@ -103,12 +109,12 @@ def cut(line: str, width: int) -> str:
     return line if len(line) <= width else line[: max(0, width - 1)] + "…"
 
 
-def report_data(report: RunReport) -> dict[str, Any]:
+def report_data(report: RunReport, prices: Prices | None = None) -> dict[str, Any]:
     """A finished run as data, for --json."""
     return {
         "plan": report.plan,
         "exit_code": int(report.exit_code),
-        "tasks": [task_row(t) for t in report.state.tasks.values()],
+        "tasks": [task_row(t, prices) for t in report.state.tasks.values()],
         "verification": _as_data(report.verification),
         "integration": report.state.integration,
         "integration_head": report.integration_head,
@@ -205,15 +211,15 @@ def status_data(repo: Repository, plan: str, *, disk: bool = False) -> dict[str,
     prices = load_repo_config(repo.root).all_prices()
     budget = recorded.get("plan", {}).get("budget")
     return {
-        "spend": plan_spend(state, prices).to_dict(),
+        "spend": spend_data(state, prices),
         "budget_usd": budget,
         "plan": plan,
         "source": recorded.get("source_path"),
         "base": recorded.get("base_commit"),
         "integration": state.integration,
         "integration_head": repo.ref_value(state.integration),
-        "tasks": [task_row(t) for t in tasks],
-        "history": {t.id: _history(t) for t in tasks},
+        "tasks": [task_row(t, prices) for t in tasks],
+        "history": {t.id: _history(t, prices) for t in tasks},
         "verification": _as_data(state.verification),
         "gate": gate_data(state),
         "slots": slots,
@@ -294,14 +300,23 @@ def render(repo: Repository, plan: str, task: str | None, *, disk: bool = False)
     return render_history(data, task)
 
 
-def _history(ts: TaskState) -> list[dict[str, Any]]:
+def _history(ts: TaskState, prices: Prices) -> list[dict[str, Any]]:
     """Each attempt as saved, with `counted`: its number among the attempts that
-    spent one (None for INFRA and INTERRUPTED tries)."""
+    spent one (None for INFRA and INTERRUPTED tries), and its cost as the run's
+    summary counts it (reported, else priced; `reported_cost_usd` is the CLI's)."""
     out, n = [], 0
     for a in ts.attempts:
         spent = a.status not in UNCOUNTED
         n += spent
-        out.append({**vars(a), "counted": n if spent else None})
+        usd = attempt_usd(a, prices)
+        out.append(
+            {
+                **vars(a),
+                "counted": n if spent else None,
+                "reported_cost_usd": a.cost_usd,
+                "cost_usd": None if usd is None else round(usd, 6),
+            }
+        )
     return out
 
 
@@ -384,10 +399,11 @@ def _branch_at(ref: str, head: str | None) -> str:
 
 
 def spend_line(spend: dict[str, Any], budget: float | None) -> str:
-    """`cost: $1.23 (2.1M in / 40.2k out tokens) of a 20 USD budget`."""
-    text = Spend(
-        spend["usd"], spend["input_tokens"], spend["output_tokens"], spend["unpriced_attempts"]
-    ).describe()
+    """`cost: $1.23, 2.1M in / 40.2k out tokens; $0.41 per landed task (budget 20 USD)`."""
+    whole = Spend.from_dict(spend)
+    text = whole.describe()
+    if spend.get("landed"):
+        text += f"; {per_landed(whole, int(spend['landed']))}"
     return f"cost: {text}" + (f" (budget {budget:g} USD)" if budget is not None else "")
 
 

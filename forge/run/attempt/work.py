@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from forge.agents.spec import AgentSpec
 
 
+from forge.run.attempt.confinement import agent_state_dir
 from forge.run.attempt.context import Outcome, RunContext, group, last_line
 
 
@@ -67,7 +68,7 @@ def run_work(
     if res.stopped:
         return Outcome(Status.INTERRUPTED, "stopped by the user")
     if defn is not None:
-        infra = _infra(defn, res, output, timeout)
+        infra = _infra(defn, res, output, timeout, log)
         if infra is not None:
             return infra
     if res.timed_out:
@@ -134,7 +135,7 @@ def _run_agent(
         attempt=told,
         prompt_file=prompt_file,
         feedback_file=feedback_file,
-        state_dir=ctx.logs.parent / "agent-state",
+        state_dir=agent_state_dir(ctx.repo, ctx.plan.name),
         worktree=path,
     )
     from forge.run.attempt.watch import infra_watch
@@ -175,14 +176,20 @@ def _read_agent_output(defn: AgentDef, attempt: Attempt, path: Path, log: Path) 
     return output
 
 
-def _infra(defn: AgentDef, res: proc.GroupResult, output: str, timeout: float) -> Outcome | None:
+def _infra(
+    defn: AgentDef, res: proc.GroupResult, output: str, timeout: float, log: Path
+) -> Outcome | None:
     """An infrastructure failure the agent's log tells of, as an outcome."""
     from forge.agents import spec as agents
 
     # Read after a timeout too: a CLI that waits out an outage (reconnecting,
     # honouring a long retry delay) looks like a slow task.
     rc = None if res.timed_out else res.returncode
-    infra = agents.classify_failure(defn, returncode=rc, output=output)
+    try:
+        said_at: float | None = log.stat().st_mtime  # when the CLI last wrote
+    except OSError:
+        said_at = None
+    infra = agents.classify_failure(defn, returncode=rc, output=output, said_at=said_at)
     if infra is not None:
         after = f" (timed out after {timeout:g}s)" if res.timed_out else ""
         return Outcome(
