@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from forge.agents.prices import DEFAULT_PRICES
 from forge.base.files import read_json
 from forge.base.liveness import Owner
 from forge.base.text import one_line, text_table
@@ -27,8 +28,6 @@ if TYPE_CHECKING:
     from forge.run.runner import RunReport
 
     Prices = Mapping[str, tuple[float, float]]
-
-from forge.agents.prices import DEFAULT_PRICES
 
 
 def _table(headers: list[str], rows: list[list[str]]) -> str:
