@@ -399,6 +399,24 @@ def clean(
         typer.echo("no plans recorded: nothing to clean")
 
 
+@app.command()
+def stats(
+    plan: Annotated[str | None, typer.Option("--plan", help="Only this plan's attempts.")] = None,
+    since: Annotated[
+        str | None, typer.Option("--since", help="Only attempts this recent (7d, 12h).")
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Per agent spec, across runs: attempts, landed tasks, land rate, cost per landed task."""
+    from forge.commands import stats as agent_stats
+
+    data = agent_stats.stats_data(_repo().state, plan=plan, since=since)
+    if as_json:
+        emit_json(data)
+    else:
+        typer.echo(agent_stats.render(data), nl=False)
+
+
 @hooks_app.command("install")
 def hooks_install() -> None:
     """Install forge's git hooks (keeping and chaining any hook already there)."""

@@ -25,6 +25,7 @@ from forge.git.refs import task_ref
 from forge.git.repo import Repository
 from forge.plan.model import Task
 from forge.plan.patterns import out_of_scope
+from forge.run import history
 from forge.run.attempt import phases
 from forge.run.attempt.context import Outcome, RunContext, group, last_line
 from forge.run.attempt.phases import phase
@@ -134,6 +135,7 @@ def _finish(
         ts.reason = outcome.reason
         ts.runner = None
         ctx.save(task.id)
+    history.record(ctx, task, attempt)
     return outcome
 
 
