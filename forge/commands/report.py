@@ -350,6 +350,11 @@ def _task_table(
             cells = (
                 f"<td>{a.number}</td><td>{escape(a.agent)}</td><td>{escape(str(a.status))}"
                 + (f'<div class="reason">{escape(a.reason)}</div>' if a.reason else "")
+                + (
+                    f'<div class="reason">model mismatch: {escape(a.model_mismatch)}</div>'
+                    if a.model_mismatch
+                    else ""
+                )
                 + f"</td><td>{fmt_seconds(a.duration)}</td><td>{escape(_usage(a, prices))}</td>"
                 f"<td>{_attempt_logs(a, folder)}</td>"
             )

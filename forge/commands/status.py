@@ -447,7 +447,10 @@ def render_history(data: dict[str, Any], task: str) -> str:
         ]
         if reviewed:
             cells.append(_review(a))
-        rows.append([*cells, a.get("reason", "")])
+        said = a.get("reason", "")
+        if a.get("model_mismatch") and "model mismatch" not in said:
+            said = f"model mismatch: {a['model_mismatch']}" + (f"; {said}" if said else "")
+        rows.append([*cells, said])
     headers = ["#", "agent", "status", "started", "time", "cost"]
     headers += ["review"] if reviewed else []
     headers.append("reason")

@@ -67,6 +67,15 @@ def run_work(
     output = _read_agent_output(defn, attempt, path, log) if defn is not None else ""
     if res.stopped:
         return Outcome(Status.INTERRUPTED, "stopped by the user")
+    if defn is not None and attempt.model_mismatch:
+        ts.warnings.append(f"attempt {attempt.number}: model mismatch: {attempt.model_mismatch}")
+        if ctx.plan.strict_model:  # its work is not what was paid for: INFRA, not judged
+            return Outcome(
+                Status.INFRA,
+                f"model: model mismatch: {attempt.model_mismatch} (strict_model)",
+                infra_kind="model",
+                infra_agent=defn.name,
+            )
     if defn is not None:
         infra = _infra(defn, res, output, timeout, log)
         if infra is not None:
@@ -168,6 +177,10 @@ def _read_agent_output(defn: AgentDef, attempt: Attempt, path: Path, log: Path) 
     # Before any return: an INFRA or stopped attempt's worktree is salvaged
     # later, and a CLI's cache (aider's tags) is never the task's work.
     drop_ignored(path, defn.ignore_paths)
+    from forge.agents import models
+
+    attempt.models = models.reported_models(defn, output) or None
+    attempt.model_mismatch = models.mismatch(attempt.model, attempt.models or [])
     usage = agents.parse_usage(defn, output)
     if usage is not None:
         attempt.cost_usd = usage.cost_usd
