@@ -27,6 +27,7 @@ import makespan
 import merge
 import naive
 import overhead
+import routing
 import scale
 import stop
 from kit import Context, Figure, hermetic_env
@@ -43,6 +44,7 @@ BENCHES: dict[str, Callable[[Context], list[Figure]]] = {
     "gate": gate.run,
     "gate-parallel": gate.speculation,
     "cluster": cluster.run,
+    "routing": routing.run,
 }
 HERE = Path(__file__).resolve().parent
 QUICK_NOTE = (

@@ -51,6 +51,7 @@ class Capacity:
         self.last_hit: dict[str, float] = {}  # when its last INFRA result came in
         self.on: dict[str, str] = {}  # running task -> the agent it runs on
         self._caps: dict[str, int | None] = {}
+        ctx.capacity = self  # `auto` chooses among the agents that can run now
 
     # -- state of an agent ---------------------------------------------------------
 
