@@ -37,6 +37,8 @@ def test_a_model_mismatch_is_named(repo: Path, tmp_path: Path) -> None:
     row = con.execute("SELECT model_mismatch, landed FROM attempts").fetchone()
     con.close()
     assert row == ("asked opus, ran claude-sonnet-4-5", 1)
+    page = run_forge(repo, "report").stdout.split("report: ")[1].strip()
+    assert "model mismatch: asked opus, ran claude-sonnet-4-5" in Path(page).read_text()
 
 
 def test_the_asked_family_is_no_mismatch(repo: Path, tmp_path: Path) -> None:
