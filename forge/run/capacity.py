@@ -25,6 +25,8 @@ from forge.agents.output import PAUSE_AT_ONCE
 from forge.plan.model import Task
 from forge.run.state.run_state import TaskState
 
+CAP_EVENT = "concurrency: "  # how a cap's change is said (the live view keeps the last)
+
 
 @dataclass(frozen=True)
 class Choice:
@@ -96,7 +98,7 @@ class Capacity:
         narrowed = max(1, now // 2)
         if narrowed != self.limit.get(name):
             self.limit[name] = narrowed
-            self.on_event(f"{name}: at most {narrowed} at once (rate limited)")
+            self.on_event(f"{CAP_EVENT}{name} at most {narrowed} at once (rate limited)")
 
     def _widen(self, name: str) -> None:
         if name not in self.limit:
@@ -105,13 +107,13 @@ class Capacity:
         wider = self.limit[name] + 1
         if top is not None and wider >= top:
             del self.limit[name]
-            self.on_event(f"{name}: back to {top} at once (max_parallel)")
+            self.on_event(f"{CAP_EVENT}{name} back to {top} at once (max_parallel)")
         elif top is None and wider > self.running_on(name) + 1:
             del self.limit[name]  # past what it runs: no cap of its own again
-            self.on_event(f"{name}: no longer capped")
+            self.on_event(f"{CAP_EVENT}{name} no longer capped")
         else:
             self.limit[name] = wider
-            self.on_event(f"{name}: at most {wider} at once")
+            self.on_event(f"{CAP_EVENT}{name} at most {wider} at once")
 
     # -- choosing ------------------------------------------------------------------
 

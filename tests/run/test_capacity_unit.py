@@ -110,7 +110,7 @@ def test_a_rate_limit_halves_the_cap_and_successes_raise_it_again() -> None:
     cap.finished("t0")
     for _ in range(3):  # three attempts caught in one outage: one halving
         cap.failed("a", reason="rate-limit: x", kind="rate-limit", retry_after=1, since=99)
-    assert cap.cap_of("a") == 4 and said == ["a: at most 4 at once (rate limited)"]
+    assert cap.cap_of("a") == 4 and said == ["concurrency: a at most 4 at once (rate limited)"]
     clock.now += 2
     cap.failed("a", reason="rate-limit: x", kind="rate-limit", retry_after=1, since=clock.now)
     clock.now += 2
@@ -128,7 +128,7 @@ def test_a_rate_limit_halves_the_cap_and_successes_raise_it_again() -> None:
         assert cap.cap_of("a") == expected
     cap.worked("a")
     assert cap.cap_of("a") == 8 and "a" not in cap.limit
-    assert said[-1] == "a: back to 8 at once (max_parallel)"
+    assert said[-1] == "concurrency: a back to 8 at once (max_parallel)"
 
 
 def test_new_tasks_go_back_to_the_primary_when_its_wait_ends() -> None:
