@@ -64,3 +64,16 @@ def test_thompson_prefers_what_lands_cheaply() -> None:
     assert pick([never, bad], DEFAULT_PRICES, rng)[0] == "dear:opus"
     assert cheapest(["dear:opus", "cheap:gpt-5-nano"], DEFAULT_PRICES) == "cheap:gpt-5-nano"
     assert pick([Arm("dear:opus")], DEFAULT_PRICES, rng) == ("dear:opus", 1.0)
+
+
+def test_a_chosen_spec_still_escalates_after_failures(repo: Path, tmp_path: Path) -> None:
+    need = json.dumps([sys.executable, str(FAKES / "agent_need_model.py"), "large", "t.txt"])
+    body = 'agent = "auto"\nauto = ["need:small"]\nescalate_after = 1\n'
+    body += f'[agents.need]\ncommand = {need}\nmodels = ["small", "large"]\n'
+    body += '[[task]]\nid = "t"\nprompt = "edit"\nfiles = ["t.txt"]\n'
+    cp = plan_and_run(repo, write_plan(tmp_path, body), "--retry-failed", "1")
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    history = json.loads(run_forge(repo, "status", "t", "--json").stdout)["history"]
+    assert [a["agent"] for a in history] == ["need:small", "need:large"]
+    # Only the first was a choice (from a pool of one: no randomness).
+    assert history[0]["propensity"] == 1.0 and history[1]["propensity"] is None
