@@ -8,12 +8,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from forge.commands.forecast import Forecast
 from forge.git.repo import Repository
 from forge.plan import dag, registry, tables
 from forge.plan.dag import Waves
 from forge.plan.model import Plan
 from forge.plan.registry import Recorded
+from forge.run.forecast import Forecast
 from forge.run.state.replan import TakenUp
 
 
@@ -90,7 +90,7 @@ def record(repo: Repository, plan_file: Path, *, note: Callable[[str], None]) ->
 
 
 def _forecast(repo: Repository, plan: Plan) -> Forecast | None:
-    from forge.commands.forecast import forecast
+    from forge.run.forecast import forecast
 
     try:
         return forecast(repo, plan)

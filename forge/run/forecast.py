@@ -42,15 +42,21 @@ class Forecast:
         }
 
     def line(self) -> str:
-        from forge.commands.status import fmt_seconds
-
         cost = "cost unknown" if self.usd is None else f"~${self.usd:.2f}"
         text = (
-            f"forecast: {cost} and ~{fmt_seconds(self.seconds)} for {self.tasks} "
+            f"forecast: {cost} and ~{_span(self.seconds)} for {self.tasks} "
             f"task{'s' * (self.tasks != 1)} (from {self.attempts} attempt"
             f"{'s' * (self.attempts != 1)})"
         )
         return text + (f"; may bounce: {', '.join(self.bounce)}" if self.bounce else "")
+
+
+def _span(seconds: float) -> str:
+    """`40s`, `35m`, `2h05m`: a forecast's time, as rough as it is."""
+    if seconds < 60:
+        return f"{seconds:.0f}s"
+    minutes = round(seconds / 60)
+    return f"{minutes}m" if minutes < 60 else f"{minutes // 60}h{minutes % 60:02d}m"
 
 
 def _specs(
