@@ -33,10 +33,10 @@ _HIDING = ("info/exclude", "info/attributes", "info/sparse-checkout")
 _GLOB = re.compile(r"([\\*?\[])")
 
 
-def _git(work_tree: Path, git_dir: Path, *args: str) -> str:
+def _git(work_tree: Path, git_dir: Path, *args: str, input: str | None = None) -> str:
     argv = ["git", f"--git-dir={git_dir}", f"--work-tree={work_tree}", *NO_HOOKS, *args]
     env = {"GIT_CEILING_DIRECTORIES": str(work_tree.parent)}
-    return proc.run(argv, cwd=work_tree, env=env).stdout
+    return proc.run(argv, cwd=work_tree, env=env, input=input).stdout
 
 
 def untracked(work_tree: Path, git_dir: Path) -> list[str]:
@@ -52,9 +52,9 @@ def hidden(work_tree: Path, git_dir: Path) -> list[str]:
     out: list[str] = []
     for entry in _git(work_tree, git_dir, "ls-files", "-v", "-z").split("\0"):
         tag, _, path = entry.partition(" ")
-        if tag == "S":
+        if tag in ("S", "s"):
             out.append(f"{path} (skip-worktree)")
-        elif tag.islower():
+        if tag.islower():
             out.append(f"{path} (assume-unchanged)")
     out += [f".git/{name}" for name in _HIDING if (git_dir / name).exists()]
     return out
@@ -64,21 +64,14 @@ def unflag(work_tree: Path, git_dir: Path) -> None:
     """The index as the commit has it: no `skip-worktree` or `assume-unchanged` entry
     (a `reset --hard` afterwards rewrites what the flags hid), nothing in the git dir
     that hides a change."""
-    flagged = [
-        entry.partition(" ")[2]
-        for entry in _git(work_tree, git_dir, "ls-files", "-v", "-z").split("\0")
-        if entry[:1] == "S" or entry[:1].islower()
-    ]
-    if flagged:
-        _git(
-            work_tree,
-            git_dir,
-            "update-index",
-            "--no-skip-worktree",
-            "--no-assume-unchanged",
-            "--",
-            *flagged,
-        )
+    entries = _git(work_tree, git_dir, "ls-files", "-v", "-z").split("\0")
+    skipped = [e[2:] for e in entries if e[:1] in ("S", "s")]
+    assumed = [e[2:] for e in entries if e[:1].islower()]
+    # One flag a call: given both, `update-index` applies only the last.
+    for flag, paths in (("--no-skip-worktree", skipped), ("--no-assume-unchanged", assumed)):
+        if paths:
+            stdin = "".join(f"{p}\0" for p in paths)
+            _git(work_tree, git_dir, "update-index", flag, "-z", "--stdin", input=stdin)
     for name in _HIDING:
         with contextlib.suppress(FileNotFoundError):
             (git_dir / name).unlink()

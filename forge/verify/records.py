@@ -128,9 +128,16 @@ class LaneResult:
         if last.timed_out and not last.stopped:
             limit = last.duration if last.timeout is None else last.timeout
             return f"timed out after {limit:g}s"
-        if last.failures:
+        if any(f.test for f in last.failures):
             return describe(last.failures)
+        if last.failures:  # a log in no runner's shape: its last error line
+            return f"{last.outcome}: {last.failures[-1].message}"
         return last.outcome
+
+    @property
+    def names_tests(self) -> bool:
+        """Does its reason name failing tests (so the log's path need not lead)?"""
+        return any(f.test for f in self.failures)
 
     @property
     def failures(self) -> tuple[Failure, ...]:

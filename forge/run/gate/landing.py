@@ -386,7 +386,7 @@ def blame_reason(record: VerifyRecord) -> tuple[str, str | None, str]:
     if bad is None:
         return f"breaks verification ({record.verdict})", None, "?"
     log = bad.runs[-1].log if bad.runs else None
-    if bad.failures:  # the failing tests name the cause better than a log's path
+    if bad.names_tests:  # the failing tests name the cause better than a log's path
         return f"breaks verification: lane {bad.name}: {bad.reason}", log, bad.name
     where = f" (log {log})" if log else ""
     return f"breaks verification: lane {bad.name} {bad.reason}{where}", log, bad.name
