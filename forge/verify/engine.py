@@ -215,7 +215,9 @@ def _run_lane(
             break
         kind = "initial" if n == 1 else "rerun"
         if n > 1:
-            co.restore(base.commit)  # what the failed run left must not decide the rerun
+            # What the failed run left must not decide the rerun (it set no index
+            # flag: that would have changed its checkout, and it would not be rerun).
+            co.restore(base.commit, unflag=False)
         log = logs / f"{name}-{n}.log"
         emit(f"lane {name}: {kind} run {n} started (log {log})")
         before = co.fingerprint()
