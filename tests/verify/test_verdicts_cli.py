@@ -82,6 +82,8 @@ def test_a_task_that_breaks_a_test_is_named_everywhere(project: Path, tmp_path: 
     assert f"t: FAILED ({reason})" in cp.stderr and TEST in cp.stdout
 
     assert TEST in run_forge(project, "status").stdout
+    history = run_forge(project, "status", "t").stdout
+    assert f"  failed in lane unit: {TEST} (assert 50 == 48)" in history
     data = json.loads(run_forge(project, "status", "t", "--json").stdout)
     assert data["failures"] == [{"lane": "unit", "test": TEST, "message": "assert 50 == 48"}]
     assert data["history"][-1]["failures"] == data["failures"]
