@@ -2,8 +2,10 @@
 
 One verification judges exactly one commit, in checkouts of forge's own (see
 forge/checkout.py). Each lane's command runs in a process group of its own with its
-own timeout and log. A lane that fails with its checkout unchanged is rerun up to
-`reruns` times; a later pass makes it FLAKY. A run that changed the checkout is FAIL
+own time limit and log, in a checkout that holds exactly the commit plus what the
+plan's setup made (forge/verify/hermetic.py); a failing run names the failing tests
+its log shows (forge/verify/failures.py). A lane that fails with its checkout
+unchanged is rerun up to `reruns` times; a later pass makes it FLAKY. A run that changed the checkout is FAIL
 whatever its exit code, is never rerun, and the checkout is restored before anything
 else runs in it. A stop (the `stop` event: SIGINT/SIGTERM, or a newer verification
 superseding this one) stops every lane's group and makes the lanes INTERRUPTED;
@@ -23,7 +25,8 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
-from forge.base import logs, proc
+from forge.base import logs as logfiles
+from forge.base import proc
 from forge.base.sandbox import Sandbox
 from forge.git.contained import ceiling_env
 from forge.git.repo import Repository, short_sha
@@ -335,7 +338,7 @@ _LOG_READ = 4 << 20  # runners print their failures at the end of a long log
 
 def _failures(lane: str, log: Path) -> tuple[Failure, ...]:
     """The failing tests a run's log names."""
-    return tuple(failures_from_log(lane, logs.tail(log, _LOG_READ)))
+    return tuple(failures_from_log(lane, logfiles.tail(log, _LOG_READ)))
 
 
 def describe_failure(record: VerifyRecord) -> str:
