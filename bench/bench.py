@@ -22,6 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import cluster
 import fastpath
 import gate
+import hermetic
 import live
 import makespan
 import merge
@@ -45,6 +46,7 @@ BENCHES: dict[str, Callable[[Context], list[Figure]]] = {
     "gate-parallel": gate.speculation,
     "cluster": cluster.run,
     "routing": routing.run,
+    "hermetic": hermetic.run,
 }
 HERE = Path(__file__).resolve().parent
 QUICK_NOTE = (

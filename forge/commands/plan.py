@@ -27,6 +27,7 @@ class Planned:
     warnings: tuple[str, ...] = ()  # advice about the plan (forge.plan.advice)
     taken: TakenUp | None = None  # recorded while the plan runs: what the run takes up
     forecast: Forecast | None = None  # from the attempts history (None: no history)
+    verification: str = ""  # what verifies its work, and each lane run's time limit
 
     def data(self) -> dict[str, Any]:
         data = tables.wave_data(
@@ -46,6 +47,8 @@ class Planned:
             tables.wave_table(self.plan, self.waves),
             tables.plan_summary(self.plan, self.waves, recorded=self.recorded),
         ]
+        if self.verification:
+            lines.append(self.verification)
         if self.record_file is not None:
             lines.append(f"record: {self.record_file}")
         if self.taken is not None:
@@ -59,7 +62,13 @@ def check(plan_file: Path) -> Planned:
     """Validate a plan file and compute its waves and critical path; needs no
     repository, writes nothing."""
     plan, waves = registry.check(plan_file)
-    return Planned(plan, waves, dag.critical_path(plan), warnings=_warnings(plan))
+    return Planned(
+        plan,
+        waves,
+        dag.critical_path(plan),
+        warnings=_warnings(plan),
+        verification=tables.verify_summary(plan.verify, known=plan.verify is not None),
+    )
 
 
 def record(repo: Repository, plan_file: Path, *, note: Callable[[str], None]) -> Planned:
@@ -77,6 +86,9 @@ def record(repo: Repository, plan_file: Path, *, note: Callable[[str], None]) ->
     for line in reconcile.explain(repo, new):
         note(line)
     recorded, taken = replan.record(repo, plan_file)
+    from forge.plan.config import load_repo_config
+
+    default = load_repo_config(repo.root, read_agents=False).verify
     return Planned(
         recorded.plan,
         recorded.as_waves(),
@@ -86,6 +98,7 @@ def record(repo: Repository, plan_file: Path, *, note: Callable[[str], None]) ->
         warnings=_warnings(recorded.plan),
         taken=taken,
         forecast=_forecast(repo, recorded.plan),
+        verification=tables.verify_summary(recorded.plan.verify_config(default)),
     )
 
 

@@ -79,6 +79,7 @@ def task_row(ts: TaskState, prices: Prices | None = None) -> dict[str, Any]:
         "phase": now["name"] if now else None,  # what a running task is doing
         "phase_started": now["start"] if now else None,  # epoch seconds
         "verified_by": ts.verified_by,  # MERGED through the gate: the verification
+        "failures": list(last.failures) if last else [],  # the failing tests that failed it
     }
 
 
@@ -432,6 +433,12 @@ def render_history(data: dict[str, Any], task: str) -> str:
     attempts = data["history"].get(task, [])
     row = next(r for r in data["tasks"] if r["id"] == task)
     out = [f"task {task}: {row['status']}" + (f" ({row['reason']})" if row["reason"] else "")]
+    if row["status"] != Status.MERGED:  # the failing tests of the verification that failed it
+        out += [
+            f"  failed in lane {f['lane']}: {f['test'] or f['message']}"
+            + (f" ({f['message']})" if f["test"] and f["message"] else "")
+            for f in row["failures"][:10]
+        ]
     reviewed = any(a.get("review") for a in attempts)
     rows = []
     for a in attempts:

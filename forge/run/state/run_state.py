@@ -108,6 +108,8 @@ class Attempt:
     model_mismatch: str | None = None  # "asked opus, ran claude-sonnet-4-5"
     propensity: float | None = None  # a chosen (`auto`) spec: the choice's probability
     chosen_from: list[str] | None = None  # the specs it was chosen from
+    # {"lane", "test", "message"} per failing test of the verification that failed it
+    failures: list[dict[str, str]] = field(default_factory=list)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Attempt:
