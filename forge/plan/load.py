@@ -16,6 +16,7 @@ from forge.base.durations import parse_duration
 from forge.base.proc import parse_size
 from forge.base.tomlread import Problems, TomlSource
 from forge.errors import ForgeError
+from forge.plan.candidates import read_best_of
 from forge.plan.config import (
     VerifyConfig,
     check_keys,
@@ -36,6 +37,7 @@ from forge.plan.model import (
     Gate,
     Plan,
     Scope,
+    Select,
     Task,
     name_problem,
 )
@@ -68,6 +70,10 @@ PLAN_KEYS = (
     "sandbox",
     "strict_model",
     "auto",
+    "candidates",
+    "best_of",
+    "select",
+    "judge",
     "agents",
     "task",
 )
@@ -83,6 +89,10 @@ TASK_KEYS = (
     "timeout",
     "estimate",
     "review",
+    "candidates",
+    "best_of",
+    "select",
+    "judge",
 )
 
 
@@ -179,6 +189,7 @@ class _Checker:
             self.add("`strict_model` must be true or false", "strict_model")
         auto = self.spec_list("auto")
         verify = self.verify()
+        best = read_best_of(d, "plan", self.problems, self.top_line)
         agents = parse_agents(
             d.get("agents", {}),
             problems=self.problems,
@@ -213,6 +224,10 @@ class _Checker:
             sandbox=bool(sandbox),
             strict_model=bool(strict_model),
             auto=auto,
+            candidates=best.candidates or (),
+            best_of=best.best_of,
+            select=cast(Select, best.select or "first"),
+            judge=best.judge,
             agents=agents,
             tasks=tasks,
         )
@@ -393,6 +408,7 @@ class _Checker:
         check = self.opt(table, "check", label, line_of)
         agent = self.opt(table, "agent", label, line_of)
         review = self.review(table, label, line_of)
+        best = read_best_of(table, label, self.problems, line_of)
         if tid is None or len(self.problems.items) > before:
             return None
         return Task(
@@ -407,6 +423,10 @@ class _Checker:
             timeout=timeout,
             estimate=estimate,
             review=review,
+            candidates=best.candidates,
+            best_of=best.best_of,
+            select=cast(Select | None, best.select),
+            judge=best.judge,
         )
 
     def task_id(

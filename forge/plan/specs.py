@@ -35,11 +35,15 @@ def check_specs(
                 agents.resolve(spec, defs)
         except ForgeError as exc:
             problems.append(f"{where}: {what} agent '{spec}': {exc.message}")
+    from forge.plan.candidates import spec_problems
+
+    problems += spec_problems(plan, defs)
     for task in plan.tasks:
         if task.run is not None:
             continue
+        own = None if task.candidates else task.agent or plan.agent or DEFAULT_AGENT
         for what, spec in (
-            ("agent", task.agent or plan.agent or DEFAULT_AGENT),
+            ("agent", own),
             ("review", task.review if isinstance(task.review, str) else None),
         ):
             try:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from forge.base.text import text_table
 from forge.git.repo import short_sha
 from forge.plan.config import DEFAULT_VERIFY_TIMEOUT, VerifyConfig
-from forge.plan.model import Plan
+from forge.plan.model import Plan, Task
 
 if TYPE_CHECKING:
     from forge.plan.dag import Waves
@@ -21,6 +21,18 @@ _FILES_WIDTH = 60  # keep a row on one line; the full list is in --json
 
 def _short(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def _kind(plan: Plan, task: Task) -> str:
+    """shell, agent, or the candidates of a best-of-N task."""
+    from forge.plan.candidates import candidates_of, select_of
+
+    if task.is_shell:
+        return "shell"
+    found = candidates_of(plan, task)
+    if not found:
+        return "agent"
+    return f"best of {len(found)} ({select_of(plan, task)}): " + ", ".join(c.label for c in found)
 
 
 def wave_table(plan: Plan, waves: Waves) -> str:
@@ -34,7 +46,7 @@ def wave_table(plan: Plan, waves: Waves) -> str:
                 [
                     str(n),
                     tid,
-                    "shell" if t.is_shell else "agent",
+                    _kind(plan, t),
                     ", ".join(t.deps) or "-",
                     _short(" ".join(t.files), _FILES_WIDTH),
                     waves.deferrals.get(tid, ""),
@@ -64,6 +76,8 @@ def wave_data(
     record_file: Path | None,
 ) -> dict[str, Any]:
     """The same content as the wave table, for scripts (`forge plan --json`)."""
+    from forge.plan.candidates import candidates_of
+
     return {
         "plan": plan.name,
         "source": None if plan.source is None else str(plan.source),
@@ -83,6 +97,7 @@ def wave_data(
                 "files": list(t.files),
                 "deferral": waves.deferrals.get(t.id),
                 "critical_path": critical_path.get(t.id),
+                "candidates": [c.label for c in candidates_of(plan, t)],
             }
             for t in plan.tasks
         ],
