@@ -13,6 +13,7 @@ from forge.agents.prices import DEFAULT_PRICES
 from forge.base.files import read_json
 from forge.base.liveness import Owner
 from forge.base.text import one_line, text_table
+from forge.commands.candidate_view import candidate_lines, candidate_rows
 from forge.errors import ForgeError, StateError
 from forge.git import refs, worktrees
 from forge.git.repo import Repository, short_sha
@@ -50,7 +51,8 @@ def task_time(ts: TaskState) -> float | None:
 
 
 def _total(ts: TaskState, key: str) -> Any:
-    values = [getattr(a, key) for a in ts.attempts if getattr(a, key) is not None]
+    # (a best-of-N task's: its candidates', losers included)
+    values = [getattr(a, key) for a in ts.every_attempt() if getattr(a, key) is not None]
     return sum(values) if values else None
 
 
@@ -80,6 +82,7 @@ def task_row(ts: TaskState, prices: Prices | None = None) -> dict[str, Any]:
         "phase_started": now["start"] if now else None,  # epoch seconds
         "verified_by": ts.verified_by,  # MERGED through the gate: the verification
         "failures": list(last.failures) if last else [],  # the failing tests that failed it
+        "candidates": candidate_rows(ts),  # best-of-N: each candidate's outcome
     }
 
 
@@ -466,6 +469,7 @@ def render_history(data: dict[str, Any], task: str) -> str:
         for r, a in zip(rows, attempts, strict=True):
             r.insert(3, a.get("where") or "here")
     out.append(_table(headers, rows).rstrip())
+    out += candidate_lines(row["candidates"], fmt_seconds)
     if len(attempts) > 1 and row["total_seconds"] is not None:
         out.append(f"{len(attempts)} tries, {fmt_seconds(row['total_seconds'])} in all")
     if row["cost_usd"] is not None or row["input_tokens"] is not None:

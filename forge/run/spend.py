@@ -136,7 +136,7 @@ def spend_of(attempts: Iterable[Attempt], prices: Mapping[str, Price]) -> Spend:
 
 
 def plan_spend(state: RunState, prices: Mapping[str, Price]) -> Spend:
-    return spend_of((a for ts in state.tasks.values() for a in ts.attempts), prices)
+    return spend_of((a for ts in state.tasks.values() for a in ts.every_attempt()), prices)
 
 
 def spend_data(state: RunState, prices: Mapping[str, Price]) -> dict[str, float | int | None]:

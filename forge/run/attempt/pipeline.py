@@ -66,7 +66,7 @@ def run_attempt(
     `spec` is the agent spec of a prompt task (None for a `run` task); `fallback`
     says why it is a fallback agent, when it is one.
     """
-    ts = ctx.state.tasks[task.id]
+    ts = ctx.state.record(task.id)  # (a best-of-N candidate's record is its own)
     started = time.monotonic()
     number = len(ts.attempts) + 1
     tag = f"{ctx.plan.name}/{task.id}/{number}/{os.getpid()}"

@@ -1,0 +1,124 @@
+"""Best-of-N through the real CLI: candidates are attempts of their own, the gate
+picks the winner, losers are stopped and salvaged (tests/fakes/agent_candidate.py
+acts by the model it is asked for)."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+from pathlib import Path
+
+import pytest
+from helpers.gitkit import FAKES, git, run_forge
+from helpers.runkit import alive, plan_and_run, state, write_plan
+
+AGENT = json.dumps(
+    [sys.executable, str(FAKES / "agent_candidate.py"), "{model}", "a.txt", "--usage"]
+)
+MODELS = '["slow", "bad", "fast", "big", "small", "late", "empty"]'
+
+
+def body(candidates: str, *, extra: str = "", check: str = "! grep -q bad a.txt") -> str:
+    return (
+        f"max_parallel = 3\ncandidates = {candidates}\n{extra}"
+        f'[agents.fake]\ncommand = {AGENT}\nmodels = {MODELS}\nusage_format = "claude"\n'
+        f'[[task]]\nid = "a"\nprompt = "write a.txt"\nfiles = ["a.txt"]\ncheck = "{check}"\n'
+    )
+
+
+@pytest.fixture
+def shared(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    folder = tmp_path / "shared"
+    folder.mkdir()
+    monkeypatch.setenv("FORGE_FAKE_DIR", str(folder))
+    return folder
+
+
+def landed(repo: Path) -> str:
+    return git(repo, "show", "forge/p-integration:a.txt")
+
+
+def candidates(repo: Path) -> dict[str, dict[str, object]]:
+    data = json.loads(run_forge(repo, "status", "a", "--json").stdout)
+    return {str(c["agent"]): c for c in data["candidates"]}
+
+
+def test_the_fast_one_lands_the_slow_one_is_stopped_and_salvaged(
+    repo: Path, tmp_path: Path, shared: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FORGE_FAKE_AFTER_SLOW", "1")
+    plan = write_plan(tmp_path, body('["fake:slow", "fake:bad", "fake:fast"]'))
+    cp = plan_and_run(repo, plan)
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    assert landed(repo) == "fast"
+    pids = [int(p) for p in (shared / "slow.pids").read_text().split()]
+    assert not any(alive(pid) for pid in pids)  # TERM ignored: KILLed, the grandchild too
+    got = candidates(repo)
+    assert got["fake:fast"]["outcome"] == "won"
+    assert got["fake:slow"]["outcome"] == "stopped"
+    assert got["fake:slow"]["reason"] == "lost to fake:fast"
+    salvage = str(got["fake:slow"]["salvage"])
+    assert git(repo, "show", f"{salvage}:a.txt") == "slow, unfinished"
+    assert got["fake:bad"]["outcome"] == "failed"
+    assert str(got["fake:bad"]["reason"]).startswith("check failed")
+    assert [c["cost_usd"] for c in got.values()] == [None, 0.01, 0.01]  # (slow reported none)
+    text = run_forge(repo, "status", "a").stdout
+    assert "stopped: lost to fake:fast" in text and "won" in text
+    # every candidate's cost counts, the losers' too
+    assert json.loads(run_forge(repo, "status", "--json").stdout)["spend"]["usd"] == 0.02
+
+
+@pytest.mark.usefixtures("shared")
+def test_best_picks_the_smaller_passing_diff(repo: Path, tmp_path: Path) -> None:
+    plan = write_plan(
+        tmp_path, body('["fake:big", "fake:small", "fake:bad"]', extra='select = "best"\n')
+    )
+    cp = plan_and_run(repo, plan)
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    assert landed(repo) == "small"
+    got = candidates(repo)
+    assert got["fake:small"]["outcome"] == "won"
+    assert (got["fake:big"]["outcome"], got["fake:big"]["reason"]) == ("passed", "not chosen")
+
+
+def test_a_winner_that_breaks_verification_is_replaced(
+    repo: Path, tmp_path: Path, shared: Path
+) -> None:
+    marker = shlex.quote(str(shared / "culprit"))
+    verify = f"if grep -q fast a.txt; then touch {marker}; exit 1; fi"
+    extra = f"verify = '''{verify}'''\nverify_reruns = 0\n"
+    plan = write_plan(tmp_path, body('["fake:fast", "fake:late"]', extra=extra))
+    cp = plan_and_run(repo, plan)
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    assert landed(repo) == "late"
+    got = candidates(repo)
+    assert got["fake:late"]["outcome"] == "won"
+    assert got["fake:fast"]["outcome"] == "failed"
+    assert "breaks verification" in str(got["fake:fast"]["reason"])
+    assert state(repo)["tasks"]["a"]["status"] == "MERGED"
+
+
+@pytest.mark.usefixtures("shared")
+def test_all_candidates_failing_is_one_failed_task_naming_each(repo: Path, tmp_path: Path) -> None:
+    plan = write_plan(tmp_path, body('["fake:bad", "fake:empty"]'))
+    cp = plan_and_run(repo, plan)
+    assert cp.returncode == 5, cp.stdout + cp.stderr
+    ts = state(repo)["tasks"]["a"]
+    assert ts["status"] == "FAILED"
+    assert ts["reason"].startswith("all 2 candidates failed: fake:bad check failed")
+    assert "; fake:empty no changes" in ts["reason"]
+
+
+def test_the_budget_stops_new_candidates(repo: Path, tmp_path: Path, shared: Path) -> None:
+    extra = 'budget = "0.005 USD"\n'
+    plan = write_plan(
+        tmp_path,
+        body('["fake:bad", "fake:fast"]', extra=extra).replace(
+            "max_parallel = 3", "max_parallel = 1"
+        ),
+    )
+    cp = plan_and_run(repo, plan)
+    assert cp.returncode == 8, cp.stdout + cp.stderr
+    assert "budget" in cp.stdout
+    assert (shared / "ran").read_text() == "bad\n"  # the second candidate never started
