@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from forge.base.text import one_line, text_table
-from forge.run.state.run_state import FAILURES, Status, TaskState
+from forge.run.state.run_state import FAILURES, Attempt, Status, TaskState
 
 LOST = "stopped: lost to "  # forge/run/candidates.py writes it as a stopped loser's reason
 NOT_CHOSEN = "passed, not chosen"
@@ -85,3 +85,37 @@ def candidate_lines(rows: list[dict[str, Any]], fmt_seconds: Any) -> list[str]:
         "  " + line
         for line in text_table(["candidate", "outcome", "time", "cost", "salvage"], table)
     ]
+
+
+def summary(ts: TaskState) -> str:
+    """One line naming the winner and each other candidate's outcome (the report)."""
+    return "; ".join(f"{r['agent']} {describe(r)}" for r in candidate_rows(ts))
+
+
+def timeline_attempts(tid: str, ts: TaskState) -> list[tuple[str, Attempt]]:
+    """Every attempt to draw in the timeline, each named: the task's own, then each
+    candidate's as `<task> <candidate>`."""
+    out = [(tid, a) for a in ts.attempts]
+    for cts in ts.candidates.values():
+        out += [(f"{tid} {cts.candidate}", a) for a in cts.attempts]
+    return out
+
+
+def live_lines(ts: TaskState, wall: float) -> list[str]:
+    """A running best-of-N task's candidates, under its row in the live view."""
+    from forge.run.attempt.phases import current
+
+    out = []
+    for cts in ts.candidates.values():
+        phase = current(cts.last) if cts.status == Status.RUNNING else None
+        if phase is not None:
+            what = f"{phase['name']} {wall - phase['start']:.0f}s"
+        else:
+            what = describe(candidate_rows_one(ts, cts))
+        out.append(f"    {cts.candidate or cts.id:<22} {one_line(what)[:60]}")
+    return out
+
+
+def candidate_rows_one(ts: TaskState, cts: TaskState) -> dict[str, Any]:
+    what, why = outcome(ts, cts)
+    return {"outcome": what, "reason": why}

@@ -24,6 +24,7 @@ from types import TracebackType
 from typing import Any, TextIO
 
 from forge.base.text import one_line, raw_stream
+from forge.commands.candidate_view import live_lines
 from forge.commands.eta import Eta
 from forge.commands.status import fmt_seconds, gate_data
 from forge.run.attempt.phases import current
@@ -97,10 +98,11 @@ class LiveView:
             return  # only the terminal view draws from it
         with self._lock:
             self._state = state
+            task = state.owner(task)  # a best-of-N candidate: its task's row
             ts = state.tasks.get(task)
             if ts is None:
                 return
-            self._usd[task] = spend_of(ts.attempts, self.prices)
+            self._usd[task] = spend_of(ts.every_attempt(), self.prices)
             if ts.status == Status.RUNNING:
                 self._running[task] = ts
             elif self._running.pop(task, None) is not None:
@@ -184,9 +186,14 @@ class LiveView:
             for tid, ts in list(self._running.items())[: max(0, height - 1)]:
                 phase = current(ts.last)
                 what = (
-                    f"{phase['name']} {fmt_seconds(wall - phase['start'])}" if phase else "starting"
+                    f"{phase['name']} {fmt_seconds(wall - phase['start'])}"
+                    if phase
+                    else f"best of {len(ts.candidates)}"
+                    if ts.candidates
+                    else "starting"
                 )
                 out.append(f"  {tid:<24} RUNNING  {what}")
+                out += live_lines(ts, wall)  # best-of-N: its candidates under it
             shown = set(self._running)
             for ts in self._recent:
                 if len(out) >= height:

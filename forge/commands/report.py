@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from forge.commands import report_svg as svg
+from forge.commands.candidate_view import summary, timeline_attempts
 from forge.commands.report_page import PAGE
 from forge.commands.report_time import Clock, clock
 from forge.commands.status import fmt_seconds
@@ -135,7 +136,7 @@ def _header(
     for ts in state.tasks.values():
         counts[str(ts.status)] = counts.get(str(ts.status), 0) + 1
     agent_time = sum(
-        _phase_seconds(a, WORK_PHASES) for ts in state.tasks.values() for a in ts.attempts
+        _phase_seconds(a, WORK_PHASES) for ts in state.tasks.values() for a in ts.every_attempt()
     )
     cls = (
         "pass"
@@ -205,8 +206,8 @@ def timeline(state: RunState) -> tuple[list[svg.Lane], Clock, list[str]]:
     segment, idle time between runs cut out), and the phase names that appear, in
     the order they first do."""
     raw: list[tuple[str, str, Attempt, list[tuple[float, float, str]]]] = []
-    for tid, ts in state.tasks.items():
-        for attempt in ts.attempts:
+    for task_id, ts in state.tasks.items():
+        for tid, attempt in timeline_attempts(task_id, ts):  # (best-of-N: each candidate)
             bars = _attempt_bars(attempt)
             if bars:
                 raw.append((attempt.slot or ts.slot or tid, tid, attempt, bars))
@@ -235,7 +236,7 @@ def timeline(state: RunState) -> tuple[list[svg.Lane], Clock, list[str]]:
                     axis.at(end),
                     name,
                     tip,
-                    f"#task-{tid}",
+                    f"#task-{tid.split(' ')[0]}",
                     label=tid if i == widest else "",
                 )
             )
@@ -348,6 +349,8 @@ def _task_table(
         status = str(ts.status) if ts else Status.PENDING
         attempts = ts.attempts if ts else []
         reason = ts.reason if ts else ""
+        if ts is not None and ts.candidates:  # best-of-N: the winner, and the others
+            reason = "; ".join(x for x in (reason, f"candidates: {summary(ts)}") if x)
         span = max(1, len(attempts))
         first = (
             f'<tr id="task-{escape(task.id)}" class="first"><td rowspan="{span}">'

@@ -65,6 +65,12 @@ def test_the_fast_one_lands_the_slow_one_is_stopped_and_salvaged(
     assert [c["cost_usd"] for c in got.values()] == [None, 0.01, 0.01]  # (slow reported none)
     text = run_forge(repo, "status", "a").stdout
     assert "stopped: lost to fake:fast" in text and "won" in text
+    page = tmp_path / "report.html"
+    assert run_forge(repo, "report", "-o", str(page)).returncode == 0
+    html = page.read_text()
+    assert "a fake:slow" in html and "a fake:bad" in html  # each candidate in the timeline
+    assert "candidates: fake:slow stopped: lost to fake:fast" in html
+    assert "fake:fast won" in html
     # every candidate's cost counts, the losers' too
     assert json.loads(run_forge(repo, "status", "--json").stdout)["spend"]["usd"] == 0.02
 
@@ -122,3 +128,17 @@ def test_the_budget_stops_new_candidates(repo: Path, tmp_path: Path, shared: Pat
     assert cp.returncode == 8, cp.stdout + cp.stderr
     assert "budget" in cp.stdout
     assert (shared / "ran").read_text() == "bad\n"  # the second candidate never started
+
+
+@pytest.mark.usefixtures("shared")
+def test_a_retry_runs_each_candidate_again_with_its_own_failure(repo: Path, tmp_path: Path) -> None:
+    plan = write_plan(tmp_path, body('["fake:bad", "fake:empty"]'))
+    assert plan_and_run(repo, plan).returncode == 5
+    cp = run_forge(repo, "retry", "a")
+    assert cp.returncode == 5, cp.stdout + cp.stderr
+    logs = repo / ".git/forge/plans/p/logs"
+    assert "check failed" in (logs / "a+1/attempt-2/prompt.md").read_text()
+    assert "no changes" in (logs / "a+2/attempt-2/prompt.md").read_text()
+    got = candidates(repo)
+    assert [c["attempts"] for c in got.values()] == [2, 2]
+    assert state(repo)["tasks"]["a"]["reason"].startswith("all 2 candidates failed")
