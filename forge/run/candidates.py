@@ -35,9 +35,11 @@ from forge.plan.model import Task
 from forge.plan.specs import DEFAULT_AGENT
 from forge.run.attempt import phases
 from forge.run.attempt.context import Outcome, RunContext
+from forge.run.gate.selection import Selection
 from forge.run.state.run_state import FAILURES, Status, TaskState
 
 if TYPE_CHECKING:
+    from forge.plan.config import VerifyConfig
     from forge.run.gate.landing import Gate
 
 __all__ = ["Candidates", "is_unit", "task_of_unit"]
@@ -69,6 +71,7 @@ class Candidates:
         running: set[str],
         on_event: Callable[[str], None],
         on_settled: Callable[[str], None],
+        wake: Callable[[], None] = lambda: None,
     ) -> None:
         self.ctx = ctx
         self.gate = gate
@@ -80,6 +83,9 @@ class Candidates:
         self.stops: dict[str, LinkedStop] = {}  # running unit -> its stop
         self.lost: dict[str, str] = {}  # unit stopped because this candidate won
         self.passed_at: dict[str, int] = {}  # unit -> order it passed in (this run)
+        self.wake = wake  # the dispatcher looks again (a selection ended)
+        self.choosing: set[str] = set()  # `best` tasks whose selection runs
+        self.selections: dict[str, Selection] = {}  # its result, set by its thread
 
     # -- what the dispatcher asks ----------------------------------------------
 
@@ -217,15 +223,63 @@ class Candidates:
                     ts.status, ts.reason = Status.RUNNING, ""
                     self.ctx.save(task.id)
             return
-        if passed:
-            from forge.run.gate.selection import choose
-
-            chosen = choose(self.ctx, task, passed, recs, on_event=self.on_event)
-            if chosen is not None:
-                self._promote(task, ts, chosen, recs[chosen.unit])
-                return
+        if (passed or task.id in self.choosing) and self._best(task, ts, passed, recs):
+            return
         if started is not None or failed is not None:
             self._conclude(task, ts, cands, recs)
+
+    def busy(self) -> bool:
+        """A selection still runs: the dispatch is not over."""
+        return bool(self.choosing)
+
+    def _best(
+        self, task: Task, ts: TaskState, passed: list[Candidate], recs: dict[str, TaskState]
+    ) -> bool:
+        """`select = "best"`, every candidate ended: choose on a thread, then queue the
+        chosen one. False when none may land."""
+        done = self.selections.pop(task.id, None)
+        if done is None:
+            if task.id not in self.choosing:
+                self.choosing.add(task.id)
+                config = self.gate.config if self.gate is not None else None
+                threading.Thread(
+                    target=self._choose,
+                    args=(task, list(passed), dict(recs), config),
+                    name=f"select-{task.id}",
+                    daemon=True,
+                ).start()
+            return True
+        self.choosing.discard(task.id)
+        if self.ctx.stop.is_set():
+            return True  # stopped while verifying: nothing is judged (close() says so)
+        for unit, why in done.failed.items():
+            cts = recs[unit]
+            with self.ctx.store.lock:
+                cts.status, cts.reason = Status.FAILED, why
+                if cts.last is not None:
+                    cts.last.status, cts.last.reason = Status.FAILED, why
+                    cts.last.feedback_source = "verify:selection"
+                self.ctx.save(task.id)
+        if done.chosen is None:
+            return False
+        self._promote(task, ts, done.chosen, recs[done.chosen.unit], done)
+        return True
+
+    def _choose(
+        self,
+        task: Task,
+        passed: list[Candidate],
+        recs: dict[str, TaskState],
+        config: VerifyConfig | None,
+    ) -> None:
+        from forge.run.gate.selection import choose
+
+        try:
+            result = choose(self.ctx, task, passed, recs, config=config, on_event=self.on_event)
+        except Exception as exc:  # noqa: BLE001 recorded as each one's failure, never lost
+            result = Selection(failed={c.unit: f"forge error: {exc}" for c in passed})
+        self.selections[task.id] = result
+        self.wake()
 
     def _to_start(self, task: Task, started: set[str]) -> list[str]:
         if self.ctx.state.tasks[task.id].status in (Status.QUEUED, Status.MERGED):
@@ -273,7 +327,14 @@ class Candidates:
             self.ctx.save(ts.id)
         self.on_event(f"{ts.id}: candidate {cts.candidate} {ts.status} ({ts.reason})")
 
-    def _promote(self, task: Task, ts: TaskState, c: Candidate, cts: TaskState) -> None:
+    def _promote(
+        self,
+        task: Task,
+        ts: TaskState,
+        c: Candidate,
+        cts: TaskState,
+        chosen: Selection | None = None,
+    ) -> None:
         """The candidate's work becomes the task's: queued for the gate (or merged)."""
         own = cts.last
         assert own is not None and own.commit is not None
@@ -281,9 +342,10 @@ class Candidates:
             own,
             number=len(ts.attempts) + 1,
             candidate=c.label,
-            cost_usd=None,  # counted on the candidate's own record
-            input_tokens=None,
-            output_tokens=None,
+            # the candidate's cost is on its own record; a judge's is the task's
+            cost_usd=chosen.cost_usd if chosen else None,
+            input_tokens=chosen.input_tokens if chosen else None,
+            output_tokens=chosen.output_tokens if chosen else None,
             phases=[],
             review=None,
         )
@@ -293,7 +355,8 @@ class Candidates:
             ts.base, ts.branch = cts.base, cts.branch
             ts.status, ts.reason, ts.runner = Status.QUEUED, "", None
             self.ctx.save(task.id)
-        self.on_event(f"{task.id}: candidate {c.label} passed; queued")
+        why = f" ({chosen.why})" if chosen and chosen.why else ""
+        self.on_event(f"{task.id}: candidate {c.label} passed; queued{why}")
         if self.gate is not None:
             self.gate.submit(task.id)
         else:

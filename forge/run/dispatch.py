@@ -94,6 +94,7 @@ class Dispatcher:
             running=self.running,
             on_event=on_event,
             on_settled=lambda tid: setattr(self, "forced", None) if self.forced == tid else None,
+            wake=lambda: self.done.put(("", None)),
         )
 
     def loop(self) -> None:
@@ -116,6 +117,7 @@ class Dispatcher:
                     self._mark_blocked()
                     self._dispatch(pool)
                 idle = not self.running and (bool(state.paused) or not self._waiting())
+                idle = idle and not self.cands.busy()  # (a best-of-N selection runs)
                 if self.gate is not None:
                     # `end`: the gate starts once nothing else can start before it lands
                     # (what waits, waits for a dependency or an overlapping task to land).

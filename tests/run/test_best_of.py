@@ -142,3 +142,32 @@ def test_a_retry_runs_each_candidate_again_with_its_own_failure(repo: Path, tmp_
     got = candidates(repo)
     assert [c["attempts"] for c in got.values()] == [2, 2]
     assert state(repo)["tasks"]["a"]["reason"].startswith("all 2 candidates failed")
+
+
+@pytest.mark.usefixtures("shared")
+def test_best_verifies_each_candidate_and_lands_the_smallest_that_passes(
+    repo: Path, tmp_path: Path
+) -> None:
+    extra = 'select = "best"\nverify = "! grep -qx small a.txt"\nverify_reruns = 0\n'
+    plan = write_plan(tmp_path, body('["fake:small", "fake:big", "fake:fast"]', extra=extra))
+    cp = plan_and_run(repo, plan)
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    assert landed(repo) == "fast"  # small is smaller, but breaks verification
+    got = candidates(repo)
+    assert got["fake:small"]["outcome"] == "failed"
+    assert "breaks verification" in str(got["fake:small"]["reason"])
+    assert got["fake:fast"]["outcome"] == "won"
+    assert (got["fake:big"]["outcome"], got["fake:big"]["reason"]) == ("passed", "not chosen")
+
+
+@pytest.mark.usefixtures("shared")
+def test_a_judge_chooses_and_its_cost_is_the_tasks(repo: Path, tmp_path: Path) -> None:
+    judge = json.dumps([sys.executable, str(FAKES / "judge.py"), "{prompt_file}", "fake:big"])
+    extra = f'select = "best"\njudge = "judge"\n[agents.judge]\ncommand = {judge}\nusage_format = "claude"\n'
+    plan = write_plan(tmp_path, body('["fake:small", "fake:big"]', extra=extra))
+    cp = plan_and_run(repo, plan)
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    assert landed(repo) == "".join(f"line {i}\n" for i in range(10)).rstrip("\n")
+    data = json.loads(run_forge(repo, "status", "a", "--json").stdout)
+    assert data["cost_usd"] == pytest.approx(0.01 + 0.001 + 0.05)
+    assert "judge judge: it says more" in cp.stdout + cp.stderr
