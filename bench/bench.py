@@ -19,6 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import best_of
 import cluster
 import fastpath
 import gate
@@ -47,6 +48,7 @@ BENCHES: dict[str, Callable[[Context], list[Figure]]] = {
     "cluster": cluster.run,
     "routing": routing.run,
     "hermetic": hermetic.run,
+    "best-of": best_of.run,
 }
 HERE = Path(__file__).resolve().parent
 QUICK_NOTE = (
