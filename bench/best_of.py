@@ -75,7 +75,7 @@ def _plan(name: str, n: int, *, p: float, median: float, agent: Path, best_of: i
 
 def _agent_seconds(attempt: dict[str, Any]) -> float:
     return sum(
-        (ph.get("end") or ph["start"]) - ph["start"]
+        float((ph.get("end") or ph["start"]) - ph["start"])
         for ph in attempt.get("phases", [])
         if ph["name"] == "agent"
     )
