@@ -56,16 +56,21 @@ def _total(ts: TaskState, key: str) -> Any:
     return sum(values) if values else None
 
 
+def _best_of(ts: TaskState) -> str:
+    return f"best of {len(ts.candidates)}" if ts.candidates else ""
+
+
 def task_row(ts: TaskState, prices: Prices | None = None) -> dict[str, Any]:
     last = ts.last
     now = current(last) if ts.status == Status.RUNNING else None
-    cost = cost_usd(ts.attempts, DEFAULT_PRICES if prices is None else prices)
+    # (a best-of-N task's: its candidates', losers included)
+    cost = cost_usd(ts.every_attempt(), DEFAULT_PRICES if prices is None else prices)
     return {
         "id": ts.id,
         "status": str(ts.status),
         # INFRA and INTERRUPTED attempts spent nothing: they are history, not attempts
         "attempts": sum(1 for a in ts.attempts if a.status not in UNCOUNTED),
-        "agent": last.agent if last else (ts.agent or ""),
+        "agent": last.agent if last else (ts.agent or _best_of(ts)),
         # The last attempt's time (what the row's status is about); the total over
         # every attempt is `total_seconds`, shown by `forge status TASK`.
         "seconds": last.duration if last else None,

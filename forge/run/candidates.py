@@ -159,6 +159,8 @@ class Candidates:
                 if cts.last is not None:
                     cts.last.reason = cts.reason
             self._salvage(cts, uncommitted=True)
+            kept = f"; its work is kept in {cts.salvage[-1]}" if cts.salvage else ""
+            self.on_event(f"{task_of_unit(unit)}: candidate {cts.candidate} lost to {winner}{kept}")
         if outcome.status == Status.QUEUED:
             self.passed_at[unit] = len(self.passed_at)
         task = self.ctx.plan.find_task(task_of_unit(unit))

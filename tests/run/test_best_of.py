@@ -62,6 +62,10 @@ def test_the_fast_one_lands_the_slow_one_is_stopped_and_salvaged(
     assert git(repo, "show", f"{salvage}:a.txt") == "slow, unfinished"
     assert got["fake:bad"]["outcome"] == "failed"
     assert str(got["fake:bad"]["reason"]).startswith("check failed")
+    assert (
+        "a: candidate fake:slow lost to fake:fast; its work is kept in refs/forge/salvage/p/a+1/1"
+        in cp.stderr + cp.stdout
+    )
     assert [c["cost_usd"] for c in got.values()] == [None, 0.01, 0.01]  # (slow reported none)
     text = run_forge(repo, "status", "a").stdout
     assert "stopped: lost to fake:fast" in text and "won" in text
@@ -94,10 +98,13 @@ def test_a_winner_that_breaks_verification_is_replaced(
     marker = shlex.quote(str(shared / "culprit"))
     verify = f"if grep -q fast a.txt; then touch {marker}; exit 1; fi"
     extra = f"verify = '''{verify}'''\nverify_reruns = 0\n"
-    plan = write_plan(tmp_path, body('["fake:fast", "fake:late"]', extra=extra))
+    dependent = '[[task]]\nid = "b"\nrun = "cat a.txt > b.txt"\nfiles = ["b.txt"]\ndeps = ["a"]\n'
+    plan = write_plan(tmp_path, body('["fake:fast", "fake:late"]', extra=extra) + dependent)
     cp = plan_and_run(repo, plan)
     assert cp.returncode == 0, cp.stdout + cp.stderr
     assert landed(repo) == "late"
+    # the dependent waited for the winner's MERGED: it saw the work that landed
+    assert git(repo, "show", "forge/p-integration:b.txt") == "late"
     got = candidates(repo)
     assert got["fake:late"]["outcome"] == "won"
     assert got["fake:fast"]["outcome"] == "failed"
