@@ -151,11 +151,12 @@ def test_a_retry_runs_each_candidate_again_with_its_own_failure(repo: Path, tmp_
     assert state(repo)["tasks"]["a"]["reason"].startswith("all 2 candidates failed")
 
 
-@pytest.mark.usefixtures("shared")
 def test_best_verifies_each_candidate_and_lands_the_smallest_that_passes(
-    repo: Path, tmp_path: Path
+    repo: Path, tmp_path: Path, shared: Path
 ) -> None:
-    extra = 'select = "best"\nverify = "! grep -qx small a.txt"\nverify_reruns = 0\n'
+    runs = shlex.quote(str(shared / "runs"))
+    verify = f"echo run >> {runs}; ! grep -qx small a.txt"
+    extra = f'select = "best"\nverify = """{verify}"""\nverify_reruns = 0\n'
     plan = write_plan(tmp_path, body('["fake:small", "fake:big", "fake:fast"]', extra=extra))
     cp = plan_and_run(repo, plan)
     assert cp.returncode == 0, cp.stdout + cp.stderr
@@ -165,6 +166,8 @@ def test_best_verifies_each_candidate_and_lands_the_smallest_that_passes(
     assert "breaks verification" in str(got["fake:small"]["reason"])
     assert got["fake:fast"]["outcome"] == "won"
     assert (got["fake:big"]["outcome"], got["fake:big"]["reason"]) == ("passed", "not chosen")
+    # one verification each; the gate's of the winner is answered from the cache
+    assert (shared / "runs").read_text().count("run") == 3
 
 
 @pytest.mark.usefixtures("shared")
