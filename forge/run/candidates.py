@@ -220,7 +220,7 @@ class Candidates:
             self._promote(task, ts, passed[0], recs[passed[0].unit])
             return
         if live or pending:
-            if ts.status != Status.RUNNING:
+            if live and ts.status != Status.RUNNING:  # (else: when one starts)
                 with self.ctx.store.lock:
                     ts.status, ts.reason = Status.RUNNING, ""
                     self.ctx.save(task.id)
