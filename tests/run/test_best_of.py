@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from helpers.gitkit import FAKES, git, run_forge
-from helpers.runkit import alive, plan_and_run, state, write_plan
+from helpers.runkit import alive, kill9, plan_and_run, spawn_forge, state, wait_for, write_plan
 
 AGENT = json.dumps(
     [sys.executable, str(FAKES / "agent_candidate.py"), "{model}", "a.txt", "--usage"]
@@ -181,3 +181,21 @@ def test_a_judge_chooses_and_its_cost_is_the_tasks(repo: Path, tmp_path: Path) -
     data = json.loads(run_forge(repo, "status", "a", "--json").stdout)
     assert data["cost_usd"] == pytest.approx(0.01 + 0.001 + 0.05)
     assert "judge judge: it says more" in cp.stdout + cp.stderr
+
+
+def test_a_killed_run_resumes_its_candidates_and_leaves_no_process(
+    repo: Path, tmp_path: Path, shared: Path
+) -> None:
+    plan = write_plan(tmp_path, body('["fake:slow", "fake:late"]'))
+    assert run_forge(repo, "plan", str(plan)).returncode == 0
+    p = spawn_forge(repo, "run")
+    wait_for(lambda: (shared / "slow.pids").exists(), what="the slow candidate")
+    pids = [int(x) for x in (shared / "slow.pids").read_text().split()]
+    kill9(p)  # both candidates wait: neither can have landed
+    (shared / "release").touch()
+    (shared / "culprit").touch()  # (what `late` waits for)
+    cp = run_forge(repo, "run")
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    assert not any(alive(pid) for pid in pids)  # the killed run's candidate is stopped
+    assert state(repo)["tasks"]["a"]["status"] == "MERGED"
+    assert landed(repo) in ("late", "slow, unfinished")
