@@ -13,7 +13,7 @@ from forge.agents.prices import DEFAULT_PRICES
 from forge.base.files import read_json
 from forge.base.liveness import Owner
 from forge.base.text import one_line, text_table
-from forge.commands.candidate_view import candidate_lines, candidate_rows
+from forge.commands.candidate_view import candidate_lines, candidate_rows, summary
 from forge.errors import ForgeError, StateError
 from forge.git import refs, worktrees
 from forge.git.repo import Repository, short_sha
@@ -148,6 +148,8 @@ def render_report(report: RunReport, *, width: int | None = None) -> str:
     for ts in state.tasks.values():
         if ts.suggestion and ts.status != Status.MERGED:
             out.append(f"{ts.id}: {ts.suggestion}")
+        if ts.candidates:
+            out.append(f"{ts.id}: candidates: {summary(ts)}")
         out += [f"{ts.id}: salvaged work kept in {ref}" for ref in ts.salvage]
     if report.interrupted:
         out.append("interrupted: running tasks were stopped; `forge run` resumes")

@@ -161,9 +161,16 @@ class Candidates:
             self._salvage(cts, uncommitted=True)
             kept = f"; its work is kept in {cts.salvage[-1]}" if cts.salvage else ""
             self.on_event(f"{task_of_unit(unit)}: candidate {cts.candidate} lost to {winner}{kept}")
+        elif outcome.status != Status.QUEUED:  # (a pass is told when it is queued or chosen)
+            why = f" ({outcome.reason})" if outcome.reason else ""
+            self.on_event(f"{task_of_unit(unit)}: candidate {cts.candidate} {outcome.status}{why}")
+        task = self.ctx.plan.find_task(task_of_unit(unit))
         if outcome.status == Status.QUEUED:
             self.passed_at[unit] = len(self.passed_at)
-        task = self.ctx.plan.find_task(task_of_unit(unit))
+            if task is not None and select_of(self.ctx.plan, task) == "best":
+                self.on_event(
+                    f"{task.id}: candidate {cts.candidate} passed; waiting for the others"
+                )
         if task is not None:
             self.settle(task)
 

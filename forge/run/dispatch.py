@@ -393,9 +393,10 @@ class Dispatcher:
 
     def _after(self, tid: str, outcome: Outcome) -> None:
         self.budget.add(self.ctx.state.record(tid).last)
-        self.on_event(
-            f"{tid}: {outcome.status}" + (f" ({outcome.reason})" if outcome.reason else "")
-        )
+        if not is_unit(tid):  # (a candidate's end is told by forge/run/candidates.py)
+            self.on_event(
+                f"{tid}: {outcome.status}" + (f" ({outcome.reason})" if outcome.reason else "")
+            )
         ran_on = self.capacity.finished(tid)
         since = self.since.pop(tid, 0.0)
         if is_unit(tid):

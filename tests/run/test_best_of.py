@@ -117,6 +117,7 @@ def test_all_candidates_failing_is_one_failed_task_naming_each(repo: Path, tmp_p
     plan = write_plan(tmp_path, body('["fake:bad", "fake:empty"]'))
     cp = plan_and_run(repo, plan)
     assert cp.returncode == 5, cp.stdout + cp.stderr
+    assert "a: candidates: fake:bad failed: check failed" in cp.stdout
     ts = state(repo)["tasks"]["a"]
     assert ts["status"] == "FAILED"
     assert ts["reason"].startswith("all 2 candidates failed: fake:bad check failed")
