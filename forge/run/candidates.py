@@ -95,9 +95,11 @@ class Candidates:
     def records(self, task: Task) -> dict[str, TaskState]:
         """Each candidate's record (made on first use), by unit."""
         ts = self.ctx.state.tasks[task.id]
-        for c in self.of(task):
-            if c.unit not in ts.candidates:
-                ts.candidates[c.unit] = TaskState(id=c.unit, candidate=c.label)
+        missing = [c for c in self.of(task) if c.unit not in ts.candidates]
+        if missing:
+            with self.ctx.store.lock:  # (another thread may be saving the state)
+                for c in missing:
+                    ts.candidates[c.unit] = TaskState(id=c.unit, candidate=c.label)
         return ts.candidates
 
     def eligible(self, task: Task) -> bool | None:
