@@ -400,6 +400,9 @@ class Candidates:
                     )
                     last.feedback_source = "merge"
                 self.ctx.save(task.id)
+        from forge.run import history
+
+        history.settle(self.ctx, [task.id])  # (the winner's own row: it shares its tag)
 
     def _landed(
         self, task: Task, ts: TaskState, recs: dict[str, TaskState], live: list[Candidate]
