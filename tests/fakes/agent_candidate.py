@@ -2,8 +2,8 @@
 """Fake agent for best-of-N: what it does is keyed by the model it is asked for.
 
 usage: agent_candidate.py MODEL FILE
-  fast, small    write a short FILE and exit 0 (with $FORGE_FAKE_AFTER_SLOW: once
-                 slow.pids exists)
+  fast, small    write a short FILE and exit 0 (once every file named in
+                 $FORGE_FAKE_WAIT_FOR, separated by `:`, exists)
   big            write a long FILE (ten lines) and exit 0
   late           once $FORGE_FAKE_DIR/culprit exists, write "late" to FILE
   bad            write "bad" to FILE (a check `! grep -q bad FILE` fails it)
@@ -35,12 +35,9 @@ if shared:
         fh.write(model + "\n")
 path = Path.cwd() / name
 if model in ("fast", "small"):
-    while (
-        shared
-        and os.environ.get("FORGE_FAKE_AFTER_SLOW")
-        and not (Path(shared) / "slow.pids").exists()
-    ):
-        time.sleep(0.02)  # the slow candidate is under way before this one passes
+    for waited in filter(None, os.environ.get("FORGE_FAKE_WAIT_FOR", "").split(os.pathsep)):
+        while not Path(waited).exists():
+            time.sleep(0.02)  # the others are where the test wants them before this passes
     path.write_text(f"{model}\n")
 elif model == "big":
     path.write_text("".join(f"line {i}\n" for i in range(10)))

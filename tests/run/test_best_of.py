@@ -47,8 +47,11 @@ def candidates(repo: Path) -> dict[str, dict[str, object]]:
 def test_the_fast_one_lands_the_slow_one_is_stopped_and_salvaged(
     repo: Path, tmp_path: Path, shared: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("FORGE_FAKE_AFTER_SLOW", "1")
-    plan = write_plan(tmp_path, body('["fake:slow", "fake:bad", "fake:fast"]'))
+    # fast passes once slow runs and bad's check has failed
+    monkeypatch.setenv("FORGE_FAKE_WAIT_FOR", f"{shared / 'slow.pids'}:{shared / 'checked'}")
+    checked = shlex.quote(str(shared / "checked"))
+    check = f"if grep -q bad a.txt; then touch {checked}; exit 1; fi"
+    plan = write_plan(tmp_path, body('["fake:slow", "fake:bad", "fake:fast"]', check=check))
     cp = plan_and_run(repo, plan)
     assert cp.returncode == 0, cp.stdout + cp.stderr
     assert landed(repo) == "fast"
