@@ -167,6 +167,10 @@ class Candidates:
             why = f" ({outcome.reason})" if outcome.reason else ""
             self.on_event(f"{task_of_unit(unit)}: candidate {cts.candidate} {outcome.status}{why}")
         task = self.ctx.plan.find_task(task_of_unit(unit))
+        if outcome.status == Status.INFRA:
+            # It spent no attempt: it runs again in this round when its agent is back
+            # (or on a fallback agent), as a task would.
+            self.rounds.get(task_of_unit(unit), set()).discard(unit)
         if outcome.status == Status.QUEUED:
             self.passed_at[unit] = len(self.passed_at)
             if task is not None and select_of(self.ctx.plan, task) == "best":

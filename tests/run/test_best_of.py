@@ -203,3 +203,16 @@ def test_a_killed_run_resumes_its_candidates_and_leaves_no_process(
     assert not any(alive(pid) for pid in pids)  # the killed run's candidate is stopped
     assert state(repo)["tasks"]["a"]["status"] == "MERGED"
     assert landed(repo) in ("late", "slow, unfinished")
+
+
+@pytest.mark.usefixtures("shared")
+def test_a_rate_limited_candidate_runs_again_on_a_fallback(repo: Path, tmp_path: Path) -> None:
+    limited = json.dumps([sys.executable, str(FAKES / "agent_ratelimit.py")])
+    extra = f'fallback = ["fake:fast"]\n[agents.rl]\ncommand = {limited}\n'
+    plan = write_plan(tmp_path, body('["fake:bad", "rl"]', extra=extra))
+    cp = plan_and_run(repo, plan)
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    assert landed(repo) == "fast"
+    got = candidates(repo)
+    assert got["rl"]["outcome"] == "won" and got["rl"]["attempts"] == 2
+    assert got["fake:bad"]["outcome"] == "failed"
