@@ -11,7 +11,8 @@ usage: agent_candidate.py MODEL FILE
                  ignoring TERM, write $FORGE_FAKE_DIR/slow.pids, then wait for
                  $FORGE_FAKE_DIR/release (never comes: it is stopped)
   empty          change nothing
-Each run appends its model to $FORGE_FAKE_DIR/ran (when set). A `--usage` flag
+Each run appends its model to $FORGE_FAKE_DIR/ran (when set), and `+MODEL` as it
+starts and `-MODEL` as it ends to $FORGE_FAKE_DIR/spans. A `--usage` flag
 prints a Claude-style result costing $0.01 (big: $0.001).
 """
 
@@ -33,6 +34,8 @@ shared = os.environ.get("FORGE_FAKE_DIR")
 if shared:
     with open(Path(shared) / "ran", "a") as fh:
         fh.write(model + "\n")
+    with open(Path(shared) / "spans", "a") as fh:
+        fh.write(f"+{model}\n")
 path = Path.cwd() / name
 if model in ("fast", "small"):
     for waited in filter(None, os.environ.get("FORGE_FAKE_WAIT_FOR", "").split(os.pathsep)):
@@ -63,6 +66,9 @@ elif model == "slow":
     os.replace(tmp, Path(shared) / "slow.pids")
     while not (Path(shared) / "release").exists():
         time.sleep(0.05)
+if shared:
+    with open(Path(shared) / "spans", "a") as fh:
+        fh.write(f"-{model}\n")
 print(f"{model}: done")
 if "--usage" in sys.argv:
     usd = 0.001 if model == "big" else 0.01

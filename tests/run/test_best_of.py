@@ -216,3 +216,15 @@ def test_a_rate_limited_candidate_runs_again_on_a_fallback(repo: Path, tmp_path:
     got = candidates(repo)
     assert got["rl"]["outcome"] == "won" and got["rl"]["attempts"] == 2
     assert got["fake:bad"]["outcome"] == "failed"
+
+
+def test_candidates_count_toward_their_agents_cap(repo: Path, tmp_path: Path, shared: Path) -> None:
+    text = body('["fake:small", "fake:big"]', extra='select = "best"\n')
+    capped = text.replace(
+        'usage_format = "claude"\n', 'usage_format = "claude"\nmax_parallel = 1\n'
+    )
+    cp = plan_and_run(repo, write_plan(tmp_path, capped))
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    spans = (shared / "spans").read_text().split()
+    assert sorted(spans) == ["+big", "+small", "-big", "-small"]
+    assert spans[0][1:] == spans[1][1:]  # one ended before the other started
