@@ -95,6 +95,7 @@ class Chain:
     steps: tuple[Step, ...]  # in batch order, conflicts left out
     conflicts: dict[str, tuple[str, ...]] = field(default_factory=dict)  # task -> paths
     already: tuple[str, ...] = ()  # tasks whose work the head already holds
+    refused: dict[str, str] = field(default_factory=dict)  # task -> why no merge can be built
 
 
 @dataclass

@@ -19,7 +19,9 @@ from dataclasses import replace
 from typing import Any
 
 from forge.base import faults
-from forge.git.merge import is_ancestor, merge_onto
+from forge.base.text import one_line
+from forge.errors import ForgeError
+from forge.git.merge import MergeResult, is_ancestor, merge_onto
 from forge.plan.config import VerifyConfig
 from forge.run.attempt import phases
 from forge.run.attempt.context import RunContext
@@ -211,14 +213,20 @@ class Gate:
         steps: list[gate.Step] = []
         conflicts: dict[str, tuple[str, ...]] = {}
         already: list[str] = []
+        refused: dict[str, str] = {}
         for tid in tasks:
             ts = ctx.state.tasks[tid]
             last = ts.last
             assert last is not None and last.commit is not None
             title = ctx.plan.task(tid).title
             message = f"forge: merge {ctx.plan.name}/{tid} (attempt {last.number})\n\n{title}"
-            res = merge_onto(ctx.repo, tip, last.commit, message=message)
-            if not res.merged:
+            try:
+                res = merge_onto(ctx.repo, tip, last.commit, message=message)
+            except ForgeError as exc:  # a commit the chain cannot be built from
+                res = MergeResult(merged=False, refused=one_line(str(exc))[:200])
+            if res.refused:
+                refused[tid] = res.refused
+            elif not res.merged:
                 conflicts[tid] = res.conflicts
             elif res.already or res.commit is None:
                 if is_ancestor(ctx.repo, last.commit, head):
@@ -226,7 +234,7 @@ class Gate:
             else:
                 tip = res.commit
                 steps.append(gate.Step(tid, tip))
-        return gate.Chain(tuple(steps), conflicts, tuple(already))
+        return gate.Chain(tuple(steps), conflicts, tuple(already), refused)
 
     def _judge(self, commit: str) -> VerifyRecord:
         tree = self.ctx.repo.tree_of(commit)
@@ -292,14 +300,16 @@ class Gate:
 
     def _conflicts(self, chain: gate.Chain) -> None:
         ctx = self.ctx
-        for tid, paths in chain.conflicts.items():
+        found = {tid: ("conflicting paths", paths) for tid, paths in chain.conflicts.items()}
+        found |= {tid: ("", (why,)) for tid, why in chain.refused.items()}
+        for tid, (what, paths) in found.items():
             ts = ctx.state.tasks[tid]
             last = ts.last
             assert last is not None
-            reason = f"conflicts with integration in: {', '.join(paths[:8])}"
+            reason = f"conflicts with integration in: {', '.join(paths[:8])}" if what else paths[0]
             log = ctx.logs / tid / f"attempt-{last.number}" / "merge.log"
             log.parent.mkdir(parents=True, exist_ok=True)
-            log.write_text("conflicting paths:\n" + "\n".join(paths) + "\n")
+            log.write_text(f"{what or 'not merged'}:\n" + "\n".join(paths) + "\n")
             with ctx.store.lock:
                 phases.end(last)
                 ts.status = last.status = Status.CONFLICT
