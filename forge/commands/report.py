@@ -17,6 +17,7 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
+from forge.commands import report_gate
 from forge.commands import report_svg as svg
 from forge.commands.report_page import PAGE
 from forge.commands.status import fmt_seconds
@@ -24,7 +25,6 @@ from forge.git.repo import Repository
 from forge.plan.registry import Recorded
 from forge.run.spend import Spend, attempt_spend, plan_spend
 from forge.run.state.run_state import Attempt, RunState, StateStore, Status
-from forge.verify.records import Verdict
 
 WORK_PHASES = ("agent", "run")  # the phases that are the task's own work ("agent time")
 
@@ -77,7 +77,6 @@ def render(
     wave_of = {tid: n for n, wave in enumerate(recorded.waves, start=1) for tid in wave}
     spend = plan_spend(state, prices)
     record = _record(state)
-    verdict = (record or {}).get("verdict") or "not verified"
     statuses = {tid: str(ts.status) for tid, ts in state.tasks.items()}
     tips = {
         t.id: f"{t.id}: {statuses.get(t.id, 'PENDING')}"
@@ -94,7 +93,7 @@ def render(
     )
     lanes, span, phases = timeline(state)
     body = [
-        _header(plan.name, state, spend, verdict, recorded),
+        _header(plan.name, state, spend, recorded),
         '<section><h2>Tasks by wave</h2><div class="scroll">',
         dag,
         "</div>",
@@ -108,6 +107,7 @@ def render(
         svg.legend(phases),
         "</section>",
         _verification(record, folder),
+        report_gate.section(state, folder),
         _task_table(recorded, state, wave_of, folder, prices),
     ]
     return PAGE.format(title=escape(f"forge report: {plan.name}"), body="\n".join(body))
@@ -124,20 +124,14 @@ def _record(state: RunState) -> dict[str, Any] | None:
     return data
 
 
-def _header(name: str, state: RunState, spend: Spend, verdict: str, recorded: Recorded) -> str:
+def _header(name: str, state: RunState, spend: Spend, recorded: Recorded) -> str:
     counts: dict[str, int] = {}
     for ts in state.tasks.values():
         counts[str(ts.status)] = counts.get(str(ts.status), 0) + 1
     agent_time = sum(
         _phase_seconds(a, WORK_PHASES) for ts in state.tasks.values() for a in ts.attempts
     )
-    cls = (
-        "pass"
-        if verdict in (Verdict.PASS, Verdict.FLAKY)
-        else "fail"
-        if verdict in (Verdict.FAIL, Verdict.INTERRUPTED)
-        else "none"
-    )
+    verdict, cls = report_gate.outcome(state)  # the run's outcome, not only the head's
     facts = [
         ("tasks", ", ".join(f"{n} {s.lower()}" for s, n in sorted(counts.items()))),
         ("wall time", fmt_seconds(state.wall_seconds)),
@@ -228,12 +222,12 @@ def timeline(state: RunState) -> tuple[list[svg.Lane], float, list[str]]:
                 )
             )
     out = sorted(lanes.values(), key=lambda lane: _natural(lane.name))
-    for name, bars in verify_bars:
+    for name, row in verify_bars:
         lane = svg.Lane(f"verify: {name}")
-        for start, end, kind in bars:
+        for start, end, kind, text in row:
             if kind not in phases:
                 phases.append(kind)
-            lane.bars.append(svg.Bar(start - origin, end - origin, kind, f"{name}: {kind}"))
+            lane.bars.append(svg.Bar(start - origin, end - origin, kind, text))
         out.append(lane)
     return out, max(ends) - origin, phases
 
@@ -246,7 +240,7 @@ def _natural(name: str) -> tuple[str, int]:
 
 def _verification_bars(
     record: dict[str, Any] | None, *, after: float | None
-) -> list[tuple[str, list[tuple[float, float, str]]]]:
+) -> list[tuple[str, list[tuple[float, float, str, str]]]]:
     """A row per lane, its runs one after another from the record's start; then the
     record's `steps` (batches, bisection), each {"name", "start", "end"} in epoch
     seconds, a row per step name."""
@@ -259,21 +253,23 @@ def _verification_bars(
         # The record keeps whole seconds; a verification that started in the second
         # the last attempt ended started after it.
         start = after
-    rows: list[tuple[str, list[tuple[float, float, str]]]] = []
+    rows: list[tuple[str, list[tuple[float, float, str, str]]]] = []
     for lane, data in (record.get("lanes") or {}).items():
         t = start
         bars = []
         for run in data.get("runs", []):
             duration = float(run.get("duration") or 0.0)
-            bars.append((t, t + duration, str(run.get("kind", "run"))))
+            kind = str(run.get("kind", "run"))
+            bars.append((t, t + duration, kind, f"{lane}: {kind}"))
             t += duration
         rows.append((str(lane), bars))
-    steps: dict[str, list[tuple[float, float, str]]] = {}
+    steps: dict[str, list[tuple[float, float, str, str]]] = {}
     for step in record.get("steps") or []:
         if isinstance(step, dict) and isinstance(step.get("start"), int | float):
             end = step.get("end") or step["start"]
             name = str(step.get("name", "step"))
-            steps.setdefault(name, []).append((float(step["start"]), float(end), name))
+            bar = (float(step["start"]), float(end), name, report_gate.step_tip(step))
+            steps.setdefault(name, []).append(bar)
     rows += list(steps.items())
     return rows
 
@@ -293,6 +289,8 @@ def _attempt_logs(attempt: Attempt, folder: Path) -> str:
             candidate = log_dir / name
             if candidate.exists() or str(candidate) == attempt.log:
                 links.append(_log_link(str(candidate), folder, name.split(".")[0]))
+        if (attempt.feedback_source or "").startswith("verify:"):  # a culprit's failing log
+            links.append(_log_link(attempt.log, folder, "failing verification"))
     return " ".join(links)
 
 

@@ -15,6 +15,7 @@ FLAKY are remembered per (tree, config fingerprint) and answered from the cache.
 
 from __future__ import annotations
 
+import itertools
 import secrets
 import threading
 import time
@@ -30,6 +31,7 @@ from forge.plan.config import VerifyConfig
 from forge.verify import environment
 from forge.verify import records as verify_records
 from forge.verify.checkout import Checkout, check_key, key_lock, prepare
+from forge.verify.flakes import Fixed, Reruns
 from forge.verify.records import LaneResult, LaneRun, Verdict, VerifyRecord, worst
 
 __all__ = [
@@ -74,11 +76,13 @@ def verify_commit(
     force: bool = False,
     on_event: Emit | None = None,
     sandbox: bool = False,
+    reruns: Reruns | None = None,
 ) -> VerifyRecord:
     """Verify the commit `rev` names; the record is stored before it is returned.
 
     `key` names the checkouts used (a plan name, `cli`, `hook`): one verification
-    per key at a time (Busy otherwise).
+    per key at a time (Busy otherwise). `reruns` decides whether a failing lane runs
+    again (default: up to the config's `reruns` times).
     """
     emit: Emit = on_event or (lambda _msg: None)
     check_key(key)
@@ -122,7 +126,8 @@ def verify_commit(
     else:
         proc.become_subreaper()  # orphaned grandchildren of lanes come back to be reaped
         with key_lock(repo, key):
-            lanes = _run_lanes(repo, base, config, stop, emit, sandbox=sandbox)
+            policy = reruns or Fixed(config.reruns)
+            lanes = _run_lanes(repo, base, config, stop, emit, policy, sandbox=sandbox)
         record = replace(
             base,
             lanes=lanes,
@@ -145,6 +150,7 @@ def _run_lanes(
     config: VerifyConfig,
     stop: threading.Event,
     emit: Emit,
+    policy: Reruns,
     *,
     sandbox: bool = False,
 ) -> tuple[LaneResult, ...]:
@@ -165,7 +171,9 @@ def _run_lanes(
                 results[name] = LaneResult(name, command, Verdict.INTERRUPTED, ())
             else:
                 box = Sandbox((co.path,), (repo.root, repo.common_dir)) if sandbox else None
-                results[name] = _run_lane(repo, base, config, co, name, command, stop, emit, box)
+                results[name] = _run_lane(
+                    repo, base, config, co, name, command, stop, emit, policy, box
+                )
         except BaseException as exc:  # noqa: BLE001 re-raised by the caller's thread after the join
             errors.append(exc)
             results[name] = LaneResult(name, command, Verdict.FAIL, ())
@@ -194,6 +202,7 @@ def _run_lane(
     command: str,
     stop: threading.Event,
     emit: Emit,
+    policy: Reruns,
     box: Sandbox | None = None,
 ) -> LaneResult:
     runs: list[LaneRun] = []
@@ -206,7 +215,7 @@ def _run_lane(
         result = LaneResult(name, command, verdict, (failed_setup,))
         emit(f"lane {name}: {verdict} ({result.reason})")
         return result
-    for n in range(1, config.reruns + 2):
+    for n in itertools.count(1):
         if stop.is_set():
             verdict = Verdict.INTERRUPTED
             break
@@ -256,6 +265,8 @@ def _run_lane(
         why = "timed out" if res.timed_out else f"exit {res.returncode}"
         emit(f"lane {name}: run {n} failed ({why})")
         verdict = Verdict.FAIL
+        if not policy.again(name, [r.log for r in runs]):
+            break
     result = LaneResult(name, command, verdict, tuple(runs))
     emit(f"lane {name}: {verdict} ({result.reason})")
     return result

@@ -26,9 +26,11 @@ from forge.plan.config import VerifyConfig
 from forge.run.attempt import phases
 from forge.run.attempt.context import RunContext
 from forge.run.gate import bisection as gate
+from forge.run.gate import story
 from forge.run.gate.speculation import Speculator
 from forge.run.state.run_state import Status
 from forge.verify import engine as verify
+from forge.verify import flakes
 from forge.verify.records import Verdict, VerifyRecord
 
 
@@ -67,6 +69,8 @@ class Gate:
         self._thread: threading.Thread | None = None
         self._runs_lock = threading.Lock()
         self._tip: str | None = None  # the running batch's candidate tip
+        self._tasks_of: dict[str, tuple[str, ...]] = {}  # candidate commit -> its tasks
+        self._reruns: flakes.Reruns | None = None  # the running batch's rerun rule
         # `verify_parallel`: the batches after the running one, judged at once
         self.spec = Speculator(
             width=parallel if mode == "queue" else 1,
@@ -159,6 +163,11 @@ class Gate:
         with ctx.store.lock:
             ctx.state.gate = {"batch": batch, "head": head, "phase": "building", "left": None}
             ctx.save()
+        self._reruns = flakes.Confirm(
+            self.config.reruns,
+            flakes.failing_tests,
+            lambda test: not flakes.exists_at(ctx.repo, head, test),
+        )
         self.on_event(f"gate: verifying {', '.join(batch)}")
         out = gate.run_batch(
             batch,
@@ -170,6 +179,7 @@ class Gate:
         requeue = list(out.requeue)
         self._conflicts(out.chain)
         self._already(out.chain, head)
+        self._tell(batch, out)
         if out.interrupted or ctx.stop.is_set():
             # Nothing of the batch lands: its tasks stay QUEUED for the next run.
             requeue = [s.task for s in out.chain.steps]
@@ -234,6 +244,7 @@ class Gate:
             else:
                 tip = res.commit
                 steps.append(gate.Step(tid, tip))
+                self._tasks_of[tip] = tuple(s.task for s in steps)
         return gate.Chain(tuple(steps), conflicts, tuple(already), refused)
 
     def _judge(self, commit: str) -> VerifyRecord:
@@ -263,23 +274,44 @@ class Gate:
             stop=stop,
             on_event=lambda msg: self.on_event(f"gate{where}: {msg}"),
             sandbox=self.ctx.sandbox,
+            reruns=self._reruns,
         )
         if not record.cached:
             with self._runs_lock:
                 self.runs += 1
-            self._step(key, started)
+            self._step(key, started, record)
         return record
 
-    def _step(self, key: str, started: float) -> None:
-        """Keep one verification the gate ran, for the report's timeline."""
+    def _step(self, key: str, started: float, record: VerifyRecord) -> None:
+        """Keep one verification the gate ran, for the report and `forge status`."""
         ctx = self.ctx
         with ctx.store.lock:
             phase = (ctx.state.gate or {}).get("phase")
             name = "speculation" if key != ctx.plan.name else "batch"
             if name == "batch" and phase == "bisecting":
                 name = "bisection"
-            step = {"name": name, "start": round(started, 3), "end": round(time.time(), 3)}
+            tasks = self._tasks_of.get(record.commit, ())
+            step = story.step(name, started, record, tasks=tasks, tests_of=flakes.failing_tests)
             ctx.state.gate_steps.append(step)
+
+    def _tell(self, batch: list[str], out: gate.Outcome) -> None:
+        """Keep the batch's story when it landed nothing (or named a culprit)."""
+        ctx = self.ctx
+        with ctx.store.lock:
+            last = ctx.state.gate_last
+            if out.interrupted or ctx.stop.is_set():
+                phase = (ctx.state.gate or {}).get("phase")
+                last = story.interrupted(batch, ctx.state.gate_steps, phase)
+            elif out.broken_head is not None or out.culprit is not None:
+                record = _record(out.broken_head or out.culprit_record)
+                culprit = out.culprit.task if out.culprit else None
+                tasks = self._tasks_of.get(record.commit, ())
+                last = story.failed(
+                    batch, record, culprit=culprit, tasks=tasks, tests_of=flakes.failing_tests
+                )
+            elif last and last.get("verdict") == Verdict.INTERRUPTED:
+                last = None  # verified since: the interruption is history
+            ctx.state.gate_last = last
 
     def _progress(self, phase: str, search: gate.Bisection | None) -> None:
         ctx = self.ctx

@@ -1,0 +1,102 @@
+"""When a failing lane is run again: only when its failure could be a flake.
+
+A verification reruns a failing lane (only that lane) up to `verify_reruns` times,
+and a later pass makes it FLAKY. The gate judges many commits of one batch that
+fail for the same reason, so it asks more of a rerun (`Confirm`):
+
+- a failure is confirmed once: a rerun that fails the same tests again (the same
+  lane, when its log names no tests) confirms it, and no further rerun is made;
+- a failure whose failing tests are the same as one already confirmed in this
+  batch is not rerun at all (a bisection step that fails as the batch did);
+- a failure of a test that does not exist on the integration head is not rerun:
+  a new test cannot be a known flake.
+
+Anything else fails again only after its reruns, so a flake still never ejects
+anyone. The failing test ids of a lane are a set of strings, empty when unknown.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from forge.git.repo import Repository
+
+# (lane, the log of its run) -> the ids of the tests that failed (empty: unknown)
+TestsOf = Callable[[str, str], frozenset[str]]
+
+
+class Reruns(Protocol):
+    def again(self, lane: str, logs: Sequence[str]) -> bool:
+        """Whether the lane, whose runs so far (logs in order) all failed, runs again."""
+        ...
+
+
+@dataclass(frozen=True)
+class Fixed:
+    """Up to `reruns` reruns, whatever failed (a verification outside the gate)."""
+
+    reruns: int
+
+    def again(self, lane: str, logs: Sequence[str]) -> bool:  # noqa: ARG002 - the protocol's
+        return len(logs) <= self.reruns
+
+
+@dataclass
+class Confirm:
+    """The gate's rule for one batch (see the module's docstring)."""
+
+    reruns: int
+    tests_of: TestsOf
+    is_new: Callable[[str], bool] = lambda _test: False
+    confirmed: set[tuple[str, frozenset[str]]] = field(default_factory=set)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def again(self, lane: str, logs: Sequence[str]) -> bool:
+        tests = self.tests_of(lane, logs[-1])
+        key = (lane, tests)
+        with self._lock:
+            if key in self.confirmed:
+                return False
+        reproduced = len(logs) >= 2 and self.tests_of(lane, logs[-2]) == tests
+        if reproduced or len(logs) > self.reruns or any(self.is_new(t) for t in tests):
+            with self._lock:
+                self.confirmed.add(key)
+            return False
+        return True
+
+
+_PYTEST = re.compile(r"^(?:FAILED|ERROR) (\S+::\S+)", re.MULTILINE)
+
+
+def failing_tests(lane: str, log: str) -> frozenset[str]:  # noqa: ARG001 - a TestsOf
+    """The tests a lane's log names as failed (pytest's summary lines); empty when
+    it names none or cannot be read."""
+    try:
+        text = Path(log).read_text(errors="replace")
+    except OSError:
+        return frozenset()
+    return frozenset(_PYTEST.findall(text))
+
+
+_SOURCE = re.compile(r"\.(py|js|jsx|ts|tsx|mjs|cjs|go|rs|rb|java|kt|cs|php)$")
+
+
+def exists_at(repo: Repository, commit: str, test: str) -> bool:
+    """Whether the test `test` (an id such as `tests/test_a.py::test_b[1]`,
+    `TestB`, `mod::tests::b`) is found in the tree of `commit`: its file, when the
+    id names one, and its name as a word in it."""
+    parts = [p for p in re.split(r"::| ", test) if p]
+    path = parts[0] if parts and _SOURCE.search(parts[0]) else None
+    names = re.findall(r"[A-Za-z_][A-Za-z0-9_]*", re.sub(r"\[.*$", "", parts[-1] if parts else ""))
+    if path is not None and repo.try_git("cat-file", "-e", f"{commit}:{path}").returncode != 0:
+        return False
+    if not names:
+        return True  # nothing to look for: assume it is known
+    where = ["--", path] if path is not None else []
+    found = repo.try_git("grep", "-q", "-w", "-F", "-e", names[-1], commit, *where)
+    return found.returncode == 0
