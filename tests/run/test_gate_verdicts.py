@@ -176,3 +176,20 @@ def test_a_culprit_last_in_the_batch_costs_no_more(repo: Path, tmp_path: Path) -
     assert plan_and_run(repo, write_plan(tmp_path, body)).returncode == 5
     assert statuses(repo)["t7"] == "FAILED"
     assert runs(counter) <= 2 + math.ceil(math.log2(8))
+
+
+def test_bisection_judges_prefixes_at_once_under_verify_parallel(
+    repo: Path, tmp_path: Path
+) -> None:
+    counter = tmp_path / "n"
+    ids = [f"t{i}" for i in range(8)]
+    verify = counting(counter, "--fail-if", "t5.txt")
+    body = gated(verify, "".join(task(t) for t in ids), extra="verify_parallel = 3\n")
+    cp = plan_and_run(repo, write_plan(tmp_path, body))
+    assert cp.returncode == 5, cp.stdout + cp.stderr
+    assert statuses(repo) == {t: "FAILED" if t == "t5" else "MERGED" for t in ids}
+    steps = [s for s in state(repo)["gate_steps"] if s["name"] == "bisection"]
+    # two rounds of at most 3 prefixes (log4 8), the first judged at once
+    assert 3 <= len(steps) <= 6
+    assert steps[1]["start"] < steps[0]["end"]
+    assert_integration_verified(repo)

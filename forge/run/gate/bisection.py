@@ -8,7 +8,9 @@ the head, which passed when it landed). The verification judges the tip. When it
 fails, a binary search over the prefixes finds the first failing one: the tasks
 before its last task land (that prefix passed), its last task is the culprit, the
 tasks after it go back to the front of the queue and are rebuilt on the new head.
-One culprit among N costs the tip, ceil(log2 N) probes and the next batch.
+One culprit among N costs the tip, ceil(log2 N) probes and the next batch. With
+`width` > 1 (`verify_parallel`), up to `width` prefixes are judged at once, evenly
+spread over what is left: ceil(log_(width+1) N) rounds of probes.
 """
 
 from __future__ import annotations
@@ -50,17 +52,42 @@ class Bisection:
             return None
         return (self.good + self.bad) // 2
 
+    def probes(self, width: int) -> list[int]:
+        """Up to `width` prefixes to judge at once, evenly spread between the last
+        known pass and the first known failure; [] when the culprit is known."""
+        span = self.bad - self.good
+        n = min(width, span - 1)
+        if n < 1:
+            return []
+        return sorted({self.good + round(i * span / (n + 1)) for i in range(1, n + 1)})
+
     def record(self, prefix: int, ok: bool) -> None:
         if ok:
             self.good = max(self.good, prefix)
         else:
             self.bad = min(self.bad, prefix)
 
+    def record_all(self, judged: dict[int, bool]) -> None:
+        """Prefixes judged at once: the first failure bounds the search, and the last
+        pass before it (what passed beyond a failure says nothing of the culprit)."""
+        failed = [k for k, ok in judged.items() if not ok]
+        if failed:
+            self.record(min(failed), False)
+        for k, ok in judged.items():
+            if ok and k < self.bad:
+                self.record(k, True)
+
     @property
     def left(self) -> int:
-        """Verifications at most still needed to name the culprit."""
-        span = self.bad - self.good
-        return math.ceil(math.log2(span)) if span > 1 else 0
+        """Verifications at most still needed to name the culprit (rounds of probes,
+        judged at once, under `width`)."""
+        return self.rounds(1)
+
+    def rounds(self, width: int) -> int:
+        span, n = self.bad - self.good, 0
+        while span > 1:
+            span, n = math.ceil(span / (min(width, span - 1) + 1)), n + 1
+        return n
 
     @property
     def culprit(self) -> int:
@@ -117,6 +144,7 @@ class Outcome:
 
 
 Progress = Callable[[str, Bisection | None], None]
+JudgeMany = Callable[[Sequence[str]], Sequence[Judged]]  # commits judged at once, in order
 
 
 def run_batch(
@@ -126,6 +154,8 @@ def run_batch(
     build: Callable[[Sequence[str]], Chain],
     judge: Callable[[str], Judged],
     progress: Progress = lambda _phase, _b: None,
+    width: int = 1,
+    judge_many: JudgeMany | None = None,
 ) -> Outcome:
     """Build the candidate chain of `tasks` on `head`, judge it, bisect a failure.
 
@@ -155,12 +185,16 @@ def run_batch(
         return out
     search = Bisection(len(steps))
     progress("bisecting", search)
-    while (k := search.probe()) is not None:
-        verdict = verdict_of(k)
-        if verdict == Verdict.INTERRUPTED:
+    many = judge_many or (lambda commits: [judge(c) for c in commits])
+    while probes := search.probes(width if judge_many else 1):
+        judged = many([steps[k - 1].commit for k in probes])
+        records.update(zip(probes, judged, strict=True))
+        if any(r.verdict == Verdict.INTERRUPTED for r in judged):
             out.interrupted = True
             return out
-        search.record(k, verdict != Verdict.FAIL)
+        search.record_all(
+            {k: r.verdict != Verdict.FAIL for k, r in zip(probes, judged, strict=True)}
+        )
         progress("bisecting", search)
     culprit = search.culprit
     if culprit == 0:

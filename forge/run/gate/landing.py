@@ -53,6 +53,7 @@ class Gate:
         self.config = config
         self.mode = mode
         self.batch_max = batch_max
+        self.parallel = parallel  # bisection judges up to this many prefixes at once
         self.on_event = on_event
         self.before_verify = before_verify
         self.wake: Callable[[], None] = lambda: None
@@ -175,6 +176,8 @@ class Gate:
             build=lambda tasks: self._build(head, tasks),
             judge=self._judge,
             progress=self._progress,
+            width=self.parallel,
+            judge_many=self._judge_many if self.parallel > 1 else None,
         )
         requeue = list(out.requeue)
         self._conflicts(out.chain)
@@ -247,7 +250,33 @@ class Gate:
                 self._tasks_of[tip] = tuple(s.task for s in steps)
         return gate.Chain(tuple(steps), conflicts, tuple(already), refused)
 
-    def _judge(self, commit: str) -> VerifyRecord:
+    def _judge_many(self, commits: Sequence[str]) -> list[VerifyRecord]:
+        """Bisection steps judged at once, each in checkouts of its own."""
+        name = self.ctx.plan.name
+        keys = [name] + [f"{name}.bisect{i}" for i in range(1, len(commits))]
+        done: dict[int, VerifyRecord] = {}
+        errors: list[BaseException] = []
+
+        def one(i: int) -> None:
+            try:
+                done[i] = self._judge(commits[i], keys[i])
+            except BaseException as exc:  # noqa: BLE001 - raised on the gate's thread below
+                errors.append(exc)
+
+        threads = [
+            threading.Thread(target=one, args=(i,), name=f"gate-bisect{i}", daemon=True)
+            for i in range(len(commits))
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            while t.is_alive():
+                t.join(0.1)
+        if errors:
+            raise errors[0]
+        return [done[i] for i in range(len(commits))]
+
+    def _judge(self, commit: str, key: str | None = None) -> VerifyRecord:
         tree = self.ctx.repo.tree_of(commit)
         failed = self._failed.get(tree)
         if failed is not None:  # FAIL is not in the verdict cache; this run remembers it
@@ -256,7 +285,7 @@ class Gate:
         if record is not None:
             record = replace(record, commit=commit)
         else:
-            record = self._verify(commit, self.ctx.plan.name, self.ctx.stop)
+            record = self._verify(commit, key or self.ctx.plan.name, self.ctx.stop)
         if record.verdict == Verdict.FAIL:
             self._failed[tree] = record
         return record
@@ -287,7 +316,7 @@ class Gate:
         ctx = self.ctx
         with ctx.store.lock:
             phase = (ctx.state.gate or {}).get("phase")
-            name = "speculation" if key != ctx.plan.name else "batch"
+            name = "speculation" if ".spec" in key.removeprefix(ctx.plan.name) else "batch"
             if name == "batch" and phase == "bisecting":
                 name = "bisection"
             tasks = self._tasks_of.get(record.commit, ())
@@ -318,7 +347,7 @@ class Gate:
         with ctx.store.lock:
             assert ctx.state.gate is not None
             ctx.state.gate["phase"] = phase
-            ctx.state.gate["left"] = None if search is None else search.left
+            ctx.state.gate["left"] = None if search is None else search.rounds(self.parallel)
             ctx.save()
         if phase == "verifying":
             faults.point("gate-candidate-built")
@@ -326,8 +355,9 @@ class Gate:
             with self._cond:  # built on a candidate that failed: thrown away
                 tip, self._tip = self._tip, None
                 self.spec.discard(tip)
-        if search is not None and search.left:
-            self.on_event(f"gate: bisecting, at most {search.left} verification(s) left")
+        left = 0 if search is None else search.rounds(self.parallel)
+        if left:
+            self.on_event(f"gate: bisecting, at most {left} verification(s) left")
             faults.point("gate-bisect")
 
     def _conflicts(self, chain: gate.Chain) -> None:
