@@ -29,6 +29,7 @@ import naive
 import overhead
 import scale
 import stop
+import window
 from kit import Context, Figure, hermetic_env
 
 BENCHES: dict[str, Callable[[Context], list[Figure]]] = {
@@ -42,6 +43,7 @@ BENCHES: dict[str, Callable[[Context], list[Figure]]] = {
     "scale": scale.run,
     "gate": gate.run,
     "gate-parallel": gate.speculation,
+    "gate-window": window.run,
     "cluster": cluster.run,
 }
 HERE = Path(__file__).resolve().parent

@@ -180,3 +180,17 @@ def test_run_batch_judges_prefixes_at_once() -> None:
     assert out.culprit is not None and out.culprit.task == "t11"
     assert [s.task for s in out.landed] == tasks[:11]
     assert len(rounds) == 2 and all(len(r) <= 3 for r in rounds)  # log4(16)
+
+
+def test_the_batch_window_halves_after_a_culprit_and_grows_by_one_after_a_pass() -> None:
+    window = gate.Window(8)
+    assert window.size == 8
+    window.failed()
+    window.failed()
+    assert window.size == 2
+    window.failed()
+    window.failed()
+    assert window.size == 1
+    for _ in range(10):
+        window.passed()
+    assert window.size == 8

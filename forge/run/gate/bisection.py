@@ -104,6 +104,25 @@ def bisect(size: int, passes: Callable[[int], bool]) -> int:
     return search.culprit
 
 
+@dataclass
+class Window:
+    """How many queued tasks the next batch takes (under `queue`): `batch_max` at
+    first, halved after a batch that named a culprit, one more after each batch
+    that passed, never below 1 nor above `batch_max` (as Zuul's merge queue)."""
+
+    ceiling: int
+    size: int = 0
+
+    def __post_init__(self) -> None:
+        self.size = self.size or self.ceiling
+
+    def passed(self) -> None:
+        self.size = min(self.ceiling, self.size + 1)
+
+    def failed(self) -> None:
+        self.size = max(1, self.size // 2)
+
+
 def take_batch(queue: Sequence[str], *, mode: Mode, batch_max: int) -> list[str]:
     """The next batch: the queue's first `batch_max` tasks; all of it under `end`."""
     return list(queue) if mode == "end" else list(queue[:batch_max])

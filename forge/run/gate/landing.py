@@ -52,7 +52,7 @@ class Gate:
         self.ctx = ctx
         self.config = config
         self.mode = mode
-        self.batch_max = batch_max
+        self.window = gate.Window(batch_max)  # halves after a culprit, +1 after a pass
         self.parallel = parallel  # bisection judges up to this many prefixes at once
         self.on_event = on_event
         self.before_verify = before_verify
@@ -96,7 +96,7 @@ class Gate:
             self._cond.notify_all()
             # Under the lock: the tip is still the running batch's, not a stale one.
             if self._tip is not None:
-                self.spec.top_up(self._tip, self.queue, self.batch_max)
+                self.spec.top_up(self._tip, self.queue, self.window.size)
 
     def release(self, flag: bool) -> None:
         with self._cond:
@@ -142,7 +142,7 @@ class Gate:
                     return
                 head = self.ctx.repo.ref_value(self.ctx.state.integration)
                 batch = self.spec.take(head or "", self.queue) or gate.take_batch(
-                    self.queue, mode=self.mode, batch_max=self.batch_max
+                    self.queue, mode=self.mode, batch_max=self.window.size
                 )
                 del self.queue[: len(batch)]
                 self._busy = True
@@ -200,6 +200,7 @@ class Gate:
                 self._land(out, head)
             if out.culprit is not None:
                 self._blame(out.culprit.task, _record(out.culprit_record))
+            (self.window.failed if out.culprit else self.window.passed)()
         with self._cond:
             self.queue[:0] = requeue
         with ctx.store.lock:
@@ -216,7 +217,7 @@ class Gate:
         if chain.steps:
             with self._cond:
                 self._tip = chain.steps[-1].commit
-                self.spec.top_up(self._tip, self.queue, self.batch_max)
+                self.spec.top_up(self._tip, self.queue, self.window.size)
         return chain
 
     def _chain(self, head: str, tasks: Sequence[str]) -> gate.Chain:
