@@ -8,6 +8,7 @@ DAG or GitPython.
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
@@ -494,6 +495,8 @@ def _execute_run(
         quiet=as_json,
         weights={t.id: t.estimate or 1.0 for t in plan.tasks},
         prices=prices,
+        parallel=options.max_parallel or plan.max_parallel,
+        event_log=repo.state.logs_dir(plan.name) / "events.log",
     )
     with interrupt.on_stop_signals() as stop, view:
         report = runner.run_plan(
@@ -513,7 +516,8 @@ def _execute_run(
     if as_json:
         emit_json({**views.report_data(report), "next": steps, "spend": spend})
     else:
-        typer.echo(views.render_report(report), nl=False)
+        width = shutil.get_terminal_size().columns if sys.stdout.isatty() else None
+        typer.echo(views.render_report(report, width=width), nl=False)
         typer.echo(views.spend_line(spend, options.budget or plan.budget))
         for line in steps:
             typer.echo(line)

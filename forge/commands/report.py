@@ -20,6 +20,7 @@ from typing import Any
 from forge.commands import report_gate
 from forge.commands import report_svg as svg
 from forge.commands.report_page import PAGE
+from forge.commands.report_time import Clock, clock
 from forge.commands.status import fmt_seconds
 from forge.git.repo import Repository
 from forge.plan.registry import Recorded
@@ -91,9 +92,9 @@ def render(
     dag = svg.dag_svg(
         [list(w) for w in recorded.waves], {t.id: list(t.deps) for t in plan.tasks}, statuses, tips
     )
-    lanes, span, phases = timeline(state)
+    lanes, axis, phases = timeline(state)
     body = [
-        _header(plan.name, state, spend, recorded),
+        _header(plan.name, state, spend, recorded, axis),
         '<section><h2>Tasks by wave</h2><div class="scroll">',
         dag,
         "</div>",
@@ -102,7 +103,9 @@ def render(
         '<section><h2>Timeline</h2><p class="note">each attempt in the slot it ran in, '
         "split into its phases; then the verification, a row per lane</p>",
         '<div class="scroll">',
-        svg.timeline_svg(lanes, span) if lanes else "<p>nothing has run yet</p>",
+        svg.timeline_svg(lanes, axis.span, breaks=axis.breaks())
+        if lanes
+        else "<p>nothing has run yet</p>",
         "</div>",
         svg.legend(phases),
         "</section>",
@@ -124,7 +127,7 @@ def _record(state: RunState) -> dict[str, Any] | None:
     return data
 
 
-def _header(name: str, state: RunState, spend: Spend, recorded: Recorded) -> str:
+def _header(name: str, state: RunState, spend: Spend, recorded: Recorded, axis: Clock) -> str:
     counts: dict[str, int] = {}
     for ts in state.tasks.values():
         counts[str(ts.status)] = counts.get(str(ts.status), 0) + 1
@@ -134,7 +137,7 @@ def _header(name: str, state: RunState, spend: Spend, recorded: Recorded) -> str
     verdict, cls = report_gate.outcome(state)  # the run's outcome, not only the head's
     facts = [
         ("tasks", ", ".join(f"{n} {s.lower()}" for s, n in sorted(counts.items()))),
-        ("wall time", fmt_seconds(state.wall_seconds)),
+        ("wall time", _wall(state, axis)),
         ("agent time", fmt_seconds(agent_time)),
         ("cost", spend.describe()),
         ("base", f"{recorded.base_ref} @ {recorded.base_commit[:12]}"),
@@ -147,6 +150,16 @@ def _header(name: str, state: RunState, spend: Spend, recorded: Recorded) -> str
     return (
         f'<header><h1>{escape(name)} <span class="verdict v-{cls}">{escape(str(verdict))}'
         f'</span></h1><table class="facts">{rows}</table></header>'
+    )
+
+
+def _wall(state: RunState, axis: Clock) -> str:
+    """The last run's wall time; after several runs, their time together too."""
+    if axis.runs < 2:
+        return fmt_seconds(state.wall_seconds)
+    return (
+        f"{fmt_seconds(axis.active)} over {axis.runs} runs "
+        f"(the last {fmt_seconds(state.wall_seconds)})"
     )
 
 
@@ -178,9 +191,10 @@ def _attempt_bars(attempt: Attempt) -> list[tuple[float, float, str]]:
     return [(start, start + (attempt.duration or 0.0), "attempt")]
 
 
-def timeline(state: RunState) -> tuple[list[svg.Lane], float, list[str]]:
-    """Lanes (a slot each, then the verification's lanes), the span in seconds, and
-    the phase names that appear, in the order they first do."""
+def timeline(state: RunState) -> tuple[list[svg.Lane], Clock, list[str]]:
+    """Lanes (a slot each, then the verification's lanes), the time axis (each run a
+    segment, idle time between runs cut out), and the phase names that appear, in
+    the order they first do."""
     raw: list[tuple[str, str, Attempt, list[tuple[float, float, str]]]] = []
     for tid, ts in state.tasks.items():
         for attempt in ts.attempts:
@@ -189,15 +203,10 @@ def timeline(state: RunState) -> tuple[list[svg.Lane], float, list[str]]:
                 raw.append((attempt.slot or ts.slot or tid, tid, attempt, bars))
     work_ends = [b[1] for *_, bars in raw for b in bars]
     verify_bars = _verification_bars(_record(state), after=max(work_ends, default=None))
-    starts = [b[0] for *_, bars in raw for b in bars] + [
-        b[0] for _, bars in verify_bars for b in bars
-    ]
-    if not starts:
-        return [], 0.0, []
-    origin = min(starts)
-    ends = [b[1] for *_, bars in raw for b in bars] + [
-        b[1] for _, bars in verify_bars for b in bars
-    ]
+    axis = clock(
+        [(b[0], b[1]) for *_, bars in raw for b in bars]
+        + [(b[0], b[1]) for _, bars in verify_bars for b in bars]
+    )
     lanes: dict[str, svg.Lane] = {}
     phases: list[str] = []
     for slot, tid, attempt, bars in sorted(raw, key=lambda r: r[3][0][0]):
@@ -213,8 +222,8 @@ def timeline(state: RunState) -> tuple[list[svg.Lane], float, list[str]]:
             )
             lane.bars.append(
                 svg.Bar(
-                    start - origin,
-                    end - origin,
+                    axis.at(start),
+                    axis.at(end),
                     name,
                     tip,
                     f"#task-{tid}",
@@ -227,9 +236,10 @@ def timeline(state: RunState) -> tuple[list[svg.Lane], float, list[str]]:
         for start, end, kind, text in row:
             if kind not in phases:
                 phases.append(kind)
-            lane.bars.append(svg.Bar(start - origin, end - origin, kind, text))
+            tip = f"{text} {fmt_seconds(end - start)}"
+            lane.bars.append(svg.Bar(axis.at(start), axis.at(end), kind, tip))
         out.append(lane)
-    return out, max(ends) - origin, phases
+    return out, axis, phases
 
 
 def _natural(name: str) -> tuple[str, int]:

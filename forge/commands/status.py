@@ -78,13 +78,30 @@ def task_row(ts: TaskState) -> dict[str, Any]:
     }
 
 
-def results_table(state: RunState) -> str:
+def results_table(state: RunState, *, width: int | None = None) -> str:
+    """The tasks, one row each, and a totals line; each line cut to `width` with `…`."""
     rows = []
+    attempts = 0
+    seconds = 0.0
     for ts in state.tasks.values():
         r = task_row(ts)
         reason = r["reason"] or ("; ".join(r["warnings"]) if r["warnings"] else "")
         rows.append([r["id"], r["status"], str(r["attempts"]), fmt_seconds(r["seconds"]), reason])
-    return _table(["task", "status", "attempts", "time", "reason"], rows)
+        attempts += r["attempts"]
+        seconds += r["total_seconds"] or 0.0
+    merged = sum(1 for ts in state.tasks.values() if ts.status == Status.MERGED)
+    rows.append(
+        ["total", f"{merged}/{len(state.tasks)} merged", str(attempts), fmt_seconds(seconds), ""]
+    )
+    table = _table(["task", "status", "attempts", "time", "reason"], rows)
+    return (
+        table if width is None else "".join(cut(line, width) + "\n" for line in table.splitlines())
+    )
+
+
+def cut(line: str, width: int) -> str:
+    """One line at most `width` characters: a longer one ends with `…`."""
+    return line if len(line) <= width else line[: max(0, width - 1)] + "…"
 
 
 def report_data(report: RunReport) -> dict[str, Any]:
@@ -110,10 +127,11 @@ def _as_data(record: VerifyRecord | None) -> dict[str, Any] | None:
     return None if record is None else record.to_dict()
 
 
-def render_report(report: RunReport) -> str:
-    """What a person sees when a run ends: the tasks, the verdict, where things are."""
+def render_report(report: RunReport, *, width: int | None = None) -> str:
+    """What a person sees when a run ends: the tasks, the verdict, where things are
+    (the table cut to `width`, a terminal's, when given)."""
     state = report.state
-    out = [results_table(state).rstrip("\n")]
+    out = [results_table(state, width=width).rstrip("\n")]
     for ts in state.tasks.values():
         if ts.suggestion and ts.status != Status.MERGED:
             out.append(f"{ts.id}: {ts.suggestion}")
