@@ -25,6 +25,7 @@ class Planned:
     record_file: Path | None = None
     warnings: tuple[str, ...] = ()  # advice about the plan (forge.plan.advice)
     taken: TakenUp | None = None  # recorded while the plan runs: what the run takes up
+    verification: str = ""  # what verifies its work, and each lane run's time limit
 
     def data(self) -> dict[str, Any]:
         data = tables.wave_data(
@@ -43,6 +44,8 @@ class Planned:
             tables.wave_table(self.plan, self.waves),
             tables.plan_summary(self.plan, self.waves, recorded=self.recorded),
         ]
+        if self.verification:
+            lines.append(self.verification)
         if self.record_file is not None:
             lines.append(f"record: {self.record_file}")
         if self.taken is not None:
@@ -54,7 +57,13 @@ def check(plan_file: Path) -> Planned:
     """Validate a plan file and compute its waves and critical path; needs no
     repository, writes nothing."""
     plan, waves = registry.check(plan_file)
-    return Planned(plan, waves, dag.critical_path(plan), warnings=_warnings(plan))
+    return Planned(
+        plan,
+        waves,
+        dag.critical_path(plan),
+        warnings=_warnings(plan),
+        verification=tables.verify_summary(plan.verify, known=plan.verify is not None),
+    )
 
 
 def record(repo: Repository, plan_file: Path, *, note: Callable[[str], None]) -> Planned:
@@ -72,6 +81,9 @@ def record(repo: Repository, plan_file: Path, *, note: Callable[[str], None]) ->
     for line in reconcile.explain(repo, new):
         note(line)
     recorded, taken = replan.record(repo, plan_file)
+    from forge.plan.config import load_repo_config
+
+    default = load_repo_config(repo.root, read_agents=False).verify
     return Planned(
         recorded.plan,
         recorded.as_waves(),
@@ -80,6 +92,7 @@ def record(repo: Repository, plan_file: Path, *, note: Callable[[str], None]) ->
         record_file=repo.state.plan_file(recorded.plan.name),
         warnings=_warnings(recorded.plan),
         taken=taken,
+        verification=tables.verify_summary(recorded.plan.verify_config(default)),
     )
 
 

@@ -26,6 +26,7 @@ from forge.git.repo import Repository
 from forge.plan.registry import Recorded
 from forge.run.spend import Spend, attempt_spend, plan_spend
 from forge.run.state.run_state import Attempt, RunState, StateStore, Status
+from forge.verify.failures import Failure
 
 WORK_PHASES = ("agent", "run")  # the phases that are the task's own work ("agent time")
 
@@ -299,9 +300,21 @@ def _attempt_logs(attempt: Attempt, folder: Path) -> str:
             candidate = log_dir / name
             if candidate.exists() or str(candidate) == attempt.log:
                 links.append(_log_link(str(candidate), folder, name.split(".")[0]))
-        if (attempt.feedback_source or "").startswith("verify:"):  # a culprit's failing log
-            links.append(_log_link(attempt.log, folder, "failing verification"))
+        if log_dir.name != f"attempt-{attempt.number}":  # a failing verification's log
+            label = (attempt.feedback_source or "log").split(":")[0]
+            links.append(_log_link(attempt.log, folder, label))
     return " ".join(links)
+
+
+_FAILURES_SHOWN = 5
+
+
+def _failures(failures: list[dict[str, Any]]) -> str:
+    """The failing tests a verification named, one line each."""
+    shown = [Failure.from_dict(f).describe() for f in failures[:_FAILURES_SHOWN]]
+    more = len(failures) - len(shown)
+    lines = [f"failed: {line}" for line in shown] + ([f"and {more} more"] if more else [])
+    return "".join(f'<div class="reason">{escape(line)}</div>' for line in lines)
 
 
 def _usage(attempt: Attempt, prices: dict[str, tuple[float, float]]) -> str:
@@ -344,6 +357,7 @@ def _task_table(
             cells = (
                 f"<td>{a.number}</td><td>{escape(a.agent)}</td><td>{escape(str(a.status))}"
                 + (f'<div class="reason">{escape(a.reason)}</div>' if a.reason else "")
+                + _failures(a.failures)
                 + f"</td><td>{fmt_seconds(a.duration)}</td><td>{escape(_usage(a, prices))}</td>"
                 f"<td>{_attempt_logs(a, folder)}</td>"
             )
@@ -372,7 +386,8 @@ def _verification(record: dict[str, Any] | None, folder: Path) -> str:
             what = "timed out" if run.get("timed_out") else f"exit {run.get('exit_code')}"
             rows.append(
                 f"<tr><td>{escape(str(lane))}</td><td>{escape(str(data.get('verdict', '')))}</td>"
-                f"<td>{escape(str(run.get('kind', '')))}</td><td>{escape(what)}</td>"
+                f"<td>{escape(str(run.get('kind', '')))}</td><td>{escape(what)}"
+                f"{_failures(run.get('failures') or [])}</td>"
                 f"<td>{fmt_seconds(run.get('duration'))}</td>"
                 f"<td>{_log_link(run.get('log'), folder, 'log')}</td></tr>"
             )

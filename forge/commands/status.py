@@ -75,6 +75,7 @@ def task_row(ts: TaskState) -> dict[str, Any]:
         "phase": now["name"] if now else None,  # what a running task is doing
         "phase_started": now["start"] if now else None,  # epoch seconds
         "verified_by": ts.verified_by,  # MERGED through the gate: the verification
+        "failures": list(last.failures) if last else [],  # the failing tests that failed it
     }
 
 

@@ -22,8 +22,9 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime
+from pathlib import Path
 
-from forge.base import proc
+from forge.base import logs, proc
 from forge.base.sandbox import Sandbox
 from forge.git.contained import ceiling_env
 from forge.git.repo import Repository, short_sha
@@ -31,6 +32,7 @@ from forge.plan.config import VerifyConfig
 from forge.verify import environment
 from forge.verify import records as verify_records
 from forge.verify.checkout import Checkout, check_key, key_lock, prepare
+from forge.verify.failures import Failure, failures_from_log
 from forge.verify.flakes import Fixed, Reruns
 from forge.verify.records import LaneResult, LaneRun, Verdict, VerifyRecord, worst
 
@@ -157,10 +159,11 @@ def _run_lanes(
     # Checkouts are prepared one after another: concurrent `git worktree add` calls
     # contend for the same administrative files.
     checkouts: dict[str, Checkout] = {}
+    setup = environment.setup_hash(config.setup, config.env) if config.setup else None
     for name, _cmd in config.lanes:
         if stop.is_set():
             break
-        checkouts[name] = prepare(repo, key=base.key, lane=name, commit=base.commit)
+        checkouts[name] = prepare(repo, key=base.key, lane=name, commit=base.commit, setup=setup)
     results: dict[str, LaneResult] = {}
     errors: list[BaseException] = []
 
@@ -220,6 +223,8 @@ def _run_lane(
             verdict = Verdict.INTERRUPTED
             break
         kind = "initial" if n == 1 else "rerun"
+        if n > 1:
+            co.restore(base.commit)  # what the failed run left must not decide the rerun
         log = logs / f"{name}-{n}.log"
         emit(f"lane {name}: {kind} run {n} started (log {log})")
         before = co.fingerprint()
@@ -241,6 +246,7 @@ def _run_lane(
         if changed:
             co.restore(base.commit)
         co.end_run()
+        failed = res.returncode != 0 and not (res.timed_out or res.stopped)
         runs.append(
             LaneRun(
                 kind=kind,
@@ -250,6 +256,8 @@ def _run_lane(
                 log=str(log),
                 timed_out=res.timed_out,
                 stopped=res.stopped,
+                timeout=config.timeout,
+                failures=_failures(name, log) if failed else (),
             )
         )
         if res.stopped:
@@ -262,10 +270,10 @@ def _run_lane(
         if res.returncode == 0 and not res.timed_out:
             verdict = Verdict.PASS if n == 1 else Verdict.FLAKY
             break
-        why = "timed out" if res.timed_out else f"exit {res.returncode}"
+        why = runs[-1].outcome + "".join(f": {f.describe()}" for f in runs[-1].failures[:1])
         emit(f"lane {name}: run {n} failed ({why})")
         verdict = Verdict.FAIL
-        if not policy.again(name, [r.log for r in runs]):
+        if not policy.again(name, runs):
             break
     result = LaneResult(name, command, verdict, tuple(runs))
     emit(f"lane {name}: {verdict} ({result.reason})")
@@ -288,8 +296,10 @@ def _setup(
     if not config.setup:
         return None
     digest = environment.setup_hash(config.setup, config.env)
-    if environment.is_set_up(co.path, digest):
+    if environment.is_set_up(co.path, digest) and co.products() is not None:
         return None
+    # Setup runs on the bare commit, so what is untracked after it is what it made.
+    co.scrub(keep=[])
     log = verify_records.logs_dir(repo.state, base.id) / f"{name}-setup.log"
     emit(f"lane {name}: setup in its checkout (log {log})")
     before = co.fingerprint()
@@ -315,6 +325,7 @@ def _setup(
     co.end_run()
     ok = res.returncode == 0 and not (res.timed_out or res.stopped or changed)
     if ok:
+        co.record_products()
         environment.mark_set_up(co.path, digest)
         return None
     return LaneRun(
@@ -326,6 +337,14 @@ def _setup(
         timed_out=res.timed_out,
         stopped=res.stopped,
     )
+
+
+_LOG_READ = 4 << 20  # runners print their failures at the end of a long log
+
+
+def _failures(lane: str, log: Path) -> tuple[Failure, ...]:
+    """The failing tests a run's log names."""
+    return tuple(failures_from_log(lane, logs.tail(log, _LOG_READ)))
 
 
 def describe_failure(record: VerifyRecord) -> str:

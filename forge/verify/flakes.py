@@ -21,18 +21,18 @@ import re
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Protocol
 
 from forge.git.repo import Repository
+from forge.verify.records import LaneRun
 
-# (lane, the log of its run) -> the ids of the tests that failed (empty: unknown)
-TestsOf = Callable[[str, str], frozenset[str]]
+# a failed run of a lane -> the ids of the tests that failed (empty: unknown)
+TestsOf = Callable[[LaneRun], frozenset[str]]
 
 
 class Reruns(Protocol):
-    def again(self, lane: str, logs: Sequence[str]) -> bool:
-        """Whether the lane, whose runs so far (logs in order) all failed, runs again."""
+    def again(self, lane: str, runs: Sequence[LaneRun]) -> bool:
+        """Whether the lane, whose runs so far all failed, runs again."""
         ...
 
 
@@ -42,8 +42,8 @@ class Fixed:
 
     reruns: int
 
-    def again(self, lane: str, logs: Sequence[str]) -> bool:  # noqa: ARG002 - the protocol's
-        return len(logs) <= self.reruns
+    def again(self, lane: str, runs: Sequence[LaneRun]) -> bool:  # noqa: ARG002 - the protocol's
+        return len(runs) <= self.reruns
 
 
 @dataclass
@@ -56,31 +56,28 @@ class Confirm:
     confirmed: set[tuple[str, frozenset[str]]] = field(default_factory=set)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def again(self, lane: str, logs: Sequence[str]) -> bool:
-        tests = self.tests_of(lane, logs[-1])
+    def again(self, lane: str, runs: Sequence[LaneRun]) -> bool:
+        tests = self.tests_of(runs[-1])
         key = (lane, tests)
         with self._lock:
             if key in self.confirmed:
                 return False
-        reproduced = len(logs) >= 2 and self.tests_of(lane, logs[-2]) == tests
-        if reproduced or len(logs) > self.reruns or any(self.is_new(t) for t in tests):
+        reproduced = len(runs) >= 2 and self.tests_of(runs[-2]) == tests
+        new = any(self.is_new(t) for t in sorted(tests)[:MAX_LOOKED_UP])
+        if reproduced or len(runs) > self.reruns or new:
             with self._lock:
                 self.confirmed.add(key)
             return False
         return True
 
 
-_PYTEST = re.compile(r"^(?:FAILED|ERROR) (\S+::\S+)", re.MULTILINE)
+MAX_LOOKED_UP = 20  # failing tests looked up on the integration head, at most
 
 
-def failing_tests(lane: str, log: str) -> frozenset[str]:  # noqa: ARG001 - a TestsOf
-    """The tests a lane's log names as failed (pytest's summary lines); empty when
-    it names none or cannot be read."""
-    try:
-        text = Path(log).read_text(errors="replace")
-    except OSError:
-        return frozenset()
-    return frozenset(_PYTEST.findall(text))
+def failing_tests(run: LaneRun) -> frozenset[str]:
+    """The tests a failed run's log names (forge/verify/failures.py); empty when it
+    names none."""
+    return frozenset(f.test for f in run.failures if f.test)
 
 
 _SOURCE = re.compile(r"\.(py|js|jsx|ts|tsx|mjs|cjs|go|rs|rb|java|kt|cs|php)$")

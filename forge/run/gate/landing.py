@@ -446,6 +446,7 @@ class Gate:
             ts.status = last.status = Status.FAILED
             ts.reason = last.reason = reason
             last.log, last.feedback_source = log, f"verify:{lane}"
+            last.failures = [f.to_dict() for f in record.failures]
             # (for a culprit: the verification that failed it)
             ts.verified_by = {"record": record.id, "commit": record.commit, "verdict": "FAIL"}
             ctx.save(tid)
@@ -458,6 +459,8 @@ def blame_reason(record: VerifyRecord) -> tuple[str, str | None, str]:
     if bad is None:
         return f"breaks verification ({record.verdict})", None, "?"
     log = bad.runs[-1].log if bad.runs else None
+    if bad.names_tests:  # the failing tests name the cause better than a log's path
+        return f"breaks verification: lane {bad.name}: {bad.reason}", log, bad.name
     where = f" (log {log})" if log else ""
     return f"breaks verification: lane {bad.name} {bad.reason}{where}", log, bad.name
 

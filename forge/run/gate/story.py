@@ -27,7 +27,7 @@ def failures(record: VerifyRecord, tests_of: TestsOf) -> list[dict[str, str]]:
         if lane.verdict != Verdict.FAIL:
             continue
         log = lane.runs[-1].log if lane.runs else ""
-        tests = sorted(tests_of(lane.name, log)) if log else []
+        tests = sorted(tests_of(lane.runs[-1])) if lane.runs else []
         out += [{"lane": lane.name, "test": t, "log": log} for t in tests or [""]]
     return out
 

@@ -104,6 +104,8 @@ class Attempt:
     slot: str | None = None  # the worktree slot it ran in
     # {"name", "start", "end"} (epoch seconds) per step, in order (forge/run/attempt/phases.py)
     phases: list[dict[str, Any]] = field(default_factory=list)
+    # {"lane", "test", "message"} per failing test of the verification that failed it
+    failures: list[dict[str, str]] = field(default_factory=list)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Attempt:
