@@ -12,6 +12,7 @@ import signal
 import sys
 from pathlib import Path
 
+import pytest
 from helpers.gitkit import FAKES, git, run_forge
 from helpers.runkit import (
     assert_integration_verified,
@@ -78,15 +79,18 @@ def test_a_commit_with_no_common_history_is_refused_by_the_merge(repo: Path) -> 
     assert not res.merged and res.refused == UNRELATED
 
 
-def test_sigint_during_a_batch_is_recorded_as_interrupted(repo: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_stop_during_a_batch_is_recorded_as_interrupted(
+    repo: Path, tmp_path: Path, sig: signal.Signals
+) -> None:
     started = tmp_path / "verify-started"
     hang = f"if [ ! -f {started} ]; then touch {started}; sleep 600; fi; exit 0"
     assert run_forge(repo, "plan", str(write_plan(tmp_path, gated(hang, body3())))).returncode == 0
     p = spawn_forge(repo, "run", env={"FORGE_GRACE": "0.5"})
     wait_for(started.exists, what="the batch's verification started")
-    p.send_signal(signal.SIGINT)
+    p.send_signal(sig)
     out, err = p.communicate(timeout=60)
-    assert p.returncode == 130, out + err
+    assert p.returncode in (130, 143), out + err
     assert statuses(repo) == dict.fromkeys("abc", "QUEUED")
     text = run_forge(repo, "status").stdout
     assert "verification: INTERRUPTED (batch on " in text, text

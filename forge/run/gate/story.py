@@ -59,7 +59,10 @@ def interrupted(
     batch: Sequence[str], steps: Sequence[dict[str, Any]], phase: str | None
 ) -> dict[str, Any]:
     """The batch stopped while it was being verified: its tasks stay QUEUED."""
-    last = next((s for s in reversed(steps) if s.get("verdict") == Verdict.INTERRUPTED), None)
+    stopped = [s for s in steps if s.get("verdict") == Verdict.INTERRUPTED]
+    # the batch's own step before a speculation stopped with it
+    last = next((s for s in reversed(stopped) if s.get("name") != "speculation"), None)
+    last = last or (stopped[-1] if stopped else None)
     name = "bisection" if phase == "bisecting" else "batch"
     return {
         "verdict": str(Verdict.INTERRUPTED),
