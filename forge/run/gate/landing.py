@@ -26,7 +26,7 @@ from forge.plan.config import VerifyConfig
 from forge.run.attempt import phases
 from forge.run.attempt.context import RunContext
 from forge.run.gate import bisection as gate
-from forge.run.gate import story
+from forge.run.gate import fanout, story
 from forge.run.gate.speculation import Speculator
 from forge.run.state.run_state import Status
 from forge.verify import engine as verify
@@ -255,27 +255,7 @@ class Gate:
         """Bisection steps judged at once, each in checkouts of its own."""
         name = self.ctx.plan.name
         keys = [name] + [f"{name}.bisect{i}" for i in range(1, len(commits))]
-        done: dict[int, VerifyRecord] = {}
-        errors: list[BaseException] = []
-
-        def one(i: int) -> None:
-            try:
-                done[i] = self._judge(commits[i], keys[i])
-            except BaseException as exc:  # noqa: BLE001 - raised on the gate's thread below
-                errors.append(exc)
-
-        threads = [
-            threading.Thread(target=one, args=(i,), name=f"gate-bisect{i}", daemon=True)
-            for i in range(len(commits))
-        ]
-        for t in threads:
-            t.start()
-        for t in threads:
-            while t.is_alive():
-                t.join(0.1)
-        if errors:
-            raise errors[0]
-        return [done[i] for i in range(len(commits))]
+        return fanout.at_once(self._judge, commits, keys)
 
     def _judge(self, commit: str, key: str | None = None) -> VerifyRecord:
         tree = self.ctx.repo.tree_of(commit)
