@@ -62,7 +62,11 @@ def step_tip(step: dict[str, Any]) -> str:
 
 
 def _failure(f: dict[str, Any]) -> str:
-    return f"{f.get('lane')}" + (f" {f['test']}" if f.get("test") else "")
+    return (
+        f"{f.get('lane')}"
+        + (f" {f['test']}" if f.get("test") else "")
+        + (f": {f['message']}" if f.get("message") else "")
+    )
 
 
 def _link(log: str, folder: Path, label: str) -> str:

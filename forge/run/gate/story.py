@@ -20,15 +20,20 @@ from forge.verify.records import Verdict, VerifyRecord
 
 
 def failures(record: VerifyRecord, tests_of: TestsOf) -> list[dict[str, str]]:
-    """A failing lane's failing tests, one entry each ({"lane", "test", "log"});
-    one entry with `test` empty when its log names none."""
+    """A failing lane's failing tests, one entry each ({"lane", "test", "message",
+    "log"}); one entry with `test` empty when its log names none."""
     out = []
     for lane in record.lanes:
         if lane.verdict != Verdict.FAIL:
             continue
-        log = lane.runs[-1].log if lane.runs else ""
-        tests = sorted(tests_of(lane.runs[-1])) if lane.runs else []
-        out += [{"lane": lane.name, "test": t, "log": log} for t in tests or [""]]
+        last = lane.runs[-1] if lane.runs else None
+        log = last.log if last else ""
+        tests = sorted(tests_of(last)) if last else []
+        said = {f.test: f.message for f in last.failures} if last else {}
+        out += [
+            {"lane": lane.name, "test": t, "message": said.get(t, ""), "log": log}
+            for t in tests or [""]
+        ]
     return out
 
 
@@ -118,5 +123,6 @@ def lines(last: dict[str, Any] | None, *, head_verified: bool = True) -> list[st
     out = [f"gate: last failing verification FAIL{on} (candidate {tasks}; {who})"]
     for f in last.get("failures") or []:
         test = f" {f['test']}" if f.get("test") else ""
-        out.append(f"  failing: lane {f['lane']}{test} (log {f.get('log') or '-'})")
+        said = f": {f['message']}" if f.get("message") else ""
+        out.append(f"  failing: lane {f['lane']}{test}{said} (log {f.get('log') or '-'})")
     return out
