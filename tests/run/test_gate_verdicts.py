@@ -59,7 +59,7 @@ def test_an_orphan_commit_fails_its_task_alone_and_can_be_retried(
     body = gated(counting(counter), task("a") + task("o", ORPHAN) + task("c"))
     cp = plan_and_run(repo, write_plan(tmp_path, body))
     assert cp.returncode == 5, cp.stdout + cp.stderr
-    assert statuses(repo) == {"a": "MERGED", "o": "FAILED", "c": "MERGED"}
+    assert statuses(repo) == {"a": "MERGED", "o": "CONFLICT", "c": "MERGED"}
     assert state(repo)["tasks"]["o"]["reason"] == "its commit shares no history with its base"
     assert_integration_verified(repo)
     again = run_forge(repo, "retry", "o")

@@ -308,7 +308,7 @@ def _commit_and_judge(
     if head == start_head:
         return Outcome(Status.FAILED, "no changes", stall=Stall.NO_CHANGES)
     if not integrate.shares_history(repo, ts.base, head):  # re-inited, or a parentless commit
-        return Outcome(Status.FAILED, "its commit shares no history with its base")
+        return Outcome(Status.CONFLICT, "its commit shares no history with its base")
     attempt.commit = head
     # NUL-separated: without -z git quotes any name that is not plain ASCII.
     changed = [
