@@ -67,6 +67,7 @@ def _run(
     parallel: int | None = None,
     ok: tuple[int, ...] = (0,),
     reruns: int = 0,
+    window: str | None = None,
 ) -> tuple[Path, float, float]:
     """Plan and run in a fresh repository; (repo, makespan, wall time of forge's exit)."""
     work = ctx.tmp(name)
@@ -76,6 +77,8 @@ def _run(
         extra["batch_max"] = str(batch_max)
     if parallel is not None:
         extra["verify_parallel"] = str(parallel)
+    if window is not None:
+        extra["batch_window"] = json.dumps(window)
     # A plan name of its own: worktrees live under <root>/<repo folder>/<plan>, and
     # every repository here is a folder named `repo`.
     plan = BenchPlan(name=name, tasks=tasks, max_parallel=max_parallel, verify=verify, extra=extra)

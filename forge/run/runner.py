@@ -260,6 +260,7 @@ def _dispatch(
             config,
             mode=mode,
             batch_max=ctx.plan.batch_max,
+            adaptive=ctx.plan.batch_window == "adaptive",
             parallel=ctx.plan.verify_parallel,
             on_event=on_event,
             before_verify=prewarm.join,

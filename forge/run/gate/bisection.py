@@ -112,6 +112,7 @@ class Window:
 
     ceiling: int
     size: int = 0
+    fixed: bool = False  # `batch_window = "fixed"`: always `batch_max`
 
     def __post_init__(self) -> None:
         self.size = self.size or self.ceiling
@@ -120,7 +121,8 @@ class Window:
         self.size = min(self.ceiling, self.size + 1)
 
     def failed(self) -> None:
-        self.size = max(1, self.size // 2)
+        if not self.fixed:
+            self.size = max(1, self.size // 2)
 
 
 def take_batch(queue: Sequence[str], *, mode: Mode, batch_max: int) -> list[str]:

@@ -45,6 +45,7 @@ class Gate:
         *,
         mode: gate.Mode,
         batch_max: int,
+        adaptive: bool = True,
         parallel: int = 1,
         on_event: Callable[[str], None],
         before_verify: Callable[[], None] = lambda: None,
@@ -52,7 +53,8 @@ class Gate:
         self.ctx = ctx
         self.config = config
         self.mode = mode
-        self.window = gate.Window(batch_max)  # halves after a culprit, +1 after a pass
+        # halves after a culprit, one more after a pass (`batch_window = "adaptive"`)
+        self.window = gate.Window(batch_max, fixed=not adaptive)
         self.parallel = parallel  # bisection judges up to this many prefixes at once
         self.on_event = on_event
         self.before_verify = before_verify
