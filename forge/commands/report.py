@@ -17,13 +17,13 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from forge.commands import report_gate
 from forge.commands import report_svg as svg
 from forge.commands.report_page import PAGE
 from forge.commands.report_time import Clock, clock
 from forge.commands.status import fmt_seconds
 from forge.git.repo import Repository
 from forge.plan.registry import Recorded
+from forge.run.gate import story
 from forge.run.spend import Spend, attempt_spend, plan_spend
 from forge.run.state.run_state import Attempt, RunState, StateStore, Status
 from forge.verify.failures import Failure
@@ -111,7 +111,7 @@ def render(
         svg.legend(phases),
         "</section>",
         _verification(record, folder),
-        report_gate.section(state, folder),
+        _gate_section(state, folder),
         _task_table(recorded, state, wave_of, folder, prices),
     ]
     return PAGE.format(title=escape(f"forge report: {plan.name}"), body="\n".join(body))
@@ -135,7 +135,7 @@ def _header(name: str, state: RunState, spend: Spend, recorded: Recorded, axis: 
     agent_time = sum(
         _phase_seconds(a, WORK_PHASES) for ts in state.tasks.values() for a in ts.attempts
     )
-    verdict, cls = report_gate.outcome(state)  # the run's outcome, not only the head's
+    verdict, cls = story.outcome(state)  # the run's outcome, not only the head's
     facts = [
         ("tasks", ", ".join(f"{n} {s.lower()}" for s, n in sorted(counts.items()))),
         ("wall time", _wall(state, axis)),
@@ -279,7 +279,7 @@ def _verification_bars(
         if isinstance(step, dict) and isinstance(step.get("start"), int | float):
             end = step.get("end") or step["start"]
             name = str(step.get("name", "step"))
-            bar = (float(step["start"]), float(end), name, report_gate.step_tip(step))
+            bar = (float(step["start"]), float(end), name, story.step_tip(step))
             steps.setdefault(name, []).append(bar)
     rows += list(steps.items())
     return rows
@@ -398,3 +398,34 @@ def _verification(record: dict[str, Any] | None, folder: Path) -> str:
         else ""
     )
     return f"<section><h2>Verification</h2>{head}{table}</section>"
+
+
+def _gate_section(state: RunState, folder: Path) -> str:
+    """Every verification the gate ran in the last run, in order."""
+    steps = [s for s in state.gate_steps if isinstance(s, dict)]
+    if not steps:
+        return ""
+    blamed = set(story.culprits(state))
+    rows = []
+    for n, s in enumerate(steps, start=1):
+        tasks = [str(t) for t in s.get("tasks") or []]
+        shown = ", ".join(f"<b>{escape(t)}</b>" if t in blamed else escape(t) for t in tasks)
+        failing = "<br>".join(escape(story.failure_text(f)) for f in s.get("failures") or [])
+        logs = " ".join(
+            _log_link(str(log), folder, str(lane)) for lane, log in (s.get("logs") or {}).items()
+        )
+        took = float(s.get("end") or 0) - float(s.get("start") or 0)
+        rows.append(
+            f"<tr><td>{n}</td><td>{escape(str(s.get('name', '')))}</td>"
+            f"<td>{escape(str(s.get('verdict', '?')))}</td>"
+            f"<td><code>{escape(str(s.get('commit') or '')[:12])}</code></td>"
+            f"<td>{shown or '-'}</td><td>{failing or '-'}</td>"
+            f"<td>{s.get('runs', '-')}</td><td>{fmt_seconds(took)}</td><td>{logs}</td></tr>"
+        )
+    return (
+        "<section><h2>Gate verifications</h2>"
+        '<p class="note">every verification the gate ran in the last run; a culprit in '
+        'bold</p><table class="tasks"><thead><tr><th>#</th><th>step</th><th>verdict</th>'
+        "<th>candidate</th><th>tasks</th><th>failing</th><th>runs</th><th>time</th>"
+        "<th>logs</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table></section>"
+    )

@@ -15,6 +15,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from forge.run.state.run_state import RunState, Status
 from forge.verify.flakes import TestsOf
 from forge.verify.records import Verdict, VerifyRecord
 
@@ -126,3 +127,61 @@ def lines(last: dict[str, Any] | None, *, head_verified: bool = True) -> list[st
         said = f": {f['message']}" if f.get("message") else ""
         out.append(f"  failing: lane {f['lane']}{test}{said} (log {f.get('log') or '-'})")
     return out
+
+
+# -- the run's outcome, for the report ---------------------------------------
+
+NOT_LANDED = (Status.FAILED, Status.TIMEOUT, Status.CONFLICT, Status.BLOCKED, Status.INFRA)
+
+
+def culprits(state: RunState) -> list[str]:
+    """Tasks the gate blamed: FAILED by a verification."""
+    return [
+        tid
+        for tid, ts in state.tasks.items()
+        if ts.status == Status.FAILED
+        and ts.last is not None
+        and (ts.last.feedback_source or "").startswith("verify:")
+    ]
+
+
+def outcome(state: RunState) -> tuple[str, str]:
+    """The badge's text and class: `PASS`, `PASS · 1 culprit`, `FAIL`,
+    `INTERRUPTED`, never a bare PASS next to a task that did not land."""
+    verdict = str(state.verification.verdict) if state.verification else "not verified"
+    last = state.gate_last or {}
+    if last.get("verdict") == Verdict.INTERRUPTED or any(
+        ts.status == Status.INTERRUPTED for ts in state.tasks.values()
+    ):
+        return str(Verdict.INTERRUPTED), "fail"
+    if verdict == Verdict.FAIL:
+        return verdict, "fail"
+    blamed = culprits(state)
+    others = [
+        tid for tid, ts in state.tasks.items() if ts.status in NOT_LANDED and tid not in blamed
+    ]
+    parts = [verdict]
+    if blamed:
+        parts.append(f"{len(blamed)} culprit{'s' * (len(blamed) != 1)}")
+    if others:
+        parts.append(f"{len(others)} not landed")
+    ok = verdict in (Verdict.PASS, Verdict.FLAKY)
+    cls = ("pass" if len(parts) == 1 else "mixed") if ok else "none"
+    return " \u00b7 ".join(parts), cls
+
+
+def step_tip(step: dict[str, Any]) -> str:
+    """A gate verification's bar tooltip: what it judged and what came of it."""
+    tasks = ", ".join(step.get("tasks") or []) or "the integration head"
+    tests = "; ".join(failure_text(f) for f in step.get("failures") or [])
+    return f"{step.get('name')}: {step.get('verdict', '?')} of {tasks}" + (
+        f"\nfailing: {tests}" if tests else ""
+    )
+
+
+def failure_text(f: dict[str, Any]) -> str:
+    return (
+        f"{f.get('lane')}"
+        + (f" {f['test']}" if f.get("test") else "")
+        + (f": {f['message']}" if f.get("message") else "")
+    )
