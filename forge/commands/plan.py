@@ -13,6 +13,7 @@ from forge.plan import dag, registry, tables
 from forge.plan.dag import Waves
 from forge.plan.model import Plan
 from forge.plan.registry import Recorded
+from forge.run.forecast import Forecast
 from forge.run.state.replan import TakenUp
 
 
@@ -25,6 +26,7 @@ class Planned:
     record_file: Path | None = None
     warnings: tuple[str, ...] = ()  # advice about the plan (forge.plan.advice)
     taken: TakenUp | None = None  # recorded while the plan runs: what the run takes up
+    forecast: Forecast | None = None  # from the attempts history (None: no history)
     verification: str = ""  # what verifies its work, and each lane run's time limit
 
     def data(self) -> dict[str, Any]:
@@ -37,6 +39,7 @@ class Planned:
         )
         if self.recorded is not None:
             data["running"] = None if self.taken is None else self.taken.to_dict()
+        data["forecast"] = None if self.forecast is None else self.forecast.to_dict()
         return data
 
     def text(self) -> str:
@@ -50,6 +53,8 @@ class Planned:
             lines.append(f"record: {self.record_file}")
         if self.taken is not None:
             lines.append(self.taken.describe())
+        if self.forecast is not None:
+            lines.append(self.forecast.line())
         return "\n".join(lines)
 
 
@@ -92,8 +97,18 @@ def record(repo: Repository, plan_file: Path, *, note: Callable[[str], None]) ->
         record_file=repo.state.plan_file(recorded.plan.name),
         warnings=_warnings(recorded.plan),
         taken=taken,
+        forecast=_forecast(repo, recorded.plan),
         verification=tables.verify_summary(recorded.plan.verify_config(default)),
     )
+
+
+def _forecast(repo: Repository, plan: Plan) -> Forecast | None:
+    from forge.run.forecast import forecast
+
+    try:
+        return forecast(repo, plan)
+    except Exception:  # noqa: BLE001 advice only: a forecast never stops a plan
+        return None
 
 
 def _warnings(plan: Plan) -> tuple[str, ...]:

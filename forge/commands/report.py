@@ -24,7 +24,7 @@ from forge.commands.status import fmt_seconds
 from forge.git.repo import Repository
 from forge.plan.registry import Recorded
 from forge.run.gate import story
-from forge.run.spend import Spend, attempt_spend, plan_spend
+from forge.run.spend import Spend, attempt_spend, per_landed, plan_spend
 from forge.run.state.run_state import Attempt, RunState, StateStore, Status
 from forge.verify.failures import Failure
 
@@ -140,7 +140,7 @@ def _header(name: str, state: RunState, spend: Spend, recorded: Recorded, axis: 
         ("tasks", ", ".join(f"{n} {s.lower()}" for s, n in sorted(counts.items()))),
         ("wall time", _wall(state, axis)),
         ("agent time", fmt_seconds(agent_time)),
-        ("cost", spend.describe()),
+        ("cost", f"{spend.describe()}; {per_landed(spend, counts.get(Status.MERGED, 0))}"),
         ("base", f"{recorded.base_ref} @ {recorded.base_commit[:12]}"),
         ("integration", state.integration.removeprefix("refs/heads/")),
         ("run", f"{state.started or '-'} \u2192 {state.finished or 'not finished'}"),
@@ -320,8 +320,10 @@ def _failures(failures: list[dict[str, Any]]) -> str:
 def _usage(attempt: Attempt, prices: dict[str, tuple[float, float]]) -> str:
     spend = attempt_spend(attempt, prices)
     parts = []
-    if attempt.cost_usd is not None or spend.usd:
+    if spend.priced:
         parts.append(f"${spend.usd:.4f}" + ("" if attempt.cost_usd is not None else " (priced)"))
+    elif spend.unpriced:
+        parts.append("cost unknown")
     if attempt.input_tokens is not None or attempt.output_tokens is not None:
         parts.append(f"{attempt.input_tokens or 0}/{attempt.output_tokens or 0} tok")
     return ", ".join(parts) or "-"
@@ -357,6 +359,11 @@ def _task_table(
             cells = (
                 f"<td>{a.number}</td><td>{escape(a.agent)}</td><td>{escape(str(a.status))}"
                 + (f'<div class="reason">{escape(a.reason)}</div>' if a.reason else "")
+                + (
+                    f'<div class="reason">model mismatch: {escape(a.model_mismatch)}</div>'
+                    if a.model_mismatch
+                    else ""
+                )
                 + _failures(a.failures)
                 + f"</td><td>{fmt_seconds(a.duration)}</td><td>{escape(_usage(a, prices))}</td>"
                 f"<td>{_attempt_logs(a, folder)}</td>"

@@ -340,6 +340,7 @@ class RepoConfig:
     agents: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     verify: VerifyConfig | None = None
     prices: Mapping[str, tuple[float, float]] = field(default_factory=dict)  # `[prices]`
+    auto: tuple[str, ...] = ()  # the pool of `agent = "auto"`, when a plan names none
 
     def all_prices(self) -> dict[str, tuple[float, float]]:
         from forge.agents.prices import DEFAULT_PRICES
@@ -376,7 +377,7 @@ def load_repo_config(repo_root: Path, *, read_agents: bool = True) -> RepoConfig
 
     check_keys(
         data,
-        ["agents", "verify", "cluster", "prices"],
+        ["agents", "verify", "cluster", "prices", "auto"],
         what="forge.toml",
         problems=problems,
         line_of=top,
@@ -398,6 +399,12 @@ def load_repo_config(repo_root: Path, *, read_agents: bool = True) -> RepoConfig
     )
     address, remote = _parse_cluster(data.get("cluster", {}), problems, src.table_line("cluster"))
     prices = parse_prices(data.get("prices", {}), problems=problems, line_of=top)
+    auto = data.get("auto", [])
+    if not isinstance(auto, list) or not all(isinstance(v, str) and v.strip() for v in auto):
+        problems.add(
+            '`auto` must be a list of agent specs, e.g. ["claude:sonnet"]', line=top("auto")
+        )
+        auto = []
     problems.raise_if_any()
     return RepoConfig(
         agents=agents,
@@ -405,6 +412,7 @@ def load_repo_config(repo_root: Path, *, read_agents: bool = True) -> RepoConfig
         cluster_address=address,
         cluster_remote=remote,
         prices=prices,
+        auto=tuple(dict.fromkeys(auto)),
     )
 
 

@@ -68,6 +68,8 @@ PLAN_KEYS = (
     "scope",
     "clean",
     "sandbox",
+    "strict_model",
+    "auto",
     "agents",
     "task",
 )
@@ -175,6 +177,10 @@ class _Checker:
         sandbox = d.get("sandbox", False)
         if not isinstance(sandbox, bool):
             self.add("`sandbox` must be true or false", "sandbox")
+        strict_model = d.get("strict_model", False)
+        if not isinstance(strict_model, bool):
+            self.add("`strict_model` must be true or false", "strict_model")
+        auto = self.spec_list("auto")
         verify = self.verify()
         agents = parse_agents(
             d.get("agents", {}),
@@ -209,6 +215,8 @@ class _Checker:
             batch_window=cast(BatchWindow, batch_window),
             verify_parallel=verify_parallel,
             sandbox=bool(sandbox),
+            strict_model=bool(strict_model),
+            auto=auto,
             agents=agents,
             tasks=tasks,
         )
@@ -244,11 +252,12 @@ class _Checker:
         return name
 
     def fallback(self) -> tuple[str, ...]:
-        value = self.data.get("fallback", [])
+        return self.spec_list("fallback")
+
+    def spec_list(self, key: str) -> tuple[str, ...]:
+        value = self.data.get(key, [])
         if not is_str_list(value) or not all(v.strip() for v in value):
-            self.add(
-                '`fallback` must be a list of agent specs, e.g. ["codex", "gemini"]', "fallback"
-            )
+            self.add(f'`{key}` must be a list of agent specs, e.g. ["codex", "gemini"]', key)
             return ()
         return tuple(dict.fromkeys(value))
 

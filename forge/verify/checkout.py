@@ -49,7 +49,11 @@ def checkout_path(repo: Repository, key: str, lane: str) -> Path:
 @dataclass(frozen=True)
 class Fingerprint:
     head: str
-    entries: frozenset[str]  # porcelain lines: "XY path"
+    entries: frozenset[str]  # porcelain lines: "XY path"; HIDDEN + what hides a change
+
+    @property
+    def hides(self) -> bool:
+        return any(e.startswith(HIDDEN) for e in self.entries)
 
     def changes_since(self, before: Fingerprint) -> list[str]:
         """The paths that differ between two fingerprints (HEAD named when it moved)."""
@@ -100,19 +104,21 @@ class Checkout:
         hermetic.scrub(self.path, self.git_dir, keep=keep)
 
     def fingerprint(self) -> Fingerprint:
-        head = Contained(self.repo, self.path).run(
-            "rev-parse", "--verify", "--quiet", "HEAD", check=False
+        # One status call says HEAD too (`--branch`): a lane run pays for two of these.
+        out = self.git(
+            "status", "--porcelain=v2", "--branch", "-z", "--untracked-files=all", "--no-renames"
         )
-        out = self.git("status", "--porcelain=v1", "-z", "--untracked-files=all", "--no-renames")
-        entries = {e for e in out.split("\0") if e}
+        head, entries = _porcelain(out)
         entries |= {f"{HIDDEN}{e}" for e in hermetic.hidden(self.path, self.git_dir)}
-        return Fingerprint(head=head.stdout.strip(), entries=frozenset(entries))
+        return Fingerprint(head=head, entries=frozenset(entries))
 
-    def restore(self, commit: str) -> None:
+    def restore(self, commit: str, *, unflag: bool = True) -> None:
         """Put the checkout back to exactly `commit` plus setup's products: undo
-        edits and index flags, remove every other untracked or ignored path."""
+        edits and index flags, remove every other untracked or ignored path.
+        `unflag=False`: the last fingerprint showed nothing hidden (a call saved)."""
         Contained(self.repo, self.path).guard()
-        hermetic.unflag(self.path, self.git_dir)
+        if unflag:
+            hermetic.unflag(self.path, self.git_dir)
         self.git("checkout", "--quiet", "--force", "--detach", commit)
         self.git("reset", "--quiet", "--hard", commit)
         self.scrub()
@@ -154,7 +160,8 @@ def prepare(
         co.end_run()
         return co
     # Index flags and the like are forge's to undo whoever set them: nobody works here.
-    dirty = {e for e in co.fingerprint().entries if not e.startswith(HIDDEN)}
+    found = co.fingerprint()
+    dirty = {e for e in found.entries if not e.startswith(HIDDEN)}
     if dirty and not marker.exists():
         sample = ", ".join(sorted(e[3:] for e in dirty)[:5])
         raise ForgeError(
@@ -162,9 +169,28 @@ def prepare(
             f"remove the folder (forge creates it again) or undo them with "
             f"`git -C {path} reset --hard && git -C {path} clean -fd`"
         )
-    co.restore(commit)
+    co.restore(commit, unflag=found.hides)
     co.end_run()
     return co
+
+
+def _porcelain(out: str) -> tuple[str, set[str]]:
+    """HEAD and the entries (as `--porcelain=v1` writes them: "XY path") of a
+    `git status --porcelain=v2 --branch -z`."""
+    head, entries = "", set()
+    for e in out.split("\0"):
+        if e.startswith("# branch.oid "):
+            oid = e.removeprefix("# branch.oid ")
+            head = "" if oid == "(initial)" else oid
+        elif e.startswith("? "):
+            entries.add(f"?? {e[2:]}")
+        elif e.startswith("1 "):
+            parts = e.split(" ", 8)
+            entries.add(f"{parts[1].replace('.', ' ')} {parts[8]}")
+        elif e.startswith("u "):
+            parts = e.split(" ", 10)
+            entries.add(f"{parts[1]} {parts[10]}")
+    return head, entries
 
 
 @contextlib.contextmanager

@@ -2,8 +2,10 @@
 
 One verification judges exactly one commit, in checkouts of forge's own (see
 forge/checkout.py). Each lane's command runs in a process group of its own with its
-own timeout and log. A lane that fails with its checkout unchanged is rerun up to
-`reruns` times; a later pass makes it FLAKY. A run that changed the checkout is FAIL
+own time limit and log, in a checkout that holds exactly the commit plus what the
+plan's setup made (forge/verify/hermetic.py); a failing run names the failing tests
+its log shows (forge/verify/failures.py). A lane that fails with its checkout
+unchanged is rerun up to `reruns` times; a later pass makes it FLAKY. A run that changed the checkout is FAIL
 whatever its exit code, is never rerun, and the checkout is restored before anything
 else runs in it. A stop (the `stop` event: SIGINT/SIGTERM, or a newer verification
 superseding this one) stops every lane's group and makes the lanes INTERRUPTED;
@@ -24,7 +26,8 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
-from forge.base import logs, proc
+from forge.base import logs as logfiles
+from forge.base import proc
 from forge.base.sandbox import Sandbox
 from forge.git.contained import ceiling_env
 from forge.git.repo import Repository, short_sha
@@ -224,7 +227,9 @@ def _run_lane(
             break
         kind = "initial" if n == 1 else "rerun"
         if n > 1:
-            co.restore(base.commit)  # what the failed run left must not decide the rerun
+            # What the failed run left must not decide the rerun (it set no index
+            # flag: that would have changed its checkout, and it would not be rerun).
+            co.restore(base.commit, unflag=False)
         log = logs / f"{name}-{n}.log"
         emit(f"lane {name}: {kind} run {n} started (log {log})")
         before = co.fingerprint()
@@ -344,7 +349,7 @@ _LOG_READ = 4 << 20  # runners print their failures at the end of a long log
 
 def _failures(lane: str, log: Path) -> tuple[Failure, ...]:
     """The failing tests a run's log names."""
-    return tuple(failures_from_log(lane, logs.tail(log, _LOG_READ)))
+    return tuple(failures_from_log(lane, logfiles.tail(log, _LOG_READ)))
 
 
 def describe_failure(record: VerifyRecord) -> str:

@@ -167,7 +167,7 @@ def _pytest(lines: Sequence[str]) -> list[_Found]:
 
 # --- unittest -------------------------------------------------------------------
 
-_UT_HEAD = re.compile(r"^(FAIL|ERROR): (\S+) \((.+)\)")
+_UT_HEAD = re.compile(r"^(FAIL|ERROR): (\S+) \((\S+?)\)(.*)$")
 _UT_RULE = re.compile(r"^(=|-){20,}$")
 
 
@@ -187,8 +187,9 @@ def _unittest(lines: Sequence[str]) -> list[_Found]:
         if error.startswith("Traceback"):
             error = ""
         # Python 3.11+ names the test `test_x (mod.Class.test_x)`; older ones `(mod.Class)`.
-        where = m[3].split()[0]
+        where = m[3]
         test = where if where.endswith(f".{m[2]}") else f"{where}.{m[2]}"
+        test += m[4].rstrip()  # a subTest's parameters: ` (i=1)`
         found.append((test, error, _excerpt(body)))
     return found
 

@@ -211,3 +211,17 @@ def test_the_eta_is_a_range_until_it_settles() -> None:
         tasks[f"t{i}"].attempts.append(Attempt(number=1, agent="run", duration=10.0))
     eta.update(st, 0.0)
     assert eta.text() == "ETA ~35s"  # 7 tasks of 10 s on 2 slots
+
+
+def test_an_agent_held_below_its_cap_has_a_line() -> None:
+    view = LiveView(quiet=True)
+    view.on_event("concurrency: claude at most 4 at once (rate limited)")
+    view.on_event("concurrency: codex at most 1 at once (rate limited)")
+    view.on_event("concurrency: codex at most 2 at once")
+    assert view.cap_line() == (
+        "concurrency: claude at most 4 at once (rate limited) · codex at most 2 at once"
+    )
+    assert view.cap_line() in view.lines(10)
+    view.on_event("concurrency: claude back to 8 at once (max_parallel)")
+    view.on_event("concurrency: codex no longer capped")
+    assert view.cap_line() == "" and all("concurrency" not in line for line in view.lines(10))

@@ -76,6 +76,17 @@ def test_unittest(name: str) -> None:
     assert "self.assertEqual(1 + 1, 3)" in found[1].excerpt
 
 
+def test_unittest_subtests_are_told_apart() -> None:
+    assert pairs(read("unittest-subtest")) == [
+        ("test_sub.SubTest.test_each (i=1)", "AssertionError: 1 not less than 1"),
+        ("test_sub.SubTest.test_each (i=2)", "AssertionError: 2 not less than 1"),
+    ]
+    old = "FAIL: test_add (test_uni.CalcTest)\n" + "-" * 70 + "\nAssertionError: 2 != 3\n"
+    assert pairs(failures_from_log("u", old)) == [
+        ("test_uni.CalcTest.test_add", "AssertionError: 2 != 3")
+    ]
+
+
 def test_jest() -> None:
     found = read("jest")
     assert [f.test for f in found] == JS

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers.gitkit import commit_all, git, run_forge
+from helpers.gitkit import FAKES, commit_all, git, run_forge
 from helpers.runkit import plan_and_run, state, statuses, write_plan
 
 from forge.git.repo import discover
@@ -82,6 +82,8 @@ def test_a_task_that_breaks_a_test_is_named_everywhere(project: Path, tmp_path: 
     assert f"t: FAILED ({reason})" in cp.stderr and TEST in cp.stdout
 
     assert TEST in run_forge(project, "status").stdout
+    history = run_forge(project, "status", "t").stdout
+    assert f"  failed in lane unit: {TEST} (assert 50 == 48)" in history
     data = json.loads(run_forge(project, "status", "t", "--json").stdout)
     assert data["failures"] == [{"lane": "unit", "test": TEST, "message": "assert 50 == 48"}]
     assert data["history"][-1]["failures"] == data["failures"]
@@ -185,3 +187,25 @@ def test_every_lane_has_a_time_limit_and_forge_plan_says_it(project: Path, tmp_p
     assert "verification: 1 lane (unit), each run limited to 1h ([verify] timeout)" in out
     out = run_forge(project, "plan", "--check", str(write_plan(tmp_path, task))).stdout
     assert "verification: forge.toml's [verify], if it has one" in out, out
+
+
+def test_the_culprits_retry_prompt_shows_its_failing_tests(project: Path, tmp_path: Path) -> None:
+    (project / "tests" / "test_extra.py").write_text(
+        "import os\n\n\ndef test_no_extra():\n    assert not os.path.exists('extra.txt')\n"
+    )
+    commit_all(project, "no extra file")
+    copies = tmp_path / "prompt-$FORGE_ATTEMPT.md"
+    copy = f'{PY} {FAKES / "agent_copy_prompt.py"} "{copies}" extra.txt'
+    agent = json.dumps(["bash", "-c", copy])
+    body = (
+        f'agent = "fake"\n[agents.fake]\ncommand = {agent}\n'
+        '[[task]]\nid = "t"\nprompt = "add extra"\nfiles = ["extra.txt"]\n'
+    )
+    cp = plan_and_run(project, write_plan(tmp_path, body))
+    assert cp.returncode == 5, cp.stdout + cp.stderr
+    assert "tests/test_extra.py::test_no_extra" in state(project)["tasks"]["t"]["reason"]
+    assert run_forge(project, "retry", "t").returncode == 5
+    second = (tmp_path / "prompt-2.md").read_text()
+    failing = second.split("### Failing tests", 1)[1].split("### Tail of the failing log")[0]
+    assert "tests/test_extra.py::test_no_extra: AssertionError: assert not True" in failing
+    assert "assert not os.path.exists('extra.txt')" in failing  # its output in the log

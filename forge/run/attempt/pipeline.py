@@ -25,6 +25,7 @@ from forge.git.refs import task_ref
 from forge.git.repo import Repository
 from forge.plan.model import Task
 from forge.plan.patterns import out_of_scope
+from forge.run import history, routing
 from forge.run.attempt import phases
 from forge.run.attempt.context import Outcome, RunContext, group, last_line
 from forge.run.attempt.phases import phase
@@ -77,6 +78,7 @@ def run_attempt(
         tag=tag,
         fallback=fallback,
     )
+    routing.stamp(ctx, task.id, attempt)
     attempt_dir = ctx.logs / task.id / f"attempt-{number}"
     attempt_dir.mkdir(parents=True, exist_ok=True)
     with ctx.store.lock:
@@ -134,6 +136,7 @@ def _finish(
         ts.reason = outcome.reason
         ts.runner = None
         ctx.save(task.id)
+    history.record(ctx, task, attempt)
     return outcome
 
 

@@ -23,6 +23,7 @@ from forge.base.text import one_line
 from forge.errors import ForgeError
 from forge.git.merge import MergeResult, is_ancestor, merge_onto
 from forge.plan.config import VerifyConfig
+from forge.run import history
 from forge.run.attempt import phases
 from forge.run.attempt.context import RunContext
 from forge.run.gate import bisection as gate
@@ -361,6 +362,7 @@ class Gate:
                 ts.reason = last.reason = reason
                 last.log, last.feedback_source = str(log), "merge"
                 ctx.save(tid)
+            history.settle(ctx, [tid])
             self.on_event(f"{tid}: CONFLICT ({reason})")
 
     def _already(self, chain: gate.Chain, head: str) -> None:
@@ -374,6 +376,7 @@ class Gate:
                 if ts.last is not None:
                     ts.last.status, ts.last.reason = Status.MERGED, ""
                 ctx.save(tid)
+            history.settle(ctx, [tid])
 
     def _land(self, out: gate.Outcome, head: str) -> None:
         ctx = self.ctx
@@ -413,6 +416,7 @@ class Gate:
             ctx.state.verification = verification
             ctx.state.gate["landing"] = None
             ctx.save()
+        history.settle(ctx, names)
         for tid in names:
             ctx.on_change(tid)
         self.on_event(f"gate: landed {', '.join(names)} ({record.verdict}, {tip[:12]})")
@@ -432,6 +436,7 @@ class Gate:
             # (for a culprit: the verification that failed it)
             ts.verified_by = {"record": record.id, "commit": record.commit, "verdict": "FAIL"}
             ctx.save(tid)
+        history.settle(ctx, [tid])
         self.on_event(f"{tid}: FAILED ({reason})")
 
 
