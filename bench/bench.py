@@ -32,6 +32,7 @@ import overhead
 import routing
 import scale
 import stop
+import window
 from kit import Context, Figure, hermetic_env
 
 BENCHES: dict[str, Callable[[Context], list[Figure]]] = {
@@ -45,6 +46,7 @@ BENCHES: dict[str, Callable[[Context], list[Figure]]] = {
     "scale": scale.run,
     "gate": gate.run,
     "gate-parallel": gate.speculation,
+    "gate-window": window.run,
     "cluster": cluster.run,
     "routing": routing.run,
     "hermetic": hermetic.run,

@@ -24,10 +24,10 @@ from forge.commands.report_time import Clock, clock
 from forge.commands.status import fmt_seconds
 from forge.git.repo import Repository
 from forge.plan.registry import Recorded
+from forge.run.gate import story
 from forge.run.spend import Spend, attempt_spend, per_landed, plan_spend
 from forge.run.state.run_state import Attempt, RunState, StateStore, Status
 from forge.verify.failures import Failure
-from forge.verify.records import Verdict
 
 WORK_PHASES = ("agent", "run")  # the phases that are the task's own work ("agent time")
 
@@ -80,7 +80,6 @@ def render(
     wave_of = {tid: n for n, wave in enumerate(recorded.waves, start=1) for tid in wave}
     spend = plan_spend(state, prices)
     record = _record(state)
-    verdict = (record or {}).get("verdict") or "not verified"
     statuses = {tid: str(ts.status) for tid, ts in state.tasks.items()}
     tips = {
         t.id: f"{t.id}: {statuses.get(t.id, 'PENDING')}"
@@ -97,7 +96,7 @@ def render(
     )
     lanes, axis, phases = timeline(state)
     body = [
-        _header(plan.name, state, spend, verdict, recorded, axis),
+        _header(plan.name, state, spend, recorded, axis),
         '<section><h2>Tasks by wave</h2><div class="scroll">',
         dag,
         "</div>",
@@ -113,6 +112,7 @@ def render(
         svg.legend(phases),
         "</section>",
         _verification(record, folder),
+        _gate_section(state, folder),
         _task_table(recorded, state, wave_of, folder, prices),
     ]
     return PAGE.format(title=escape(f"forge report: {plan.name}"), body="\n".join(body))
@@ -129,22 +129,14 @@ def _record(state: RunState) -> dict[str, Any] | None:
     return data
 
 
-def _header(
-    name: str, state: RunState, spend: Spend, verdict: str, recorded: Recorded, axis: Clock
-) -> str:
+def _header(name: str, state: RunState, spend: Spend, recorded: Recorded, axis: Clock) -> str:
     counts: dict[str, int] = {}
     for ts in state.tasks.values():
         counts[str(ts.status)] = counts.get(str(ts.status), 0) + 1
     agent_time = sum(
         _phase_seconds(a, WORK_PHASES) for ts in state.tasks.values() for a in ts.every_attempt()
     )
-    cls = (
-        "pass"
-        if verdict in (Verdict.PASS, Verdict.FLAKY)
-        else "fail"
-        if verdict in (Verdict.FAIL, Verdict.INTERRUPTED)
-        else "none"
-    )
+    verdict, cls = story.outcome(state)  # the run's outcome, not only the head's
     facts = [
         ("tasks", ", ".join(f"{n} {s.lower()}" for s, n in sorted(counts.items()))),
         ("wall time", _wall(state, axis)),
@@ -241,12 +233,12 @@ def timeline(state: RunState) -> tuple[list[svg.Lane], Clock, list[str]]:
                 )
             )
     out = sorted(lanes.values(), key=lambda lane: _natural(lane.name))
-    for name, bars in verify_bars:
+    for name, row in verify_bars:
         lane = svg.Lane(f"verify: {name}")
-        for start, end, kind in bars:
+        for start, end, kind, text in row:
             if kind not in phases:
                 phases.append(kind)
-            tip = f"{name}: {kind} {fmt_seconds(end - start)}"
+            tip = f"{text} {fmt_seconds(end - start)}"
             lane.bars.append(svg.Bar(axis.at(start), axis.at(end), kind, tip))
         out.append(lane)
     return out, axis, phases
@@ -260,7 +252,7 @@ def _natural(name: str) -> tuple[str, int]:
 
 def _verification_bars(
     record: dict[str, Any] | None, *, after: float | None
-) -> list[tuple[str, list[tuple[float, float, str]]]]:
+) -> list[tuple[str, list[tuple[float, float, str, str]]]]:
     """A row per lane, its runs one after another from the record's start; then the
     record's `steps` (batches, bisection), each {"name", "start", "end"} in epoch
     seconds, a row per step name."""
@@ -273,21 +265,23 @@ def _verification_bars(
         # The record keeps whole seconds; a verification that started in the second
         # the last attempt ended started after it.
         start = after
-    rows: list[tuple[str, list[tuple[float, float, str]]]] = []
+    rows: list[tuple[str, list[tuple[float, float, str, str]]]] = []
     for lane, data in (record.get("lanes") or {}).items():
         t = start
         bars = []
         for run in data.get("runs", []):
             duration = float(run.get("duration") or 0.0)
-            bars.append((t, t + duration, str(run.get("kind", "run"))))
+            kind = str(run.get("kind", "run"))
+            bars.append((t, t + duration, kind, f"{lane}: {kind}"))
             t += duration
         rows.append((str(lane), bars))
-    steps: dict[str, list[tuple[float, float, str]]] = {}
+    steps: dict[str, list[tuple[float, float, str, str]]] = {}
     for step in record.get("steps") or []:
         if isinstance(step, dict) and isinstance(step.get("start"), int | float):
             end = step.get("end") or step["start"]
             name = str(step.get("name", "step"))
-            steps.setdefault(name, []).append((float(step["start"]), float(end), name))
+            bar = (float(step["start"]), float(end), name, story.step_tip(step))
+            steps.setdefault(name, []).append(bar)
     rows += list(steps.items())
     return rows
 
@@ -414,3 +408,34 @@ def _verification(record: dict[str, Any] | None, folder: Path) -> str:
         else ""
     )
     return f"<section><h2>Verification</h2>{head}{table}</section>"
+
+
+def _gate_section(state: RunState, folder: Path) -> str:
+    """Every verification the gate ran in the last run, in order."""
+    steps = [s for s in state.gate_steps if isinstance(s, dict)]
+    if not steps:
+        return ""
+    blamed = set(story.culprits(state))
+    rows = []
+    for n, s in enumerate(steps, start=1):
+        tasks = [str(t) for t in s.get("tasks") or []]
+        shown = ", ".join(f"<b>{escape(t)}</b>" if t in blamed else escape(t) for t in tasks)
+        failing = "<br>".join(escape(story.failure_text(f)) for f in s.get("failures") or [])
+        logs = " ".join(
+            _log_link(str(log), folder, str(lane)) for lane, log in (s.get("logs") or {}).items()
+        )
+        took = float(s.get("end") or 0) - float(s.get("start") or 0)
+        rows.append(
+            f"<tr><td>{n}</td><td>{escape(str(s.get('name', '')))}</td>"
+            f"<td>{escape(str(s.get('verdict', '?')))}</td>"
+            f"<td><code>{escape(str(s.get('commit') or '')[:12])}</code></td>"
+            f"<td>{shown or '-'}</td><td>{failing or '-'}</td>"
+            f"<td>{s.get('runs', '-')}</td><td>{fmt_seconds(took)}</td><td>{logs}</td></tr>"
+        )
+    return (
+        "<section><h2>Gate verifications</h2>"
+        '<p class="note">every verification the gate ran in the last run; a culprit in '
+        'bold</p><table class="tasks"><thead><tr><th>#</th><th>step</th><th>verdict</th>'
+        "<th>candidate</th><th>tasks</th><th>failing</th><th>runs</th><th>time</th>"
+        "<th>logs</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table></section>"
+    )

@@ -18,6 +18,7 @@ from forge.errors import ForgeError, StateError
 from forge.git import refs, worktrees
 from forge.git.repo import Repository, short_sha
 from forge.run.attempt.phases import current
+from forge.run.gate import story
 from forge.run.spend import Spend, attempt_usd, cost_usd, per_landed, spend_data
 from forge.run.state import hold as holds
 from forge.run.state.run_state import UNCOUNTED, RunState, StateStore, Status, TaskState
@@ -260,6 +261,7 @@ def gate_data(state: RunState) -> dict[str, Any]:
         "phase": current.get("phase"),
         "left": current.get("left"),
         "head": current.get("head"),
+        "last": state.gate_last,  # its last verification that landed nothing
     }
 
 
@@ -380,9 +382,7 @@ def render_status(data: dict[str, Any]) -> str:
             out.append(f"{r['id']}: salvaged work kept in {ref}")
     out += gate_lines(data["gate"])
     out += landed_lines(data["tasks"])
-    out += verification_lines(
-        VerifyRecord.from_dict(data["verification"]) if data["verification"] else None
-    )
+    out += head_and_gate_lines(data)
     out.append(spend_line(data["spend"], data["budget_usd"]))
     if data["slots"]:
         total = sum(s["bytes"] for s in data["slots"])
@@ -399,6 +399,16 @@ def render_status(data: dict[str, Any]) -> str:
         ]
     out.append(f"logs: {data['logs']}")
     return "\n".join(out) + "\n"
+
+
+def head_and_gate_lines(data: dict[str, Any]) -> list[str]:
+    """The integration head's verdict, and beside it the gate's last verification
+    that landed nothing (an interrupted one stands for a head never verified)."""
+    last, head = data["gate"].get("last"), data["verification"]
+    out = []
+    if head or not last:
+        out += verification_lines(VerifyRecord.from_dict(head) if head else None)
+    return out + story.lines(last, head_verified=bool(head))
 
 
 def _branch_at(ref: str, head: str | None) -> str:

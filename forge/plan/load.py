@@ -33,6 +33,7 @@ from forge.plan.model import (
     DEFAULT_SETUP_TIMEOUT,
     DEFAULT_TIMEOUT,
     DEFAULT_VERIFY_PARALLEL,
+    BatchWindow,
     Clean,
     Gate,
     Plan,
@@ -56,6 +57,7 @@ PLAN_KEYS = (
     "verify_reruns",
     "gate",
     "batch_max",
+    "batch_window",
     "verify_parallel",
     "agent",
     "fallback",
@@ -180,6 +182,7 @@ class _Checker:
         clean = self.choice("clean", ("untracked", "all"))
         gate = self.choice("gate", ("queue", "end", "off"))
         batch_max = self.int_at_least("batch_max", 1, DEFAULT_BATCH_MAX)
+        batch_window = self.choice("batch_window", ("adaptive", "fixed"))
         verify_parallel = self.int_at_least("verify_parallel", 1, DEFAULT_VERIFY_PARALLEL)
         sandbox = d.get("sandbox", False)
         if not isinstance(sandbox, bool):
@@ -220,6 +223,7 @@ class _Checker:
             clean=cast(Clean, clean),
             gate=cast(Gate, gate),
             batch_max=batch_max,
+            batch_window=cast(BatchWindow, batch_window),
             verify_parallel=verify_parallel,
             sandbox=bool(sandbox),
             strict_model=bool(strict_model),

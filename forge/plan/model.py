@@ -40,6 +40,7 @@ Scope = Literal["error", "warn"]
 Clean = Literal["untracked", "all"]
 Gate = Literal["queue", "end", "off"]
 Select = Literal["first", "best"]
+BatchWindow = Literal["adaptive", "fixed"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -139,6 +140,8 @@ class Plan:
     clean: Clean = "untracked"
     gate: Gate = "queue"  # how work lands when a verification is configured
     batch_max: int = DEFAULT_BATCH_MAX
+    # adaptive: halved after a culprit, one more after a pass, at most batch_max
+    batch_window: BatchWindow = "adaptive"
     verify_parallel: int = DEFAULT_VERIFY_PARALLEL
     sandbox: bool = False  # run every command under bubblewrap (forge/base/sandbox.py)
     strict_model: bool = False  # an attempt that ran another model than asked is INFRA
@@ -222,6 +225,7 @@ class Plan:
             "clean": self.clean,
             "gate": self.gate,
             "batch_max": self.batch_max,
+            "batch_window": self.batch_window,
             "verify_parallel": self.verify_parallel,
             "sandbox": self.sandbox,
             "strict_model": self.strict_model,
@@ -257,6 +261,7 @@ class Plan:
             clean=data.get("clean", "untracked"),
             gate=data.get("gate", "queue"),
             batch_max=data.get("batch_max", DEFAULT_BATCH_MAX),
+            batch_window=data.get("batch_window", "adaptive"),
             verify_parallel=data.get("verify_parallel", DEFAULT_VERIFY_PARALLEL),
             sandbox=bool(data.get("sandbox", False)),
             strict_model=bool(data.get("strict_model", False)),

@@ -195,7 +195,9 @@ def _merge_left_queued(
             notes.append(f"{ts.id}: was queued for a gate that is off now: merged")
         else:
             ts.status = last.status = Status.CONFLICT
-            ts.reason = last.reason = f"conflicts with integration in: {', '.join(res.conflicts)}"
+            ts.reason = last.reason = (
+                res.refused or f"conflicts with integration in: {', '.join(res.conflicts)}"
+            )
             notes.append(f"{ts.id}: was queued for a gate that is off now: {ts.reason}")
         store.save(state)
     for note in notes:
@@ -260,6 +262,7 @@ def _dispatch(
             config,
             mode=mode,
             batch_max=ctx.plan.batch_max,
+            adaptive=ctx.plan.batch_window == "adaptive",
             parallel=ctx.plan.verify_parallel,
             on_event=on_event,
             before_verify=prewarm.join,

@@ -17,6 +17,7 @@ FLAKY are remembered per (tree, config fingerprint) and answered from the cache.
 
 from __future__ import annotations
 
+import itertools
 import secrets
 import threading
 import time
@@ -35,6 +36,7 @@ from forge.verify import environment
 from forge.verify import records as verify_records
 from forge.verify.checkout import Checkout, check_key, key_lock, prepare
 from forge.verify.failures import Failure, failures_from_log
+from forge.verify.flakes import Fixed, Reruns
 from forge.verify.records import LaneResult, LaneRun, Verdict, VerifyRecord, worst
 
 __all__ = [
@@ -79,11 +81,13 @@ def verify_commit(
     force: bool = False,
     on_event: Emit | None = None,
     sandbox: bool = False,
+    reruns: Reruns | None = None,
 ) -> VerifyRecord:
     """Verify the commit `rev` names; the record is stored before it is returned.
 
     `key` names the checkouts used (a plan name, `cli`, `hook`): one verification
-    per key at a time (Busy otherwise).
+    per key at a time (Busy otherwise). `reruns` decides whether a failing lane runs
+    again (default: up to the config's `reruns` times).
     """
     emit: Emit = on_event or (lambda _msg: None)
     check_key(key)
@@ -127,7 +131,8 @@ def verify_commit(
     else:
         proc.become_subreaper()  # orphaned grandchildren of lanes come back to be reaped
         with key_lock(repo, key):
-            lanes = _run_lanes(repo, base, config, stop, emit, sandbox=sandbox)
+            policy = reruns or Fixed(config.reruns)
+            lanes = _run_lanes(repo, base, config, stop, emit, policy, sandbox=sandbox)
         record = replace(
             base,
             lanes=lanes,
@@ -150,6 +155,7 @@ def _run_lanes(
     config: VerifyConfig,
     stop: threading.Event,
     emit: Emit,
+    policy: Reruns,
     *,
     sandbox: bool = False,
 ) -> tuple[LaneResult, ...]:
@@ -171,7 +177,9 @@ def _run_lanes(
                 results[name] = LaneResult(name, command, Verdict.INTERRUPTED, ())
             else:
                 box = Sandbox((co.path,), (repo.root, repo.common_dir)) if sandbox else None
-                results[name] = _run_lane(repo, base, config, co, name, command, stop, emit, box)
+                results[name] = _run_lane(
+                    repo, base, config, co, name, command, stop, emit, policy, box
+                )
         except BaseException as exc:  # noqa: BLE001 re-raised by the caller's thread after the join
             errors.append(exc)
             results[name] = LaneResult(name, command, Verdict.FAIL, ())
@@ -200,6 +208,7 @@ def _run_lane(
     command: str,
     stop: threading.Event,
     emit: Emit,
+    policy: Reruns,
     box: Sandbox | None = None,
 ) -> LaneResult:
     runs: list[LaneRun] = []
@@ -212,7 +221,7 @@ def _run_lane(
         result = LaneResult(name, command, verdict, (failed_setup,))
         emit(f"lane {name}: {verdict} ({result.reason})")
         return result
-    for n in range(1, config.reruns + 2):
+    for n in itertools.count(1):
         if stop.is_set():
             verdict = Verdict.INTERRUPTED
             break
@@ -269,6 +278,8 @@ def _run_lane(
         why = runs[-1].outcome + "".join(f": {f.describe()}" for f in runs[-1].failures[:1])
         emit(f"lane {name}: run {n} failed ({why})")
         verdict = Verdict.FAIL
+        if not policy.again(name, runs):
+            break
     result = LaneResult(name, command, verdict, tuple(runs))
     emit(f"lane {name}: {verdict} ({result.reason})")
     return result

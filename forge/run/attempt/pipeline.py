@@ -310,6 +310,8 @@ def _commit_and_judge(
     faults.point("after-commit")
     if head == start_head:
         return Outcome(Status.FAILED, "no changes", stall=Stall.NO_CHANGES)
+    if not integrate.shares_history(repo, ts.base, head):  # re-inited, or a parentless commit
+        return Outcome(Status.CONFLICT, "its commit shares no history with its base")
     attempt.commit = head
     # NUL-separated: without -z git quotes any name that is not plain ASCII.
     changed = [
@@ -460,6 +462,8 @@ def _merge(
             task_commit=head,
             message=f"forge: merge {ctx.plan.name}/{task.id} (attempt {attempt.number})\n\n{task.title}",
         )
+        if res.refused:
+            return Outcome(Status.CONFLICT, res.refused)
         if not res.merged:
             log = attempt_dir / "merge.log"
             shown = [one_line(p) for p in res.conflicts]

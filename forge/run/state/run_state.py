@@ -216,6 +216,9 @@ class RunState:
     # The gate's verifications in the last run, for the report's timeline: each
     # {"name": "batch" | "bisection" | "speculation", "start", "end"} (epoch seconds).
     gate_steps: list[dict[str, Any]] = field(default_factory=list)
+    # The gate's last verification that landed nothing (INTERRUPTED, or FAIL naming
+    # a culprit): forge/run/gate/story.py
+    gate_last: dict[str, Any] | None = None
     started: str | None = None
     finished: str | None = None
     wall_seconds: float | None = None
@@ -258,6 +261,7 @@ class RunState:
             "paused": self.paused,
             "gate": self.gate,
             "gate_steps": self.gate_steps,
+            "gate_last": self.gate_last,
             "started": self.started,
             "finished": self.finished,
             "wall_seconds": self.wall_seconds,
@@ -275,6 +279,7 @@ class RunState:
             paused=data.get("paused"),
             gate=data.get("gate"),
             gate_steps=data.get("gate_steps") or [],
+            gate_last=data.get("gate_last"),
             started=data.get("started"),
             finished=data.get("finished"),
             wall_seconds=data.get("wall_seconds"),
