@@ -269,8 +269,8 @@ def report(
 ) -> None:
     """Write one self-contained HTML page of a plan's run: DAG, timeline, attempts, costs."""
     from forge.commands import report as pages
-    from forge.plan.config import load_repo_config
     from forge.plan.registry import load_recorded
+    from forge.plan.repo_config import load_repo_config
 
     repo = _repo()
     recorded = load_recorded(repo, _plan_name(repo, plan_ref))
@@ -484,7 +484,7 @@ def _execute_run(
     from forge.cluster import coordinator
     from forge.commands import status as views
     from forge.commands.live import LiveView
-    from forge.plan.config import load_repo_config
+    from forge.plan.repo_config import load_repo_config
     from forge.run import runner
 
     plan = recorded.plan

@@ -182,7 +182,7 @@ def status_data(repo: Repository, plan: str, *, disk: bool = False) -> dict[str,
         )
     hold = holds.active(repo.state, plan)
     runner = _runner(repo, plan)
-    from forge.plan.config import load_repo_config
+    from forge.plan.repo_config import load_repo_config
 
     prices = load_repo_config(repo.root).all_prices()
     budget = recorded.get("plan", {}).get("budget")

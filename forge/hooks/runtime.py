@@ -21,7 +21,7 @@ from pathlib import Path
 from forge.base import proc
 from forge.errors import ForgeError
 from forge.git.repo import ZERO, Repository, discover, short_sha
-from forge.plan.config import VerifyConfig, load_repo_config
+from forge.plan.repo_config import VerifyConfig, load_repo_config
 from forge.verify import records as verify_records
 from forge.verify.records import Verdict, VerifyRecord
 

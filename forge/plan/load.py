@@ -16,15 +16,6 @@ from forge.base.durations import parse_duration
 from forge.base.proc import parse_size
 from forge.base.tomlread import Problems, TomlSource
 from forge.errors import ForgeError
-from forge.plan.config import (
-    VerifyConfig,
-    check_keys,
-    is_str_list,
-    parse_agents,
-    parse_verify,
-    ref_part_problem,
-    toml_error_line,
-)
 from forge.plan.model import (
     DEFAULT_BATCH_MAX,
     DEFAULT_ESCALATE_AFTER,
@@ -40,6 +31,15 @@ from forge.plan.model import (
     name_problem,
 )
 from forge.plan.patterns import normalize_pattern
+from forge.plan.repo_config import (
+    VerifyConfig,
+    check_keys,
+    is_str_list,
+    parse_agents,
+    parse_verify,
+    ref_part_problem,
+    toml_error_line,
+)
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 

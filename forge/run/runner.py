@@ -19,10 +19,10 @@ from forge.git import snapshot, worktrees
 from forge.git.merge import ensure_integration
 from forge.git.repo import Repository
 from forge.git.snapshot import Snapshot
-from forge.plan.config import VerifyConfig
 from forge.plan.model import Gate as GateMode
 from forge.plan.model import Plan
 from forge.plan.registry import Recorded
+from forge.plan.repo_config import VerifyConfig
 from forge.run.attempt.context import Remote, RunContext
 from forge.run.options import RunOptions
 from forge.run.state import reconcile, recovery
@@ -49,13 +49,13 @@ class RunReport:
 
 
 def agent_defs(repo: Repository, plan: Plan) -> dict[str, Mapping[str, Any]]:
-    from forge.plan.config import load_repo_config
+    from forge.plan.repo_config import load_repo_config
 
     return plan.agent_tables(load_repo_config(repo.root).agents)
 
 
 def verify_config(repo: Repository, plan: Plan) -> VerifyConfig | None:
-    from forge.plan.config import load_repo_config
+    from forge.plan.repo_config import load_repo_config
 
     return plan.verify_config(load_repo_config(repo.root).verify)
 

@@ -27,7 +27,7 @@ from forge.base.files import read_json_or, write_json
 from forge.base.liveness import Owner
 from forge.base.settings import DEFAULT_GRACE
 from forge.git.repo import Repository, short_sha
-from forge.plan.config import VerifyConfig
+from forge.plan.repo_config import VerifyConfig
 from forge.verify import records as verify_records
 from forge.verify.records import VerifyRecord
 

@@ -26,7 +26,7 @@ from forge.base import proc
 from forge.base.sandbox import Sandbox
 from forge.git.contained import ceiling_env
 from forge.git.repo import Repository, short_sha
-from forge.plan.config import VerifyConfig
+from forge.plan.repo_config import VerifyConfig
 from forge.verify import environment
 from forge.verify import records as verify_records
 from forge.verify.checkout import Checkout, check_key, key_lock, prepare

@@ -20,7 +20,7 @@ from typing import Any
 
 from forge.base import faults
 from forge.git.merge import is_ancestor, merge_onto
-from forge.plan.config import VerifyConfig
+from forge.plan.repo_config import VerifyConfig
 from forge.run.attempt import phases
 from forge.run.attempt.context import RunContext
 from forge.run.gate import bisection as gate
