@@ -26,7 +26,7 @@ from forge.plan.repo_config import VerifyConfig
 from forge.run.attempt.context import Remote, RunContext
 from forge.run.options import RunOptions
 from forge.run.state import reconcile, recovery
-from forge.run.state.run_state import RunState, StateStore, Status
+from forge.run.state.run_state import RunState, StateStore, Status, merge_message
 from forge.run.state.slots import SlotPool
 from forge.verify.records import Verdict, VerifyRecord
 
@@ -179,21 +179,14 @@ def _merge_left_queued(
         last = ts.last
         if ts.status != Status.QUEUED or last is None or last.commit is None:
             continue
-        message = f"forge: merge {plan.name}/{ts.id} (attempt {last.number})\n\n"
-        res = merge_task(
-            repo,
-            ref=state.integration,
-            task_commit=last.commit,
-            message=message + plan.task(ts.id).title,
-        )
+        task = plan.task(ts.id)
+        message = merge_message(plan.name, ts.id, last.number, task.title)
+        res = merge_task(repo, ref=state.integration, task_commit=last.commit, message=message)
         if res.merged:
-            ts.status = last.status = Status.MERGED
-            ts.merged_commit = res.commit
-            ts.merged_definition = plan.task(ts.id).definition()
+            ts.mark_merged(res.commit, definition=task.definition())
             notes.append(f"{ts.id}: was queued for a gate that is off now: merged")
         else:
-            ts.status = last.status = Status.CONFLICT
-            ts.reason = last.reason = f"conflicts with integration in: {', '.join(res.conflicts)}"
+            ts.mark_conflict(res.conflicts, log=None)
             notes.append(f"{ts.id}: was queued for a gate that is off now: {ts.reason}")
         store.save(state)
     for note in notes:
@@ -330,10 +323,7 @@ def _forget_lost_merges(state: RunState) -> None:
     count as merged into a branch that does not hold them."""
     for ts in state.tasks.values():
         if ts.status == Status.MERGED:
-            ts.status = Status.PENDING
-            ts.reason = "its merge was on an integration branch that has been deleted"
-            ts.base = None  # pinned again at its next dispatch, on the new integration
-            ts.merged_commit = None
+            ts.reopen("its merge was on an integration branch that has been deleted")
 
 
 class Prewarm:

@@ -25,7 +25,7 @@ from forge.run.attempt import phases
 from forge.run.attempt.context import RunContext
 from forge.run.gate import bisection as gate
 from forge.run.gate.speculation import Speculator
-from forge.run.state.run_state import Status
+from forge.run.state.run_state import Status, merge_message
 from forge.verify import engine as verify
 from forge.verify.records import Verdict, VerifyRecord
 
@@ -216,7 +216,7 @@ class Gate:
             last = ts.last
             assert last is not None and last.commit is not None
             title = ctx.plan.task(tid).title
-            message = f"forge: merge {ctx.plan.name}/{tid} (attempt {last.number})\n\n{title}"
+            message = merge_message(ctx.plan.name, tid, last.number, title)
             res = merge_onto(ctx.repo, tip, last.commit, message=message)
             if not res.merged:
                 conflicts[tid] = res.conflicts
@@ -296,28 +296,22 @@ class Gate:
             ts = ctx.state.tasks[tid]
             last = ts.last
             assert last is not None
-            reason = f"conflicts with integration in: {', '.join(paths[:8])}"
             log = ctx.logs / tid / f"attempt-{last.number}" / "merge.log"
             log.parent.mkdir(parents=True, exist_ok=True)
             log.write_text("conflicting paths:\n" + "\n".join(paths) + "\n")
             with ctx.store.lock:
                 phases.end(last)
-                ts.status = last.status = Status.CONFLICT
-                ts.reason = last.reason = reason
-                last.log, last.feedback_source = str(log), "merge"
+                ts.mark_conflict(paths, log=str(log))
                 ctx.save(tid)
-            self.on_event(f"{tid}: CONFLICT ({reason})")
+            self.on_event(f"{tid}: CONFLICT ({ts.reason})")
 
     def _already(self, chain: gate.Chain, head: str) -> None:
         ctx = self.ctx
         for tid in chain.already:
             ts = ctx.state.tasks[tid]
             with ctx.store.lock:
-                ts.status, ts.reason, ts.merged_commit = Status.MERGED, "", head
-                ts.merged_definition = ctx.plan.task(tid).definition()
+                ts.mark_merged(head, definition=ctx.plan.task(tid).definition())
                 phases.end(ts.last)
-                if ts.last is not None:
-                    ts.last.status, ts.last.reason = Status.MERGED, ""
                 ctx.save(tid)
 
     def _land(self, out: gate.Outcome, head: str) -> None:
@@ -349,12 +343,9 @@ class Gate:
         with ctx.store.lock:
             for step in out.landed:
                 ts = ctx.state.tasks[step.task]
-                ts.status, ts.reason = Status.MERGED, ""
-                ts.merged_commit, ts.verified_by = step.commit, dict(covered)
-                ts.merged_definition = ctx.plan.task(step.task).definition()
+                definition = ctx.plan.task(step.task).definition()
+                ts.mark_merged(step.commit, definition=definition, verified_by=dict(covered))
                 phases.end(ts.last)
-                if ts.last is not None:
-                    ts.last.status, ts.last.reason = Status.MERGED, ""
             ctx.state.verification = verification
             ctx.state.gate["landing"] = None
             ctx.save()
@@ -370,9 +361,7 @@ class Gate:
         assert last is not None
         with ctx.store.lock:
             phases.end(last)
-            ts.status = last.status = Status.FAILED
-            ts.reason = last.reason = reason
-            last.log, last.feedback_source = log, f"verify:{lane}"
+            ts.mark_failed(reason, log=log, source=f"verify:{lane}")
             # (for a culprit: the verification that failed it)
             ts.verified_by = {"record": record.id, "commit": record.commit, "verdict": "FAIL"}
             ctx.save(tid)

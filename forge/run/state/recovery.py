@@ -42,10 +42,8 @@ def recover(
         if ts.status == Status.RUNNING:
             notes += _recover_running(repo, ts)
         if ts.status != Status.MERGED and integration and _landed(repo, ts, integration):
-            ts.status, ts.reason = Status.MERGED, ""
-            ts.merged_commit = integration
-            if ts.last is not None:
-                ts.last.status, ts.last.reason = Status.MERGED, ""
+            task = plan.find_task(ts.id)
+            ts.mark_merged(integration, definition=task.definition() if task else None)
             notes.append(f"{ts.id}: its merge had landed before the crash; recorded as MERGED")
     for note in notes:
         on_event(note)
@@ -69,12 +67,9 @@ def _recover_landing(
         ts = state.tasks.get(tid)
         if ts is None or ts.status == Status.MERGED:
             continue
-        ts.status, ts.reason = Status.MERGED, ""
-        ts.merged_commit, ts.verified_by = commit, landing.get("verified_by")
         task = plan.find_task(tid)
-        ts.merged_definition = task.definition() if task is not None else None
-        if ts.last is not None:
-            ts.last.status, ts.last.reason = Status.MERGED, ""
+        definition = task.definition() if task is not None else None
+        ts.mark_merged(commit, definition=definition, verified_by=landing.get("verified_by"))
         notes.append(f"{tid}: its landing had happened before the crash; recorded as MERGED")
     if integration == landing["to"] and landing.get("verification"):
         state.verification = VerifyRecord.from_dict(landing["verification"])
@@ -92,10 +87,7 @@ def _forget_rewritten(repo: Repository, state: RunState, integration: str) -> li
             continue
         if is_ancestor(repo, ts.merged_commit, integration):
             continue
-        ts.status = Status.PENDING
-        ts.reason = f"its merge {ts.merged_commit[:12]} is no longer on {branch} (rewritten)"
-        ts.base = None  # pinned again at its next dispatch, on what integration is now
-        ts.merged_commit = None
+        ts.reopen(f"its merge {ts.merged_commit[:12]} is no longer on {branch} (rewritten)")
         notes.append(f"{ts.id}: {ts.reason}; it runs again")
     return notes
 
@@ -179,10 +171,5 @@ def _recover_running(repo: Repository, ts: TaskState) -> list[str]:
         stopped = stop_leftovers(ts, grace=repo.settings.grace)
         if stopped:
             notes.append(f"{ts.id}: stopped {stopped} leftover process(es)")
-        last.status = Status.INTERRUPTED
-        last.reason = f"the run was killed ({who} is gone)"
-        last.pgid = None
-    ts.status = Status.INTERRUPTED
-    ts.reason = f"the run was killed ({who} is gone)"
-    ts.runner = None
+    ts.mark_interrupted(f"the run was killed ({who} is gone)")
     return notes
