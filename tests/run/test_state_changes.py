@@ -13,11 +13,12 @@ OWNER = PACKAGE / "run" / "state" / "run_state.py"
 def _status_writes(path: Path) -> list[str]:
     found = []
     for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
-        targets: list[ast.expr] = []
         if isinstance(node, ast.Assign):
             targets = [t for target in node.targets for t in _flat(target)]
         elif isinstance(node, ast.AugAssign | ast.AnnAssign):
             targets = [node.target]
+        else:
+            continue
         for target in targets:
             if isinstance(target, ast.Attribute) and target.attr == "status":
                 found.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno}")
