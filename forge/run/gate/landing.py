@@ -25,6 +25,7 @@ from forge.run.attempt import phases
 from forge.run.attempt.context import RunContext
 from forge.run.gate import bisection as gate
 from forge.run.gate.speculation import Speculator
+from forge.run.state.gate_record import GateRecord, Landing
 from forge.run.state.run_state import Status, merge_message
 from forge.verify import engine as verify
 from forge.verify.records import Verdict, VerifyRecord
@@ -155,7 +156,7 @@ class Gate:
         head = ctx.repo.ref_value(ctx.state.integration)
         assert head is not None
         with ctx.store.lock:
-            ctx.state.gate = {"batch": batch, "head": head, "phase": "building", "left": None}
+            ctx.state.gate = GateRecord(batch=list(batch), head=head)
             ctx.save()
         self.on_event(f"gate: verifying {', '.join(batch)}")
         out = gate.run_batch(
@@ -196,7 +197,7 @@ class Gate:
         chain = self._chain(head, tasks)
         with ctx.store.lock:
             assert ctx.state.gate is not None
-            ctx.state.gate["chain"] = [[s.task, s.commit] for s in chain.steps]
+            ctx.state.gate.chain = [[s.task, s.commit] for s in chain.steps]
             ctx.save()
         if chain.steps:
             with self._cond:
@@ -266,7 +267,7 @@ class Gate:
         """Keep one verification the gate ran, for the report's timeline."""
         ctx = self.ctx
         with ctx.store.lock:
-            phase = (ctx.state.gate or {}).get("phase")
+            phase = ctx.state.gate.phase if ctx.state.gate else None
             name = "speculation" if key != ctx.plan.name else "batch"
             if name == "batch" and phase == "bisecting":
                 name = "bisection"
@@ -277,8 +278,8 @@ class Gate:
         ctx = self.ctx
         with ctx.store.lock:
             assert ctx.state.gate is not None
-            ctx.state.gate["phase"] = phase
-            ctx.state.gate["left"] = None if search is None else search.left
+            ctx.state.gate.phase = phase
+            ctx.state.gate.left = None if search is None else search.left
             ctx.save()
         if phase == "verifying":
             faults.point("gate-candidate-built")
@@ -323,13 +324,13 @@ class Gate:
         verification = replace(record, commit=tip)
         with ctx.store.lock:
             assert ctx.state.gate is not None
-            ctx.state.gate["landing"] = {
-                "from": head,
-                "to": tip,
-                "tasks": {s.task: s.commit for s in out.landed},
-                "verified_by": covered,
-                "verification": verification.to_dict(),
-            }
+            ctx.state.gate.landing = Landing(
+                to=tip,
+                tasks={s.task: s.commit for s in out.landed},
+                verified_by=covered,
+                verification=verification.to_dict(),
+                head=head,
+            )
             ctx.save()
         names = [s.task for s in out.landed]
         faults.point("gate-before-land")
@@ -347,7 +348,7 @@ class Gate:
                 ts.mark_merged(step.commit, definition=definition, verified_by=dict(covered))
                 phases.end(ts.last)
             ctx.state.verification = verification
-            ctx.state.gate["landing"] = None
+            ctx.state.gate.landing = None
             ctx.save()
         for tid in names:
             ctx.on_change(tid)

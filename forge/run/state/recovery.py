@@ -58,21 +58,21 @@ def _recover_landing(
     next run verifies them again). Killed while landing one: the intent was written
     before the ref moved, so a ref that did move is recorded as the landing it was,
     and one that did not lands nothing."""
-    landing = (state.gate or {}).get("landing")
+    landing = state.gate.landing if state.gate else None
     state.gate = None
-    if not landing or not integration or not is_ancestor(repo, landing["to"], integration):
+    if not landing or not integration or not is_ancestor(repo, landing.to, integration):
         return []
     notes = []
-    for tid, commit in landing["tasks"].items():
+    for tid, commit in landing.tasks.items():
         ts = state.tasks.get(tid)
         if ts is None or ts.status == Status.MERGED:
             continue
         task = plan.find_task(tid)
         definition = task.definition() if task is not None else None
-        ts.mark_merged(commit, definition=definition, verified_by=landing.get("verified_by"))
+        ts.mark_merged(commit, definition=definition, verified_by=landing.verified_by)
         notes.append(f"{tid}: its landing had happened before the crash; recorded as MERGED")
-    if integration == landing["to"] and landing.get("verification"):
-        state.verification = VerifyRecord.from_dict(landing["verification"])
+    if integration == landing.to and landing.verification:
+        state.verification = VerifyRecord.from_dict(landing.verification)
     return notes
 
 

@@ -29,6 +29,7 @@ from forge.base.files import SCHEMA_VERSION, StateDir, read_json, write_json
 from forge.base.liveness import Owner
 from forge.errors import StateError
 from forge.git.refs import integration_ref
+from forge.run.state.gate_record import GateRecord
 from forge.verify.records import VerifyRecord
 
 
@@ -265,7 +266,7 @@ class RunState:
     slots: dict[str, Slot] = field(default_factory=dict)
     verification: VerifyRecord | None = None  # of the integration head, last verified
     paused: str | None = None  # why the last run paused (hold, infrastructure)
-    gate: dict[str, Any] | None = None  # the batch under verification, and a landing's intent
+    gate: GateRecord | None = None  # the batch under verification, and a landing's intent
     # The gate's verifications in the last run, for the report's timeline: each
     # {"name": "batch" | "bisection" | "speculation", "start", "end"} (epoch seconds).
     gate_steps: list[dict[str, Any]] = field(default_factory=list)
@@ -298,7 +299,7 @@ class RunState:
                 None if self.verification is None else seal.sealed(self.verification.to_dict())
             ),
             "paused": self.paused,
-            "gate": self.gate,
+            "gate": None if self.gate is None else self.gate.to_dict(),
             "gate_steps": self.gate_steps,
             "started": self.started,
             "finished": self.finished,
@@ -315,7 +316,7 @@ class RunState:
             slots={k: Slot(**v) for k, v in data.get("slots", {}).items()},
             verification=_verification(data.get("verification")),
             paused=data.get("paused"),
-            gate=data.get("gate"),
+            gate=GateRecord.from_dict(data["gate"]) if data.get("gate") else None,
             gate_steps=data.get("gate_steps") or [],
             started=data.get("started"),
             finished=data.get("finished"),
