@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from forge.base.durations import parse_duration
-from forge.base.proc import parse_size
+from forge.base.logs import parse_size
 from forge.base.tomlread import Problems, TomlSource
 from forge.errors import ForgeError
 from forge.plan.model import (

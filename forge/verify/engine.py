@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime
 
-from forge.base import proc
+from forge.base import procgroup
 from forge.base.sandbox import Sandbox
 from forge.git.contained import ceiling_env
 from forge.git.repo import Repository, short_sha
@@ -120,7 +120,7 @@ def verify_commit(
     if stop.is_set():
         record = _interrupted_before_start(base, config)
     else:
-        proc.become_subreaper()  # orphaned grandchildren of lanes come back to be reaped
+        procgroup.become_subreaper()  # orphaned grandchildren of lanes come back to be reaped
         with key_lock(repo, key):
             lanes = _run_lanes(repo, base, config, stop, emit, sandbox=sandbox)
         record = replace(
@@ -215,8 +215,8 @@ def _run_lane(
         emit(f"lane {name}: {kind} run {n} started (log {log})")
         before = co.fingerprint()
         co.begin_run()
-        res = proc.run_group(
-            proc.GroupSpec(
+        res = procgroup.run_group(
+            procgroup.GroupSpec(
                 command,
                 cwd=co.path,
                 log_path=log,
@@ -283,8 +283,8 @@ def _setup(
     emit(f"lane {name}: setup in its checkout (log {log})")
     before = co.fingerprint()
     co.begin_run()
-    res = proc.run_group(
-        proc.GroupSpec(
+    res = procgroup.run_group(
+        procgroup.GroupSpec(
             config.setup,
             cwd=co.path,
             log_path=log,

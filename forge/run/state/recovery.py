@@ -13,7 +13,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from forge.base import proc
+from forge.base import procgroup
 from forge.base.liveness import start_time
 from forge.git import worktrees
 from forge.git.merge import is_ancestor
@@ -129,13 +129,13 @@ def stop_leftovers(ts: TaskState, *, grace: float) -> int:
     last = ts.last
     if last is None or not last.tag:
         return 0
-    pids = proc.find_tagged(last.tag)
+    pids = procgroup.find_tagged(last.tag)
     groups = set()
     for pid in pids:
         with contextlib.suppress(ProcessLookupError):
             groups.add(os.getpgid(pid))
     for pgid in groups:
-        proc.stop_group(pgid, grace=grace, tag=last.tag)
+        procgroup.stop_group(pgid, grace=grace, tag=last.tag)
     last.pgid = None
     return len(pids)
 
