@@ -157,6 +157,7 @@ def run(
     as_json: JsonOpt = False,
 ) -> None:
     """Run (or resume) a plan: dispatch tasks, merge into integration, verify."""
+    from forge.commands.run import budget_option
     from forge.plan import registry
     from forge.run.options import RunOptions
 
@@ -168,7 +169,7 @@ def run(
         max_parallel=max_parallel,
         retry_failed=retry_failed,
         infra_retries=infra_retries,
-        budget=_budget(budget),
+        budget=budget_option(budget),
         sandbox=sandbox,
     )
     _execute_run(repo, recorded, options, as_json=as_json, cluster=cluster)
@@ -189,6 +190,7 @@ def retry(
     as_json: JsonOpt = False,
 ) -> None:
     """Run one failed task again with its last failure as feedback, then merge and verify."""
+    from forge.commands.run import budget_option
     from forge.plan import registry
     from forge.run import runner
     from forge.run.options import RunOptions
@@ -197,7 +199,7 @@ def retry(
     recorded = registry.resolve(repo, plan_ref)
     runner.check_retry(repo, recorded.plan, task, agent=agent, fresh=fresh)
     options = RunOptions(
-        only=task, fresh=fresh, agent=agent, retry_failed=0, budget=_budget(budget)
+        only=task, fresh=fresh, agent=agent, retry_failed=0, budget=budget_option(budget)
     )
     _execute_run(repo, recorded, options, as_json=as_json, cluster=cluster)
 
@@ -424,34 +426,11 @@ def demo(
     ] = None,
 ) -> None:
     """Build a throwaway repository and run a sample plan end to end (no AI, no network)."""
-    from forge.commands import demo as demo_mod
-    from forge.git import repo as git
-    from forge.plan import registry
-    from forge.plan import tables as report
-    from forge.run.options import RunOptions
+    from forge.commands.demo import run_demo
 
-    repo_path, plan_path = demo_mod.create(path)
-    typer.echo(f"demo repository: {repo_path}\nplan: {plan_path}\n")
-    repo = git.discover(repo_path, _settings())
-    recorded = registry.record(repo, plan_path)
-    typer.echo(report.wave_table(recorded.plan, recorded.as_waves()), nl=False)
-    typer.echo("")
-    _execute_run(repo, recorded, RunOptions(), as_json=False)
-    typer.echo(
-        f"\nnext: cd {repo_path} && forge status && forge accept   "
-        f"(then `git log --graph --oneline` to see the merges)"
-    )
-
-
-def _budget(text: str | None) -> float | None:
-    if text is None:
-        return None
-    from forge.plan.budget import parse_budget
-
-    try:
-        return parse_budget(text)
-    except ValueError as exc:
-        raise ForgeError(f"--budget: {exc}") from exc
+    code = run_demo(path, _settings(), echo=typer.echo)
+    if code != ExitCode.OK:
+        raise typer.Exit(int(code))
 
 
 def _settings(*, worktree_root: Path | None = None) -> Settings:
@@ -480,45 +459,15 @@ def _execute_run(
     as_json: bool,
     cluster: str | None = None,
 ) -> None:
-    from forge.base import interrupt
-    from forge.cluster import coordinator
-    from forge.commands import status as views
-    from forge.commands.live import LiveView
-    from forge.plan.repo_config import load_repo_config
-    from forge.run import runner
+    from forge.commands.run import execute
 
-    plan = recorded.plan
-    prices = load_repo_config(repo.root).all_prices()
-    remote = coordinator.from_settings(repo, cluster)
-    view = LiveView(
-        quiet=as_json,
-        weights={t.id: t.estimate or 1.0 for t in plan.tasks},
-        prices=prices,
-    )
-    with interrupt.on_stop_signals() as stop, view:
-        report = runner.run_plan(
-            repo,
-            recorded,
-            options,
-            stop=stop,
-            on_change=view.on_change,
-            on_event=view.on_event,
-            remote=remote,
-        )
-    from forge.commands.next_step import next_steps
-    from forge.run.spend import plan_spend
-
-    steps = next_steps(report, recorded.plan, only=options.only)
-    spend = plan_spend(report.state, prices).to_dict()
-    if as_json:
-        emit_json({**views.report_data(report), "next": steps, "spend": spend})
+    answer, code = execute(repo, recorded, options, as_json=as_json, cluster=cluster)
+    if isinstance(answer, dict):
+        emit_json(answer)
     else:
-        typer.echo(views.render_report(report), nl=False)
-        typer.echo(views.spend_line(spend, options.budget or plan.budget))
-        for line in steps:
-            typer.echo(line)
-    if report.exit_code != ExitCode.OK:
-        raise typer.Exit(int(report.exit_code))
+        typer.echo(answer, nl=False)
+    if code != ExitCode.OK:
+        raise typer.Exit(int(code))
 
 
 def main(argv: list[str] | None = None) -> NoReturn:

@@ -1,0 +1,71 @@
+"""`forge run`, `forge retry` and the demo's run: the plan runs under the live view,
+then the answer: what happened, what it spent and what to do next."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from forge.errors import ExitCode, ForgeError
+
+if TYPE_CHECKING:
+    from forge.git.repo import Repository
+    from forge.plan.registry import Recorded
+    from forge.run.options import RunOptions
+
+
+def execute(
+    repo: Repository,
+    recorded: Recorded,
+    options: RunOptions,
+    *,
+    as_json: bool,
+    cluster: str | None = None,
+) -> tuple[dict[str, Any] | str, ExitCode]:
+    """Run the plan; the answer (JSON data, or the text to print) and the exit code."""
+    from forge.base import interrupt
+    from forge.cluster import coordinator
+    from forge.commands import status as views
+    from forge.commands.live import LiveView
+    from forge.commands.next_step import next_steps
+    from forge.plan.repo_config import load_repo_config
+    from forge.run import runner
+    from forge.run.spend import plan_spend
+
+    plan = recorded.plan
+    prices = load_repo_config(repo.root).all_prices()
+    remote = coordinator.from_settings(repo, cluster)
+    view = LiveView(
+        quiet=as_json,
+        weights={t.id: t.estimate or 1.0 for t in plan.tasks},
+        prices=prices,
+    )
+    with interrupt.on_stop_signals() as stop, view:
+        report = runner.run_plan(
+            repo,
+            recorded,
+            options,
+            stop=stop,
+            on_change=view.on_change,
+            on_event=view.on_event,
+            remote=remote,
+        )
+    steps = next_steps(report, recorded.plan, only=options.only)
+    spend = plan_spend(report.state, prices).to_dict()
+    if as_json:
+        return {**views.report_data(report), "next": steps, "spend": spend}, report.exit_code
+    text = views.render_report(report)
+    text += views.spend_line(spend, options.budget or plan.budget) + "\n"
+    text += "".join(line + "\n" for line in steps)
+    return text, report.exit_code
+
+
+def budget_option(text: str | None) -> float | None:
+    """`--budget`: dollars, or None when not given."""
+    if text is None:
+        return None
+    from forge.plan.budget import parse_budget
+
+    try:
+        return parse_budget(text)
+    except ValueError as exc:
+        raise ForgeError(f"--budget: {exc}") from exc
