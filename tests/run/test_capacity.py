@@ -126,8 +126,11 @@ def test_max_parallel_caps_tasks_on_one_agent(repo: Path, tmp_path: Path) -> Non
         # The others wait for the agent: the dispatcher started none of them.
         assert [t for t, s in statuses(repo).items() if s == "RUNNING"] == [held]
         (go / held).touch()
-        mark = running / held
-        wait_for(lambda mark=mark: not mark.exists(), what=f"{held} released")
+
+        def released(mark: Path = running / held) -> bool:
+            return not mark.exists()
+
+        wait_for(released, what=f"{held} released")
     out, err = p.communicate(timeout=120)
     assert p.returncode == 0, out + err
     assert statuses(repo) == {"a": "MERGED", "b": "MERGED", "c": "MERGED"}
