@@ -44,7 +44,10 @@ def test_run_group_exit_code_and_log(tmp_path: Path) -> None:
     starts: list[int] = []
     res = procgroup.run_group(
         procgroup.GroupSpec(
-            "echo hello; echo oops >&2; exit 3", cwd=tmp_path, log_path=log, tag="t-basic"
+            "echo hello; echo oops >&2; exit 3",
+            cwd=tmp_path,
+            log_path=log,
+            tag=f"t-basic-{os.getpid()}",
         ),
         on_start=starts.append,
     )
@@ -63,10 +66,10 @@ def test_env_is_cleaned_and_tagged(tmp_path: Path, monkeypatch: pytest.MonkeyPat
             cwd=tmp_path,
             log_path=log,
             env={"X": "1"},
-            tag="t-env",
+            tag=f"t-env-{os.getpid()}",
         )
     )
-    assert "dir=unset tag=t-env x=1" in log.read_text()
+    assert f"dir=unset tag=t-env-{os.getpid()} x=1" in log.read_text()
 
 
 def test_input_path_feeds_stdin(tmp_path: Path) -> None:
@@ -99,7 +102,9 @@ def test_timeout_kills_stubborn_group_with_grandchildren(tmp_path: Path, tag: st
                     [sys.executable, str(STUBBORN), str(pidfile)],
                     cwd=tmp_path,
                     log_path=log,
-                    timeout=1.5,
+                    # Past the four Python starts the verifier makes before it
+                    # writes its pids (slow under coverage on a loaded machine).
+                    timeout=4.0,
                     grace=0.3,
                     tag=tag,
                 )
@@ -194,6 +199,7 @@ def test_leader_exit_leaves_no_daemon(tmp_path: Path, tag: str) -> None:
 
 def test_setsid_escapee_is_found_by_tag(tmp_path: Path) -> None:
     pidfile = tmp_path / "pids"
+    tag = f"t-escape-{os.getpid()}"  # this run's own: suites run side by side
     stop = threading.Event()
     box: list[procgroup.GroupResult] = []
     t = threading.Thread(
@@ -205,7 +211,7 @@ def test_setsid_escapee_is_found_by_tag(tmp_path: Path) -> None:
                     cwd=tmp_path,
                     log_path=tmp_path / "e.log",
                     grace=0.3,
-                    tag="t-escape",
+                    tag=tag,
                 ),
                 stop=stop,
             )
@@ -215,26 +221,27 @@ def test_setsid_escapee_is_found_by_tag(tmp_path: Path) -> None:
     pids = read_pids(pidfile)
     escapee = pids[2]
     assert os.getpgid(escapee) != os.getpgid(pids[0])
-    assert escapee in procgroup.find_tagged("t-escape")
+    assert escapee in procgroup.find_tagged(tag)
     stop.set()
     t.join(30)
     assert not any(running(p) for p in pids)
-    assert procgroup.find_tagged("t-escape") == []
+    assert procgroup.find_tagged(tag) == []
 
 
 def test_stop_group_of_foreign_group(tmp_path: Path) -> None:
     """stop_group on a group another thread's Popen does not own (crash recovery)."""
     pidfile = tmp_path / "pids"
+    tag = f"t-foreign-{os.getpid()}"  # this run's own: suites run side by side
     child = subprocess.Popen(
         [sys.executable, str(STUBBORN), str(pidfile)],
         start_new_session=True,
-        env={**os.environ, procgroup.TAG_VAR: "t-foreign"},
+        env={**os.environ, procgroup.TAG_VAR: tag},
     )
     pids = read_pids(pidfile)
     lines: list[str] = []
-    wait_for(lambda: set(pids) <= set(procgroup.find_tagged("t-foreign")), what="tagged pids")
+    wait_for(lambda: set(pids) <= set(procgroup.find_tagged(tag)), what="tagged pids")
     assert procgroup.group_alive(child.pid)
-    procgroup.stop_group(child.pid, grace=0.3, tag="t-foreign", log=lines.append)
+    procgroup.stop_group(child.pid, grace=0.3, tag=tag, log=lines.append)
     assert not any(running(p) for p in pids)
     assert not procgroup.group_alive(child.pid)
     assert any("sent TERM" in line for line in lines)
