@@ -1,4 +1,4 @@
-"""Run (or resume) a recorded plan: lock, recover, dispatch (forge/dispatch.py),
+"""Run (or resume) a recorded plan: lock, recover, dispatch (forge/run/dispatch.py),
 verify the integration head, and say how it ended (the exit code)."""
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The verification engine: lanes in parallel, flake reruns, fingerprints, verdicts.
 
 One verification judges exactly one commit, in checkouts of forge's own (see
-forge/checkout.py). Each lane's command runs in a process group of its own with its
+forge/verify/checkout.py). Each lane's command runs in a process group of its own with its
 own timeout and log. A lane that fails with its checkout unchanged is rerun up to
 `reruns` times; a later pass makes it FLAKY. A run that changed the checkout is FAIL
 whatever its exit code, is never rerun, and the checkout is restored before anything
@@ -19,8 +19,9 @@ import secrets
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
+from pathlib import Path
 
 from forge.base import procgroup
 from forge.base.sandbox import Sandbox
@@ -165,7 +166,8 @@ def _run_lanes(
                 results[name] = LaneResult(name, command, Verdict.INTERRUPTED, ())
             else:
                 box = Sandbox((co.path,), (repo.root, repo.common_dir)) if sandbox else None
-                results[name] = _run_lane(repo, base, config, co, name, command, stop, emit, box)
+                lane = _Lane(repo, base, config, co, name, stop, emit, box)
+                results[name] = _run_lane(lane, command)
         except BaseException as exc:  # noqa: BLE001 re-raised by the caller's thread after the join
             errors.append(exc)
             results[name] = LaneResult(name, command, Verdict.FAIL, ())
@@ -185,34 +187,24 @@ def _run_lanes(
     return tuple(results[name] for name, _cmd in config.lanes)
 
 
-def _run_lane(
-    repo: Repository,
-    base: VerifyRecord,
-    config: VerifyConfig,
-    co: Checkout,
-    name: str,
-    command: str,
-    stop: threading.Event,
-    emit: Emit,
-    box: Sandbox | None = None,
-) -> LaneResult:
-    runs: list[LaneRun] = []
-    verdict = Verdict.INTERRUPTED
-    logs = verify_records.logs_dir(repo.state, base.id)
-    env = environment.expand(config.env, co.path)
-    failed_setup = _setup(repo, base, config, co, name, env, stop, emit, box)
-    if failed_setup is not None:
-        verdict = Verdict.INTERRUPTED if failed_setup.stopped else Verdict.FAIL
-        result = LaneResult(name, command, verdict, (failed_setup,))
-        emit(f"lane {name}: {verdict} ({result.reason})")
-        return result
-    for n in range(1, config.reruns + 2):
-        if stop.is_set():
-            verdict = Verdict.INTERRUPTED
-            break
-        kind = "initial" if n == 1 else "rerun"
-        log = logs / f"{name}-{n}.log"
-        emit(f"lane {name}: {kind} run {n} started (log {log})")
+@dataclass(frozen=True)
+class _Lane:
+    """One lane of one verification: where its commands run and how."""
+
+    repo: Repository
+    base: VerifyRecord
+    config: VerifyConfig
+    co: Checkout
+    name: str
+    stop: threading.Event
+    emit: Emit
+    box: Sandbox | None
+
+    def run(self, kind: str, command: str, *, log: Path, timeout: float | None) -> LaneRun:
+        """Run `command` in the lane's checkout, in a process group of its own; a
+        checkout the command changed is restored (the run records what changed)."""
+        co = self.co
+        env = environment.expand(self.config.env, co.path)
         before = co.fingerprint()
         co.begin_run()
         res = procgroup.run_group(
@@ -220,40 +212,60 @@ def _run_lane(
                 command,
                 cwd=co.path,
                 log_path=log,
-                env={**repo.settings.child_env(), **ceiling_env(co.path), **env},
-                timeout=config.timeout,
-                grace=config.grace,
-                tag=lane_tag(repo, base.key, name),
-                sandbox=box,
+                env={**self.repo.settings.child_env(), **ceiling_env(co.path), **env},
+                timeout=timeout,
+                grace=self.config.grace,
+                tag=lane_tag(self.repo, self.base.key, self.name),
+                sandbox=self.box,
             ),
-            stop=stop,
+            stop=self.stop,
         )
         changed = co.fingerprint().changes_since(before)
         if changed:
-            co.restore(base.commit)
+            co.restore(self.base.commit)
         co.end_run()
-        runs.append(
-            LaneRun(
-                kind=kind,
-                exit_code=res.returncode,
-                duration=round(res.duration, 3),
-                changed=tuple(changed),
-                log=str(log),
-                timed_out=res.timed_out,
-                stopped=res.stopped,
-            )
+        return LaneRun(
+            kind=kind,
+            exit_code=res.returncode,
+            duration=round(res.duration, 3),
+            changed=tuple(changed),
+            log=str(log),
+            timed_out=res.timed_out,
+            stopped=res.stopped,
         )
-        if res.stopped:
+
+
+def _run_lane(lane: _Lane, command: str) -> LaneResult:
+    name, emit = lane.name, lane.emit
+    runs: list[LaneRun] = []
+    verdict = Verdict.INTERRUPTED
+    logs = verify_records.logs_dir(lane.repo.state, lane.base.id)
+    failed_setup = _setup(lane)
+    if failed_setup is not None:
+        verdict = Verdict.INTERRUPTED if failed_setup.stopped else Verdict.FAIL
+        result = LaneResult(name, command, verdict, (failed_setup,))
+        emit(f"lane {name}: {verdict} ({result.reason})")
+        return result
+    for n in range(1, lane.config.reruns + 2):
+        if lane.stop.is_set():
             verdict = Verdict.INTERRUPTED
             break
-        if changed:
-            emit(f"lane {name}: the run changed the checkout: {', '.join(changed[:8])}")
+        kind = "initial" if n == 1 else "rerun"
+        log = logs / f"{name}-{n}.log"
+        emit(f"lane {name}: {kind} run {n} started (log {log})")
+        run = lane.run(kind, command, log=log, timeout=lane.config.timeout)
+        runs.append(run)
+        if run.stopped:
+            verdict = Verdict.INTERRUPTED
+            break
+        if run.changed:
+            emit(f"lane {name}: the run changed the checkout: {', '.join(run.changed[:8])}")
             verdict = Verdict.FAIL
             break
-        if res.returncode == 0 and not res.timed_out:
+        if run.exit_code == 0 and not run.timed_out:
             verdict = Verdict.PASS if n == 1 else Verdict.FLAKY
             break
-        why = "timed out" if res.timed_out else f"exit {res.returncode}"
+        why = "timed out" if run.timed_out else f"exit {run.exit_code}"
         emit(f"lane {name}: run {n} failed ({why})")
         verdict = Verdict.FAIL
     result = LaneResult(name, command, verdict, tuple(runs))
@@ -261,60 +273,24 @@ def _run_lane(
     return result
 
 
-def _setup(
-    repo: Repository,
-    base: VerifyRecord,
-    config: VerifyConfig,
-    co: Checkout,
-    name: str,
-    env: dict[str, str],
-    stop: threading.Event,
-    emit: Emit,
-    box: Sandbox | None = None,
-) -> LaneRun | None:
+def _setup(lane: _Lane) -> LaneRun | None:
     """Run the plan's setup in the lane's checkout unless it ran there with the same
     setup and env. Its failure (None: it succeeded or was not needed) as a run."""
+    config = lane.config
     if not config.setup:
         return None
     digest = environment.setup_hash(config.setup, config.env)
-    if environment.is_set_up(co.path, digest):
+    if environment.is_set_up(lane.co.path, digest):
         return None
-    log = verify_records.logs_dir(repo.state, base.id) / f"{name}-setup.log"
-    emit(f"lane {name}: setup in its checkout (log {log})")
-    before = co.fingerprint()
-    co.begin_run()
-    res = procgroup.run_group(
-        procgroup.GroupSpec(
-            config.setup,
-            cwd=co.path,
-            log_path=log,
-            timeout=config.setup_timeout,
-            grace=config.grace,
-            tag=lane_tag(repo, base.key, name),
-            env={**repo.settings.child_env(), **ceiling_env(co.path), **env},
-            sandbox=box,
-        ),
-        stop=stop,
-    )
+    log = verify_records.logs_dir(lane.repo.state, lane.base.id) / f"{lane.name}-setup.log"
+    lane.emit(f"lane {lane.name}: setup in its checkout (log {log})")
     # What setup makes (an environment, build output) must be ignored by git: the
     # checkout is compared before and after each lane run and restored.
-    changed = co.fingerprint().changes_since(before)
-    if changed:
-        co.restore(base.commit)
-    co.end_run()
-    ok = res.returncode == 0 and not (res.timed_out or res.stopped or changed)
-    if ok:
-        environment.mark_set_up(co.path, digest)
+    run = lane.run("setup", config.setup, log=log, timeout=config.setup_timeout)
+    if run.exit_code == 0 and not (run.timed_out or run.stopped or run.changed):
+        environment.mark_set_up(lane.co.path, digest)
         return None
-    return LaneRun(
-        kind="setup",
-        exit_code=res.returncode,
-        duration=round(res.duration, 3),
-        changed=tuple(changed),
-        log=str(log),
-        timed_out=res.timed_out,
-        stopped=res.stopped,
-    )
+    return run
 
 
 def describe_failure(record: VerifyRecord) -> str:
