@@ -22,11 +22,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import cluster
 import fastpath
 import gate
+import hermetic
 import live
 import makespan
 import merge
 import naive
 import overhead
+import routing
 import scale
 import stop
 from kit import Context, Figure, hermetic_env
@@ -43,6 +45,8 @@ BENCHES: dict[str, Callable[[Context], list[Figure]]] = {
     "gate": gate.run,
     "gate-parallel": gate.speculation,
     "cluster": cluster.run,
+    "routing": routing.run,
+    "hermetic": hermetic.run,
 }
 HERE = Path(__file__).resolve().parent
 QUICK_NOTE = (

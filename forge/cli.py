@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
@@ -20,8 +21,6 @@ from forge.errors import ExitCode, ForgeError
 if TYPE_CHECKING:
     from forge.base.settings import Settings
     from forge.git.repo import Repository
-    from forge.plan.registry import Recorded
-    from forge.run.options import RunOptions
 # typer escapes the `[required]`, `[default: 0; x>=0]` it appends to option help for
 # rich whenever rich is importable, even with rich markup off, so the plain help
 # showed `\[x>=1]`. Help is rendered by click here: no rich, no escaping.
@@ -108,30 +107,20 @@ def plan(
 ) -> None:
     """Validate a plan, build its DAG, compute waves, record it; print the wave table."""
     from forge.commands import plan as plan_command
-    from forge.plan.graph import FORMATS
 
-    if graph_format not in FORMATS:
-        raise ForgeError(f"--format: '{graph_format}' is not one of {', '.join(FORMATS)}")
-    if graph and as_json:
-        raise ForgeError("give --graph or --json, not both")
+    def say(line: str) -> None:
+        sys.stderr.write(f"forge: {line}\n")
 
-    def note(line: str) -> None:
-        sys.stderr.write(f"forge: note: {line}\n")
-
-    if check:
-        planned = plan_command.check(plan_file)
-    else:
-        planned = plan_command.record(_repo(), plan_file, note=note)
-    for warning in planned.warnings:
-        sys.stderr.write(f"forge: warning: {warning}\n")
-    if as_json:
-        emit_json(planned.data())
-    elif graph:
-        from forge.plan.graph import render
-
-        typer.echo(render(planned.plan, planned.waves, graph_format), nl=False)
-    else:
-        typer.echo(planned.text())
+    answer = plan_command.answer(
+        plan_file,
+        check_only=check,
+        graph=graph,
+        graph_format=graph_format,
+        as_json=as_json,
+        repo=_repo,
+        say=say,
+    )
+    _answer(answer)
 
 
 @app.command()
@@ -157,7 +146,7 @@ def run(
     as_json: JsonOpt = False,
 ) -> None:
     """Run (or resume) a plan: dispatch tasks, merge into integration, verify."""
-    from forge.commands.run import budget_option
+    from forge.commands.run import budget_option, execute
     from forge.plan import registry
     from forge.run.options import RunOptions
 
@@ -172,7 +161,9 @@ def run(
         budget=budget_option(budget),
         sandbox=sandbox,
     )
-    _execute_run(repo, recorded, options, as_json=as_json, cluster=cluster)
+    answer, code = execute(repo, recorded, options, as_json=as_json, cluster=cluster)
+    _answer(answer)
+    _exit(code)
 
 
 @app.command()
@@ -190,7 +181,7 @@ def retry(
     as_json: JsonOpt = False,
 ) -> None:
     """Run one failed task again with its last failure as feedback, then merge and verify."""
-    from forge.commands.run import budget_option
+    from forge.commands.run import budget_option, execute
     from forge.plan import registry
     from forge.run import runner
     from forge.run.options import RunOptions
@@ -201,7 +192,9 @@ def retry(
     options = RunOptions(
         only=task, fresh=fresh, agent=agent, retry_failed=0, budget=budget_option(budget)
     )
-    _execute_run(repo, recorded, options, as_json=as_json, cluster=cluster)
+    answer, code = execute(repo, recorded, options, as_json=as_json, cluster=cluster)
+    _answer(answer)
+    _exit(code)
 
 
 @app.command()
@@ -225,11 +218,8 @@ def verify(
         on_event=None if as_json else progress,
         warn=progress,
     )
-    if as_json:
-        emit_json(verified.record.to_dict())
-    else:
-        for line in verify_command.render(verified.record):
-            typer.echo(line)
+    record = verified.record
+    _answer(record.to_dict() if as_json else _text(verify_command.render(record)))
     verify_command.raise_for_verdict(verified)
 
 
@@ -251,11 +241,11 @@ def status(
     repo = _repo()
     plan_name, task = status_target(repo, target, plan_ref)
     if not as_json:
-        typer.echo(views.render(repo, plan_name, task, disk=disk), nl=False)
+        _answer(views.render(repo, plan_name, task, disk=disk))
     elif task is None:
-        emit_json(views.status_data(repo, plan_name, disk=disk))
+        _answer(views.status_data(repo, plan_name, disk=disk))
     else:
-        emit_json(views.task_status_data(repo, plan_name, task, disk=disk))
+        _answer(views.task_status_data(repo, plan_name, task, disk=disk))
 
 
 @app.command()
@@ -316,8 +306,7 @@ def split(
 
     if not into:
         raise ForgeError("name the new plan: --into NEW")
-    for line in do_split(_repo(), plan_ref, tasks.split(","), into, dry_run=dry_run):
-        typer.echo(line)
+    _answer(_text(do_split(_repo(), plan_ref, tasks.split(","), into, dry_run=dry_run)))
 
 
 @app.command()
@@ -345,8 +334,7 @@ def combine(
         lines = do_combine(
             repo, new, plans, verify=verify, dry_run=dry_run, stop=stop, on_event=progress
         )
-    for line in lines:
-        typer.echo(line)
+    _answer(_text(lines))
 
 
 @app.command()
@@ -360,11 +348,8 @@ def hold(
     repo = _repo()
     plan = _plan_name(repo, plan_ref) if plan_ref else None
     h = holds.set_hold(repo.state, plan, reason=reason)
-    typer.echo(
-        f"hold set: {h.describe()}\nnothing new starts until `forge resume"
-        + (f" --plan {plan}" if plan else "")
-        + "`"
-    )
+    again = "forge resume" + (f" --plan {plan}" if plan else "")
+    typer.echo(f"hold set: {h.describe()}\nnothing new starts until `{again}`")
 
 
 @app.command()
@@ -375,10 +360,8 @@ def resume(plan_ref: PlanOpt = None) -> None:
     repo = _repo()
     plan = _plan_name(repo, plan_ref) if plan_ref else None
     removed = holds.release(repo.state, plan)
-    if removed is None:
-        typer.echo("no hold was set" + (f" on plan '{plan}'" if plan else " on the repository"))
-    else:
-        typer.echo(f"hold removed ({removed.describe()})")
+    where = f" on plan '{plan}'" if plan else " on the repository"
+    typer.echo(f"hold removed ({removed.describe()})" if removed else "no hold was set" + where)
 
 
 @app.command()
@@ -400,13 +383,27 @@ def clean(
         typer.echo("no plans recorded: nothing to clean")
 
 
+@app.command()
+def stats(
+    plan: Annotated[str | None, typer.Option("--plan", help="Only this plan's attempts.")] = None,
+    since: Annotated[
+        str | None, typer.Option("--since", help="Only attempts this recent (7d, 12h).")
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Per agent spec, across runs: attempts, landed tasks, land rate, cost per landed task."""
+    from forge.commands import stats as agent_stats
+
+    data = agent_stats.stats_data(_repo().state, plan=plan, since=since)
+    _answer(data if as_json else agent_stats.render(data))
+
+
 @hooks_app.command("install")
 def hooks_install() -> None:
     """Install forge's git hooks (keeping and chaining any hook already there)."""
     from forge.hooks import runtime as hooks
 
-    for line in hooks.install(_repo()):
-        typer.echo(line)
+    _answer(_text(hooks.install(_repo())))
 
 
 @hooks_app.command("uninstall")
@@ -414,8 +411,7 @@ def hooks_uninstall() -> None:
     """Remove forge's git hooks and restore what was there before."""
     from forge.hooks import runtime as hooks
 
-    for line in hooks.uninstall(_repo()):
-        typer.echo(line)
+    _answer(_text(hooks.uninstall(_repo())))
 
 
 @app.command()
@@ -428,9 +424,7 @@ def demo(
     """Build a throwaway repository and run a sample plan end to end (no AI, no network)."""
     from forge.commands.demo import run_demo
 
-    code = run_demo(path, _settings(), echo=typer.echo)
-    if code != ExitCode.OK:
-        raise typer.Exit(int(code))
+    _exit(run_demo(path, _settings(), echo=typer.echo))
 
 
 def _settings(*, worktree_root: Path | None = None) -> Settings:
@@ -451,21 +445,19 @@ def _plan_name(repo: Repository, ref: str | None) -> str:
     return plan_name(repo, ref)
 
 
-def _execute_run(
-    repo: Repository,
-    recorded: Recorded,
-    options: RunOptions,
-    *,
-    as_json: bool,
-    cluster: str | None = None,
-) -> None:
-    from forge.commands.run import execute
-
-    answer, code = execute(repo, recorded, options, as_json=as_json, cluster=cluster)
+def _answer(answer: dict[str, Any] | str) -> None:
+    """The answer: JSON for scripts, or text for people (as it is, newlines included)."""
     if isinstance(answer, dict):
         emit_json(answer)
     else:
         typer.echo(answer, nl=False)
+
+
+def _text(lines: Iterable[str]) -> str:
+    return "".join(line + "\n" for line in lines)
+
+
+def _exit(code: ExitCode) -> None:
     if code != ExitCode.OK:
         raise typer.Exit(int(code))
 

@@ -8,11 +8,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from forge.errors import ForgeError
 from forge.git.repo import Repository
 from forge.plan import dag, registry, tables
 from forge.plan.dag import Waves
 from forge.plan.model import Plan
 from forge.plan.registry import Recorded
+from forge.run.forecast import Forecast
 from forge.run.state.replan import TakenUp
 
 
@@ -25,6 +27,8 @@ class Planned:
     record_file: Path | None = None
     warnings: tuple[str, ...] = ()  # advice about the plan (forge.plan.advice)
     taken: TakenUp | None = None  # recorded while the plan runs: what the run takes up
+    forecast: Forecast | None = None  # from the attempts history (None: no history)
+    verification: str = ""  # what verifies its work, and each lane run's time limit
 
     def data(self) -> dict[str, Any]:
         data = tables.wave_data(
@@ -36,6 +40,7 @@ class Planned:
         )
         if self.recorded is not None:
             data["running"] = None if self.taken is None else self.taken.to_dict()
+        data["forecast"] = None if self.forecast is None else self.forecast.to_dict()
         return data
 
     def text(self) -> str:
@@ -43,10 +48,14 @@ class Planned:
             tables.wave_table(self.plan, self.waves),
             tables.plan_summary(self.plan, self.waves, recorded=self.recorded),
         ]
+        if self.verification:
+            lines.append(self.verification)
         if self.record_file is not None:
             lines.append(f"record: {self.record_file}")
         if self.taken is not None:
             lines.append(self.taken.describe())
+        if self.forecast is not None:
+            lines.append(self.forecast.line())
         return "\n".join(lines)
 
 
@@ -54,7 +63,13 @@ def check(plan_file: Path) -> Planned:
     """Validate a plan file and compute its waves and critical path; needs no
     repository, writes nothing."""
     plan, waves = registry.check(plan_file)
-    return Planned(plan, waves, dag.critical_path(plan), warnings=_warnings(plan))
+    return Planned(
+        plan,
+        waves,
+        dag.critical_path(plan),
+        warnings=_warnings(plan),
+        verification=tables.verify_summary(plan.verify, known=plan.verify is not None),
+    )
 
 
 def record(repo: Repository, plan_file: Path, *, note: Callable[[str], None]) -> Planned:
@@ -72,6 +87,9 @@ def record(repo: Repository, plan_file: Path, *, note: Callable[[str], None]) ->
     for line in reconcile.explain(repo, new):
         note(line)
     recorded, taken = replan.record(repo, plan_file)
+    from forge.plan.repo_config import load_repo_config
+
+    default = load_repo_config(repo.root, read_agents=False).verify
     return Planned(
         recorded.plan,
         recorded.as_waves(),
@@ -80,10 +98,52 @@ def record(repo: Repository, plan_file: Path, *, note: Callable[[str], None]) ->
         record_file=repo.state.plan_file(recorded.plan.name),
         warnings=_warnings(recorded.plan),
         taken=taken,
+        forecast=_forecast(repo, recorded.plan),
+        verification=tables.verify_summary(recorded.plan.verify_config(default)),
     )
+
+
+def _forecast(repo: Repository, plan: Plan) -> Forecast | None:
+    from forge.run.forecast import forecast
+
+    try:
+        return forecast(repo, plan)
+    except Exception:  # noqa: BLE001 advice only: a forecast never stops a plan
+        return None
 
 
 def _warnings(plan: Plan) -> tuple[str, ...]:
     from forge.plan import advice
 
     return tuple(advice.warnings(plan))
+
+
+def answer(
+    plan_file: Path,
+    *,
+    check_only: bool,
+    graph: bool,
+    graph_format: str,
+    as_json: bool,
+    repo: Callable[[], Repository],
+    say: Callable[[str], None],
+) -> dict[str, Any] | str:
+    """`forge plan`: check (and record) the plan; the answer is its JSON, its graph
+    (`graph_format`), or the wave table. Notes and warnings go to `say`."""
+    from forge.plan.graph import FORMATS, render
+
+    if graph_format not in FORMATS:
+        raise ForgeError(f"--format: '{graph_format}' is not one of {', '.join(FORMATS)}")
+    if graph and as_json:
+        raise ForgeError("give --graph or --json, not both")
+    if check_only:
+        planned = check(plan_file)
+    else:
+        planned = record(repo(), plan_file, note=lambda line: say(f"note: {line}"))
+    for warning in planned.warnings:
+        say(f"warning: {warning}")
+    if as_json:
+        return planned.data()
+    if graph:
+        return render(planned.plan, planned.waves, graph_format)
+    return planned.text() + "\n"

@@ -19,11 +19,13 @@ from typing import Any
 
 from forge.commands import report_svg as svg
 from forge.commands.report_page import PAGE
+from forge.commands.report_time import Clock, clock
 from forge.commands.status import fmt_seconds
 from forge.git.repo import Repository
 from forge.plan.registry import Recorded
-from forge.run.spend import Spend, attempt_spend, plan_spend
+from forge.run.spend import Spend, attempt_spend, per_landed, plan_spend
 from forge.run.state.run_state import Attempt, RunState, StateStore, Status
+from forge.verify.failures import Failure
 from forge.verify.records import Verdict
 
 WORK_PHASES = ("agent", "run")  # the phases that are the task's own work ("agent time")
@@ -92,9 +94,9 @@ def render(
     dag = svg.dag_svg(
         [list(w) for w in recorded.waves], {t.id: list(t.deps) for t in plan.tasks}, statuses, tips
     )
-    lanes, span, phases = timeline(state)
+    lanes, axis, phases = timeline(state)
     body = [
-        _header(plan.name, state, spend, verdict, recorded),
+        _header(plan.name, state, spend, verdict, recorded, axis),
         '<section><h2>Tasks by wave</h2><div class="scroll">',
         dag,
         "</div>",
@@ -103,7 +105,9 @@ def render(
         '<section><h2>Timeline</h2><p class="note">each attempt in the slot it ran in, '
         "split into its phases; then the verification, a row per lane</p>",
         '<div class="scroll">',
-        svg.timeline_svg(lanes, span) if lanes else "<p>nothing has run yet</p>",
+        svg.timeline_svg(lanes, axis.span, breaks=axis.breaks())
+        if lanes
+        else "<p>nothing has run yet</p>",
         "</div>",
         svg.legend(phases),
         "</section>",
@@ -124,7 +128,9 @@ def _record(state: RunState) -> dict[str, Any] | None:
     return data
 
 
-def _header(name: str, state: RunState, spend: Spend, verdict: str, recorded: Recorded) -> str:
+def _header(
+    name: str, state: RunState, spend: Spend, verdict: str, recorded: Recorded, axis: Clock
+) -> str:
     counts: dict[str, int] = {}
     for ts in state.tasks.values():
         counts[str(ts.status)] = counts.get(str(ts.status), 0) + 1
@@ -140,9 +146,9 @@ def _header(name: str, state: RunState, spend: Spend, verdict: str, recorded: Re
     )
     facts = [
         ("tasks", ", ".join(f"{n} {s.lower()}" for s, n in sorted(counts.items()))),
-        ("wall time", fmt_seconds(state.wall_seconds)),
+        ("wall time", _wall(state, axis)),
         ("agent time", fmt_seconds(agent_time)),
-        ("cost", spend.describe()),
+        ("cost", f"{spend.describe()}; {per_landed(spend, counts.get(Status.MERGED, 0))}"),
         ("base", f"{recorded.base_ref} @ {recorded.base_commit[:12]}"),
         ("integration", state.integration.removeprefix("refs/heads/")),
         ("run", f"{state.started or '-'} \u2192 {state.finished or 'not finished'}"),
@@ -153,6 +159,16 @@ def _header(name: str, state: RunState, spend: Spend, verdict: str, recorded: Re
     return (
         f'<header><h1>{escape(name)} <span class="verdict v-{cls}">{escape(str(verdict))}'
         f'</span></h1><table class="facts">{rows}</table></header>'
+    )
+
+
+def _wall(state: RunState, axis: Clock) -> str:
+    """The last run's wall time; after several runs, their time together too."""
+    if axis.runs < 2:
+        return fmt_seconds(state.wall_seconds)
+    return (
+        f"{fmt_seconds(axis.active)} over {axis.runs} runs "
+        f"(the last {fmt_seconds(state.wall_seconds)})"
     )
 
 
@@ -184,9 +200,10 @@ def _attempt_bars(attempt: Attempt) -> list[tuple[float, float, str]]:
     return [(start, start + (attempt.duration or 0.0), "attempt")]
 
 
-def timeline(state: RunState) -> tuple[list[svg.Lane], float, list[str]]:
-    """Lanes (a slot each, then the verification's lanes), the span in seconds, and
-    the phase names that appear, in the order they first do."""
+def timeline(state: RunState) -> tuple[list[svg.Lane], Clock, list[str]]:
+    """Lanes (a slot each, then the verification's lanes), the time axis (each run a
+    segment, idle time between runs cut out), and the phase names that appear, in
+    the order they first do."""
     raw: list[tuple[str, str, Attempt, list[tuple[float, float, str]]]] = []
     for tid, ts in state.tasks.items():
         for attempt in ts.attempts:
@@ -195,15 +212,10 @@ def timeline(state: RunState) -> tuple[list[svg.Lane], float, list[str]]:
                 raw.append((attempt.slot or ts.slot or tid, tid, attempt, bars))
     work_ends = [b[1] for *_, bars in raw for b in bars]
     verify_bars = _verification_bars(_record(state), after=max(work_ends, default=None))
-    starts = [b[0] for *_, bars in raw for b in bars] + [
-        b[0] for _, bars in verify_bars for b in bars
-    ]
-    if not starts:
-        return [], 0.0, []
-    origin = min(starts)
-    ends = [b[1] for *_, bars in raw for b in bars] + [
-        b[1] for _, bars in verify_bars for b in bars
-    ]
+    axis = clock(
+        [(b[0], b[1]) for *_, bars in raw for b in bars]
+        + [(b[0], b[1]) for _, bars in verify_bars for b in bars]
+    )
     lanes: dict[str, svg.Lane] = {}
     phases: list[str] = []
     for slot, tid, attempt, bars in sorted(raw, key=lambda r: r[3][0][0]):
@@ -219,8 +231,8 @@ def timeline(state: RunState) -> tuple[list[svg.Lane], float, list[str]]:
             )
             lane.bars.append(
                 svg.Bar(
-                    start - origin,
-                    end - origin,
+                    axis.at(start),
+                    axis.at(end),
                     name,
                     tip,
                     f"#task-{tid}",
@@ -233,9 +245,10 @@ def timeline(state: RunState) -> tuple[list[svg.Lane], float, list[str]]:
         for start, end, kind in bars:
             if kind not in phases:
                 phases.append(kind)
-            lane.bars.append(svg.Bar(start - origin, end - origin, kind, f"{name}: {kind}"))
+            tip = f"{name}: {kind} {fmt_seconds(end - start)}"
+            lane.bars.append(svg.Bar(axis.at(start), axis.at(end), kind, tip))
         out.append(lane)
-    return out, max(ends) - origin, phases
+    return out, axis, phases
 
 
 def _natural(name: str) -> tuple[str, int]:
@@ -293,14 +306,30 @@ def _attempt_logs(attempt: Attempt, folder: Path) -> str:
             candidate = log_dir / name
             if candidate.exists() or str(candidate) == attempt.log:
                 links.append(_log_link(str(candidate), folder, name.split(".")[0]))
+        if log_dir.name != f"attempt-{attempt.number}":  # a failing verification's log
+            label = (attempt.feedback_source or "log").split(":")[0]
+            links.append(_log_link(attempt.log, folder, label))
     return " ".join(links)
+
+
+_FAILURES_SHOWN = 5
+
+
+def _failures(failures: list[dict[str, Any]]) -> str:
+    """The failing tests a verification named, one line each."""
+    shown = [Failure.from_dict(f).describe() for f in failures[:_FAILURES_SHOWN]]
+    more = len(failures) - len(shown)
+    lines = [f"failed: {line}" for line in shown] + ([f"and {more} more"] if more else [])
+    return "".join(f'<div class="reason">{escape(line)}</div>' for line in lines)
 
 
 def _usage(attempt: Attempt, prices: dict[str, tuple[float, float]]) -> str:
     spend = attempt_spend(attempt, prices)
     parts = []
-    if attempt.cost_usd is not None or spend.usd:
+    if spend.priced:
         parts.append(f"${spend.usd:.4f}" + ("" if attempt.cost_usd is not None else " (priced)"))
+    elif spend.unpriced:
+        parts.append("cost unknown")
     if attempt.input_tokens is not None or attempt.output_tokens is not None:
         parts.append(f"{attempt.input_tokens or 0}/{attempt.output_tokens or 0} tok")
     return ", ".join(parts) or "-"
@@ -336,6 +365,12 @@ def _task_table(
             cells = (
                 f"<td>{a.number}</td><td>{escape(a.agent)}</td><td>{escape(str(a.status))}"
                 + (f'<div class="reason">{escape(a.reason)}</div>' if a.reason else "")
+                + (
+                    f'<div class="reason">model mismatch: {escape(a.model_mismatch)}</div>'
+                    if a.model_mismatch
+                    else ""
+                )
+                + _failures(a.failures)
                 + f"</td><td>{fmt_seconds(a.duration)}</td><td>{escape(_usage(a, prices))}</td>"
                 f"<td>{_attempt_logs(a, folder)}</td>"
             )
@@ -364,7 +399,8 @@ def _verification(record: dict[str, Any] | None, folder: Path) -> str:
             what = "timed out" if run.get("timed_out") else f"exit {run.get('exit_code')}"
             rows.append(
                 f"<tr><td>{escape(str(lane))}</td><td>{escape(str(data.get('verdict', '')))}</td>"
-                f"<td>{escape(str(run.get('kind', '')))}</td><td>{escape(what)}</td>"
+                f"<td>{escape(str(run.get('kind', '')))}</td><td>{escape(what)}"
+                f"{_failures(run.get('failures') or [])}</td>"
                 f"<td>{fmt_seconds(run.get('duration'))}</td>"
                 f"<td>{_log_link(run.get('log'), folder, 'log')}</td></tr>"
             )

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from forge.agents.prices import DEFAULT_PRICES
 from forge.base.files import read_json
 from forge.base.liveness import Owner
 from forge.base.text import one_line, text_table
@@ -16,13 +17,17 @@ from forge.errors import ForgeError, StateError
 from forge.git import refs, worktrees
 from forge.git.repo import Repository, short_sha
 from forge.run.attempt.phases import current
-from forge.run.spend import Spend, plan_spend
+from forge.run.spend import Spend, attempt_usd, cost_usd, per_landed, spend_data
 from forge.run.state import hold as holds
 from forge.run.state.run_state import UNCOUNTED, RunState, StateStore, Status, TaskState
 from forge.verify.records import VerifyRecord
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from forge.run.runner import RunReport
+
+    Prices = Mapping[str, tuple[float, float]]
 
 
 def _table(headers: list[str], rows: list[list[str]]) -> str:
@@ -49,10 +54,10 @@ def _total(ts: TaskState, key: str) -> Any:
     return sum(values) if values else None
 
 
-def task_row(ts: TaskState) -> dict[str, Any]:
+def task_row(ts: TaskState, prices: Prices | None = None) -> dict[str, Any]:
     last = ts.last
     now = current(last) if ts.status == Status.RUNNING else None
-    cost = _total(ts, "cost_usd")
+    cost = cost_usd(ts.attempts, DEFAULT_PRICES if prices is None else prices)
     return {
         "id": ts.id,
         "status": str(ts.status),
@@ -74,24 +79,42 @@ def task_row(ts: TaskState) -> dict[str, Any]:
         "phase": now["name"] if now else None,  # what a running task is doing
         "phase_started": now["start"] if now else None,  # epoch seconds
         "verified_by": ts.verified_by,  # MERGED through the gate: the verification
+        "failures": list(last.failures) if last else [],  # the failing tests that failed it
     }
 
 
-def results_table(state: RunState) -> str:
+def results_table(state: RunState, *, width: int | None = None) -> str:
+    """The tasks, one row each, and a totals line; each line cut to `width` with `…`."""
     rows = []
+    attempts = 0
+    seconds = 0.0
     for ts in state.tasks.values():
         r = task_row(ts)
         reason = r["reason"] or ("; ".join(r["warnings"]) if r["warnings"] else "")
         rows.append([r["id"], r["status"], str(r["attempts"]), fmt_seconds(r["seconds"]), reason])
-    return _table(["task", "status", "attempts", "time", "reason"], rows)
+        attempts += r["attempts"]
+        seconds += r["total_seconds"] or 0.0
+    merged = sum(1 for ts in state.tasks.values() if ts.status == Status.MERGED)
+    rows.append(
+        ["total", f"{merged}/{len(state.tasks)} merged", str(attempts), fmt_seconds(seconds), ""]
+    )
+    table = _table(["task", "status", "attempts", "time", "reason"], rows)
+    return (
+        table if width is None else "".join(cut(line, width) + "\n" for line in table.splitlines())
+    )
 
 
-def report_data(report: RunReport) -> dict[str, Any]:
+def cut(line: str, width: int) -> str:
+    """One line at most `width` characters: a longer one ends with `…`."""
+    return line if len(line) <= width else line[: max(0, width - 1)] + "…"
+
+
+def report_data(report: RunReport, prices: Prices | None = None) -> dict[str, Any]:
     """A finished run as data, for --json."""
     return {
         "plan": report.plan,
         "exit_code": int(report.exit_code),
-        "tasks": [task_row(t) for t in report.state.tasks.values()],
+        "tasks": [task_row(t, prices) for t in report.state.tasks.values()],
         "verification": _as_data(report.verification),
         "integration": report.state.integration,
         "integration_head": report.integration_head,
@@ -109,10 +132,11 @@ def _as_data(record: VerifyRecord | None) -> dict[str, Any] | None:
     return None if record is None else record.to_dict()
 
 
-def render_report(report: RunReport) -> str:
-    """What a person sees when a run ends: the tasks, the verdict, where things are."""
+def render_report(report: RunReport, *, width: int | None = None) -> str:
+    """What a person sees when a run ends: the tasks, the verdict, where things are
+    (the table cut to `width`, a terminal's, when given)."""
     state = report.state
-    out = [results_table(state).rstrip("\n")]
+    out = [results_table(state, width=width).rstrip("\n")]
     for ts in state.tasks.values():
         if ts.suggestion and ts.status != Status.MERGED:
             out.append(f"{ts.id}: {ts.suggestion}")
@@ -187,15 +211,15 @@ def status_data(repo: Repository, plan: str, *, disk: bool = False) -> dict[str,
     prices = load_repo_config(repo.root).all_prices()
     budget = recorded.get("plan", {}).get("budget")
     return {
-        "spend": plan_spend(state, prices).to_dict(),
+        "spend": spend_data(state, prices),
         "budget_usd": budget,
         "plan": plan,
         "source": recorded.get("source_path"),
         "base": recorded.get("base_commit"),
         "integration": state.integration,
         "integration_head": repo.ref_value(state.integration),
-        "tasks": [task_row(t) for t in tasks],
-        "history": {t.id: _history(t) for t in tasks},
+        "tasks": [task_row(t, prices) for t in tasks],
+        "history": {t.id: _history(t, prices) for t in tasks},
         "verification": _as_data(state.verification),
         "gate": gate_data(state),
         "slots": slots,
@@ -276,14 +300,23 @@ def render(repo: Repository, plan: str, task: str | None, *, disk: bool = False)
     return render_history(data, task)
 
 
-def _history(ts: TaskState) -> list[dict[str, Any]]:
+def _history(ts: TaskState, prices: Prices) -> list[dict[str, Any]]:
     """Each attempt as saved, with `counted`: its number among the attempts that
-    spent one (None for INFRA and INTERRUPTED tries)."""
+    spent one (None for INFRA and INTERRUPTED tries), and its cost as the run's
+    summary counts it (reported, else priced; `reported_cost_usd` is the CLI's)."""
     out, n = [], 0
     for a in ts.attempts:
         spent = a.status not in UNCOUNTED
         n += spent
-        out.append({**vars(a), "counted": n if spent else None})
+        usd = attempt_usd(a, prices)
+        out.append(
+            {
+                **vars(a),
+                "counted": n if spent else None,
+                "reported_cost_usd": a.cost_usd,
+                "cost_usd": None if usd is None else round(usd, 6),
+            }
+        )
     return out
 
 
@@ -366,10 +399,11 @@ def _branch_at(ref: str, head: str | None) -> str:
 
 
 def spend_line(spend: dict[str, Any], budget: float | None) -> str:
-    """`cost: $1.23 (2.1M in / 40.2k out tokens) of a 20 USD budget`."""
-    text = Spend(
-        spend["usd"], spend["input_tokens"], spend["output_tokens"], spend["unpriced_attempts"]
-    ).describe()
+    """`cost: $1.23, 2.1M in / 40.2k out tokens; $0.41 per landed task (budget 20 USD)`."""
+    whole = Spend.from_dict(spend)
+    text = whole.describe()
+    if spend.get("landed"):
+        text += f"; {per_landed(whole, int(spend['landed']))}"
     return f"cost: {text}" + (f" (budget {budget:g} USD)" if budget is not None else "")
 
 
@@ -399,6 +433,12 @@ def render_history(data: dict[str, Any], task: str) -> str:
     attempts = data["history"].get(task, [])
     row = next(r for r in data["tasks"] if r["id"] == task)
     out = [f"task {task}: {row['status']}" + (f" ({row['reason']})" if row["reason"] else "")]
+    if row["status"] != Status.MERGED:  # the failing tests of the verification that failed it
+        out += [
+            f"  failed in lane {f['lane']}: {f['test'] or f['message']}"
+            + (f" ({f['message']})" if f["test"] and f["message"] else "")
+            for f in row["failures"][:10]
+        ]
     reviewed = any(a.get("review") for a in attempts)
     rows = []
     for a in attempts:
@@ -414,7 +454,10 @@ def render_history(data: dict[str, Any], task: str) -> str:
         ]
         if reviewed:
             cells.append(_review(a))
-        rows.append([*cells, a.get("reason", "")])
+        said = a.get("reason", "")
+        if a.get("model_mismatch") and "model mismatch" not in said:
+            said = f"model mismatch: {a['model_mismatch']}" + (f"; {said}" if said else "")
+        rows.append([*cells, said])
     headers = ["#", "agent", "status", "started", "time", "cost"]
     headers += ["review"] if reviewed else []
     headers.append("reason")

@@ -64,6 +64,8 @@ PLAN_KEYS = (
     "scope",
     "clean",
     "sandbox",
+    "strict_model",
+    "auto",
     "agents",
     "task",
 )
@@ -167,6 +169,8 @@ class _Checker:
         batch_max = get.integer("batch_max", low=1, default=DEFAULT_BATCH_MAX)
         verify_parallel = get.integer("verify_parallel", low=1, default=DEFAULT_VERIFY_PARALLEL)
         sandbox = get.flag("sandbox")
+        strict_model = get.flag("strict_model")
+        auto = self.spec_list("auto")
         verify = self.verify()
         agents = parse_agents(
             d.get("agents", {}),
@@ -200,6 +204,8 @@ class _Checker:
             batch_max=batch_max,
             verify_parallel=verify_parallel,
             sandbox=sandbox,
+            strict_model=strict_model,
+            auto=auto,
             agents=agents,
             tasks=tasks,
         )
@@ -235,11 +241,12 @@ class _Checker:
         return name
 
     def fallback(self) -> tuple[str, ...]:
-        value = self.data.get("fallback", [])
+        return self.spec_list("fallback")
+
+    def spec_list(self, key: str) -> tuple[str, ...]:
+        value = self.data.get(key, [])
         if not is_str_list(value) or not all(v.strip() for v in value):
-            self.add(
-                '`fallback` must be a list of agent specs, e.g. ["codex", "gemini"]', "fallback"
-            )
+            self.add(f'`{key}` must be a list of agent specs, e.g. ["codex", "gemini"]', key)
             return ()
         return tuple(dict.fromkeys(value))
 

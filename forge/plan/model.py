@@ -126,6 +126,8 @@ class Plan:
     batch_max: int = DEFAULT_BATCH_MAX
     verify_parallel: int = DEFAULT_VERIFY_PARALLEL
     sandbox: bool = False  # run every command under bubblewrap (forge/base/sandbox.py)
+    strict_model: bool = False  # an attempt that ran another model than asked is INFRA
+    auto: tuple[str, ...] = ()  # the pool `agent = "auto"` chooses from (else forge.toml's)
     agents: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     tasks: tuple[Task, ...] = ()
 
@@ -203,6 +205,8 @@ class Plan:
             "batch_max": self.batch_max,
             "verify_parallel": self.verify_parallel,
             "sandbox": self.sandbox,
+            "strict_model": self.strict_model,
+            "auto": list(self.auto),
             "agents": {k: dict(v) for k, v in self.agents.items()},
             "tasks": [t.to_dict() for t in self.tasks],
         }
@@ -232,6 +236,8 @@ class Plan:
             batch_max=data.get("batch_max", DEFAULT_BATCH_MAX),
             verify_parallel=data.get("verify_parallel", DEFAULT_VERIFY_PARALLEL),
             sandbox=bool(data.get("sandbox", False)),
+            strict_model=bool(data.get("strict_model", False)),
+            auto=tuple(data.get("auto", ())),
             agents={k: dict(v) for k, v in data.get("agents", {}).items()},
             tasks=tuple(Task.from_dict(t) for t in data.get("tasks", ())),
         )

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from forge.base.text import text_table
 from forge.git.repo import short_sha
 from forge.plan.model import Plan
+from forge.plan.repo_config import DEFAULT_VERIFY_TIMEOUT, VerifyConfig
 
 if TYPE_CHECKING:
     from forge.plan.dag import Waves
@@ -86,3 +87,26 @@ def wave_data(
             for t in plan.tasks
         ],
     }
+
+
+def _limit(seconds: float) -> str:
+    if seconds >= 3600 and seconds % 3600 == 0:
+        return f"{seconds / 3600:g}h"
+    if seconds >= 60 and seconds % 60 == 0:
+        return f"{seconds / 60:g}m"
+    return f"{seconds:g}s"
+
+
+def verify_summary(config: VerifyConfig | None, *, known: bool = True) -> str:
+    """What verifies the plan's work, and each lane run's time limit. `known`: False
+    when forge.toml was not read (`forge plan --check`) and the plan sets none."""
+    if config is None:
+        if not known:
+            return (
+                "verification: forge.toml's [verify], if it has one (each lane run limited "
+                f"to its `timeout`, default {_limit(DEFAULT_VERIFY_TIMEOUT)})"
+            )
+        return "verification: none configured (work lands UNVERIFIED)"
+    names = [name for name, _cmd in config.lanes]
+    lanes = f"{len(names)} lane{'s' * (len(names) != 1)} ({', '.join(names)})"
+    return f"verification: {lanes}, each run limited to {_limit(config.timeout)} ([verify] timeout)"

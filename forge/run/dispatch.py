@@ -78,6 +78,7 @@ class Dispatcher:
             retries=options.infra_retries,
             backoff=ctx.settings.infra_backoff,  # doubled each time
             cap=INFRA_BACKOFF_CAP,
+            on_event=on_event,
         )
         self.no_auto: set[str] = set()  # tasks the policy says not to retry automatically
         self.forced = options.only  # `forge retry`: dispatch it even though it failed

@@ -74,10 +74,12 @@ def run_plan(
     boxed = options.sandbox or plan.sandbox
     if boxed:
         sandbox.require()
+    from forge.plan.repo_config import load_repo_config
     from forge.plan.specs import check_specs
 
     defs = agent_defs(repo, plan)
-    check_specs(plan, defs)  # forge.toml may have changed since `forge plan`
+    # forge.toml may have changed since `forge plan`
+    check_specs(plan, defs, pool=load_repo_config(repo.root).auto)
     reviewed = [t.id for t in plan.tasks if plan.review_of(t)]
     if remote is not None and reviewed:
         # A review runs in the task's slot, which a cluster attempt does not have here.

@@ -2,8 +2,10 @@
 
 One verification judges exactly one commit, in checkouts of forge's own (see
 forge/verify/checkout.py). Each lane's command runs in a process group of its own with its
-own timeout and log. A lane that fails with its checkout unchanged is rerun up to
-`reruns` times; a later pass makes it FLAKY. A run that changed the checkout is FAIL
+own time limit and log, in a checkout that holds exactly the commit plus what the
+plan's setup made (forge/verify/hermetic.py); a failing run names the failing tests
+its log shows (forge/verify/failures.py). A lane that fails with its checkout
+unchanged is rerun up to `reruns` times; a later pass makes it FLAKY. A run that changed the checkout is FAIL
 whatever its exit code, is never rerun, and the checkout is restored before anything
 else runs in it. A stop (the `stop` event: SIGINT/SIGTERM, or a newer verification
 superseding this one) stops every lane's group and makes the lanes INTERRUPTED;
@@ -23,6 +25,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
+from forge.base import logs as logfiles
 from forge.base import procgroup
 from forge.base.sandbox import Sandbox
 from forge.git.contained import ceiling_env
@@ -31,6 +34,7 @@ from forge.plan.repo_config import VerifyConfig
 from forge.verify import environment
 from forge.verify import records as verify_records
 from forge.verify.checkout import Checkout, check_key, key_lock, prepare
+from forge.verify.failures import Failure, failures_from_log
 from forge.verify.records import LaneResult, LaneRun, Verdict, VerifyRecord, worst
 
 __all__ = [
@@ -152,10 +156,11 @@ def _run_lanes(
     # Checkouts are prepared one after another: concurrent `git worktree add` calls
     # contend for the same administrative files.
     checkouts: dict[str, Checkout] = {}
+    setup = environment.setup_hash(config.setup, config.env) if config.setup else None
     for name, _cmd in config.lanes:
         if stop.is_set():
             break
-        checkouts[name] = prepare(repo, key=base.key, lane=name, commit=base.commit)
+        checkouts[name] = prepare(repo, key=base.key, lane=name, commit=base.commit, setup=setup)
     results: dict[str, LaneResult] = {}
     errors: list[BaseException] = []
 
@@ -202,7 +207,8 @@ class _Lane:
 
     def run(self, kind: str, command: str, *, log: Path, timeout: float | None) -> LaneRun:
         """Run `command` in the lane's checkout, in a process group of its own; a
-        checkout the command changed is restored (the run records what changed)."""
+        checkout the command changed is restored (the run records what changed), and
+        a failing run names the failing tests its log shows."""
         co = self.co
         env = environment.expand(self.config.env, co.path)
         before = co.fingerprint()
@@ -224,6 +230,7 @@ class _Lane:
         if changed:
             co.restore(self.base.commit)
         co.end_run()
+        failed = res.returncode != 0 and not (res.timed_out or res.stopped)
         return LaneRun(
             kind=kind,
             exit_code=res.returncode,
@@ -232,11 +239,13 @@ class _Lane:
             log=str(log),
             timed_out=res.timed_out,
             stopped=res.stopped,
+            timeout=timeout,
+            failures=_failures(self.name, log) if failed and kind != "setup" else (),
         )
 
 
 def _run_lane(lane: _Lane, command: str) -> LaneResult:
-    name, emit = lane.name, lane.emit
+    name, emit, co = lane.name, lane.emit, lane.co
     runs: list[LaneRun] = []
     verdict = Verdict.INTERRUPTED
     logs = verify_records.logs_dir(lane.repo.state, lane.base.id)
@@ -251,6 +260,10 @@ def _run_lane(lane: _Lane, command: str) -> LaneResult:
             verdict = Verdict.INTERRUPTED
             break
         kind = "initial" if n == 1 else "rerun"
+        if n > 1:
+            # What the failed run left must not decide the rerun (it set no index
+            # flag: that would have changed its checkout, and it would not be rerun).
+            co.restore(lane.base.commit, unflag=False)
         log = logs / f"{name}-{n}.log"
         emit(f"lane {name}: {kind} run {n} started (log {log})")
         run = lane.run(kind, command, log=log, timeout=lane.config.timeout)
@@ -265,7 +278,7 @@ def _run_lane(lane: _Lane, command: str) -> LaneResult:
         if run.exit_code == 0 and not run.timed_out:
             verdict = Verdict.PASS if n == 1 else Verdict.FLAKY
             break
-        why = "timed out" if run.timed_out else f"exit {run.exit_code}"
+        why = run.outcome + "".join(f": {f.describe()}" for f in run.failures[:1])
         emit(f"lane {name}: run {n} failed ({why})")
         verdict = Verdict.FAIL
     result = LaneResult(name, command, verdict, tuple(runs))
@@ -276,21 +289,32 @@ def _run_lane(lane: _Lane, command: str) -> LaneResult:
 def _setup(lane: _Lane) -> LaneRun | None:
     """Run the plan's setup in the lane's checkout unless it ran there with the same
     setup and env. Its failure (None: it succeeded or was not needed) as a run."""
-    config = lane.config
+    config, co = lane.config, lane.co
     if not config.setup:
         return None
     digest = environment.setup_hash(config.setup, config.env)
-    if environment.is_set_up(lane.co.path, digest):
+    if environment.is_set_up(co.path, digest) and co.products() is not None:
         return None
+    # Setup runs on the bare commit, so what is untracked after it is what it made.
+    co.scrub(keep=[])
     log = verify_records.logs_dir(lane.repo.state, lane.base.id) / f"{lane.name}-setup.log"
     lane.emit(f"lane {lane.name}: setup in its checkout (log {log})")
     # What setup makes (an environment, build output) must be ignored by git: the
     # checkout is compared before and after each lane run and restored.
     run = lane.run("setup", config.setup, log=log, timeout=config.setup_timeout)
     if run.exit_code == 0 and not (run.timed_out or run.stopped or run.changed):
-        environment.mark_set_up(lane.co.path, digest)
+        co.record_products()
+        environment.mark_set_up(co.path, digest)
         return None
     return run
+
+
+_LOG_READ = 4 << 20  # runners print their failures at the end of a long log
+
+
+def _failures(lane: str, log: Path) -> tuple[Failure, ...]:
+    """The failing tests a run's log names."""
+    return tuple(failures_from_log(lane, logfiles.tail(log, _LOG_READ)))
 
 
 def describe_failure(record: VerifyRecord) -> str:

@@ -25,6 +25,7 @@ from forge.git.refs import task_ref
 from forge.git.repo import Repository
 from forge.plan.model import Task
 from forge.plan.patterns import out_of_scope
+from forge.run import history, routing
 from forge.run.attempt import phases
 from forge.run.attempt.context import Outcome, RunContext, group, last_line
 from forge.run.attempt.phases import phase
@@ -79,6 +80,7 @@ def run_attempt(
         tag=tag,
         fallback=fallback,
     )
+    routing.stamp(ctx, task.id, attempt)
     attempt_dir = ctx.logs / task.id / f"attempt-{number}"
     attempt_dir.mkdir(parents=True, exist_ok=True)
     with ctx.store.lock:
@@ -127,6 +129,7 @@ def _finish(
         attempt.duration = round(time.monotonic() - started, 3)
         ts.finish(outcome.status, outcome.reason, stall=outcome.stall)
         ctx.save(task.id)
+    history.record(ctx, task, attempt)
     return outcome
 
 

@@ -21,6 +21,7 @@ from typing import Any
 from forge.base import faults
 from forge.git.merge import is_ancestor, merge_onto
 from forge.plan.repo_config import VerifyConfig
+from forge.run import history
 from forge.run.attempt import phases
 from forge.run.attempt.context import RunContext
 from forge.run.gate import bisection as gate
@@ -304,6 +305,7 @@ class Gate:
                 phases.end(last)
                 ts.mark_conflict(paths, log=str(log))
                 ctx.save(tid)
+            history.settle(ctx, [tid])
             self.on_event(f"{tid}: CONFLICT ({ts.reason})")
 
     def _already(self, chain: gate.Chain, head: str) -> None:
@@ -314,6 +316,7 @@ class Gate:
                 ts.mark_merged(head, definition=ctx.plan.task(tid).definition())
                 phases.end(ts.last)
                 ctx.save(tid)
+            history.settle(ctx, [tid])
 
     def _land(self, out: gate.Outcome, head: str) -> None:
         ctx = self.ctx
@@ -350,6 +353,7 @@ class Gate:
             ctx.state.verification = verification
             ctx.state.gate.landing = None
             ctx.save()
+        history.settle(ctx, names)
         for tid in names:
             ctx.on_change(tid)
         self.on_event(f"gate: landed {', '.join(names)} ({record.verdict}, {tip[:12]})")
@@ -363,9 +367,11 @@ class Gate:
         with ctx.store.lock:
             phases.end(last)
             ts.mark_failed(reason, log=log, source=f"verify:{lane}")
+            last.failures = [f.to_dict() for f in record.failures]
             # (for a culprit: the verification that failed it)
             ts.verified_by = {"record": record.id, "commit": record.commit, "verdict": "FAIL"}
             ctx.save(tid)
+        history.settle(ctx, [tid])
         self.on_event(f"{tid}: FAILED ({reason})")
 
 
@@ -375,6 +381,8 @@ def blame_reason(record: VerifyRecord) -> tuple[str, str | None, str]:
     if bad is None:
         return f"breaks verification ({record.verdict})", None, "?"
     log = bad.runs[-1].log if bad.runs else None
+    if bad.names_tests:  # the failing tests name the cause better than a log's path
+        return f"breaks verification: lane {bad.name}: {bad.reason}", log, bad.name
     where = f" (log {log})" if log else ""
     return f"breaks verification: lane {bad.name} {bad.reason}{where}", log, bad.name
 

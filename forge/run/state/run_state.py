@@ -105,6 +105,12 @@ class Attempt:
     slot: str | None = None  # the worktree slot it ran in
     # {"name", "start", "end"} (epoch seconds) per step, in order (forge/run/attempt/phases.py)
     phases: list[dict[str, Any]] = field(default_factory=list)
+    models: list[str] | None = None  # the models the CLI reported it used
+    model_mismatch: str | None = None  # "asked opus, ran claude-sonnet-4-5"
+    propensity: float | None = None  # a chosen (`auto`) spec: the choice's probability
+    chosen_from: list[str] | None = None  # the specs it was chosen from
+    # {"lane", "test", "message"} per failing test of the verification that failed it
+    failures: list[dict[str, str]] = field(default_factory=list)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Attempt:
