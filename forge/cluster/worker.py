@@ -28,7 +28,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from forge.base import logs, proc
+from forge.base import logs, proc, procgroup
 from forge.cluster.job import Job, JobResult
 from forge.git.contained import ceiling_env
 from forge.run.attempt.reason import reason_line
@@ -137,7 +137,7 @@ def sweep_orphans() -> list[int]:
             continue
         with contextlib.suppress(ProcessLookupError, PermissionError):
             pgid = os.getpgid(pid)
-            proc.stop_group(pgid, grace=0.5)
+            procgroup.stop_group(pgid, grace=0.5)
             stopped.append(pgid)
     return stopped
 
@@ -265,8 +265,8 @@ class _Attempt:
             **dict(kw.pop("env", None) or {}),
             WORKER_PID_VAR: str(os.getpid()),
         }
-        return proc.run_group(
-            proc.GroupSpec(
+        return procgroup.run_group(
+            procgroup.GroupSpec(
                 argv,
                 cwd=self.slot,
                 log_path=self.logs / log,

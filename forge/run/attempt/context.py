@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from forge.base import logs, proc
+from forge.base import logs, procgroup
 from forge.base.liveness import Owner
 from forge.base.settings import Settings
 from forge.git.repo import Repository
@@ -100,15 +100,15 @@ def group(
     env: Mapping[str, str] | None = None,
     input_path: Path | None = None,
     stop: threading.Event | None = None,
-) -> proc.GroupResult:
+) -> procgroup.GroupResult:
     def started(pgid: int) -> None:
         # Kept in memory and saved with the next change: crash recovery finds the
         # processes by their tag, which was saved before the spawn.
         attempt.pgid = pgid
 
     box = sandbox_for(ctx.repo, ctx.logs, cwd, on=ctx.sandbox)
-    return proc.run_group(
-        proc.GroupSpec(
+    return procgroup.run_group(
+        procgroup.GroupSpec(
             argv,
             cwd=cwd,
             log_path=log,

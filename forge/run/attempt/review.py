@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from forge.agents.output import cli_message
-from forge.base import proc
+from forge.base import proc, procgroup
 from forge.plan.model import Task
 from forge.run.attempt.confinement import agent_state_dir, ceiling_env, sandbox_for
 from forge.run.state.run_state import Attempt, TaskState
@@ -101,8 +101,8 @@ def judge(
     )
     timeout = ctx.plan.timeout_of(task, defn.timeout)
     stop: threading.Event = ctx.stop
-    res = proc.run_group(
-        proc.GroupSpec(
+    res = procgroup.run_group(
+        procgroup.GroupSpec(
             argv,
             cwd=worktree,
             log_path=log,

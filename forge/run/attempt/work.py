@@ -8,7 +8,7 @@ import dataclasses
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from forge.base import logs, proc
+from forge.base import logs, procgroup
 from forge.plan.model import Task
 from forge.run.state.run_state import (
     Attempt,
@@ -110,7 +110,7 @@ def _run_agent(
     spec: AgentSpec,
     timeout: float,
     env: dict[str, str],
-) -> tuple[AgentDef, proc.GroupResult] | Outcome:
+) -> tuple[AgentDef, procgroup.GroupResult] | Outcome:
     """Write the prompt (and the feedback of a retry) and run the agent's command,
     watching its log for an outage. Returns (its definition, the result), or the
     INFRA outcome of a missing binary."""
@@ -190,7 +190,7 @@ def _read_agent_output(defn: AgentDef, attempt: Attempt, path: Path, log: Path) 
 
 
 def _infra(
-    defn: AgentDef, res: proc.GroupResult, output: str, timeout: float, log: Path
+    defn: AgentDef, res: procgroup.GroupResult, output: str, timeout: float, log: Path
 ) -> Outcome | None:
     """An infrastructure failure the agent's log tells of, as an outcome."""
     from forge.agents import spec as agents
