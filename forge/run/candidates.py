@@ -36,7 +36,7 @@ from forge.plan.specs import DEFAULT_AGENT
 from forge.run.attempt import phases
 from forge.run.attempt.context import Outcome, RunContext
 from forge.run.gate.selection import Selection
-from forge.run.state.run_state import FAILURES, Status, TaskState
+from forge.run.state.run_state import FAILURES, Status, TaskState, merge_message
 
 if TYPE_CHECKING:
     from forge.plan.repo_config import VerifyConfig
@@ -144,7 +144,7 @@ class Candidates:
         ts = self.ctx.state.tasks[tid]
         if ts.status != Status.RUNNING and ts.status != Status.QUEUED:
             with self.ctx.store.lock:
-                ts.status, ts.reason, ts.runner = Status.RUNNING, "", self.ctx.owner
+                ts.candidates_run(self.ctx.owner)
                 self.ctx.save(tid)
 
     def skipped(self, unit: str) -> None:
@@ -203,9 +203,8 @@ class Candidates:
             if tid in self.rounds and ts.status == Status.RUNNING:
                 with self.ctx.store.lock:
                     stopped = self.ctx.stop.is_set()
-                    ts.status = Status.INTERRUPTED if stopped else Status.PENDING
-                    ts.reason = "not every candidate ran"
-                    ts.runner = None
+                    status = Status.INTERRUPTED if stopped else Status.PENDING
+                    ts.conclude(status, "not every candidate ran")
                     self.ctx.save(tid)
 
     # -- the task's status from its candidates' ---------------------------------
@@ -235,7 +234,7 @@ class Candidates:
         if live or pending:
             if live and ts.status != Status.RUNNING:  # (else: when one starts)
                 with self.ctx.store.lock:
-                    ts.status, ts.reason = Status.RUNNING, ""
+                    ts.candidates_run(self.ctx.owner)
                     self.ctx.save(task.id)
             return
         if (passed or task.id in self.choosing) and self._best(task, ts, passed, recs):
@@ -270,10 +269,8 @@ class Candidates:
         for unit, why in done.failed.items():
             cts = recs[unit]
             with self.ctx.store.lock:
-                cts.status, cts.reason = Status.FAILED, why
-                if cts.last is not None:
-                    cts.last.status, cts.last.reason = Status.FAILED, why
-                    cts.last.feedback_source = "verify:selection"
+                log = cts.last.log if cts.last is not None else None
+                cts.mark_failed(why, log=log, source="verify:selection")
                 self.ctx.save(task.id)
         if done.chosen is None:
             return False
@@ -334,10 +331,10 @@ class Candidates:
         gate_attempt, own = ts.last, cts.last
         assert gate_attempt is not None
         with self.ctx.store.lock:
-            cts.status, cts.reason, cts.verified_by = ts.status, ts.reason, ts.verified_by
+            source = gate_attempt.feedback_source or "verify"
+            cts.mark_failed(ts.reason, log=gate_attempt.log, source=source, status=ts.status)
+            cts.verified_by = ts.verified_by
             if own is not None:
-                own.status, own.reason = ts.status, ts.reason
-                own.log, own.feedback_source = gate_attempt.log, gate_attempt.feedback_source
                 phases.end(own)
             self.ctx.save(ts.id)
         self.on_event(f"{ts.id}: candidate {cts.candidate} {ts.status} ({ts.reason})")
@@ -366,9 +363,8 @@ class Candidates:
         )
         phases.begin(landing, "queue")
         with self.ctx.store.lock:
-            ts.attempts.append(landing)
+            ts.queue(landing)
             ts.base, ts.branch = cts.base, cts.branch
-            ts.status, ts.reason, ts.runner = Status.QUEUED, "", None
             self.ctx.save(task.id)
         why = f" ({chosen.why})" if chosen and chosen.why else ""
         self.on_event(f"{task.id}: candidate {c.label} passed; queued{why}")
@@ -389,20 +385,14 @@ class Candidates:
                 self.ctx.repo,
                 ref=self.ctx.state.integration,
                 task_commit=last.commit,
-                message=f"forge: merge {self.ctx.plan.name}/{task.id} "
-                f"(attempt {last.number})\n\n{task.title}",
+                message=merge_message(self.ctx.plan.name, task.id, last.number, task.title),
             )
             with self.ctx.store.lock:
                 phases.end(last)
                 if res.merged:
-                    ts.status = last.status = Status.MERGED
-                    ts.merged_commit, ts.merged_definition = res.commit, task.definition()
+                    ts.mark_merged(res.commit, definition=task.definition())
                 else:
-                    ts.status = last.status = Status.CONFLICT
-                    ts.reason = last.reason = (
-                        f"conflicts with integration in: {', '.join(res.conflicts[:8])}"
-                    )
-                    last.feedback_source = "merge"
+                    ts.mark_conflict(res.conflicts, log=last.log)
                 self.ctx.save(task.id)
         from forge.run import history
 
@@ -419,9 +409,8 @@ class Candidates:
             if c.label == label:
                 if cts.status != Status.MERGED:
                     with self.ctx.store.lock:
-                        cts.status, cts.reason = Status.MERGED, ""
+                        cts.mark_merged(cts.merged_commit, definition=cts.merged_definition)
                         if cts.last is not None:
-                            cts.last.status, cts.last.reason = Status.MERGED, ""
                             phases.end(cts.last)
                         self.ctx.save(task.id)
             elif c in live:
@@ -446,15 +435,17 @@ class Candidates:
         """Every candidate ended and none is left to land: the task's own verdict."""
         ended = [recs[c.unit] for c in cands]
         with self.ctx.store.lock:
-            ts.runner = None
             if self.ctx.stop.is_set() and any(r.status == Status.INTERRUPTED for r in ended):
-                ts.status, ts.reason = Status.INTERRUPTED, "stopped by the user"
+                ts.conclude(Status.INTERRUPTED, "stopped by the user")
             elif all(r.status == Status.INFRA for r in ended):
-                ts.status, ts.reason = Status.INFRA, ended[0].reason
+                ts.conclude(Status.INFRA, ended[0].reason)
             else:
-                ts.status = Status.FAILED
-                ts.reason = f"all {len(cands)} candidates failed: " + "; ".join(
-                    f"{c.label} {recs[c.unit].reason or recs[c.unit].status}" for c in cands
+                ts.conclude(
+                    Status.FAILED,
+                    f"all {len(cands)} candidates failed: "
+                    + "; ".join(
+                        f"{c.label} {recs[c.unit].reason or recs[c.unit].status}" for c in cands
+                    ),
                 )
             self.ctx.save(task.id)
         self.rounds.pop(task.id, None)

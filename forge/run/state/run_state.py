@@ -238,6 +238,20 @@ class TaskState:
             self.last.status, self.last.reason, self.last.pgid = Status.INTERRUPTED, reason, None
         self.status, self.reason, self.runner = Status.INTERRUPTED, reason, None
 
+    # A best-of-N task's status follows its candidates' (each a record of its own):
+    def candidates_run(self, runner: Owner) -> None:
+        """One of its candidates runs: the task is RUNNING, with no attempt of its own."""
+        self.status, self.reason, self.runner = Status.RUNNING, "", runner
+
+    def queue(self, landing: Attempt) -> None:
+        """A candidate's work waits for the gate as the task's `landing` attempt."""
+        self.attempts.append(landing)
+        self.status, self.reason, self.runner = Status.QUEUED, "", None
+
+    def conclude(self, status: Status, reason: str) -> None:
+        """Its candidates ended (or stopped) with none left to land: the task's verdict."""
+        self.status, self.reason, self.runner = status, reason, None
+
     def mark_blocked(self, reason: str) -> None:
         self.status, self.reason = Status.BLOCKED, reason
 
