@@ -24,14 +24,14 @@ import os
 import shutil
 import socket
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 
 from forge.base import logs, proc
 from forge.cluster.job import Job, JobResult
 from forge.run.attempt import messages
 from forge.run.attempt.confinement import run_contained
-from forge.run.attempt.context import Outcome
+from forge.run.attempt.context import Command, Outcome
 from forge.run.attempt.steps import run_steps
 from forge.run.state.run_state import UNCOUNTED, Attempt, Status
 
@@ -251,27 +251,23 @@ class _WorkerSlot:
 
     # -- the Place of the attempt's steps -----------------------------------------
 
-    def group(
-        self,
-        argv: Sequence[str] | str,
-        *,
-        log: Path,
-        timeout: float | None,
-        env: Mapping[str, str],
-        input_path: Path | None = None,
-        stop: threading.Event | None = None,
-    ) -> proc.GroupResult:
+    def group(self, command: Command) -> proc.GroupResult:
+        c, job = command, self.job
+        # Tagged with this worker's pid too: a worker that dies leaves its processes
+        # to the next attempt's sweep (sweep_orphans).
+        env = {**c.env, WORKER_PID_VAR: str(os.getpid())}
+        stop = self.stop if c.stop is None else c.stop
         return run_contained(
-            argv,
+            c.argv,
             cwd=self.slot,
-            log=log,
-            env={**env, WORKER_PID_VAR: str(os.getpid())},
-            timeout=timeout,
-            grace=self.job.grace,
-            tag=self.job.tag,
-            cap=self.job.log_cap,
-            stop=self.stop if stop is None else stop,
-            input_path=input_path,
+            log=c.log,
+            env=env,
+            timeout=c.timeout,
+            grace=job.grace,
+            tag=job.tag,
+            cap=job.log_cap,
+            stop=stop,
+            input_path=c.input_path,
         )
 
     def phase(self, name: str, *, save: bool = False) -> contextlib.AbstractContextManager[object]:

@@ -63,6 +63,18 @@ class RunContext:
             self.on_change(task)
 
 
+@dataclass(frozen=True)
+class Command:
+    """One command of an attempt's steps (setup, agent, check), for its Place to run."""
+
+    argv: Sequence[str] | str
+    log: Path
+    timeout: float | None
+    env: Mapping[str, str]
+    input_path: Path | None = None
+    stop: threading.Event | None = None  # None: the run's
+
+
 class Place(Protocol):
     """Where an attempt's steps run: what differs between a local slot and a
     cluster worker's."""
@@ -72,16 +84,7 @@ class Place(Protocol):
     state_dir: Path  # the agents' own state (agent_env)
     stop: threading.Event  # set when the run stops
 
-    def group(
-        self,
-        argv: Sequence[str] | str,
-        *,
-        log: Path,
-        timeout: float | None,
-        env: Mapping[str, str],
-        input_path: Path | None = None,
-        stop: threading.Event | None = None,
-    ) -> proc.GroupResult:
+    def group(self, command: Command) -> proc.GroupResult:
         """Run a command in the slot (forge.run.attempt.confinement.run_contained)."""
         ...
 

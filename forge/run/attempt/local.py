@@ -6,13 +6,12 @@ in the run state as they happen."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 
 from forge.base import proc
 from forge.git import worktrees
-from forge.run.attempt.context import AttemptScope, group
+from forge.run.attempt.context import AttemptScope, Command, group
 from forge.run.attempt.phases import phase
 from forge.run.attempt.reset import reset_for_attempt
 from forge.run.state.run_state import Slot
@@ -28,27 +27,18 @@ class LocalSlot:
         self._pooled = slot
         self._new = new
 
-    def group(
-        self,
-        argv: Sequence[str] | str,
-        *,
-        log: Path,
-        timeout: float | None,
-        env: Mapping[str, str],
-        input_path: Path | None = None,
-        stop: threading.Event | None = None,
-    ) -> proc.GroupResult:
-        s = self.scope
+    def group(self, command: Command) -> proc.GroupResult:
+        c = command
         return group(
-            s.ctx,
-            argv,
+            self.scope.ctx,
+            c.argv,
             cwd=self.slot,
-            log=log,
-            attempt=s.attempt,
-            timeout=timeout,
-            env=env,
-            input_path=input_path,
-            stop=stop,
+            log=c.log,
+            attempt=self.scope.attempt,
+            timeout=c.timeout,
+            env=c.env,
+            input_path=c.input_path,
+            stop=c.stop,
         )
 
     def phase(self, name: str, *, save: bool = False) -> AbstractContextManager[object]:

@@ -128,36 +128,32 @@ def _finish(
 
 
 def _steps(scope: AttemptScope) -> Outcome:
-    ctx, ts, attempt = scope.ctx, scope.ts, scope.attempt
-    assert ts.base is not None and ts.branch is not None
-    if ctx.remote is not None:
-        done = ctx.remote.attempt(scope)
-        if isinstance(done, Outcome):
-            return done
-        faults.point("before-merge")
-        _check_stop(ctx)
-        if ctx.gated:
-            phases.begin(attempt, "queue")  # ended by the gate when the task leaves it
-            return Outcome(Status.QUEUED, "")  # the gate verifies it with others, then lands it
-        return _merge(scope, done)
-    order = order_for(scope)
-    place, start_head = local.prepare(scope)
-    _check_stop(ctx)
-    head = run_steps(order, place, attempt, start_head)
-    if isinstance(head, Outcome):
-        return head
-    if ctx.plan.review_of(scope.task) is not None:
-        with place.phase("review"):
-            reviewed = _review(scope, place, head, start_head)
-        if reviewed is not None:
-            return reviewed
+    ctx, attempt = scope.ctx, scope.attempt
+    assert scope.ts.base is not None and scope.ts.branch is not None
+    done = _here(scope) if ctx.remote is None else ctx.remote.attempt(scope)
+    if isinstance(done, Outcome):
+        return done
     faults.point("before-merge")
     _check_stop(ctx)
     if ctx.gated:
         phases.begin(attempt, "queue")  # ended by the gate when the task leaves it
         return Outcome(Status.QUEUED, "")  # the gate verifies it with others, then lands it
-    with place.phase("merge"):
-        return _merge(scope, head)
+    with phases.phase(ctx, scope.task.id, attempt, "merge"):
+        return _merge(scope, done)
+
+
+def _here(scope: AttemptScope) -> Outcome | str:
+    """The attempt's steps in a slot of this machine, then its review; the Outcome
+    that ended it, or the commit to merge."""
+    order = order_for(scope)
+    place, start_head = local.prepare(scope)
+    _check_stop(scope.ctx)
+    head = run_steps(order, place, scope.attempt, start_head)
+    if isinstance(head, Outcome) or scope.ctx.plan.review_of(scope.task) is None:
+        return head
+    with place.phase("review"):
+        reviewed = _review(scope, place, head, start_head)
+    return head if reviewed is None else reviewed
 
 
 def _review(scope: AttemptScope, place: LocalSlot, head: str, start_head: str) -> Outcome | None:

@@ -19,7 +19,7 @@ from forge.base import faults
 from forge.base.text import one_line
 from forge.plan.patterns import out_of_scope
 from forge.run.attempt import messages
-from forge.run.attempt.context import Outcome, Place, last_line
+from forge.run.attempt.context import Command, Outcome, Place, last_line
 from forge.run.attempt.order import WorkOrder
 from forge.run.attempt.work import run_work
 from forge.run.state.run_state import Attempt, Stall, Status
@@ -56,7 +56,7 @@ def setup(
         log = place.logs / "setup.log"
         limit = order.setup_timeout
         with place.phase("setup", save=True):
-            res = place.group(order.setup, log=log, timeout=limit, env=env)
+            res = place.group(Command(order.setup, log, limit, env))
         if res.stopped:
             return Outcome(Status.INTERRUPTED, messages.SETUP_STOPPED)
         if res.timed_out:
@@ -124,7 +124,7 @@ def check(
         attempt.feedback_source = "check"
         return Outcome(Status.TIMEOUT, messages.check_not_run(limit))
     with place.phase("check"):
-        res = place.group(order.check, log=log, timeout=left, env=env)
+        res = place.group(Command(order.check, log, left, env))
     # The work is committed: a later attempt must start from the commit.
     place.restore()
     if res.stopped:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from forge.base import logs, proc
 from forge.run.attempt import messages
-from forge.run.attempt.context import Outcome, Place, last_line
+from forge.run.attempt.context import Command, Outcome, Place, last_line
 from forge.run.state.run_state import Attempt, Status
 
 if TYPE_CHECKING:
@@ -31,7 +31,7 @@ def run_work(
     timeout = order.timeout
     if order.agent is None:
         assert order.run is not None
-        res = place.group(order.run, log=log, timeout=timeout, env=env)
+        res = place.group(Command(order.run, log, timeout, env))
         defn = None
     else:
         started = _run_agent(order, place, log, env)
@@ -99,14 +99,8 @@ def _run_agent(
         worktree=place.slot,
     )
     with infra_watch(log, defn, place.stop) as watch:
-        res = place.group(
-            argv,
-            log=log,
-            timeout=order.timeout,
-            env={**env, **agent_env},
-            input_path=stdin,
-            stop=watch.event,
-        )
+        command = Command(argv, log, order.timeout, {**env, **agent_env}, stdin, watch.event)
+        res = place.group(command)
     if res.stopped and watch.hit is not None and not place.stop.is_set():
         # Stopped on its own outage message: read as a run that ended there.
         res = dataclasses.replace(res, stopped=False, returncode=1)
