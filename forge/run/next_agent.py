@@ -12,7 +12,7 @@ from forge.run.state.run_state import Stall, TaskState
 
 if TYPE_CHECKING:
     from forge.agents.spec import AgentSpec
-    from forge.run.attempt.context import RunContext
+    from forge.run.attempt.context import Agents
 
 
 @dataclass(frozen=True)
@@ -23,12 +23,12 @@ class NextSpec:
     note: str | None = None  # said to the user when the spec moved up the ladder
 
 
-def base_spec_text(ctx: RunContext, task: Task, ts: TaskState) -> str:
+def base_spec_text(ctx: Agents, task: Task, ts: TaskState) -> str:
     return ts.agent or task.agent or ctx.plan.agent or DEFAULT_AGENT
 
 
 def next_spec(
-    ctx: RunContext,
+    ctx: Agents,
     task: Task,
     ts: TaskState,
     *,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from types import SimpleNamespace
+from typing import Any
 
 from forge.agents.spec import AgentSpec
 from forge.plan.model import Plan, Task
@@ -18,8 +19,13 @@ class Clock:
         return self.now
 
 
-def capacity(plan: Plan, clock: Clock, retries: int = 2) -> Capacity:
-    ctx = SimpleNamespace(plan=plan, agent_defs={"a": {"command": ["a"]}, "b": {"command": ["b"]}})
+DEFS = {"a": {"command": ["a"]}, "b": {"command": ["b"]}}
+
+
+def capacity(
+    plan: Plan, clock: Clock, retries: int = 2, defs: dict[str, dict[str, Any]] = DEFS
+) -> Capacity:
+    ctx = SimpleNamespace(plan=plan, agent_defs=defs)
     return Capacity(ctx, retries=retries, backoff=10.0, cap=300.0, clock=clock)
 
 
@@ -87,8 +93,8 @@ def test_a_fallback_is_chosen_only_while_the_agent_waits() -> None:
 
 def test_a_cap_holds_tasks_back() -> None:
     clock = Clock()
-    cap = capacity(Plan(name="p", tasks=(TASK,)), clock)
-    cap.ctx.agent_defs = {"a": {"command": ["a"], "max_parallel": 1}}
+    defs = {"a": {"command": ["a"], "max_parallel": 1}}
+    cap = capacity(Plan(name="p", tasks=(TASK,)), clock, defs=defs)
     ts = TaskState(id="t")
     assert cap.choose(TASK, ts, AgentSpec("a")) is not None
     cap.started("other", "a")

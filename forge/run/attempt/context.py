@@ -34,6 +34,16 @@ class Remote(Protocol):
     def attempt(self, scope: AttemptScope) -> Outcome | str: ...
 
 
+class Agents(Protocol):
+    """What choosing an attempt's agent needs of the run (a RunContext has it)."""
+
+    @property
+    def plan(self) -> Plan: ...
+
+    @property
+    def agent_defs(self) -> Mapping[str, Mapping[str, Any]]: ...
+
+
 @dataclass
 class RunContext:
     """What every attempt of one run shares."""
