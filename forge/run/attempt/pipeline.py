@@ -27,7 +27,7 @@ from forge.run.attempt.context import AttemptScope, Outcome, RunContext
 from forge.run.attempt.local import LocalSlot
 from forge.run.attempt.order import order_for
 from forge.run.attempt.steps import run_steps
-from forge.run.state.run_state import Attempt, Status, TaskState
+from forge.run.state.run_state import Attempt, Status
 
 if TYPE_CHECKING:
     from forge.agents.spec import AgentSpec
@@ -77,8 +77,8 @@ def run_attempt(
             ts.base = ctx.repo.ref_value(ctx.state.integration)
         ts.branch = task_ref(ctx.plan.name, task.id)
         ctx.save(task.id)
+    scope = AttemptScope(ctx, task, ts, attempt, attempt_dir, spec, fresh)
     try:
-        scope = AttemptScope(ctx, task, ts, attempt, attempt_dir, spec, fresh)
         outcome = _steps(scope)
     except _Stop as stop:
         outcome = stop.outcome
@@ -92,9 +92,9 @@ def run_attempt(
         # exception goes on to the caller.
         ctx.stop.set()
         interrupted = Outcome(Status.INTERRUPTED, f"forge was stopped ({exc!r})")
-        _finish(ctx, task, ts, attempt, interrupted, started)
+        _finish(scope, interrupted, started)
         raise
-    return _finish(ctx, task, ts, attempt, outcome, started)
+    return _finish(scope, outcome, started)
 
 
 def _keep_traceback(attempt_dir: Path, exc: Exception) -> str:
@@ -108,9 +108,8 @@ def _keep_traceback(attempt_dir: Path, exc: Exception) -> str:
     return f"forge error: {exc} (traceback in {path})"
 
 
-def _finish(
-    ctx: RunContext, task: Task, ts: TaskState, attempt: Attempt, outcome: Outcome, started: float
-) -> Outcome:
+def _finish(scope: AttemptScope, outcome: Outcome, started: float) -> Outcome:
+    ctx, task, ts, attempt = scope.ctx, scope.task, scope.ts, scope.attempt
     if outcome.status in (Status.MERGED, Status.QUEUED) and ctx.remote is None:
         # Its work is committed on its branch (and merged, or queued for the gate).
         ctx.slots.release(task.id)
