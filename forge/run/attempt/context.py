@@ -98,7 +98,9 @@ class Place(Protocol):
         """Run a command in the slot (forge.run.attempt.confinement.run_contained)."""
         ...
 
-    def phase(self, name: str, *, save: bool = False) -> AbstractContextManager[object]: ...
+    def phase(self, name: str, *, save: bool = False) -> AbstractContextManager[object]:
+        """A phase of the attempt (forge.run.attempt.phases), where it is recorded."""
+        ...
 
     def set_up(self) -> None:
         """The slot's setup is done (or was not needed)."""
@@ -108,14 +110,19 @@ class Place(Protocol):
         (unchanged when there was nothing to commit)."""
         ...
 
-    def changed(self, base: str, head: str) -> list[str]: ...
+    def changed(self, base: str, head: str) -> list[str]:
+        """The paths `head` changes against `base`."""
+        ...
 
-    def tree(self, commit: str) -> str: ...
+    def tree(self, commit: str) -> str:
+        """The tree id of `commit`: with the base, it names the change."""
+        ...
 
     def restore(self) -> None:
         """Put the slot back to its committed work (a check may write into it)."""
 
-    def warn(self, message: str) -> None: ...
+    def warn(self, message: str) -> None:
+        """A warning of the task's (an out-of-scope change the plan only warns of)."""
 
     def saved(self) -> None:
         """The attempt's record changed: save it where the run keeps it."""
