@@ -199,8 +199,12 @@ def _slot(job: Job) -> Iterator[Path]:
             slot = home / "slots" / f"slot-{n}"
             if not (slot / ".git").exists():
                 slot.parent.mkdir(parents=True, exist_ok=True)
-                _git("worktree", "prune", cwd=mirror)
-                _git("worktree", "add", "--quiet", "--detach", str(slot), job.start, cwd=mirror)
+                # Under the mirror's lock: a prune removes the mirror's empty
+                # `worktrees` folder while another worker adds its first slot.
+                with FileLock(str(home / "mirror.lock")):
+                    _git("worktree", "prune", cwd=mirror)
+                    add = ("worktree", "add", "--quiet", "--detach", str(slot), job.start)
+                    _git(*add, cwd=mirror)
             yield slot
         finally:
             lock.release()
