@@ -399,6 +399,24 @@ def clean(
         typer.echo("no plans recorded: nothing to clean")
 
 
+@app.command()
+def stats(
+    plan: Annotated[str | None, typer.Option("--plan", help="Only this plan's attempts.")] = None,
+    since: Annotated[
+        str | None, typer.Option("--since", help="Only attempts this recent (7d, 12h).")
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Per agent spec, across runs: attempts, landed tasks, land rate, cost per landed task."""
+    from forge.commands import stats as agent_stats
+
+    data = agent_stats.stats_data(_repo().state, plan=plan, since=since)
+    if as_json:
+        emit_json(data)
+    else:
+        typer.echo(agent_stats.render(data), nl=False)
+
+
 @hooks_app.command("install")
 def hooks_install() -> None:
     """Install forge's git hooks (keeping and chaining any hook already there)."""
@@ -509,12 +527,12 @@ def _execute_run(
             remote=remote,
         )
     from forge.commands.next_step import next_steps
-    from forge.run.spend import plan_spend
+    from forge.run.spend import spend_data
 
     steps = next_steps(report, recorded.plan, only=options.only)
-    spend = plan_spend(report.state, prices).to_dict()
+    spend = spend_data(report.state, prices)
     if as_json:
-        emit_json({**views.report_data(report), "next": steps, "spend": spend})
+        emit_json({**views.report_data(report, prices), "next": steps, "spend": spend})
     else:
         width = shutil.get_terminal_size().columns if sys.stdout.isatty() else None
         typer.echo(views.render_report(report, width=width), nl=False)

@@ -288,6 +288,8 @@ class Cluster:
         attempt.cost_usd = result.cost_usd
         attempt.input_tokens = result.input_tokens
         attempt.output_tokens = result.output_tokens
+        attempt.models = list(result.models) or None
+        attempt.model_mismatch = result.model_mismatch
         attempt.feedback_source = result.feedback_source
         for name, text in result.logs.items():
             (scope.dir / name).write_text(text)

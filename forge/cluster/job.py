@@ -39,6 +39,8 @@ class JobResult:
     cost_usd: float | None = None
     input_tokens: int | None = None
     output_tokens: int | None = None
+    models: tuple[str, ...] = ()  # the models the agent's CLI reported it used
+    model_mismatch: str | None = None
     warnings: tuple[str, ...] = ()
     logs: dict[str, str] = field(default_factory=dict)  # file name -> tail of its text
     log: str | None = None  # which of `logs` explains the outcome

@@ -227,7 +227,8 @@ class _WorkerSlot:
         job, order = self.job, self.job.order
         _git("checkout", "--quiet", "--force", "--detach", job.start, cwd=self.slot)
         _git("clean", "-fdqx" if order.clean_all else "-fdq", cwd=self.slot)
-        attempt = Attempt(number=order.number, agent="", tag=job.tag)
+        model = order.agent[1].model if order.agent is not None else None
+        attempt = Attempt(number=order.number, agent="", model=model, tag=job.tag)
         done = run_steps(order, self, attempt, job.start)
         outcome = done if isinstance(done, Outcome) else None
         commit = attempt.commit
@@ -248,6 +249,8 @@ class _WorkerSlot:
             cost_usd=attempt.cost_usd,
             input_tokens=attempt.input_tokens,
             output_tokens=attempt.output_tokens,
+            models=tuple(attempt.models or ()),
+            model_mismatch=attempt.model_mismatch,
             warnings=tuple(self.warnings),
             logs={name: text for name, text in tails.items() if name.endswith(".log")},
             log=Path(attempt.log).name if attempt.log else None,
@@ -292,6 +295,10 @@ class _WorkerSlot:
         commit = _git("commit-tree", tree, "-p", head, "-m", message, cwd=slot, env=env).strip()
         _git("update-ref", "--no-deref", "HEAD", commit, head, cwd=slot)
         return commit
+
+    def shares_history(self, base: str, head: str) -> bool:
+        found = proc.run(["git", "merge-base", base, head], cwd=self.slot, check=False)
+        return found.returncode == 0
 
     def changed(self, base: str, head: str) -> list[str]:
         names = _git("diff", "--name-only", "-z", "--no-renames", base, head, cwd=self.slot)

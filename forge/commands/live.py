@@ -24,10 +24,12 @@ from types import TracebackType
 from typing import Any, TextIO
 
 from forge.base.text import one_line, raw_stream
+from forge.commands.candidate_view import live_lines
 from forge.commands.eta import Eta
 from forge.commands.status import fmt_seconds, gate_data
 from forge.run.attempt.phases import current
-from forge.run.spend import attempt_spend
+from forge.run.capacity import CAP_EVENT
+from forge.run.spend import Spend, spend_of
 from forge.run.state.run_state import FAILURES, RunState, Status, TaskState
 
 RECENT = 50  # finished tasks remembered for the view (a screen holds fewer)
@@ -59,9 +61,10 @@ class LiveView:
         self._recent: deque[TaskState] = deque(maxlen=RECENT)
         self._counts: Counter[str] = Counter()
         self._counted = 0.0
-        self._usd: dict[str, float] = {}  # per task, so a change costs one task's attempts
+        self._usd: dict[str, Spend] = {}  # per task, so a change costs one task's attempts
         self.eta = Eta(self.weights, parallel)
         self._gate = ""  # the gate's line, recounted with the statuses
+        self._caps: dict[str, str] = {}  # agent -> its cap after rate limits
         self.event_log = event_log
         self._log: TextIO | None = None
 
@@ -95,22 +98,39 @@ class LiveView:
             return  # only the terminal view draws from it
         with self._lock:
             self._state = state
+            task = state.owner(task)  # a best-of-N candidate: its task's row
             ts = state.tasks.get(task)
             if ts is None:
                 return
-            self._usd[task] = sum(attempt_spend(a, self.prices).usd for a in ts.attempts)
+            self._usd[task] = spend_of(ts.every_attempt(), self.prices)
             if ts.status == Status.RUNNING:
                 self._running[task] = ts
             elif self._running.pop(task, None) is not None:
                 self._recent.appendleft(ts)  # read when drawn: its duration comes later
 
     def on_event(self, message: str) -> None:
+        self._note_cap(message)
         line = f"[{fmt_seconds(time.monotonic() - self._t0):>7}] {message}\n"
         self._to_log(line)
         if self.quiet or self._live is not None:
             return  # on a terminal the live area says what runs; the log keeps the events
         self.stream.write(line)
         self.stream.flush()
+
+    def _note_cap(self, message: str) -> None:
+        """Keep an agent's cap while a rate limit holds it below its max_parallel."""
+        if not message.startswith(CAP_EVENT):
+            return
+        said = message.removeprefix(CAP_EVENT)
+        agent = said.split(" ", 1)[0]
+        with self._lock:
+            if " back to " in said or said.endswith("no longer capped"):
+                self._caps.pop(agent, None)
+            else:
+                self._caps[agent] = said
+
+    def cap_line(self) -> str:
+        return CAP_EVENT + " · ".join(self._caps.values()) if self._caps else ""
 
     def _to_log(self, line: str) -> None:
         if self.event_log is None:
@@ -141,9 +161,11 @@ class LiveView:
         counts = self._counts
         parts = [f"{counts[s]} {s.lower()}" for s in ORDER if counts.get(s)]
         parts += [f"{n} {s.lower()}" for s, n in counts.items() if s not in ORDER and n]
-        usd = sum(self._usd.values())
-        if usd:
-            parts.append(f"${usd:.2f}")
+        spend = sum(self._usd.values(), Spend())
+        if spend.unpriced:  # a price unknown is not zero
+            parts.append(f"${spend.usd:.2f} + unknown" if spend.priced else "cost unknown")
+        elif spend.usd:
+            parts.append(f"${spend.usd:.2f}")
         parts.append(f"{fmt_seconds(elapsed)} elapsed")
         eta = self.eta.text()
         if eta:
@@ -158,13 +180,20 @@ class LiveView:
             out = [self.summary(now)]
             if self._gate:
                 out.append(self._gate)
+            if self._caps:
+                out.append(self.cap_line())
             wall = time.time()
             for tid, ts in list(self._running.items())[: max(0, height - 1)]:
                 phase = current(ts.last)
                 what = (
-                    f"{phase['name']} {fmt_seconds(wall - phase['start'])}" if phase else "starting"
+                    f"{phase['name']} {fmt_seconds(wall - phase['start'])}"
+                    if phase
+                    else f"best of {len(ts.candidates)}"
+                    if ts.candidates
+                    else "starting"
                 )
                 out.append(f"  {tid:<24} RUNNING  {what}")
+                out += live_lines(ts, wall)  # best-of-N: its candidates under it
             shown = set(self._running)
             for ts in self._recent:
                 if len(out) >= height:

@@ -7,12 +7,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from forge.plan.model import Task
-from forge.plan.specs import DEFAULT_AGENT
+from forge.plan.specs import AUTO, DEFAULT_AGENT
 from forge.run.state.run_state import Stall, TaskState
 
 if TYPE_CHECKING:
     from forge.agents.spec import AgentSpec
-    from forge.run.attempt.context import Agents
+    from forge.run.attempt.context import RunContext
 
 
 @dataclass(frozen=True)
@@ -23,12 +23,17 @@ class NextSpec:
     note: str | None = None  # said to the user when the spec moved up the ladder
 
 
-def base_spec_text(ctx: Agents, task: Task, ts: TaskState) -> str:
-    return ts.agent or task.agent or ctx.plan.agent or DEFAULT_AGENT
+def base_spec_text(ctx: RunContext, task: Task, ts: TaskState) -> str:
+    text = ts.agent or task.agent or ctx.plan.agent or DEFAULT_AGENT
+    if text == AUTO:  # chosen from the pool by cost per landed task
+        from forge.run import routing
+
+        return routing.router_of(ctx).spec_for(task, ts)
+    return text
 
 
 def next_spec(
-    ctx: Agents,
+    ctx: RunContext,
     task: Task,
     ts: TaskState,
     *,

@@ -211,3 +211,35 @@ def test_the_eta_is_a_range_until_it_settles() -> None:
         tasks[f"t{i}"].attempts.append(Attempt(number=1, agent="run", duration=10.0))
     eta.update(st, 0.0)
     assert eta.text() == "ETA ~35s"  # 7 tasks of 10 s on 2 slots
+
+
+def test_an_agent_held_below_its_cap_has_a_line() -> None:
+    view = LiveView(quiet=True)
+    view.on_event("concurrency: claude at most 4 at once (rate limited)")
+    view.on_event("concurrency: codex at most 1 at once (rate limited)")
+    view.on_event("concurrency: codex at most 2 at once")
+    assert view.cap_line() == (
+        "concurrency: claude at most 4 at once (rate limited) · codex at most 2 at once"
+    )
+    assert view.cap_line() in view.lines(10)
+    view.on_event("concurrency: claude back to 8 at once (max_parallel)")
+    view.on_event("concurrency: codex no longer capped")
+    assert view.cap_line() == "" and all("concurrency" not in line for line in view.lines(10))
+
+
+def test_the_live_view_shows_a_tasks_candidates_under_it() -> None:
+    cands = {
+        "a+1": TaskState(id="a+1", candidate="claude:opus", status=Status.RUNNING),
+        "a+2": TaskState(id="a+2", candidate="codex", status=Status.FAILED, reason="no changes"),
+    }
+    cands["a+1"].attempts.append(Attempt(number=1, agent="claude:opus"))
+    cands["a+1"].attempts[0].phases.append({"name": "agent", "start": 0.0, "end": None})
+    ts = TaskState(id="a", status=Status.RUNNING, candidates=cands)
+    st = RunState(plan="p", integration="refs/heads/x", tasks={"a": ts})
+    view = LiveView(quiet=True)
+    view.tty = True
+    view.on_change(st, "a+1")  # a candidate's change shows on its task's row
+    lines = view.lines(10)
+    assert lines[1].split() == ["a", "RUNNING", "best", "of", "2"]
+    assert lines[2].split()[:2] == ["claude:opus", "agent"]
+    assert lines[3].split() == ["codex", "failed:", "no", "changes"]

@@ -34,16 +34,6 @@ class Remote(Protocol):
     def attempt(self, scope: AttemptScope) -> Outcome | str: ...
 
 
-class Agents(Protocol):
-    """What choosing an attempt's agent needs of the run (a RunContext has it)."""
-
-    @property
-    def plan(self) -> Plan: ...
-
-    @property
-    def agent_defs(self) -> Mapping[str, Mapping[str, Any]]: ...
-
-
 @dataclass
 class RunContext:
     """What every attempt of one run shares."""
@@ -62,6 +52,8 @@ class RunContext:
     remote: Remote | None = None  # attempts run on a cluster (forge.cluster) when set
     on_change: Callable[[str], None] = lambda _task: None
     sandbox: bool = False  # every command under bubblewrap, only its slot writable
+    router: Any = None  # `agent = "auto"`: the run's routing (forge/run/routing.py)
+    capacity: Any = None  # the dispatcher's per-agent bookkeeping (forge/run/capacity.py)
 
     @property
     def settings(self) -> Settings:
@@ -108,6 +100,10 @@ class Place(Protocol):
     def commit(self, message: str) -> str:
         """Commit what the slot holds onto the task branch; the head after
         (unchanged when there was nothing to commit)."""
+        ...
+
+    def shares_history(self, base: str, head: str) -> bool:
+        """Whether `head` has a common ancestor with `base` (a merge can be built)."""
         ...
 
     def changed(self, base: str, head: str) -> list[str]:

@@ -10,7 +10,9 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 
 from forge.base import proc
+from forge.git import merge as integrate
 from forge.git import worktrees
+from forge.run.attempt.confinement import agent_state_dir
 from forge.run.attempt.context import AttemptScope, Command, group
 from forge.run.attempt.phases import phase
 from forge.run.attempt.reset import reset_for_attempt
@@ -22,7 +24,7 @@ class LocalSlot:
         self.scope = scope
         self.slot = path
         self.logs = scope.dir
-        self.state_dir = scope.ctx.logs.parent / "agent-state"
+        self.state_dir = agent_state_dir(scope.ctx.repo, scope.ctx.plan.name)
         self.stop: threading.Event = scope.ctx.stop
         self._pooled = slot
         self._new = new
@@ -53,6 +55,9 @@ class LocalSlot:
         return worktrees.commit_all(
             self.scope.ctx.repo, self.slot, message, branch=self.scope.ts.branch
         )
+
+    def shares_history(self, base: str, head: str) -> bool:
+        return integrate.shares_history(self.scope.ctx.repo, base, head)
 
     def changed(self, base: str, head: str) -> list[str]:
         # NUL-separated: without -z git quotes any name that is not plain ASCII.

@@ -8,6 +8,7 @@ SETUP_STOPPED = "stopped during setup"
 CHECK_STOPPED = "stopped during the check"
 NO_CHANGES = "no changes"
 NO_NET_CHANGES = "no changes (the work adds up to nothing against the base)"
+NO_SHARED_HISTORY = "its commit shares no history with its base"
 NO_PROGRESS = "no progress: the same change as the last failed attempt"
 CONTEXT_OVERFLOW = "the prompt overflowed the agent's context window: split the task"
 

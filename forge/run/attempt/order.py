@@ -43,6 +43,7 @@ class WorkOrder:
     clean_all: bool = False
     env: tuple[tuple[str, str], ...] = ()  # the plan's `env`, expanded in the slot
     judged_hash: str | None = None  # the last judged failure's change: "no progress"
+    strict_model: bool = False  # an agent that reports another model than asked is INFRA
 
 
 def last_judged_hash(attempts: list[Attempt]) -> str | None:
@@ -80,6 +81,7 @@ def order_for(scope: AttemptScope) -> WorkOrder:
         clean_all=plan.clean == "all",
         env=tuple(plan.env.items()),
         judged_hash=last_judged_hash(ts.attempts[:-1]),
+        strict_model=plan.strict_model,
     )
     if scope.spec is None:
         return order

@@ -22,6 +22,7 @@ from forge.git import merge as integrate
 from forge.git.contained import Tampered
 from forge.git.refs import task_ref
 from forge.plan.model import Task
+from forge.run import history, routing
 from forge.run.attempt import local, messages, phases
 from forge.run.attempt.context import AttemptScope, Outcome, RunContext
 from forge.run.attempt.local import LocalSlot
@@ -54,7 +55,7 @@ def run_attempt(
     `spec` is the agent spec of a prompt task (None for a `run` task); `fallback`
     says why it is a fallback agent, when it is one.
     """
-    ts = ctx.state.tasks[task.id]
+    ts = ctx.state.record(task.id)  # (a best-of-N candidate's record is its own)
     started = time.monotonic()
     number = len(ts.attempts) + 1
     tag = f"{ctx.plan.name}/{task.id}/{number}/{os.getpid()}"
@@ -66,6 +67,7 @@ def run_attempt(
         tag=tag,
         fallback=fallback,
     )
+    routing.stamp(ctx, task.id, attempt)
     attempt_dir = ctx.logs / task.id / f"attempt-{number}"
     attempt_dir.mkdir(parents=True, exist_ok=True)
     with ctx.store.lock:
@@ -123,6 +125,7 @@ def _finish(scope: AttemptScope, outcome: Outcome, started: float) -> Outcome:
         ts.reason = outcome.reason
         ts.runner = None
         ctx.save(task.id)
+    history.record(ctx, task, attempt)
     return outcome
 
 
@@ -202,6 +205,8 @@ def _merge(scope: AttemptScope, head: str) -> Outcome:
             task_commit=head,
             message=f"forge: merge {ctx.plan.name}/{task.id} (attempt {attempt.number})\n\n{task.title}",
         )
+        if res.refused:
+            return Outcome(Status.CONFLICT, res.refused)
         if not res.merged:
             log = scope.dir / "merge.log"
             shown = [one_line(p) for p in res.conflicts]

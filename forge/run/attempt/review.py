@@ -19,6 +19,7 @@ from typing import Any
 from forge.agents.output import cli_message
 from forge.base import proc
 from forge.git.repo import Repository
+from forge.run.attempt.confinement import agent_state_dir
 from forge.run.attempt.context import AttemptScope, group
 from forge.run.state.run_state import Attempt
 
@@ -84,7 +85,7 @@ def judge(scope: AttemptScope, worktree: Path, head: str) -> Verdict | None:
         attempt=attempt.number,
         prompt_file=prompt_file,
         feedback_file=None,
-        state_dir=ctx.logs.parent / "agent-state",
+        state_dir=agent_state_dir(ctx.repo, ctx.plan.name),
         worktree=worktree,
         review_file=verdict_file,
     )

@@ -88,6 +88,8 @@ def commit_and_judge(order: WorkOrder, place: Place, attempt: Attempt, start: st
     faults.point("after-commit")
     if head == start:
         return Outcome(Status.FAILED, messages.NO_CHANGES, stall=Stall.NO_CHANGES)
+    if not place.shares_history(order.base, head):  # re-inited, or a parentless commit
+        return Outcome(Status.CONFLICT, messages.NO_SHARED_HISTORY)
     attempt.commit = head
     attempt.diff_hash = change_hash(order.base, place.tree(head))
     changed = place.changed(order.base, head)

@@ -41,8 +41,17 @@ def run_work(
     output = _read_agent_output(defn, attempt, place.slot, log) if defn is not None else ""
     if res.stopped:
         return Outcome(Status.INTERRUPTED, messages.STOPPED)
+    if defn is not None and attempt.model_mismatch:
+        place.warn(f"attempt {order.number}: model mismatch: {attempt.model_mismatch}")
+        if order.strict_model:  # its work is not what was paid for: INFRA, not judged
+            return Outcome(
+                Status.INFRA,
+                f"model: model mismatch: {attempt.model_mismatch} (strict_model)",
+                infra_kind="model",
+                infra_agent=defn.name,
+            )
     if defn is not None:
-        infra = _infra(defn, res, output, timeout)
+        infra = _infra(defn, res, output, timeout, log)
         if infra is not None:
             return infra
     what = "command" if defn is None else "agent"
@@ -117,6 +126,10 @@ def _read_agent_output(defn: AgentDef, attempt: Attempt, path: Path, log: Path) 
     # Before any return: an INFRA or stopped attempt's worktree is salvaged
     # later, and a CLI's cache (aider's tags) is never the task's work.
     drop_ignored(path, defn.ignore_paths)
+    from forge.agents import models
+
+    attempt.models = models.reported_models(defn, output) or None
+    attempt.model_mismatch = models.mismatch(attempt.model, attempt.models or [])
     usage = agents.parse_usage(defn, output)
     if usage is not None:
         attempt.cost_usd = usage.cost_usd
@@ -125,14 +138,20 @@ def _read_agent_output(defn: AgentDef, attempt: Attempt, path: Path, log: Path) 
     return output
 
 
-def _infra(defn: AgentDef, res: proc.GroupResult, output: str, timeout: float) -> Outcome | None:
+def _infra(
+    defn: AgentDef, res: proc.GroupResult, output: str, timeout: float, log: Path
+) -> Outcome | None:
     """An infrastructure failure the agent's log tells of, as an outcome."""
     from forge.agents import spec as agents
 
     # Read after a timeout too: a CLI that waits out an outage (reconnecting,
     # honouring a long retry delay) looks like a slow task.
     rc = None if res.timed_out else res.returncode
-    infra = agents.classify_failure(defn, returncode=rc, output=output)
+    try:
+        said_at: float | None = log.stat().st_mtime  # when the CLI last wrote
+    except OSError:
+        said_at = None
+    infra = agents.classify_failure(defn, returncode=rc, output=output, said_at=said_at)
     if infra is not None:
         after = f" (timed out after {timeout:g}s)" if res.timed_out else ""
         return Outcome(
