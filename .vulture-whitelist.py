@@ -7,6 +7,7 @@ from forge.run.state.run_state import TaskState
 cli.resume  # a typer command: registered by its decorator
 cli.hooks_install  # a typer command
 cli.hooks_uninstall  # a typer command
+cli.demo  # a typer command
 TaskState.merged_commit  # written to state.json for people and tests
 subreaper  # pytest fixtures used by name or autouse
 hermetic

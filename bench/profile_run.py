@@ -32,18 +32,22 @@ Totals = collections.defaultdict[str, list[float]]
 
 
 def caller() -> str:
-    """The innermost forge function outside proc.py and git.py on the stack."""
+    """The innermost forge function outside proc.py, procgroup.py and git.py on the stack."""
     frame = sys._getframe(2)
     while frame is not None:
         mod = frame.f_globals.get("__name__", "")
-        if mod.startswith("forge.") and mod not in ("forge.base.proc", "forge.git.repo"):
+        if mod.startswith("forge.") and mod not in (
+            "forge.base.proc",
+            "forge.base.procgroup",
+            "forge.git.repo",
+        ):
             return f"{mod.removeprefix('forge.')}.{frame.f_code.co_name}"
         frame = frame.f_back  # type: ignore[assignment]
     return "?"
 
 
 def instrument(by_cmd: Totals, by_caller: Totals, other: Totals) -> None:
-    from forge.base import proc
+    from forge.base import proc, procgroup
     from forge.run.state import run_state as runstate
 
     lock = threading.Lock()
@@ -70,7 +74,7 @@ def instrument(by_cmd: Totals, by_caller: Totals, other: Totals) -> None:
                 by_caller[f"{caller()} -> {name}"].append(dt)
 
     proc.run = run
-    real_group = proc.run_group
+    real_group = procgroup.run_group
 
     def run_group(*a: Any, **kw: Any) -> Any:
         t0 = time.perf_counter()
@@ -80,7 +84,7 @@ def instrument(by_cmd: Totals, by_caller: Totals, other: Totals) -> None:
             with lock:
                 other["task command (process group)"].append(time.perf_counter() - t0)
 
-    proc.run_group = run_group
+    procgroup.run_group = run_group
     real_save = runstate.StateStore.save
 
     def save(self: Any, st: Any, **kw: Any) -> None:

@@ -8,8 +8,8 @@ DAG or GitPython.
 from __future__ import annotations
 
 import json
-import shutil
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
@@ -21,8 +21,6 @@ from forge.errors import ExitCode, ForgeError
 if TYPE_CHECKING:
     from forge.base.settings import Settings
     from forge.git.repo import Repository
-    from forge.plan.registry import Recorded
-    from forge.run.options import RunOptions
 # typer escapes the `[required]`, `[default: 0; x>=0]` it appends to option help for
 # rich whenever rich is importable, even with rich markup off, so the plain help
 # showed `\[x>=1]`. Help is rendered by click here: no rich, no escaping.
@@ -109,30 +107,20 @@ def plan(
 ) -> None:
     """Validate a plan, build its DAG, compute waves, record it; print the wave table."""
     from forge.commands import plan as plan_command
-    from forge.plan.graph import FORMATS
 
-    if graph_format not in FORMATS:
-        raise ForgeError(f"--format: '{graph_format}' is not one of {', '.join(FORMATS)}")
-    if graph and as_json:
-        raise ForgeError("give --graph or --json, not both")
+    def say(line: str) -> None:
+        sys.stderr.write(f"forge: {line}\n")
 
-    def note(line: str) -> None:
-        sys.stderr.write(f"forge: note: {line}\n")
-
-    if check:
-        planned = plan_command.check(plan_file)
-    else:
-        planned = plan_command.record(_repo(), plan_file, note=note)
-    for warning in planned.warnings:
-        sys.stderr.write(f"forge: warning: {warning}\n")
-    if as_json:
-        emit_json(planned.data())
-    elif graph:
-        from forge.plan.graph import render
-
-        typer.echo(render(planned.plan, planned.waves, graph_format), nl=False)
-    else:
-        typer.echo(planned.text())
+    answer = plan_command.answer(
+        plan_file,
+        check_only=check,
+        graph=graph,
+        graph_format=graph_format,
+        as_json=as_json,
+        repo=_repo,
+        say=say,
+    )
+    _answer(answer)
 
 
 @app.command()
@@ -158,6 +146,7 @@ def run(
     as_json: JsonOpt = False,
 ) -> None:
     """Run (or resume) a plan: dispatch tasks, merge into integration, verify."""
+    from forge.commands.run import budget_option, execute
     from forge.plan import registry
     from forge.run.options import RunOptions
 
@@ -169,10 +158,12 @@ def run(
         max_parallel=max_parallel,
         retry_failed=retry_failed,
         infra_retries=infra_retries,
-        budget=_budget(budget),
+        budget=budget_option(budget),
         sandbox=sandbox,
     )
-    _execute_run(repo, recorded, options, as_json=as_json, cluster=cluster)
+    answer, code = execute(repo, recorded, options, as_json=as_json, cluster=cluster)
+    _answer(answer)
+    _exit(code)
 
 
 @app.command()
@@ -190,6 +181,7 @@ def retry(
     as_json: JsonOpt = False,
 ) -> None:
     """Run one failed task again with its last failure as feedback, then merge and verify."""
+    from forge.commands.run import budget_option, execute
     from forge.plan import registry
     from forge.run import runner
     from forge.run.options import RunOptions
@@ -198,9 +190,11 @@ def retry(
     recorded = registry.resolve(repo, plan_ref)
     runner.check_retry(repo, recorded.plan, task, agent=agent, fresh=fresh)
     options = RunOptions(
-        only=task, fresh=fresh, agent=agent, retry_failed=0, budget=_budget(budget)
+        only=task, fresh=fresh, agent=agent, retry_failed=0, budget=budget_option(budget)
     )
-    _execute_run(repo, recorded, options, as_json=as_json, cluster=cluster)
+    answer, code = execute(repo, recorded, options, as_json=as_json, cluster=cluster)
+    _answer(answer)
+    _exit(code)
 
 
 @app.command()
@@ -224,11 +218,8 @@ def verify(
         on_event=None if as_json else progress,
         warn=progress,
     )
-    if as_json:
-        emit_json(verified.record.to_dict())
-    else:
-        for line in verify_command.render(verified.record):
-            typer.echo(line)
+    record = verified.record
+    _answer(record.to_dict() if as_json else _text(verify_command.render(record)))
     verify_command.raise_for_verdict(verified)
 
 
@@ -250,11 +241,11 @@ def status(
     repo = _repo()
     plan_name, task = status_target(repo, target, plan_ref)
     if not as_json:
-        typer.echo(views.render(repo, plan_name, task, disk=disk), nl=False)
+        _answer(views.render(repo, plan_name, task, disk=disk))
     elif task is None:
-        emit_json(views.status_data(repo, plan_name, disk=disk))
+        _answer(views.status_data(repo, plan_name, disk=disk))
     else:
-        emit_json(views.task_status_data(repo, plan_name, task, disk=disk))
+        _answer(views.task_status_data(repo, plan_name, task, disk=disk))
 
 
 @app.command()
@@ -270,8 +261,8 @@ def report(
 ) -> None:
     """Write one self-contained HTML page of a plan's run: DAG, timeline, attempts, costs."""
     from forge.commands import report as pages
-    from forge.plan.config import load_repo_config
     from forge.plan.registry import load_recorded
+    from forge.plan.repo_config import load_repo_config
 
     repo = _repo()
     recorded = load_recorded(repo, _plan_name(repo, plan_ref))
@@ -315,8 +306,7 @@ def split(
 
     if not into:
         raise ForgeError("name the new plan: --into NEW")
-    for line in do_split(_repo(), plan_ref, tasks.split(","), into, dry_run=dry_run):
-        typer.echo(line)
+    _answer(_text(do_split(_repo(), plan_ref, tasks.split(","), into, dry_run=dry_run)))
 
 
 @app.command()
@@ -344,8 +334,7 @@ def combine(
         lines = do_combine(
             repo, new, plans, verify=verify, dry_run=dry_run, stop=stop, on_event=progress
         )
-    for line in lines:
-        typer.echo(line)
+    _answer(_text(lines))
 
 
 @app.command()
@@ -359,11 +348,8 @@ def hold(
     repo = _repo()
     plan = _plan_name(repo, plan_ref) if plan_ref else None
     h = holds.set_hold(repo.state, plan, reason=reason)
-    typer.echo(
-        f"hold set: {h.describe()}\nnothing new starts until `forge resume"
-        + (f" --plan {plan}" if plan else "")
-        + "`"
-    )
+    again = "forge resume" + (f" --plan {plan}" if plan else "")
+    typer.echo(f"hold set: {h.describe()}\nnothing new starts until `{again}`")
 
 
 @app.command()
@@ -374,10 +360,8 @@ def resume(plan_ref: PlanOpt = None) -> None:
     repo = _repo()
     plan = _plan_name(repo, plan_ref) if plan_ref else None
     removed = holds.release(repo.state, plan)
-    if removed is None:
-        typer.echo("no hold was set" + (f" on plan '{plan}'" if plan else " on the repository"))
-    else:
-        typer.echo(f"hold removed ({removed.describe()})")
+    where = f" on plan '{plan}'" if plan else " on the repository"
+    typer.echo(f"hold removed ({removed.describe()})" if removed else "no hold was set" + where)
 
 
 @app.command()
@@ -411,10 +395,7 @@ def stats(
     from forge.commands import stats as agent_stats
 
     data = agent_stats.stats_data(_repo().state, plan=plan, since=since)
-    if as_json:
-        emit_json(data)
-    else:
-        typer.echo(agent_stats.render(data), nl=False)
+    _answer(data if as_json else agent_stats.render(data))
 
 
 @hooks_app.command("install")
@@ -422,8 +403,7 @@ def hooks_install() -> None:
     """Install forge's git hooks (keeping and chaining any hook already there)."""
     from forge.hooks import runtime as hooks
 
-    for line in hooks.install(_repo()):
-        typer.echo(line)
+    _answer(_text(hooks.install(_repo())))
 
 
 @hooks_app.command("uninstall")
@@ -431,8 +411,7 @@ def hooks_uninstall() -> None:
     """Remove forge's git hooks and restore what was there before."""
     from forge.hooks import runtime as hooks
 
-    for line in hooks.uninstall(_repo()):
-        typer.echo(line)
+    _answer(_text(hooks.uninstall(_repo())))
 
 
 @app.command()
@@ -443,34 +422,9 @@ def demo(
     ] = None,
 ) -> None:
     """Build a throwaway repository and run a sample plan end to end (no AI, no network)."""
-    from forge.commands import demo as demo_mod
-    from forge.git import repo as git
-    from forge.plan import registry
-    from forge.plan import tables as report
-    from forge.run.options import RunOptions
+    from forge.commands.demo import run_demo
 
-    repo_path, plan_path = demo_mod.create(path)
-    typer.echo(f"demo repository: {repo_path}\nplan: {plan_path}\n")
-    repo = git.discover(repo_path, _settings())
-    recorded = registry.record(repo, plan_path)
-    typer.echo(report.wave_table(recorded.plan, recorded.as_waves()), nl=False)
-    typer.echo("")
-    _execute_run(repo, recorded, RunOptions(), as_json=False)
-    typer.echo(
-        f"\nnext: cd {repo_path} && forge status && forge accept   "
-        f"(then `git log --graph --oneline` to see the merges)"
-    )
-
-
-def _budget(text: str | None) -> float | None:
-    if text is None:
-        return None
-    from forge.plan.budget import parse_budget
-
-    try:
-        return parse_budget(text)
-    except ValueError as exc:
-        raise ForgeError(f"--budget: {exc}") from exc
+    _exit(run_demo(path, _settings(), echo=typer.echo))
 
 
 def _settings(*, worktree_root: Path | None = None) -> Settings:
@@ -491,56 +445,21 @@ def _plan_name(repo: Repository, ref: str | None) -> str:
     return plan_name(repo, ref)
 
 
-def _execute_run(
-    repo: Repository,
-    recorded: Recorded,
-    options: RunOptions,
-    *,
-    as_json: bool,
-    cluster: str | None = None,
-) -> None:
-    from forge.base import interrupt
-    from forge.cluster import coordinator
-    from forge.commands import status as views
-    from forge.commands.live import LiveView
-    from forge.plan.config import load_repo_config
-    from forge.run import runner
-
-    plan = recorded.plan
-    prices = load_repo_config(repo.root).all_prices()
-    remote = coordinator.from_settings(repo, cluster)
-    view = LiveView(
-        quiet=as_json,
-        weights={t.id: t.estimate or 1.0 for t in plan.tasks},
-        prices=prices,
-        parallel=options.max_parallel or plan.max_parallel,
-        event_log=repo.state.logs_dir(plan.name) / "events.log",
-    )
-    with interrupt.on_stop_signals() as stop, view:
-        report = runner.run_plan(
-            repo,
-            recorded,
-            options,
-            stop=stop,
-            on_change=view.on_change,
-            on_event=view.on_event,
-            remote=remote,
-        )
-    from forge.commands.next_step import next_steps
-    from forge.run.spend import spend_data
-
-    steps = next_steps(report, recorded.plan, only=options.only)
-    spend = spend_data(report.state, prices)
-    if as_json:
-        emit_json({**views.report_data(report, prices), "next": steps, "spend": spend})
+def _answer(answer: dict[str, Any] | str) -> None:
+    """The answer: JSON for scripts, or text for people (as it is, newlines included)."""
+    if isinstance(answer, dict):
+        emit_json(answer)
     else:
-        width = shutil.get_terminal_size().columns if sys.stdout.isatty() else None
-        typer.echo(views.render_report(report, width=width), nl=False)
-        typer.echo(views.spend_line(spend, options.budget or plan.budget))
-        for line in steps:
-            typer.echo(line)
-    if report.exit_code != ExitCode.OK:
-        raise typer.Exit(int(report.exit_code))
+        typer.echo(answer, nl=False)
+
+
+def _text(lines: Iterable[str]) -> str:
+    return "".join(line + "\n" for line in lines)
+
+
+def _exit(code: ExitCode) -> None:
+    if code != ExitCode.OK:
+        raise typer.Exit(int(code))
 
 
 def main(argv: list[str] | None = None) -> NoReturn:

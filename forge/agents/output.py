@@ -80,7 +80,7 @@ _CONTEXT_OVERFLOW = re.compile(
     r"|context[ _-]?(?:window|length)[ _-]?exceeded|exceeds? the (?:model's )?context (?:window|length)",
     re.IGNORECASE,
 )
-# What proc.run_group logs when the program cannot be started (it then returns 127).
+# What procgroup.run_group logs when the program cannot be started (it then returns 127).
 _SPAWN_FAILED = re.compile(r"^forge: cannot run `.*$", re.MULTILINE)
 _MISSING_BINARY = re.compile(
     r"command not found|no such file or directory|not found|permission denied", re.IGNORECASE

@@ -6,7 +6,7 @@ environment tag included.
 Used only when `/sys/fs/cgroup` is a cgroup v2 hierarchy and the cgroup forge runs
 in is writable by it (systemd's `Delegate=yes`, a container given its own
 subtree). Elsewhere (cgroup v1, no delegation) `delegated()` says why, and forge
-relies on the process group, the environment tag and its orphans (forge/base/proc.py).
+relies on the process group, the environment tag and its orphans (forge/base/procgroup.py).
 """
 
 from __future__ import annotations

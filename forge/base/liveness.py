@@ -9,7 +9,7 @@ import socket
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from forge.base.procstat import read_stat
+from forge.base.procgroup import read_stat
 
 
 def start_time(pid: int) -> int | None:

@@ -56,6 +56,9 @@ def _value_problem(hint: Any, value: Any, at: str) -> str | None:
     if origin in (Union, types.UnionType):
         if any(_value_problem(o, value, at) is None for o in args):
             return None
+        others = [o for o in args if o is not type(None)]
+        if len(others) == 1:  # an optional value: what is wrong inside it
+            return _value_problem(others[0], value, at)
         return f"`{at}` is {_kind(value)}"
     if is_record:
         return problem(hint, value, at)

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from forge.base.durations import parse_duration
+from forge.base.logs import parse_size
 from forge.errors import PlanError
 
 LineOf = Callable[[str], int | None]  # a key's line in the file (None: not found)
@@ -98,7 +99,8 @@ class Problems:
 class TableReader:
     """Typed reads of one TOML table that record a problem instead of raising.
 
-    Each problem reads `{what}: {key} must be ...`, at the key's line."""
+    Each problem reads `{what}: {key} must be ...`, at the key's line; with `quote`,
+    the key is in backquotes (a plan's keys are named so)."""
 
     def __init__(
         self,
@@ -107,18 +109,23 @@ class TableReader:
         *,
         what: str,
         line_of: LineOf = no_lines,
+        quote: bool = False,
     ) -> None:
         self.table = table
         self.problems = problems
         self.what = what
         self.line_of = line_of
+        self.quote = quote
+
+    def name(self, key: str) -> str:
+        return f"`{key}`" if self.quote else key
 
     def problem(self, message: str, key: str | None = None) -> None:
         line = self.line_of(key) if key is not None else self.line_of("")
         self.problems.add(f"{self.what}: {message}" if self.what else message, line=line)
 
     def bad(self, key: str, want: str) -> None:
-        self.problem(f"{key} must be {want}", key)
+        self.problem(f"{self.name(key)} must be {want}", key)
 
     def unknown_keys(self, known: tuple[str, ...]) -> None:
         for key in sorted(set(self.table) - set(known)):
@@ -126,10 +133,38 @@ class TableReader:
 
     def string(self, key: str) -> str | None:
         value = self.table.get(key)
-        if value is None or (isinstance(value, str) and value):
+        if value is None or (isinstance(value, str) and value.strip()):
             return value
         self.bad(key, "a non-empty string")
         return None
+
+    def integer(self, key: str, *, low: int, default: int) -> int:
+        value = self.table.get(key, default)
+        if isinstance(value, bool) or not isinstance(value, int):
+            self.bad(key, f"a whole number, got {value!r}")
+            return default
+        if value < low:
+            self.bad(key, f"at least {low}, got {value}")
+            return default
+        return value
+
+    def one_of(self, key: str, options: tuple[str, ...]) -> str:
+        """One of `options` (the first when the key is left out)."""
+        value = self.table.get(key, options[0])
+        if value not in options:
+            self.bad(key, " or ".join(f'"{o}"' for o in options) + f", got {value!r}")
+            return options[0]
+        return str(value)
+
+    def size(self, key: str) -> int | None:
+        """Bytes, from a number or "64K", "50M", "1G"."""
+        if key not in self.table:
+            return None
+        try:
+            return parse_size(self.table[key])
+        except ValueError as exc:
+            self.problem(f"{self.name(key)}: {exc}", key)
+            return None
 
     def flag(self, key: str) -> bool:
         value = self.table.get(key, False)
@@ -173,6 +208,8 @@ class TableReader:
             return parse_duration(value)
         except ValueError:
             self.bad(
-                key, 'a duration like "30m", "90s", "1h30m" or "500ms", or a number of seconds'
+                key,
+                'a duration like "30m", "90s", "1h30m" or "500ms", or a number of seconds, '
+                f"got {value!r}",
             )
             return None

@@ -355,7 +355,7 @@ def from_settings(repo: Repository, address: str | None) -> Any:
     flag nor `[cluster] address` in forge.toml names a cluster, else a function
     opening the run's cluster. A bad address or a missing Dask is said before
     anything starts."""
-    from forge.plan.config import load_repo_config
+    from forge.plan.repo_config import load_repo_config
 
     config = load_repo_config(repo.root)
     address = address or config.cluster_address

@@ -27,7 +27,7 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
-from forge.base import logs, proc
+from forge.base import logs, proc, procgroup
 from forge.cluster.job import Job, JobResult
 from forge.run.attempt import messages
 from forge.run.attempt.confinement import run_contained
@@ -134,7 +134,7 @@ def sweep_orphans() -> list[int]:
             continue
         with contextlib.suppress(ProcessLookupError, PermissionError):
             pgid = os.getpgid(pid)
-            proc.stop_group(pgid, grace=0.5)
+            procgroup.stop_group(pgid, grace=0.5)
             stopped.append(pgid)
     return stopped
 
@@ -258,7 +258,7 @@ class _WorkerSlot:
 
     # -- the Place of the attempt's steps -----------------------------------------
 
-    def group(self, command: Command) -> proc.GroupResult:
+    def group(self, command: Command) -> procgroup.GroupResult:
         c, job = command, self.job
         # Tagged with this worker's pid too: a worker that dies leaves its processes
         # to the next attempt's sweep (sweep_orphans).

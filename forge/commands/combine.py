@@ -21,8 +21,8 @@ from forge.git.merge import is_ancestor, merge_commits
 from forge.git.refs import integration_ref
 from forge.git.repo import Repository
 from forge.plan import registry
-from forge.plan.config import VerifyConfig, load_repo_config
 from forge.plan.registry import Recorded
+from forge.plan.repo_config import VerifyConfig, load_repo_config
 from forge.run.state.run_state import RunState, StateStore
 from forge.verify.records import VerifyRecord
 

@@ -6,10 +6,15 @@ from __future__ import annotations
 import shlex
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from forge.base import proc
+from forge.errors import ExitCode
+
+if TYPE_CHECKING:
+    from forge.base.settings import Settings
 
 CALC = '''"""A tiny calculator."""
 
@@ -113,3 +118,26 @@ def create(path: Path | None) -> tuple[Path, Path]:
 
     plan.write_text(tomli_w.dumps(plan_data(sys.executable)))
     return repo, plan
+
+
+def run_demo(path: Path | None, settings: Settings, *, echo: Callable[[str], None]) -> ExitCode:
+    """`forge demo`: create the repository, record the plan and run it, saying what
+    to look at next; `echo` prints a line (the run's live view shows in between)."""
+    from forge.commands.run import execute
+    from forge.git import repo as git
+    from forge.plan import registry, tables
+    from forge.run.options import RunOptions
+
+    repo_path, plan_path = create(path)
+    echo(f"demo repository: {repo_path}\nplan: {plan_path}\n")
+    repo = git.discover(repo_path, settings)
+    recorded = registry.record(repo, plan_path)
+    echo(tables.wave_table(recorded.plan, recorded.as_waves()))
+    answer, code = execute(repo, recorded, RunOptions(), as_json=False)
+    echo(str(answer).removesuffix("\n"))
+    if code == ExitCode.OK:
+        echo(
+            f"\nnext: cd {repo_path} && forge status && forge accept   "
+            f"(then `git log --graph --oneline` to see the merges)"
+        )
+    return code

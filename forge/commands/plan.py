@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from forge.errors import ForgeError
 from forge.git.repo import Repository
 from forge.plan import dag, registry, tables
 from forge.plan.dag import Waves
@@ -86,7 +87,7 @@ def record(repo: Repository, plan_file: Path, *, note: Callable[[str], None]) ->
     for line in reconcile.explain(repo, new):
         note(line)
     recorded, taken = replan.record(repo, plan_file)
-    from forge.plan.config import load_repo_config
+    from forge.plan.repo_config import load_repo_config
 
     default = load_repo_config(repo.root, read_agents=False).verify
     return Planned(
@@ -115,3 +116,34 @@ def _warnings(plan: Plan) -> tuple[str, ...]:
     from forge.plan import advice
 
     return tuple(advice.warnings(plan))
+
+
+def answer(
+    plan_file: Path,
+    *,
+    check_only: bool,
+    graph: bool,
+    graph_format: str,
+    as_json: bool,
+    repo: Callable[[], Repository],
+    say: Callable[[str], None],
+) -> dict[str, Any] | str:
+    """`forge plan`: check (and record) the plan; the answer is its JSON, its graph
+    (`graph_format`), or the wave table. Notes and warnings go to `say`."""
+    from forge.plan.graph import FORMATS, render
+
+    if graph_format not in FORMATS:
+        raise ForgeError(f"--format: '{graph_format}' is not one of {', '.join(FORMATS)}")
+    if graph and as_json:
+        raise ForgeError("give --graph or --json, not both")
+    if check_only:
+        planned = check(plan_file)
+    else:
+        planned = record(repo(), plan_file, note=lambda line: say(f"note: {line}"))
+    for warning in planned.warnings:
+        say(f"warning: {warning}")
+    if as_json:
+        return planned.data()
+    if graph:
+        return render(planned.plan, planned.waves, graph_format)
+    return planned.text() + "\n"

@@ -217,7 +217,7 @@ def status_data(repo: Repository, plan: str, *, disk: bool = False) -> dict[str,
         )
     hold = holds.active(repo.state, plan)
     runner = _runner(repo, plan)
-    from forge.plan.config import load_repo_config
+    from forge.plan.repo_config import load_repo_config
 
     prices = load_repo_config(repo.root).all_prices()
     budget = recorded.get("plan", {}).get("budget")
@@ -249,8 +249,8 @@ def status_data(repo: Repository, plan: str, *, disk: bool = False) -> dict[str,
 def gate_data(state: RunState) -> dict[str, Any]:
     """The gate's queue: QUEUED tasks waiting, the batch under verification, and how
     many verifications its bisection may still need."""
-    current = state.gate or {}
-    batch = current.get("batch")
+    current = state.gate
+    batch = current.batch if current else None
     return {
         "queued": [
             t.id
@@ -258,9 +258,9 @@ def gate_data(state: RunState) -> dict[str, Any]:
             if t.status == Status.QUEUED and t.id not in (batch or ())
         ],
         "batch": batch,
-        "phase": current.get("phase"),
-        "left": current.get("left"),
-        "head": current.get("head"),
+        "phase": current.phase if current else None,
+        "left": current.left if current else None,
+        "head": current.head if current else None,
         "last": state.gate_last,  # its last verification that landed nothing
     }
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from forge.git.refs import integration_ref
 from forge.git.repo import Repository, short_sha
-from forge.plan.config import VerifyConfig, load_repo_config
+from forge.plan.repo_config import VerifyConfig, load_repo_config
 from forge.verify.records import Verdict, VerifyRecord
 
 CLI_KEY = "cli"  # the checkouts of `forge verify` outside a plan

@@ -18,10 +18,10 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from forge.base import proc
+from forge.base import proc, procgroup
 from forge.errors import ForgeError
 from forge.git.repo import ZERO, Repository, discover, short_sha
-from forge.plan.config import VerifyConfig, load_repo_config
+from forge.plan.repo_config import VerifyConfig, load_repo_config
 from forge.verify import records as verify_records
 from forge.verify.records import Verdict, VerifyRecord
 
@@ -30,7 +30,7 @@ MARKER = "# forge-hook:"
 LEGACY_SUFFIX = ".forge-legacy"
 PUSH_KEY = "push"  # the checkouts of verifications run by pre-push
 SKIP_VAR = "FORGE_SKIP_VERIFY"
-TASK_VARS = ("FORGE_TASK", proc.TAG_VAR)  # set for the processes forge runs for a task
+TASK_VARS = ("FORGE_TASK", procgroup.TAG_VAR)  # set for the processes forge runs for a task
 
 
 def _hooks_path(repo: Repository) -> str | None:

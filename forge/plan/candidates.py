@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from forge.base.tomlread import Problems
-from forge.plan.config import is_str_list
+from forge.plan.repo_config import is_str_list
 
 if TYPE_CHECKING:
     from forge.plan.model import Plan, Task

@@ -46,32 +46,26 @@ def _pair_text(pair: tuple[str, str]) -> str:
 
 def find_cycle_in(deps: Mapping[str, Iterable[str]], order: Mapping[str, int]) -> list[str] | None:
     """A dependency cycle as [a, b, ..., a] where a depends on b, starting from the
-    cycle's earliest task in plan order; None when there is none. Deterministic."""
-    graph = {t: sorted(set(ds), key=lambda d: order.get(d, 0)) for t, ds in deps.items()}
-    state: dict[str, int] = {}  # 1: on the current path, 2: done
-    for start in sorted(graph, key=lambda t: order.get(t, 0)):
-        if state.get(start):
-            continue
-        path: list[str] = [start]
-        stack = [iter(graph[start])]
-        state[start] = 1
-        while stack:
-            nxt = next(stack[-1], None)
-            if nxt is None:
-                state[path.pop()] = 2
-                stack.pop()
-                continue
-            if nxt not in graph or state.get(nxt) == 2:
-                continue
-            if state.get(nxt) == 1:
-                cycle = path[path.index(nxt) :]
-                first = min(range(len(cycle)), key=lambda i: order.get(cycle[i], 0))
-                cycle = cycle[first:] + cycle[:first]
-                return [*cycle, cycle[0]]
-            state[nxt] = 1
-            path.append(nxt)
-            stack.append(iter(graph[nxt]))
-    return None
+    cycle's earliest task in plan order; None when there is none. Deterministic:
+    the search starts from tasks, and follows dependencies, in plan order."""
+    import networkx as nx
+
+    def rank(tid: str) -> int:
+        return order.get(tid, 0)
+
+    tasks = sorted(deps, key=rank)
+    graph = nx.DiGraph()  # task -> each of its dependencies (not dep -> task)
+    graph.add_nodes_from(tasks)
+    for tid in tasks:
+        graph.add_edges_from((tid, d) for d in sorted(set(deps[tid]), key=rank) if d in deps)
+    try:
+        edges = nx.find_cycle(graph, source=tasks)
+    except nx.NetworkXNoCycle:
+        return None
+    cycle = [tail for tail, _head in edges]
+    first = min(range(len(cycle)), key=lambda i: rank(cycle[i]))
+    cycle = cycle[first:] + cycle[:first]
+    return [*cycle, cycle[0]]
 
 
 def find_cycle(plan: Plan) -> list[str] | None:
@@ -94,11 +88,11 @@ def build_graph(plan: Plan) -> nx.DiGraph:
     return graph
 
 
-def topological_order(plan: Plan) -> list[str]:
+def topological_order(plan: Plan, graph: nx.DiGraph | None = None) -> list[str]:
     """Dependencies first; ties broken by plan order (so the result is stable)."""
     import networkx as nx
 
-    graph = build_graph(plan)
+    graph = build_graph(plan) if graph is None else graph
     order: dict[str, int] = {t.id: n for n, t in enumerate(plan.tasks)}
     return list(nx.lexicographical_topological_sort(graph, key=order.__getitem__))
 
@@ -178,15 +172,11 @@ def compute_waves(plan: Plan) -> Waves:
 def critical_path(plan: Plan) -> dict[str, float]:
     """For each task, the longest chain of dependants starting at it (itself
     included), weighing each task by its `estimate` (1 when unset)."""
-    dependants: dict[str, list[str]] = {t.id: [] for t in plan.tasks}
-    for t in plan.tasks:
-        for dep in t.deps:
-            if dep in dependants:
-                dependants[dep].append(t.id)
+    graph = build_graph(plan)
     weight = {t.id: (t.estimate if t.estimate is not None else 1.0) for t in plan.tasks}
     length: dict[str, float] = {}
-    for tid in reversed(topological_order(plan)):
-        length[tid] = weight[tid] + max((length[d] for d in dependants[tid]), default=0.0)
+    for tid in reversed(topological_order(plan, graph)):
+        length[tid] = weight[tid] + max((length[d] for d in graph.successors(tid)), default=0.0)
     return {t.id: length[t.id] for t in plan.tasks}
 
 

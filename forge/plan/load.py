@@ -12,20 +12,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, cast
 
-from forge.base.durations import parse_duration
-from forge.base.proc import parse_size
-from forge.base.tomlread import Problems, TomlSource
+from forge.base.tomlread import Problems, TableReader, TomlSource
 from forge.errors import ForgeError
 from forge.plan.candidates import read_best_of
-from forge.plan.config import (
-    VerifyConfig,
-    check_keys,
-    is_str_list,
-    parse_agents,
-    parse_verify,
-    ref_part_problem,
-    toml_error_line,
-)
 from forge.plan.model import (
     DEFAULT_BATCH_MAX,
     DEFAULT_ESCALATE_AFTER,
@@ -43,6 +32,15 @@ from forge.plan.model import (
     name_problem,
 )
 from forge.plan.patterns import normalize_pattern
+from forge.plan.repo_config import (
+    VerifyConfig,
+    check_keys,
+    is_str_list,
+    parse_agents,
+    parse_verify,
+    ref_part_problem,
+    toml_error_line,
+)
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -146,6 +144,8 @@ class _Checker:
         self.problems = problems
         self.source = source
         self.dep_map: dict[str, tuple[str, ...]] = {}  # task id -> deps, in plan order
+        # The plan's top-level keys, read by type.
+        self.get = TableReader(data, problems, what="", line_of=self.top_line, quote=True)
 
     def top_line(self, key: str) -> int | None:
         return self.src.key_line(key) or self.src.table_line(key)
@@ -160,36 +160,29 @@ class _Checker:
     def plan(self) -> Plan | None:
         d = self.data
         check_keys(d, PLAN_KEYS, what="plan", problems=self.problems, line_of=self.top_line)
+        get = self.get
         name = self.name()
-        base = self.opt_str("base")
-        setup = self.opt_str("setup")
-        agent = self.opt_str("agent")
+        base = get.string("base")
+        setup = get.string("setup")
+        agent = get.string("agent")
         fallback = self.fallback()
-        review = self.opt_str("review")
-        max_parallel = self.int_at_least("max_parallel", 1, DEFAULT_MAX_PARALLEL)
-        escalate_after = self.int_at_least("escalate_after", 0, DEFAULT_ESCALATE_AFTER)
-        escalate_effort = d.get("escalate_effort", False)
-        if not isinstance(escalate_effort, bool):
-            self.add("`escalate_effort` must be true or false", "escalate_effort")
-        timeout = self.duration(d, "timeout", line_of=self.top_line) or DEFAULT_TIMEOUT
-        setup_timeout = (
-            self.duration(d, "setup_timeout", line_of=self.top_line) or DEFAULT_SETUP_TIMEOUT
-        )
-        log_cap = self.size("log_cap")
+        review = get.string("review")
+        max_parallel = get.integer("max_parallel", low=1, default=DEFAULT_MAX_PARALLEL)
+        escalate_after = get.integer("escalate_after", low=0, default=DEFAULT_ESCALATE_AFTER)
+        escalate_effort = get.flag("escalate_effort")
+        timeout = get.duration("timeout") or DEFAULT_TIMEOUT
+        setup_timeout = get.duration("setup_timeout") or DEFAULT_SETUP_TIMEOUT
+        log_cap = get.size("log_cap")
         env = self.env()
         budget = self.budget()
-        scope = self.choice("scope", ("error", "warn"))
-        clean = self.choice("clean", ("untracked", "all"))
-        gate = self.choice("gate", ("queue", "end", "off"))
-        batch_max = self.int_at_least("batch_max", 1, DEFAULT_BATCH_MAX)
-        batch_window = self.choice("batch_window", ("adaptive", "fixed"))
-        verify_parallel = self.int_at_least("verify_parallel", 1, DEFAULT_VERIFY_PARALLEL)
-        sandbox = d.get("sandbox", False)
-        if not isinstance(sandbox, bool):
-            self.add("`sandbox` must be true or false", "sandbox")
-        strict_model = d.get("strict_model", False)
-        if not isinstance(strict_model, bool):
-            self.add("`strict_model` must be true or false", "strict_model")
+        scope = get.one_of("scope", ("error", "warn"))
+        clean = get.one_of("clean", ("untracked", "all"))
+        gate = get.one_of("gate", ("queue", "end", "off"))
+        batch_max = get.integer("batch_max", low=1, default=DEFAULT_BATCH_MAX)
+        batch_window = get.one_of("batch_window", ("adaptive", "fixed"))
+        verify_parallel = get.integer("verify_parallel", low=1, default=DEFAULT_VERIFY_PARALLEL)
+        sandbox = get.flag("sandbox")
+        strict_model = get.flag("strict_model")
         auto = self.spec_list("auto")
         verify = self.verify()
         best = read_best_of(d, "plan", self.problems, self.top_line)
@@ -218,15 +211,15 @@ class _Checker:
             log_cap=log_cap,
             budget=budget,
             escalate_after=escalate_after,
-            escalate_effort=bool(escalate_effort),
+            escalate_effort=escalate_effort,
             scope=cast(Scope, scope),
             clean=cast(Clean, clean),
             gate=cast(Gate, gate),
             batch_max=batch_max,
             batch_window=cast(BatchWindow, batch_window),
             verify_parallel=verify_parallel,
-            sandbox=bool(sandbox),
-            strict_model=bool(strict_model),
+            sandbox=sandbox,
+            strict_model=strict_model,
             auto=auto,
             candidates=best.candidates or (),
             best_of=best.best_of,
@@ -276,25 +269,6 @@ class _Checker:
             return ()
         return tuple(dict.fromkeys(value))
 
-    def opt_str(self, key: str) -> str | None:
-        value = self.data.get(key)
-        if value is None:
-            return None
-        if not isinstance(value, str) or not value.strip():
-            self.add(f"`{key}` must be a non-empty string", key)
-            return None
-        return value
-
-    def int_at_least(self, key: str, low: int, default: int) -> int:
-        value = self.data.get(key, default)
-        if isinstance(value, bool) or not isinstance(value, int):
-            self.add(f"`{key}` must be a whole number, got {value!r}", key)
-            return default
-        if value < low:
-            self.add(f"`{key}` must be at least {low}, got {value}", key)
-            return default
-        return value
-
     def env(self) -> dict[str, str]:
         raw = self.data.get("env", {})
         if not isinstance(raw, dict):
@@ -309,34 +283,6 @@ class _Checker:
             else:
                 out[name] = value
         return out
-
-    def size(self, key: str) -> int | None:
-        if key not in self.data:
-            return None
-        try:
-            return parse_size(self.data[key])
-        except ValueError as exc:
-            self.add(f"`{key}`: {exc}", key)
-            return None
-
-    def choice(self, key: str, options: tuple[str, ...]) -> str:
-        value = self.data.get(key, options[0])
-        if value not in options:
-            wanted = " or ".join(f'"{o}"' for o in options)
-            self.add(f"`{key}` must be {wanted}, got {value!r}", key)
-            return options[0]
-        return str(value)
-
-    def duration(
-        self, table: Mapping[str, Any], key: str, *, line_of: Any, prefix: str = ""
-    ) -> float | None:
-        if key not in table:
-            return None
-        try:
-            return parse_duration(table[key])
-        except ValueError as exc:
-            self.problems.add(f"{prefix}`{key}`: {exc}", line=line_of(key))
-            return None
 
     def verify(self) -> VerifyConfig | None:
         header = self.src.table_line("verify")
@@ -395,12 +341,13 @@ class _Checker:
             return (self.src.key_line(key, header) if header else None) or header
 
         label, tid = self.task_id(n, table, header, line_of)
+        get = TableReader(table, self.problems, what=label, line_of=line_of, quote=True)
         before = len(self.problems.items)
         check_keys(table, TASK_KEYS, what=label, problems=self.problems, line_of=line_of)
         title = table.get("title", tid or "")
         if not isinstance(title, str):
             self.problems.add(f"{label}: `title` must be a string", line=line_of("title"))
-        prompt, run = self.work(table, label, header, line_of)
+        prompt, run = self.work(get, header)
         files = self.files(table, label, line_of)
         deps = self.deps(table, label, line_of)
         if tid is not None:
@@ -408,10 +355,10 @@ class _Checker:
             # problems, so a cycle through it is reported in the same pass.
             self.dep_map[tid] = deps
         estimate = self.estimate(table, label, line_of)
-        timeout = self.duration(table, "timeout", line_of=line_of, prefix=f"{label}: ")
-        check = self.opt(table, "check", label, line_of)
-        agent = self.opt(table, "agent", label, line_of)
-        review = self.review(table, label, line_of)
+        timeout = get.duration("timeout")
+        check = get.string("check")
+        agent = get.string("agent")
+        review = False if table.get("review") is False else get.string("review")
         best = read_best_of(table, label, self.problems, line_of)
         if tid is None or len(self.problems.items) > before:
             return None
@@ -452,30 +399,16 @@ class _Checker:
             return label, None
         return label, raw_id
 
-    def opt(self, table: dict[str, Any], key: str, label: str, line_of: Any) -> str | None:
-        value = table.get(key)
-        if value is None:
-            return None
-        if not isinstance(value, str) or not value.strip():
-            self.problems.add(f"{label}: `{key}` must be a non-empty string", line=line_of(key))
-            return None
-        return value
-
-    def work(
-        self, table: dict[str, Any], label: str, header: int | None, line_of: Any
-    ) -> tuple[str | None, str | None]:
+    def work(self, get: TableReader, header: int | None) -> tuple[str | None, str | None]:
         """(prompt, run): a task is an agent's or a shell command's, not both."""
-        prompt = self.opt(table, "prompt", label, line_of)
-        run = self.opt(table, "run", label, line_of)
-        if "prompt" not in table and "run" not in table:
+        prompt, run = get.string("prompt"), get.string("run")
+        if "prompt" not in get.table and "run" not in get.table:
             self.problems.add(
-                f"{label}: needs `prompt` (an agent task) or `run` (a shell command)", line=header
+                f"{get.what}: needs `prompt` (an agent task) or `run` (a shell command)",
+                line=header,
             )
-        elif "prompt" in table and "run" in table:
-            self.problems.add(
-                f"{label}: has both `prompt` and `run`; a task is one or the other",
-                line=line_of("run"),
-            )
+        elif "prompt" in get.table and "run" in get.table:
+            get.problem("has both `prompt` and `run`; a task is one or the other", "run")
         return prompt, run
 
     def deps(self, table: dict[str, Any], label: str, line_of: Any) -> tuple[str, ...]:
@@ -496,14 +429,6 @@ class _Checker:
             )
             return None
         return float(value)
-
-    def review(self, table: dict[str, Any], label: str, line_of: Any) -> str | bool | None:
-        """A reviewer spec, or False: the plan's reviewer is off for this task."""
-        if table.get("review") is False:
-            return False
-        if "review" in table:
-            return self.opt(table, "review", label, line_of)
-        return None
 
     def files(self, table: dict[str, Any], label: str, line_of: Any) -> tuple[str, ...]:
         raw = table.get("files")

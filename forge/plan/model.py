@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from forge.base.durations import parse_duration
 from forge.errors import ForgeError
-from forge.plan.config import (
+from forge.plan.repo_config import (
     VerifyConfig,
     ref_part_problem,
 )

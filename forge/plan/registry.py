@@ -91,8 +91,8 @@ def sha256_of(path: Path) -> str:
 def check(plan_path: Path) -> tuple[Plan, Waves]:
     """Validate a plan file and compute its waves; needs no repository, writes nothing."""
     from forge.git.repo import discover
-    from forge.plan.config import load_repo_config
     from forge.plan.dag import compute_waves
+    from forge.plan.repo_config import load_repo_config
     from forge.plan.specs import check_specs
 
     plan = load_plan(plan_path)
@@ -159,8 +159,8 @@ def _check_same_source(repo: Repository, plan: Plan) -> None:
 def prepare(repo: Repository, plan_path: Path) -> Recorded:
     """Validate, compute waves and pin the base: everything `record` checks, writing
     nothing."""
-    from forge.plan.config import load_repo_config
     from forge.plan.dag import compute_waves, critical_path
+    from forge.plan.repo_config import load_repo_config
     from forge.plan.specs import check_specs
 
     plan, raw = load_plan_source(plan_path)

@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 from forge.base.text import text_table
 from forge.git.repo import short_sha
-from forge.plan.config import DEFAULT_VERIFY_TIMEOUT, VerifyConfig
 from forge.plan.model import Plan, Task
+from forge.plan.repo_config import DEFAULT_VERIFY_TIMEOUT, VerifyConfig
 
 if TYPE_CHECKING:
     from forge.plan.dag import Waves

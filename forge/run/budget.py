@@ -29,7 +29,7 @@ class Budget:
         limit = override if override is not None else ctx.plan.budget
         if limit is None:
             return cls(None)
-        from forge.plan.config import load_repo_config
+        from forge.plan.repo_config import load_repo_config
 
         prices = load_repo_config(ctx.repo.root).all_prices()
         return cls(limit, plan_spend(ctx.state, prices).usd, prices)

@@ -39,7 +39,7 @@ from forge.run.gate.selection import Selection
 from forge.run.state.run_state import FAILURES, Status, TaskState
 
 if TYPE_CHECKING:
-    from forge.plan.config import VerifyConfig
+    from forge.plan.repo_config import VerifyConfig
     from forge.run.gate.landing import Gate
 
 __all__ = ["Candidates", "is_unit", "task_of_unit"]

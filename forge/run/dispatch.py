@@ -269,11 +269,10 @@ class Dispatcher:
             blocked_by = [d for d in bad if self._finally_unmerged(d)]
             if blocked_by and ts.status != Status.BLOCKED:
                 d = blocked_by[0]
-                ts.status = Status.BLOCKED
-                ts.reason = f"dependency {d} did not merge ({state.tasks[d].status})"
+                ts.mark_blocked(f"dependency {d} did not merge ({state.tasks[d].status})")
                 changed = True
             elif not bad and ts.status == Status.BLOCKED:
-                ts.status, ts.reason = Status.PENDING, ""
+                ts.unblock()
                 changed = True
         if changed:
             self.ctx.save()

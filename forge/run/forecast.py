@@ -85,7 +85,7 @@ def _cost(arm: routing.Arm, rows: list[history.Row]) -> float | None:
 
 def forecast(repo: Repository, plan: Plan) -> Forecast | None:
     """The plan's forecast, or None without a recorded attempt of a spec it uses."""
-    from forge.plan.config import load_repo_config
+    from forge.plan.repo_config import load_repo_config
 
     config = load_repo_config(repo.root)
     defs = plan.agent_tables(config.agents)

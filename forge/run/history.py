@@ -95,7 +95,7 @@ def _quietly(write: Any) -> None:
 def _prices_of(ctx: RunContext) -> Mapping[str, tuple[float, float]]:
     root = ctx.repo.root
     if root not in _prices:
-        from forge.plan.config import load_repo_config
+        from forge.plan.repo_config import load_repo_config
 
         try:
             _prices[root] = load_repo_config(root, read_agents=False).all_prices()

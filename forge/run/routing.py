@@ -197,7 +197,7 @@ class Router:
 def router_of(ctx: RunContext) -> Router:
     if ctx.router is None:
         from forge.agents import spec as agents
-        from forge.plan.config import load_repo_config
+        from forge.plan.repo_config import load_repo_config
 
         config = load_repo_config(ctx.repo.root)
         texts = ctx.plan.auto or config.auto

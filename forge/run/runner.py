@@ -1,4 +1,4 @@
-"""Run (or resume) a recorded plan: lock, recover, dispatch (forge/dispatch.py),
+"""Run (or resume) a recorded plan: lock, recover, dispatch (forge/run/dispatch.py),
 verify the integration head, and say how it ended (the exit code)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from forge.base import proc, sandbox
+from forge.base import procgroup, sandbox
 from forge.base.clock import now_iso
 from forge.base.files import plan_lock
 from forge.errors import ExitCode, ForgeError
@@ -19,14 +19,14 @@ from forge.git import snapshot, worktrees
 from forge.git.merge import ensure_integration
 from forge.git.repo import Repository
 from forge.git.snapshot import Snapshot
-from forge.plan.config import VerifyConfig
 from forge.plan.model import Gate as GateMode
 from forge.plan.model import Plan
 from forge.plan.registry import Recorded
+from forge.plan.repo_config import VerifyConfig
 from forge.run.attempt.context import Remote, RunContext
 from forge.run.options import RunOptions
 from forge.run.state import reconcile, recovery
-from forge.run.state.run_state import RunState, StateStore, Status
+from forge.run.state.run_state import RunState, StateStore, Status, merge_message
 from forge.run.state.slots import SlotPool
 from forge.verify.records import Verdict, VerifyRecord
 
@@ -49,13 +49,13 @@ class RunReport:
 
 
 def agent_defs(repo: Repository, plan: Plan) -> dict[str, Mapping[str, Any]]:
-    from forge.plan.config import load_repo_config
+    from forge.plan.repo_config import load_repo_config
 
     return plan.agent_tables(load_repo_config(repo.root).agents)
 
 
 def verify_config(repo: Repository, plan: Plan) -> VerifyConfig | None:
-    from forge.plan.config import load_repo_config
+    from forge.plan.repo_config import load_repo_config
 
     return plan.verify_config(load_repo_config(repo.root).verify)
 
@@ -74,7 +74,7 @@ def run_plan(
     boxed = options.sandbox or plan.sandbox
     if boxed:
         sandbox.require()
-    from forge.plan.config import load_repo_config
+    from forge.plan.repo_config import load_repo_config
     from forge.plan.specs import check_specs
 
     defs = agent_defs(repo, plan)
@@ -89,7 +89,7 @@ def run_plan(
         )
     # Orphaned grandchildren of agents re-parent to forge, so a stopped group can be
     # reaped to the last process instead of lingering as zombies of init.
-    proc.become_subreaper()
+    procgroup.become_subreaper()
     with plan_lock(repo.state, plan.name, command="forge run") as owner:
         store = StateStore(repo.state, plan.name)
         started = time.monotonic()
@@ -181,23 +181,17 @@ def _merge_left_queued(
         last = ts.last
         if ts.status != Status.QUEUED or last is None or last.commit is None:
             continue
-        message = f"forge: merge {plan.name}/{ts.id} (attempt {last.number})\n\n"
-        res = merge_task(
-            repo,
-            ref=state.integration,
-            task_commit=last.commit,
-            message=message + plan.task(ts.id).title,
-        )
+        task = plan.task(ts.id)
+        message = merge_message(plan.name, ts.id, last.number, task.title)
+        res = merge_task(repo, ref=state.integration, task_commit=last.commit, message=message)
         if res.merged:
-            ts.status = last.status = Status.MERGED
-            ts.merged_commit = res.commit
-            ts.merged_definition = plan.task(ts.id).definition()
+            ts.mark_merged(res.commit, definition=task.definition())
             notes.append(f"{ts.id}: was queued for a gate that is off now: merged")
         else:
-            ts.status = last.status = Status.CONFLICT
-            ts.reason = last.reason = (
-                res.refused or f"conflicts with integration in: {', '.join(res.conflicts)}"
-            )
+            if res.refused:
+                ts.mark_failed(res.refused, log=None, source="merge", status=Status.CONFLICT)
+            else:
+                ts.mark_conflict(res.conflicts, log=None)
             notes.append(f"{ts.id}: was queued for a gate that is off now: {ts.reason}")
         store.save(state)
     for note in notes:
@@ -335,10 +329,7 @@ def _forget_lost_merges(state: RunState) -> None:
     count as merged into a branch that does not hold them."""
     for ts in state.tasks.values():
         if ts.status == Status.MERGED:
-            ts.status = Status.PENDING
-            ts.reason = "its merge was on an integration branch that has been deleted"
-            ts.base = None  # pinned again at its next dispatch, on the new integration
-            ts.merged_commit = None
+            ts.reopen("its merge was on an integration branch that has been deleted")
 
 
 class Prewarm:

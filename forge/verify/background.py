@@ -22,12 +22,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from forge.base import proc
+from forge.base import proc, procgroup
 from forge.base.files import read_json_or, write_json
 from forge.base.liveness import Owner
 from forge.base.settings import DEFAULT_GRACE
 from forge.git.repo import Repository, short_sha
-from forge.plan.config import VerifyConfig
+from forge.plan.repo_config import VerifyConfig
 from forge.verify import records as verify_records
 from forge.verify.records import VerifyRecord
 
@@ -101,7 +101,7 @@ def supersede(old: Running, *, log: Any = print) -> None:
         wait_gone(old.owner, timeout=_SETTLE)
     # Whatever a dead (or killed) verifier left behind still carries its lanes' tags.
     for tag in old.tags:
-        proc.stop_group(0, grace=old.grace, tag=tag, log=log)
+        procgroup.stop_group(0, grace=old.grace, tag=tag, log=log)
 
 
 def run(

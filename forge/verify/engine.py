@@ -1,7 +1,7 @@
 """The verification engine: lanes in parallel, flake reruns, fingerprints, verdicts.
 
 One verification judges exactly one commit, in checkouts of forge's own (see
-forge/checkout.py). Each lane's command runs in a process group of its own with its
+forge/verify/checkout.py). Each lane's command runs in a process group of its own with its
 own time limit and log, in a checkout that holds exactly the commit plus what the
 plan's setup made (forge/verify/hermetic.py); a failing run names the failing tests
 its log shows (forge/verify/failures.py). A lane that fails with its checkout
@@ -22,16 +22,16 @@ import secrets
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
 from forge.base import logs as logfiles
-from forge.base import proc
+from forge.base import procgroup
 from forge.base.sandbox import Sandbox
 from forge.git.contained import ceiling_env
 from forge.git.repo import Repository, short_sha
-from forge.plan.config import VerifyConfig
+from forge.plan.repo_config import VerifyConfig
 from forge.verify import environment
 from forge.verify import records as verify_records
 from forge.verify.checkout import Checkout, check_key, key_lock, prepare
@@ -129,7 +129,7 @@ def verify_commit(
     if stop.is_set():
         record = _interrupted_before_start(base, config)
     else:
-        proc.become_subreaper()  # orphaned grandchildren of lanes come back to be reaped
+        procgroup.become_subreaper()  # orphaned grandchildren of lanes come back to be reaped
         with key_lock(repo, key):
             policy = reruns or Fixed(config.reruns)
             lanes = _run_lanes(repo, base, config, stop, emit, policy, sandbox=sandbox)
@@ -177,9 +177,8 @@ def _run_lanes(
                 results[name] = LaneResult(name, command, Verdict.INTERRUPTED, ())
             else:
                 box = Sandbox((co.path,), (repo.root, repo.common_dir)) if sandbox else None
-                results[name] = _run_lane(
-                    repo, base, config, co, name, command, stop, emit, policy, box
-                )
+                lane = _Lane(repo, base, config, co, name, stop, emit, box, policy)
+                results[name] = _run_lane(lane, command)
         except BaseException as exc:  # noqa: BLE001 re-raised by the caller's thread after the join
             errors.append(exc)
             results[name] = LaneResult(name, command, Verdict.FAIL, ())
@@ -199,105 +198,107 @@ def _run_lanes(
     return tuple(results[name] for name, _cmd in config.lanes)
 
 
-def _run_lane(
-    repo: Repository,
-    base: VerifyRecord,
-    config: VerifyConfig,
-    co: Checkout,
-    name: str,
-    command: str,
-    stop: threading.Event,
-    emit: Emit,
-    policy: Reruns,
-    box: Sandbox | None = None,
-) -> LaneResult:
+@dataclass(frozen=True)
+class _Lane:
+    """One lane of one verification: where its commands run and how."""
+
+    repo: Repository
+    base: VerifyRecord
+    config: VerifyConfig
+    co: Checkout
+    name: str
+    stop: threading.Event
+    emit: Emit
+    box: Sandbox | None
+    policy: Reruns  # whether a failed run is run again
+
+    def run(self, kind: str, command: str, *, log: Path, timeout: float | None) -> LaneRun:
+        """Run `command` in the lane's checkout, in a process group of its own; a
+        checkout the command changed is restored (the run records what changed), and
+        a failing run names the failing tests its log shows."""
+        co = self.co
+        env = environment.expand(self.config.env, co.path)
+        before = co.fingerprint()
+        co.begin_run()
+        res = procgroup.run_group(
+            procgroup.GroupSpec(
+                command,
+                cwd=co.path,
+                log_path=log,
+                env={**self.repo.settings.child_env(), **ceiling_env(co.path), **env},
+                timeout=timeout,
+                grace=self.config.grace,
+                tag=lane_tag(self.repo, self.base.key, self.name),
+                sandbox=self.box,
+            ),
+            stop=self.stop,
+        )
+        changed = co.fingerprint().changes_since(before)
+        if changed:
+            co.restore(self.base.commit)
+        co.end_run()
+        failed = res.returncode != 0 and not (res.timed_out or res.stopped)
+        return LaneRun(
+            kind=kind,
+            exit_code=res.returncode,
+            duration=round(res.duration, 3),
+            changed=tuple(changed),
+            log=str(log),
+            timed_out=res.timed_out,
+            stopped=res.stopped,
+            timeout=timeout,
+            failures=_failures(self.name, log) if failed and kind != "setup" else (),
+        )
+
+
+def _run_lane(lane: _Lane, command: str) -> LaneResult:
+    name, emit, co = lane.name, lane.emit, lane.co
     runs: list[LaneRun] = []
     verdict = Verdict.INTERRUPTED
-    logs = verify_records.logs_dir(repo.state, base.id)
-    env = environment.expand(config.env, co.path)
-    failed_setup = _setup(repo, base, config, co, name, env, stop, emit, box)
+    logs = verify_records.logs_dir(lane.repo.state, lane.base.id)
+    failed_setup = _setup(lane)
     if failed_setup is not None:
         verdict = Verdict.INTERRUPTED if failed_setup.stopped else Verdict.FAIL
         result = LaneResult(name, command, verdict, (failed_setup,))
         emit(f"lane {name}: {verdict} ({result.reason})")
         return result
     for n in itertools.count(1):
-        if stop.is_set():
+        if lane.stop.is_set():
             verdict = Verdict.INTERRUPTED
             break
         kind = "initial" if n == 1 else "rerun"
         if n > 1:
             # What the failed run left must not decide the rerun (it set no index
             # flag: that would have changed its checkout, and it would not be rerun).
-            co.restore(base.commit, unflag=False)
+            co.restore(lane.base.commit, unflag=False)
         log = logs / f"{name}-{n}.log"
         emit(f"lane {name}: {kind} run {n} started (log {log})")
-        before = co.fingerprint()
-        co.begin_run()
-        res = proc.run_group(
-            proc.GroupSpec(
-                command,
-                cwd=co.path,
-                log_path=log,
-                env={**repo.settings.child_env(), **ceiling_env(co.path), **env},
-                timeout=config.timeout,
-                grace=config.grace,
-                tag=lane_tag(repo, base.key, name),
-                sandbox=box,
-            ),
-            stop=stop,
-        )
-        changed = co.fingerprint().changes_since(before)
-        if changed:
-            co.restore(base.commit)
-        co.end_run()
-        failed = res.returncode != 0 and not (res.timed_out or res.stopped)
-        runs.append(
-            LaneRun(
-                kind=kind,
-                exit_code=res.returncode,
-                duration=round(res.duration, 3),
-                changed=tuple(changed),
-                log=str(log),
-                timed_out=res.timed_out,
-                stopped=res.stopped,
-                timeout=config.timeout,
-                failures=_failures(name, log) if failed else (),
-            )
-        )
-        if res.stopped:
+        run = lane.run(kind, command, log=log, timeout=lane.config.timeout)
+        runs.append(run)
+        if run.stopped:
             verdict = Verdict.INTERRUPTED
             break
-        if changed:
-            emit(f"lane {name}: the run changed the checkout: {', '.join(changed[:8])}")
+        if run.changed:
+            emit(f"lane {name}: the run changed the checkout: {', '.join(run.changed[:8])}")
             verdict = Verdict.FAIL
             break
-        if res.returncode == 0 and not res.timed_out:
+        if run.exit_code == 0 and not run.timed_out:
             verdict = Verdict.PASS if n == 1 else Verdict.FLAKY
             break
-        why = runs[-1].outcome + "".join(f": {f.describe()}" for f in runs[-1].failures[:1])
+        why = run.outcome + "".join(f": {f.describe()}" for f in run.failures[:1])
         emit(f"lane {name}: run {n} failed ({why})")
         verdict = Verdict.FAIL
-        if not policy.again(name, runs):
+        if not lane.policy.again(name, runs):
             break
     result = LaneResult(name, command, verdict, tuple(runs))
     emit(f"lane {name}: {verdict} ({result.reason})")
     return result
 
 
-def _setup(
-    repo: Repository,
-    base: VerifyRecord,
-    config: VerifyConfig,
-    co: Checkout,
-    name: str,
-    env: dict[str, str],
-    stop: threading.Event,
-    emit: Emit,
-    box: Sandbox | None = None,
-) -> LaneRun | None:
+def _setup(lane: _Lane) -> LaneRun | None:
     """Run the plan's setup in the lane's checkout unless it ran there with the same
     setup and env. Its failure (None: it succeeded or was not needed) as a run."""
+    config, co = lane.config, lane.co
     if not config.setup:
         return None
     digest = environment.setup_hash(config.setup, config.env)
@@ -305,43 +306,16 @@ def _setup(
         return None
     # Setup runs on the bare commit, so what is untracked after it is what it made.
     co.scrub(keep=[])
-    log = verify_records.logs_dir(repo.state, base.id) / f"{name}-setup.log"
-    emit(f"lane {name}: setup in its checkout (log {log})")
-    before = co.fingerprint()
-    co.begin_run()
-    res = proc.run_group(
-        proc.GroupSpec(
-            config.setup,
-            cwd=co.path,
-            log_path=log,
-            timeout=config.setup_timeout,
-            grace=config.grace,
-            tag=lane_tag(repo, base.key, name),
-            env={**repo.settings.child_env(), **ceiling_env(co.path), **env},
-            sandbox=box,
-        ),
-        stop=stop,
-    )
+    log = verify_records.logs_dir(lane.repo.state, lane.base.id) / f"{lane.name}-setup.log"
+    lane.emit(f"lane {lane.name}: setup in its checkout (log {log})")
     # What setup makes (an environment, build output) must be ignored by git: the
     # checkout is compared before and after each lane run and restored.
-    changed = co.fingerprint().changes_since(before)
-    if changed:
-        co.restore(base.commit)
-    co.end_run()
-    ok = res.returncode == 0 and not (res.timed_out or res.stopped or changed)
-    if ok:
+    run = lane.run("setup", config.setup, log=log, timeout=config.setup_timeout)
+    if run.exit_code == 0 and not (run.timed_out or run.stopped or run.changed):
         co.record_products()
         environment.mark_set_up(co.path, digest)
         return None
-    return LaneRun(
-        kind="setup",
-        exit_code=res.returncode,
-        duration=round(res.duration, 3),
-        changed=tuple(changed),
-        log=str(log),
-        timed_out=res.timed_out,
-        stopped=res.stopped,
-    )
+    return run
 
 
 _LOG_READ = 4 << 20  # runners print their failures at the end of a long log

@@ -906,7 +906,7 @@ def test_fake_hang_ignores_term_until_killed(tmp_path: Path) -> None:
 def test_one_agent_name_rule_for_specs_and_tables(tmp_path: Path, name: str, ok: bool) -> None:
     from forge.agents.spec import AgentSpec
     from forge.errors import PlanError
-    from forge.plan.config import load_repo_config
+    from forge.plan.repo_config import load_repo_config
 
     (tmp_path / "forge.toml").write_text(f'[agents."{name}"]\ncommand = ["true"]\n')
     if ok:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from forge.base import cgroups, proc
+from forge.base import cgroups, procgroup
 
 
 def test_detection_names_why_cgroups_are_not_used(tmp_path: Path) -> None:
@@ -32,8 +32,8 @@ def test_a_wrapped_command_moves_itself_into_the_group_before_it_runs(tmp_path: 
 @pytest.mark.skipif(cgroups.delegated() is None, reason=f"cgroups: {cgroups.why_not()}")
 def test_a_daemon_that_leaves_everything_behind_is_killed(tmp_path: Path) -> None:
     mark = "31999"
-    res = proc.run_group(
-        proc.GroupSpec(
+    res = procgroup.run_group(
+        procgroup.GroupSpec(
             f"cd / && setsid -f env -i sleep {mark} > /dev/null 2>&1",
             cwd=tmp_path,
             log_path=tmp_path / "log",

@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 from forge.agents.definition import AgentDef
 from forge.agents.output import parse_retry_duration
 from forge.base.durations import parse_duration
-from forge.plan.config import load_repo_config
 from forge.plan.load import load_plan
+from forge.plan.repo_config import load_repo_config
 
 FORMS = [("1d", 86400.0), ("500ms", 0.5), ("1h30m", 5400.0), ("90", 90.0), ("2 minutes", 120.0)]
 

@@ -87,7 +87,7 @@ repo = discover(Path(sys.argv[1]))
 with plan_lock(repo.state, "p", command="forge holder-test"):
     Path(sys.argv[2]).write_text("locked")
     while not Path(sys.argv[3]).exists():
-        time.sleep(0.02)
+        time.sleep(0.02)  # sleep-ok: a poll for the test's release marker
 """
 
 

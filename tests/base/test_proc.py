@@ -14,7 +14,7 @@ import pytest
 from helpers.runkit import alive as running
 from helpers.runkit import wait_for
 
-from forge.base import proc
+from forge.base import procgroup
 
 FAKES = Path(__file__).resolve().parents[1] / "fakes"
 STUBBORN = FAKES / "verify_stubborn.py"
@@ -28,7 +28,7 @@ def read_pids(path: Path) -> list[int]:
 @pytest.fixture(autouse=True, scope="module")
 def subreaper() -> None:
     # Orphaned grandchildren then become our children, and their zombies get reaped.
-    assert proc.become_subreaper()
+    assert procgroup.become_subreaper()
 
 
 @pytest.fixture
@@ -36,15 +36,18 @@ def tag(request: pytest.FixtureRequest) -> Iterator[str]:
     """A tag for the test's processes; whatever a failing test leaves is killed."""
     name = f"t-{request.node.name}-{os.getpid()}"
     yield name
-    proc.stop_group(0, grace=0, tag=name)
+    procgroup.stop_group(0, grace=0, tag=name)
 
 
 def test_run_group_exit_code_and_log(tmp_path: Path) -> None:
     log = tmp_path / "out.log"
     starts: list[int] = []
-    res = proc.run_group(
-        proc.GroupSpec(
-            "echo hello; echo oops >&2; exit 3", cwd=tmp_path, log_path=log, tag="t-basic"
+    res = procgroup.run_group(
+        procgroup.GroupSpec(
+            "echo hello; echo oops >&2; exit 3",
+            cwd=tmp_path,
+            log_path=log,
+            tag=f"t-basic-{os.getpid()}",
         ),
         on_start=starts.append,
     )
@@ -57,30 +60,32 @@ def test_run_group_exit_code_and_log(tmp_path: Path) -> None:
 def test_env_is_cleaned_and_tagged(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GIT_DIR", "/nowhere")
     log = tmp_path / "env.log"
-    proc.run_group(
-        proc.GroupSpec(
+    procgroup.run_group(
+        procgroup.GroupSpec(
             'echo "dir=${GIT_DIR-unset} tag=$FORGE_PROC_TAG x=$X"',
             cwd=tmp_path,
             log_path=log,
             env={"X": "1"},
-            tag="t-env",
+            tag=f"t-env-{os.getpid()}",
         )
     )
-    assert "dir=unset tag=t-env x=1" in log.read_text()
+    assert f"dir=unset tag=t-env-{os.getpid()} x=1" in log.read_text()
 
 
 def test_input_path_feeds_stdin(tmp_path: Path) -> None:
     (tmp_path / "in.txt").write_text("from a file\n")
     log = tmp_path / "in.log"
-    proc.run_group(
-        proc.GroupSpec(["cat"], cwd=tmp_path, log_path=log, input_path=tmp_path / "in.txt")
+    procgroup.run_group(
+        procgroup.GroupSpec(["cat"], cwd=tmp_path, log_path=log, input_path=tmp_path / "in.txt")
     )
     assert "from a file" in log.read_text()
 
 
 def test_missing_binary_is_127(tmp_path: Path) -> None:
     log = tmp_path / "x.log"
-    res = proc.run_group(proc.GroupSpec(["no-such-binary-forge"], cwd=tmp_path, log_path=log))
+    res = procgroup.run_group(
+        procgroup.GroupSpec(["no-such-binary-forge"], cwd=tmp_path, log_path=log)
+    )
     assert res.returncode == 127 and res.pgid == 0
     assert "cannot run `no-such-binary-forge`" in log.read_text()
 
@@ -88,16 +93,18 @@ def test_missing_binary_is_127(tmp_path: Path) -> None:
 def test_timeout_kills_stubborn_group_with_grandchildren(tmp_path: Path, tag: str) -> None:
     pidfile = tmp_path / "pids"
     log = tmp_path / "t.log"
-    box: list[proc.GroupResult] = []
+    box: list[procgroup.GroupResult] = []
     t = threading.Thread(
         daemon=True,
         target=lambda: box.append(
-            proc.run_group(
-                proc.GroupSpec(
+            procgroup.run_group(
+                procgroup.GroupSpec(
                     [sys.executable, str(STUBBORN), str(pidfile)],
                     cwd=tmp_path,
                     log_path=log,
-                    timeout=1.5,
+                    # Past the four Python starts the verifier makes before it
+                    # writes its pids (slow under coverage on a loaded machine).
+                    timeout=4.0,
                     grace=0.3,
                     tag=tag,
                 )
@@ -120,12 +127,12 @@ def test_timeout_kills_stubborn_group_with_grandchildren(tmp_path: Path, tag: st
 def test_stop_event_stops_group(tmp_path: Path, tag: str) -> None:
     pidfile = tmp_path / "pids"
     stop = threading.Event()
-    box: list[proc.GroupResult] = []
+    box: list[procgroup.GroupResult] = []
     t = threading.Thread(
         daemon=True,
         target=lambda: box.append(
-            proc.run_group(
-                proc.GroupSpec(
+            procgroup.run_group(
+                procgroup.GroupSpec(
                     [sys.executable, str(STUBBORN), str(pidfile)],
                     cwd=tmp_path,
                     log_path=tmp_path / "s.log",
@@ -144,19 +151,19 @@ def test_stop_event_stops_group(tmp_path: Path, tag: str) -> None:
     (res,) = box
     assert res.stopped and not res.timed_out
     assert not any(running(p) for p in pids)
-    assert not proc.group_alive(res.pgid)
+    assert not procgroup.group_alive(res.pgid)
 
 
 def test_polite_group_stops_on_term_without_kill(tmp_path: Path, tag: str) -> None:
     stop = threading.Event()
     log = tmp_path / "p.log"
     marker = tmp_path / "started"
-    box: list[proc.GroupResult] = []
+    box: list[procgroup.GroupResult] = []
     t = threading.Thread(
         daemon=True,
         target=lambda: box.append(
-            proc.run_group(
-                proc.GroupSpec(
+            procgroup.run_group(
+                procgroup.GroupSpec(
                     f"touch {marker}; sleep 60 & sleep 60; wait",
                     cwd=tmp_path,
                     log_path=log,
@@ -173,14 +180,14 @@ def test_polite_group_stops_on_term_without_kill(tmp_path: Path, tag: str) -> No
     t.join(30)
     assert box[0].stopped
     assert "sent KILL" not in log.read_text()
-    assert not proc.group_alive(box[0].pgid)
+    assert not procgroup.group_alive(box[0].pgid)
 
 
 def test_leader_exit_leaves_no_daemon(tmp_path: Path, tag: str) -> None:
     log = tmp_path / "d.log"
     pidfile = tmp_path / "daemon.pid"
-    res = proc.run_group(
-        proc.GroupSpec(
+    res = procgroup.run_group(
+        procgroup.GroupSpec(
             f"sleep 60 & echo $! > {pidfile}; exit 0", cwd=tmp_path, log_path=log, grace=1, tag=tag
         )
     )
@@ -192,18 +199,19 @@ def test_leader_exit_leaves_no_daemon(tmp_path: Path, tag: str) -> None:
 
 def test_setsid_escapee_is_found_by_tag(tmp_path: Path) -> None:
     pidfile = tmp_path / "pids"
+    tag = f"t-escape-{os.getpid()}"  # this run's own: suites run side by side
     stop = threading.Event()
-    box: list[proc.GroupResult] = []
+    box: list[procgroup.GroupResult] = []
     t = threading.Thread(
         daemon=True,
         target=lambda: box.append(
-            proc.run_group(
-                proc.GroupSpec(
+            procgroup.run_group(
+                procgroup.GroupSpec(
                     [sys.executable, str(STUBBORN), str(pidfile), "--escape"],
                     cwd=tmp_path,
                     log_path=tmp_path / "e.log",
                     grace=0.3,
-                    tag="t-escape",
+                    tag=tag,
                 ),
                 stop=stop,
             )
@@ -213,40 +221,43 @@ def test_setsid_escapee_is_found_by_tag(tmp_path: Path) -> None:
     pids = read_pids(pidfile)
     escapee = pids[2]
     assert os.getpgid(escapee) != os.getpgid(pids[0])
-    assert escapee in proc.find_tagged("t-escape")
+    assert escapee in procgroup.find_tagged(tag)
     stop.set()
     t.join(30)
     assert not any(running(p) for p in pids)
-    assert proc.find_tagged("t-escape") == []
+    assert procgroup.find_tagged(tag) == []
 
 
 def test_stop_group_of_foreign_group(tmp_path: Path) -> None:
     """stop_group on a group another thread's Popen does not own (crash recovery)."""
     pidfile = tmp_path / "pids"
+    tag = f"t-foreign-{os.getpid()}"  # this run's own: suites run side by side
     child = subprocess.Popen(
         [sys.executable, str(STUBBORN), str(pidfile)],
         start_new_session=True,
-        env={**os.environ, proc.TAG_VAR: "t-foreign"},
+        env={**os.environ, procgroup.TAG_VAR: tag},
     )
     pids = read_pids(pidfile)
     lines: list[str] = []
-    wait_for(lambda: set(pids) <= set(proc.find_tagged("t-foreign")), what="tagged pids")
-    assert proc.group_alive(child.pid)
-    proc.stop_group(child.pid, grace=0.3, tag="t-foreign", log=lines.append)
+    wait_for(lambda: set(pids) <= set(procgroup.find_tagged(tag)), what="tagged pids")
+    assert procgroup.group_alive(child.pid)
+    procgroup.stop_group(child.pid, grace=0.3, tag=tag, log=lines.append)
     assert not any(running(p) for p in pids)
-    assert not proc.group_alive(child.pid)
+    assert not procgroup.group_alive(child.pid)
     assert any("sent TERM" in line for line in lines)
     assert any("sent KILL" in line for line in lines)
     child.wait(5)
 
 
 def test_parallel_groups_keep_their_own_exit_codes(tmp_path: Path) -> None:
-    results: dict[int, proc.GroupResult] = {}
+    results: dict[int, procgroup.GroupResult] = {}
     stop = threading.Event()
 
     def one(i: int) -> None:
-        results[i] = proc.run_group(
-            proc.GroupSpec(f"sleep 0.{i}; exit {i}", cwd=tmp_path, log_path=tmp_path / f"{i}.log"),
+        results[i] = procgroup.run_group(
+            procgroup.GroupSpec(
+                f"sleep 0.{i}; exit {i}", cwd=tmp_path, log_path=tmp_path / f"{i}.log"
+            ),
             stop=stop if i == 0 else None,
         )
 

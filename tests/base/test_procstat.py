@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 
 from forge.base.liveness import start_time
-from forge.base.procstat import read_stat
+from forge.base.procgroup import read_stat
 
 
 def test_reads_this_process() -> None:

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from forge.errors import PlanError
-from forge.plan.config import load_repo_config
 from forge.plan.load import load_plan
+from forge.plan.repo_config import load_repo_config
 
 TABLE = """\
 [agents.mine]

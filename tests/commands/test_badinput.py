@@ -216,7 +216,7 @@ def _wrong_shape(which: str, text: str, command: str) -> Callable[[Path], tuple[
 
 def _wrong_shape_record(repo: Path) -> tuple[Path, list[str]]:
     """A remembered verdict whose record says `{"verdict": 5}`."""
-    from forge.plan.config import load_repo_config
+    from forge.plan.repo_config import load_repo_config
 
     _write(repo / "forge.toml", '[verify]\ncommand = "true"\n')
     config = load_repo_config(repo).verify

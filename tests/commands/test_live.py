@@ -194,7 +194,7 @@ def test_the_gate_has_a_line_of_its_own() -> None:
 
 
 def test_the_eta_is_a_range_until_it_settles() -> None:
-    from forge.commands.eta import Eta
+    from forge.commands.live import Eta
 
     tasks = {f"t{i}": TaskState(id=f"t{i}") for i in range(10)}
     st = RunState(plan="p", integration="refs/heads/x", tasks=tasks)

@@ -53,7 +53,7 @@ def wait_for(cond: Callable[[], bool], *, timeout: float = 30.0, what: str = "co
     while not cond():
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.02)
+        time.sleep(0.02)  # sleep-ok: the poll interval of a wait on a condition
 
 
 def spawn_forge(cwd: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:

@@ -9,7 +9,6 @@ import pytest
 
 from forge.base.durations import parse_duration
 from forge.errors import ForgeError, PlanError
-from forge.plan.config import RepoConfig, VerifyConfig, load_repo_config
 from forge.plan.load import load_plan
 from forge.plan.model import (
     DEFAULT_MAX_PARALLEL,
@@ -18,6 +17,7 @@ from forge.plan.model import (
     Task,
 )
 from forge.plan.patterns import normalize_pattern
+from forge.plan.repo_config import RepoConfig, VerifyConfig, load_repo_config
 
 GOOD = """\
 name = "health"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from helpers.gitkit import FAKES, run_forge
-from helpers.runkit import plan_and_run, state, statuses, write_plan
+from helpers.runkit import plan_and_run, spawn_forge, state, statuses, wait_for, write_plan
 
 from forge.agents.spec import resolve
 from forge.errors import ForgeError
@@ -102,12 +102,14 @@ def test_a_fallback_keeps_its_own_escalation_streak(
 
 
 def test_max_parallel_caps_tasks_on_one_agent(repo: Path, tmp_path: Path) -> None:
-    running, seen = tmp_path / "running", tmp_path / "seen"
+    running, seen, go = tmp_path / "running", tmp_path / "seen", tmp_path / "go"
     running.mkdir()
-    # Each run marks itself, notes how many runs it sees, and holds a moment.
+    go.mkdir()
+    # Each run marks itself, notes how many runs it sees, and holds until released.
     script = (
         f"touch {running}/$FORGE_TASK; ls {running} | wc -l >> {seen}; "
-        f"{PY} -c 'import time; time.sleep(0.4)'; rm {running}/$FORGE_TASK; {edit()}"
+        f"while [ ! -e {go}/$FORGE_TASK ]; do sleep 0.01; done; "
+        f"rm {running}/$FORGE_TASK; {edit()}"
     )
     body = (
         'agent = "capped"\nmax_parallel = 3\n'
@@ -116,8 +118,21 @@ def test_max_parallel_caps_tasks_on_one_agent(repo: Path, tmp_path: Path) -> Non
         + task("b")
         + task("c")
     )
-    cp = plan_and_run(repo, write_plan(tmp_path, body))
-    assert cp.returncode == 0, cp.stdout + cp.stderr
+    assert run_forge(repo, "plan", str(write_plan(tmp_path, body))).returncode == 0
+    p = spawn_forge(repo, "run")
+    for _ in range(3):
+        wait_for(lambda: any(running.iterdir()), what="a task on the agent")
+        (held,) = [m.name for m in running.iterdir()]
+        # The others wait for the agent: the dispatcher started none of them.
+        assert [t for t, s in statuses(repo).items() if s == "RUNNING"] == [held]
+        (go / held).touch()
+
+        def released(mark: Path = running / held) -> bool:
+            return not mark.exists()
+
+        wait_for(released, what=f"{held} released")
+    out, err = p.communicate(timeout=120)
+    assert p.returncode == 0, out + err
     assert statuses(repo) == {"a": "MERGED", "b": "MERGED", "c": "MERGED"}
     assert [int(n) for n in seen.read_text().split()] == [1, 1, 1]
 

@@ -27,15 +27,26 @@ from helpers.runkit import (
 PY = shlex.quote(sys.executable)
 
 
-def body(log: Path, ids: list[str], *, first: str, fail: str = "", verify: str = "") -> str:
-    """A plan whose task `first` finishes first (the others take 0.3 s)."""
+def body(
+    log: Path,
+    ids: list[str],
+    *,
+    first: str,
+    fail: str = "",
+    verify: str = "",
+    started: Path | None = None,
+) -> str:
+    """A plan whose task `first` lands first: the others finish only once the first
+    verification (of `first` alone) has started, which `started` marks (the
+    verifier's log, by default)."""
     verify = verify or f"{PY} {FAKES / 'verify_spec.py'} {log} 0.6 {fail}".strip()
+    started = started or log
     out = (
         f"verify = '''{verify}'''\nverify_reruns = 0\ngate = \"queue\"\n"
         f"verify_parallel = 2\nbatch_max = 2\nmax_parallel = {len(ids)}\n"
     )
     for tid in ids:
-        wait = "" if tid == first else "sleep 0.3; "  # `first` lands first
+        wait = "" if tid == first else f"while [ ! -e {started} ]; do sleep 0.01; done; "
         out += (
             f'[[task]]\nid = "{tid}"\nrun = "{wait}echo {tid} > {tid}.txt"\nfiles = ["{tid}.txt"]\n'
         )
@@ -95,7 +106,7 @@ def test_sigint_stops_both_verifications_and_lands_nothing(repo: Path, tmp_path:
         'k=$(basename "$(dirname "$PWD")"); '
         f"if [ ! -f {marks}/$k ]; then echo $$ > {marks}/$k; sleep 600; fi; exit 0"
     )
-    text = body(tmp_path / "log", ["a", "b", "c"], first="a", verify=hang)
+    text = body(tmp_path / "log", ["a", "b", "c"], first="a", verify=hang, started=marks / "p")
     assert run_forge(repo, "plan", str(write_plan(tmp_path, text))).returncode == 0
     p = spawn_forge(repo, "run", env={"FORGE_GRACE": "0.5"})
     wait_for(lambda: {"p", "p.spec1"} <= {m.name for m in marks.iterdir()}, what="both verifying")

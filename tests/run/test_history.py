@@ -21,7 +21,7 @@ from forge.run.history import connect
 path, plan = Path(sys.argv[1]), sys.argv[2]
 Path(sys.argv[3]).touch()
 while not Path(sys.argv[4]).exists():  # both start writing at once
-    time.sleep(0.005)
+    time.sleep(0.005)  # sleep-ok: a poll for the start marker
 for i in range(40):
     with connect(path) as con:
         con.execute(

@@ -67,3 +67,48 @@ def test_an_old_attempt_says_its_stall_only_in_its_reason() -> None:
         {"number": 1, "agent": "x", "status": "FAILED", "reason": "no changes", "stall": None}
     )
     assert new.stall is None  # written by a forge that records stalls: taken as written
+
+
+OLD_GATE = {
+    "batch": ["a"],
+    "head": "1" * 40,
+    "phase": "verifying",
+    "left": None,
+    "chain": [["a", "2" * 40]],
+    "landing": {
+        "from": "1" * 40,
+        "to": "2" * 40,
+        "tasks": {"a": "2" * 40},
+        "verified_by": {"record": "r", "commit": "2" * 40, "verdict": "PASS"},
+        "verification": None,
+    },
+}
+
+
+def test_the_gate_record_is_typed_and_an_old_one_still_reads(tmp_path: Path) -> None:
+    store = StateStore(StateDir(tmp_path), "p")
+    store.path.parent.mkdir(parents=True)
+    store.path.write_text(json.dumps({**OLD, "gate": OLD_GATE}))
+    st = store.load_existing()
+    assert st is not None and st.gate is not None and st.gate.landing is not None
+    assert (st.gate.phase, st.gate.chain) == ("verifying", [["a", "2" * 40]])
+    assert st.gate.landing.head == "1" * 40  # what an older forge called "from"
+    assert st.gate.landing.tasks == {"a": "2" * 40}
+    store.save(st)
+    again = store.load_existing()
+    assert again is not None and again.gate == st.gate
+
+
+def test_a_gate_record_of_the_wrong_shape_is_named(tmp_path: Path) -> None:
+    from forge.errors import StateError
+
+    store = StateStore(StateDir(tmp_path), "p")
+    store.path.parent.mkdir(parents=True)
+    bad = {**OLD_GATE, "landing": {"to": 7, "tasks": {}}}
+    store.path.write_text(json.dumps({**OLD, "gate": bad}))
+    try:
+        store.load_existing()
+    except StateError as exc:
+        assert "`gate.landing.to` is the number 7" in str(exc)
+    else:
+        raise AssertionError("a bad gate record was read")

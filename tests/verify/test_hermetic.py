@@ -10,7 +10,7 @@ import pytest
 from helpers.gitkit import commit_all
 
 from forge.git.repo import Repository, discover
-from forge.plan.config import VerifyConfig
+from forge.plan.repo_config import VerifyConfig
 from forge.verify import hermetic
 from forge.verify.checkout import checkout_path
 from forge.verify.engine import Verdict, verify_commit

@@ -13,7 +13,7 @@ from helpers.runkit import wait_for
 
 from forge.errors import ForgeError
 from forge.git.repo import Repository, discover
-from forge.plan.config import VerifyConfig
+from forge.plan.repo_config import VerifyConfig
 from forge.verify.checkout import checkout_path
 from forge.verify.engine import Verdict, VerifyRecord, cached_verdict, latest_record, verify_commit
 

@@ -10,7 +10,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from forge.base import proc
+from forge.base import procgroup
 from forge.base.sandbox import Sandbox
 from forge.git.contained import ceiling_env
 from forge.git.repo import Repository
@@ -57,11 +57,11 @@ def run_contained(
     input_path: Path | None = None,
     sandbox: Sandbox | None = None,
     on_start: Callable[[int], None] | None = None,
-) -> proc.GroupResult:
+) -> procgroup.GroupResult:
     """The one way an attempt runs a command: in a process group of its own, tagged,
     its output capped in its log, its git kept from climbing out of `cwd`."""
-    return proc.run_group(
-        proc.GroupSpec(
+    return procgroup.run_group(
+        procgroup.GroupSpec(
             argv,
             cwd=cwd,
             log_path=log,

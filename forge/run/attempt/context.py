@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from forge.base import logs, proc
+from forge.base import logs, procgroup
 from forge.base.liveness import Owner
 from forge.base.settings import Settings
 from forge.git.repo import Repository
@@ -86,7 +86,7 @@ class Place(Protocol):
     state_dir: Path  # the agents' own state (agent_env)
     stop: threading.Event  # set when the run stops
 
-    def group(self, command: Command) -> proc.GroupResult:
+    def group(self, command: Command) -> procgroup.GroupResult:
         """Run a command in the slot (forge.run.attempt.confinement.run_contained)."""
         ...
 
@@ -159,7 +159,7 @@ def group(
     input_path: Path | None = None,
     stop: threading.Event | None = None,
     writable: tuple[Path, ...] = (),
-) -> proc.GroupResult:
+) -> procgroup.GroupResult:
     """Run a command of the attempt (setup, agent, check, reviewer) in `cwd`; the
     sandbox, when the run has one, lets it write the slot and `writable`."""
 

@@ -9,7 +9,7 @@ import threading
 from contextlib import AbstractContextManager
 from pathlib import Path
 
-from forge.base import proc
+from forge.base import procgroup
 from forge.git import merge as integrate
 from forge.git import worktrees
 from forge.run.attempt.confinement import agent_state_dir
@@ -29,7 +29,7 @@ class LocalSlot:
         self._pooled = slot
         self._new = new
 
-    def group(self, command: Command) -> proc.GroupResult:
+    def group(self, command: Command) -> procgroup.GroupResult:
         c = command
         return group(
             self.scope.ctx,

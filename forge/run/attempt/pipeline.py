@@ -28,7 +28,7 @@ from forge.run.attempt.context import AttemptScope, Outcome, RunContext
 from forge.run.attempt.local import LocalSlot
 from forge.run.attempt.order import order_for
 from forge.run.attempt.steps import run_steps
-from forge.run.state.run_state import Attempt, Status
+from forge.run.state.run_state import Attempt, Status, conflict_reason, merge_message
 
 if TYPE_CHECKING:
     from forge.agents.spec import AgentSpec
@@ -71,10 +71,7 @@ def run_attempt(
     attempt_dir = ctx.logs / task.id / f"attempt-{number}"
     attempt_dir.mkdir(parents=True, exist_ok=True)
     with ctx.store.lock:
-        ts.attempts.append(attempt)
-        ts.status = Status.RUNNING
-        ts.reason = ""
-        ts.runner = ctx.owner
+        ts.start(attempt, ctx.owner)
         if ts.base is None:
             ts.base = ctx.repo.ref_value(ctx.state.integration)
         ts.branch = task_ref(ctx.plan.name, task.id)
@@ -116,14 +113,8 @@ def _finish(scope: AttemptScope, outcome: Outcome, started: float) -> Outcome:
         # Its work is committed on its branch (and merged, or queued for the gate).
         ctx.slots.release(task.id)
     with ctx.store.lock:
-        attempt.status = outcome.status
-        attempt.reason = outcome.reason
-        attempt.stall = outcome.stall
         attempt.duration = round(time.monotonic() - started, 3)
-        attempt.pgid = None
-        ts.status = outcome.status
-        ts.reason = outcome.reason
-        ts.runner = None
+        ts.finish(outcome.status, outcome.reason, stall=outcome.stall)
         ctx.save(task.id)
     history.record(ctx, task, attempt)
     return outcome
@@ -203,7 +194,7 @@ def _merge(scope: AttemptScope, head: str) -> Outcome:
             ctx.repo,
             ref=ctx.state.integration,
             task_commit=head,
-            message=f"forge: merge {ctx.plan.name}/{task.id} (attempt {attempt.number})\n\n{task.title}",
+            message=merge_message(ctx.plan.name, task.id, attempt.number, task.title),
         )
         if res.refused:
             return Outcome(Status.CONFLICT, res.refused)
@@ -213,14 +204,9 @@ def _merge(scope: AttemptScope, head: str) -> Outcome:
             log.write_text("conflicting paths:\n" + "\n".join(shown) + "\n")
             attempt.log = str(log)
             attempt.feedback_source = "merge"
-            return Outcome(
-                Status.CONFLICT, f"conflicts with integration in: {', '.join(shown[:8])}"
-            )
+            return Outcome(Status.CONFLICT, conflict_reason(shown))
         with ctx.store.lock:
-            ts.merged_commit = res.commit
-            ts.merged_definition = task.definition()
-            attempt.status = Status.MERGED
-            ts.status = Status.MERGED
+            ts.mark_merged(res.commit, definition=task.definition())
             ctx.save(task.id)
     return Outcome(Status.MERGED, "")
 

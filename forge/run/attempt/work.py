@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from forge.base import logs, proc
+from forge.base import logs, procgroup
 from forge.run.attempt import messages
 from forge.run.attempt.context import Command, Outcome, Place, last_line
 from forge.run.state.run_state import Attempt, Status
@@ -71,7 +71,7 @@ def run_work(
 
 def _run_agent(
     order: WorkOrder, place: Place, log: Path, env: Mapping[str, str]
-) -> tuple[AgentDef, proc.GroupResult] | Outcome:
+) -> tuple[AgentDef, procgroup.GroupResult] | Outcome:
     """Write the prompt (and the feedback of a retry) and run the agent's command,
     watching its log for an outage. Returns (its definition, the result), or the
     INFRA outcome of a missing binary."""
@@ -139,7 +139,7 @@ def _read_agent_output(defn: AgentDef, attempt: Attempt, path: Path, log: Path) 
 
 
 def _infra(
-    defn: AgentDef, res: proc.GroupResult, output: str, timeout: float, log: Path
+    defn: AgentDef, res: procgroup.GroupResult, output: str, timeout: float, log: Path
 ) -> Outcome | None:
     """An infrastructure failure the agent's log tells of, as an outcome."""
     from forge.agents import spec as agents

@@ -22,14 +22,15 @@ from forge.base import faults
 from forge.base.text import one_line
 from forge.errors import ForgeError
 from forge.git.merge import MergeResult, is_ancestor, merge_onto
-from forge.plan.config import VerifyConfig
+from forge.plan.repo_config import VerifyConfig
 from forge.run import history
 from forge.run.attempt import phases
 from forge.run.attempt.context import RunContext
 from forge.run.gate import bisection as gate
 from forge.run.gate import fanout, story
 from forge.run.gate.speculation import Speculator
-from forge.run.state.run_state import Status
+from forge.run.state.gate_record import GateRecord, Landing
+from forge.run.state.run_state import Status, merge_message
 from forge.verify import engine as verify
 from forge.verify import flakes
 from forge.verify.records import Verdict, VerifyRecord
@@ -165,7 +166,7 @@ class Gate:
         head = ctx.repo.ref_value(ctx.state.integration)
         assert head is not None
         with ctx.store.lock:
-            ctx.state.gate = {"batch": batch, "head": head, "phase": "building", "left": None}
+            ctx.state.gate = GateRecord(batch=list(batch), head=head)
             ctx.save()
         self._reruns = flakes.Confirm(
             self.config.reruns,
@@ -215,7 +216,7 @@ class Gate:
         chain = self._chain(head, tasks)
         with ctx.store.lock:
             assert ctx.state.gate is not None
-            ctx.state.gate["chain"] = [[s.task, s.commit] for s in chain.steps]
+            ctx.state.gate.chain = [[s.task, s.commit] for s in chain.steps]
             ctx.save()
         if chain.steps:
             with self._cond:
@@ -236,7 +237,7 @@ class Gate:
             last = ts.last
             assert last is not None and last.commit is not None
             title = ctx.plan.task(tid).title
-            message = f"forge: merge {ctx.plan.name}/{tid} (attempt {last.number})\n\n{title}"
+            message = merge_message(ctx.plan.name, tid, last.number, title)
             try:
                 res = merge_onto(ctx.repo, tip, last.commit, message=message)
             except ForgeError as exc:  # a commit the chain cannot be built from
@@ -299,7 +300,7 @@ class Gate:
         """Keep one verification the gate ran, for the report and `forge status`."""
         ctx = self.ctx
         with ctx.store.lock:
-            phase = (ctx.state.gate or {}).get("phase")
+            phase = ctx.state.gate.phase if ctx.state.gate else None
             name = "speculation" if ".spec" in key.removeprefix(ctx.plan.name) else "batch"
             if name == "batch" and phase == "bisecting":
                 name = "bisection"
@@ -313,7 +314,7 @@ class Gate:
         with ctx.store.lock:
             last = ctx.state.gate_last
             if out.interrupted or ctx.stop.is_set():
-                phase = (ctx.state.gate or {}).get("phase")
+                phase = ctx.state.gate.phase if ctx.state.gate else None
                 last = story.interrupted(batch, ctx.state.gate_steps, phase)
             elif out.broken_head is not None or out.culprit is not None:
                 record = _record(out.broken_head or out.culprit_record)
@@ -330,8 +331,8 @@ class Gate:
         ctx = self.ctx
         with ctx.store.lock:
             assert ctx.state.gate is not None
-            ctx.state.gate["phase"] = phase
-            ctx.state.gate["left"] = None if search is None else search.rounds(self.parallel)
+            ctx.state.gate.phase = phase
+            ctx.state.gate.left = None if search is None else search.rounds(self.parallel)
             ctx.save()
         if phase == "verifying":
             faults.point("gate-candidate-built")
@@ -352,29 +353,26 @@ class Gate:
             ts = ctx.state.tasks[tid]
             last = ts.last
             assert last is not None
-            reason = f"conflicts with integration in: {', '.join(paths[:8])}" if what else paths[0]
             log = ctx.logs / tid / f"attempt-{last.number}" / "merge.log"
             log.parent.mkdir(parents=True, exist_ok=True)
             log.write_text(f"{what or 'not merged'}:\n" + "\n".join(paths) + "\n")
             with ctx.store.lock:
                 phases.end(last)
-                ts.status = last.status = Status.CONFLICT
-                ts.reason = last.reason = reason
-                last.log, last.feedback_source = str(log), "merge"
+                if what:
+                    ts.mark_conflict(paths, log=str(log))
+                else:  # refused: the one line says why
+                    ts.mark_failed(paths[0], log=str(log), source="merge", status=Status.CONFLICT)
                 ctx.save(tid)
             history.settle(ctx, [tid])
-            self.on_event(f"{tid}: CONFLICT ({reason})")
+            self.on_event(f"{tid}: CONFLICT ({ts.reason})")
 
     def _already(self, chain: gate.Chain, head: str) -> None:
         ctx = self.ctx
         for tid in chain.already:
             ts = ctx.state.tasks[tid]
             with ctx.store.lock:
-                ts.status, ts.reason, ts.merged_commit = Status.MERGED, "", head
-                ts.merged_definition = ctx.plan.task(tid).definition()
+                ts.mark_merged(head, definition=ctx.plan.task(tid).definition())
                 phases.end(ts.last)
-                if ts.last is not None:
-                    ts.last.status, ts.last.reason = Status.MERGED, ""
                 ctx.save(tid)
             history.settle(ctx, [tid])
 
@@ -387,13 +385,13 @@ class Gate:
         verification = replace(record, commit=tip)
         with ctx.store.lock:
             assert ctx.state.gate is not None
-            ctx.state.gate["landing"] = {
-                "from": head,
-                "to": tip,
-                "tasks": {s.task: s.commit for s in out.landed},
-                "verified_by": covered,
-                "verification": verification.to_dict(),
-            }
+            ctx.state.gate.landing = Landing(
+                to=tip,
+                tasks={s.task: s.commit for s in out.landed},
+                verified_by=covered,
+                verification=verification.to_dict(),
+                head=head,
+            )
             ctx.save()
         names = [s.task for s in out.landed]
         faults.point("gate-before-land")
@@ -407,14 +405,11 @@ class Gate:
         with ctx.store.lock:
             for step in out.landed:
                 ts = ctx.state.tasks[step.task]
-                ts.status, ts.reason = Status.MERGED, ""
-                ts.merged_commit, ts.verified_by = step.commit, dict(covered)
-                ts.merged_definition = ctx.plan.task(step.task).definition()
+                definition = ctx.plan.task(step.task).definition()
+                ts.mark_merged(step.commit, definition=definition, verified_by=dict(covered))
                 phases.end(ts.last)
-                if ts.last is not None:
-                    ts.last.status, ts.last.reason = Status.MERGED, ""
             ctx.state.verification = verification
-            ctx.state.gate["landing"] = None
+            ctx.state.gate.landing = None
             ctx.save()
         history.settle(ctx, names)
         for tid in names:
@@ -429,9 +424,7 @@ class Gate:
         assert last is not None
         with ctx.store.lock:
             phases.end(last)
-            ts.status = last.status = Status.FAILED
-            ts.reason = last.reason = reason
-            last.log, last.feedback_source = log, f"verify:{lane}"
+            ts.mark_failed(reason, log=log, source=f"verify:{lane}")
             last.failures = [f.to_dict() for f in record.failures]
             # (for a culprit: the verification that failed it)
             ts.verified_by = {"record": record.id, "commit": record.commit, "verdict": "FAIL"}

@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING
 
 from forge.base.files import atomic_write_text
 from forge.plan.candidates import Candidate, judge_of
-from forge.plan.config import VerifyConfig
 from forge.plan.model import Task
+from forge.plan.repo_config import VerifyConfig
 from forge.run.state.run_state import TaskState
 from forge.verify.records import Verdict
 
@@ -156,7 +156,8 @@ def _judge(
 ) -> None:
     """Ask the judge agent; its answer wins when it names one of `ranked`."""
     from forge.agents import spec as agents
-    from forge.base import proc
+    from forge.run.attempt.context import group
+    from forge.run.state.run_state import Attempt
 
     folder = ctx.logs / task.id / "judge"
     folder.mkdir(parents=True, exist_ok=True)
@@ -177,17 +178,16 @@ def _judge(
         state_dir=ctx.logs.parent / "agent-state",
         worktree=folder,
     )
-    proc.run_group(
-        proc.GroupSpec(
-            argv,
-            cwd=folder,
-            log_path=log,
-            env={**ctx.settings.child_env(), **env, "FORGE_JUDGE_FILE": str(answer)},
-            timeout=ctx.plan.timeout_of(task, defn.timeout),
-            grace=ctx.settings.grace,
-            input_path=stdin,
-        ),
-        stop=ctx.stop,
+    # The one way a run's command runs: a process group, the log cap, the sandbox.
+    group(
+        ctx,
+        argv,
+        cwd=folder,
+        log=log,
+        attempt=Attempt(number=1, agent=spec_text, tag=f"{ctx.plan.name}/{task.id}/judge"),
+        timeout=ctx.plan.timeout_of(task, defn.timeout),
+        env={**env, "FORGE_JUDGE_FILE": str(answer)},
+        input_path=stdin,
     )
     usage = agents.parse_usage(defn, log.read_text(errors="replace") if log.exists() else "")
     if usage is not None:  # the judge's spend is the task's

@@ -77,9 +77,6 @@ def reopen_changed(state: RunState, task: Task) -> bool:
     ts = state.tasks[task.id]
     if not changed_since_merge(ts, task):
         return False
-    ts.status = Status.PENDING
-    ts.reason = "its definition changed since it merged: running it again"
-    ts.base = None  # pinned at dispatch on the integration head, which holds the old work
-    ts.merged_commit = None
-    ts.merged_definition = None
+    # Pinned at dispatch on the integration head, which holds the old work.
+    ts.reopen("its definition changed since it merged: running it again")
     return True

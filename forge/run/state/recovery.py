@@ -13,7 +13,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from forge.base import proc
+from forge.base import procgroup
 from forge.base.liveness import start_time
 from forge.git import worktrees
 from forge.git.merge import is_ancestor
@@ -45,10 +45,8 @@ def recover(
         if ts.status == Status.RUNNING:
             notes += _recover_running(repo, ts)
         if ts.status != Status.MERGED and integration and _landed(repo, ts, integration):
-            ts.status, ts.reason = Status.MERGED, ""
-            ts.merged_commit = integration
-            if ts.last is not None:
-                ts.last.status, ts.last.reason = Status.MERGED, ""
+            task = plan.find_task(ts.id)
+            ts.mark_merged(integration, definition=task.definition() if task else None)
             notes.append(f"{ts.id}: its merge had landed before the crash; recorded as MERGED")
     for note in notes:
         on_event(note)
@@ -63,24 +61,21 @@ def _recover_landing(
     next run verifies them again). Killed while landing one: the intent was written
     before the ref moved, so a ref that did move is recorded as the landing it was,
     and one that did not lands nothing."""
-    landing = (state.gate or {}).get("landing")
+    landing = state.gate.landing if state.gate else None
     state.gate = None
-    if not landing or not integration or not is_ancestor(repo, landing["to"], integration):
+    if not landing or not integration or not is_ancestor(repo, landing.to, integration):
         return []
     notes = []
-    for tid, commit in landing["tasks"].items():
+    for tid, commit in landing.tasks.items():
         ts = state.tasks.get(tid)
         if ts is None or ts.status == Status.MERGED:
             continue
-        ts.status, ts.reason = Status.MERGED, ""
-        ts.merged_commit, ts.verified_by = commit, landing.get("verified_by")
         task = plan.find_task(tid)
-        ts.merged_definition = task.definition() if task is not None else None
-        if ts.last is not None:
-            ts.last.status, ts.last.reason = Status.MERGED, ""
+        definition = task.definition() if task is not None else None
+        ts.mark_merged(commit, definition=definition, verified_by=landing.verified_by)
         notes.append(f"{tid}: its landing had happened before the crash; recorded as MERGED")
-    if integration == landing["to"] and landing.get("verification"):
-        state.verification = VerifyRecord.from_dict(landing["verification"])
+    if integration == landing.to and landing.verification:
+        state.verification = VerifyRecord.from_dict(landing.verification)
     return notes
 
 
@@ -95,10 +90,7 @@ def _forget_rewritten(repo: Repository, state: RunState, integration: str) -> li
             continue
         if is_ancestor(repo, ts.merged_commit, integration):
             continue
-        ts.status = Status.PENDING
-        ts.reason = f"its merge {ts.merged_commit[:12]} is no longer on {branch} (rewritten)"
-        ts.base = None  # pinned again at its next dispatch, on what integration is now
-        ts.merged_commit = None
+        ts.reopen(f"its merge {ts.merged_commit[:12]} is no longer on {branch} (rewritten)")
         notes.append(f"{ts.id}: {ts.reason}; it runs again")
     return notes
 
@@ -140,13 +132,13 @@ def stop_leftovers(ts: TaskState, *, grace: float) -> int:
     last = ts.last
     if last is None or not last.tag:
         return 0
-    pids = proc.find_tagged(last.tag)
+    pids = procgroup.find_tagged(last.tag)
     groups = set()
     for pid in pids:
         with contextlib.suppress(ProcessLookupError):
             groups.add(os.getpgid(pid))
     for pgid in groups:
-        proc.stop_group(pgid, grace=grace, tag=last.tag)
+        procgroup.stop_group(pgid, grace=grace, tag=last.tag)
     last.pgid = None
     return len(pids)
 
@@ -182,10 +174,5 @@ def _recover_running(repo: Repository, ts: TaskState) -> list[str]:
         stopped = stop_leftovers(ts, grace=repo.settings.grace)
         if stopped:
             notes.append(f"{ts.id}: stopped {stopped} leftover process(es)")
-        last.status = Status.INTERRUPTED
-        last.reason = f"the run was killed ({who} is gone)"
-        last.pgid = None
-    ts.status = Status.INTERRUPTED
-    ts.reason = f"the run was killed ({who} is gone)"
-    ts.runner = None
+    ts.mark_interrupted(f"the run was killed ({who} is gone)")
     return notes

@@ -29,6 +29,7 @@ from forge.base.files import SCHEMA_VERSION, StateDir, read_json, write_json
 from forge.base.liveness import Owner
 from forge.errors import StateError
 from forge.git.refs import integration_ref
+from forge.run.state.gate_record import GateRecord
 from forge.verify.records import VerifyRecord
 
 
@@ -187,6 +188,78 @@ class TaskState:
         candidate's work and carry no cost of their own)."""
         return self.attempts + [a for c in self.candidates.values() for a in c.attempts]
 
+    # Every status change goes through these: a status and the fields that go with
+    # it (its reason, the last attempt's, the merge) never drift apart.
+
+    def start(self, attempt: Attempt, runner: Owner) -> None:
+        """A new attempt starts, run by `runner`."""
+        self.attempts.append(attempt)
+        self.status, self.reason, self.runner = Status.RUNNING, "", runner
+
+    def finish(self, status: Status, reason: str, *, stall: Stall | None = None) -> None:
+        """The last attempt ended as `status` (the task too)."""
+        last = self.last
+        if last is not None:
+            last.status, last.reason, last.stall, last.pgid = status, reason, stall, None
+        self.status, self.reason, self.runner = status, reason, None
+
+    def mark_merged(
+        self,
+        commit: str | None,
+        *,
+        definition: str | None,
+        verified_by: dict[str, Any] | None = None,
+    ) -> None:
+        """Its work is on the integration branch, landed by the merge `commit`."""
+        self.status, self.reason = Status.MERGED, ""
+        self.merged_commit, self.merged_definition = commit, definition
+        if verified_by is not None:
+            self.verified_by = verified_by
+        if self.last is not None:
+            self.last.status, self.last.reason = Status.MERGED, ""
+
+    def mark_conflict(self, paths: list[str] | tuple[str, ...], *, log: str | None) -> None:
+        """Its last attempt does not merge: `paths` conflict (listed in `log`)."""
+        self.mark_failed(conflict_reason(paths), log=log, source="merge", status=Status.CONFLICT)
+
+    def mark_failed(
+        self, reason: str, *, log: str | None, source: str, status: Status = Status.FAILED
+    ) -> None:
+        """Its last attempt failed after it ended (at the merge or the gate):
+        `source` says what failed it, `log` where to read why."""
+        self.status, self.reason = status, reason
+        if self.last is not None:
+            self.last.status, self.last.reason = status, reason
+            self.last.log, self.last.feedback_source = log, source
+
+    def mark_interrupted(self, reason: str) -> None:
+        """Its runner is gone: the attempt spent nothing."""
+        if self.last is not None:
+            self.last.status, self.last.reason, self.last.pgid = Status.INTERRUPTED, reason, None
+        self.status, self.reason, self.runner = Status.INTERRUPTED, reason, None
+
+    def mark_blocked(self, reason: str) -> None:
+        self.status, self.reason = Status.BLOCKED, reason
+
+    def unblock(self) -> None:
+        self.status, self.reason = Status.PENDING, ""
+
+    def reopen(self, reason: str) -> None:
+        """PENDING again, its merge forgotten (gone, or of an old definition): it
+        runs again on what integration is at its next dispatch."""
+        self.status, self.reason = Status.PENDING, reason
+        self.base = None
+        self.merged_commit = self.merged_definition = None
+
+
+def conflict_reason(paths: list[str] | tuple[str, ...]) -> str:
+    return f"conflicts with integration in: {', '.join(paths[:8])}"
+
+
+def merge_message(plan: str, task: str, attempt: int, title: str) -> str:
+    """The message of the merge commit that lands a task's attempt."""
+    return f"forge: merge {plan}/{task} (attempt {attempt})\n\n{title}"
+
 
 def _attempt_dict(attempt: Attempt) -> dict[str, Any]:
     data = dict(vars(attempt))
@@ -212,7 +285,7 @@ class RunState:
     slots: dict[str, Slot] = field(default_factory=dict)
     verification: VerifyRecord | None = None  # of the integration head, last verified
     paused: str | None = None  # why the last run paused (hold, infrastructure)
-    gate: dict[str, Any] | None = None  # the batch under verification, and a landing's intent
+    gate: GateRecord | None = None  # the batch under verification, and a landing's intent
     # The gate's verifications in the last run, for the report's timeline: each
     # {"name": "batch" | "bisection" | "speculation", "start", "end"} (epoch seconds).
     gate_steps: list[dict[str, Any]] = field(default_factory=list)
@@ -259,7 +332,7 @@ class RunState:
                 None if self.verification is None else seal.sealed(self.verification.to_dict())
             ),
             "paused": self.paused,
-            "gate": self.gate,
+            "gate": None if self.gate is None else self.gate.to_dict(),
             "gate_steps": self.gate_steps,
             "gate_last": self.gate_last,
             "started": self.started,
@@ -277,7 +350,7 @@ class RunState:
             slots={k: Slot(**v) for k, v in data.get("slots", {}).items()},
             verification=_verification(data.get("verification")),
             paused=data.get("paused"),
-            gate=data.get("gate"),
+            gate=GateRecord.from_dict(data["gate"]) if data.get("gate") else None,
             gate_steps=data.get("gate_steps") or [],
             gate_last=data.get("gate_last"),
             started=data.get("started"),

@@ -14,9 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from forge.agents.names import agent_name_problem
-from forge.base.durations import parse_duration
 from forge.base.settings import DEFAULT_GRACE
-from forge.base.tomlread import LineOf, Problems, TomlSource
+from forge.base.tomlread import LineOf, Problems, TableReader, TomlSource
 from forge.errors import ForgeError
 
 DEFAULT_RERUNS = 2
@@ -176,8 +175,9 @@ def parse_verify(
         )
         lanes = _verify_lanes(value, what=what, problems=problems, line_of=line_of)
         table_reruns = value.get("reruns")
-        timeout = _verify_duration(value, "timeout", what, problems, line_of)
-        given_grace = _verify_duration(value, "grace", what, problems, line_of)
+        get = TableReader(value, problems, what=what, line_of=line_of, quote=True)
+        timeout = get.duration("timeout")
+        given_grace = get.duration("grace")
         grace = DEFAULT_GRACE if given_grace is None else given_grace
     else:
         problems.add(
@@ -226,23 +226,6 @@ def _verify_lanes(
         else:
             lanes.append((lane, cmd))
     return lanes
-
-
-def _verify_duration(
-    table: dict[str, Any],
-    key: str,
-    what: str,
-    problems: Problems,
-    line_of: Callable[[str], int | None],
-) -> float | None:
-    """Seconds from `key` of a `[verify]` table; None when absent (or wrong)."""
-    if key not in table:
-        return None
-    try:
-        return parse_duration(table[key])
-    except ValueError as exc:
-        problems.add(f"{what}: `{key}`: {exc}", line=line_of(key))
-        return None
 
 
 def _verify_reruns(

@@ -1,0 +1,437 @@
+"""Long commands in a process group of their own, and stopping them as a whole.
+
+Agents, checks and verification lanes run in a process group (a session) of their
+own, so stopping one stops everything it started: TERM to the whole group, a grace
+period, KILL, and a wait until every member is really gone. A process that escaped
+its group with setsid is still found by the tag forge put in its environment.
+Members are read from `/proc/<pid>/stat` (liveness reads it here too).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from forge.base import cgroups
+from forge.base.logs import Drain, append_line, log_cap
+from forge.base.proc import clean_env
+from forge.base.sandbox import Sandbox
+from forge.base.settings import DEFAULT_GRACE
+
+
+@dataclass(frozen=True)
+class ProcStat:
+    pid: int
+    state: str  # R, S, D, Z (zombie), T, ...
+    ppid: int
+    pgid: int
+    start: int  # clock ticks since boot: with the pid, names one process for good
+
+    @property
+    def zombie(self) -> bool:
+        return self.state == "Z"
+
+
+def read_stat(pid: int) -> ProcStat | None:
+    """The process's stat line, or None when it is gone (or unreadable)."""
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # The command name may hold spaces and parentheses: split after the last ')'.
+    end = raw.rfind(")")
+    fields = raw[end + 2 :].split()
+    if end < 0 or len(fields) < 20:
+        return None
+    return ProcStat(
+        pid=pid, state=fields[0], ppid=int(fields[1]), pgid=int(fields[2]), start=int(fields[19])
+    )
+
+
+TAG_VAR = "FORGE_PROC_TAG"
+_POLL = 0.02  # seconds between liveness checks while waiting
+_KILL_PATIENCE = 60.0  # how long to keep re-sending KILL before giving up loudly
+_DRAIN_PATIENCE = 5.0  # how long to wait for the last output once the group is gone
+
+# Pids whose exit status belongs to a Popen object in some thread: reaping them here
+# would make that Popen report exit code 0 for a process that was killed.
+_popen_pids: set[int] = set()
+_popen_lock = threading.Lock()
+
+
+@dataclass(frozen=True)
+class GroupSpec:
+    """A long command to run in a process group of its own, and how to stop it."""
+
+    argv: Sequence[str] | str  # a string runs under `bash -c`
+    cwd: Path  # absolute
+    log_path: Path  # output is appended here
+    env: Mapping[str, str] | None = None  # on top of the cleaned environment
+    timeout: float | None = None
+    grace: float = DEFAULT_GRACE  # seconds between TERM and KILL
+    tag: str | None = None  # FORGE_PROC_TAG: finds the group's escapees, even after a crash
+    input_path: Path | None = None  # stdin (default: /dev/null)
+    cap: int | None = None  # bytes of output kept in the log (None: `log_cap()`)
+    sandbox: Sandbox | None = None  # run under bubblewrap (forge/base/sandbox.py)
+
+    def log(self, line: str) -> None:
+        append_line(self.log_path, line)
+
+
+@dataclass(frozen=True)
+class GroupResult:
+    returncode: int | None  # the leader's exit code (negative: killed by that signal)
+    timed_out: bool
+    stopped: bool  # the `stop` event asked for it
+    duration: float
+    pgid: int  # 0 when the command could not be started at all
+
+
+def _all_pids() -> list[int]:
+    return [int(name) for name in os.listdir("/proc") if name.isdigit()]
+
+
+def _members(pgid: int) -> list[ProcStat]:
+    """Every process of the group, zombies included."""
+    found = []
+    for pid in _all_pids():
+        info = read_stat(pid)
+        if info is not None and info.pgid == pgid:
+            found.append(info)
+    return found
+
+
+def _reap(procs: Sequence[ProcStat]) -> None:
+    """Collect zombies that are our own children (a subreaper inherits orphans), one
+    pid at a time: waitpid(-1) would steal the exit status of other threads' children."""
+    me = os.getpid()
+    with _popen_lock:
+        owned = set(_popen_pids)
+    for p in procs:
+        if p.state == "Z" and p.ppid == me and p.pid not in owned:
+            with contextlib.suppress(ChildProcessError, OSError):
+                os.waitpid(p.pid, os.WNOHANG)
+
+
+def _alive(procs: Sequence[ProcStat]) -> list[int]:
+    return [p.pid for p in procs if p.state != "Z"]
+
+
+def group_alive(pgid: int) -> bool:
+    """True while any member of the group is running. Decided from /proc rather than
+    killpg(pgid, 0), which also answers for a group of unreaped zombies."""
+    if pgid <= 0:
+        return False
+    members = _members(pgid)
+    _reap(members)
+    return bool(_alive(members))
+
+
+def _environ_has(pid: int, needle: bytes) -> bool:
+    try:
+        data = Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return False
+    return needle in data.split(b"\0")
+
+
+def find_tagged(tag: str) -> list[int]:
+    """Live processes started with FORGE_PROC_TAG=tag (by any forge process, even one
+    that is gone: crash recovery uses this to find what a killed runner left behind)."""
+    needle = f"{TAG_VAR}={tag}".encode()
+    me = os.getpid()
+    found = []
+    for pid in _all_pids():
+        if pid == me:
+            continue
+        info = read_stat(pid)
+        if info is None or info.state == "Z":
+            continue
+        if _environ_has(pid, needle):
+            found.append(pid)
+    return found
+
+
+def _signal_all(pgid: int, pids: Sequence[int], sig: int) -> None:
+    if pgid > 0:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pgid, sig)
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, sig)
+
+
+def orphans_in(folder: Path) -> list[int]:
+    """Live processes re-parented to us (a subreaper) whose working folder is inside
+    `folder`: what a command there left behind after leaving its group and dropping
+    its environment (`setsid -f env -i ...`). Only our own orphans, so a user's shell
+    that merely looks into the folder is never among them."""
+    me = os.getpid()
+    with _popen_lock:
+        owned = set(_popen_pids)
+    inside = str(folder).rstrip("/") + "/"
+    found = []
+    for pid in _all_pids():
+        info = read_stat(pid)
+        if info is None or info.ppid != me or info.zombie or pid in owned:
+            continue
+        try:
+            cwd = os.readlink(f"/proc/{pid}/cwd")
+        except OSError:
+            continue
+        if (cwd + "/").startswith(inside):
+            found.append(pid)
+    return found
+
+
+def _survivors(
+    pgid: int,
+    tag: str | None,
+    leader: subprocess.Popen[bytes] | None,
+    confine: Path | None = None,
+) -> list[int]:
+    if leader is not None:
+        leader.poll()  # reaps the leader through its Popen, which keeps its exit code
+    members = _members(pgid) if pgid > 0 else []
+    _reap(members)
+    alive = set(_alive(members))
+    if tag:
+        alive.update(find_tagged(tag))
+    if confine is not None:
+        alive.update(orphans_in(confine))
+    if leader is not None and leader.returncode is None:
+        alive.add(leader.pid)
+    return sorted(alive)
+
+
+def _stop(
+    pgid: int,
+    *,
+    grace: float,
+    tag: str | None,
+    log: Callable[[str], None],
+    leader: subprocess.Popen[bytes] | None = None,
+    confine: Path | None = None,
+) -> None:
+    alive = _survivors(pgid, tag, leader, confine)
+    if not alive:
+        return
+    log(f"forge: sent TERM to group {pgid} ({len(alive)} process(es))")
+    escaped = [pid for pid in alive if (info := read_stat(pid)) and info.pgid != pgid]
+    _signal_all(pgid, escaped, signal.SIGTERM)
+    # A stopped (SIGSTOP) process only acts on TERM once it runs again.
+    _signal_all(pgid, escaped, signal.SIGCONT)
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline:
+        alive = _survivors(pgid, tag, leader, confine)
+        if not alive:
+            log(f"forge: group {pgid} stopped after TERM")
+            return
+        time.sleep(_POLL)
+    give_up = time.monotonic() + _KILL_PATIENCE
+    log(f"forge: sent KILL to group {pgid} ({len(alive)} process(es) still running)")
+    while alive:
+        escaped = [pid for pid in alive if (info := read_stat(pid)) and info.pgid != pgid]
+        _signal_all(pgid, escaped, signal.SIGKILL)
+        time.sleep(_POLL)
+        alive = _survivors(pgid, tag, leader, confine)
+        if alive and time.monotonic() > give_up:
+            # Only an uninterruptible (D state) process survives KILL this long.
+            log(f"forge: processes {alive} of group {pgid} survive KILL; giving up on them")
+            return
+    log(f"forge: group {pgid} killed")
+
+
+def stop_group(
+    pgid: int,
+    *,
+    grace: float,
+    tag: str | None = None,
+    log: Callable[[str], None] | None = None,
+) -> None:
+    """TERM the group (and every process tagged `tag`), wait up to `grace` seconds,
+    KILL what is left, and return only when all of them are gone."""
+    _stop(pgid, grace=grace, tag=tag, log=log or (lambda _line: None))
+
+
+def become_subreaper() -> bool:
+    """Make orphaned descendants re-parent to this process (not to init), so their
+    zombies can be reaped here and a stopped group really empties. Linux only."""
+    try:
+        import ctypes  # only here: importing it costs ~10 ms on every command
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        return int(libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+_PR_SET_CHILD_SUBREAPER = 36
+
+
+def run_group(
+    spec: GroupSpec,
+    *,
+    stop: threading.Event | None = None,
+    on_start: Callable[[int], None] | None = None,
+) -> GroupResult:
+    """Run a long command in a process group of its own, output appended to its log
+    (at most `spec.cap` bytes of it, see `log_cap`).
+
+    Waits until the leader exits, the timeout passes or `stop` is set; in the last two
+    cases the group is stopped (TERM, grace, KILL). Members left behind by a leader
+    that exited by itself are stopped too. A command that cannot be started at all
+    returns exit code 127, as a shell would, with the reason in the log.
+
+    Processes left behind are found by the group, by `tag` in their environment,
+    as our orphans still working in `cwd` (forge is a subreaper) and, where cgroup
+    v2 is delegated, in the command's own cgroup. With a `sandbox`, the command
+    runs under bubblewrap (forge/base/sandbox.py).
+    """
+    if not spec.cwd.is_absolute():
+        raise ValueError(f"cwd must be absolute: {spec.cwd}")
+    spec.log_path.parent.mkdir(parents=True, exist_ok=True)
+    args = ["bash", "-c", spec.argv] if isinstance(spec.argv, str) else list(spec.argv)
+    with contextlib.ExitStack() as outer:
+        if spec.sandbox is not None:
+            tmp = Path(tempfile.mkdtemp(prefix="forge-sandbox-"))
+            outer.callback(shutil.rmtree, tmp, ignore_errors=True)
+            args = spec.sandbox.wrap(args, tmp=tmp)
+        group = _cgroup(spec.tag)
+        if group is not None:
+            args = group.wrap(args)
+            outer.callback(group.remove)
+            outer.callback(_empty, group, spec.log)  # runs first: escapees of every kind
+        return _run_group(replace(spec, argv=args), stop=stop, on_start=on_start)
+
+
+def _cgroup(tag: str | None) -> cgroups.Group | None:
+    parent = cgroups.delegated()
+    if parent is None:
+        return None
+    try:
+        return cgroups.Group.make(parent, tag or "command")
+    except OSError:
+        return None  # a full or read-only hierarchy: the process group still applies
+
+
+def _empty(group: cgroups.Group, log: Callable[[str], None]) -> None:
+    left = group.pids()
+    if left:
+        log(f"forge: killed {len(left)} process(es) left in the command's cgroup")
+        group.kill()
+
+
+def _run_group(
+    spec: GroupSpec,
+    *,
+    stop: threading.Event | None,
+    on_start: Callable[[int], None] | None,
+) -> GroupResult:
+    started = time.monotonic()
+    spawned = _spawn(spec)
+    if spawned is None:
+        return GroupResult(127, False, False, time.monotonic() - started, 0)
+    child, drain = spawned
+    drain.start()
+    pgid = child.pid  # a session leader's pgid is its pid
+    try:
+        if on_start is not None:
+            on_start(pgid)
+        timed_out, stopped = _wait(spec, child, started=started, stop=stop)
+        # Daemons the leader left behind must not outlive the run.
+        if _survivors(pgid, spec.tag, None, spec.cwd):
+            if not (stopped or timed_out):
+                spec.log(f"forge: the command exited but left processes behind in group {pgid}")
+            _stop(pgid, grace=spec.grace, tag=spec.tag, log=spec.log, confine=spec.cwd)
+        return GroupResult(child.returncode, timed_out, stopped, time.monotonic() - started, pgid)
+    finally:
+        if child.returncode is None:  # on_start raised, or a KeyboardInterrupt
+            _stop(
+                pgid, grace=spec.grace, tag=spec.tag, log=spec.log, leader=child, confine=spec.cwd
+            )
+            child.wait()
+        with _popen_lock:
+            _popen_pids.discard(child.pid)
+        # Every writer is gone, so the pipe ends; a process that escaped both the
+        # group and the tag may still hold it: its output is not waited for.
+        drain.join(timeout=_DRAIN_PATIENCE)
+
+
+def _spawn(spec: GroupSpec) -> tuple[subprocess.Popen[bytes], Drain] | None:
+    """Start the leader in a new session, its output into a pipe the drain (not yet
+    started) copies to the log; None (and the reason in the log) when the command
+    cannot be started at all."""
+    args = ["bash", "-c", spec.argv] if isinstance(spec.argv, str) else list(spec.argv)
+    extra = dict(spec.env or {})
+    if spec.tag:
+        extra[TAG_VAR] = spec.tag
+    read_end, write_end = os.pipe()
+    drain = Drain(read_end, spec.log_path, log_cap(spec.cap))
+    with contextlib.ExitStack() as stack:
+        stack.callback(os.close, write_end)  # the child holds its own copy
+        stdin: Any = subprocess.DEVNULL
+        if spec.input_path is not None:
+            stdin = stack.enter_context(spec.input_path.open("rb"))
+        try:
+            # The lock keeps _reap (another thread stopping a group) from taking this
+            # child's exit status between the fork and our registering its pid.
+            with _popen_lock:
+                child = subprocess.Popen(
+                    args,
+                    cwd=spec.cwd,
+                    env=clean_env(extra),
+                    stdin=stdin,
+                    stdout=write_end,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+                _popen_pids.add(child.pid)
+        except OSError as exc:
+            os.close(read_end)
+            spec.log(f"forge: cannot run `{args[0]}`: {exc.strerror or exc}")
+            return None
+    return child, drain
+
+
+def _wait(
+    spec: GroupSpec,
+    child: subprocess.Popen[bytes],
+    *,
+    started: float,
+    stop: threading.Event | None,
+) -> tuple[bool, bool]:
+    """Wait for the leader; stop the group at the timeout or when `stop` is set.
+    Returns (timed out, stopped)."""
+    deadline = None if spec.timeout is None else started + spec.timeout
+    while True:
+        try:
+            child.wait(timeout=_POLL)
+            return False, False
+        except subprocess.TimeoutExpired:
+            pass
+        stopped = stop is not None and stop.is_set()
+        timed_out = not stopped and deadline is not None and time.monotonic() >= deadline
+        if timed_out:
+            spec.log(f"forge: timed out after {spec.timeout:g}s")
+        if stopped or timed_out:
+            _stop(
+                child.pid,
+                grace=spec.grace,
+                tag=spec.tag,
+                log=spec.log,
+                leader=child,
+                confine=spec.cwd,
+            )
+            child.wait()
+            return timed_out, stopped

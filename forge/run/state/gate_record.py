@@ -1,0 +1,68 @@
+"""The gate's crash record in the run state: the batch under verification, and a
+landing's intent, written before the integration ref moves (run/gate/landing.py).
+
+A run killed mid-batch leaves the batch's tasks QUEUED; killed mid-landing, the
+next run's recovery (run/state/recovery.py) reads the intent to tell whether the
+ref did move. Checked against these fields (base/shape.py) when the state is read.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class Landing:
+    """What a landing moves the integration ref to, and what that lands."""
+
+    to: str  # the tip the integration ref moves to
+    tasks: dict[str, str]  # task id -> the commit of the chain that merges it
+    verified_by: dict[str, Any] | None = None  # the verification covering the tip
+    verification: dict[str, Any] | None = None  # its VerifyRecord, as saved
+    head: str | None = None  # the integration head it moves from
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Landing:
+        return cls(
+            to=data["to"],
+            tasks=dict(data["tasks"]),
+            verified_by=data.get("verified_by"),
+            verification=data.get("verification"),
+            head=data.get("head", data.get("from")),  # "from": what forge wrote before
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(vars(self))
+
+
+@dataclass
+class GateRecord:
+    """The batch the gate verifies now."""
+
+    batch: list[str]  # its tasks, in queue order
+    head: str  # the integration head it is built on
+    phase: str = "building"  # building, verifying or bisecting
+    left: int | None = None  # verifications the bisection may still need
+    chain: list[list[str]] = field(default_factory=list)  # [task, candidate commit]
+    landing: Landing | None = None  # set just before the ref moves
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> GateRecord:
+        landing = data.get("landing")
+        return cls(
+            batch=list(data["batch"]),
+            head=data["head"],
+            phase=data.get("phase", "building"),
+            left=data.get("left"),
+            chain=[list(step) for step in data.get("chain") or []],
+            landing=Landing.from_dict(landing) if landing else None,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            **vars(self),
+            "batch": list(self.batch),
+            "chain": [list(step) for step in self.chain],
+            "landing": None if self.landing is None else self.landing.to_dict(),
+        }

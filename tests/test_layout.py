@@ -1,0 +1,28 @@
+"""Sizes that keep the package readable: no module over 500 lines, no folder over
+16 modules (a bigger one is split by concern)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[1] / "forge"
+MAX_LINES = 500
+MAX_MODULES = 16
+
+
+def test_no_module_is_over_500_lines() -> None:
+    long = {
+        str(p.relative_to(PACKAGE.parent)): n
+        for p in PACKAGE.rglob("*.py")
+        if (n := len(p.read_text().splitlines())) > MAX_LINES
+    }
+    assert long == {}, f"split these by concern (at most {MAX_LINES} lines): {long}"
+
+
+def test_no_folder_holds_over_16_modules() -> None:
+    crowded = {
+        str(d.relative_to(PACKAGE.parent)): n
+        for d in [PACKAGE, *(p for p in PACKAGE.rglob("*") if p.is_dir())]
+        if (n := sum(1 for m in d.glob("*.py") if m.name != "__init__.py")) > MAX_MODULES
+    }
+    assert crowded == {}, f"split these folders (at most {MAX_MODULES} modules): {crowded}"
