@@ -25,9 +25,9 @@ import signal
 import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from forge.cluster.address import is_this_machine, parse_address, remote_needed
 from forge.cluster.job import Job, JobResult
@@ -35,13 +35,12 @@ from forge.cluster.worker import CACHE_VAR, lost_worker
 from forge.errors import ExitCode, ForgeError
 from forge.git import worktrees
 from forge.git.repo import Repository
-from forge.plan.model import Plan, Task
-from forge.run.attempt.context import Outcome, RunContext
+from forge.plan.model import Plan
+from forge.run.attempt import messages
+from forge.run.attempt.context import AttemptScope, Outcome, RunContext
+from forge.run.attempt.order import order_for
 from forge.run.attempt.reset import reset_for_attempt
-from forge.run.state.run_state import FAILURES, Attempt, Stall, Status, TaskState, counted
-
-if TYPE_CHECKING:
-    from forge.agents.spec import AgentSpec
+from forge.run.state.run_state import UNCOUNTED, Status
 
 INSTALL_HINT = "the cluster needs Dask distributed: pip install 'forge[cluster]'"
 LOST_AFTER = 10.0  # seconds without the scheduler before the run pauses
@@ -181,19 +180,10 @@ class Cluster:
 
     # -- one attempt -------------------------------------------------------------
 
-    def attempt(
-        self,
-        ctx: RunContext,
-        task: Task,
-        ts: TaskState,
-        attempt: Attempt,
-        attempt_dir: Path,
-        *,
-        spec: AgentSpec | None,
-        fresh: bool,
-    ) -> Outcome | str:
+    def attempt(self, scope: AttemptScope) -> Outcome | str:
         """Run one attempt remotely. An Outcome when it ended without work to merge,
         else the commit to merge (already on the task branch)."""
+        ctx, task, ts = scope.ctx, scope.task, scope.ts
         repo = ctx.repo
         assert ts.base is not None and ts.branch is not None
         if self.lost:
@@ -205,82 +195,32 @@ class Cluster:
             ctx.plan,
             ts,
             None,
-            fresh=fresh,
+            fresh=scope.fresh,
             known_clean=True,
             integration_head=repo.ref_value(ctx.state.integration),
             shell=task.run is not None,
         )
         if salvaged:
             ctx.save(task.id)
-        job = self._job(ctx, task, ts, attempt, attempt_dir, spec=spec, start=start)
+        job = self._job(scope, start)
         self.publish(start, job.job_ref)
         result = self._wait(ctx, job)
-        return self._land(ctx, task, ts, attempt, attempt_dir, job, result)
+        return self._land(scope, job, result)
 
-    def _job(
-        self,
-        ctx: RunContext,
-        task: Task,
-        ts: TaskState,
-        attempt: Attempt,
-        attempt_dir: Path,
-        *,
-        spec: AgentSpec | None,
-        start: str,
-    ) -> Job:
-        plan: Plan = ctx.plan
-        n = attempt.number
-        assert ts.base is not None
-        judged = [
-            a
-            for a in ts.attempts[:-1]
-            if a.status in FAILURES
-            and a.diff_hash
-            and a.feedback_source in ("check", "scope", "merge")
-        ]
-        job = Job(
+    def _job(self, scope: AttemptScope, start: str) -> Job:
+        plan, task, n = scope.ctx.plan, scope.task, scope.attempt.number
+        return Job(
             key=f"{plan.name}/{task.id}/{n}/{self.nonce}",
-            plan=plan.name,
-            task=task.id,
-            attempt=n,
+            order=order_for(scope),
             remote=self.remote,
             job_ref=f"refs/forge/jobs/{plan.name}/{task.id}/{n}",
             result_ref=f"refs/forge/results/{plan.name}/{task.id}/{n}",
             start=start,
-            base=ts.base,
-            files=task.files,
-            scope_warn=plan.scope == "warn",
-            message=f"forge: {plan.name}/{task.id} attempt {n}\n\n{task.title}",
-            identity=identity(ctx.repo),
+            identity=identity(scope.ctx.repo),
             stop_event=self.stop_name,
-            timeout=plan.timeout_of(task),
-            grace=ctx.settings.grace,
-            tag=attempt.tag or "",
-            run=task.run,
-            setup=plan.setup,
-            check=task.check,
-            clean_all=plan.clean == "all",
-            judged_hash=judged[-1].diff_hash if judged else None,
-            env=tuple(plan.env.items()),
-            setup_timeout=plan.setup_timeout,
+            grace=scope.ctx.settings.grace,
+            tag=scope.attempt.tag or "",
             log_cap=plan.log_cap,
-        )
-        if spec is None:
-            return job
-        from forge.agents import spec as agents
-        from forge.run.attempt import feedback
-
-        defn, resolved = agents.resolve(spec, ctx.agent_defs)
-        fb = feedback.for_retry(ctx.repo, ts) if len(ts.attempts) > 1 else None
-        prompt_file = attempt_dir / "prompt.md"
-        told = counted(ts.attempts[:-1]) + 1  # INFRA tries are not attempts
-        feedback.write_prompt(defn, prompt_file, plan=plan.name, task=task, attempt=told, fb=fb)
-        return replace(
-            job,
-            agent=(defn, resolved),
-            prompt_text=prompt_file.read_text(),
-            feedback_text=feedback.render(fb) if fb is not None else None,
-            timeout=plan.timeout_of(task, defn.timeout),
         )
 
     def _wait(self, ctx: RunContext, job: Job) -> JobResult:
@@ -304,9 +244,8 @@ class Cluster:
                 self.stop_all()
                 stopping_since = time.monotonic()
             if stopping_since is not None and time.monotonic() - stopping_since > STOP_WAIT:
-                return JobResult(
-                    Status.INTERRUPTED, "stopped by the user (the worker did not answer)"
-                )
+                reason = f"{messages.STOPPED} (the worker did not answer)"
+                return JobResult(Outcome(Status.INTERRUPTED, reason))
             if self.client.status != "running":
                 unreachable_since = unreachable_since or time.monotonic()
                 if time.monotonic() - unreachable_since > LOST_AFTER or stopping_since:
@@ -326,7 +265,7 @@ class Cluster:
         lost = ("CancelledError", "FutureCancelledError", "CommClosedError")
         if self.client.status != "running" or name in lost:
             return self._lose(f"lost the scheduler at {self.config.address} ({name})")
-        return JobResult(Status.FAILED, f"forge error on the worker: {name}: {exc}")
+        return JobResult(Outcome(Status.FAILED, f"forge error on the worker: {name}: {exc}"))
 
     def _claimed_by(self, key: str) -> str | None:
         """Where the job started (the worker that died under it), if it said so."""
@@ -339,54 +278,42 @@ class Cluster:
 
     def _lose(self, why: str) -> JobResult:
         self.lost = why
-        return JobResult(Status.INTERRUPTED, f"cluster: {why}")
+        return JobResult(Outcome(Status.INTERRUPTED, f"cluster: {why}"))
 
-    def _land(
-        self,
-        ctx: RunContext,
-        task: Task,
-        ts: TaskState,
-        attempt: Attempt,
-        attempt_dir: Path,
-        job: Job,
-        result: JobResult,
-    ) -> Outcome | str:
+    def _land(self, scope: AttemptScope, job: Job, result: JobResult) -> Outcome | str:
+        ctx, ts, attempt = scope.ctx, scope.ts, scope.attempt
         repo = ctx.repo
         assert ts.branch is not None
         attempt.where = result.where or None
         attempt.cost_usd = result.cost_usd
         attempt.input_tokens = result.input_tokens
         attempt.output_tokens = result.output_tokens
+        attempt.models = list(result.models) or None
+        attempt.model_mismatch = result.model_mismatch
         attempt.feedback_source = result.feedback_source
         for name, text in result.logs.items():
-            (attempt_dir / name).write_text(text)
-        attempt.log = str(attempt_dir / (result.log or "agent.log"))
+            (scope.dir / name).write_text(text)
+        attempt.log = str(scope.dir / (result.log or "agent.log"))
+        ts.warnings.extend(result.warnings)
         if self.lost:
             with ctx.store.lock:
                 ctx.state.paused = (
                     f"cluster: {self.lost}; run `forge run` again (here, or with --cluster)"
                 )
-        status = Status(result.status)
+        outcome = result.outcome
         commit = self.fetch(job.result_ref) if result.commit else None
-        if commit is not None and status in (Status.INTERRUPTED, Status.INFRA):
+        if commit is not None and outcome is not None and outcome.status in UNCOUNTED:
             # A void attempt: its work is kept, named, and not built upon.
-            ts.salvage.append(worktrees.keep(repo, commit, plan=ctx.plan.name, task=task.id))
+            salvage = worktrees.keep(repo, commit, plan=ctx.plan.name, task=scope.task.id)
+            ts.salvage.append(salvage)
             commit = None
         if commit is not None:
             repo.update_ref(ts.branch, commit, job.start, message="forge: attempt on the cluster")
             attempt.commit = commit
             attempt.diff_hash = result.diff_hash
-        if status != Status.MERGED:
-            return Outcome(
-                status,
-                result.reason,
-                infra_retry_after=result.infra_retry_after,
-                infra_kind=result.infra_kind,
-                stall=Stall(result.stall) if result.stall else None,
-            )
-        if commit is None:
-            return Outcome(Status.FAILED, "no changes", stall=Stall.NO_CHANGES)
-        ts.warnings.extend(result.warnings)
+        if outcome is not None:
+            return outcome
+        assert commit is not None, "work that passed its steps is a commit"
         return commit
 
 

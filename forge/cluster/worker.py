@@ -3,10 +3,11 @@
 The worker gets the repository through git, never a shared file system: a bare
 mirror of the coordinator's remote in its cache, and slots that are worktrees of
 that mirror, reused across attempts as local slots are (setup runs once per slot
-and again when the setup command changes). Setup, the agent or command, the
-commit, the scope check and the task's check run as in a local attempt, in
-process groups stopped with TERM, grace, KILL. The work is pushed to a result ref
-of its own; the coordinator fetches it and merges.
+and again when the setup command changes). The attempt's steps are a local
+attempt's (forge.run.attempt.steps: setup, the agent or command, the commit, the
+scope and progress checks, the task's check), in process groups stopped with
+TERM, grace, KILL. The work is pushed to a result ref of its own; the
+coordinator fetches it and merges.
 
 A worker that dies mid-attempt leaves its processes in sessions of their own: the
 next attempt on that machine stops every process tagged with a worker pid that is
@@ -23,17 +24,16 @@ import os
 import shutil
 import socket
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 from forge.base import logs, proc, procgroup
 from forge.cluster.job import Job, JobResult
-from forge.git.contained import ceiling_env
-from forge.run.attempt.reason import reason_line
-from forge.run.state.run_state import Stall, Status
-from forge.verify import environment
+from forge.run.attempt import messages
+from forge.run.attempt.confinement import run_contained
+from forge.run.attempt.context import Command, Outcome
+from forge.run.attempt.steps import run_steps
+from forge.run.state.run_state import UNCOUNTED, Attempt, Status
 
 CACHE_VAR = "FORGE_WORKER_CACHE"
 WORKER_PID_VAR = "FORGE_WORKER_PID"
@@ -58,12 +58,12 @@ def run_job(job: Job) -> JobResult:
     watcher = threading.Thread(target=_watch_stop, args=(job.stop_event, stop, done), daemon=True)
     watcher.start()
     try:
-        with _slot(job) as (slot, mirror):
-            attempt = _Attempt(job, slot, mirror, stop, where)
+        with _slot(job) as slot:
+            place = _WorkerSlot(job, slot, stop, where)
             try:
-                return attempt.run()
+                return place.run()
             finally:  # the logs went back with the result
-                shutil.rmtree(attempt.logs, ignore_errors=True)
+                shutil.rmtree(place.logs, ignore_errors=True)
     finally:
         done.set()
 
@@ -80,13 +80,10 @@ def _where() -> str:
 def lost_worker(where: str | None) -> JobResult:
     """The result of an attempt whose worker died under it: named by where it ran."""
     who = f"worker {where.split()[-1]}" if where else "worker"
-    return JobResult(
-        Status.INFRA,
-        f"{who} lost mid-attempt: the attempt runs again elsewhere",
-        where=where or "",
-        infra_kind="worker-lost",
-        infra_retry_after=0.0,
+    outcome = Outcome(
+        Status.INFRA, messages.lost(who), infra_kind="worker-lost", infra_retry_after=0.0
     )
+    return JobResult(outcome, where=where or "")
 
 
 def _claim(job: Job, where: str) -> str | None:
@@ -173,7 +170,7 @@ def _git(*args: str, cwd: Path, env: dict[str, str] | None = None, check: bool =
 
 
 @contextlib.contextmanager
-def _slot(job: Job) -> Iterator[tuple[Path, Path]]:
+def _slot(job: Job) -> Iterator[Path]:
     """A free slot of this machine's cache for `job`'s remote, its mirror up to date."""
     from filelock import FileLock, Timeout
 
@@ -202,271 +199,120 @@ def _slot(job: Job) -> Iterator[tuple[Path, Path]]:
             slot = home / "slots" / f"slot-{n}"
             if not (slot / ".git").exists():
                 slot.parent.mkdir(parents=True, exist_ok=True)
-                _git("worktree", "prune", cwd=mirror)
-                _git("worktree", "add", "--quiet", "--detach", str(slot), job.start, cwd=mirror)
-            yield slot, mirror
+                # Under the mirror's lock: a prune removes the mirror's empty
+                # `worktrees` folder while another worker adds its first slot.
+                with FileLock(str(home / "mirror.lock")):
+                    _git("worktree", "prune", cwd=mirror)
+                    add = ("worktree", "add", "--quiet", "--detach", str(slot), job.start)
+                    _git(*add, cwd=mirror)
+            yield slot
         finally:
             lock.release()
         return
 
 
-class _Attempt:
-    def __init__(
-        self, job: Job, slot: Path, mirror: Path, stop: threading.Event, where: str
-    ) -> None:
-        self.job, self.slot, self.mirror, self.stop, self.where = job, slot, mirror, stop, where
+class _WorkerSlot:
+    """A slot of this machine's cache as the place an attempt's steps run
+    (forge.run.attempt.steps): a detached worktree of the mirror, its commits made
+    with plumbing (no hooks: the mirror has none) and pushed back to the result ref."""
+
+    def __init__(self, job: Job, slot: Path, stop: threading.Event, where: str) -> None:
+        self.job, self.slot, self.stop, self.where = job, slot, stop, where
         self.logs = slot.parent.parent / "logs" / job.key.replace("/", "_")
         self.logs.mkdir(parents=True, exist_ok=True)
-        self.usage: Any = None
-        self.work_started = time.monotonic()
+        self.state_dir = slot.parent.parent / "agent-state"
+        self.warnings: list[str] = []
 
     def run(self) -> JobResult:
-        job, slot = self.job, self.slot
-        _git("checkout", "--quiet", "--force", "--detach", job.start, cwd=slot)
-        _git("clean", "-fdqx" if job.clean_all else "-fdq", cwd=slot)
-        failed = self._setup() or self._work()
-        if failed is not None:
-            return self._end(failed, commit=self._commit())
-        head = self._commit()
-        if head is None:
-            return self._end(
-                JobResult(Status.FAILED, "no changes", stall=Stall.NO_CHANGES), commit=None
-            )
-        changed = _git("diff", "--name-only", "-z", "--no-renames", job.base, head, cwd=slot)
-        paths = [p for p in changed.split("\0") if p]
-        if not paths:
-            reason = "no changes (the work adds up to nothing against the base)"
-            return self._end(JobResult(Status.FAILED, reason, stall=Stall.NO_CHANGES), commit=head)
-        from forge.plan.patterns import out_of_scope
-
-        warnings: tuple[str, ...] = ()
-        outside = out_of_scope(job.files, paths)
-        if outside:
-            msg = f"changed files outside its declared files: {', '.join(outside[:8])}"
-            if not job.scope_warn:
-                return self._end(JobResult(Status.FAILED, msg, feedback_source="scope"), head)
-            warnings = (msg,)
-        if job.judged_hash and job.judged_hash == self._diff_hash(head):
-            reason = "no progress: the same change as the last failed attempt"
-            return self._end(JobResult(Status.FAILED, reason, stall=Stall.NO_PROGRESS), commit=head)
-        checked = self._check()
-        if checked is not None:
-            return self._end(checked, commit=head)
-        return self._end(JobResult(Status.MERGED, warnings=warnings), commit=head)
-
-    # -- steps -----------------------------------------------------------------
-
-    def _group(self, argv: list[str] | str, log: str, timeout: float | None, **kw: Any) -> Any:
-        # As in a local slot: the plan's env for this worktree, git kept from climbing
-        # out of it, the log capped.
-        env = {
-            **environment.expand(self.job.env, self.slot),
-            **ceiling_env(self.slot),
-            **dict(kw.pop("env", None) or {}),
-            WORKER_PID_VAR: str(os.getpid()),
-        }
-        return procgroup.run_group(
-            procgroup.GroupSpec(
-                argv,
-                cwd=self.slot,
-                log_path=self.logs / log,
-                env=env,
-                timeout=timeout,
-                grace=self.job.grace,
-                tag=self.job.tag,
-                cap=self.job.log_cap,
-                **kw,
-            ),
-            stop=self.stop,
+        job, order = self.job, self.job.order
+        _git("checkout", "--quiet", "--force", "--detach", job.start, cwd=self.slot)
+        _git("clean", "-fdqx" if order.clean_all else "-fdq", cwd=self.slot)
+        model = order.agent[1].model if order.agent is not None else None
+        attempt = Attempt(number=order.number, agent="", model=model, tag=job.tag)
+        done = run_steps(order, self, attempt, job.start)
+        outcome = done if isinstance(done, Outcome) else None
+        commit = attempt.commit
+        if outcome is not None and outcome.status in UNCOUNTED:
+            # Void work goes back too: the coordinator keeps it, named, built upon by nobody.
+            void = self.commit(order.message)
+            commit = void if void != job.start else None
+        if commit is not None:
+            remote, ref = job.remote, f"{commit}:{job.result_ref}"
+            _git("push", "--quiet", "--force", remote, ref, cwd=self.slot)
+        tails = {p.name: logs.tail(p, LOG_TAIL) for p in sorted(self.logs.iterdir())}
+        return JobResult(
+            outcome,
+            where=self.where,
+            commit=commit,
+            diff_hash=attempt.diff_hash,
+            feedback_source=attempt.feedback_source,
+            cost_usd=attempt.cost_usd,
+            input_tokens=attempt.input_tokens,
+            output_tokens=attempt.output_tokens,
+            models=tuple(attempt.models or ()),
+            model_mismatch=attempt.model_mismatch,
+            warnings=tuple(self.warnings),
+            logs={name: text for name, text in tails.items() if name.endswith(".log")},
+            log=Path(attempt.log).name if attempt.log else None,
         )
 
-    def _setup(self) -> JobResult | None:
-        job = self.job
-        if not job.setup:
-            return None
-        # Once per slot, and again when the setup or env changed (as locally).
-        digest = environment.setup_hash(job.setup, job.env)
-        if not job.clean_all and environment.is_set_up(self.slot, digest):
-            return None
-        res = self._group(job.setup, "setup.log", job.setup_timeout)
-        if res.stopped:
-            return JobResult(Status.INTERRUPTED, "stopped during setup")
-        if res.timed_out:
-            limit = f"{job.setup_timeout:g}s" if job.setup_timeout else "its time"
-            reason = f"setup timed out after {limit} (setup_timeout)"
-            return JobResult(Status.TIMEOUT, reason, log="setup.log")
-        if res.returncode != 0:
-            return JobResult(
-                Status.FAILED, f"setup failed: {self._last_line('setup.log')}", log="setup.log"
-            )
-        environment.mark_set_up(self.slot, digest)
-        return None
+    # -- the Place of the attempt's steps -----------------------------------------
 
-    def _work(self) -> JobResult | None:
-        job = self.job
-        self.work_started = time.monotonic()
-        if job.agent is None:
-            assert job.run is not None
-            res = self._group(job.run, "agent.log", job.timeout)
-            defn = None
-        else:
-            defn, res = self._agent()
-            if isinstance(res, JobResult):
-                return res
-        if defn is not None and not res.stopped:
-            # Read after a timeout too: a CLI that waits out an outage looks slow.
-            found = self._read_agent(defn, None if res.timed_out else res.returncode)
-            if found is not None:
-                return found
-        if res.stopped:
-            return JobResult(Status.INTERRUPTED, "stopped by the user", log="agent.log")
-        if res.timed_out:
-            return JobResult(Status.TIMEOUT, f"timed out after {job.timeout:g}s", log="agent.log")
-        if res.returncode != 0:
-            said = self._last_line("agent.log")
-            if defn is not None:
-                from forge.agents import spec as agents
-
-                said = agents.failure_reason(self._text("agent.log")) or said
-            what = "command" if defn is None else "agent"
-            reason = f"{what} exited {res.returncode}: {said}"
-            return JobResult(Status.FAILED, reason, feedback_source="agent", log="agent.log")
-        return None
-
-    def _agent(self) -> tuple[Any, Any]:
-        from forge.agents import spec as agents
-
-        assert self.job.agent is not None
-        defn, spec = self.job.agent
-        missing = agents.check_binary(defn)
-        if missing:
-            kind = "binary-missing"
-            return defn, JobResult(Status.INFRA, f"{kind}: {missing}", infra_kind=kind)
-        prompt = self.logs / "prompt.md"
-        prompt.write_text(self.job.prompt_text)
-        feedback = None
-        if self.job.feedback_text is not None:
-            feedback = self.logs / "feedback.md"
-            feedback.write_text(self.job.feedback_text)
-        argv, stdin = agents.render_command(
-            defn, spec, prompt_file=prompt, task=self.job.task, worktree=self.slot
+    def group(self, command: Command) -> procgroup.GroupResult:
+        c, job = command, self.job
+        # Tagged with this worker's pid too: a worker that dies leaves its processes
+        # to the next attempt's sweep (sweep_orphans).
+        env = {**c.env, WORKER_PID_VAR: str(os.getpid())}
+        stop = self.stop if c.stop is None else c.stop
+        return run_contained(
+            c.argv,
+            cwd=self.slot,
+            log=c.log,
+            env=env,
+            timeout=c.timeout,
+            grace=job.grace,
+            tag=job.tag,
+            cap=job.log_cap,
+            stop=stop,
+            input_path=c.input_path,
         )
-        env = agents.agent_env(
-            defn,
-            spec,
-            task=self.job.task,
-            attempt=self.job.attempt,
-            prompt_file=prompt,
-            feedback_file=feedback,
-            state_dir=self.slot.parent.parent / "agent-state",
-            worktree=self.slot,
-        )
-        return defn, self._group(argv, "agent.log", self.job.timeout, env=env, input_path=stdin)
 
-    def _read_agent(self, defn: Any, returncode: int | None) -> JobResult | None:
-        from forge.agents import spec as agents
-        from forge.run.attempt.work import drop_ignored
+    def phase(self, name: str, *, save: bool = False) -> contextlib.AbstractContextManager[object]:
+        del name, save  # the coordinator records the attempt's phases
+        return contextlib.nullcontext()
 
-        output = self._text("agent.log")
-        self.usage = agents.parse_usage(defn, output)
-        # Before any return: a CLI's cache (aider's tags) is never the task's work.
-        drop_ignored(self.slot, defn.ignore_paths)
-        infra = agents.classify_failure(defn, returncode=returncode, output=output)
-        if infra is not None:
-            return JobResult(
-                Status.INFRA,
-                f"{infra.kind}: {infra.message}",
-                infra_kind=infra.kind,
-                infra_retry_after=infra.retry_after,
-                log="agent.log",
-            )
-        if returncode not in (0, None) and agents.is_context_overflow(output):
-            reason = "the prompt overflowed the agent's context window: split the task"
-            return JobResult(Status.FAILED, reason, log="agent.log")
-        return None
+    def set_up(self) -> None:
+        pass  # the setup's marker in the slot says it
 
-    def _check(self) -> JobResult | None:
-        job = self.job
-        if not job.check:
-            return None
-        # The attempt's timeout covers the check: it gets what the work left.
-        left = job.timeout - (time.monotonic() - self.work_started)
-        if left <= 0:
-            reason = f"check not run: the attempt's {job.timeout:g}s timeout was used up"
-            return JobResult(Status.TIMEOUT, reason, feedback_source="check")
-        res = self._group(job.check, "check.log", left)
-        _git("reset", "--quiet", "--hard", cwd=self.slot)
-        _git("clean", "-fdq", cwd=self.slot)
-        if res.stopped:
-            return JobResult(Status.INTERRUPTED, "stopped during the check")
-        if res.timed_out:
-            reason = f"check timed out (the attempt's {job.timeout:g}s timeout includes the check)"
-            return JobResult(Status.TIMEOUT, reason, feedback_source="check", log="check.log")
-        if res.returncode != 0:
-            reason = f"check failed: {self._last_line('check.log')}"
-            return JobResult(Status.FAILED, reason, feedback_source="check", log="check.log")
-        return None
-
-    # -- results ---------------------------------------------------------------
-
-    def _commit(self) -> str | None:
-        """Commit what the slot holds (hooks never run: the mirror has none) and
-        return it, or None when the attempt changed nothing."""
-        slot, job = self.slot, self.job
+    def commit(self, message: str) -> str:
+        slot = self.slot
         _git("add", "--all", cwd=slot)
         tree = _git("write-tree", cwd=slot).strip()
         head = _git("rev-parse", "HEAD", cwd=slot).strip()
-        if tree == _git("rev-parse", f"{head}^{{tree}}", cwd=slot).strip():
-            return None if head == job.start else head
-        env = proc.clean_env(job.identity)
-        commit = _git("commit-tree", tree, "-p", head, "-m", job.message, cwd=slot, env=env)
-        commit = commit.strip()
+        if tree == self.tree(head):
+            return head
+        env = proc.clean_env(self.job.identity)
+        commit = _git("commit-tree", tree, "-p", head, "-m", message, cwd=slot, env=env).strip()
         _git("update-ref", "--no-deref", "HEAD", commit, head, cwd=slot)
         return commit
 
-    def _diff_hash(self, head: str) -> str:
-        from forge.run.attempt.pipeline import change_hash
+    def shares_history(self, base: str, head: str) -> bool:
+        found = proc.run(["git", "merge-base", base, head], cwd=self.slot, check=False)
+        return found.returncode == 0
 
-        tree = _git("rev-parse", f"{head}^{{tree}}", cwd=self.slot).strip()
-        return change_hash(self.job.base, tree)
+    def changed(self, base: str, head: str) -> list[str]:
+        names = _git("diff", "--name-only", "-z", "--no-renames", base, head, cwd=self.slot)
+        return [p for p in names.split("\0") if p]
 
-    def _end(self, result: JobResult, commit: str | None) -> JobResult:
-        if commit is not None:
-            _git(
-                "push",
-                "--quiet",
-                "--force",
-                self.job.remote,
-                f"{commit}:{self.job.result_ref}",
-                cwd=self.slot,
-            )
-        usage = self.usage
-        tails = {
-            p.name: logs.tail(p, LOG_TAIL)
-            for p in sorted(self.logs.iterdir())
-            if p.suffix == ".log"
-        }
-        return JobResult(
-            result.status,
-            result.reason,
-            where=self.where,
-            commit=commit,
-            diff_hash=self._diff_hash(commit) if commit else None,
-            feedback_source=result.feedback_source,
-            cost_usd=getattr(usage, "cost_usd", None),
-            input_tokens=getattr(usage, "input_tokens", None),
-            output_tokens=getattr(usage, "output_tokens", None),
-            infra_kind=result.infra_kind,
-            infra_retry_after=result.infra_retry_after,
-            warnings=result.warnings,
-            logs=tails,
-            log=result.log,
-        )
+    def tree(self, commit: str) -> str:
+        return _git("rev-parse", f"{commit}^{{tree}}", cwd=self.slot).strip()
 
-    def _text(self, name: str) -> str:
-        """What an agent's output is searched in (usage, provider errors), as locally."""
-        return logs.tail(self.logs / name, logs.ANALYSIS_BYTES)
+    def restore(self) -> None:
+        _git("reset", "--quiet", "--hard", cwd=self.slot, check=False)
+        _git("clean", "-fdq", cwd=self.slot, check=False)
 
-    def _last_line(self, name: str) -> str:
-        """A failure's meaningful line, read as a local attempt reads it."""
-        return reason_line(logs.tail(self.logs / name))
+    def warn(self, message: str) -> None:
+        self.warnings.append(message)
+
+    def saved(self) -> None:
+        pass  # the record goes back with the result

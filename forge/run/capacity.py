@@ -19,18 +19,22 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from forge.agents.output import PAUSE_AT_ONCE
 from forge.plan.model import Task
 from forge.run.state.run_state import TaskState
+
+if TYPE_CHECKING:
+    from forge.agents.spec import AgentSpec
+    from forge.run.attempt.context import RunContext
 
 CAP_EVENT = "concurrency: "  # how a cap's change is said (the live view keeps the last)
 
 
 @dataclass(frozen=True)
 class Choice:
-    spec: Any  # agents.AgentSpec
+    spec: AgentSpec
     why: str | None = None  # set when a fallback agent runs instead of the task's own
 
 
@@ -39,7 +43,7 @@ class Capacity:
 
     def __init__(
         self,
-        ctx: Any,
+        ctx: RunContext,
         *,
         retries: int,
         backoff: float,
@@ -123,7 +127,7 @@ class Capacity:
         spec = self.ctx.plan.review_of(task)
         return None if spec is None else AgentSpec.parse(spec).name
 
-    def choose(self, task: Task, ts: TaskState, primary: Any) -> Choice | None:
+    def choose(self, task: Task, ts: TaskState, primary: AgentSpec) -> Choice | None:
         """The spec to start `task` on now, or None: wait (backoff, cap)."""
         reviewer = self.reviewer(task)
         if reviewer is not None and not self.usable(reviewer):
@@ -141,7 +145,7 @@ class Capacity:
                 return Choice(spec, f"fallback: {self.describe(primary.name)}")
         return None
 
-    def stuck(self, task: Task, primary: Any) -> str | None:
+    def stuck(self, task: Task, primary: AgentSpec) -> str | None:
         """Why `task` cannot run again in this run (every candidate paused), or None."""
         from forge.agents.spec import AgentSpec
 

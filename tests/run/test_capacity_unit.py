@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any, cast
 
 from forge.agents.spec import AgentSpec
 from forge.plan.model import Plan, Task
 from forge.run.capacity import Capacity
 from forge.run.state.run_state import TaskState
+
+if TYPE_CHECKING:
+    from forge.run.attempt.context import RunContext
 
 
 class Clock:
@@ -18,8 +22,14 @@ class Clock:
         return self.now
 
 
-def capacity(plan: Plan, clock: Clock, retries: int = 2) -> Capacity:
-    ctx = SimpleNamespace(plan=plan, agent_defs={"a": {"command": ["a"]}, "b": {"command": ["b"]}})
+DEFS = {"a": {"command": ["a"]}, "b": {"command": ["b"]}}
+
+
+def capacity(
+    plan: Plan, clock: Clock, retries: int = 2, defs: dict[str, dict[str, Any]] = DEFS
+) -> Capacity:
+    # A stand-in for the run context: the bookkeeping reads its plan and agents only.
+    ctx = cast("RunContext", SimpleNamespace(plan=plan, agent_defs=defs, capacity=None))
     return Capacity(ctx, retries=retries, backoff=10.0, cap=300.0, clock=clock)
 
 
@@ -87,8 +97,8 @@ def test_a_fallback_is_chosen_only_while_the_agent_waits() -> None:
 
 def test_a_cap_holds_tasks_back() -> None:
     clock = Clock()
-    cap = capacity(Plan(name="p", tasks=(TASK,)), clock)
-    cap.ctx.agent_defs = {"a": {"command": ["a"], "max_parallel": 1}}
+    defs = {"a": {"command": ["a"], "max_parallel": 1}}
+    cap = capacity(Plan(name="p", tasks=(TASK,)), clock, defs=defs)
     ts = TaskState(id="t")
     assert cap.choose(TASK, ts, AgentSpec("a")) is not None
     cap.started("other", "a")
@@ -104,7 +114,8 @@ def test_a_rate_limit_halves_the_cap_and_successes_raise_it_again() -> None:
         plan=Plan(name="p", tasks=(TASK,)),
         agent_defs={"a": {"command": ["a"], "max_parallel": 8}},
     )
-    cap = Capacity(ctx, retries=5, backoff=1.0, cap=300.0, clock=clock, on_event=said.append)
+    run = cast("RunContext", ctx)
+    cap = Capacity(run, retries=5, backoff=1.0, cap=300.0, clock=clock, on_event=said.append)
     for i in range(8):
         cap.started(f"t{i}", "a")
     cap.finished("t0")

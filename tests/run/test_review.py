@@ -138,3 +138,18 @@ def test_a_reviewer_that_commits_changes_nothing_that_lands(repo: Path, tmp_path
     assert cp.returncode == 0, cp.stdout + cp.stderr
     assert git(repo, "show", "forge/p-integration:t.txt") == "edit by t attempt 1"
     assert "sneaky" not in git(repo, "log", "--format=%s", "--all")
+
+
+def test_a_reviewers_output_is_capped_as_every_command_of_the_attempt(
+    repo: Path, tmp_path: Path
+) -> None:
+    loud = (
+        f"yes y | head -c 5000; echo the-last-word; exec {PY} {FAKES}/reviewer.py t.txt 'edit by t'"
+    )
+    body = agents(["bash", "-c", loud], extra='review = "rev"\nlog_cap = "1K"\n') + task("t")
+    cp = plan_and_run(repo, write_plan(tmp_path, body))
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    [only] = attempts(repo)
+    assert isinstance(only["review"], dict) and only["review"]["verdict"] == "approve"
+    text = Path(only["review"]["log"]).read_text()
+    assert "log cap of 1024 bytes reached" in text and "the-last-word" not in text

@@ -1,18 +1,21 @@
 """What a task's commands run under: the sandbox (when the run asks for it) and the
 environment that keeps their git inside the slot. One place for the agent, setup,
-check and reviewer of an attempt."""
+check and reviewer of an attempt, in a local slot or on a cluster worker."""
 
 from __future__ import annotations
 
 import hashlib
 import os
+import threading
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
+from forge.base import procgroup
 from forge.base.sandbox import Sandbox
 from forge.git.contained import ceiling_env
 from forge.git.repo import Repository
 
-__all__ = ["agent_state_dir", "ceiling_env", "sandbox_for"]
+__all__ = ["agent_state_dir", "ceiling_env", "run_contained", "sandbox_for"]
 
 
 def agent_state_dir(repo: Repository, plan: str) -> Path:
@@ -38,3 +41,38 @@ def sandbox_for(
     state_dir = agent_state_dir(repo, logs.parent.name)  # the agents' own state (agent_env)
     state_dir.mkdir(parents=True, exist_ok=True)
     return Sandbox(writable=(cwd, state_dir, *writable), readable=(repo.root, repo.common_dir))
+
+
+def run_contained(
+    argv: Sequence[str] | str,
+    *,
+    cwd: Path,
+    log: Path,
+    env: Mapping[str, str],
+    timeout: float | None,
+    grace: float,
+    tag: str | None,
+    cap: int | None,
+    stop: threading.Event,
+    input_path: Path | None = None,
+    sandbox: Sandbox | None = None,
+    on_start: Callable[[int], None] | None = None,
+) -> procgroup.GroupResult:
+    """The one way an attempt runs a command: in a process group of its own, tagged,
+    its output capped in its log, its git kept from climbing out of `cwd`."""
+    return procgroup.run_group(
+        procgroup.GroupSpec(
+            argv,
+            cwd=cwd,
+            log_path=log,
+            env={**ceiling_env(cwd), **env},
+            timeout=timeout,
+            grace=grace,
+            tag=tag,
+            input_path=input_path,
+            cap=cap,
+            sandbox=sandbox,
+        ),
+        stop=stop,
+        on_start=on_start,
+    )

@@ -1,11 +1,13 @@
-"""What every attempt of a run shares (the run context), how an attempt ends (its
-Outcome), and the one way an attempt runs a command: in a process group of its own,
-in its worktree's environment, under the sandbox when the plan asks for it."""
+"""What every attempt of a run shares (the run context), one attempt's scope, how an
+attempt ends (its Outcome), where its steps run (a Place: a local slot or a cluster
+worker's), and the one way an attempt runs a command here: in a process group of
+its own, in its worktree's environment, under the sandbox when the plan asks for it."""
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -15,16 +17,9 @@ from forge.base.liveness import Owner
 from forge.base.settings import Settings
 from forge.git.repo import Repository
 from forge.plan.model import Plan, Task
-from forge.run.attempt.confinement import ceiling_env, sandbox_for
+from forge.run.attempt.confinement import run_contained, sandbox_for
 from forge.run.attempt.reason import reason_line
-from forge.run.state.run_state import (
-    Attempt,
-    RunState,
-    Stall,
-    StateStore,
-    Status,
-    TaskState,
-)
+from forge.run.state.run_state import Attempt, RunState, Stall, StateStore, Status, TaskState
 from forge.run.state.slots import SlotPool
 
 if TYPE_CHECKING:
@@ -32,20 +27,11 @@ if TYPE_CHECKING:
 
 
 class Remote(Protocol):
-    """Runs an attempt elsewhere (a cluster worker): setup, work, commit, scope and
-    check there; returns an Outcome, or the commit to merge (on the task branch)."""
+    """Runs an attempt elsewhere (a cluster worker): the same steps as a local slot
+    (forge.run.attempt.steps) run there; returns an Outcome, or the commit to merge
+    (on the task branch)."""
 
-    def attempt(
-        self,
-        ctx: RunContext,
-        task: Task,
-        ts: TaskState,
-        attempt: Attempt,
-        attempt_dir: Path,
-        *,
-        spec: AgentSpec | None,
-        fresh: bool,
-    ) -> Outcome | str: ...
+    def attempt(self, scope: AttemptScope) -> Outcome | str: ...
 
 
 @dataclass
@@ -80,6 +66,78 @@ class RunContext:
 
 
 @dataclass(frozen=True)
+class Command:
+    """One command of an attempt's steps (setup, agent, check), for its Place to run."""
+
+    argv: Sequence[str] | str
+    log: Path
+    timeout: float | None
+    env: Mapping[str, str]
+    input_path: Path | None = None
+    stop: threading.Event | None = None  # None: the run's
+
+
+class Place(Protocol):
+    """Where an attempt's steps run: what differs between a local slot and a
+    cluster worker's."""
+
+    slot: Path  # the worktree the work happens in
+    logs: Path  # the attempt's log folder
+    state_dir: Path  # the agents' own state (agent_env)
+    stop: threading.Event  # set when the run stops
+
+    def group(self, command: Command) -> procgroup.GroupResult:
+        """Run a command in the slot (forge.run.attempt.confinement.run_contained)."""
+        ...
+
+    def phase(self, name: str, *, save: bool = False) -> AbstractContextManager[object]:
+        """A phase of the attempt (forge.run.attempt.phases), where it is recorded."""
+        ...
+
+    def set_up(self) -> None:
+        """The slot's setup is done (or was not needed)."""
+
+    def commit(self, message: str) -> str:
+        """Commit what the slot holds onto the task branch; the head after
+        (unchanged when there was nothing to commit)."""
+        ...
+
+    def shares_history(self, base: str, head: str) -> bool:
+        """Whether `head` has a common ancestor with `base` (a merge can be built)."""
+        ...
+
+    def changed(self, base: str, head: str) -> list[str]:
+        """The paths `head` changes against `base`."""
+        ...
+
+    def tree(self, commit: str) -> str:
+        """The tree id of `commit`: with the base, it names the change."""
+        ...
+
+    def restore(self) -> None:
+        """Put the slot back to its committed work (a check may write into it)."""
+
+    def warn(self, message: str) -> None:
+        """A warning of the task's (an out-of-scope change the plan only warns of)."""
+
+    def saved(self) -> None:
+        """The attempt's record changed: save it where the run keeps it."""
+
+
+@dataclass
+class AttemptScope:
+    """One attempt of one task in this run: what its steps share."""
+
+    ctx: RunContext
+    task: Task
+    ts: TaskState
+    attempt: Attempt
+    dir: Path  # the attempt's logs
+    spec: AgentSpec | None  # the agent of a prompt task; None for a `run` task
+    fresh: bool = False  # start from the integration head, not the last attempt's work
+
+
+@dataclass(frozen=True)
 class Outcome:
     status: Status
     reason: str
@@ -91,7 +149,7 @@ class Outcome:
 
 def group(
     ctx: RunContext,
-    argv: list[str] | str,
+    argv: Sequence[str] | str,
     *,
     cwd: Path,
     log: Path,
@@ -100,27 +158,28 @@ def group(
     env: Mapping[str, str] | None = None,
     input_path: Path | None = None,
     stop: threading.Event | None = None,
+    writable: tuple[Path, ...] = (),
 ) -> procgroup.GroupResult:
+    """Run a command of the attempt (setup, agent, check, reviewer) in `cwd`; the
+    sandbox, when the run has one, lets it write the slot and `writable`."""
+
     def started(pgid: int) -> None:
         # Kept in memory and saved with the next change: crash recovery finds the
         # processes by their tag, which was saved before the spawn.
         attempt.pgid = pgid
 
-    box = sandbox_for(ctx.repo, ctx.logs, cwd, on=ctx.sandbox)
-    return procgroup.run_group(
-        procgroup.GroupSpec(
-            argv,
-            cwd=cwd,
-            log_path=log,
-            env={**ctx.settings.child_env(), **ceiling_env(cwd), **(env or {})},
-            timeout=timeout,
-            grace=ctx.settings.grace,
-            tag=attempt.tag,
-            input_path=input_path,
-            cap=ctx.plan.log_cap,
-            sandbox=box,
-        ),
+    return run_contained(
+        argv,
+        cwd=cwd,
+        log=log,
+        env={**ctx.settings.child_env(), **(env or {})},
+        timeout=timeout,
+        grace=ctx.settings.grace,
+        tag=attempt.tag,
+        cap=ctx.plan.log_cap,
         stop=ctx.stop if stop is None else stop,
+        input_path=input_path,
+        sandbox=sandbox_for(ctx.repo, ctx.logs, cwd, on=ctx.sandbox, writable=writable),
         on_start=started,
     )
 

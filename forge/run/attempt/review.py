@@ -12,17 +12,16 @@ the attempt is INFRA and the reviewer's agent backs off as a task's would.
 from __future__ import annotations
 
 import json
-import threading
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from forge.agents.output import cli_message
-from forge.base import proc, procgroup
-from forge.plan.model import Task
-from forge.run.attempt.confinement import agent_state_dir, ceiling_env, sandbox_for
-from forge.run.state.run_state import Attempt, TaskState
+from forge.base import proc
+from forge.git.repo import Repository
+from forge.run.attempt.confinement import agent_state_dir
+from forge.run.attempt.context import AttemptScope, group
+from forge.run.state.run_state import Attempt
 
 DIFF_LIMIT = 200_000  # characters of diff in the prompt; a bigger one is cut, and says so
 FINDINGS_LINES = 30
@@ -37,26 +36,17 @@ class Verdict:
     retry_after: float | None = None
 
 
-def judge(
-    ctx: Any,
-    task: Task,
-    ts: TaskState,
-    attempt: Attempt,
-    attempt_dir: Path,
-    worktree: Path,
-    head: str,
-    *,
-    on_start: Callable[[int], None],
-) -> Verdict | None:
+def judge(scope: AttemptScope, worktree: Path, head: str) -> Verdict | None:
     """Run the task's reviewer on `head`; None when the task has none."""
+    ctx, task, ts, attempt = scope.ctx, scope.task, scope.ts, scope.attempt
     text = ctx.plan.review_of(task)
     if text is None:
         return None
     from forge.agents import spec as agents
 
     defn, spec = agents.resolve(text, ctx.agent_defs)
-    log = attempt_dir / "review.log"
-    verdict_file = attempt_dir / "review.json"
+    log = scope.dir / "review.log"
+    verdict_file = scope.dir / "review.json"
     # Replaced whole, never changed in place: another thread may be saving the state.
     record: dict[str, Any] = {"agent": str(spec), "verdict": "running", "log": str(log)}
     attempt.review = record
@@ -68,7 +58,7 @@ def judge(
             Verdict("infra", f"binary-missing: {missing}", defn.name, "binary-missing"),
         )
     assert ts.base is not None
-    prompt_file = attempt_dir / "review-prompt.md"
+    prompt_file = scope.dir / "review-prompt.md"
     agents.write_review_file(
         prompt_file,
         plan=ctx.plan.name,
@@ -100,23 +90,18 @@ def judge(
         review_file=verdict_file,
     )
     timeout = ctx.plan.timeout_of(task, defn.timeout)
-    stop: threading.Event = ctx.stop
-    res = procgroup.run_group(
-        procgroup.GroupSpec(
-            argv,
-            cwd=worktree,
-            log_path=log,
-            env={**ctx.settings.child_env(), **ceiling_env(worktree), **env},
-            timeout=timeout,
-            grace=ctx.settings.grace,
-            tag=attempt.tag,
-            input_path=stdin,
-            sandbox=sandbox_for(
-                ctx.repo, ctx.logs, worktree, on=ctx.sandbox, writable=(verdict_file.parent,)
-            ),
-        ),
-        stop=stop,
-        on_start=on_start,
+    # The attempt's one runner: its tag, the log cap, the sandbox (which lets the
+    # reviewer write its verdict file).
+    res = group(
+        ctx,
+        argv,
+        cwd=worktree,
+        log=log,
+        attempt=attempt,
+        timeout=timeout,
+        env=env,
+        input_path=stdin,
+        writable=(verdict_file.parent,),
     )
     output = log.read_text(errors="replace") if log.exists() else ""
     usage = agents.parse_usage(defn, output)
@@ -170,8 +155,8 @@ def _add(a: Any, b: Any) -> Any:
     return b if a is None else a if b is None else a + b
 
 
-def _diff(repo: Any, base: str, head: str) -> str:
-    diff: str = repo.git("diff", "--no-color", "--no-ext-diff", base, head)
+def _diff(repo: Repository, base: str, head: str) -> str:
+    diff = repo.git("diff", "--no-color", "--no-ext-diff", base, head)
     if len(diff) > DIFF_LIMIT:
         cut = len(diff) - DIFF_LIMIT
         diff = diff[:DIFF_LIMIT] + f"\n... ({cut} more characters of diff cut)\n"

@@ -1,75 +1,49 @@
 """The work step of an attempt: the agent (or a shell task's command) in the task's
 slot, within the attempt's time limit, and what its output says: usage, an
-infrastructure failure, a context overflow, or the agent's own failure."""
+infrastructure failure, a context overflow, or the agent's own failure. The same
+step in a local slot and on a cluster worker (forge.run.attempt.steps)."""
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from forge.base import logs, procgroup
-from forge.plan.model import Task
-from forge.run.state.run_state import (
-    Attempt,
-    Status,
-    TaskState,
-    counted,
-)
+from forge.run.attempt import messages
+from forge.run.attempt.context import Command, Outcome, Place, last_line
+from forge.run.state.run_state import Attempt, Status
 
 if TYPE_CHECKING:
     from forge.agents.definition import AgentDef
-    from forge.agents.spec import AgentSpec
-
-
-from forge.run.attempt.confinement import agent_state_dir
-from forge.run.attempt.context import Outcome, RunContext, group, last_line
-
-
-def timeout_of(ctx: RunContext, task: Task, spec: AgentSpec | None) -> float:
-    """The attempt's time limit: the agent or command and then the check share it."""
-    agent_timeout = None
-    if spec is not None and task.timeout is None:
-        from forge.agents import spec as agents
-
-        agent_timeout = agents.resolve(spec, ctx.agent_defs)[0].timeout
-    return ctx.plan.timeout_of(task, agent_timeout)
+    from forge.run.attempt.order import WorkOrder
 
 
 def run_work(
-    ctx: RunContext,
-    task: Task,
-    ts: TaskState,
-    attempt: Attempt,
-    attempt_dir: Path,
-    path: Path,
-    *,
-    spec: AgentSpec | None,
-    timeout: float,
-    env: dict[str, str],
+    order: WorkOrder, place: Place, attempt: Attempt, env: Mapping[str, str]
 ) -> Outcome | None:
-    """Run the agent or the shell command for at most `timeout` seconds. None when it
-    succeeded."""
-    log = attempt_dir / "agent.log"
+    """Run the agent or the shell command for at most the order's timeout. None when
+    it succeeded."""
+    log = place.logs / "agent.log"
     attempt.log = str(log)
     attempt.feedback_source = "agent"
-    if spec is None:
-        assert task.run is not None
-        res = group(ctx, task.run, cwd=path, log=log, attempt=attempt, timeout=timeout, env=env)
+    timeout = order.timeout
+    if order.agent is None:
+        assert order.run is not None
+        res = place.group(Command(order.run, log, timeout, env))
         defn = None
     else:
-        started = _run_agent(
-            ctx, task, ts, attempt, attempt_dir, path, log, spec=spec, timeout=timeout, env=env
-        )
+        started = _run_agent(order, place, log, env)
         if isinstance(started, Outcome):
             return started
         defn, res = started
-    output = _read_agent_output(defn, attempt, path, log) if defn is not None else ""
+    output = _read_agent_output(defn, attempt, place.slot, log) if defn is not None else ""
     if res.stopped:
-        return Outcome(Status.INTERRUPTED, "stopped by the user")
+        return Outcome(Status.INTERRUPTED, messages.STOPPED)
     if defn is not None and attempt.model_mismatch:
-        ts.warnings.append(f"attempt {attempt.number}: model mismatch: {attempt.model_mismatch}")
-        if ctx.plan.strict_model:  # its work is not what was paid for: INFRA, not judged
+        place.warn(f"attempt {order.number}: model mismatch: {attempt.model_mismatch}")
+        if order.strict_model:  # its work is not what was paid for: INFRA, not judged
             return Outcome(
                 Status.INFRA,
                 f"model: model mismatch: {attempt.model_mismatch} (strict_model)",
@@ -80,88 +54,63 @@ def run_work(
         infra = _infra(defn, res, output, timeout, log)
         if infra is not None:
             return infra
+    what = "command" if defn is None else "agent"
     if res.timed_out:
-        what = "command" if spec is None else "agent"
-        return Outcome(Status.TIMEOUT, f"{what} timed out after {timeout:g}s")
-    if res.returncode != 0:
+        return Outcome(Status.TIMEOUT, messages.timed_out(what, timeout))
+    if res.returncode is not None and res.returncode != 0:
+        said = last_line(log)
         if defn is not None:
             from forge.agents import spec as agents
 
             if agents.is_context_overflow(output):
-                return Outcome(
-                    Status.FAILED,
-                    "the prompt overflowed the agent's context window: split the task",
-                )
-            said = agents.failure_reason(output) or last_line(log)
-            return Outcome(Status.FAILED, f"agent exited {res.returncode}: {said}")
-        return Outcome(Status.FAILED, f"command exited {res.returncode}: {last_line(log)}")
+                return Outcome(Status.FAILED, messages.CONTEXT_OVERFLOW)
+            said = agents.failure_reason(output) or said
+        return Outcome(Status.FAILED, messages.exited(what, res.returncode, said))
     return None
 
 
 def _run_agent(
-    ctx: RunContext,
-    task: Task,
-    ts: TaskState,
-    attempt: Attempt,
-    attempt_dir: Path,
-    path: Path,
-    log: Path,
-    *,
-    spec: AgentSpec,
-    timeout: float,
-    env: dict[str, str],
+    order: WorkOrder, place: Place, log: Path, env: Mapping[str, str]
 ) -> tuple[AgentDef, procgroup.GroupResult] | Outcome:
     """Write the prompt (and the feedback of a retry) and run the agent's command,
     watching its log for an outage. Returns (its definition, the result), or the
     INFRA outcome of a missing binary."""
     from forge.agents import spec as agents
-    from forge.run.attempt import feedback
+    from forge.run.attempt.watch import infra_watch
 
-    defn, spec = agents.resolve(spec, ctx.agent_defs)
+    assert order.agent is not None
+    defn, spec = order.agent
     missing = agents.check_binary(defn)
     if missing:
         return Outcome(
             Status.INFRA,
-            f"binary-missing: {missing}",
+            messages.binary_missing(missing),
             infra_kind="binary-missing",
             infra_agent=defn.name,
         )
-    prompt_file = attempt_dir / "prompt.md"
-    fb = feedback.for_retry(ctx.repo, ts) if len(ts.attempts) > 1 else None
+    prompt_file = place.logs / "prompt.md"
+    prompt_file.write_text(order.prompt_text)
     feedback_file = None
-    if fb is not None:
-        feedback_file = attempt_dir / "feedback.md"
-        feedback_file.write_text(feedback.render(fb))
-    told = counted(ts.attempts[:-1]) + 1  # INFRA tries are not attempts
-    feedback.write_prompt(defn, prompt_file, plan=ctx.plan.name, task=task, attempt=told, fb=fb)
+    if order.feedback_text is not None:
+        feedback_file = place.logs / "feedback.md"
+        feedback_file.write_text(order.feedback_text)
     argv, stdin = agents.render_command(
-        defn, spec, prompt_file=prompt_file, task=task.id, worktree=path
+        defn, spec, prompt_file=prompt_file, task=order.task, worktree=place.slot
     )
     agent_env = agents.agent_env(
         defn,
         spec,
-        task=task.id,
-        attempt=told,
+        task=order.task,
+        attempt=order.told,
         prompt_file=prompt_file,
         feedback_file=feedback_file,
-        state_dir=agent_state_dir(ctx.repo, ctx.plan.name),
-        worktree=path,
+        state_dir=place.state_dir,
+        worktree=place.slot,
     )
-    from forge.run.attempt.watch import infra_watch
-
-    with infra_watch(log, defn, ctx.stop) as watch:
-        res = group(
-            ctx,
-            argv,
-            cwd=path,
-            log=log,
-            attempt=attempt,
-            timeout=timeout,
-            env={**env, **agent_env},
-            input_path=stdin,
-            stop=watch.event,
-        )
-    if res.stopped and watch.hit is not None and not ctx.stop.is_set():
+    with infra_watch(log, defn, place.stop) as watch:
+        command = Command(argv, log, order.timeout, {**env, **agent_env}, stdin, watch.event)
+        res = place.group(command)
+    if res.stopped and watch.hit is not None and not place.stop.is_set():
         # Stopped on its own outage message: read as a run that ended there.
         res = dataclasses.replace(res, stopped=False, returncode=1)
     return defn, res

@@ -1,0 +1,128 @@
+"""A slot of this machine's pool as the place an attempt's steps run
+(forge.run.attempt.steps): a worktree of the repository on the task's branch,
+its commands run by the attempt's one runner, its phases and changes recorded
+in the run state as they happen."""
+
+from __future__ import annotations
+
+import threading
+from contextlib import AbstractContextManager
+from pathlib import Path
+
+from forge.base import procgroup
+from forge.git import merge as integrate
+from forge.git import worktrees
+from forge.run.attempt.confinement import agent_state_dir
+from forge.run.attempt.context import AttemptScope, Command, group
+from forge.run.attempt.phases import phase
+from forge.run.attempt.reset import reset_for_attempt
+from forge.run.state.run_state import Slot
+
+
+class LocalSlot:
+    def __init__(self, scope: AttemptScope, path: Path, slot: Slot, new: bool) -> None:
+        self.scope = scope
+        self.slot = path
+        self.logs = scope.dir
+        self.state_dir = agent_state_dir(scope.ctx.repo, scope.ctx.plan.name)
+        self.stop: threading.Event = scope.ctx.stop
+        self._pooled = slot
+        self._new = new
+
+    def group(self, command: Command) -> procgroup.GroupResult:
+        c = command
+        return group(
+            self.scope.ctx,
+            c.argv,
+            cwd=self.slot,
+            log=c.log,
+            attempt=self.scope.attempt,
+            timeout=c.timeout,
+            env=c.env,
+            input_path=c.input_path,
+            stop=c.stop,
+        )
+
+    def phase(self, name: str, *, save: bool = False) -> AbstractContextManager[object]:
+        return phase(self.scope.ctx, self.scope.task.id, self.scope.attempt, name, save=save)
+
+    def set_up(self) -> None:
+        if self._new:
+            self.scope.ctx.slots.mark_setup(self._pooled)
+
+    def commit(self, message: str) -> str:
+        assert self.scope.ts.branch is not None
+        return worktrees.commit_all(
+            self.scope.ctx.repo, self.slot, message, branch=self.scope.ts.branch
+        )
+
+    def shares_history(self, base: str, head: str) -> bool:
+        return integrate.shares_history(self.scope.ctx.repo, base, head)
+
+    def changed(self, base: str, head: str) -> list[str]:
+        # NUL-separated: without -z git quotes any name that is not plain ASCII.
+        names = self.scope.ctx.repo.git("diff", "--name-only", "-z", "--no-renames", base, head)
+        return [p for p in names.split("\0") if p]
+
+    def tree(self, commit: str) -> str:
+        return self.scope.ctx.repo.tree_of(commit)
+
+    def restore(self, commit: str | None = None) -> None:
+        """Back to the committed work (or to `commit`), nothing else in the tree."""
+        repo = self.scope.ctx.repo
+        worktrees.git(
+            repo,
+            self.slot,
+            "reset",
+            "--quiet",
+            "--hard",
+            *([commit] if commit else []),
+            check=False,
+        )
+        worktrees.git(repo, self.slot, "clean", "-fdq", check=False)
+
+    def warn(self, message: str) -> None:
+        self.scope.ts.warnings.append(message)
+
+    def saved(self) -> None:
+        with self.scope.ctx.store.lock:
+            self.scope.ctx.save(self.scope.task.id)
+
+
+def prepare(scope: AttemptScope) -> tuple[LocalSlot, str]:
+    """A slot on the task's branch, reset to where this attempt starts. Returns the
+    slot and the commit the attempt starts from."""
+    ctx, task, ts, attempt = scope.ctx, scope.task, scope.ts, scope.attempt
+    repo = ctx.repo
+    assert ts.base is not None and ts.branch is not None
+    # The branch: created at the pinned base on the first attempt.
+    if repo.ref_value(ts.branch) is None:
+        repo.update_ref(ts.branch, ts.base, None, message="forge: task branch")
+    with phase(ctx, task.id, attempt, "worktree"):
+        got = ctx.slots.acquire(task.id, ts.base)
+        slot, new = got.slot, not got.slot.setup_done
+        attempt.slot = slot.name
+        path = Path(slot.path)
+        # One look at the slot per attempt, none when it is clean by construction; after
+        # reset_for_attempt it is clean (anything found was salvaged, then cleared).
+        start_head, salvaged = reset_for_attempt(
+            repo,
+            ctx.plan,
+            ts,
+            path,
+            fresh=scope.fresh,
+            known_clean=got.clean,
+            integration_head=repo.ref_value(ctx.state.integration),
+            shell=task.run is not None,
+        )
+        if salvaged:
+            ctx.save(task.id)
+        worktrees.move(
+            repo,
+            path,
+            ts.branch,
+            clean_all=ctx.plan.clean == "all",
+            known_clean=True,
+            commit=start_head,
+        )
+    return LocalSlot(scope, path, slot, new), start_head

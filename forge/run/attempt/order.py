@@ -1,0 +1,101 @@
+"""What an attempt's steps are asked to do (a WorkOrder), made from the run here and
+carried out in a local slot or on a cluster worker alike.
+
+A WorkOrder holds plain values only: it crosses to a cluster worker pickled, so
+it carries no path of this machine, no repository and no credentials.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+from forge.run.attempt.context import AttemptScope
+from forge.run.state.run_state import FAILURES, Attempt, counted
+
+if TYPE_CHECKING:
+    from forge.agents.definition import AgentDef
+    from forge.agents.spec import AgentSpec
+
+# What may judge and reject a change: the same change again after one of these is
+# "no progress". An agent that exited non-zero may have made the right change and
+# been cut off, so its failure does not count.
+JUDGES = ("check", "scope", "review", "merge", "verify:")
+
+
+@dataclass(frozen=True)
+class WorkOrder:
+    task: str
+    number: int  # the attempt's number in the task's history
+    told: int  # the number the agent is told (INFRA tries are not attempts)
+    base: str  # the task's pinned base: scope and progress are measured against it
+    message: str  # commit message of the attempt's work
+    files: tuple[str, ...]
+    scope_warn: bool
+    timeout: float  # the work and then the check share it
+    run: str | None = None  # a shell task's command
+    agent: tuple[AgentDef, AgentSpec] | None = None  # a prompt task's agent
+    prompt_text: str = ""
+    feedback_text: str | None = None
+    setup: str | None = None
+    setup_timeout: float = 0.0
+    check: str | None = None
+    clean_all: bool = False
+    env: tuple[tuple[str, str], ...] = ()  # the plan's `env`, expanded in the slot
+    judged_hash: str | None = None  # the last judged failure's change: "no progress"
+    strict_model: bool = False  # an agent that reports another model than asked is INFRA
+
+
+def last_judged_hash(attempts: list[Attempt]) -> str | None:
+    """The change of the last attempt among `attempts` that a judge rejected (see
+    JUDGES), if any: making it again is no progress."""
+    judged = [
+        a
+        for a in attempts
+        if a.status in FAILURES and a.diff_hash and (a.feedback_source or "").startswith(JUDGES)
+    ]
+    return judged[-1].diff_hash if judged else None
+
+
+def order_for(scope: AttemptScope) -> WorkOrder:
+    """The order of `scope`'s attempt; a prompt task's prompt (with the feedback of
+    a retry) is written into the attempt's folder too."""
+    ctx, task, ts = scope.ctx, scope.task, scope.ts
+    plan = ctx.plan
+    assert ts.base is not None
+    n = scope.attempt.number
+    told = counted(ts.attempts[:-1]) + 1
+    order = WorkOrder(
+        task=task.id,
+        number=n,
+        told=told,
+        base=ts.base,
+        message=f"forge: {plan.name}/{task.id} attempt {n}\n\n{task.title}",
+        files=task.files,
+        scope_warn=plan.scope == "warn",
+        timeout=plan.timeout_of(task),
+        run=task.run,
+        setup=plan.setup,
+        setup_timeout=plan.setup_timeout,
+        check=task.check,
+        clean_all=plan.clean == "all",
+        env=tuple(plan.env.items()),
+        judged_hash=last_judged_hash(ts.attempts[:-1]),
+        strict_model=plan.strict_model,
+    )
+    if scope.spec is None:
+        return order
+    from forge.agents import spec as agents
+    from forge.run.attempt import feedback
+
+    defn, resolved = agents.resolve(scope.spec, ctx.agent_defs)
+    fb = feedback.for_retry(ctx.repo, ts) if len(ts.attempts) > 1 else None
+    prompt_file = scope.dir / "prompt.md"
+    feedback.write_prompt(defn, prompt_file, plan=plan.name, task=task, attempt=told, fb=fb)
+    return replace(
+        order,
+        agent=(defn, resolved),
+        prompt_text=prompt_file.read_text(),
+        feedback_text=feedback.render(fb) if fb is not None else None,
+        timeout=plan.timeout_of(task, defn.timeout),
+    )

@@ -1,0 +1,147 @@
+"""The steps of one attempt, the same in a local slot and on a cluster worker:
+
+setup (once per slot) -> the agent or shell command -> commit -> nothing changed?
+-> scope -> no progress? -> the task's check.
+
+Each step is a function of the WorkOrder (what to do), the Place (where it runs:
+forge.run.attempt.local, or the cluster worker) and the Attempt record it fills
+in (its log, its commit and change, what judged it). The first failing step ends
+the attempt with an Outcome; its reason is one of forge.run.attempt.messages.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Mapping
+
+from forge.base import faults
+from forge.base.text import one_line
+from forge.plan.patterns import out_of_scope
+from forge.run.attempt import messages
+from forge.run.attempt.context import Command, Outcome, Place, last_line
+from forge.run.attempt.order import WorkOrder
+from forge.run.attempt.work import run_work
+from forge.run.state.run_state import Attempt, Stall, Status
+from forge.verify import environment
+
+
+def run_steps(order: WorkOrder, place: Place, attempt: Attempt, start: str) -> Outcome | str:
+    """Run the attempt's steps from the commit `start`; the Outcome that ended it, or
+    the commit of the work that passed them all."""
+    env = environment.expand(order.env, place.slot)
+    failed = setup(order, place, attempt, env)
+    if failed is not None:
+        return failed
+    work_started = time.monotonic()
+    with place.phase("agent" if order.agent is not None else "run"):
+        failed = run_work(order, place, attempt, env)
+    if failed is not None:
+        keep_judged_work(order, place, attempt, failed, start)
+        return failed
+    faults.point("after-agent")
+    head = commit_and_judge(order, place, attempt, start)
+    if isinstance(head, Outcome):
+        return head
+    return check(order, place, attempt, env, work_started) or head
+
+
+def setup(
+    order: WorkOrder, place: Place, attempt: Attempt, env: Mapping[str, str]
+) -> Outcome | None:
+    """The plan's setup in the slot when it needs it: once per slot, and again when
+    the setup or env changed, or when `clean = "all"` removed what it made."""
+    digest = environment.setup_hash(order.setup, order.env)
+    if order.setup and (order.clean_all or not environment.is_set_up(place.slot, digest)):
+        log = place.logs / "setup.log"
+        limit = order.setup_timeout
+        with place.phase("setup", save=True):
+            res = place.group(Command(order.setup, log, limit, env))
+        if res.stopped:
+            return Outcome(Status.INTERRUPTED, messages.SETUP_STOPPED)
+        if res.timed_out:
+            attempt.log = str(log)
+            return Outcome(Status.TIMEOUT, messages.setup_timed_out(limit))
+        if res.returncode != 0:
+            attempt.log = str(log)
+            return Outcome(Status.FAILED, messages.setup_failed(last_line(log)))
+        environment.mark_set_up(place.slot, digest)
+    place.set_up()
+    return None
+
+
+def keep_judged_work(
+    order: WorkOrder, place: Place, attempt: Attempt, outcome: Outcome, start: str
+) -> None:
+    """Keep what a failed or timed-out attempt left, so the retry fixes its own work."""
+    if outcome.status in (Status.FAILED, Status.TIMEOUT):
+        commit = place.commit(order.message + "\n\n(failed attempt)")
+        if commit != start:
+            attempt.commit = commit
+            attempt.diff_hash = change_hash(order.base, place.tree(commit))
+
+
+def commit_and_judge(order: WorkOrder, place: Place, attempt: Attempt, start: str) -> str | Outcome:
+    """Commit the work and judge the change itself: empty, out of scope, or the same
+    as a rejected one. Returns the commit, or the outcome that ends the attempt."""
+    head = place.commit(order.message)
+    faults.point("after-commit")
+    if head == start:
+        return Outcome(Status.FAILED, messages.NO_CHANGES, stall=Stall.NO_CHANGES)
+    if not place.shares_history(order.base, head):  # re-inited, or a parentless commit
+        return Outcome(Status.CONFLICT, messages.NO_SHARED_HISTORY)
+    attempt.commit = head
+    attempt.diff_hash = change_hash(order.base, place.tree(head))
+    changed = place.changed(order.base, head)
+    if not changed:
+        return Outcome(Status.FAILED, messages.NO_NET_CHANGES, stall=Stall.NO_CHANGES)
+    outside = out_of_scope(order.files, changed)
+    if outside:
+        msg = messages.out_of_scope(", ".join(one_line(p) for p in outside[:8]))
+        if not order.scope_warn:
+            attempt.feedback_source = "scope"
+            return Outcome(Status.FAILED, msg)
+        place.warn(msg)
+    if order.judged_hash is not None and order.judged_hash == attempt.diff_hash:
+        return Outcome(Status.FAILED, messages.NO_PROGRESS, stall=Stall.NO_PROGRESS)
+    place.saved()
+    return head
+
+
+def check(
+    order: WorkOrder,
+    place: Place,
+    attempt: Attempt,
+    env: Mapping[str, str],
+    work_started: float,
+) -> Outcome | None:
+    """The task's own check, on the committed work, in what is left of the attempt's
+    time. None when it passed (or there is none)."""
+    if not order.check:
+        return None
+    log = place.logs / "check.log"
+    limit = order.timeout
+    left = limit - (time.monotonic() - work_started)
+    if left <= 0:
+        attempt.feedback_source = "check"
+        return Outcome(Status.TIMEOUT, messages.check_not_run(limit))
+    with place.phase("check"):
+        res = place.group(Command(order.check, log, left, env))
+    # The work is committed: a later attempt must start from the commit.
+    place.restore()
+    if res.stopped:
+        return Outcome(Status.INTERRUPTED, messages.CHECK_STOPPED)
+    if res.timed_out:
+        attempt.log, attempt.feedback_source = str(log), "check"
+        return Outcome(Status.TIMEOUT, messages.check_timed_out(limit))
+    if res.returncode != 0:
+        attempt.log, attempt.feedback_source = str(log), "check"
+        return Outcome(Status.FAILED, messages.check_failed(last_line(log)))
+    return None
+
+
+def change_hash(base: str, tree: str) -> str:
+    """Identifies the change an attempt made (here or on a cluster worker). The base
+    is pinned, so two attempts' diffs are byte-identical exactly when their trees
+    are: the tree id says it without computing a diff."""
+    return hashlib.sha256(f"{base} {tree}".encode()).hexdigest()
