@@ -100,7 +100,8 @@ def plan(
     plan_file: Annotated[Path, typer.Argument(help="The plan file (TOML).", metavar="PLAN.toml")],
     check: Annotated[bool, typer.Option("--check", help="Validate only; record nothing.")] = False,
     graph: Annotated[
-        bool, typer.Option("--graph", help="Print the DAG as text instead of the wave table.")
+        bool,
+        typer.Option("--graph", help="Print the DAG as text (a view: records nothing)."),
     ] = False,
     graph_format: Annotated[
         str, typer.Option("--format", help="The --graph format: mermaid or dot.")
@@ -119,7 +120,7 @@ def plan(
     def note(line: str) -> None:
         sys.stderr.write(f"forge: note: {line}\n")
 
-    if check:
+    if check or graph:  # a view records nothing
         planned = plan_command.check(plan_file)
     else:
         planned = plan_command.record(_repo(), plan_file, note=note)
