@@ -238,6 +238,9 @@ def status(
     target: Annotated[
         str | None, typer.Argument(metavar="PLAN|TASK", help="Plan, or a task of the plan.")
     ] = None,
+    task_arg: Annotated[
+        str | None, typer.Argument(metavar="[TASK]", help="With a PLAN: a task of that plan.")
+    ] = None,
     plan_ref: PlanOpt = None,
     disk: Annotated[
         bool, typer.Option("--disk", help="Measure the worktrees' disk use now.")
@@ -249,7 +252,7 @@ def status(
     from forge.commands.target import status_target
 
     repo = _repo()
-    plan_name, task = status_target(repo, target, plan_ref)
+    plan_name, task = status_target(repo, target, plan_ref, task=task_arg)
     if not as_json:
         typer.echo(views.render(repo, plan_name, task, disk=disk), nl=False)
     elif task is None:

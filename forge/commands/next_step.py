@@ -28,13 +28,17 @@ def next_steps(report: RunReport, plan: Plan, *, only: str | None) -> list[str]:
         first = failed[0]
         others = "" if len(failed) == 1 else f" (and {len(failed) - 1} more failed)"
         out.append(
-            f"next: `forge retry {first}` retries it with its failure as feedback{others}; "
+            f"next: `forge retry {first} --plan {name}` retries it with its failure as "
+            f"feedback{others}; "
             f"`forge run {name} --retry-failed 1` retries every failed task once"
         )
     verdict = report.verification.verdict if report.verification is not None else None
-    if failed or verdict == Verdict.FAIL or any(ts.suggestion for ts in state.tasks.values()):
+    suggested = [ts.id for ts in state.tasks.values() if ts.suggestion]
+    if failed or verdict == Verdict.FAIL or suggested:
+        # A real task, so the line runs as written: the first that failed or stopped.
+        task = (failed + suggested + list(state.tasks) + [plan.tasks[0].id])[0]
         out.append(
-            f"see: `forge status {name} TASK` for a task's attempts, "
+            f"see: `forge status {name} {task}` for a task's attempts, "
             f"`forge report {name}` for the whole run as a page"
         )
     return out

@@ -153,7 +153,7 @@ def render_report(report: RunReport, *, width: int | None = None) -> str:
             out.append(f"{ts.id}: candidates: {summary(ts)}")
         out += [f"{ts.id}: salvaged work kept in {ref}" for ref in ts.salvage]
     if report.interrupted:
-        out.append("interrupted: running tasks were stopped; `forge run` resumes")
+        out.append(f"interrupted: running tasks were stopped; `forge run {report.plan}` resumes")
     elif report.paused:
         out.append(f"paused: {report.paused}")
     else:

@@ -439,11 +439,12 @@ def check_retry(
         if not fresh:
             raise ForgeError(
                 f"task '{task}' has merged, and its definition changed since: "
-                f"`forge retry {task} --fresh` runs it again on the current integration head"
+                f"`forge retry {task} --plan {plan.name} --fresh` runs it again on the current "
+                "integration head"
             )
     if ts is not None and ts.status == Status.QUEUED:
         raise ForgeError(
-            f"task '{task}' is queued for verification; `forge run` verifies and lands it"
+            f"task '{task}' is queued for verification; `forge run {plan.name}` verifies and lands it"
         )
     for dep in t.deps:
         dst = state.tasks.get(dep) if state else None
