@@ -295,12 +295,15 @@ def accept(
     merge: Annotated[
         bool, typer.Option("--merge", help="Make a merge commit when a fast-forward is impossible.")
     ] = False,
+    now: Annotated[
+        bool, typer.Option("--now", help="While the plan runs: bring in its verified head so far.")
+    ] = False,
 ) -> None:
     """Bring a verified integration branch into your branch (fast-forward by default)."""
     from forge.commands.accept import accept as do_accept
 
     repo = _repo()
-    typer.echo(do_accept(repo, _plan_name(repo, plan_ref), merge=merge))
+    typer.echo(do_accept(repo, _plan_name(repo, plan_ref), merge=merge, now=now))
 
 
 @app.command()

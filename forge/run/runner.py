@@ -25,7 +25,7 @@ from forge.plan.model import Plan
 from forge.plan.registry import Recorded
 from forge.run.attempt.context import Remote, RunContext
 from forge.run.options import RunOptions
-from forge.run.state import reconcile, recovery
+from forge.run.state import accepted, reconcile, recovery
 from forge.run.state.run_state import RunState, StateStore, Status
 from forge.run.state.slots import SlotPool
 from forge.verify.records import Verdict, VerifyRecord
@@ -94,6 +94,7 @@ def run_plan(
         store = StateStore(repo.state, plan.name)
         started = time.monotonic()
         before = snapshot.take(repo)
+        accepted.forget(repo.state, plan.name)
         state, integration = _open_state(repo, recorded, store)
         state.touched = None
         logs = repo.state.logs_dir(plan.name)
@@ -323,6 +324,8 @@ def _close_state(
     for slot in state.slots.values():  # measured here so `forge status` stays fast
         path = Path(slot.path)
         slot.bytes = worktrees.disk_usage(path) if path.exists() else 0
+    # `forge accept --now` moved the user's branch during the run: forge did that.
+    before = accepted.replay(repo, store.plan, before)
     state.touched = snapshot.take(repo).changes_since(before)
     state.finished = now_iso()
     state.wall_seconds = round(time.monotonic() - started, 3)
