@@ -304,7 +304,7 @@ def _conclude(
         report.interrupted = True
     elif gate is not None and gate.broken is not None:
         report.verification = gate.broken
-    elif options.verify and report.integration_head and not state.paused:
+    elif options.verify and report.integration_head and not state.paused and _landed_any(state):
         landed = state.verification
         if gate is not None and landed and landed.commit == report.integration_head:
             report.verification = landed
@@ -315,6 +315,12 @@ def _conclude(
             state.verification = report.verification
         if stop.is_set():
             report.interrupted = True
+
+
+def _landed_any(state: RunState) -> bool:
+    """Whether any task's work is on the integration branch: a head no task changed
+    is the plan's base, and a verdict on it would blame the base for the tasks."""
+    return any(ts.status == Status.MERGED for ts in state.tasks.values())
 
 
 def _close_state(

@@ -89,7 +89,12 @@ def test_every_suggested_command_runs_as_written(repo: Path, tmp_path: Path) -> 
         assert kind in text, kind
     commands = list(dict.fromkeys(SUGGESTED.findall(text)))
     # the lines a person reads after these runs name at least these
-    for expected in ("forge status p a", "forge retry a --plan p", "forge resume --plan h"):
+    for expected in (
+        "forge status p a",
+        "forge retry a --plan p --fresh",  # a shell task: fixed in the plan, not fed back
+        "forge retry t --plan s",
+        "forge resume --plan h",
+    ):
         assert expected in commands, commands
     assert any(c.startswith("forge plan ") and c.endswith("s.toml") for c in commands), commands
     for command in commands:
