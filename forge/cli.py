@@ -429,8 +429,11 @@ def hooks_install() -> None:
     """Install forge's git hooks (keeping and chaining any hook already there)."""
     from forge.hooks import runtime as hooks
 
-    for line in hooks.install(_repo()):
+    repo = _repo()
+    for line in hooks.install(repo):
         typer.echo(line)
+    for warning in hooks.unverified_warning(repo):
+        sys.stderr.write(f"forge: warning: {warning}\n")
 
 
 @hooks_app.command("uninstall")

@@ -22,6 +22,7 @@ from forge.errors import ForgeError
 DEFAULT_RERUNS = 2
 # Every lane has a time limit: a hanging test suite must not hang the gate forever.
 DEFAULT_VERIFY_TIMEOUT = 3600.0
+DEFAULT_SETUP_TIMEOUT = 10 * 60.0  # seconds `setup` may run in one worktree or checkout
 
 
 @dataclass(frozen=True)
@@ -35,8 +36,8 @@ class VerifyConfig:
     reruns: int = DEFAULT_RERUNS  # reruns of a failing lane with an unchanged tree
     timeout: float = DEFAULT_VERIFY_TIMEOUT  # seconds per lane run
     grace: float = DEFAULT_GRACE  # seconds between TERM and KILL when stopping
-    # Set from a plan for its runs (never stored with the config): each checkout is
-    # prepared by the plan's setup and every lane runs in the plan's env.
+    # From forge.toml's [verify] or a plan, for its runs (never stored with the
+    # config): each checkout is prepared by setup and every lane runs in env.
     setup: str | None = None
     setup_timeout: float | None = None
     env: tuple[tuple[str, str], ...] = ()
@@ -148,8 +149,9 @@ def parse_verify(
     line_of: Callable[[str], int | None],
 ) -> VerifyConfig | None:
     """A VerifyConfig from `verify = "cmd"` or a `[verify]` table (`command` or
-    `lanes`, `reruns`, `timeout`, `grace`); `reruns` is a separate `verify_reruns`
-    key (None when absent). Problems are added, not raised."""
+    `lanes`, `reruns`, `timeout`, `grace`, and in forge.toml `setup`, `setup_timeout`,
+    `env` as a plan means them); `reruns` is a separate `verify_reruns` key (None
+    when absent). Problems are added, not raised."""
     before = len(problems.items)
     if value is None:
         if reruns is not None:
@@ -162,6 +164,7 @@ def parse_verify(
     grace = DEFAULT_GRACE
     table_reruns: Any = None
     lanes: list[tuple[str, str]] = []
+    prepare: dict[str, Any] = {}
     if isinstance(value, str):
         if not value.strip():
             problems.add(f"{what}: the verify command is empty", line=line_of("verify"))
@@ -169,11 +172,12 @@ def parse_verify(
     elif isinstance(value, dict):
         check_keys(
             value,
-            ["command", "lanes", "reruns", "timeout", "grace"],
+            ["command", "lanes", "reruns", "timeout", "grace", *PREPARE_KEYS],
             what=what,
             problems=problems,
             line_of=line_of,
         )
+        prepare = _verify_prepare(value, what, problems, line_of)
         lanes = _verify_lanes(value, what=what, problems=problems, line_of=line_of)
         table_reruns = value.get("reruns")
         timeout = _verify_duration(value, "timeout", what, problems, line_of)
@@ -191,7 +195,37 @@ def parse_verify(
         reruns=count,
         timeout=DEFAULT_VERIFY_TIMEOUT if timeout is None else timeout,
         grace=grace,
+        **prepare,
     )
+
+
+PREPARE_KEYS = ("setup", "setup_timeout", "env")
+
+
+def _verify_prepare(
+    table: dict[str, Any],
+    what: str,
+    problems: Problems,
+    line_of: Callable[[str], int | None],
+) -> dict[str, Any]:
+    """`setup`, `setup_timeout` and `env` of a `[verify]` table, as VerifyConfig fields."""
+    out: dict[str, Any] = {}
+    setup = table.get("setup")
+    if setup is not None:
+        if isinstance(setup, str) and setup.strip():
+            out["setup"] = setup
+        else:
+            problems.add(f"{what}: `setup` must be a non-empty string", line=line_of("setup"))
+    limit = _verify_duration(table, "setup_timeout", what, problems, line_of)
+    if "setup" in out:
+        out["setup_timeout"] = DEFAULT_SETUP_TIMEOUT if limit is None else limit
+    env = table.get("env")
+    if env is not None:
+        if isinstance(env, dict) and all(isinstance(v, str) for v in env.values()):
+            out["env"] = tuple(sorted(env.items()))
+        else:
+            problems.add(f'{what}: `env` must be a table of NAME = "value"', line=line_of("env"))
+    return out
 
 
 def _verify_lanes(
