@@ -58,6 +58,16 @@ prompt = "edit"
 files = ["t1.txt"]
 """
 
+LIMITED = f"""
+agent = "fake"
+[agents.fake]
+command = {json.dumps([sys.executable, str(FAKES / "agent_ratelimit.py")])}
+[[task]]
+id = "r"
+prompt = "do it"
+files = ["r.txt"]
+"""
+
 HELD = """
 [[task]]
 id = "h"
@@ -74,7 +84,8 @@ def _out(repo: Path, *args: str, code: int) -> str:
 
 def test_every_suggested_command_runs_as_written(repo: Path, tmp_path: Path) -> None:
     said: list[str] = []
-    for name, body in (("p", FAILING), ("s", EXHAUSTED), ("c", PRICED), ("h", HELD)):
+    plans = (("p", FAILING), ("s", EXHAUSTED), ("c", PRICED), ("r", LIMITED), ("h", HELD))
+    for name, body in plans:
         _out(repo, "plan", str(write_plan(tmp_path, body, name=name)), code=0)
     said.append(_out(repo, "run", "p", code=5))  # a failure: next: and see:
     said.append(_out(repo, "retry", "a", "--plan", "p", code=5))  # and again, retried
@@ -82,10 +93,11 @@ def test_every_suggested_command_runs_as_written(repo: Path, tmp_path: Path) -> 
     said.append(_out(repo, "retry", "t", "--plan", "s", code=5))
     said.append(_out(repo, "retry", "t", "--plan", "s", code=3))  # the split suggestion
     said.append(_out(repo, "run", "c", code=8))  # paused by its budget
+    said.append(_out(repo, "run", "r", "--infra-retries", "0", code=8))  # by a rate limit
     said.append(_out(repo, "hold", "--reason", "freeze", "--plan", "h", code=0))
     said.append(_out(repo, "run", "h", code=8))  # paused by a hold
     text = "\n".join(said)
-    for kind in ("next:", "see:", "paused: budget", "paused: hold", "Split it"):
+    for kind in ("next:", "see:", "paused: budget", "paused: infra", "paused: hold", "Split it"):
         assert kind in text, kind
     commands = list(dict.fromkeys(SUGGESTED.findall(text)))
     # the lines a person reads after these runs name at least these
@@ -94,6 +106,7 @@ def test_every_suggested_command_runs_as_written(repo: Path, tmp_path: Path) -> 
         "forge retry a --plan p --fresh",  # a shell task: fixed in the plan, not fed back
         "forge retry t --plan s",
         "forge resume --plan h",
+        "forge run r",
     ):
         assert expected in commands, commands
     assert any(c.startswith("forge plan ") and c.endswith("s.toml") for c in commands), commands
