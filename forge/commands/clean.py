@@ -13,10 +13,10 @@ from pathlib import Path
 
 from forge.base import faults
 from forge.base.files import plan_lock
-from forge.commands.disk import is_plan_key, verification_keys
 from forge.git import refs, worktrees
 from forge.git.merge import is_ancestor
 from forge.git.repo import Repository
+from forge.run.state.folders import is_plan_key, verification_keys
 from forge.run.state.recovery import stop_leftovers, sweep_salvage_indexes
 from forge.run.state.run_state import RunState, StateStore, Status
 

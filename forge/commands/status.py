@@ -14,7 +14,6 @@ from forge.base.files import read_json
 from forge.base.liveness import Owner
 from forge.base.text import one_line, text_table
 from forge.commands.candidate_view import candidate_lines, candidate_rows, summary
-from forge.commands.disk import disk_use
 from forge.errors import ForgeError, StateError
 from forge.git import refs, worktrees
 from forge.git.repo import Repository, short_sha
@@ -22,6 +21,7 @@ from forge.run.attempt.phases import current
 from forge.run.gate import story
 from forge.run.spend import Spend, attempt_usd, cost_usd, per_landed, spend_data
 from forge.run.state import hold as holds
+from forge.run.state.folders import disk_lines, disk_use
 from forge.run.state.run_state import UNCOUNTED, RunState, StateStore, Status, TaskState
 from forge.verify.records import VerifyRecord
 
@@ -399,7 +399,7 @@ def render_status(data: dict[str, Any]) -> str:
             f"last run: {line.strip()}" if i == 0 else line
             for i, line in enumerate(touched_lines(data.get("touched")))
         ]
-    out += disk_lines(data.get("disk"))
+    out += disk_lines(data.get("disk"), _bytes)
     out.append(f"logs: {data['logs']}")
     return "\n".join(out) + "\n"
 
@@ -502,16 +502,6 @@ def render_history(data: dict[str, Any], task: str) -> str:
     if attempts and attempts[-1].get("log"):
         out.append(f"last log: {attempts[-1]['log']}")
     return "\n".join(out) + "\n"
-
-
-def disk_lines(use: dict[str, int] | None) -> list[str]:
-    """`forge status --disk`: every folder forge made for the plan, by kind."""
-    if use is None:
-        return []
-    if not use:
-        return ["disk (measured now): nothing of the plan's on disk"]
-    kinds = ", ".join(f"{kind} {_bytes(n)}" for kind, n in use.items())
-    return [f"disk (measured now): {_bytes(sum(use.values()))} in all: {kinds}"]
 
 
 def _bytes(n: int) -> str:

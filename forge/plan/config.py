@@ -16,7 +16,7 @@ from typing import Any
 from forge.agents.names import agent_name_problem
 from forge.base.durations import parse_duration
 from forge.base.settings import DEFAULT_GRACE
-from forge.base.tomlread import LineOf, Problems, TomlSource
+from forge.base.tomlread import LineOf, Problems, TableReader, TomlSource
 from forge.errors import ForgeError
 
 DEFAULT_RERUNS = 2
@@ -203,28 +203,14 @@ PREPARE_KEYS = ("setup", "setup_timeout", "env")
 
 
 def _verify_prepare(
-    table: dict[str, Any],
-    what: str,
-    problems: Problems,
-    line_of: Callable[[str], int | None],
+    table: dict[str, Any], what: str, problems: Problems, line_of: LineOf
 ) -> dict[str, Any]:
     """`setup`, `setup_timeout` and `env` of a `[verify]` table, as VerifyConfig fields."""
-    out: dict[str, Any] = {}
-    setup = table.get("setup")
-    if setup is not None:
-        if isinstance(setup, str) and setup.strip():
-            out["setup"] = setup
-        else:
-            problems.add(f"{what}: `setup` must be a non-empty string", line=line_of("setup"))
-    limit = _verify_duration(table, "setup_timeout", what, problems, line_of)
-    if "setup" in out:
-        out["setup_timeout"] = DEFAULT_SETUP_TIMEOUT if limit is None else limit
-    env = table.get("env")
-    if env is not None:
-        if isinstance(env, dict) and all(isinstance(v, str) for v in env.values()):
-            out["env"] = tuple(sorted(env.items()))
-        else:
-            problems.add(f'{what}: `env` must be a table of NAME = "value"', line=line_of("env"))
+    read = TableReader(table, problems, what=what, line_of=line_of)
+    setup, limit, env = read.string("setup"), read.duration("setup_timeout"), read.str_map("env")
+    out: dict[str, Any] = {"env": tuple(sorted(env.items()))} if env else {}
+    if setup:
+        out |= {"setup": setup, "setup_timeout": limit or DEFAULT_SETUP_TIMEOUT}
     return out
 
 

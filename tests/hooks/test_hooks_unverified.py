@@ -65,4 +65,4 @@ def test_verify_setup_and_env_from_forge_toml(repo: Path, tmp_path: Path) -> Non
     # a bad value is a problem at its line
     (repo / "forge.toml").write_text("[verify]\ncommand = 'true'\nenv = 3\n")
     cp = run_forge(repo, "verify")
-    assert cp.returncode == 2 and "forge.toml:3: [verify]: `env` must be a table" in cp.stderr
+    assert cp.returncode == 2 and "forge.toml:3: [verify]: env must be a table" in cp.stderr

@@ -12,6 +12,7 @@ and `forge clean` removes.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -74,3 +75,13 @@ def disk_use(repo: Repository, plan: str) -> dict[str, int]:
     for folder in plan_folders(repo, plan):
         use[folder.kind] = use.get(folder.kind, 0) + worktrees.disk_usage(folder.path)
     return {kind: use[kind] for kind in KINDS if kind in use}
+
+
+def disk_lines(use: dict[str, int] | None, size: Callable[[int], str]) -> list[str]:
+    """`forge status --disk`: the plan's folders by kind (None: not measured)."""
+    if use is None:
+        return []
+    if not use:
+        return ["disk (measured now): nothing of the plan's on disk"]
+    kinds = ", ".join(f"{kind} {size(n)}" for kind, n in use.items())
+    return [f"disk (measured now): {size(sum(use.values()))} in all: {kinds}"]
