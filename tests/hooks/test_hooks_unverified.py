@@ -66,3 +66,24 @@ def test_verify_setup_and_env_from_forge_toml(repo: Path, tmp_path: Path) -> Non
     (repo / "forge.toml").write_text("[verify]\ncommand = 'true'\nenv = 3\n")
     cp = run_forge(repo, "verify")
     assert cp.returncode == 2 and "forge.toml:3: [verify]: env must be a table" in cp.stderr
+
+
+def test_the_pre_push_block_names_each_failing_test(repo: Path, tmp_path: Path) -> None:
+    bare = tmp_path / "remote.git"
+    git(tmp_path, "init", "-q", "--bare", str(bare))
+    git(repo, "remote", "add", "origin", str(bare))
+    summary = tmp_path / "summary.txt"
+    summary.write_text(
+        "FAILED tests/test_calc.py::test_add - assert 1 == 2\n"
+        "FAILED tests/test_calc.py::test_sub - ValueError: bad value 42\n"
+        "2 failed, 3 passed in 0.12s\n"
+    )
+    (repo / "forge.toml").write_text(f"[verify]\nreruns = 0\ncommand = 'cat {summary}; exit 1'\n")
+    commit_all(repo, "a failing verification")
+    assert run_forge(repo, "hooks", "install").returncode == 0
+    cp = subprocess.run(
+        ["git", "push", "origin", "main"], cwd=repo, capture_output=True, text=True, timeout=120
+    )
+    assert cp.returncode != 0 and "push blocked" in cp.stderr, cp.stderr
+    assert "failed: tests/test_calc.py::test_add (assert 1 == 2)" in cp.stderr
+    assert "failed: tests/test_calc.py::test_sub (ValueError: bad value 42)" in cp.stderr
