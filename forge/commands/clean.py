@@ -47,9 +47,17 @@ def clean_plan(repo: Repository, plan: str) -> list[str]:
         worktrees.prune(repo)
         root = repo.worktrees_root()
         emptied.setdefault(root / plan, 2)
-        for key in [plan, *verification_keys(repo, plan)]:
+        books = repo.state.verify_dir / "checkouts"
+        kept = [p.name for p in books.iterdir()] if books.is_dir() else []
+        for key in {
+            plan,
+            *verification_keys(repo, plan),
+            *(k for k in kept if is_plan_key(plan, k)),
+        }:
             emptied.setdefault(root / ".verify" / key, 3)
-            _remove_empty(repo.state.verify_dir / "checkouts" / key, up=2)
+            # Its checkouts are gone: so is what their setup made and their run markers.
+            shutil.rmtree(books / key, ignore_errors=True)
+        _remove_empty(books, up=1)
         for folder, up in emptied.items():
             _remove_empty(folder, up=up)
     return notes
