@@ -98,7 +98,8 @@ def plan(
     plan_file: Annotated[Path, typer.Argument(help="The plan file (TOML).", metavar="PLAN.toml")],
     check: Annotated[bool, typer.Option("--check", help="Validate only; record nothing.")] = False,
     graph: Annotated[
-        bool, typer.Option("--graph", help="Print the DAG as text instead of the wave table.")
+        bool,
+        typer.Option("--graph", help="Print the DAG as text (a view: records nothing)."),
     ] = False,
     graph_format: Annotated[
         str, typer.Option("--format", help="The --graph format: mermaid or dot.")
@@ -228,6 +229,9 @@ def status(
     target: Annotated[
         str | None, typer.Argument(metavar="PLAN|TASK", help="Plan, or a task of the plan.")
     ] = None,
+    task_arg: Annotated[
+        str | None, typer.Argument(metavar="[TASK]", help="With a PLAN: a task of that plan.")
+    ] = None,
     plan_ref: PlanOpt = None,
     disk: Annotated[
         bool, typer.Option("--disk", help="Measure the worktrees' disk use now.")
@@ -239,7 +243,7 @@ def status(
     from forge.commands.target import status_target
 
     repo = _repo()
-    plan_name, task = status_target(repo, target, plan_ref)
+    plan_name, task = status_target(repo, target, plan_ref, task=task_arg)
     if not as_json:
         _answer(views.render(repo, plan_name, task, disk=disk))
     elif task is None:
@@ -282,12 +286,15 @@ def accept(
     merge: Annotated[
         bool, typer.Option("--merge", help="Make a merge commit when a fast-forward is impossible.")
     ] = False,
+    now: Annotated[
+        bool, typer.Option("--now", help="While the plan runs: bring in its verified head so far.")
+    ] = False,
 ) -> None:
     """Bring a verified integration branch into your branch (fast-forward by default)."""
     from forge.commands.accept import accept as do_accept
 
     repo = _repo()
-    typer.echo(do_accept(repo, _plan_name(repo, plan_ref), merge=merge))
+    typer.echo(do_accept(repo, _plan_name(repo, plan_ref), merge=merge, now=now))
 
 
 @app.command()
@@ -403,7 +410,10 @@ def hooks_install() -> None:
     """Install forge's git hooks (keeping and chaining any hook already there)."""
     from forge.hooks import runtime as hooks
 
-    _answer(_text(hooks.install(_repo())))
+    repo = _repo()
+    _answer(_text(hooks.install(repo)))
+    for warning in hooks.unverified_warning(repo):
+        sys.stderr.write(f"forge: warning: {warning}\n")
 
 
 @hooks_app.command("uninstall")

@@ -89,9 +89,11 @@ def next_step(
     effort: str | None,
     escalate_after: int,
     escalate_effort: bool,
+    retry: str = "forge retry TASK",
 ) -> Decision:
     """What the next attempt should run with, given the attempts so far (oldest
-    first) and the current `model`/`effort` (the task's spec)."""
+    first) and the current `model`/`effort` (the task's spec). `retry` is the
+    command that runs the task again, as a person types it."""
     counted = _counted(history)
     no_progress = bool(counted) and counted[-1].status == NO_PROGRESS
     decision = _escalate(
@@ -109,7 +111,7 @@ def next_step(
             decision.model,
             decision.effort,
             "no progress: the last retry changed exactly what the failed attempt before it "
-            "did; not retried automatically (`forge retry` runs it again)",
+            f"did; not retried automatically (`{retry}` runs it again)",
         )
     return decision
 
@@ -149,8 +151,9 @@ def _escalate(
     return Decision("split", model, effort, f"{full}, and no stronger {left} is left")
 
 
-def split_suggestion(task_id: str, history: Sequence[Outcome]) -> str:
-    """A suggestion to split the task, saying what was tried."""
+def split_suggestion(task_id: str, history: Sequence[Outcome], *, replan: str) -> str:
+    """A suggestion to split the task, saying what was tried; `replan` says how the
+    split is recorded (`then run ... again.`)."""
     tried: dict[tuple[str | None, str | None], int] = {}
     for outcome in history:
         if outcome.status in FAILURES:
@@ -164,5 +167,5 @@ def split_suggestion(task_id: str, history: Sequence[Outcome]) -> str:
     return (
         f"Task {task_id} failed {total} attempt{'s' if total != 1 else ''} ({what}) and nothing "
         f"stronger is left to try. Split it into smaller tasks, each with fewer files and a "
-        f"narrower prompt, then run `forge plan` again."
+        f"narrower prompt, {replan}"
     )

@@ -32,11 +32,14 @@ class TomlSource:
 
     def __init__(self, text: str) -> None:
         self.lines = text.splitlines()
+        # A line that starts inside a multi-line string is text, not TOML: a
+        # `[[task]]` in a prompt is no table header and `timeout = 1` no key.
+        self._in_string = _lines_inside_strings(self.lines)
         self._tables: dict[str, list[int]] = {}  # name -> its header lines, found once
 
     def _find(self, pattern: re.Pattern[str], start: int = 0, end: int | None = None) -> int | None:
         for i in range(start, len(self.lines) if end is None else end):
-            if pattern.match(self.lines[i]):
+            if not self._in_string[i] and pattern.match(self.lines[i]):
                 return i + 1
         return None
 
@@ -46,7 +49,11 @@ class TomlSource:
         found = self._tables.get(name)
         if found is None:
             pattern = re.compile(r"^\s*\[\[?\s*" + re.escape(name) + r"\s*\]\]?\s*(#.*)?$")
-            found = [i + 1 for i, line in enumerate(self.lines) if pattern.match(line)]
+            found = [
+                i + 1
+                for i, line in enumerate(self.lines)
+                if not self._in_string[i] and pattern.match(line)
+            ]
             self._tables[name] = found
         return found[nth] if nth < len(found) else None
 
@@ -74,6 +81,41 @@ class TomlSource:
             return found or header or fallback
 
         return line_of
+
+
+def _lines_inside_strings(lines: list[str]) -> list[bool]:
+    """For each line, whether it starts inside a multi-line string (three quotes)."""
+    inside: list[bool] = []
+    quote: str | None = None  # the open multi-line string's delimiter
+    for line in lines:
+        inside.append(quote is not None)
+        i = 0
+        while i < len(line):
+            if quote is not None:
+                if line.startswith(quote, i):
+                    quote, i = None, i + 3
+                else:  # a backslash escapes the next character in a basic string
+                    i += 2 if quote == '"""' and line[i] == "\\" else 1
+                continue
+            if line[i] == "#":
+                break
+            if line[i : i + 3] in ('"""', "'''"):
+                quote, i = line[i : i + 3], i + 3
+            elif line[i] in "\"'":
+                i = _string_end(line, i)
+            else:
+                i += 1
+    return inside
+
+
+def _string_end(line: str, start: int) -> int:
+    """The index after the one-line string opening at `start`."""
+    quote, i = line[start], start + 1
+    while i < len(line):
+        if line[i] == quote:
+            return i + 1
+        i += 2 if quote == '"' and line[i] == "\\" else 1
+    return i
 
 
 @dataclass

@@ -298,7 +298,8 @@ class Cluster:
         if self.lost:
             with ctx.store.lock:
                 ctx.state.paused = (
-                    f"cluster: {self.lost}; run `forge run` again (here, or with --cluster)"
+                    f"cluster: {self.lost}; run `forge run {ctx.plan.name}` again "
+                    "(here, or with --cluster)"
                 )
         outcome = result.outcome
         commit = self.fetch(job.result_ref) if result.commit else None

@@ -2,21 +2,43 @@
 
 The only command that touches the user's checkout, and it does so as git would:
 `git merge --ff-only` (or `--no-ff` with --merge), which refuses rather than
-overwrite uncommitted work.
+overwrite uncommitted work. While the plan runs it refuses (the run holds the
+plan's lock): what it would bring in is a part of the run, taken without a word.
+With `--now` it brings in the head verified so far and records the move, so the
+run does not report it as a change someone else made to the user's repository.
 """
 
 from __future__ import annotations
 
+import contextlib
+
 from forge.base import proc
-from forge.errors import ExitCode, ForgeError
+from forge.base.files import plan_lock
+from forge.errors import Busy, ExitCode, ForgeError
 from forge.git import refs
 from forge.git.merge import is_ancestor
 from forge.git.repo import Repository, short_sha
+from forge.run.state import accepted
 from forge.run.state.run_state import RunState, StateStore, Status, TaskState
 from forge.verify.records import Verdict
 
 
-def accept(repo: Repository, plan: str, *, merge: bool) -> str:
+def accept(repo: Repository, plan: str, *, merge: bool, now: bool = False) -> str:
+    with contextlib.ExitStack() as held:
+        try:
+            held.enter_context(plan_lock(repo.state, plan, command="forge accept"))
+        except Busy as busy:
+            if not now:
+                raise ForgeError(
+                    f"{busy.message}; `forge accept` waits for the run to end, or "
+                    f"`forge accept {plan} --now` brings in the head verified so far"
+                ) from None
+            return _accept(repo, plan, merge=merge, running=True)
+        return _accept(repo, plan, merge=merge, running=False)
+    raise AssertionError("unreachable")  # pragma: no cover (mypy: ExitStack may swallow)
+
+
+def _accept(repo: Repository, plan: str, *, merge: bool, running: bool) -> str:
     state = StateStore(repo.state, plan).load_existing()
     if state is None:
         raise ForgeError(f"plan '{plan}' has not run yet: run `forge run {plan}` first")
@@ -41,6 +63,8 @@ def accept(repo: Repository, plan: str, *, merge: bool) -> str:
         if cp.returncode != 0:
             _restore_orig_head(repo, orig_head)
             raise ForgeError(f"git refused to fast-forward {branch}: {_why(cp)}")
+        if running:
+            accepted.record(repo.state, plan, ref=f"refs/heads/{branch}", old=user_head, new=head)
         return (
             f"fast-forwarded {branch} to {short} ({short_sha(head)}){note}"
             + _landed(repo, user_head, head)
@@ -56,6 +80,9 @@ def accept(repo: Repository, plan: str, *, merge: bool) -> str:
         repo.try_git("merge", "--abort")
         _restore_orig_head(repo, orig_head)
         raise ForgeError(f"git could not merge {short} into {branch}: {_why(cp)}")
+    if running:
+        new = repo.git("rev-parse", "HEAD").strip()
+        accepted.record(repo.state, plan, ref=f"refs/heads/{branch}", old=user_head, new=new)
     return (
         f"merged {short} into {branch}{note}"
         + _landed(repo, user_head, head)

@@ -16,6 +16,7 @@ from forge.base.files import plan_lock
 from forge.git import refs, worktrees
 from forge.git.merge import is_ancestor
 from forge.git.repo import Repository
+from forge.run.state.folders import is_plan_key, verification_keys
 from forge.run.state.recovery import stop_leftovers, sweep_salvage_indexes
 from forge.run.state.run_state import RunState, StateStore, Status
 
@@ -40,13 +41,39 @@ def clean_plan(repo: Repository, plan: str) -> list[str]:
             notes += _drop_integration(repo, plan, integration, state, store, checked_out)
         notes += _remove_cluster_cache(repo, plan)
         notes += _remove_agent_state(repo, plan)
+        notes += _remove_leftovers(
+            repo, plan, state_reset=state is not None and not store.path.exists()
+        )
         worktrees.prune(repo)
         root = repo.worktrees_root()
         emptied.setdefault(root / plan, 2)
-        emptied.setdefault(root / ".verify" / plan, 3)
+        books = repo.state.verify_dir / "checkouts"
+        kept = [p.name for p in books.iterdir()] if books.is_dir() else []
+        for key in {
+            plan,
+            *verification_keys(repo, plan),
+            *(k for k in kept if is_plan_key(plan, k)),
+        }:
+            emptied.setdefault(root / ".verify" / key, 3)
+            # Its checkouts are gone: so is what their setup made and their run markers.
+            shutil.rmtree(books / key, ignore_errors=True)
+        _remove_empty(books, up=1)
         for folder, up in emptied.items():
             _remove_empty(folder, up=up)
-        _remove_empty(repo.state.verify_dir / "checkouts" / plan, up=2)
+    return notes
+
+
+def _remove_leftovers(repo: Repository, plan: str, *, state_reset: bool) -> list[str]:
+    """What else forge made for the plan: the local cluster's bare remote, and the
+    logs once the state they belong to is gone."""
+    notes = []
+    folders = [repo.state.root / "cluster" / f"{plan}.git"]
+    if state_reset:
+        folders.append(repo.state.logs_dir(plan))
+    for folder in folders:
+        if folder.is_dir():
+            shutil.rmtree(folder, ignore_errors=True)
+            notes.append(f"removed {folder}")
     return notes
 
 
@@ -139,10 +166,11 @@ def _remove_verification_checkouts(
     """The plan's verification checkouts (one per lane): under the worktree root, and
     linked worktrees an older forge made wherever the root was (git knows them)."""
     notes = []
-    checkouts = repo.worktrees_root() / ".verify" / plan
-    lanes = sorted(checkouts.iterdir()) if checkouts.is_dir() else []
+    keys = verification_keys(repo, plan)
+    lanes = [p for key in keys for p in sorted((repo.worktrees_root() / ".verify" / key).iterdir())]
     for path in [*lanes, *worktrees.registered(repo)]:
-        if path.parent.name == plan and path.parent.parent.name == ".verify" and path.is_dir():
+        mine = is_plan_key(plan, path.parent.name) and path.parent.parent.name == ".verify"
+        if mine and path.is_dir():
             worktrees.remove(repo, path)
             notes.append(f"removed verification worktree {path}")
             emptied[path.parent] = 3  # <key>, .verify, the repository's folder

@@ -136,7 +136,7 @@ def answer(
         raise ForgeError(f"--format: '{graph_format}' is not one of {', '.join(FORMATS)}")
     if graph and as_json:
         raise ForgeError("give --graph or --json, not both")
-    if check_only:
+    if check_only or graph:  # a view records nothing
         planned = check(plan_file)
     else:
         planned = record(repo(), plan_file, note=lambda line: say(f"note: {line}"))

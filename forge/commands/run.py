@@ -9,15 +9,11 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from forge.errors import ExitCode, ForgeError
-from forge.run.state.run_state import FAILURES, RunState, Status
-from forge.verify.records import Verdict
 
 if TYPE_CHECKING:
     from forge.git.repo import Repository
-    from forge.plan.model import Plan
     from forge.plan.registry import Recorded
     from forge.run.options import RunOptions
-    from forge.run.runner import RunReport
 
 
 def execute(
@@ -57,6 +53,8 @@ def execute(
             on_event=view.on_event,
             remote=remote,
         )
+    from forge.commands.next_step import next_steps
+
     steps = next_steps(report, recorded.plan, only=options.only)
     spend = spend_data(report.state, prices)
     if as_json:
@@ -79,54 +77,3 @@ def budget_option(text: str | None) -> float | None:
         return parse_budget(text)
     except ValueError as exc:
         raise ForgeError(f"--budget: {exc}") from exc
-
-
-def next_steps(report: RunReport, plan: Plan, *, only: str | None) -> list[str]:
-    """Lines to print under the results of `forge run` (or `forge retry` with
-    `only`): the commands that move the plan on from where it stands."""
-    if report.interrupted or report.paused:
-        return []  # their own lines already say `forge run` resumes
-    state = report.state
-    failed = [ts.id for ts in state.tasks.values() if ts.status in FAILURES]
-    name = plan.name
-    out: list[str] = []
-    if only is not None and state.tasks[only].status == Status.MERGED:
-        waiting = _waiting_dependents(plan, state, only)
-        if waiting:
-            out.append(
-                f"next: {only} merged; its dependents ({', '.join(waiting[:8])}"
-                f"{', ...' if len(waiting) > 8 else ''}) wait for `forge run {name}`"
-            )
-    if failed:
-        first = failed[0]
-        others = "" if len(failed) == 1 else f" (and {len(failed) - 1} more failed)"
-        out.append(
-            f"next: `forge retry {first}` retries it with its failure as feedback{others}; "
-            f"`forge run {name} --retry-failed 1` retries every failed task once"
-        )
-    verdict = report.verification.verdict if report.verification is not None else None
-    if failed or verdict == Verdict.FAIL or any(ts.suggestion for ts in state.tasks.values()):
-        out.append(
-            f"see: `forge status {name} TASK` for a task's attempts, "
-            f"`forge report {name}` for the whole run as a page"
-        )
-    return out
-
-
-def _waiting_dependents(plan: Plan, state: RunState, task: str) -> list[str]:
-    """Tasks downstream of `task` that have not merged (a retry runs one task only)."""
-    dependants: dict[str, list[str]] = {}
-    for t in plan.tasks:
-        for dep in t.deps:
-            dependants.setdefault(dep, []).append(t.id)
-    seen: list[str] = []
-    todo = list(dependants.get(task, []))
-    while todo:
-        tid = todo.pop(0)
-        if tid in seen:
-            continue
-        ts = state.tasks.get(tid)
-        if ts is not None and ts.status != Status.MERGED:
-            seen.append(tid)
-        todo += dependants.get(tid, [])
-    return seen

@@ -21,6 +21,7 @@ from forge.run.attempt.phases import current
 from forge.run.gate import story
 from forge.run.spend import Spend, attempt_usd, cost_usd, per_landed, spend_data
 from forge.run.state import hold as holds
+from forge.run.state.folders import disk_lines, disk_use
 from forge.run.state.run_state import UNCOUNTED, RunState, StateStore, Status, TaskState
 from forge.verify.records import VerifyRecord
 
@@ -153,7 +154,7 @@ def render_report(report: RunReport, *, width: int | None = None) -> str:
             out.append(f"{ts.id}: candidates: {summary(ts)}")
         out += [f"{ts.id}: salvaged work kept in {ref}" for ref in ts.salvage]
     if report.interrupted:
-        out.append("interrupted: running tasks were stopped; `forge run` resumes")
+        out.append(f"interrupted: running tasks were stopped; `forge run {report.plan}` resumes")
     elif report.paused:
         out.append(f"paused: {report.paused}")
     else:
@@ -243,6 +244,7 @@ def status_data(repo: Repository, plan: str, *, disk: bool = False) -> dict[str,
         "touched": state.touched,
         "logs": str(repo.state.logs_dir(plan)),
         "combined": recorded.get("combined") or {},
+        "disk": disk_use(repo, plan) if disk else None,  # bytes per kind of folder
     }
 
 
@@ -397,6 +399,7 @@ def render_status(data: dict[str, Any]) -> str:
             f"last run: {line.strip()}" if i == 0 else line
             for i, line in enumerate(touched_lines(data.get("touched")))
         ]
+    out += disk_lines(data.get("disk"), _bytes)
     out.append(f"logs: {data['logs']}")
     return "\n".join(out) + "\n"
 

@@ -5,6 +5,7 @@ the registry's in every case."""
 
 from __future__ import annotations
 
+from forge.errors import ForgeError
 from forge.git.repo import Repository
 from forge.plan.names import looks_like_path, recorded_name
 
@@ -20,10 +21,15 @@ def plan_name(repo: Repository, ref: str | None) -> str:
 
 
 def status_target(
-    repo: Repository, target: str | None, plan_ref: str | None
+    repo: Repository, target: str | None, plan_ref: str | None, *, task: str | None = None
 ) -> tuple[str, str | None]:
-    """`forge status [PLAN|TASK] [--plan P]`: (plan, task or None). A lone argument is
-    a plan when it is a recorded name or a file, else a task of the plan."""
+    """`forge status [PLAN|TASK] [--plan P]` or `forge status PLAN TASK`: (plan, task
+    or None). A lone argument is a plan when it is a recorded name or a file, else a
+    task of the plan."""
+    if task is not None:
+        if plan_ref is not None:
+            raise ForgeError(f"give the plan once: `forge status {target} {task}`")
+        return plan_name(repo, target), task
     if (
         target is not None
         and plan_ref is None

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from forge.git.repo import Repository
@@ -49,6 +49,29 @@ class Snapshot:
         if other:
             out.append("git files changed: " + _names(other))
         return out
+
+    def with_move(self, repo: Repository, ref: str, old: str, new: str) -> Snapshot:
+        """This snapshot as it would be had forge itself moved the user's checked-out
+        branch `ref` from `old` to `new` (`forge accept --now` during a run): the
+        ref, HEAD and the index entries of the paths the move changed, so the move
+        is not reported as a change someone else made."""
+        if self.refs.get(ref) != old:
+            return self
+        refs = {**self.refs, ref: new}
+        head_commit = self.head_commit
+        if self.head == f"ref:{ref}" and head_commit == old:
+            head_commit = new
+        index = dict(self.index)
+        changed = repo.git("diff-tree", "-r", "-z", "--no-renames", "--name-only", old, new)
+        paths = {p for p in changed.split("\0") if p}
+        for path in paths:
+            index.pop(path, None)
+        for entry in repo.git("ls-tree", "-r", "-z", "--full-tree", new).split("\0"):
+            meta, _, path = entry.partition("\t")
+            if path in paths:
+                mode, _, oid = meta.split(" ")
+                index[path] = f"{mode} {oid} 0"
+        return replace(self, refs=refs, head_commit=head_commit, index=index)
 
 
 def take(repo: Repository) -> Snapshot:

@@ -30,6 +30,11 @@ MARKER = "# forge-hook:"
 LEGACY_SUFFIX = ".forge-legacy"
 PUSH_KEY = "push"  # the checkouts of verifications run by pre-push
 SKIP_VAR = "FORGE_SKIP_VERIFY"
+UNVERIFIED_SAID = "hooks-unverified"  # a commit said once that nothing verifies it
+ADD_VERIFY = (
+    'add to forge.toml: [verify] with command = "pytest -q" (your test command), and '
+    "setup and env as in a plan when it needs an environment"
+)
 TASK_VARS = ("FORGE_TASK", procgroup.TAG_VAR)  # set for the processes forge runs for a task
 
 
@@ -182,6 +187,16 @@ def run_hook(name: str, args: list[str]) -> int:
     raise ForgeError(f"unknown hook '{name}'")
 
 
+def unverified_warning(repo: Repository) -> list[str]:
+    """What `forge hooks install` warns of: hooks that would verify nothing."""
+    try:
+        if _config(repo) is not None:
+            return []
+    except ForgeError as exc:
+        return [f"the hooks cannot read forge.toml: {exc.message.splitlines()[0]}"]
+    return [f"no [verify] in forge.toml, so each commit verifies nothing: {ADD_VERIFY}"]
+
+
 def _config(repo: Repository) -> VerifyConfig | None:
     config = load_repo_config(repo.root, read_agents=False).verify
     return config if config is not None and config.lanes else None
@@ -205,8 +220,14 @@ def _after_commit() -> None:
     if _in_task_worktree(repo):
         return
     config = _config(repo)
+    said = repo.state.root / UNVERIFIED_SAID
     if config is None:
+        if not said.exists():  # once: a reminder on every commit is noise
+            said.parent.mkdir(parents=True, exist_ok=True)
+            said.touch()
+            _say(f"no verification configured, so this commit is not verified: {ADD_VERIFY}")
         return
+    said.unlink(missing_ok=True)  # said again should [verify] go away
     commit = repo.rev_parse("HEAD")
     if verify_records.cached(repo.state, repo.tree_of(commit), config.fingerprint()):
         return  # this tree was judged already
@@ -268,6 +289,8 @@ def _pre_push(stdin: bytes) -> int:
 
         _say(f"{short}: {record.verdict}{how}: push blocked")
         _say(describe_failure(record))
+        for failure in record.failures[:10]:  # each failing test with its first error
+            _say(f"  failed: {failure.describe()}")
         _say(f"(set {SKIP_VAR}=1 to push anyway)")
         return 1
     return 0

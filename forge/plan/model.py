@@ -13,6 +13,7 @@ from typing import Any, Literal
 from forge.base.durations import parse_duration
 from forge.errors import ForgeError
 from forge.plan.repo_config import (
+    DEFAULT_SETUP_TIMEOUT,
     VerifyConfig,
     ref_part_problem,
 )
@@ -30,7 +31,6 @@ __all__ = [
 # a plan written without thought for quotas does not hit a rate limit at once.
 DEFAULT_MAX_PARALLEL = 2
 DEFAULT_TIMEOUT = 30 * 60.0  # seconds an attempt (agent or shell command, then check) may run
-DEFAULT_SETUP_TIMEOUT = 10 * 60.0  # seconds the plan's `setup` may run in one worktree
 DEFAULT_ESCALATE_AFTER = 3
 DEFAULT_BATCH_MAX = 8  # tasks verified together at most (bench/gate.py measures it)
 # Candidates verified at once (speculation); 2 did not pay on 2 cores (bench/gate.py).
@@ -181,6 +181,8 @@ class Plan:
         config = self.verify if self.verify is not None else repo_default
         if config is None:
             return None
+        if self.setup is None and not self.env and config is repo_default:
+            return config  # forge.toml's own setup and env, which its command needs
         return replace(
             config,
             setup=self.setup,

@@ -21,6 +21,7 @@ from forge.errors import ForgeError
 DEFAULT_RERUNS = 2
 # Every lane has a time limit: a hanging test suite must not hang the gate forever.
 DEFAULT_VERIFY_TIMEOUT = 3600.0
+DEFAULT_SETUP_TIMEOUT = 10 * 60.0  # seconds `setup` may run in one worktree or checkout
 
 
 @dataclass(frozen=True)
@@ -34,8 +35,8 @@ class VerifyConfig:
     reruns: int = DEFAULT_RERUNS  # reruns of a failing lane with an unchanged tree
     timeout: float = DEFAULT_VERIFY_TIMEOUT  # seconds per lane run
     grace: float = DEFAULT_GRACE  # seconds between TERM and KILL when stopping
-    # Set from a plan for its runs (never stored with the config): each checkout is
-    # prepared by the plan's setup and every lane runs in the plan's env.
+    # From forge.toml's [verify] or a plan, for its runs (never stored with the
+    # config): each checkout is prepared by setup and every lane runs in env.
     setup: str | None = None
     setup_timeout: float | None = None
     env: tuple[tuple[str, str], ...] = ()
@@ -147,8 +148,9 @@ def parse_verify(
     line_of: Callable[[str], int | None],
 ) -> VerifyConfig | None:
     """A VerifyConfig from `verify = "cmd"` or a `[verify]` table (`command` or
-    `lanes`, `reruns`, `timeout`, `grace`); `reruns` is a separate `verify_reruns`
-    key (None when absent). Problems are added, not raised."""
+    `lanes`, `reruns`, `timeout`, `grace`, and in forge.toml `setup`, `setup_timeout`,
+    `env` as a plan means them); `reruns` is a separate `verify_reruns` key (None
+    when absent). Problems are added, not raised."""
     before = len(problems.items)
     if value is None:
         if reruns is not None:
@@ -161,6 +163,7 @@ def parse_verify(
     grace = DEFAULT_GRACE
     table_reruns: Any = None
     lanes: list[tuple[str, str]] = []
+    prepare: dict[str, Any] = {}
     if isinstance(value, str):
         if not value.strip():
             problems.add(f"{what}: the verify command is empty", line=line_of("verify"))
@@ -168,11 +171,12 @@ def parse_verify(
     elif isinstance(value, dict):
         check_keys(
             value,
-            ["command", "lanes", "reruns", "timeout", "grace"],
+            ["command", "lanes", "reruns", "timeout", "grace", *PREPARE_KEYS],
             what=what,
             problems=problems,
             line_of=line_of,
         )
+        prepare = _verify_prepare(value, what, problems, line_of)
         lanes = _verify_lanes(value, what=what, problems=problems, line_of=line_of)
         table_reruns = value.get("reruns")
         get = TableReader(value, problems, what=what, line_of=line_of, quote=True)
@@ -191,7 +195,23 @@ def parse_verify(
         reruns=count,
         timeout=DEFAULT_VERIFY_TIMEOUT if timeout is None else timeout,
         grace=grace,
+        **prepare,
     )
+
+
+PREPARE_KEYS = ("setup", "setup_timeout", "env")
+
+
+def _verify_prepare(
+    table: dict[str, Any], what: str, problems: Problems, line_of: LineOf
+) -> dict[str, Any]:
+    """`setup`, `setup_timeout` and `env` of a `[verify]` table, as VerifyConfig fields."""
+    read = TableReader(table, problems, what=what, line_of=line_of)
+    setup, limit, env = read.string("setup"), read.duration("setup_timeout"), read.str_map("env")
+    out: dict[str, Any] = {"env": tuple(sorted(env.items()))} if env else {}
+    if setup:
+        out |= {"setup": setup, "setup_timeout": limit or DEFAULT_SETUP_TIMEOUT}
+    return out
 
 
 def _verify_lanes(

@@ -7,6 +7,7 @@ nothing however large the plan.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -23,6 +24,7 @@ class Budget:
     limit: float | None  # USD; None: no budget
     spent: float = 0.0
     prices: dict[str, tuple[float, float]] = field(default_factory=dict)
+    plan: str = ""  # its name, for the command that raises the budget
 
     @classmethod
     def of(cls, ctx: RunContext, override: float | None) -> Budget:
@@ -32,7 +34,7 @@ class Budget:
         from forge.plan.repo_config import load_repo_config
 
         prices = load_repo_config(ctx.repo.root).all_prices()
-        return cls(limit, plan_spend(ctx.state, prices).usd, prices)
+        return cls(limit, plan_spend(ctx.state, prices).usd, prices, ctx.plan.name)
 
     def add(self, attempt: Attempt | None) -> None:
         if self.limit is not None and attempt is not None:
@@ -45,5 +47,6 @@ class Budget:
         assert self.limit is not None
         return (
             f"budget: the plan has spent ${self.spent:.2f} of its {describe(self.limit)} budget; "
-            "raise `budget` in the plan or give `forge run --budget USD`"
+            f"raise `budget` in the plan or give `forge run {self.plan} --budget "
+            f"{math.ceil(max(self.limit, self.spent) * 200) / 100:g}`"
         )

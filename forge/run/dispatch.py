@@ -110,7 +110,7 @@ class Dispatcher:
                 held = holds.active(self.ctx.repo.state, self.plan.name)
                 if held is not None and self._ready():
                     # Only a hold that keeps something from starting pauses the run.
-                    state.paused = f"hold: {held.describe()}"
+                    state.paused = f"hold: {held.describe()}; `{held.resume}` lifts it"
                 if not state.paused and self.budget.spent_out() and self._ready():
                     state.paused = self.budget.describe()
                 if not state.paused:
@@ -327,7 +327,9 @@ class Dispatcher:
 
     def _pause(self, why: str) -> None:
         with self.ctx.store.lock:
-            self.ctx.state.paused = f"infrastructure: {why}; run `forge run` again when it is back"
+            self.ctx.state.paused = (
+                f"infrastructure: {why}; run `forge run {self.plan.name}` again when it is back"
+            )
             self.ctx.save()
 
     def _start(

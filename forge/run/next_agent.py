@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from forge.plan.model import Task
+from forge.plan.model import Plan, Task
 from forge.plan.specs import AUTO, DEFAULT_AGENT
 from forge.run.state.run_state import Stall, TaskState
 
@@ -70,10 +70,15 @@ def next_spec(
         effort=effort,
         escalate_after=ctx.plan.escalate_after,
         escalate_effort=ctx.plan.escalate_effort,
+        retry=f"forge retry {task.id} --plan {ctx.plan.name}",
     )
     if decision.action == "split":
         return NextSpec(
-            None, reason=decision.reason, suggestion=escalation.split_suggestion(task.id, history)
+            None,
+            reason=decision.reason,
+            suggestion=escalation.split_suggestion(
+                task.id, history, replan=_replan(ctx.plan, task.id)
+            ),
         )
     if decision.action == "stop" and not forced:
         # No automatic retry; `forge retry` runs it with the model and effort named.
@@ -83,3 +88,13 @@ def next_spec(
     if decision.action in ("model", "effort"):
         note = f"escalating to {spec}: {decision.reason}"
     return NextSpec(spec, note=note)
+
+
+def _replan(plan: Plan, task_id: str) -> str:
+    """How the split is recorded, said with a command that runs as written."""
+    if plan.source is None:  # a combined plan: recorded, with no file to edit
+        return (
+            f"in a plan file of their own (`forge split {plan.name} --tasks {task_id} "
+            f"--into {task_id}-split` writes one)."
+        )
+    return f"then run `forge plan {plan.source}` again."

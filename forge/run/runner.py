@@ -25,7 +25,7 @@ from forge.plan.registry import Recorded
 from forge.plan.repo_config import VerifyConfig
 from forge.run.attempt.context import Remote, RunContext
 from forge.run.options import RunOptions
-from forge.run.state import reconcile, recovery
+from forge.run.state import accepted, reconcile, recovery
 from forge.run.state.run_state import RunState, StateStore, Status, merge_message
 from forge.run.state.slots import SlotPool
 from forge.verify.records import Verdict, VerifyRecord
@@ -94,6 +94,7 @@ def run_plan(
         store = StateStore(repo.state, plan.name)
         started = time.monotonic()
         before = snapshot.take(repo)
+        accepted.forget(repo.state, plan.name)
         state, integration = _open_state(repo, recorded, store)
         state.touched = None
         logs = repo.state.logs_dir(plan.name)
@@ -297,7 +298,7 @@ def _conclude(
         report.interrupted = True
     elif gate is not None and gate.broken is not None:
         report.verification = gate.broken
-    elif options.verify and report.integration_head and not state.paused:
+    elif options.verify and report.integration_head and not state.paused and _landed_any(state):
         landed = state.verification
         if gate is not None and landed and landed.commit == report.integration_head:
             report.verification = landed
@@ -310,6 +311,12 @@ def _conclude(
             report.interrupted = True
 
 
+def _landed_any(state: RunState) -> bool:
+    """Whether any task's work is on the integration branch: a head no task changed
+    is the plan's base, and a verdict on it would blame the base for the tasks."""
+    return any(ts.status == Status.MERGED for ts in state.tasks.values())
+
+
 def _close_state(
     repo: Repository, state: RunState, store: StateStore, started: float, before: Snapshot
 ) -> None:
@@ -317,6 +324,8 @@ def _close_state(
     for slot in state.slots.values():  # measured here so `forge status` stays fast
         path = Path(slot.path)
         slot.bytes = worktrees.disk_usage(path) if path.exists() else 0
+    # `forge accept --now` moved the user's branch during the run: forge did that.
+    before = accepted.replay(repo, store.plan, before)
     state.touched = snapshot.take(repo).changes_since(before)
     state.finished = now_iso()
     state.wall_seconds = round(time.monotonic() - started, 3)
@@ -430,11 +439,12 @@ def check_retry(
         if not fresh:
             raise ForgeError(
                 f"task '{task}' has merged, and its definition changed since: "
-                f"`forge retry {task} --fresh` runs it again on the current integration head"
+                f"`forge retry {task} --plan {plan.name} --fresh` runs it again on the current "
+                "integration head"
             )
     if ts is not None and ts.status == Status.QUEUED:
         raise ForgeError(
-            f"task '{task}' is queued for verification; `forge run` verifies and lands it"
+            f"task '{task}' is queued for verification; `forge run {plan.name}` verifies and lands it"
         )
     for dep in t.deps:
         dst = state.tasks.get(dep) if state else None

@@ -153,12 +153,12 @@ def test_split_suggestion_says_what_was_tried() -> None:
         + [o(F, "large", "high"), o(F, "large", "high"), o(N, "large", "high")]
     )
     assert step(history, "large", "high").action == "split"
-    text = split_suggestion("route", history)
+    text = split_suggestion("route", history, replan="then run `forge plan p.toml` again.")
     assert "route" in text and "12 attempts" in text
     for part in ("small/low x3", "medium/low x3", "large/low x3", "large/high x3"):
         assert part in text
     assert "Split it into smaller tasks" in text and "\n" not in text
-    assert "1 attempt (" in split_suggestion("t", [o(F)])
+    assert "1 attempt (" in split_suggestion("t", [o(F)], replan="")
 
 
 # --- properties ----------------------------------------------------------------

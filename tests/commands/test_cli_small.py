@@ -113,8 +113,9 @@ def test_next_step_after_a_failure_and_after_a_retry(repo: Path, tmp_path: Path)
     flag = tmp_path / "flag"
     cp = plan_and_run(repo, write_plan(tmp_path, CHAIN.format(flag=flag)))
     assert cp.returncode == 5
-    assert "next: `forge retry a` retries it with its failure as feedback" in cp.stdout
-    assert "`forge run p --retry-failed 1` retries every failed task once" in cp.stdout
+    # a shell task: its command is fixed in the plan (no agent reads the feedback)
+    assert "next: a is a shell command: fix its `run` in " in cp.stdout
+    assert "`forge retry a --plan p --fresh`" in cp.stdout
     assert "`forge report p`" in cp.stdout
     flag.touch()
     cp = run_forge(repo, "retry", "a")

@@ -50,6 +50,8 @@ def test_mermaid_groups_waves_and_draws_every_dependency(repo: Path, tmp_path: P
 def test_dot_format(repo: Path, tmp_path: Path) -> None:
     cp = run_forge(repo, "plan", "--graph", "--format", "dot", str(_plan(tmp_path)))
     assert cp.returncode == 0, cp.stderr
+    assert not (repo / ".git" / "forge" / "plans" / "g").exists()  # a view records nothing
+    assert "recorded" not in cp.stdout + cp.stderr
     assert cp.stdout.startswith('digraph "g" {\n') and cp.stdout.endswith("}\n")
     assert '"end" -> "route";' in cp.stdout and '"api-v2.1" -> "route";' in cp.stdout
     assert cp.stdout.count("subgraph cluster_wave") == 3

@@ -355,3 +355,39 @@ def test_every_command_names_plans_as_resolve_does(repo: Path, command: str) -> 
     for args, ref in cases:
         cp = run_forge(repo, *args)
         assert cp.returncode == 2 and cp.stderr == f"forge: {_resolve_error(repo, ref)}\n"
+
+
+MULTILINE = '''\
+name = "ml"
+[[task]]
+id = "a"
+files = ["a.txt"]
+prompt = """
+Write a plan for me, like this one:
+
+[[task]]
+id = "x"
+timeout = "soon"
+"""
+run = "true"
+
+[[task]]
+id = "b"
+files = ["b.txt"]
+timeout = "whenever"
+prompt = \'\'\'
+[[task]]
+\'\'\'
+'''
+
+
+def test_a_problem_is_at_its_line_whatever_a_multiline_prompt_holds(repo: Path) -> None:
+    # Lines inside a multi-line string are text: the `[[task]]` and `timeout`
+    # in a's prompt are neither a table header nor a key of task b's.
+    path = write_plan(repo, MULTILINE, name="ml.toml")
+    cp = run_forge(repo, "plan", "plans/ml.toml")
+    assert cp.returncode == 2, cp.stderr
+    lines = cp.stderr.splitlines()
+    assert any("ml.toml:17: task `b`: `timeout`" in ln for ln in lines), cp.stderr
+    assert any("ml.toml:12: task `a`" in ln and "both" in ln for ln in lines), cp.stderr
+    assert str(path) not in cp.stdout

@@ -31,7 +31,7 @@ def test_the_budget_pauses_the_run_and_a_larger_one_resumes_it(repo: Path, tmp_p
     assert list(statuses(repo).values()) == ["MERGED"] * 3 + ["PENDING"] * 2
     assert (
         "paused: budget: the plan has spent $0.04 of its 0.03 USD budget; raise `budget` "
-        "in the plan or give `forge run --budget USD`" in cp.stdout
+        "in the plan or give `forge run p --budget 0.08`" in cp.stdout
     )
     assert (
         "cost: $0.04, 300 in / 60 out tokens; $0.01 per landed task (budget 0.03 USD)" in cp.stdout

@@ -65,7 +65,7 @@ def test_recording_a_changed_plan_says_what_it_means(repo: Path, tmp_path: Path)
     ) in cp.stderr
     assert (
         "forge: note: task `a` changed since it merged: its old work stays on "
-        "forge/p-integration (`forge retry a --fresh` runs it again on the current head)"
+        "forge/p-integration (`forge retry a --plan p --fresh` runs it again on the current head)"
     ) in cp.stderr
 
 
@@ -78,7 +78,7 @@ def test_retry_fresh_runs_a_merged_task_whose_definition_changed(
     assert run_forge(repo, "plan", str(plan)).returncode == 0
     cp = run_forge(repo, "retry", "a")
     assert cp.returncode == 2
-    assert "`forge retry a --fresh` runs it again" in cp.stderr
+    assert "`forge retry a --plan p --fresh` runs it again" in cp.stderr
     cp = run_forge(repo, "retry", "a", "--fresh")
     assert cp.returncode == 0, cp.stdout + cp.stderr
     assert statuses(repo) == {"a": "MERGED", "b": "MERGED"}

@@ -88,7 +88,7 @@ def test_a_change_to_a_running_task_is_refused_and_nothing_recorded(
             f"forge: task 'a' is running, so it cannot be changed while the running forge run "
             f"(pid {run.pid}) runs the plan" in cp.stderr
         )
-        assert "`forge retry a --fresh`" in cp.stderr
+        assert "`forge retry a --plan p --fresh`" in cp.stderr
         assert "nothing recorded" in cp.stderr
         assert record.read_bytes() == before
         # so is a change to a merged task, and the removal of one

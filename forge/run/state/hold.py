@@ -28,15 +28,21 @@ class Hold:
     reason: str
     since: str
     owner: Owner | None
-    scope: str  # "repository" or "plan <name>"
+    scope: str  # "repository" or "plan '<name>'"
     by: str = ""  # who set it (user name)
     unreadable: str | None = None  # why the file could not be read (fail closed)
+
+    @property
+    def resume(self) -> str:
+        """The command that lifts this hold."""
+        plan = self.scope.removeprefix("plan ").strip("'")
+        return "forge resume" if self.scope == "repository" else f"forge resume --plan {plan}"
 
     def describe(self) -> str:
         if self.unreadable:
             return (
                 f"hold file {self.path} cannot be read ({self.unreadable}); it counts as a hold: "
-                f"fix it or delete it, or run `forge resume`"
+                f"fix it or delete it, or run `{self.resume}`"
             )
         who = (
             f" by {self.owner.describe()}" if self.owner else (f" by {self.by}" if self.by else "")

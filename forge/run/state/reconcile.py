@@ -45,7 +45,7 @@ def explain(repo: Repository, plan: Plan) -> list[str]:
         elif changed_since_merge(ts, task):
             notes.append(
                 f"task `{tid}` changed since it merged: its old work stays on {branch} "
-                f"(`forge retry {tid} --fresh` runs it again on the current head)"
+                f"(`forge retry {tid} --plan {plan.name} --fresh` runs it again on the current head)"
             )
     return notes
 

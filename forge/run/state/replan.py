@@ -177,7 +177,7 @@ def check_live(repo: Repository, new: Recorded, owner: Owner) -> tuple[Recorded,
             problems.append(
                 f"task '{tid}' is running, so it cannot be {what} while {who} runs the plan: "
                 f"keep it as it is, and once the run ends record the change and run "
-                f"`forge retry {tid} --fresh`"
+                f"`forge retry {tid} --plan {name} --fresh`"
             )
     if problems:
         raise ForgeError("\n".join([*problems, f"nothing recorded; plan '{name}' is as it was"]))

@@ -1,0 +1,95 @@
+"""The next step, said: what a person does after a run or a retry ends."""
+
+from __future__ import annotations
+
+from forge.plan.model import Plan
+from forge.run.runner import RunReport
+from forge.run.state.run_state import FAILURES, RunState, Status
+from forge.verify.records import Verdict
+
+SETUP_FAILED = "setup failed: "  # the reason of an attempt whose setup failed
+
+
+def next_steps(report: RunReport, plan: Plan, *, only: str | None) -> list[str]:
+    """Lines to print under the results of `forge run` (or `forge retry` with
+    `only`): the commands that move the plan on from where it stands."""
+    if report.interrupted or report.paused:
+        return []  # their own lines already say `forge run` resumes
+    state = report.state
+    failed = [ts.id for ts in state.tasks.values() if ts.status in FAILURES]
+    name = plan.name
+    out: list[str] = []
+    if only is not None and state.tasks[only].status == Status.MERGED:
+        waiting = _waiting_dependents(plan, state, only)
+        if waiting:
+            out.append(
+                f"next: {only} merged; its dependents ({', '.join(waiting[:8])}"
+                f"{', ...' if len(waiting) > 8 else ''}) wait for `forge run {name}`"
+            )
+    out += _after_failures(plan, state, failed)
+    verdict = report.verification.verdict if report.verification is not None else None
+    suggested = [ts.id for ts in state.tasks.values() if ts.suggestion]
+    if failed or verdict == Verdict.FAIL or suggested:
+        # A real task, so the line runs as written: the first that failed or stopped.
+        task = (failed + suggested + list(state.tasks) + [plan.tasks[0].id])[0]
+        out.append(
+            f"see: `forge status {name} {task}` for a task's attempts, "
+            f"`forge report {name}` for the whole run as a page"
+        )
+    return out
+
+
+def _after_failures(plan: Plan, state: RunState, failed: list[str]) -> list[str]:
+    """What fits the failures: a setup that failed everywhere is the plan's to fix,
+    a shell command is fixed in the plan (feedback reaches no agent), an agent's
+    failure is retried with its failure as feedback."""
+    if not failed:
+        return []
+    name = plan.name
+    where = plan.source or f"plan {name}'s file"
+    replan = f"`forge plan {plan.source}`" if plan.source else "`forge plan` of it"
+    reasons = [state.tasks[t].reason for t in failed]
+    merged = any(ts.status == Status.MERGED for ts in state.tasks.values())
+    if not merged and all(r.startswith(SETUP_FAILED) for r in reasons):
+        return [
+            f"setup failed in every slot: {reasons[0].removeprefix(SETUP_FAILED)}; fix setup "
+            f"in {where} and run again: {replan}, then `forge run {name} --retry-failed 1`"
+        ]
+    shell = [t for t in failed if plan.task(t).run is not None]
+    agents = [t for t in failed if t not in shell]
+    out = []
+    if agents:
+        first = agents[0]
+        others = "" if len(agents) == 1 else f" (and {len(agents) - 1} more failed)"
+        out.append(
+            f"next: `forge retry {first} --plan {name}` retries it with its failure as "
+            f"feedback{others}; "
+            f"`forge run {name} --retry-failed 1` retries every failed task once"
+        )
+    if shell:
+        first = shell[0]
+        others = "" if len(shell) == 1 else f" (and {len(shell) - 1} more shell tasks failed)"
+        out.append(
+            f"next: {first} is a shell command: fix its `run` in {where}, then {replan} "
+            f"and `forge retry {first} --plan {name} --fresh`{others}"
+        )
+    return out
+
+
+def _waiting_dependents(plan: Plan, state: RunState, task: str) -> list[str]:
+    """Tasks downstream of `task` that have not merged (a retry runs one task only)."""
+    dependants: dict[str, list[str]] = {}
+    for t in plan.tasks:
+        for dep in t.deps:
+            dependants.setdefault(dep, []).append(t.id)
+    seen: list[str] = []
+    todo = list(dependants.get(task, []))
+    while todo:
+        tid = todo.pop(0)
+        if tid in seen:
+            continue
+        ts = state.tasks.get(tid)
+        if ts is not None and ts.status != Status.MERGED:
+            seen.append(tid)
+        todo += dependants.get(tid, [])
+    return seen

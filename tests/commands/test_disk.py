@@ -1,0 +1,68 @@
+"""Every folder forge made for a plan is counted by `forge status --disk`, by kind,
+and `forge clean PLAN` removes them all when nothing runs: measured, nothing of the
+plan is left on disk."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+from pathlib import Path
+
+from helpers.gitkit import FAKES, git, run_forge
+from helpers.runkit import plan_and_run, statuses, write_plan
+
+PY = shlex.quote(sys.executable)
+
+
+def _body(log: Path, ids: list[str]) -> str:
+    """Speculation on (checkouts keyed `p.spec1` beside `p`); setup writes 200 KB of
+    ignored files in every slot and checkout."""
+    verify = f"{PY} {FAKES / 'verify_spec.py'} {log} 0.6"
+    out = (
+        "setup = 'mkdir -p big && head -c 200000 /dev/zero > big/blob'\n"
+        f"verify = '''{verify}'''\nverify_reruns = 0\nverify_parallel = 2\nbatch_max = 2\n"
+        f"max_parallel = {len(ids)}\n"
+    )
+    for i, tid in enumerate(ids):
+        wait = "" if i == 0 else "sleep 0.3; "
+        out += (
+            f'[[task]]\nid = "{tid}"\nrun = "{wait}echo {tid} > {tid}.txt"\nfiles = ["{tid}.txt"]\n'
+        )
+    return out
+
+
+def _forge_paths(repo: Path) -> list[Path]:
+    """What of plan p is on disk, wherever forge puts it."""
+    root = repo.parent / ".forge-worktrees"
+    found = [p for p in root.rglob("*") if "/p/" in f"{p}/" or "/p.spec" in str(p)]
+    state = repo / ".git" / "forge"
+    found += [p for p in (state / "cluster").glob("p.git")]
+    found += [p for p in (state / "verify" / "checkouts").glob("p*")]
+    found += [p for p in (state / "plans" / "p").glob("logs")]
+    return found
+
+
+def test_disk_counts_every_folder_and_clean_leaves_nothing(repo: Path, tmp_path: Path) -> None:
+    (repo / ".gitignore").write_text("big/\n")
+    git(repo, "add", ".gitignore")
+    git(repo, "commit", "-q", "-m", "ignore what setup makes")
+    ids = [f"t{i}" for i in range(4)]
+    cp = plan_and_run(repo, write_plan(tmp_path, _body(tmp_path / "log", ids)))
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    assert statuses(repo) == dict.fromkeys(ids, "MERGED")
+    data = json.loads(run_forge(repo, "status", "--disk", "--json").stdout)
+    disk, slots = data["disk"], sum(s["bytes"] for s in data["slots"])
+    assert set(disk) >= {"task worktrees", "verification checkouts", "logs"}, disk
+    assert disk["verification checkouts"] > 200_000 * 2  # the lanes' and a speculation's
+    assert sum(disk.values()) > slots
+    text = run_forge(repo, "status", "--disk").stdout
+    assert "disk (measured now): " in text and "verification checkouts" in text
+    assert any(p.name == "p.spec1" for p in _forge_paths(repo)), _forge_paths(repo)
+    assert run_forge(repo, "accept").returncode == 0
+    cp = run_forge(repo, "clean", "p")
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    assert _forge_paths(repo) == []
+    after = json.loads(run_forge(repo, "status", "--disk", "--json").stdout)["disk"]
+    assert after == {}
+    assert "nothing of the plan's on disk" in run_forge(repo, "status", "--disk").stdout
