@@ -522,8 +522,10 @@ def _execute_run(
 
 
 def main(argv: list[str] | None = None) -> NoReturn:
+    from forge.base.outfiles import open_closed_standard_fds
     from forge.base.text import PrintableStream
 
+    open_closed_standard_fds()  # `forge status >&-`: no traceback, no file on fd 1
     # Task text (reasons, file names, output) is data: no control character from it
     # reaches the user's terminal, whichever code path prints it.
     if not isinstance(sys.stdout, PrintableStream):

@@ -9,6 +9,7 @@ as the task wrote them.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import re
 from collections.abc import Sequence
@@ -56,13 +57,31 @@ class PrintableStream(io.TextIOBase):
     def __init__(self, raw: TextIO) -> None:
         super().__init__()
         self.raw = raw
+        self.gone = False  # the reader went away (a broken pipe): writes go nowhere
 
     def write(self, text: str) -> int:
-        self.raw.write(printable(text))
+        if not self.gone:
+            try:
+                self.raw.write(printable(text))
+            except OSError as exc:
+                self._lost(exc)
         return len(text)
 
     def flush(self) -> None:
-        self.raw.flush()
+        if not self.gone:
+            try:
+                self.raw.flush()
+            except OSError as exc:
+                self._lost(exc)
+
+    def _lost(self, exc: OSError) -> None:
+        from forge.base.outfiles import is_broken_pipe, silence
+
+        if not is_broken_pipe(exc):
+            raise exc
+        self.gone = True
+        with contextlib.suppress(OSError, ValueError):
+            silence(self.raw.fileno())
 
     def isatty(self) -> bool:
         return self.raw.isatty()

@@ -17,6 +17,7 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
+from forge.base import outfiles
 from forge.commands import report_svg as svg
 from forge.commands.report_page import PAGE
 from forge.commands.status import fmt_seconds
@@ -56,10 +57,8 @@ def build(
 
 
 def write(page: Page) -> Path:
-    page.path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = page.path.with_name(f".{page.path.name}.tmp")
-    tmp.write_text(page.html, encoding="utf-8")
-    os.replace(tmp, page.path)
+    """Only where a regular file belongs: a directory or device is refused as it is."""
+    outfiles.write_text(page.path, page.html)
     return page.path
 
 
