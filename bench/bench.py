@@ -26,6 +26,7 @@ import live
 import makespan
 import merge
 import naive
+import objects
 import overhead
 import scale
 import stop
@@ -43,6 +44,7 @@ BENCHES: dict[str, Callable[[Context], list[Figure]]] = {
     "gate": gate.run,
     "gate-parallel": gate.speculation,
     "cluster": cluster.run,
+    "objects": objects.run,
 }
 HERE = Path(__file__).resolve().parent
 QUICK_NOTE = (
