@@ -26,6 +26,7 @@ def test_a_rewritten_loose_object_is_named_and_blocks_accept(repo: Path, tmp_pat
     oid = git(repo, "rev-parse", "HEAD:README.md")
     obj = repo / ".git" / "objects" / oid[:2] / oid[2:]
     assert obj.is_file()
+    good = obj.read_bytes()
     # Same object, a different file: still named (a task has no business there).
     run = f"chmod u+w {obj}; printf 'not an object' > {obj}; echo a > a.txt"
     cp = plan_and_run(repo, _plan(tmp_path, run))
@@ -39,6 +40,12 @@ def test_a_rewritten_loose_object_is_named_and_blocks_accept(repo: Path, tmp_pat
     assert acc.returncode == 2, acc.stdout + acc.stderr
     assert acc.stderr.count("\n") == 1 and "git fsck" in acc.stderr, acc.stderr
     assert git(repo, "rev-parse", "main") == before
+    obj.chmod(0o644)
+    obj.write_bytes(good)  # what `git fsck` would send one to put right
+    again = run_forge(repo, "run")
+    assert again.returncode == 0 and "were not touched" in again.stdout, again.stdout
+    assert run_forge(repo, "accept").returncode == 0
+    assert git(repo, "rev-parse", "main") != before
 
 
 def test_a_removed_pack_is_named(repo: Path, tmp_path: Path) -> None:
