@@ -14,6 +14,7 @@ from pathlib import Path
 from forge.base import faults
 from forge.base.files import plan_lock
 from forge.git import refs, worktrees
+from forge.git.contained import VIEW_SUFFIX
 from forge.git.merge import is_ancestor
 from forge.git.repo import Repository
 from forge.run.state.recovery import stop_leftovers, sweep_salvage_indexes
@@ -128,6 +129,7 @@ def _remove_verification_checkouts(
     notes = []
     checkouts = repo.worktrees_root() / ".verify" / plan
     lanes = sorted(checkouts.iterdir()) if checkouts.is_dir() else []
+    lanes = [p for p in lanes if not p.name.endswith(VIEW_SUFFIX)]  # forge's git dirs
     for path in [*lanes, *worktrees.registered(repo)]:
         if path.parent.name == plan and path.parent.parent.name == ".verify" and path.is_dir():
             worktrees.remove(repo, path)

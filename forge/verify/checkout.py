@@ -64,15 +64,21 @@ class Checkout:
     marker: Path  # exists while a run may have left changes forge must undo
 
     def git(self, *args: str) -> str:
-        return Contained(self.repo, self.path).git(*args)
+        return Contained(self.repo, self.path, strict=False).git(*args)
 
     def fingerprint(self) -> Fingerprint:
-        head = Contained(self.repo, self.path).run(
-            "rev-parse", "--verify", "--quiet", "HEAD", check=False
+        # HEAD as the checkout's own `.git` has it, read as a file (never through git)
+        head = Contained(self.repo, self.path, strict=False).task_head() or ""
+        out = self.git(
+            "status",
+            "--porcelain=v1",
+            "-z",
+            "--untracked-files=all",
+            "--no-renames",
+            "--ignore-submodules=all",
         )
-        out = self.git("status", "--porcelain=v1", "-z", "--untracked-files=all", "--no-renames")
         entries = frozenset(e for e in out.split("\0") if e)
-        return Fingerprint(head=head.stdout.strip(), entries=entries)
+        return Fingerprint(head=head, entries=entries)
 
     def restore(self, commit: str) -> None:
         """Put the checkout back to exactly `commit`: undo edits, remove new files
