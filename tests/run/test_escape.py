@@ -182,6 +182,23 @@ CASES = [
         + "/forge/verify $(git write-tree)",
         "does not carry forge's seal",
     ),
+    Case(
+        "object-rewrite",
+        "an existing loose object of the user's store rewritten (the same object, other bytes)",
+        "o=$(git rev-parse HEAD:README.md); f={repo}/.git/objects/$(echo $o | cut -c1-2)/$(echo $o | cut -c3-);"
+        " (chmod u+w $f && " + sys.executable + ' -c "import sys, zlib; p = sys.argv[1];'
+        " d = zlib.decompress(open(p, 'rb').read()); open(p, 'wb').write(zlib.compress(d, 0))\" $f)"
+        " 2>/dev/null",
+        "object store changed: 1 object rewritten",
+    ),
+    Case(
+        "forge-git-dir",
+        "a filter, `commondir` and `info/attributes` written into forge's own git dir of its slot",
+        "d=$PWD.git; (mkdir -p $d/info $d/evil; echo '* filter=x' > $d/info/attributes;"
+        " printf '[filter \"x\"]\\n\\tclean = touch {ran}; cat\\n' >> $d/config;"
+        " echo $d/evil > $d/commondir) 2>/dev/null",
+        "contained",
+    ),
     *[
         Case(
             f"verify-{name}",
