@@ -112,3 +112,25 @@ def test_nothing_climbs_into_a_repository_around_the_worktrees(repo: Path, tmp_p
     assert not git(outer, "ls-files"), "nothing was staged in the outer repository"
     log = next((repo / ".git" / "forge" / "plans" / "p" / "logs" / "a").rglob("agent.log"))
     assert "not a git repository" in log.read_text()
+
+
+def test_forges_own_git_dir_is_beside_the_slot_and_made_again(repo: Path, tmp_path: Path) -> None:
+    """forge's git dir of a slot lives beside it (`slot-N.git`); a slot without one
+    (made by an older forge, or the folder removed) gets one at the commit its own
+    `.git` has checked out, and its task goes on there."""
+    ok = tmp_path / "ok"
+    plan = write_plan(
+        tmp_path, f'[[task]]\nid = "a"\nfiles = ["a.txt"]\nrun = "test -e {ok} && echo a > a.txt"\n'
+    )
+    cp = plan_and_run(repo, plan)
+    assert cp.returncode == 5, cp.stdout + cp.stderr
+    slot = Path(state(repo)["slots"]["slot-1"]["path"])
+    view = slot.with_name(slot.name + ".git")
+    assert (view / "HEAD").is_file() and (slot / ".git" / "HEAD").is_file()
+    assert "filter" not in (view / "config").read_text()
+    shutil.rmtree(view)
+    ok.write_text("")
+    cp = run_forge(repo, "retry", "a")
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    assert git(repo, "show", "forge/p-integration:a.txt") == "a"
+    assert view.is_dir()
