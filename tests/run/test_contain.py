@@ -134,3 +134,22 @@ def test_forges_own_git_dir_is_beside_the_slot_and_made_again(repo: Path, tmp_pa
     assert cp.returncode == 0, cp.stdout + cp.stderr
     assert git(repo, "show", "forge/p-integration:a.txt") == "a"
     assert view.is_dir()
+
+
+def test_a_corrupt_object_of_the_task_never_reaches_the_users_store(
+    repo: Path, tmp_path: Path
+) -> None:
+    """The agent commits, then makes the loose object of its file hold another blob:
+    the checking fetch refuses the commit, and forge commits the files themselves."""
+    corrupt = (
+        "echo a > a.txt && git add a.txt && git commit -qm mine"
+        " && o=$(git rev-parse HEAD:a.txt) && b=$(echo b | git hash-object -w --stdin)"
+        " && f=.git/objects/$(echo $o | cut -c1-2)/$(echo $o | cut -c3-)"
+        " && chmod u+w $f && cp .git/objects/$(echo $b | cut -c1-2)/$(echo $b | cut -c3-) $f"
+    )
+    plan = write_plan(tmp_path, f'[[task]]\nid = "a"\nfiles = ["a.txt"]\nrun = "{corrupt}"\n')
+    cp = plan_and_run(repo, plan)
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    assert git(repo, "show", "forge/p-integration:a.txt") == "a"
+    assert "mine" not in git(repo, "log", "--format=%s", "forge/p-integration")
+    subprocess.run(["git", "fsck", "--strict"], cwd=repo, check=True, capture_output=True)
