@@ -378,14 +378,13 @@ def _quote(value: str) -> str:
 def _put(path: Path, text: str) -> None:
     """Write `text` to `path` unless it already holds exactly that (a read is cheaper
     than a write, and this runs before every git call in the repository)."""
-    try:
-        with path.open("rb") as fh:
-            if fh.read(len(text) + 1) == text.encode():
-                return
-    except OSError:
-        pass
+    if taskgit.read_file(path, limit=len(text) + 1) == text.encode():  # no FIFO, no link
+        return
     tmp = path.with_name(f".{path.name}.forge-{os.getpid()}-{threading.get_ident()}")
-    tmp.write_text(text, encoding="utf-8")
+    taskgit.remove(tmp)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(text)
     os.replace(tmp, path)
 
 
