@@ -192,11 +192,16 @@ class Contained:
         """The commit the task's own `.git` has checked out, read as files."""
         return taskgit.head(self.task_git)
 
+    def head(self) -> str:
+        """forge's own HEAD here (its files read; git asked only when they say nothing)."""
+        mine = taskgit.head(self.git_dir)
+        return mine or self._git(("rev-parse", "--verify", "HEAD")).stdout.strip()
+
     def base(self) -> str:
         """What forge's next commit here goes on: the commit the task's own git has
         checked out (its commits brought into the user's store first), or forge's own
         HEAD when the task's cannot be read or brought in."""
-        mine = self._git(("rev-parse", "HEAD")).stdout.strip()
+        mine = self.head()
         theirs = self.task_head()
         if theirs is None or theirs == mine:
             return mine
@@ -257,9 +262,12 @@ class Contained:
         branch = None
         ref = head_text.strip().removeprefix("ref: ") if head_text.startswith("ref: ") else ""
         if ref:
-            oid = self._git(("rev-parse", "--verify", "--quiet", "HEAD"), check=False)
-            if oid.returncode == 0:
-                branch = (ref, oid.stdout.strip())
+            oid = taskgit.head(gd)
+            if oid is None:
+                cp = self._git(("rev-parse", "--verify", "--quiet", "HEAD"), check=False)
+                oid = cp.stdout.strip() if cp.returncode == 0 else None
+            if oid:
+                branch = (ref, oid)
         taskgit.replace(
             self.task_git,
             gd / "handover",
@@ -279,15 +287,13 @@ def view_dir(path: Path) -> Path:
 
 
 def _init_dir(repo: Repository, git_dir: Path) -> None:
-    """An empty git dir of forge's (no template: no sample hooks, no description)."""
-    fmt = _object_format(repo)
-    git_dir.parent.mkdir(parents=True, exist_ok=True)
-    proc.run(
-        ["git", "init", "--quiet", "--bare", "--template=", f"--object-format={fmt}", str(git_dir)],
-        cwd=git_dir.parent,
-        env={**HARDENED, "GIT_CEILING_DIRECTORIES": str(git_dir.parent)},
-    )
-    (git_dir / "objects" / "info").mkdir(parents=True, exist_ok=True)
+    """An empty git dir of forge's, written as git init would (no git called: no
+    template, no sample hooks); its config is put by the caller."""
+    git_dir.mkdir(parents=True)
+    for sub in ("objects/info", "objects/pack", "refs/heads", "refs/tags"):
+        (git_dir / sub).mkdir(parents=True)
+    (git_dir / "HEAD").write_text("ref: refs/heads/main\n")
+    (git_dir / "config").write_text(config_text(repo))
     (git_dir / "objects" / "info" / "alternates").write_text(f"{repo.common_dir / 'objects'}\n")
 
 

@@ -22,6 +22,8 @@ import os
 import re
 import shutil
 import stat
+import threading
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 
@@ -160,25 +162,39 @@ def replace(
     index: Path | None,
 ) -> None:
     """Put a fresh git dir at `git_dir`, built in `staging` (a folder of forge's on the
-    same file system): HEAD, the one branch it names, forge's config, alternates to
-    the user's objects, and `index` copied."""
-    new, old = staging / "new", staging / "old"
+    same file system): HEAD, the one branch it names (in `packed-refs`: no folders to
+    make), forge's config, alternates to the user's objects, and `index` copied. The
+    old one is removed in the background (removing folders is slow on some file
+    systems, and nothing waits for it)."""
+    new = staging / "new"
     remove(new)
-    remove(old)
     staging.mkdir(parents=True, exist_ok=True)
     os.mkdir(new)
-    for sub in ("objects/info", "objects/pack", "refs/heads", "refs/tags"):
-        (new / sub).mkdir(parents=True, exist_ok=True)
+    (new / "objects" / "info").mkdir(parents=True)
+    (new / "refs").mkdir()
     (new / "HEAD").write_text(head_text)
     if branch is not None:
         ref, oid = branch
-        (new / ref).parent.mkdir(parents=True, exist_ok=True)
-        (new / ref).write_text(oid + "\n")
+        (new / "packed-refs").write_text(f"{oid} {ref}\n")
     (new / "config").write_text(config)
     (new / "objects" / "info" / "alternates").write_text(alternates)
     if index is not None and index.is_file():
         shutil.copyfile(index, new / "index")
     if os.path.lexists(git_dir):
-        os.rename(git_dir, old)
+        os.rename(git_dir, staging / f"old-{uuid.uuid4().hex}")
     os.rename(new, git_dir)
-    remove(old)
+    _sweep(staging)
+
+
+def _sweep(staging: Path) -> None:
+    """Remove the old git dirs left in `staging`, in a thread of their own."""
+    with contextlib.suppress(OSError):
+        old = [staging / n for n in os.listdir(staging) if n.startswith("old-")]
+        if old:
+            threading.Thread(target=_remove_all, args=(old,), daemon=True).start()
+
+
+def _remove_all(paths: list[Path]) -> None:
+    for path in paths:
+        with contextlib.suppress(OSError):
+            remove(path)

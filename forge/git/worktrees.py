@@ -180,7 +180,8 @@ def detach(repo: Repository, path: Path) -> None:
         return
     slot = Contained(repo, path)
     with contextlib.suppress(contained.Tampered):
-        head = slot.run("rev-parse", "--verify", "--quiet", "HEAD", check=False).stdout.strip()
+        slot.guard()
+        head = slot.head()
         if head:
             slot.run("update-ref", "--no-deref", "HEAD", head, check=False)
 
