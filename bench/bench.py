@@ -19,17 +19,21 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import best_of
 import cluster
 import fastpath
 import gate
+import hermetic
 import live
 import makespan
 import merge
 import naive
 import objects
 import overhead
+import routing
 import scale
 import stop
+import window
 from kit import Context, Figure, hermetic_env
 
 BENCHES: dict[str, Callable[[Context], list[Figure]]] = {
@@ -43,7 +47,11 @@ BENCHES: dict[str, Callable[[Context], list[Figure]]] = {
     "scale": scale.run,
     "gate": gate.run,
     "gate-parallel": gate.speculation,
+    "gate-window": window.run,
     "cluster": cluster.run,
+    "routing": routing.run,
+    "hermetic": hermetic.run,
+    "best-of": best_of.run,
     "objects": objects.run,
 }
 HERE = Path(__file__).resolve().parent

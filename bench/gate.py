@@ -66,15 +66,19 @@ def _run(
     batch_max: int | None = None,
     parallel: int | None = None,
     ok: tuple[int, ...] = (0,),
+    reruns: int = 0,
+    window: str | None = None,
 ) -> tuple[Path, float, float]:
     """Plan and run in a fresh repository; (repo, makespan, wall time of forge's exit)."""
     work = ctx.tmp(name)
     repo = _repo(work)
-    extra = {"verify_reruns": "0", "gate": json.dumps(gate)}
+    extra = {"verify_reruns": str(reruns), "gate": json.dumps(gate)}
     if batch_max is not None:
         extra["batch_max"] = str(batch_max)
     if parallel is not None:
         extra["verify_parallel"] = str(parallel)
+    if window is not None:
+        extra["batch_window"] = json.dumps(window)
     # A plan name of its own: worktrees live under <root>/<repo folder>/<plan>, and
     # every repository here is a folder named `repo`.
     plan = BenchPlan(name=name, tasks=tasks, max_parallel=max_parallel, verify=verify, extra=extra)
@@ -125,33 +129,78 @@ def no_failure(ctx: Context) -> list[Figure]:
     ]
 
 
-def culprit(ctx: Context, n: int) -> Figure:
-    counter = ctx.root / f"gate-culprit-{n}.count"
+def _culprit_run(
+    ctx: Context, n: int, *, parallel: int = 1, seconds: float = 0.0, tag: str = "culprit"
+) -> tuple[int, float, list[dict[str, object]]]:
+    """One deterministic culprit among n (gate = end, the default verify_reruns = 2):
+    (verification runs, the run's time, the gate's verifications)."""
+    # A name of its own: the checkouts of a plan's key live under the repo folder's name
+    name = f"gate-{tag}-{n}-p{parallel}"
+    counter = ctx.root / f"{name}.count"
     bad = f"t{(2 * n) // 3:02d}.txt"  # not the first: the head is never judged
     repo, took, _ = _run(
         ctx,
-        f"gate-culprit-{n}",
-        _tasks(n, sleeps=[0.0] * n, done=ctx.root / f"culprit-{n}.done"),
-        verify=_verify(counter, 0.0, fail_if=bad),
+        name,
+        _tasks(n, sleeps=[0.0] * n, done=ctx.root / f"{name}.done"),
+        verify=_verify(counter, seconds, fail_if=bad),
         gate="end",
         batch_max=n,
+        parallel=parallel,
         ok=(5,),
+        reruns=2,
     )
     statuses = _landed(repo)
     failed = [t for t, s in statuses.items() if s != "MERGED"]
     if failed != [bad.removesuffix(".txt")]:
         raise RuntimeError(f"gate: expected only {bad} to be blamed, got {failed}")
-    runs = _count(counter)
-    bound = 1 + math.ceil(math.log2(n)) + 1
+    (state,) = (repo / ".git/forge/plans").glob("*/state.json")
+    steps = json.loads(state.read_text())["gate_steps"]
+    return _count(counter), took, steps
+
+
+def culprit(ctx: Context, n: int) -> Figure:
+    runs, took, _steps = _culprit_run(ctx, n)
+    bound = 2 + math.ceil(math.log2(n)) + 1
     return Figure(
         bench="gate",
-        config=f"one culprit among {n} (gate = end): verifications",
+        config=f"one deterministic culprit among {n} (gate = end, verify_reruns = 2): runs",
         forge=f"{runs}",
-        alternative=f"bound {bound} (1 + ceil(log2 {n}) + 1); {n} one by one",
+        alternative=f"bound {bound} (2 + ceil(log2 {n}) + 1 to land the rest); {n} one by one",
         ratio=runs / bound,
         target=1.0,
         note=f"run took {secs(took)}",
     )
+
+
+def _bisection_span(steps: list[dict[str, object]]) -> float:
+    """From the first bisection step's start to the last one's end."""
+    probes = [s for s in steps if s.get("name") == "bisection"]
+    return max(float(str(s["end"])) for s in probes) - min(float(str(s["start"])) for s in probes)
+
+
+def parallel_bisection(ctx: Context) -> list[Figure]:
+    """Wall time of a bisection with verify_parallel = 3 against 1 (a 1 s
+    verification that sleeps; one culprit among 16)."""
+    n, seconds = (8, 0.5) if ctx.quick else (16, 1.0)
+    _, _, serial = _culprit_run(ctx, n, parallel=1, seconds=seconds, tag="bisect")
+    _, _, par = _culprit_run(ctx, n, parallel=3, seconds=seconds, tag="bisect")
+    one, three = _bisection_span(serial), _bisection_span(par)
+    # counted from the records (the counter file races when runs overlap)
+    serial_runs = sum(int(str(s.get("runs", 0))) for s in serial)
+    par_runs = sum(int(str(s.get("runs", 0))) for s in par)
+    return [
+        Figure(
+            bench="gate",
+            config=(
+                f"bisection wall time, one culprit among {n}, {seconds:g} s verification: "
+                "verify_parallel 3 vs 1"
+            ),
+            forge=f"{secs(three)} ({par_runs} runs in all)",
+            alternative=f"{secs(one)} ({serial_runs} runs in all)",
+            ratio=three / one,
+            target=None,
+        )
+    ]
 
 
 def makespan(ctx: Context) -> list[Figure]:
@@ -303,6 +352,7 @@ def run(ctx: Context) -> list[Figure]:
     figures = no_failure(ctx)
     for n in (8,) if ctx.quick else (8, 16, 32):
         figures.append(culprit(ctx, n))
+    figures += parallel_bisection(ctx)
     figures += makespan(ctx)
     if not ctx.quick:
         figures += batch_sizes(ctx)

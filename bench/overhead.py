@@ -11,7 +11,9 @@ runs as many workers as forge runs slots, so both get the same parallelism.
 from __future__ import annotations
 
 import json
+import statistics
 import subprocess
+import sys
 from pathlib import Path
 
 import repogen
@@ -20,8 +22,9 @@ from kit import Context, Figure, forge, git, secs, settle, stopwatch
 from plans import BenchPlan, edit_tasks
 
 SLOTS = 2
-TARGET = 2.0
-REPEATS = 2
+# forge's cost per task beyond bare git's, as the median of interleaved pairs.
+TARGET_EXTRA = 0.050
+PAIRS = 5
 
 # One worker of the floor: its slot, then its share of the tasks, one per line as
 # "branch path". Merges are serialised with flock, as forge serialises them.
@@ -117,45 +120,73 @@ def through_forge(
     return tp[0], tr[0], float(state.get("wall_seconds") or 0.0)
 
 
+def inside(files: int, n: int) -> dict[str, float]:
+    """forge's own time per task, from inside a run (bench/inside.py, a process of its own)."""
+    cp = subprocess.run(
+        [
+            sys.executable,
+            str(Path(__file__).with_name("inside.py")),
+            "--files",
+            str(files),
+            "--tasks",
+            str(n),
+            "--parallel",
+            str(SLOTS),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if cp.returncode != 0:
+        raise RuntimeError(f"inside.py exited {cp.returncode}: {cp.stderr[-2000:]}")
+    data: dict[str, float] = json.loads(cp.stdout.strip().splitlines()[-1])
+    return data
+
+
 def run(ctx: Context) -> list[Figure]:
     sizes = [(1000, 6)] if ctx.quick else [(1000, 20), (10_000, 20), (50_000, 20)]
+    pairs = 2 if ctx.quick else PAIRS
     figures = []
     for files, n in sizes:
         repo = repogen.repo(ctx, files)
-        # This machine class is noisy (writeback, ext4 inode reuse): on the large
-        # repositories each side runs twice, alternating, and the best run counts.
-        reps = 1 if ctx.quick or files < 10_000 else REPEATS
-        floors, forges = [], []
-        for rep in range(reps):
+        # Interleaved pairs (floor, forge, floor, forge, ...): the machine's drift hits
+        # both sides of a pair alike, and the median of the per-pair figure holds still.
+        extra: list[float] = []
+        ratios: list[float] = []
+        for rep in range(pairs):
             tag = f"{files}-{rep}"
             # Distinct files for every run, so none finds another's work merged.
-            floors.append(floor(ctx, repo, paths_for(n, files, offset=1 + 2 * rep), tag))
-            forges.append(through_forge(ctx, repo, paths_for(n, files, offset=2 + 2 * rep), tag))
-            plan_s, run_s, inner = forges[-1]
-            ctx.log(
-                f"  {files} files, {n} tasks: forge plan {secs(plan_s)} + run {secs(run_s)} "
-                f"(inside the run: {secs(inner)}); floor {secs(floors[-1])}"
+            fl = floor(ctx, repo, paths_for(n, files, offset=1 + 2 * rep), tag)
+            plan_s, run_s, inner = through_forge(
+                ctx, repo, paths_for(n, files, offset=2 + 2 * rep), tag
             )
-        fl = min(floors)
-        plan_s, run_s, inner = min(forges, key=lambda f: f[0] + f[1])
-        total = plan_s + run_s
-        runs = f"best of {reps}: " if reps > 1 else ""
+            extra.append((plan_s + run_s - fl) / n)
+            ratios.append((plan_s + run_s) / fl)
+            ctx.log(
+                f"  {files} files, {n} tasks, pair {rep + 1}: forge plan {secs(plan_s)} + run "
+                f"{secs(run_s)} (inside the run: {secs(inner)}); floor {secs(fl)}; "
+                f"{1000 * extra[-1]:+.0f} ms a task"
+            )
+        own = inside(files, n)
+        med = statistics.median(extra)
         figures.append(
             Figure(
                 bench="overhead",
                 config=f"{files // 1000}k files, {n} tasks, {SLOTS} slots",
-                forge=f"{total / n:.3f} s/task",
-                alternative=f"{fl / n:.3f} s/task (bare git)",
-                ratio=total / fl,
-                target=TARGET if files >= 10_000 else None,
+                forge=f"{1000 * med:+.0f} ms/task beyond bare git",
+                alternative=f"bare git ({pairs} interleaved pairs)",
+                ratio=statistics.median(ratios),
+                target=None,
+                seconds=med,
+                max_seconds=TARGET_EXTRA,
                 note=(
-                    f"{runs}forge plan {secs(plan_s)} + run {secs(run_s)}, floor {secs(fl)}"
-                    + (
-                        f" (all runs: forge {', '.join(secs(a + b) for a, b, _ in forges)}; "
-                        f"floor {', '.join(secs(x) for x in floors)})"
-                        if reps > 1
-                        else ""
-                    )
+                    f"median of {pairs} pairs {1000 * med:+.0f} ms a task (spread "
+                    f"{1000 * min(extra):+.0f} to {1000 * max(extra):+.0f}); wall ratio "
+                    f"median {statistics.median(ratios):.2f}; forge's own time from inside a "
+                    f"run: {1000 * own['own_per_task_s']:.0f} ms a task (Python "
+                    f"{1000 * own['python_cpu_per_task_s']:.0f} ms CPU + git calls the floor "
+                    f"does not make {1000 * own['extra_git_per_task_s']:.0f} ms; "
+                    f"{own['git_calls_per_task']:.1f} git calls a task)"
                 ),
             )
         )

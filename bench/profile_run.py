@@ -83,15 +83,15 @@ def instrument(by_cmd: Totals, by_caller: Totals, other: Totals) -> None:
     proc.run_group = run_group
     real_save = runstate.StateStore.save
 
-    def save(self: Any, st: Any) -> None:
+    def save(self: Any, st: Any, **kw: Any) -> None:
         t0 = time.perf_counter()
         try:
-            real_save(self, st)
+            real_save(self, st, **kw)
         finally:
             with lock:
                 other["state.json save (fsync)"].append(time.perf_counter() - t0)
 
-    runstate.StateStore.save = save  # type: ignore[method-assign,assignment]
+    runstate.StateStore.save = save  # type: ignore[method-assign]
 
 
 def report(title: str, totals: Totals, wall: float, tasks: int, top: int) -> None:

@@ -8,6 +8,7 @@ DAG or GitPython.
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
@@ -398,6 +399,24 @@ def clean(
         typer.echo("no plans recorded: nothing to clean")
 
 
+@app.command()
+def stats(
+    plan: Annotated[str | None, typer.Option("--plan", help="Only this plan's attempts.")] = None,
+    since: Annotated[
+        str | None, typer.Option("--since", help="Only attempts this recent (7d, 12h).")
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Per agent spec, across runs: attempts, landed tasks, land rate, cost per landed task."""
+    from forge.commands import stats as agent_stats
+
+    data = agent_stats.stats_data(_repo().state, plan=plan, since=since)
+    if as_json:
+        emit_json(data)
+    else:
+        typer.echo(agent_stats.render(data), nl=False)
+
+
 @hooks_app.command("install")
 def hooks_install() -> None:
     """Install forge's git hooks (keeping and chaining any hook already there)."""
@@ -494,6 +513,8 @@ def _execute_run(
         quiet=as_json,
         weights={t.id: t.estimate or 1.0 for t in plan.tasks},
         prices=prices,
+        parallel=options.max_parallel or plan.max_parallel,
+        event_log=repo.state.logs_dir(plan.name) / "events.log",
     )
     with interrupt.on_stop_signals() as stop, view:
         report = runner.run_plan(
@@ -506,14 +527,15 @@ def _execute_run(
             remote=remote,
         )
     from forge.commands.next_step import next_steps
-    from forge.run.spend import plan_spend
+    from forge.run.spend import spend_data
 
     steps = next_steps(report, recorded.plan, only=options.only)
-    spend = plan_spend(report.state, prices).to_dict()
+    spend = spend_data(report.state, prices)
     if as_json:
-        emit_json({**views.report_data(report), "next": steps, "spend": spend})
+        emit_json({**views.report_data(report, prices), "next": steps, "spend": spend})
     else:
-        typer.echo(views.render_report(report), nl=False)
+        width = shutil.get_terminal_size().columns if sys.stdout.isatty() else None
+        typer.echo(views.render_report(report, width=width), nl=False)
         typer.echo(views.spend_line(spend, options.budget or plan.budget))
         for line in steps:
             typer.echo(line)

@@ -12,7 +12,7 @@ from forge.base.tomlread import LineOf, Problems, TableReader, no_lines
 from forge.errors import ForgeError
 
 # The kinds of infrastructure failure an agent definition may name patterns for.
-INFRA_KINDS = ("binary-missing", "auth", "quota", "rate-limit", "network", "server")
+INFRA_KINDS = ("binary-missing", "auth", "quota", "rate-limit", "network", "server", "model")
 
 COMMAND_PLACEHOLDERS = ("prompt_file", "model", "effort", "task", "worktree", "review_file")
 ENV_PLACEHOLDERS = (*COMMAND_PLACEHOLDERS, "state_dir")

@@ -25,13 +25,14 @@ from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from forge.agents.definition import INFRA_KINDS
+from forge.agents.message import human, is_noise
 from forge.base import durations
 
 if TYPE_CHECKING:
     from forge.agents.definition import AgentDef
 
 # Waiting cannot fix these: the run pauses at once instead of backing off.
-PAUSE_AT_ONCE = frozenset({"binary-missing", "auth"})
+PAUSE_AT_ONCE = frozenset({"binary-missing", "auth", "model"})
 _SCAN_BYTES = 4_000_000  # logs can be huge; the facts sit at the end
 _PLAIN_LINES = 60  # CLIs print their fatal error last
 
@@ -159,7 +160,7 @@ def _http_prefix(err: dict[str, Any]) -> str:
 
 
 def _one_line(text: str) -> str:
-    return " ".join(text.split())[:300]
+    return human(text)[:300]
 
 
 def cli_message(output: str) -> str | None:
@@ -185,7 +186,8 @@ def failure_reason(output: str) -> str | None:
     if message:
         return message
     _, plain = split_log(output)
-    return _one_line(plain[-1]) if plain else None
+    said = [line for line in plain if not is_noise(line)]
+    return _one_line(said[-1]) if said else None
 
 
 def _reset_epochs(obj: Any) -> Iterator[tuple[float, bool]]:
@@ -228,7 +230,7 @@ def _signals(output: str) -> tuple[list[str], list[tuple[float, bool]], list[dic
         retry = None if finished else _retry_text(obj)
         if retry is not None:
             texts.append(retry)
-    texts.extend(plain[-_PLAIN_LINES:])
+    texts.extend(line for line in plain[-_PLAIN_LINES:] if not is_noise(line))
     return texts, resets, dicts
 
 
@@ -239,13 +241,16 @@ def classify_failure(
     output: str,
     spawn_error: str | None = None,
     now: float | None = None,
+    said_at: float | None = None,
 ) -> InfraFailure | None:
     """An infrastructure failure, or None for an ordinary result (pass or fail).
 
     Call it after every agent run. A zero exit is looked at only for agents
     whose CLI exits 0 on API errors (`infra_on_success`: aider). A script's
     (the shell preset's) output is the user's own and is never read for
-    outages; only a failed spawn counts there.
+    outages; only a failed spawn counts there. `said_at` is when the CLI last
+    wrote (its log's mtime): a printed "retry in 60s" counts from then, not from
+    when forge reads it (after a timeout, perhaps minutes later).
     """
     if spawn_error is not None:
         return InfraFailure(
@@ -265,7 +270,7 @@ def classify_failure(
         return None
     retry = None
     if kind in ("quota", "rate-limit", "network", "server"):
-        retry = _retry_after(texts, resets, when)
+        retry = _retry_after(texts, resets, when, since=when if said_at is None else said_at)
     return InfraFailure(kind, _one_line(message), retry)
 
 
@@ -332,16 +337,21 @@ def parse_retry_duration(text: str) -> float | None:
     return durations.seconds_in(text)
 
 
-def _retry_after(texts: list[str], resets: list[tuple[float, bool]], now: float) -> float | None:
+def _retry_after(
+    texts: list[str], resets: list[tuple[float, bool]], now: float, *, since: float
+) -> float | None:
     # Only a rejecting event's reset time counts: "allowed" events carry one too.
     rejected = [epoch for epoch, is_rejected in resets if is_rejected]
     if rejected:
         return max(0.0, max(rejected) - now)
+    # A duration counts from when it was printed; what has passed since is served.
+    passed = max(0.0, now - since)
     for text in reversed(texts):
         if m := _RESETS_IN_SECONDS.search(text):
-            return float(m.group(1))
+            return max(0.0, float(m.group(1)) - passed)
         if m := _RETRY_IN.search(text):
-            return parse_retry_duration(m.group(1))
+            seconds = parse_retry_duration(m.group(1))
+            return None if seconds is None else max(0.0, seconds - passed)
         if m := _CLAUDE_RESET.search(text):
             return _until_claude_reset(m, now)
         if m := _CODEX_RESET.search(text):

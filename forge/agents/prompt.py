@@ -29,6 +29,7 @@ class Feedback:
     log_tail: str  # tail of the log that failed
     diff_summary: str  # e.g. `git diff --stat` of the failed attempt
     source: str  # "agent" | "check" | "merge" | "verify:<lane>"
+    failing_tests: str = ""  # each failing test a verification named, with its output
 
 
 _SOURCES = {
@@ -83,6 +84,10 @@ def render_prompt(
             "## Last attempt failed",
             f"Status: {feedback.status}\nReason: {feedback.reason}\n"
             f"Failed in: {_source(feedback.source)}",
+        ]
+        if feedback.failing_tests:
+            parts += ["### Failing tests", _block(feedback.failing_tests)]
+        parts += [
             "### Tail of the failing log",
             _block(feedback.log_tail),
             "### What the last attempt changed",

@@ -29,8 +29,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from forge.cluster.address import is_this_machine, parse_address, remote_needed
 from forge.cluster.job import Job, JobResult
-from forge.cluster.worker import CACHE_VAR
+from forge.cluster.worker import CACHE_VAR, lost_worker
 from forge.errors import ExitCode, ForgeError
 from forge.git import worktrees
 from forge.git.repo import Repository
@@ -52,20 +53,6 @@ STOP_WAIT = 60.0  # after a stop, how long to wait for workers to report back
 class ClusterConfig:
     address: str  # tcp://host:8786, or local:N
     remote: str | None = None  # a git URL or path the workers reach
-
-
-def parse_address(address: str) -> int | None:
-    """N for `local:N`, None for a scheduler address; a bad value is a ForgeError."""
-    if address.startswith("local:"):
-        n = address.removeprefix("local:")
-        if not n.isdigit() or int(n) < 1:
-            raise ForgeError(f"--cluster {address}: expected local:N with N >= 1 workers")
-        return int(n)
-    if "://" not in address:
-        raise ForgeError(
-            f"--cluster {address}: expected a scheduler address (tcp://host:8786) or local:N"
-        )
-    return None
 
 
 def require_dask() -> None:
@@ -130,14 +117,18 @@ class Cluster:
                     code=ExitCode.PAUSED,
                 ) from None
         Event(self.stop_name, client=self.client).clear()
+        self._register_sweeper()
         if not self.remote:
-            if self.local_n is None:
-                raise ForgeError(
-                    "a cluster needs a git remote its workers can reach: "
-                    'set [cluster] remote = "ssh://..." in forge.toml'
-                )
             self.bare = self._make_bare()
             self.remote = str(self.bare)
+
+    def _register_sweeper(self) -> None:
+        """Each worker, and each one started later (a restart after a death), stops
+        what a dead worker left running on its machine."""
+        from forge.cluster.sweeper import Sweeper
+
+        with contextlib.suppress(Exception):  # an older scheduler: the per-job sweep remains
+            self.client.register_plugin(Sweeper())
 
     def close(self) -> None:
         if self.published and self.bare is None:  # leave the user's remote as it was
@@ -308,7 +299,7 @@ class Cluster:
             except TimeoutError:
                 pass
             except Exception as exc:  # noqa: BLE001 the job's own exception comes back here, of any kind
-                return self._failed(exc)
+                return self._failed(exc, job.key)
             if ctx.stop.is_set() and stopping_since is None:
                 self.stop_all()
                 stopping_since = time.monotonic()
@@ -328,19 +319,23 @@ class Cluster:
             Variable(f"forge-claim-{job.key}", client=self.client).delete()
         return result
 
-    def _failed(self, exc: BaseException) -> JobResult:
+    def _failed(self, exc: BaseException, key: str) -> JobResult:
         name = type(exc).__name__
         if name == "KilledWorker":
-            return JobResult(
-                Status.INFRA,
-                "worker lost mid-attempt: the attempt runs again elsewhere",
-                infra_kind="worker-lost",
-                infra_retry_after=0.0,
-            )
+            return lost_worker(self._claimed_by(key))
         lost = ("CancelledError", "FutureCancelledError", "CommClosedError")
         if self.client.status != "running" or name in lost:
             return self._lose(f"lost the scheduler at {self.config.address} ({name})")
         return JobResult(Status.FAILED, f"forge error on the worker: {name}: {exc}")
+
+    def _claimed_by(self, key: str) -> str | None:
+        """Where the job started (the worker that died under it), if it said so."""
+        from distributed import Variable
+
+        try:
+            return str(Variable(f"forge-claim-{key}", client=self.client).get(timeout=0))
+        except Exception:  # noqa: BLE001 any failure to ask: the address is unknown
+            return None
 
     def _lose(self, why: str) -> JobResult:
         self.lost = why
@@ -439,7 +434,9 @@ def from_settings(repo: Repository, address: str | None) -> Any:
     address = address or config.cluster_address
     if not address:
         return None
-    parse_address(address)
+    local_n = parse_address(address)
+    if not config.cluster_remote and local_n is None and not is_this_machine(address):
+        raise remote_needed(address)
     require_dask()
     settings = ClusterConfig(address, config.cluster_remote)
 

@@ -49,14 +49,9 @@ def cache_root() -> Path:
 def run_job(job: Job) -> JobResult:
     """The function Dask runs on a worker. Never raises for the task's own failures."""
     where = _where()
-    if not _claim(job, where):
-        return JobResult(
-            Status.INFRA,
-            "worker lost mid-attempt: the attempt runs again elsewhere",
-            where=where,
-            infra_kind="worker-lost",
-            infra_retry_after=0.0,
-        )
+    lost = _claim(job, where)
+    if lost is not None:
+        return lost_worker(lost)
     sweep_orphans()
     stop = threading.Event()
     done = threading.Event()
@@ -82,21 +77,33 @@ def _where() -> str:
         return socket.gethostname()
 
 
-def _claim(job: Job, where: str) -> bool:
-    """False when this job already started on another worker (which then died)."""
+def lost_worker(where: str | None) -> JobResult:
+    """The result of an attempt whose worker died under it: named by where it ran."""
+    who = f"worker {where.split()[-1]}" if where else "worker"
+    return JobResult(
+        Status.INFRA,
+        f"{who} lost mid-attempt: the attempt runs again elsewhere",
+        where=where or "",
+        infra_kind="worker-lost",
+        infra_retry_after=0.0,
+    )
+
+
+def _claim(job: Job, where: str) -> str | None:
+    """None when this worker is the first to start the job; else where the job
+    started before (a worker that then died)."""
     try:
         from distributed import Variable, get_client
 
         client = get_client()
     except (ImportError, ValueError):  # not on a worker (called directly)
-        return True
+        return None
     claim = Variable(f"forge-claim-{job.key}", client=client)
     try:
-        claim.get(timeout=0)
+        return str(claim.get(timeout=0))
     except TimeoutError:
         claim.set(where)
-        return True
-    return False
+        return None
 
 
 def _watch_stop(name: str, stop: threading.Event, done: threading.Event) -> None:

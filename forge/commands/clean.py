@@ -40,6 +40,7 @@ def clean_plan(repo: Repository, plan: str) -> list[str]:
         if integration is not None:
             notes += _drop_integration(repo, plan, integration, state, store, checked_out)
         notes += _remove_cluster_cache(repo, plan)
+        notes += _remove_agent_state(repo, plan)
         worktrees.prune(repo)
         root = repo.worktrees_root()
         emptied.setdefault(root / plan, 2)
@@ -48,6 +49,18 @@ def clean_plan(repo: Repository, plan: str) -> list[str]:
             _remove_empty(folder, up=up)
         _remove_empty(repo.state.verify_dir / "checkouts" / plan, up=2)
     return notes
+
+
+def _remove_agent_state(repo: Repository, plan: str) -> list[str]:
+    """The agents' per-task homes (under $XDG_STATE_HOME/forge): sessions, history."""
+    from forge.run.attempt.confinement import agent_state_dir
+
+    folder = agent_state_dir(repo, plan)
+    if not folder.exists():
+        return []
+    shutil.rmtree(folder.parent, ignore_errors=True)
+    _remove_empty(folder.parent.parent, up=1)
+    return [f"removed the agents' state {folder}"]
 
 
 def _remove_cluster_cache(repo: Repository, plan: str) -> list[str]:

@@ -1,9 +1,11 @@
 """The live view of a run.
 
-On a terminal: a summary line (counts per status, cost, elapsed, an ETA) and the
-running and recently finished tasks, cut to the terminal's height and redrawn in
-place; it is transient, so when the run ends it is cleared and the results table
-is printed once. Otherwise (logs, CI, pipes): plain timestamped lines.
+On a terminal: a summary line (counts per status, cost, elapsed, an ETA), a line
+for the gate when it verifies, and the running and recently finished tasks, cut to
+the terminal's height and width and redrawn in place; it is transient, so when the
+run ends it is cleared and the results table is printed once. The run's event lines
+go to its log (`events.log` in the run's logs folder), not to the terminal.
+Otherwise (logs, CI, pipes): plain timestamped lines, and the same log.
 
 A redraw must cost the same for 10 tasks as for 1000: it draws at most a screenful
 from what `on_change` keeps up to date (the running tasks, the last finished
@@ -17,13 +19,17 @@ import threading
 import time
 from collections import Counter, deque
 from collections.abc import Mapping
+from pathlib import Path
 from types import TracebackType
 from typing import Any, TextIO
 
-from forge.base.text import one_line, printable, raw_stream
-from forge.commands.status import fmt_seconds
+from forge.base.text import one_line, raw_stream
+from forge.commands.candidate_view import live_lines
+from forge.commands.eta import Eta
+from forge.commands.status import fmt_seconds, gate_data
 from forge.run.attempt.phases import current
-from forge.run.spend import attempt_spend
+from forge.run.capacity import CAP_EVENT
+from forge.run.spend import Spend, spend_of
 from forge.run.state.run_state import FAILURES, RunState, Status, TaskState
 
 RECENT = 50  # finished tasks remembered for the view (a screen holds fewer)
@@ -39,6 +45,8 @@ class LiveView:
         quiet: bool = False,
         weights: Mapping[str, float] | None = None,
         prices: Mapping[str, tuple[float, float]] | None = None,
+        parallel: int = 1,
+        event_log: Path | None = None,
     ) -> None:
         self.stream = stream or sys.stderr
         self.quiet = quiet
@@ -53,8 +61,12 @@ class LiveView:
         self._recent: deque[TaskState] = deque(maxlen=RECENT)
         self._counts: Counter[str] = Counter()
         self._counted = 0.0
-        self._usd: dict[str, float] = {}  # per task, so a change costs one task's attempts
-        self._settled_weight = 0.0
+        self._usd: dict[str, Spend] = {}  # per task, so a change costs one task's attempts
+        self.eta = Eta(self.weights, parallel)
+        self._gate = ""  # the gate's line, recounted with the statuses
+        self._caps: dict[str, str] = {}  # agent -> its cap after rate limits
+        self.event_log = event_log
+        self._log: TextIO | None = None
 
     def __enter__(self) -> LiveView:
         if self.tty:
@@ -78,33 +90,60 @@ class LiveView:
     ) -> None:
         if self._live is not None:
             self._live.__exit__(et, ev, tb)
+        if self._log is not None:
+            self._log.close()
 
     def on_change(self, state: RunState, task: str) -> None:
         if not self.tty:
             return  # only the terminal view draws from it
         with self._lock:
             self._state = state
+            task = state.owner(task)  # a best-of-N candidate: its task's row
             ts = state.tasks.get(task)
             if ts is None:
                 return
-            self._usd[task] = sum(attempt_spend(a, self.prices).usd for a in ts.attempts)
+            self._usd[task] = spend_of(ts.every_attempt(), self.prices)
             if ts.status == Status.RUNNING:
                 self._running[task] = ts
             elif self._running.pop(task, None) is not None:
                 self._recent.appendleft(ts)  # read when drawn: its duration comes later
 
     def on_event(self, message: str) -> None:
-        if self.quiet:
-            return
-        if self._live is not None:
-            from rich.text import Text
+        self._note_cap(message)
+        line = f"[{fmt_seconds(time.monotonic() - self._t0):>7}] {message}\n"
+        self._to_log(line)
+        if self.quiet or self._live is not None:
+            return  # on a terminal the live area says what runs; the log keeps the events
+        self.stream.write(line)
+        self.stream.flush()
 
-            line = Text(fmt_seconds(time.monotonic() - self._t0), style="dim")
-            line.append(" " + printable(message))
-            self._live.console.print(line)
-        else:
-            self.stream.write(f"[{fmt_seconds(time.monotonic() - self._t0):>7}] {message}\n")
-            self.stream.flush()
+    def _note_cap(self, message: str) -> None:
+        """Keep an agent's cap while a rate limit holds it below its max_parallel."""
+        if not message.startswith(CAP_EVENT):
+            return
+        said = message.removeprefix(CAP_EVENT)
+        agent = said.split(" ", 1)[0]
+        with self._lock:
+            if " back to " in said or said.endswith("no longer capped"):
+                self._caps.pop(agent, None)
+            else:
+                self._caps[agent] = said
+
+    def cap_line(self) -> str:
+        return CAP_EVENT + " · ".join(self._caps.values()) if self._caps else ""
+
+    def _to_log(self, line: str) -> None:
+        if self.event_log is None:
+            return
+        with self._lock:
+            try:
+                if self._log is None:
+                    self.event_log.parent.mkdir(parents=True, exist_ok=True)
+                    self._log = self.event_log.open("a", encoding="utf-8", errors="replace")
+                self._log.write(line)
+                self._log.flush()
+            except OSError:
+                self.event_log = None  # a log that cannot be written never stops a run
 
     # -- drawing ---------------------------------------------------------------
 
@@ -114,25 +153,23 @@ class LiveView:
             return
         self._counted = now
         self._counts = Counter(str(ts.status) for ts in state.tasks.values())
-        self._settled_weight = sum(
-            self.weights.get(ts.id, 1.0)
-            for ts in state.tasks.values()
-            if ts.status == Status.MERGED or ts.status in FAILURES
-        )
+        self.eta.update(state, time.time())
+        self._gate = gate_line(gate_data(state))
 
     def summary(self, now: float) -> str:
         elapsed = now - self._t0
         counts = self._counts
         parts = [f"{counts[s]} {s.lower()}" for s in ORDER if counts.get(s)]
         parts += [f"{n} {s.lower()}" for s, n in counts.items() if s not in ORDER and n]
-        usd = sum(self._usd.values())
-        if usd:
-            parts.append(f"${usd:.2f}")
+        spend = sum(self._usd.values(), Spend())
+        if spend.unpriced:  # a price unknown is not zero
+            parts.append(f"${spend.usd:.2f} + unknown" if spend.priced else "cost unknown")
+        elif spend.usd:
+            parts.append(f"${spend.usd:.2f}")
         parts.append(f"{fmt_seconds(elapsed)} elapsed")
-        total = sum(self.weights.values()) or float(sum(counts.values()))
-        if self._settled_weight and total > self._settled_weight:
-            left = elapsed / self._settled_weight * (total - self._settled_weight)
-            parts.append(f"ETA ~{fmt_seconds(left)}")
+        eta = self.eta.text()
+        if eta:
+            parts.append(eta)
         return "  ".join(parts)
 
     def lines(self, height: int) -> list[str]:
@@ -141,13 +178,22 @@ class LiveView:
         with self._lock:
             self._recount(now)
             out = [self.summary(now)]
+            if self._gate:
+                out.append(self._gate)
+            if self._caps:
+                out.append(self.cap_line())
             wall = time.time()
             for tid, ts in list(self._running.items())[: max(0, height - 1)]:
                 phase = current(ts.last)
                 what = (
-                    f"{phase['name']} {fmt_seconds(wall - phase['start'])}" if phase else "starting"
+                    f"{phase['name']} {fmt_seconds(wall - phase['start'])}"
+                    if phase
+                    else f"best of {len(ts.candidates)}"
+                    if ts.candidates
+                    else "starting"
                 )
                 out.append(f"  {tid:<24} RUNNING  {what}")
+                out += live_lines(ts, wall)  # best-of-N: its candidates under it
             shown = set(self._running)
             for ts in self._recent:
                 if len(out) >= height:
@@ -168,3 +214,21 @@ class LiveView:
         height = self._live.console.size.height if self._live is not None else 24
         # Room for the lines printed above the view, and rich's own last line.
         return Text("\n".join(self.lines(max(2, height - 2))), no_wrap=True, overflow="ellipsis")
+
+
+def gate_line(data: dict[str, Any]) -> str:
+    """`gate: verifying t12, t02 (batch of 2) · bisection: at most 2 more · 3 queued`."""
+    batch = data.get("batch") or []
+    queued = data.get("queued") or []
+    if not batch and not queued:
+        return ""
+    parts = []
+    if batch:
+        parts.append(f"gate: verifying {', '.join(batch)} (batch of {len(batch)})")
+        if data.get("phase") == "bisecting" and data.get("left") is not None:
+            parts.append(f"bisection: at most {data['left']} more")
+    else:
+        parts.append("gate: waiting")
+    if queued:
+        parts.append(f"{len(queued)} queued")
+    return " · ".join(parts)

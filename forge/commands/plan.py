@@ -13,6 +13,7 @@ from forge.plan import dag, registry, tables
 from forge.plan.dag import Waves
 from forge.plan.model import Plan
 from forge.plan.registry import Recorded
+from forge.run.forecast import Forecast
 from forge.run.state.replan import TakenUp
 
 
@@ -25,6 +26,8 @@ class Planned:
     record_file: Path | None = None
     warnings: tuple[str, ...] = ()  # advice about the plan (forge.plan.advice)
     taken: TakenUp | None = None  # recorded while the plan runs: what the run takes up
+    forecast: Forecast | None = None  # from the attempts history (None: no history)
+    verification: str = ""  # what verifies its work, and each lane run's time limit
 
     def data(self) -> dict[str, Any]:
         data = tables.wave_data(
@@ -36,6 +39,7 @@ class Planned:
         )
         if self.recorded is not None:
             data["running"] = None if self.taken is None else self.taken.to_dict()
+        data["forecast"] = None if self.forecast is None else self.forecast.to_dict()
         return data
 
     def text(self) -> str:
@@ -43,10 +47,14 @@ class Planned:
             tables.wave_table(self.plan, self.waves),
             tables.plan_summary(self.plan, self.waves, recorded=self.recorded),
         ]
+        if self.verification:
+            lines.append(self.verification)
         if self.record_file is not None:
             lines.append(f"record: {self.record_file}")
         if self.taken is not None:
             lines.append(self.taken.describe())
+        if self.forecast is not None:
+            lines.append(self.forecast.line())
         return "\n".join(lines)
 
 
@@ -54,7 +62,13 @@ def check(plan_file: Path) -> Planned:
     """Validate a plan file and compute its waves and critical path; needs no
     repository, writes nothing."""
     plan, waves = registry.check(plan_file)
-    return Planned(plan, waves, dag.critical_path(plan), warnings=_warnings(plan))
+    return Planned(
+        plan,
+        waves,
+        dag.critical_path(plan),
+        warnings=_warnings(plan),
+        verification=tables.verify_summary(plan.verify, known=plan.verify is not None),
+    )
 
 
 def record(repo: Repository, plan_file: Path, *, note: Callable[[str], None]) -> Planned:
@@ -72,6 +86,9 @@ def record(repo: Repository, plan_file: Path, *, note: Callable[[str], None]) ->
     for line in reconcile.explain(repo, new):
         note(line)
     recorded, taken = replan.record(repo, plan_file)
+    from forge.plan.config import load_repo_config
+
+    default = load_repo_config(repo.root, read_agents=False).verify
     return Planned(
         recorded.plan,
         recorded.as_waves(),
@@ -80,7 +97,18 @@ def record(repo: Repository, plan_file: Path, *, note: Callable[[str], None]) ->
         record_file=repo.state.plan_file(recorded.plan.name),
         warnings=_warnings(recorded.plan),
         taken=taken,
+        forecast=_forecast(repo, recorded.plan),
+        verification=tables.verify_summary(recorded.plan.verify_config(default)),
     )
+
+
+def _forecast(repo: Repository, plan: Plan) -> Forecast | None:
+    from forge.run.forecast import forecast
+
+    try:
+        return forecast(repo, plan)
+    except Exception:  # noqa: BLE001 advice only: a forecast never stops a plan
+        return None
 
 
 def _warnings(plan: Plan) -> tuple[str, ...]:

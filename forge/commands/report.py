@@ -19,13 +19,16 @@ from typing import Any
 
 from forge.base import outfiles
 from forge.commands import report_svg as svg
+from forge.commands.candidate_view import summary, timeline_attempts
 from forge.commands.report_page import PAGE
+from forge.commands.report_time import Clock, clock
 from forge.commands.status import fmt_seconds
 from forge.git.repo import Repository
 from forge.plan.registry import Recorded
-from forge.run.spend import Spend, attempt_spend, plan_spend
+from forge.run.gate import story
+from forge.run.spend import Spend, attempt_spend, per_landed, plan_spend
 from forge.run.state.run_state import Attempt, RunState, StateStore, Status
-from forge.verify.records import Verdict
+from forge.verify.failures import Failure
 
 WORK_PHASES = ("agent", "run")  # the phases that are the task's own work ("agent time")
 
@@ -76,7 +79,6 @@ def render(
     wave_of = {tid: n for n, wave in enumerate(recorded.waves, start=1) for tid in wave}
     spend = plan_spend(state, prices)
     record = _record(state)
-    verdict = (record or {}).get("verdict") or "not verified"
     statuses = {tid: str(ts.status) for tid, ts in state.tasks.items()}
     tips = {
         t.id: f"{t.id}: {statuses.get(t.id, 'PENDING')}"
@@ -91,9 +93,9 @@ def render(
     dag = svg.dag_svg(
         [list(w) for w in recorded.waves], {t.id: list(t.deps) for t in plan.tasks}, statuses, tips
     )
-    lanes, span, phases = timeline(state)
+    lanes, axis, phases = timeline(state)
     body = [
-        _header(plan.name, state, spend, verdict, recorded),
+        _header(plan.name, state, spend, recorded, axis),
         '<section><h2>Tasks by wave</h2><div class="scroll">',
         dag,
         "</div>",
@@ -102,11 +104,14 @@ def render(
         '<section><h2>Timeline</h2><p class="note">each attempt in the slot it ran in, '
         "split into its phases; then the verification, a row per lane</p>",
         '<div class="scroll">',
-        svg.timeline_svg(lanes, span) if lanes else "<p>nothing has run yet</p>",
+        svg.timeline_svg(lanes, axis.span, breaks=axis.breaks())
+        if lanes
+        else "<p>nothing has run yet</p>",
         "</div>",
         svg.legend(phases),
         "</section>",
         _verification(record, folder),
+        _gate_section(state, folder),
         _task_table(recorded, state, wave_of, folder, prices),
     ]
     return PAGE.format(title=escape(f"forge report: {plan.name}"), body="\n".join(body))
@@ -123,25 +128,19 @@ def _record(state: RunState) -> dict[str, Any] | None:
     return data
 
 
-def _header(name: str, state: RunState, spend: Spend, verdict: str, recorded: Recorded) -> str:
+def _header(name: str, state: RunState, spend: Spend, recorded: Recorded, axis: Clock) -> str:
     counts: dict[str, int] = {}
     for ts in state.tasks.values():
         counts[str(ts.status)] = counts.get(str(ts.status), 0) + 1
     agent_time = sum(
-        _phase_seconds(a, WORK_PHASES) for ts in state.tasks.values() for a in ts.attempts
+        _phase_seconds(a, WORK_PHASES) for ts in state.tasks.values() for a in ts.every_attempt()
     )
-    cls = (
-        "pass"
-        if verdict in (Verdict.PASS, Verdict.FLAKY)
-        else "fail"
-        if verdict in (Verdict.FAIL, Verdict.INTERRUPTED)
-        else "none"
-    )
+    verdict, cls = story.outcome(state)  # the run's outcome, not only the head's
     facts = [
         ("tasks", ", ".join(f"{n} {s.lower()}" for s, n in sorted(counts.items()))),
-        ("wall time", fmt_seconds(state.wall_seconds)),
+        ("wall time", _wall(state, axis)),
         ("agent time", fmt_seconds(agent_time)),
-        ("cost", spend.describe()),
+        ("cost", f"{spend.describe()}; {per_landed(spend, counts.get(Status.MERGED, 0))}"),
         ("base", f"{recorded.base_ref} @ {recorded.base_commit[:12]}"),
         ("integration", state.integration.removeprefix("refs/heads/")),
         ("run", f"{state.started or '-'} \u2192 {state.finished or 'not finished'}"),
@@ -152,6 +151,16 @@ def _header(name: str, state: RunState, spend: Spend, verdict: str, recorded: Re
     return (
         f'<header><h1>{escape(name)} <span class="verdict v-{cls}">{escape(str(verdict))}'
         f'</span></h1><table class="facts">{rows}</table></header>'
+    )
+
+
+def _wall(state: RunState, axis: Clock) -> str:
+    """The last run's wall time; after several runs, their time together too."""
+    if axis.runs < 2:
+        return fmt_seconds(state.wall_seconds)
+    return (
+        f"{fmt_seconds(axis.active)} over {axis.runs} runs "
+        f"(the last {fmt_seconds(state.wall_seconds)})"
     )
 
 
@@ -183,26 +192,22 @@ def _attempt_bars(attempt: Attempt) -> list[tuple[float, float, str]]:
     return [(start, start + (attempt.duration or 0.0), "attempt")]
 
 
-def timeline(state: RunState) -> tuple[list[svg.Lane], float, list[str]]:
-    """Lanes (a slot each, then the verification's lanes), the span in seconds, and
-    the phase names that appear, in the order they first do."""
+def timeline(state: RunState) -> tuple[list[svg.Lane], Clock, list[str]]:
+    """Lanes (a slot each, then the verification's lanes), the time axis (each run a
+    segment, idle time between runs cut out), and the phase names that appear, in
+    the order they first do."""
     raw: list[tuple[str, str, Attempt, list[tuple[float, float, str]]]] = []
-    for tid, ts in state.tasks.items():
-        for attempt in ts.attempts:
+    for task_id, ts in state.tasks.items():
+        for tid, attempt in timeline_attempts(task_id, ts):  # (best-of-N: each candidate)
             bars = _attempt_bars(attempt)
             if bars:
                 raw.append((attempt.slot or ts.slot or tid, tid, attempt, bars))
     work_ends = [b[1] for *_, bars in raw for b in bars]
     verify_bars = _verification_bars(_record(state), after=max(work_ends, default=None))
-    starts = [b[0] for *_, bars in raw for b in bars] + [
-        b[0] for _, bars in verify_bars for b in bars
-    ]
-    if not starts:
-        return [], 0.0, []
-    origin = min(starts)
-    ends = [b[1] for *_, bars in raw for b in bars] + [
-        b[1] for _, bars in verify_bars for b in bars
-    ]
+    axis = clock(
+        [(b[0], b[1]) for *_, bars in raw for b in bars]
+        + [(b[0], b[1]) for _, bars in verify_bars for b in bars]
+    )
     lanes: dict[str, svg.Lane] = {}
     phases: list[str] = []
     for slot, tid, attempt, bars in sorted(raw, key=lambda r: r[3][0][0]):
@@ -218,23 +223,24 @@ def timeline(state: RunState) -> tuple[list[svg.Lane], float, list[str]]:
             )
             lane.bars.append(
                 svg.Bar(
-                    start - origin,
-                    end - origin,
+                    axis.at(start),
+                    axis.at(end),
                     name,
                     tip,
-                    f"#task-{tid}",
+                    f"#task-{tid.split(' ')[0]}",
                     label=tid if i == widest else "",
                 )
             )
     out = sorted(lanes.values(), key=lambda lane: _natural(lane.name))
-    for name, bars in verify_bars:
+    for name, row in verify_bars:
         lane = svg.Lane(f"verify: {name}")
-        for start, end, kind in bars:
+        for start, end, kind, text in row:
             if kind not in phases:
                 phases.append(kind)
-            lane.bars.append(svg.Bar(start - origin, end - origin, kind, f"{name}: {kind}"))
+            tip = f"{text} {fmt_seconds(end - start)}"
+            lane.bars.append(svg.Bar(axis.at(start), axis.at(end), kind, tip))
         out.append(lane)
-    return out, max(ends) - origin, phases
+    return out, axis, phases
 
 
 def _natural(name: str) -> tuple[str, int]:
@@ -245,7 +251,7 @@ def _natural(name: str) -> tuple[str, int]:
 
 def _verification_bars(
     record: dict[str, Any] | None, *, after: float | None
-) -> list[tuple[str, list[tuple[float, float, str]]]]:
+) -> list[tuple[str, list[tuple[float, float, str, str]]]]:
     """A row per lane, its runs one after another from the record's start; then the
     record's `steps` (batches, bisection), each {"name", "start", "end"} in epoch
     seconds, a row per step name."""
@@ -258,21 +264,23 @@ def _verification_bars(
         # The record keeps whole seconds; a verification that started in the second
         # the last attempt ended started after it.
         start = after
-    rows: list[tuple[str, list[tuple[float, float, str]]]] = []
+    rows: list[tuple[str, list[tuple[float, float, str, str]]]] = []
     for lane, data in (record.get("lanes") or {}).items():
         t = start
         bars = []
         for run in data.get("runs", []):
             duration = float(run.get("duration") or 0.0)
-            bars.append((t, t + duration, str(run.get("kind", "run"))))
+            kind = str(run.get("kind", "run"))
+            bars.append((t, t + duration, kind, f"{lane}: {kind}"))
             t += duration
         rows.append((str(lane), bars))
-    steps: dict[str, list[tuple[float, float, str]]] = {}
+    steps: dict[str, list[tuple[float, float, str, str]]] = {}
     for step in record.get("steps") or []:
         if isinstance(step, dict) and isinstance(step.get("start"), int | float):
             end = step.get("end") or step["start"]
             name = str(step.get("name", "step"))
-            steps.setdefault(name, []).append((float(step["start"]), float(end), name))
+            bar = (float(step["start"]), float(end), name, story.step_tip(step))
+            steps.setdefault(name, []).append(bar)
     rows += list(steps.items())
     return rows
 
@@ -292,14 +300,30 @@ def _attempt_logs(attempt: Attempt, folder: Path) -> str:
             candidate = log_dir / name
             if candidate.exists() or str(candidate) == attempt.log:
                 links.append(_log_link(str(candidate), folder, name.split(".")[0]))
+        if log_dir.name != f"attempt-{attempt.number}":  # a failing verification's log
+            label = (attempt.feedback_source or "log").split(":")[0]
+            links.append(_log_link(attempt.log, folder, label))
     return " ".join(links)
+
+
+_FAILURES_SHOWN = 5
+
+
+def _failures(failures: list[dict[str, Any]]) -> str:
+    """The failing tests a verification named, one line each."""
+    shown = [Failure.from_dict(f).describe() for f in failures[:_FAILURES_SHOWN]]
+    more = len(failures) - len(shown)
+    lines = [f"failed: {line}" for line in shown] + ([f"and {more} more"] if more else [])
+    return "".join(f'<div class="reason">{escape(line)}</div>' for line in lines)
 
 
 def _usage(attempt: Attempt, prices: dict[str, tuple[float, float]]) -> str:
     spend = attempt_spend(attempt, prices)
     parts = []
-    if attempt.cost_usd is not None or spend.usd:
+    if spend.priced:
         parts.append(f"${spend.usd:.4f}" + ("" if attempt.cost_usd is not None else " (priced)"))
+    elif spend.unpriced:
+        parts.append("cost unknown")
     if attempt.input_tokens is not None or attempt.output_tokens is not None:
         parts.append(f"{attempt.input_tokens or 0}/{attempt.output_tokens or 0} tok")
     return ", ".join(parts) or "-"
@@ -318,6 +342,8 @@ def _task_table(
         status = str(ts.status) if ts else Status.PENDING
         attempts = ts.attempts if ts else []
         reason = ts.reason if ts else ""
+        if ts is not None and ts.candidates:  # best-of-N: the winner, and the others
+            reason = "; ".join(x for x in (reason, f"candidates: {summary(ts)}") if x)
         span = max(1, len(attempts))
         first = (
             f'<tr id="task-{escape(task.id)}" class="first"><td rowspan="{span}">'
@@ -335,6 +361,12 @@ def _task_table(
             cells = (
                 f"<td>{a.number}</td><td>{escape(a.agent)}</td><td>{escape(str(a.status))}"
                 + (f'<div class="reason">{escape(a.reason)}</div>' if a.reason else "")
+                + (
+                    f'<div class="reason">model mismatch: {escape(a.model_mismatch)}</div>'
+                    if a.model_mismatch
+                    else ""
+                )
+                + _failures(a.failures)
                 + f"</td><td>{fmt_seconds(a.duration)}</td><td>{escape(_usage(a, prices))}</td>"
                 f"<td>{_attempt_logs(a, folder)}</td>"
             )
@@ -363,7 +395,8 @@ def _verification(record: dict[str, Any] | None, folder: Path) -> str:
             what = "timed out" if run.get("timed_out") else f"exit {run.get('exit_code')}"
             rows.append(
                 f"<tr><td>{escape(str(lane))}</td><td>{escape(str(data.get('verdict', '')))}</td>"
-                f"<td>{escape(str(run.get('kind', '')))}</td><td>{escape(what)}</td>"
+                f"<td>{escape(str(run.get('kind', '')))}</td><td>{escape(what)}"
+                f"{_failures(run.get('failures') or [])}</td>"
                 f"<td>{fmt_seconds(run.get('duration'))}</td>"
                 f"<td>{_log_link(run.get('log'), folder, 'log')}</td></tr>"
             )
@@ -374,3 +407,34 @@ def _verification(record: dict[str, Any] | None, folder: Path) -> str:
         else ""
     )
     return f"<section><h2>Verification</h2>{head}{table}</section>"
+
+
+def _gate_section(state: RunState, folder: Path) -> str:
+    """Every verification the gate ran in the last run, in order."""
+    steps = [s for s in state.gate_steps if isinstance(s, dict)]
+    if not steps:
+        return ""
+    blamed = set(story.culprits(state))
+    rows = []
+    for n, s in enumerate(steps, start=1):
+        tasks = [str(t) for t in s.get("tasks") or []]
+        shown = ", ".join(f"<b>{escape(t)}</b>" if t in blamed else escape(t) for t in tasks)
+        failing = "<br>".join(escape(story.failure_text(f)) for f in s.get("failures") or [])
+        logs = " ".join(
+            _log_link(str(log), folder, str(lane)) for lane, log in (s.get("logs") or {}).items()
+        )
+        took = float(s.get("end") or 0) - float(s.get("start") or 0)
+        rows.append(
+            f"<tr><td>{n}</td><td>{escape(str(s.get('name', '')))}</td>"
+            f"<td>{escape(str(s.get('verdict', '?')))}</td>"
+            f"<td><code>{escape(str(s.get('commit') or '')[:12])}</code></td>"
+            f"<td>{shown or '-'}</td><td>{failing or '-'}</td>"
+            f"<td>{s.get('runs', '-')}</td><td>{fmt_seconds(took)}</td><td>{logs}</td></tr>"
+        )
+    return (
+        "<section><h2>Gate verifications</h2>"
+        '<p class="note">every verification the gate ran in the last run; a culprit in '
+        'bold</p><table class="tasks"><thead><tr><th>#</th><th>step</th><th>verdict</th>'
+        "<th>candidate</th><th>tasks</th><th>failing</th><th>runs</th><th>time</th>"
+        "<th>logs</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table></section>"
+    )

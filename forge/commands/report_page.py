@@ -18,6 +18,7 @@ h2 {{ font-size: 16px; margin: 0 0 8px; }}
 .verdict.v-pass {{ background: #2e9d5b; }}
 .verdict.v-fail {{ background: #d9534f; }}
 .verdict.v-none {{ background: #8d96a0; }}
+.verdict.v-mixed {{ background: #bf8700; }}
 .facts th {{ text-align: left; padding-right: 16px; font-weight: 600; color: #57606a; }}
 .scroll {{ overflow: auto; max-height: 70vh; }}
 .note {{ color: #57606a; margin: 0 0 6px; }}

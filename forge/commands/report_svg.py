@@ -78,7 +78,7 @@ def dag_svg(
     col = 0
     for wave in waves:
         starts.append(col)
-        for i, tid in enumerate(wave):
+        for i, tid in enumerate(_folded(wave, deps, rows)):
             c, row = col + i // rows, i % rows
             pos[tid] = (PAD + c * (NODE_W + COL_GAP), PAD + 18 + row * (NODE_H + ROW_GAP))
         col += max(1, math.ceil(len(wave) / rows))
@@ -116,6 +116,16 @@ def dag_svg(
     return "".join(out)
 
 
+def _folded(wave: Sequence[str], deps: Mapping[str, Sequence[str]], rows: int) -> list[str]:
+    """A wave that folds into several columns puts the tasks others depend on in its
+    last columns and the tasks with dependencies in its first, so every edge goes left
+    to right into the next wave instead of across the wave's own boxes."""
+    if len(wave) <= rows:
+        return list(wave)
+    needed = {d for ds in deps.values() for d in ds}
+    return sorted(wave, key=lambda tid: (tid in needed, not deps.get(tid)))
+
+
 # -- the timeline --------------------------------------------------------------
 
 
@@ -138,7 +148,15 @@ class Lane:
 LABEL_W, TRACK_W, LANE_H, AXIS_H = 150, 900, 20, 22
 
 
-def timeline_svg(lanes: Sequence[Lane], span: float) -> str:
+MIN_BAR = 3.0  # px: a phase of a second still shows on an hour-long axis
+CHAR_W = 7.0  # px per character of the bars' and lanes' labels
+
+
+def timeline_svg(
+    lanes: Sequence[Lane], span: float, *, breaks: Sequence[tuple[float, float]] = ()
+) -> str:
+    """A row per lane, a bar per phase; `breaks` (axis seconds, idle seconds) mark the
+    idle time cut out between two runs."""
     span = max(span, 0.001)
     scale = TRACK_W / span
     height = AXIS_H + len(lanes) * LANE_H + 8
@@ -157,18 +175,31 @@ def timeline_svg(lanes: Sequence[Lane], span: float) -> str:
             f'text-anchor="{"start" if i == 0 else "end" if i == 5 else "middle"}">'
             f"{_clock(t)}</text>"
         )
+    for at, idle in breaks:
+        x = LABEL_W + at * scale
+        out.append(
+            f"<g><title>{escape(f'idle {_clock(idle)} between two runs')}</title>"
+            f'<line class="break" x1="{x:.1f}" y1="{AXIS_H - 4}" x2="{x:.1f}" y2="{height}" '
+            f'stroke="#555" stroke-dasharray="4 3"/></g>'
+        )
+    lane_chars = int((LABEL_W - 8) / CHAR_W)
     for row, lane in enumerate(lanes):
         y = AXIS_H + row * LANE_H
-        out.append(f'<text class="lane" x="4" y="{y + 14}">{escape(_short(lane.name, 22))}</text>')
+        out.append(
+            f'<g><title>{escape(lane.name)}</title><text class="lane" x="4" y="{y + 14}">'
+            f"{escape(_short(lane.name, lane_chars))}</text></g>"
+        )
         for bar in lane.bars:
             x = LABEL_W + max(0.0, bar.start) * scale
-            w = max(1.0, (bar.end - bar.start) * scale)
+            w = max(MIN_BAR, (bar.end - bar.start) * scale)
             rect = (
                 f'<g><title>{escape(bar.tip)}</title><rect x="{x:.1f}" y="{y + 3}" '
                 f'width="{w:.1f}" height="{LANE_H - 6}" fill="{phase_color(bar.name)}"/>'
             )
-            if bar.label and w > 8 * len(bar.label):
-                rect += f'<text class="bar" x="{x + 3:.1f}" y="{y + 14}">{escape(bar.label)}</text>'
+            chars = int((w - 6) / CHAR_W)
+            if bar.label and chars >= 2:
+                label = escape(_short(bar.label, chars))
+                rect += f'<text class="bar" x="{x + 3:.1f}" y="{y + 14}">{label}</text>'
             rect += "</g>"
             out.append(f'<a href="{escape(bar.href)}">{rect}</a>' if bar.href else rect)
     out.append("</svg>")

@@ -9,20 +9,27 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from forge.agents.prices import DEFAULT_PRICES
 from forge.base.files import read_json
 from forge.base.liveness import Owner
 from forge.base.text import one_line, text_table
+from forge.commands.candidate_view import candidate_lines, candidate_rows, summary
 from forge.errors import ForgeError, StateError
 from forge.git import refs, worktrees
 from forge.git.repo import Repository, short_sha
 from forge.run.attempt.phases import current
-from forge.run.spend import Spend, plan_spend
+from forge.run.gate import story
+from forge.run.spend import Spend, attempt_usd, cost_usd, per_landed, spend_data
 from forge.run.state import hold as holds
 from forge.run.state.run_state import UNCOUNTED, RunState, StateStore, Status, TaskState
 from forge.verify.records import VerifyRecord
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from forge.run.runner import RunReport
+
+    Prices = Mapping[str, tuple[float, float]]
 
 
 def _table(headers: list[str], rows: list[list[str]]) -> str:
@@ -45,20 +52,26 @@ def task_time(ts: TaskState) -> float | None:
 
 
 def _total(ts: TaskState, key: str) -> Any:
-    values = [getattr(a, key) for a in ts.attempts if getattr(a, key) is not None]
+    # (a best-of-N task's: its candidates', losers included)
+    values = [getattr(a, key) for a in ts.every_attempt() if getattr(a, key) is not None]
     return sum(values) if values else None
 
 
-def task_row(ts: TaskState) -> dict[str, Any]:
+def _best_of(ts: TaskState) -> str:
+    return f"best of {len(ts.candidates)}" if ts.candidates else ""
+
+
+def task_row(ts: TaskState, prices: Prices | None = None) -> dict[str, Any]:
     last = ts.last
     now = current(last) if ts.status == Status.RUNNING else None
-    cost = _total(ts, "cost_usd")
+    # (a best-of-N task's: its candidates', losers included)
+    cost = cost_usd(ts.every_attempt(), DEFAULT_PRICES if prices is None else prices)
     return {
         "id": ts.id,
         "status": str(ts.status),
         # INFRA and INTERRUPTED attempts spent nothing: they are history, not attempts
         "attempts": sum(1 for a in ts.attempts if a.status not in UNCOUNTED),
-        "agent": last.agent if last else (ts.agent or ""),
+        "agent": last.agent if last else (ts.agent or _best_of(ts)),
         # The last attempt's time (what the row's status is about); the total over
         # every attempt is `total_seconds`, shown by `forge status TASK`.
         "seconds": last.duration if last else None,
@@ -74,24 +87,43 @@ def task_row(ts: TaskState) -> dict[str, Any]:
         "phase": now["name"] if now else None,  # what a running task is doing
         "phase_started": now["start"] if now else None,  # epoch seconds
         "verified_by": ts.verified_by,  # MERGED through the gate: the verification
+        "failures": list(last.failures) if last else [],  # the failing tests that failed it
+        "candidates": candidate_rows(ts),  # best-of-N: each candidate's outcome
     }
 
 
-def results_table(state: RunState) -> str:
+def results_table(state: RunState, *, width: int | None = None) -> str:
+    """The tasks, one row each, and a totals line; each line cut to `width` with `…`."""
     rows = []
+    attempts = 0
+    seconds = 0.0
     for ts in state.tasks.values():
         r = task_row(ts)
         reason = r["reason"] or ("; ".join(r["warnings"]) if r["warnings"] else "")
         rows.append([r["id"], r["status"], str(r["attempts"]), fmt_seconds(r["seconds"]), reason])
-    return _table(["task", "status", "attempts", "time", "reason"], rows)
+        attempts += r["attempts"]
+        seconds += r["total_seconds"] or 0.0
+    merged = sum(1 for ts in state.tasks.values() if ts.status == Status.MERGED)
+    rows.append(
+        ["total", f"{merged}/{len(state.tasks)} merged", str(attempts), fmt_seconds(seconds), ""]
+    )
+    table = _table(["task", "status", "attempts", "time", "reason"], rows)
+    return (
+        table if width is None else "".join(cut(line, width) + "\n" for line in table.splitlines())
+    )
 
 
-def report_data(report: RunReport) -> dict[str, Any]:
+def cut(line: str, width: int) -> str:
+    """One line at most `width` characters: a longer one ends with `…`."""
+    return line if len(line) <= width else line[: max(0, width - 1)] + "…"
+
+
+def report_data(report: RunReport, prices: Prices | None = None) -> dict[str, Any]:
     """A finished run as data, for --json."""
     return {
         "plan": report.plan,
         "exit_code": int(report.exit_code),
-        "tasks": [task_row(t) for t in report.state.tasks.values()],
+        "tasks": [task_row(t, prices) for t in report.state.tasks.values()],
         "verification": _as_data(report.verification),
         "integration": report.state.integration,
         "integration_head": report.integration_head,
@@ -109,13 +141,16 @@ def _as_data(record: VerifyRecord | None) -> dict[str, Any] | None:
     return None if record is None else record.to_dict()
 
 
-def render_report(report: RunReport) -> str:
-    """What a person sees when a run ends: the tasks, the verdict, where things are."""
+def render_report(report: RunReport, *, width: int | None = None) -> str:
+    """What a person sees when a run ends: the tasks, the verdict, where things are
+    (the table cut to `width`, a terminal's, when given)."""
     state = report.state
-    out = [results_table(state).rstrip("\n")]
+    out = [results_table(state, width=width).rstrip("\n")]
     for ts in state.tasks.values():
         if ts.suggestion and ts.status != Status.MERGED:
             out.append(f"{ts.id}: {ts.suggestion}")
+        if ts.candidates:
+            out.append(f"{ts.id}: candidates: {summary(ts)}")
         out += [f"{ts.id}: salvaged work kept in {ref}" for ref in ts.salvage]
     if report.interrupted:
         out.append("interrupted: running tasks were stopped; `forge run` resumes")
@@ -187,15 +222,15 @@ def status_data(repo: Repository, plan: str, *, disk: bool = False) -> dict[str,
     prices = load_repo_config(repo.root).all_prices()
     budget = recorded.get("plan", {}).get("budget")
     return {
-        "spend": plan_spend(state, prices).to_dict(),
+        "spend": spend_data(state, prices),
         "budget_usd": budget,
         "plan": plan,
         "source": recorded.get("source_path"),
         "base": recorded.get("base_commit"),
         "integration": state.integration,
         "integration_head": repo.ref_value(state.integration),
-        "tasks": [task_row(t) for t in tasks],
-        "history": {t.id: _history(t) for t in tasks},
+        "tasks": [task_row(t, prices) for t in tasks],
+        "history": {t.id: _history(t, prices) for t in tasks},
         "verification": _as_data(state.verification),
         "gate": gate_data(state),
         "slots": slots,
@@ -226,6 +261,7 @@ def gate_data(state: RunState) -> dict[str, Any]:
         "phase": current.get("phase"),
         "left": current.get("left"),
         "head": current.get("head"),
+        "last": state.gate_last,  # its last verification that landed nothing
     }
 
 
@@ -276,14 +312,23 @@ def render(repo: Repository, plan: str, task: str | None, *, disk: bool = False)
     return render_history(data, task)
 
 
-def _history(ts: TaskState) -> list[dict[str, Any]]:
+def _history(ts: TaskState, prices: Prices) -> list[dict[str, Any]]:
     """Each attempt as saved, with `counted`: its number among the attempts that
-    spent one (None for INFRA and INTERRUPTED tries)."""
+    spent one (None for INFRA and INTERRUPTED tries), and its cost as the run's
+    summary counts it (reported, else priced; `reported_cost_usd` is the CLI's)."""
     out, n = [], 0
     for a in ts.attempts:
         spent = a.status not in UNCOUNTED
         n += spent
-        out.append({**vars(a), "counted": n if spent else None})
+        usd = attempt_usd(a, prices)
+        out.append(
+            {
+                **vars(a),
+                "counted": n if spent else None,
+                "reported_cost_usd": a.cost_usd,
+                "cost_usd": None if usd is None else round(usd, 6),
+            }
+        )
     return out
 
 
@@ -337,9 +382,7 @@ def render_status(data: dict[str, Any]) -> str:
             out.append(f"{r['id']}: salvaged work kept in {ref}")
     out += gate_lines(data["gate"])
     out += landed_lines(data["tasks"])
-    out += verification_lines(
-        VerifyRecord.from_dict(data["verification"]) if data["verification"] else None
-    )
+    out += head_and_gate_lines(data)
     out.append(spend_line(data["spend"], data["budget_usd"]))
     if data["slots"]:
         total = sum(s["bytes"] for s in data["slots"])
@@ -358,6 +401,16 @@ def render_status(data: dict[str, Any]) -> str:
     return "\n".join(out) + "\n"
 
 
+def head_and_gate_lines(data: dict[str, Any]) -> list[str]:
+    """The integration head's verdict, and beside it the gate's last verification
+    that landed nothing (an interrupted one stands for a head never verified)."""
+    last, head = data["gate"].get("last"), data["verification"]
+    out = []
+    if head or not last:
+        out += verification_lines(VerifyRecord.from_dict(head) if head else None)
+    return out + story.lines(last, head_verified=bool(head))
+
+
 def _branch_at(ref: str, head: str | None) -> str:
     """`forge/p-integration at 1a2b3c4d5e6f`, or that the branch is gone (after
     `forge clean`), never `at None`."""
@@ -366,10 +419,11 @@ def _branch_at(ref: str, head: str | None) -> str:
 
 
 def spend_line(spend: dict[str, Any], budget: float | None) -> str:
-    """`cost: $1.23 (2.1M in / 40.2k out tokens) of a 20 USD budget`."""
-    text = Spend(
-        spend["usd"], spend["input_tokens"], spend["output_tokens"], spend["unpriced_attempts"]
-    ).describe()
+    """`cost: $1.23, 2.1M in / 40.2k out tokens; $0.41 per landed task (budget 20 USD)`."""
+    whole = Spend.from_dict(spend)
+    text = whole.describe()
+    if spend.get("landed"):
+        text += f"; {per_landed(whole, int(spend['landed']))}"
     return f"cost: {text}" + (f" (budget {budget:g} USD)" if budget is not None else "")
 
 
@@ -399,6 +453,12 @@ def render_history(data: dict[str, Any], task: str) -> str:
     attempts = data["history"].get(task, [])
     row = next(r for r in data["tasks"] if r["id"] == task)
     out = [f"task {task}: {row['status']}" + (f" ({row['reason']})" if row["reason"] else "")]
+    if row["status"] != Status.MERGED:  # the failing tests of the verification that failed it
+        out += [
+            f"  failed in lane {f['lane']}: {f['test'] or f['message']}"
+            + (f" ({f['message']})" if f["test"] and f["message"] else "")
+            for f in row["failures"][:10]
+        ]
     reviewed = any(a.get("review") for a in attempts)
     rows = []
     for a in attempts:
@@ -414,7 +474,10 @@ def render_history(data: dict[str, Any], task: str) -> str:
         ]
         if reviewed:
             cells.append(_review(a))
-        rows.append([*cells, a.get("reason", "")])
+        said = a.get("reason", "")
+        if a.get("model_mismatch") and "model mismatch" not in said:
+            said = f"model mismatch: {a['model_mismatch']}" + (f"; {said}" if said else "")
+        rows.append([*cells, said])
     headers = ["#", "agent", "status", "started", "time", "cost"]
     headers += ["review"] if reviewed else []
     headers.append("reason")
@@ -423,6 +486,7 @@ def render_history(data: dict[str, Any], task: str) -> str:
         for r, a in zip(rows, attempts, strict=True):
             r.insert(3, a.get("where") or "here")
     out.append(_table(headers, rows).rstrip())
+    out += candidate_lines(row["candidates"], fmt_seconds)
     if len(attempts) > 1 and row["total_seconds"] is not None:
         out.append(f"{len(attempts)} tries, {fmt_seconds(row['total_seconds'])} in all")
     if row["cost_usd"] is not None or row["input_tokens"] is not None:

@@ -11,6 +11,8 @@ from forge.errors import ForgeError
 from forge.git.identity import identity_env
 from forge.git.repo import Repository
 
+UNRELATED = "its commit shares no history with the integration branch"
+
 
 @dataclass(frozen=True)
 class MergeResult:
@@ -18,6 +20,7 @@ class MergeResult:
     commit: str | None = None  # the new integration head
     conflicts: tuple[str, ...] = ()
     already: bool = False  # the task's work was already on integration (a resumed merge)
+    refused: str = ""  # why no merge can be built at all (no common history, ...)
 
 
 def ensure_integration(repo: Repository, ref: str, base_commit: str) -> str:
@@ -31,6 +34,11 @@ def ensure_integration(repo: Repository, ref: str, base_commit: str) -> str:
 
 def is_ancestor(repo: Repository, commit: str, of: str) -> bool:
     return repo.try_git("merge-base", "--is-ancestor", commit, of).returncode == 0
+
+
+def shares_history(repo: Repository, a: str, b: str) -> bool:
+    """Whether the two commits have a common ancestor (a merge can be built)."""
+    return repo.try_git("merge-base", a, b).returncode == 0
 
 
 def merge_task(repo: Repository, *, ref: str, task_commit: str, message: str) -> MergeResult:
@@ -56,6 +64,10 @@ def merge_onto(repo: Repository, head: str, task_commit: str, *, message: str) -
     already in `head` is `already` (nothing written: never merge twice)."""
     if is_ancestor(repo, task_commit, head):
         return MergeResult(merged=True, commit=head, already=True)
+    if not shares_history(repo, head, task_commit):
+        # An agent that re-inits or commits without a parent: the task's failure,
+        # never the plan's (merge-tree refuses unrelated histories).
+        return MergeResult(merged=False, refused=UNRELATED)
     cp = repo.try_git(
         "merge-tree", "--write-tree", "--name-only", "--no-messages", "-z", head, task_commit
     )
@@ -66,7 +78,8 @@ def merge_onto(repo: Repository, head: str, task_commit: str, *, message: str) -
         conflicts = tuple(dict.fromkeys(lines[1:]))
         return MergeResult(merged=False, conflicts=conflicts)
     if cp.returncode != 0 or not lines:
-        raise ForgeError(f"git merge-tree failed onto {head[:12]}: {cp.stderr.strip()}")
+        why = " ".join(cp.stderr.split())[:200] or f"exit {cp.returncode}"
+        return MergeResult(merged=False, refused=f"cannot be merged onto {head[:12]}: {why}")
     tree = lines[0].strip()
     commit = repo.git(
         "commit-tree", tree, "-p", head, "-p", task_commit, "-m", message, env=identity_env(repo)

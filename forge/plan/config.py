@@ -20,6 +20,8 @@ from forge.base.tomlread import LineOf, Problems, TomlSource
 from forge.errors import ForgeError
 
 DEFAULT_RERUNS = 2
+# Every lane has a time limit: a hanging test suite must not hang the gate forever.
+DEFAULT_VERIFY_TIMEOUT = 3600.0
 
 
 @dataclass(frozen=True)
@@ -31,7 +33,7 @@ class VerifyConfig:
 
     lanes: tuple[tuple[str, str], ...]  # (lane name, shell command), in declared order
     reruns: int = DEFAULT_RERUNS  # reruns of a failing lane with an unchanged tree
-    timeout: float | None = None  # seconds per lane run; None: no limit
+    timeout: float = DEFAULT_VERIFY_TIMEOUT  # seconds per lane run
     grace: float = DEFAULT_GRACE  # seconds between TERM and KILL when stopping
     # Set from a plan for its runs (never stored with the config): each checkout is
     # prepared by the plan's setup and every lane runs in the plan's env.
@@ -52,7 +54,8 @@ class VerifyConfig:
         return cls(
             lanes=tuple((str(n), str(c)) for n, c in data["lanes"]),
             reruns=int(data.get("reruns", DEFAULT_RERUNS)),
-            timeout=None if data.get("timeout") is None else float(data["timeout"]),
+            # A config recorded before every lane had a limit gets the default.
+            timeout=float(data.get("timeout") or DEFAULT_VERIFY_TIMEOUT),
             grace=float(data.get("grace", DEFAULT_GRACE)),
         )
 
@@ -183,7 +186,12 @@ def parse_verify(
     count = _verify_reruns(reruns, table_reruns, what=what, problems=problems, line_of=line_of)
     if len(problems.items) > before:
         return None
-    return VerifyConfig(lanes=tuple(lanes), reruns=count, timeout=timeout, grace=grace)
+    return VerifyConfig(
+        lanes=tuple(lanes),
+        reruns=count,
+        timeout=DEFAULT_VERIFY_TIMEOUT if timeout is None else timeout,
+        grace=grace,
+    )
 
 
 def _verify_lanes(
@@ -332,6 +340,7 @@ class RepoConfig:
     agents: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     verify: VerifyConfig | None = None
     prices: Mapping[str, tuple[float, float]] = field(default_factory=dict)  # `[prices]`
+    auto: tuple[str, ...] = ()  # the pool of `agent = "auto"`, when a plan names none
 
     def all_prices(self) -> dict[str, tuple[float, float]]:
         from forge.agents.prices import DEFAULT_PRICES
@@ -368,7 +377,7 @@ def load_repo_config(repo_root: Path, *, read_agents: bool = True) -> RepoConfig
 
     check_keys(
         data,
-        ["agents", "verify", "cluster", "prices"],
+        ["agents", "verify", "cluster", "prices", "auto"],
         what="forge.toml",
         problems=problems,
         line_of=top,
@@ -390,6 +399,12 @@ def load_repo_config(repo_root: Path, *, read_agents: bool = True) -> RepoConfig
     )
     address, remote = _parse_cluster(data.get("cluster", {}), problems, src.table_line("cluster"))
     prices = parse_prices(data.get("prices", {}), problems=problems, line_of=top)
+    auto = data.get("auto", [])
+    if not isinstance(auto, list) or not all(isinstance(v, str) and v.strip() for v in auto):
+        problems.add(
+            '`auto` must be a list of agent specs, e.g. ["claude:sonnet"]', line=top("auto")
+        )
+        auto = []
     problems.raise_if_any()
     return RepoConfig(
         agents=agents,
@@ -397,6 +412,7 @@ def load_repo_config(repo_root: Path, *, read_agents: bool = True) -> RepoConfig
         cluster_address=address,
         cluster_remote=remote,
         prices=prices,
+        auto=tuple(dict.fromkeys(auto)),
     )
 
 

@@ -16,6 +16,7 @@ from forge.base.durations import parse_duration
 from forge.base.proc import parse_size
 from forge.base.tomlread import Problems, TomlSource
 from forge.errors import ForgeError
+from forge.plan.candidates import read_best_of
 from forge.plan.config import (
     VerifyConfig,
     check_keys,
@@ -32,10 +33,12 @@ from forge.plan.model import (
     DEFAULT_SETUP_TIMEOUT,
     DEFAULT_TIMEOUT,
     DEFAULT_VERIFY_PARALLEL,
+    BatchWindow,
     Clean,
     Gate,
     Plan,
     Scope,
+    Select,
     Task,
     name_problem,
 )
@@ -54,6 +57,7 @@ PLAN_KEYS = (
     "verify_reruns",
     "gate",
     "batch_max",
+    "batch_window",
     "verify_parallel",
     "agent",
     "fallback",
@@ -66,6 +70,12 @@ PLAN_KEYS = (
     "scope",
     "clean",
     "sandbox",
+    "strict_model",
+    "auto",
+    "candidates",
+    "best_of",
+    "select",
+    "judge",
     "agents",
     "task",
 )
@@ -81,6 +91,10 @@ TASK_KEYS = (
     "timeout",
     "estimate",
     "review",
+    "candidates",
+    "best_of",
+    "select",
+    "judge",
 )
 
 
@@ -168,11 +182,17 @@ class _Checker:
         clean = self.choice("clean", ("untracked", "all"))
         gate = self.choice("gate", ("queue", "end", "off"))
         batch_max = self.int_at_least("batch_max", 1, DEFAULT_BATCH_MAX)
+        batch_window = self.choice("batch_window", ("adaptive", "fixed"))
         verify_parallel = self.int_at_least("verify_parallel", 1, DEFAULT_VERIFY_PARALLEL)
         sandbox = d.get("sandbox", False)
         if not isinstance(sandbox, bool):
             self.add("`sandbox` must be true or false", "sandbox")
+        strict_model = d.get("strict_model", False)
+        if not isinstance(strict_model, bool):
+            self.add("`strict_model` must be true or false", "strict_model")
+        auto = self.spec_list("auto")
         verify = self.verify()
+        best = read_best_of(d, "plan", self.problems, self.top_line)
         agents = parse_agents(
             d.get("agents", {}),
             problems=self.problems,
@@ -203,8 +223,15 @@ class _Checker:
             clean=cast(Clean, clean),
             gate=cast(Gate, gate),
             batch_max=batch_max,
+            batch_window=cast(BatchWindow, batch_window),
             verify_parallel=verify_parallel,
             sandbox=bool(sandbox),
+            strict_model=bool(strict_model),
+            auto=auto,
+            candidates=best.candidates or (),
+            best_of=best.best_of,
+            select=cast(Select, best.select or "first"),
+            judge=best.judge,
             agents=agents,
             tasks=tasks,
         )
@@ -240,11 +267,12 @@ class _Checker:
         return name
 
     def fallback(self) -> tuple[str, ...]:
-        value = self.data.get("fallback", [])
+        return self.spec_list("fallback")
+
+    def spec_list(self, key: str) -> tuple[str, ...]:
+        value = self.data.get(key, [])
         if not is_str_list(value) or not all(v.strip() for v in value):
-            self.add(
-                '`fallback` must be a list of agent specs, e.g. ["codex", "gemini"]', "fallback"
-            )
+            self.add(f'`{key}` must be a list of agent specs, e.g. ["codex", "gemini"]', key)
             return ()
         return tuple(dict.fromkeys(value))
 
@@ -384,6 +412,7 @@ class _Checker:
         check = self.opt(table, "check", label, line_of)
         agent = self.opt(table, "agent", label, line_of)
         review = self.review(table, label, line_of)
+        best = read_best_of(table, label, self.problems, line_of)
         if tid is None or len(self.problems.items) > before:
             return None
         return Task(
@@ -398,6 +427,10 @@ class _Checker:
             timeout=timeout,
             estimate=estimate,
             review=review,
+            candidates=best.candidates,
+            best_of=best.best_of,
+            select=cast(Select | None, best.select),
+            judge=best.judge,
         )
 
     def task_id(

@@ -39,6 +39,8 @@ DEFAULT_VERIFY_PARALLEL = 1
 Scope = Literal["error", "warn"]
 Clean = Literal["untracked", "all"]
 Gate = Literal["queue", "end", "off"]
+Select = Literal["first", "best"]
+BatchWindow = Literal["adaptive", "fixed"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -54,6 +56,12 @@ class Task:
     timeout: float | None = None  # seconds; None: the plan's
     estimate: float | None = None  # relative size for the critical path; None: 1
     review: str | bool | None = None  # reviewer spec; False: none; None: the plan's
+    # Best-of-N (forge/plan/candidates.py): these specs at once, or N runs of its own
+    # spec; None: the plan's.
+    candidates: tuple[str, ...] | None = None
+    best_of: int | None = None
+    select: Select | None = None
+    judge: str | None = None
 
     @property
     def is_shell(self) -> bool:
@@ -81,6 +89,10 @@ class Task:
             "timeout": self.timeout,
             "estimate": self.estimate,
             "review": self.review,
+            "candidates": None if self.candidates is None else list(self.candidates),
+            "best_of": self.best_of,
+            "select": self.select,
+            "judge": self.judge,
         }
 
     @classmethod
@@ -97,6 +109,10 @@ class Task:
             timeout=data.get("timeout"),
             estimate=data.get("estimate"),
             review=data.get("review"),
+            candidates=None if data.get("candidates") is None else tuple(data["candidates"]),
+            best_of=data.get("best_of"),
+            select=data.get("select"),
+            judge=data.get("judge"),
         )
 
 
@@ -124,8 +140,16 @@ class Plan:
     clean: Clean = "untracked"
     gate: Gate = "queue"  # how work lands when a verification is configured
     batch_max: int = DEFAULT_BATCH_MAX
+    # adaptive: halved after a culprit, one more after a pass, at most batch_max
+    batch_window: BatchWindow = "adaptive"
     verify_parallel: int = DEFAULT_VERIFY_PARALLEL
     sandbox: bool = False  # run every command under bubblewrap (forge/base/sandbox.py)
+    strict_model: bool = False  # an attempt that ran another model than asked is INFRA
+    auto: tuple[str, ...] = ()  # the pool `agent = "auto"` chooses from (else forge.toml's)
+    candidates: tuple[str, ...] = ()  # best-of-N for every prompt task (or `best_of`)
+    best_of: int | None = None
+    select: Select = "first"
+    judge: str | None = None
     agents: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     tasks: tuple[Task, ...] = ()
 
@@ -201,8 +225,15 @@ class Plan:
             "clean": self.clean,
             "gate": self.gate,
             "batch_max": self.batch_max,
+            "batch_window": self.batch_window,
             "verify_parallel": self.verify_parallel,
             "sandbox": self.sandbox,
+            "strict_model": self.strict_model,
+            "auto": list(self.auto),
+            "candidates": list(self.candidates),
+            "best_of": self.best_of,
+            "select": self.select,
+            "judge": self.judge,
             "agents": {k: dict(v) for k, v in self.agents.items()},
             "tasks": [t.to_dict() for t in self.tasks],
         }
@@ -230,8 +261,15 @@ class Plan:
             clean=data.get("clean", "untracked"),
             gate=data.get("gate", "queue"),
             batch_max=data.get("batch_max", DEFAULT_BATCH_MAX),
+            batch_window=data.get("batch_window", "adaptive"),
             verify_parallel=data.get("verify_parallel", DEFAULT_VERIFY_PARALLEL),
             sandbox=bool(data.get("sandbox", False)),
+            strict_model=bool(data.get("strict_model", False)),
+            auto=tuple(data.get("auto", ())),
+            candidates=tuple(data.get("candidates", ())),
+            best_of=data.get("best_of"),
+            select=data.get("select", "first"),
+            judge=data.get("judge"),
             agents={k: dict(v) for k, v in data.get("agents", {}).items()},
             tasks=tuple(Task.from_dict(t) for t in data.get("tasks", ())),
         )

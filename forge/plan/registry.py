@@ -104,8 +104,9 @@ def check(plan_path: Path) -> tuple[Plan, Waves]:
     except ForgeError:
         root = None  # no repository here: only the plan's own agents
     # A broken forge.toml is an error here as it is for `forge plan`: both must agree.
-    defs = dict(load_repo_config(root).agents) if root is not None else {}
-    check_specs(plan, plan.agent_tables(defs))
+    config = load_repo_config(root) if root is not None else None
+    defs = dict(config.agents) if config is not None else {}
+    check_specs(plan, plan.agent_tables(defs), pool=config.auto if config else ())
     return plan, waves
 
 
@@ -163,7 +164,8 @@ def prepare(repo: Repository, plan_path: Path) -> Recorded:
     from forge.plan.specs import check_specs
 
     plan, raw = load_plan_source(plan_path)
-    check_specs(plan, plan.agent_tables(load_repo_config(repo.root).agents))
+    config = load_repo_config(repo.root)
+    check_specs(plan, plan.agent_tables(config.agents), pool=config.auto)
     waves = compute_waves(plan)
     cpath = critical_path(plan)
     base_ref, base_commit = _base(repo, plan)

@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 from forge.base.text import text_table
 from forge.git.repo import short_sha
-from forge.plan.model import Plan
+from forge.plan.config import DEFAULT_VERIFY_TIMEOUT, VerifyConfig
+from forge.plan.model import Plan, Task
 
 if TYPE_CHECKING:
     from forge.plan.dag import Waves
@@ -20,6 +21,18 @@ _FILES_WIDTH = 60  # keep a row on one line; the full list is in --json
 
 def _short(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def _kind(plan: Plan, task: Task) -> str:
+    """shell, agent, or the candidates of a best-of-N task."""
+    from forge.plan.candidates import candidates_of, select_of
+
+    if task.is_shell:
+        return "shell"
+    found = candidates_of(plan, task)
+    if not found:
+        return "agent"
+    return f"best of {len(found)} ({select_of(plan, task)}): " + ", ".join(c.label for c in found)
 
 
 def wave_table(plan: Plan, waves: Waves) -> str:
@@ -33,7 +46,7 @@ def wave_table(plan: Plan, waves: Waves) -> str:
                 [
                     str(n),
                     tid,
-                    "shell" if t.is_shell else "agent",
+                    _kind(plan, t),
                     ", ".join(t.deps) or "-",
                     _short(" ".join(t.files), _FILES_WIDTH),
                     waves.deferrals.get(tid, ""),
@@ -63,6 +76,8 @@ def wave_data(
     record_file: Path | None,
 ) -> dict[str, Any]:
     """The same content as the wave table, for scripts (`forge plan --json`)."""
+    from forge.plan.candidates import candidates_of
+
     return {
         "plan": plan.name,
         "source": None if plan.source is None else str(plan.source),
@@ -82,7 +97,31 @@ def wave_data(
                 "files": list(t.files),
                 "deferral": waves.deferrals.get(t.id),
                 "critical_path": critical_path.get(t.id),
+                "candidates": [c.label for c in candidates_of(plan, t)],
             }
             for t in plan.tasks
         ],
     }
+
+
+def _limit(seconds: float) -> str:
+    if seconds >= 3600 and seconds % 3600 == 0:
+        return f"{seconds / 3600:g}h"
+    if seconds >= 60 and seconds % 60 == 0:
+        return f"{seconds / 60:g}m"
+    return f"{seconds:g}s"
+
+
+def verify_summary(config: VerifyConfig | None, *, known: bool = True) -> str:
+    """What verifies the plan's work, and each lane run's time limit. `known`: False
+    when forge.toml was not read (`forge plan --check`) and the plan sets none."""
+    if config is None:
+        if not known:
+            return (
+                "verification: forge.toml's [verify], if it has one (each lane run limited "
+                f"to its `timeout`, default {_limit(DEFAULT_VERIFY_TIMEOUT)})"
+            )
+        return "verification: none configured (work lands UNVERIFIED)"
+    names = [name for name, _cmd in config.lanes]
+    lanes = f"{len(names)} lane{'s' * (len(names) != 1)} ({', '.join(names)})"
+    return f"verification: {lanes}, each run limited to {_limit(config.timeout)} ([verify] timeout)"

@@ -7,6 +7,11 @@ it waits, tasks run on the plan's `fallback` agents, in order, skipping any
 that waits or is paused too. An agent whose failures outlast the retries, or
 that cannot run at all (missing binary, auth), is paused for the rest of the
 run; the run pauses when a task has no agent left to run on.
+
+Concurrency follows the provider: a rate limit halves the number of tasks an
+agent may run at once (down to one), and each attempt that runs raises it by
+one again, up to its `max_parallel` (additive increase, multiplicative
+decrease, as TCP backs off a congested link).
 """
 
 from __future__ import annotations
@@ -19,6 +24,8 @@ from typing import Any
 from forge.agents.output import PAUSE_AT_ONCE
 from forge.plan.model import Task
 from forge.run.state.run_state import TaskState
+
+CAP_EVENT = "concurrency: "  # how a cap's change is said (the live view keeps the last)
 
 
 @dataclass(frozen=True)
@@ -38,8 +45,10 @@ class Capacity:
         backoff: float,
         cap: float,
         clock: Callable[[], float] = time.monotonic,
+        on_event: Callable[[str], None] = lambda _m: None,
     ) -> None:
         self.ctx = ctx
+        self.on_event = on_event
         self.retries = retries
         self.backoff = backoff
         self.cap = cap
@@ -51,6 +60,8 @@ class Capacity:
         self.last_hit: dict[str, float] = {}  # when its last INFRA result came in
         self.on: dict[str, str] = {}  # running task -> the agent it runs on
         self._caps: dict[str, int | None] = {}
+        self.limit: dict[str, int] = {}  # agent -> its cap after rate limits (below max_parallel)
+        ctx.capacity = self  # `auto` chooses among the agents that can run now
 
     # -- state of an agent ---------------------------------------------------------
 
@@ -69,9 +80,40 @@ class Capacity:
             self._caps[name] = agents.resolve(name, self.ctx.agent_defs)[0].max_parallel
         return self._caps[name]
 
+    def cap_of(self, name: str) -> int | None:
+        """How many tasks may run on `name` now (None: no cap)."""
+        return self.limit.get(name, self.max_parallel(name))
+
+    def running_on(self, name: str) -> int:
+        return sum(1 for n in self.on.values() if n == name)
+
     def under_cap(self, name: str) -> bool:
-        cap = self.max_parallel(name)
-        return cap is None or sum(1 for n in self.on.values() if n == name) < cap
+        cap = self.cap_of(name)
+        return cap is None or self.running_on(name) < cap
+
+    def _narrow(self, name: str) -> None:
+        """A rate limit: half as many at once (the one that hit it included)."""
+        cap = self.cap_of(name)
+        now = cap if cap is not None else self.running_on(name) + 1
+        narrowed = max(1, now // 2)
+        if narrowed != self.limit.get(name):
+            self.limit[name] = narrowed
+            self.on_event(f"{CAP_EVENT}{name} at most {narrowed} at once (rate limited)")
+
+    def _widen(self, name: str) -> None:
+        if name not in self.limit:
+            return
+        top = self.max_parallel(name)
+        wider = self.limit[name] + 1
+        if top is not None and wider >= top:
+            del self.limit[name]
+            self.on_event(f"{CAP_EVENT}{name} back to {top} at once (max_parallel)")
+        elif top is None and wider > self.running_on(name) + 1:
+            del self.limit[name]  # past what it runs: no cap of its own again
+            self.on_event(f"{CAP_EVENT}{name} no longer capped")
+        else:
+            self.limit[name] = wider
+            self.on_event(f"{CAP_EVENT}{name} at most {wider} at once")
 
     # -- choosing ------------------------------------------------------------------
 
@@ -123,6 +165,7 @@ class Capacity:
     def worked(self, name: str) -> None:
         """An attempt on `name` ran (whatever its verdict): the provider is back."""
         self.failures.pop(name, None)
+        self._widen(name)
 
     def failed(
         self, name: str, *, reason: str, kind: str | None, retry_after: float | None, since: float
@@ -134,6 +177,8 @@ class Capacity:
         # outage: they are not more tries of their own.
         if since >= self.last_hit.get(name, float("-inf")) or name not in self.failures:
             self.failures[name] = self.failures.get(name, 0) + 1
+            if kind == "rate-limit":  # (once per outage, as the failures count)
+                self._narrow(name)
         self.last_hit[name] = now
         self.why[name] = reason
         n = self.failures[name]

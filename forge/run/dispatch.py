@@ -22,6 +22,7 @@ from forge.plan.registry import Recorded
 from forge.run.attempt.context import Outcome, RunContext
 from forge.run.attempt.pipeline import run_attempt
 from forge.run.budget import Budget
+from forge.run.candidates import Candidates, is_unit, task_of_unit
 from forge.run.capacity import Capacity
 from forge.run.state import hold as holds
 from forge.run.state.run_state import FAILURES, REDISPATCH, Stall, Status
@@ -78,6 +79,7 @@ class Dispatcher:
             retries=options.infra_retries,
             backoff=ctx.settings.infra_backoff,  # doubled each time
             cap=INFRA_BACKOFF_CAP,
+            on_event=on_event,
         )
         self.no_auto: set[str] = set()  # tasks the policy says not to retry automatically
         self.forced = options.only  # `forge retry`: dispatch it even though it failed
@@ -85,12 +87,22 @@ class Dispatcher:
         from forge.run.state.replan import LivePlan
 
         self.live = LivePlan(ctx.repo, self.plan.name)  # `forge plan` while this runs
+        self.cands = Candidates(  # best-of-N: candidates run as units of their own
+            ctx,
+            gate=gate,
+            retries=self.retries,
+            running=self.running,
+            on_event=on_event,
+            on_settled=lambda tid: setattr(self, "forced", None) if self.forced == tid else None,
+            wake=lambda: self.done.put(("", None)),
+        )
 
     def loop(self) -> None:
         state = self.ctx.state
         with ThreadPoolExecutor(max_workers=self.max_parallel, thread_name_prefix="task") as pool:
             while True:
                 self._drain(block=False)
+                self.cands.poll()
                 if self.ctx.stop.is_set():
                     break
                 self.live.open()  # a `forge plan` checks against what this starts
@@ -105,6 +117,7 @@ class Dispatcher:
                     self._mark_blocked()
                     self._dispatch(pool)
                 idle = not self.running and (bool(state.paused) or not self._waiting())
+                idle = idle and not self.cands.busy()  # (a best-of-N selection runs)
                 if self.gate is not None:
                     # `end`: the gate starts once nothing else can start before it lands
                     # (what waits, waits for a dependency or an overlapping task to land).
@@ -118,6 +131,7 @@ class Dispatcher:
                 while self.running:
                     self._drain(block=True)
         self.live.close(self.running, finished=True)
+        self.cands.close()
         if not self.ctx.state.paused and not self.ctx.stop.is_set():
             self._mark_blocked()
         self.ctx.save()
@@ -161,6 +175,9 @@ class Dispatcher:
             return False
         if not self._deps_merged(task):
             return False
+        in_round = self.cands.eligible(task)
+        if in_round is not None:  # a best-of-N task whose candidates are under way
+            return in_round
         if task.id in self.no_auto:  # the policy said stop (split, or no progress)
             return False
         if ts.status == Status.INFRA:
@@ -184,10 +201,11 @@ class Dispatcher:
         from forge.agents import spec as agents
         from forge.run import next_agent as escalate_run
 
-        ts = self.ctx.state.tasks[task.id]
+        ts = self.ctx.state.record(task.id)
         if self.options.agent and self.forced == task.id:
             return Launch(agents.resolve(self.options.agent, self.ctx.agent_defs)[1])
-        decision = escalate_run.next_spec(self.ctx, task, ts, forced=self.forced == task.id)
+        forced = self.forced == task_of_unit(task.id)
+        decision = escalate_run.next_spec(self.ctx, task, ts, forced=forced)
         if decision.spec is None:
             with self.ctx.store.lock:
                 if decision.suggestion:
@@ -195,6 +213,8 @@ class Dispatcher:
                 ts.reason = ts.reason or decision.reason
                 self.ctx.save(task.id)
             self.no_auto.add(task.id)
+            if is_unit(task.id):
+                self.cands.skipped(task.id)
             if self.forced == task.id:
                 self.forced = None
             return None
@@ -216,7 +236,7 @@ class Dispatcher:
     def _worked(self, tid: str, ran_on: str) -> None:
         """An attempt ran on `ran_on` (and its reviewer judged it): both providers work."""
         self.capacity.worked(ran_on)
-        last = self.ctx.state.tasks[tid].last
+        last = self.ctx.state.record(tid).last
         review = last.review if last is not None else None
         if review and review.get("verdict") in ("approve", "reject"):
             self.capacity.worked(str(review["agent"]).split(":")[0])
@@ -225,9 +245,10 @@ class Dispatcher:
         # A QUEUED task's work is not on integration yet: a task overlapping it waits
         # for it to land, so that its base holds that work (else it would conflict).
         tasks = self.ctx.state.tasks
+        running = {task_of_unit(t) for t in self.running}  # (a candidate: its task's files)
         return any(
-            other in self.running or tasks[other].status == Status.QUEUED
-            for other in self.overlaps.get(tid, ())
+            other in running or tasks[other].status == Status.QUEUED
+            for other in self.overlaps.get(task_of_unit(tid), ())
         )
 
     def _waiting(self) -> bool:
@@ -260,7 +281,7 @@ class Dispatcher:
     def _finally_unmerged(self, tid: str) -> bool:
         """Will `tid` stay unmerged for the rest of this run?"""
         ts = self.ctx.state.tasks[tid]
-        if ts.status in (Status.MERGED, Status.QUEUED) or tid in self.running:
+        if ts.status in (Status.MERGED, Status.QUEUED, Status.RUNNING) or tid in self.running:
             return False  # (a QUEUED task lands, or fails and says so: not final yet)
         if ts.status == Status.BLOCKED:
             return True
@@ -277,7 +298,7 @@ class Dispatcher:
     def _dispatch(self, pool: ThreadPoolExecutor) -> None:
         slots = self.ctx.slots
         waiting = 0  # ready tasks that found no slot ready
-        for task in self._ready():
+        for task in self.cands.expand(self._ready()):
             if len(self.running) + waiting >= self.max_parallel:
                 break
             if self._overlaps_running(task.id):
@@ -287,7 +308,7 @@ class Dispatcher:
                 continue
             spec, why = launch.spec, None
             if spec is not None:
-                choice = self.capacity.choose(task, self.ctx.state.tasks[task.id], spec)
+                choice = self.capacity.choose(task, self.ctx.state.record(task.id), spec)
                 if choice is None:  # its agents wait out a backoff, or are at their cap
                     stuck = self.capacity.stuck(task, spec)
                     if stuck is not None:
@@ -318,7 +339,7 @@ class Dispatcher:
         *,
         why: str | None = None,
     ) -> None:
-        ts = self.ctx.state.tasks[task.id]
+        ts = self.ctx.state.record(task.id)
         if ts.status in FAILURES:
             self.retries[task.id] = self.retries.get(task.id, 0) + 1
         if self.forced == task.id:
@@ -336,10 +357,13 @@ class Dispatcher:
         self.since[task.id] = time.monotonic()
         if spec is not None:
             self.capacity.started(task.id, spec.name)
+        ctx = self.cands.context(task.id)
+        if is_unit(task.id):
+            self.cands.started(task.id)
 
         def work() -> None:
             try:
-                outcome = run_attempt(self.ctx, task, spec=spec, fresh=fresh, fallback=why)
+                outcome = run_attempt(ctx, task, spec=spec, fresh=fresh, fallback=why)
             except Exception as exc:  # noqa: BLE001 never let a worker die silently: the loop waits for it
                 outcome = Outcome(Status.FAILED, f"forge error: {exc}")
             except BaseException:
@@ -368,13 +392,16 @@ class Dispatcher:
                 return
 
     def _after(self, tid: str, outcome: Outcome) -> None:
-        self.budget.add(self.ctx.state.tasks[tid].last)
-        self.on_event(
-            f"{tid}: {outcome.status}" + (f" ({outcome.reason})" if outcome.reason else "")
-        )
+        self.budget.add(self.ctx.state.record(tid).last)
+        if not is_unit(tid):  # (a candidate's end is told by forge/run/candidates.py)
+            self.on_event(
+                f"{tid}: {outcome.status}" + (f" ({outcome.reason})" if outcome.reason else "")
+            )
         ran_on = self.capacity.finished(tid)
         since = self.since.pop(tid, 0.0)
-        if outcome.status == Status.QUEUED and self.gate is not None:
+        if is_unit(tid):
+            self.cands.finished(tid, outcome)  # what it makes of its task
+        elif outcome.status == Status.QUEUED and self.gate is not None:
             self.gate.submit(tid)
         if outcome.status == Status.INFRA:
             name = outcome.infra_agent or ran_on
@@ -387,6 +414,8 @@ class Dispatcher:
                 retry_after=outcome.infra_retry_after,
                 since=since,
             )
+            if is_unit(tid):
+                return
             if wait is not None:
                 self.not_before[tid] = time.monotonic() + wait
             task = self.plan.task(tid)
@@ -398,7 +427,7 @@ class Dispatcher:
         if ran_on is not None and outcome.status != Status.INTERRUPTED:
             self._worked(tid, ran_on)
         if outcome.stall == Stall.NO_PROGRESS or (
-            outcome.stall == Stall.NO_CHANGES and len(self.ctx.state.tasks[tid].attempts) > 1
+            outcome.stall == Stall.NO_CHANGES and len(self.ctx.state.record(tid).attempts) > 1
         ):
             # Work that makes no progress is not retried automatically (a retry that
             # changes nothing, or changes the same thing again).

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from forge.plan.model import Task
-from forge.plan.specs import DEFAULT_AGENT
+from forge.plan.specs import AUTO, DEFAULT_AGENT
 from forge.run.state.run_state import Stall, TaskState
 
 if TYPE_CHECKING:
@@ -24,7 +24,12 @@ class NextSpec:
 
 
 def base_spec_text(ctx: RunContext, task: Task, ts: TaskState) -> str:
-    return ts.agent or task.agent or ctx.plan.agent or DEFAULT_AGENT
+    text = ts.agent or task.agent or ctx.plan.agent or DEFAULT_AGENT
+    if text == AUTO:  # chosen from the pool by cost per landed task
+        from forge.run import routing
+
+        return routing.router_of(ctx).spec_for(task, ts)
+    return text
 
 
 def next_spec(

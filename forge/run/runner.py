@@ -74,10 +74,12 @@ def run_plan(
     boxed = options.sandbox or plan.sandbox
     if boxed:
         sandbox.require()
+    from forge.plan.config import load_repo_config
     from forge.plan.specs import check_specs
 
     defs = agent_defs(repo, plan)
-    check_specs(plan, defs)  # forge.toml may have changed since `forge plan`
+    # forge.toml may have changed since `forge plan`
+    check_specs(plan, defs, pool=load_repo_config(repo.root).auto)
     reviewed = [t.id for t in plan.tasks if plan.review_of(t)]
     if remote is not None and reviewed:
         # A review runs in the task's slot, which a cluster attempt does not have here.
@@ -193,7 +195,9 @@ def _merge_left_queued(
             notes.append(f"{ts.id}: was queued for a gate that is off now: merged")
         else:
             ts.status = last.status = Status.CONFLICT
-            ts.reason = last.reason = f"conflicts with integration in: {', '.join(res.conflicts)}"
+            ts.reason = last.reason = (
+                res.refused or f"conflicts with integration in: {', '.join(res.conflicts)}"
+            )
             notes.append(f"{ts.id}: was queued for a gate that is off now: {ts.reason}")
         store.save(state)
     for note in notes:
@@ -258,6 +262,7 @@ def _dispatch(
             config,
             mode=mode,
             batch_max=ctx.plan.batch_max,
+            adaptive=ctx.plan.batch_window == "adaptive",
             parallel=ctx.plan.verify_parallel,
             on_event=on_event,
             before_verify=prewarm.join,

@@ -1,5 +1,9 @@
 """What a plan's run has spent: USD where the agent's CLI reported it, else its
-tokens priced from the table (forge/agents/prices.py), else tokens only."""
+tokens priced from the table (forge/agents/prices.py), else tokens only.
+
+The one place a cost is computed: `forge status` (and its --json), the run's
+summary, the live view and the report all ask here. A price unknown is never
+shown as `$0.00`: it reads as free."""
 
 from __future__ import annotations
 
@@ -7,7 +11,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from forge.agents.prices import Price, token_cost
-from forge.run.state.run_state import Attempt, RunState
+from forge.run.state.run_state import Attempt, RunState, Status
 
 
 @dataclass(frozen=True)
@@ -16,6 +20,9 @@ class Spend:
     input_tokens: int = 0
     output_tokens: int = 0
     unpriced: int = 0  # attempts with tokens but neither USD nor a price
+    unpriced_input: int = 0  # their tokens
+    unpriced_output: int = 0
+    priced: int = 0  # attempts with a USD figure (reported or priced)
 
     def __add__(self, other: Spend) -> Spend:
         return Spend(
@@ -23,23 +30,58 @@ class Spend:
             self.input_tokens + other.input_tokens,
             self.output_tokens + other.output_tokens,
             self.unpriced + other.unpriced,
+            self.unpriced_input + other.unpriced_input,
+            self.unpriced_output + other.unpriced_output,
+            self.priced + other.priced,
         )
 
-    def describe(self) -> str:
-        parts = [f"${self.usd:.2f}"]
-        if self.input_tokens or self.output_tokens:
-            parts.append(f"{_k(self.input_tokens)} in / {_k(self.output_tokens)} out tokens")
-        if self.unpriced:
-            parts.append(f"{self.unpriced} attempt{'s' * (self.unpriced != 1)} not priced")
-        return ", ".join(parts)
+    @property
+    def known_usd(self) -> float | None:
+        """The USD spent, None when some of it is unknown."""
+        return None if self.unpriced else self.usd
 
-    def to_dict(self) -> dict[str, float | int]:
+    def describe(self) -> str:
+        """`$1.23, 2.1M in / 40.2k out tokens`, `unknown for 1 attempt (3.2k in /
+        60 out tokens)`, or both."""
+        unknown = (
+            f"unknown for {self.unpriced} attempt{'s' * (self.unpriced != 1)} "
+            f"({_k(self.unpriced_input)} in / {_k(self.unpriced_output)} out tokens)"
+        )
+        if self.unpriced and not self.priced:
+            return unknown
+        text = f"${self.usd:.2f}"
+        priced_in = self.input_tokens - self.unpriced_input
+        priced_out = self.output_tokens - self.unpriced_output
+        if priced_in or priced_out:
+            text += f", {_k(priced_in)} in / {_k(priced_out)} out tokens"
+        return f"{text}; {unknown}" if self.unpriced else text
+
+    def to_dict(self) -> dict[str, float | int | None]:
         return {
             "usd": round(self.usd, 6),
+            "known_usd": None if self.known_usd is None else round(self.known_usd, 6),
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,
             "unpriced_attempts": self.unpriced,
+            "unpriced_input_tokens": self.unpriced_input,
+            "unpriced_output_tokens": self.unpriced_output,
+            "priced_attempts": self.priced,
         }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, float | int | None]) -> Spend:
+        def num(key: str) -> int:
+            return int(data.get(key) or 0)
+
+        return cls(
+            float(data.get("usd") or 0.0),
+            num("input_tokens"),
+            num("output_tokens"),
+            num("unpriced_attempts"),
+            num("unpriced_input_tokens"),
+            num("unpriced_output_tokens"),
+            num("priced_attempts"),
+        )
 
 
 def _k(n: int) -> str:
@@ -58,12 +100,32 @@ def attempt_usd(attempt: Attempt, prices: Mapping[str, Price]) -> float | None:
 def attempt_spend(attempt: Attempt, prices: Mapping[str, Price]) -> Spend:
     usd = attempt_usd(attempt, prices)
     tokens = attempt.input_tokens is not None or attempt.output_tokens is not None
+    unknown = usd is None and tokens
     return Spend(
         usd or 0.0,
         attempt.input_tokens or 0,
         attempt.output_tokens or 0,
-        1 if usd is None and tokens else 0,
+        1 if unknown else 0,
+        (attempt.input_tokens or 0) if unknown else 0,
+        (attempt.output_tokens or 0) if unknown else 0,
+        1 if usd is not None else 0,
     )
+
+
+def cost_usd(attempts: Iterable[Attempt], prices: Mapping[str, Price]) -> float | None:
+    """The attempts' USD (reported or priced); None when none has a figure."""
+    spend = spend_of(attempts, prices)
+    return round(spend.usd, 6) if spend.priced else None
+
+
+def per_landed(spend: Spend, landed: int) -> str:
+    """`$0.41 per landed task` (every attempt's cost over the tasks that landed)."""
+    if not landed:
+        return "no task landed"
+    if spend.unpriced and not spend.priced:
+        return "unknown per landed task"
+    more = " (some unknown)" if spend.unpriced else ""
+    return f"${spend.usd / landed:.2f} per landed task{more}"
 
 
 def spend_of(attempts: Iterable[Attempt], prices: Mapping[str, Price]) -> Spend:
@@ -74,4 +136,17 @@ def spend_of(attempts: Iterable[Attempt], prices: Mapping[str, Price]) -> Spend:
 
 
 def plan_spend(state: RunState, prices: Mapping[str, Price]) -> Spend:
-    return spend_of((a for ts in state.tasks.values() for a in ts.attempts), prices)
+    return spend_of((a for ts in state.tasks.values() for a in ts.every_attempt()), prices)
+
+
+def spend_data(state: RunState, prices: Mapping[str, Price]) -> dict[str, float | int | None]:
+    """The plan's spend as data, with the tasks that landed and the cost per landed
+    task (every attempt's cost, failed ones included, over them)."""
+    spend = plan_spend(state, prices)
+    landed = sum(1 for ts in state.tasks.values() if ts.status == Status.MERGED)
+    known = spend.known_usd
+    return {
+        **spend.to_dict(),
+        "landed": landed,
+        "per_landed_usd": round(known / landed, 6) if landed and known is not None else None,
+    }

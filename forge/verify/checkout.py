@@ -9,8 +9,9 @@ another lane that is still running. A checkout is moved from commit to commit wi
 `git checkout`, which rewrites only the files that differ.
 
 A fingerprint is what `git status --porcelain` shows plus HEAD: tracked files edited
-or deleted, new files that are not ignored. Ignored files (caches, build output) do
-not count, and survive between runs.
+or deleted, new files that are not ignored; and what hides a change from `git status`
+(forge/verify/hermetic.py). Ignored files (caches, build output) do not count, and
+are removed before every run: only what the plan's `setup` made survives.
 """
 
 from __future__ import annotations
@@ -28,7 +29,9 @@ from forge.errors import Busy, ForgeError
 from forge.git import contained, worktrees
 from forge.git.contained import Contained
 from forge.git.repo import Repository, short_sha
+from forge.verify import hermetic
 
+HIDDEN = "!! "  # a fingerprint entry of what hides a change from `git status`
 _KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
@@ -46,7 +49,11 @@ def checkout_path(repo: Repository, key: str, lane: str) -> Path:
 @dataclass(frozen=True)
 class Fingerprint:
     head: str
-    entries: frozenset[str]  # porcelain lines: "XY path"
+    entries: frozenset[str]  # porcelain lines: "XY path"; HIDDEN + what hides a change
+
+    @property
+    def hides(self) -> bool:
+        return any(e.startswith(HIDDEN) for e in self.entries)
 
     def changes_since(self, before: Fingerprint) -> list[str]:
         """The paths that differ between two fingerprints (HEAD named when it moved)."""
@@ -62,30 +69,67 @@ class Checkout:
     repo: Repository
     path: Path
     marker: Path  # exists while a run may have left changes forge must undo
+    setup: str | None = None  # the digest of the plan's setup (None: it has none)
+
+    @property
+    def git_dir(self) -> Path:
+        return Contained(self.repo, self.path).git_dir
+
+    @property
+    def setup_file(self) -> Path:
+        """What setup made in the checkout, kept out of the checkout's reach."""
+        return self.marker.with_suffix(".setup.json")
 
     def git(self, *args: str) -> str:
         return Contained(self.repo, self.path, strict=False).git(*args)
 
+    def products(self) -> list[str] | None:
+        """The paths the plan's current setup made here (None: it has not run here)."""
+        if self.setup is None:
+            return []
+        data = read_json_or(self.setup_file, None, what="setup products")
+        if not isinstance(data, dict) or data.get("setup") != self.setup:
+            return None
+        return [str(p) for p in data.get("paths", [])]
+
+    def record_products(self) -> None:
+        """Call after the setup ran on a scrubbed checkout: what is untracked now is
+        what it made."""
+        paths = hermetic.untracked(self.path, self.git_dir)
+        write_json(self.setup_file, {"setup": self.setup, "paths": paths})
+
+    def scrub(self, *, keep: list[str] | None = None) -> None:
+        """Remove every untracked and ignored path but setup's products (or `keep`)."""
+        keep = (self.products() or []) if keep is None else keep
+        hermetic.scrub(self.path, self.git_dir, keep=keep)
+
     def fingerprint(self) -> Fingerprint:
-        # HEAD as the checkout's own `.git` has it, read as a file (never through git)
-        head = Contained(self.repo, self.path, strict=False).task_head() or ""
+        # One status call says HEAD too (`--branch`): a lane run pays for two of these.
         out = self.git(
             "status",
-            "--porcelain=v1",
+            "--porcelain=v2",
+            "--branch",
             "-z",
             "--untracked-files=all",
             "--no-renames",
             "--ignore-submodules=all",
         )
-        entries = frozenset(e for e in out.split("\0") if e)
-        return Fingerprint(head=head, entries=entries)
+        _, entries = _porcelain(out)
+        # HEAD as the checkout's own `.git` has it, read as files (never through git)
+        head = Contained(self.repo, self.path, strict=False).task_head() or ""
+        entries |= {f"{HIDDEN}{e}" for e in hermetic.hidden(self.path, self.git_dir)}
+        return Fingerprint(head=head, entries=frozenset(entries))
 
-    def restore(self, commit: str) -> None:
-        """Put the checkout back to exactly `commit`: undo edits, remove new files
-        that are not ignored (ignored caches stay)."""
+    def restore(self, commit: str, *, unflag: bool = True) -> None:
+        """Put the checkout back to exactly `commit` plus setup's products: undo
+        edits and index flags, remove every other untracked or ignored path.
+        `unflag=False`: the last fingerprint showed nothing hidden (a call saved)."""
+        Contained(self.repo, self.path, strict=False).guard()
+        if unflag:
+            hermetic.unflag(self.path, self.git_dir)
         self.git("checkout", "--quiet", "--force", "--detach", commit)
         self.git("reset", "--quiet", "--hard", commit)
-        self.git("clean", "-ffdq")
+        self.scrub()
 
     def begin_run(self) -> None:
         write_json(self.marker, {"path": str(self.path)})
@@ -95,7 +139,9 @@ class Checkout:
             self.marker.unlink()
 
 
-def prepare(repo: Repository, *, key: str, lane: str, commit: str) -> Checkout:
+def prepare(
+    repo: Repository, *, key: str, lane: str, commit: str, setup: str | None = None
+) -> Checkout:
     """The lane's checkout, created on first use and moved to `commit`.
 
     Refuses a checkout holding changes forge did not make; changes a killed run of
@@ -103,7 +149,7 @@ def prepare(repo: Repository, *, key: str, lane: str, commit: str) -> Checkout:
     """
     path = checkout_path(repo, key, lane)
     marker = repo.state.verify_dir / "checkouts" / key / f"{lane}.running"
-    co = Checkout(repo=repo, path=path, marker=marker)
+    co = Checkout(repo=repo, path=path, marker=marker, setup=setup)
     broken = not contained.is_contained(path)
     if not broken:
         try:
@@ -121,7 +167,9 @@ def prepare(repo: Repository, *, key: str, lane: str, commit: str) -> Checkout:
         worktrees.add(repo, path, commit, what="verification checkout")
         co.end_run()
         return co
-    dirty = co.fingerprint().entries
+    # Index flags and the like are forge's to undo whoever set them: nobody works here.
+    found = co.fingerprint()
+    dirty = {e for e in found.entries if not e.startswith(HIDDEN)}
     if dirty and not marker.exists():
         sample = ", ".join(sorted(e[3:] for e in dirty)[:5])
         raise ForgeError(
@@ -129,9 +177,28 @@ def prepare(repo: Repository, *, key: str, lane: str, commit: str) -> Checkout:
             f"remove the folder (forge creates it again) or undo them with "
             f"`git -C {path} reset --hard && git -C {path} clean -fd`"
         )
-    co.restore(commit)
+    co.restore(commit, unflag=found.hides)
     co.end_run()
     return co
+
+
+def _porcelain(out: str) -> tuple[str, set[str]]:
+    """HEAD and the entries (as `--porcelain=v1` writes them: "XY path") of a
+    `git status --porcelain=v2 --branch -z`."""
+    head, entries = "", set()
+    for e in out.split("\0"):
+        if e.startswith("# branch.oid "):
+            oid = e.removeprefix("# branch.oid ")
+            head = "" if oid == "(initial)" else oid
+        elif e.startswith("? "):
+            entries.add(f"?? {e[2:]}")
+        elif e.startswith("1 "):
+            parts = e.split(" ", 8)
+            entries.add(f"{parts[1].replace('.', ' ')} {parts[8]}")
+        elif e.startswith("u "):
+            parts = e.split(" ", 10)
+            entries.add(f"{parts[1]} {parts[10]}")
+    return head, entries
 
 
 @contextlib.contextmanager

@@ -2,8 +2,10 @@
 
 One verification judges exactly one commit, in checkouts of forge's own (see
 forge/checkout.py). Each lane's command runs in a process group of its own with its
-own timeout and log. A lane that fails with its checkout unchanged is rerun up to
-`reruns` times; a later pass makes it FLAKY. A run that changed the checkout is FAIL
+own time limit and log, in a checkout that holds exactly the commit plus what the
+plan's setup made (forge/verify/hermetic.py); a failing run names the failing tests
+its log shows (forge/verify/failures.py). A lane that fails with its checkout
+unchanged is rerun up to `reruns` times; a later pass makes it FLAKY. A run that changed the checkout is FAIL
 whatever its exit code, is never rerun, and the checkout is restored before anything
 else runs in it. A stop (the `stop` event: SIGINT/SIGTERM, or a newer verification
 superseding this one) stops every lane's group and makes the lanes INTERRUPTED;
@@ -15,13 +17,16 @@ FLAKY are remembered per (tree, config fingerprint) and answered from the cache.
 
 from __future__ import annotations
 
+import itertools
 import secrets
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime
+from pathlib import Path
 
+from forge.base import logs as logfiles
 from forge.base import proc
 from forge.base.sandbox import Sandbox
 from forge.git.contained import ceiling_env
@@ -30,6 +35,8 @@ from forge.plan.config import VerifyConfig
 from forge.verify import environment
 from forge.verify import records as verify_records
 from forge.verify.checkout import Checkout, check_key, key_lock, prepare
+from forge.verify.failures import Failure, failures_from_log
+from forge.verify.flakes import Fixed, Reruns
 from forge.verify.records import LaneResult, LaneRun, Verdict, VerifyRecord, worst
 
 __all__ = [
@@ -74,11 +81,13 @@ def verify_commit(
     force: bool = False,
     on_event: Emit | None = None,
     sandbox: bool = False,
+    reruns: Reruns | None = None,
 ) -> VerifyRecord:
     """Verify the commit `rev` names; the record is stored before it is returned.
 
     `key` names the checkouts used (a plan name, `cli`, `hook`): one verification
-    per key at a time (Busy otherwise).
+    per key at a time (Busy otherwise). `reruns` decides whether a failing lane runs
+    again (default: up to the config's `reruns` times).
     """
     emit: Emit = on_event or (lambda _msg: None)
     check_key(key)
@@ -122,7 +131,8 @@ def verify_commit(
     else:
         proc.become_subreaper()  # orphaned grandchildren of lanes come back to be reaped
         with key_lock(repo, key):
-            lanes = _run_lanes(repo, base, config, stop, emit, sandbox=sandbox)
+            policy = reruns or Fixed(config.reruns)
+            lanes = _run_lanes(repo, base, config, stop, emit, policy, sandbox=sandbox)
         record = replace(
             base,
             lanes=lanes,
@@ -145,16 +155,18 @@ def _run_lanes(
     config: VerifyConfig,
     stop: threading.Event,
     emit: Emit,
+    policy: Reruns,
     *,
     sandbox: bool = False,
 ) -> tuple[LaneResult, ...]:
     # Checkouts are prepared one after another: concurrent `git worktree add` calls
     # contend for the same administrative files.
     checkouts: dict[str, Checkout] = {}
+    setup = environment.setup_hash(config.setup, config.env) if config.setup else None
     for name, _cmd in config.lanes:
         if stop.is_set():
             break
-        checkouts[name] = prepare(repo, key=base.key, lane=name, commit=base.commit)
+        checkouts[name] = prepare(repo, key=base.key, lane=name, commit=base.commit, setup=setup)
     results: dict[str, LaneResult] = {}
     errors: list[BaseException] = []
 
@@ -165,7 +177,9 @@ def _run_lanes(
                 results[name] = LaneResult(name, command, Verdict.INTERRUPTED, ())
             else:
                 box = Sandbox((co.path,), (repo.root, repo.common_dir)) if sandbox else None
-                results[name] = _run_lane(repo, base, config, co, name, command, stop, emit, box)
+                results[name] = _run_lane(
+                    repo, base, config, co, name, command, stop, emit, policy, box
+                )
         except BaseException as exc:  # noqa: BLE001 re-raised by the caller's thread after the join
             errors.append(exc)
             results[name] = LaneResult(name, command, Verdict.FAIL, ())
@@ -194,6 +208,7 @@ def _run_lane(
     command: str,
     stop: threading.Event,
     emit: Emit,
+    policy: Reruns,
     box: Sandbox | None = None,
 ) -> LaneResult:
     runs: list[LaneRun] = []
@@ -206,11 +221,15 @@ def _run_lane(
         result = LaneResult(name, command, verdict, (failed_setup,))
         emit(f"lane {name}: {verdict} ({result.reason})")
         return result
-    for n in range(1, config.reruns + 2):
+    for n in itertools.count(1):
         if stop.is_set():
             verdict = Verdict.INTERRUPTED
             break
         kind = "initial" if n == 1 else "rerun"
+        if n > 1:
+            # What the failed run left must not decide the rerun (it set no index
+            # flag: that would have changed its checkout, and it would not be rerun).
+            co.restore(base.commit, unflag=False)
         log = logs / f"{name}-{n}.log"
         emit(f"lane {name}: {kind} run {n} started (log {log})")
         before = co.fingerprint()
@@ -232,6 +251,7 @@ def _run_lane(
         if changed:
             co.restore(base.commit)
         co.end_run()
+        failed = res.returncode != 0 and not (res.timed_out or res.stopped)
         runs.append(
             LaneRun(
                 kind=kind,
@@ -241,6 +261,8 @@ def _run_lane(
                 log=str(log),
                 timed_out=res.timed_out,
                 stopped=res.stopped,
+                timeout=config.timeout,
+                failures=_failures(name, log) if failed else (),
             )
         )
         if res.stopped:
@@ -253,9 +275,11 @@ def _run_lane(
         if res.returncode == 0 and not res.timed_out:
             verdict = Verdict.PASS if n == 1 else Verdict.FLAKY
             break
-        why = "timed out" if res.timed_out else f"exit {res.returncode}"
+        why = runs[-1].outcome + "".join(f": {f.describe()}" for f in runs[-1].failures[:1])
         emit(f"lane {name}: run {n} failed ({why})")
         verdict = Verdict.FAIL
+        if not policy.again(name, runs):
+            break
     result = LaneResult(name, command, verdict, tuple(runs))
     emit(f"lane {name}: {verdict} ({result.reason})")
     return result
@@ -277,8 +301,10 @@ def _setup(
     if not config.setup:
         return None
     digest = environment.setup_hash(config.setup, config.env)
-    if environment.is_set_up(co.path, digest):
+    if environment.is_set_up(co.path, digest) and co.products() is not None:
         return None
+    # Setup runs on the bare commit, so what is untracked after it is what it made.
+    co.scrub(keep=[])
     log = verify_records.logs_dir(repo.state, base.id) / f"{name}-setup.log"
     emit(f"lane {name}: setup in its checkout (log {log})")
     before = co.fingerprint()
@@ -304,6 +330,7 @@ def _setup(
     co.end_run()
     ok = res.returncode == 0 and not (res.timed_out or res.stopped or changed)
     if ok:
+        co.record_products()
         environment.mark_set_up(co.path, digest)
         return None
     return LaneRun(
@@ -315,6 +342,14 @@ def _setup(
         timed_out=res.timed_out,
         stopped=res.stopped,
     )
+
+
+_LOG_READ = 4 << 20  # runners print their failures at the end of a long log
+
+
+def _failures(lane: str, log: Path) -> tuple[Failure, ...]:
+    """The failing tests a run's log names."""
+    return tuple(failures_from_log(lane, logfiles.tail(log, _LOG_READ)))
 
 
 def describe_failure(record: VerifyRecord) -> str:

@@ -21,6 +21,7 @@ from typing import Any
 from forge.base import seal
 from forge.base.files import SCHEMA_VERSION, StateDir, read_json_or, write_json
 from forge.errors import StateError
+from forge.verify.failures import Failure, describe
 
 
 class Verdict(enum.StrEnum):
@@ -49,6 +50,9 @@ def worst(verdicts: list[Verdict]) -> Verdict:
     return min(verdicts, key=_ORDER.index) if verdicts else Verdict.UNVERIFIED
 
 
+_SHOWN = 5  # failing tests a lane lists by name
+
+
 @dataclass(frozen=True)
 class LaneRun:
     kind: str  # "initial", "rerun", or "setup" (the plan's setup in the checkout failed)
@@ -58,6 +62,8 @@ class LaneRun:
     log: str
     timed_out: bool = False
     stopped: bool = False
+    timeout: float | None = None  # the time limit it ran under
+    failures: tuple[Failure, ...] = ()  # the failing tests its log names
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -68,6 +74,8 @@ class LaneRun:
             "log": self.log,
             "timed_out": self.timed_out,
             "stopped": self.stopped,
+            "timeout": self.timeout,
+            "failures": [f.to_dict() for f in self.failures],
         }
 
     @property
@@ -89,6 +97,8 @@ class LaneRun:
             log=str(data.get("log", "")),
             timed_out=bool(data.get("timed_out", False)),
             stopped=bool(data.get("stopped", False)),
+            timeout=None if data.get("timeout") is None else float(data["timeout"]),
+            failures=tuple(Failure.from_dict(f) for f in data.get("failures") or ()),
         )
 
 
@@ -116,8 +126,23 @@ class LaneResult:
         if last.changed:
             return f"changed the checkout: {', '.join(last.changed[:8])}"
         if last.timed_out and not last.stopped:
-            return f"timed out after {last.duration:.1f}s"
+            limit = last.duration if last.timeout is None else last.timeout
+            return f"timed out after {limit:g}s"
+        if any(f.test for f in last.failures):
+            return describe(last.failures)
+        if last.failures:  # a log in no runner's shape: its last error line
+            return f"{last.outcome}: {last.failures[-1].message}"
         return last.outcome
+
+    @property
+    def names_tests(self) -> bool:
+        """Does its reason name failing tests (so the log's path need not lead)?"""
+        return any(f.test for f in self.failures)
+
+    @property
+    def failures(self) -> tuple[Failure, ...]:
+        """The failing tests of its last run (a FAIL's, the one that decided it)."""
+        return self.runs[-1].failures if self.runs and self.verdict == Verdict.FAIL else ()
 
     def lines(self) -> list[str]:
         """The lane as people read it (`forge verify`, `forge status`, a run's report)."""
@@ -127,6 +152,10 @@ class LaneResult:
             out.append(f"  {run.kind}: {run.outcome} in {run.duration:.1f}s, log {run.log}")
             if run.changed:
                 out.append(f"    changed the checkout: {', '.join(run.changed)}")
+        shown = self.failures[:_SHOWN]
+        out += [f"    failed: {f.describe()}" for f in shown]
+        if len(self.failures) > len(shown):
+            out.append(f"    and {len(self.failures) - len(shown)} more failing tests")
         return out
 
 
@@ -145,6 +174,11 @@ class VerifyRecord:
 
     def logs(self) -> list[str]:
         return [run.log for lane in self.lanes for run in lane.runs]
+
+    @property
+    def failures(self) -> tuple[Failure, ...]:
+        """The failing tests of every failing lane, lane by lane."""
+        return tuple(f for lane in self.lanes for f in lane.failures)
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -9,7 +9,11 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from forge.agents.output import cli_message, failure_reason
+from forge.agents.prices import DEFAULT_PRICES
 from forge.agents.spec import PRESETS, classify_failure
+from forge.commands.status import spend_line, task_row
+from forge.run.spend import spend_of
+from forge.run.state.run_state import Attempt, Status, TaskState
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "agents"
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=ZoneInfo("UTC")).timestamp()
@@ -105,3 +109,74 @@ def test_the_clis_own_retries_do_not_outweigh_its_result() -> None:
     # A run that retried a 429, recovered and then failed on its own merits.
     out = recorded("claude-429-retrying.jsonl") + recorded("claude-max-turns.json")
     assert classify_failure(PRESETS["claude"], returncode=1, output=out, now=NOW) is None
+
+
+@pytest.mark.parametrize(
+    ("fixture", "reason"),
+    [
+        # Codex quotes the provider's body as its message: the JSON is unwrapped.
+        (
+            "codex-bad-request.jsonl",
+            "The 'gpt-9' model is not supported when using Codex with a ChatGPT account.",
+        ),
+        # Gemini nests the provider's error in its own, after a report path.
+        (
+            "gemini-400.json",
+            "status 400: models/gemini-9-pro is not found for API version v1beta, "
+            "or is not supported for generateContent.",
+        ),
+        # A Node stack trace after the message: the message, not a frame.
+        ("gemini-stack.log", "Error: exception TypeError: fetch failed sending request"),
+    ],
+)
+def test_a_reason_is_the_innermost_human_message(fixture: str, reason: str) -> None:
+    said = failure_reason(recorded(fixture))
+    assert said == reason
+    assert "{" not in said and "/tmp/" not in said
+
+
+def test_a_retry_delay_counts_from_when_it_was_printed() -> None:
+    # Printed 200 s before forge read it (the CLI waited until forge's timeout).
+    failure = classify_failure(
+        PRESETS["gemini"],
+        returncode=None,
+        output=recorded("gemini-retry-delay.log"),
+        now=NOW,
+        said_at=NOW - 200,
+    )
+    assert failure is not None and failure.retry_after == 40.0
+
+
+def _attempt(agent: str, fixture: str) -> Attempt:
+    from forge.agents.spec import parse_usage
+
+    usage = parse_usage(PRESETS[agent.partition(":")[0]], recorded(fixture))
+    assert usage is not None
+    model = agent.split(":")[1] if ":" in agent else None
+    return Attempt(
+        number=1,
+        agent=agent,
+        model=model,
+        status=Status.MERGED,
+        cost_usd=usage.cost_usd,
+        input_tokens=usage.input_tokens,
+        output_tokens=usage.output_tokens,
+    )
+
+
+def test_a_codex_run_is_priced_the_same_everywhere() -> None:
+    attempt = _attempt("codex:gpt-5.4", "codex-success.jsonl")
+    ts = TaskState(id="t", status=Status.MERGED, attempts=[attempt])
+    row = task_row(ts, DEFAULT_PRICES)
+    spend = spend_of([attempt], DEFAULT_PRICES)
+    assert row["cost_usd"] is not None and row["cost_usd"] == round(spend.usd, 6)
+    assert spend.describe().startswith(f"${spend.usd:.2f}")
+
+
+def test_an_unpriced_gemini_run_is_unknown_not_free() -> None:
+    attempt = _attempt("gemini:gemini-3-pro-preview", "gemini-success.json")
+    ts = TaskState(id="t", status=Status.MERGED, attempts=[attempt])
+    assert task_row(ts, DEFAULT_PRICES)["cost_usd"] is None
+    spend = spend_of([attempt], DEFAULT_PRICES)
+    assert spend.describe() == "unknown for 1 attempt (3.2k in / 60 out tokens)"
+    assert "$0.00" not in spend_line(spend.to_dict(), None)

@@ -93,6 +93,35 @@ def test_a_bad_cluster_address_changes_nothing(repo: Path) -> None:
     assert git(repo, "for-each-ref", "refs/heads/forge") == ""
 
 
+def test_a_scheduler_elsewhere_without_a_remote_names_the_key(repo: Path) -> None:
+    _plan(repo, PLAN)
+    # 192.0.2.1 (TEST-NET-1) is no address of this machine: refused before anything
+    # is reached or started.
+    cp = run_forge(repo, "run", "--cluster", "tcp://192.0.2.1:8786")
+    assert cp.returncode == 2, cp.stdout + cp.stderr
+    err = cp.stderr.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err
+    assert "[cluster] remote = " in err and "forge.toml" in err
+    assert git(repo, "for-each-ref", "refs/heads/forge") == ""
+
+
+def test_the_readme_one_liner_with_a_scheduler_on_this_machine(repo: Path, tmp_path: Path) -> None:
+    """`forge run PLAN --cluster tcp://host:8786` with no forge.toml: the scheduler is
+    here, so its workers get the repository as local:N workers do."""
+    _plan(repo, '[[task]]\nid = "s"\nrun = "echo s > s.txt"\nfiles = ["s.txt"]\n')
+    sched, worker, address = _scheduler(tmp_path)
+    try:
+        cp = run_forge(repo, "run", "p", "--cluster", address)
+    finally:
+        for proc in (sched, worker):
+            proc.kill()
+            proc.wait()
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    assert statuses(repo)["s"] == "MERGED"
+    attempts = state(repo)["tasks"]["s"]["attempts"]
+    assert attempts and attempts[-1]["where"]
+
+
 BLOCKING = """
 [[task]]
 id = "slow"
@@ -144,7 +173,11 @@ def test_a_worker_killed_mid_task_costs_no_attempt_and_lands_once(
     ts = state(repo)["tasks"]["w"]
     assert ts["status"] == "MERGED"
     assert [a["status"] for a in ts["attempts"]] == ["INFRA", "MERGED"]
-    assert "worker lost" in ts["attempts"][0]["reason"]
+    lost, landed = ts["attempts"]
+    assert "lost mid-attempt" in lost["reason"]
+    # Named by the worker that died, not by the one that found it gone.
+    assert lost["where"] and lost["where"] != landed["where"]
+    assert lost["where"].split()[-1] in lost["reason"]
     assert merge_count(repo, "w") == 1
     wait_for(lambda: not tagged("p/w/"), timeout=10, what="the dead worker's processes stopped")
 

@@ -7,6 +7,7 @@ import fcntl
 import json
 import os
 import pty
+import re
 import struct
 import subprocess
 import termios
@@ -96,8 +97,9 @@ def test_live_view_shows_setup_then_prints_the_results_once(repo: Path, tmp_path
     assert code == 0, term.text[-3000:]
     out = term.text
     # The live area never holds more than the terminal's rows: 30 tasks, 12 rows.
-    assert out.count("task  status  attempts") == 1  # the results table, printed once
-    results = out[out.index("task  status  attempts") :]
+    header = re.search(r"task +status +attempts", out)
+    assert header and len(re.findall(r"task +status +attempts", out)) == 1  # printed once
+    results = out[header.start() :]
     assert "RUNNING" not in results and "elapsed" not in results  # the live area is gone
     assert "your branch, index and working tree were not touched" in results
     phases = [p["name"] for p in state(repo)["tasks"]["t0"]["attempts"][0]["phases"]]
@@ -144,3 +146,100 @@ def test_failed_setup_reason_is_the_meaningful_line(repo: Path, tmp_path: Path) 
     assert cp.returncode == 5
     reason = state(repo)["tasks"]["a"]["reason"]
     assert reason == "setup failed: ERROR: No matching distribution found for nosuchpkg"
+
+
+GATED = """\
+max_parallel = 2
+verify = "test -f README.md"
+batch_max = 2
+{tasks}
+"""
+
+
+def test_the_terminal_shows_the_live_area_then_a_table_that_fits(
+    repo: Path, tmp_path: Path
+) -> None:
+    """On a 60-column terminal: no event line scrolls above the live area (they go to
+    the run's log), and the final table has a totals line with every row cut to the
+    width with `…`."""
+    long = "x" * 150
+    tasks = _tasks(3) + (
+        f'\n[[task]]\nid = "loud"\nrun = "echo {long}; exit 3"\nfiles = ["loud.txt"]'
+    )
+    plan = write_plan(tmp_path, GATED.format(tasks=tasks))
+    assert run_forge(repo, "plan", str(plan)).returncode == 0
+    term = Terminal(repo, "run", rows=30, cols=60)
+    code = term.finish()
+    assert code == 5, term.text[-3000:]
+    out = term.text.replace("\r\n", "\n")
+    assert not re.search(r"^\[ *[0-9.]+s\]", out, re.M)  # no timestamped event line
+    header = re.search(r"task +status +attempts", out)
+    assert header
+    lines = out[header.start() :].splitlines()
+    table = lines[: next(i for i, ln in enumerate(lines) if ln.startswith("total ")) + 1]
+    assert all(len(line) <= 60 for line in table), table
+    assert any(line.endswith("…") and line.startswith("loud ") for line in table)
+    total = next(line for line in table if line.startswith("total "))
+    assert "3/4 merged" in total
+    events = (repo / ".git" / "forge" / "plans" / "p" / "logs" / "events.log").read_text()
+    assert "loud" in events
+
+
+def test_the_gate_has_a_line_of_its_own() -> None:
+    from forge.commands.live import gate_line
+
+    line = gate_line({"batch": ["t12", "t02"], "phase": "bisecting", "left": 2, "queued": ["a"]})
+    assert line == "gate: verifying t12, t02 (batch of 2) · bisection: at most 2 more · 1 queued"
+    assert gate_line({"batch": None, "queued": []}) == ""
+
+
+def test_the_eta_is_a_range_until_it_settles() -> None:
+    from forge.commands.eta import Eta
+
+    tasks = {f"t{i}": TaskState(id=f"t{i}") for i in range(10)}
+    st = RunState(plan="p", integration="refs/heads/x", tasks=tasks)
+    eta = Eta({}, parallel=2)
+    eta.update(st, 0.0)
+    assert eta.text() == ""  # nothing finished: nothing to go by
+    done = tasks["t0"]
+    done.status = Status.MERGED
+    done.attempts.append(Attempt(number=1, agent="run", duration=10.0))
+    eta.update(st, 0.0)
+    assert eta.text() == "ETA 30s-1m07s"  # 9 tasks of 10 s on 2 slots, widened both ways
+    for i in (1, 2):
+        tasks[f"t{i}"].status = Status.MERGED
+        tasks[f"t{i}"].attempts.append(Attempt(number=1, agent="run", duration=10.0))
+    eta.update(st, 0.0)
+    assert eta.text() == "ETA ~35s"  # 7 tasks of 10 s on 2 slots
+
+
+def test_an_agent_held_below_its_cap_has_a_line() -> None:
+    view = LiveView(quiet=True)
+    view.on_event("concurrency: claude at most 4 at once (rate limited)")
+    view.on_event("concurrency: codex at most 1 at once (rate limited)")
+    view.on_event("concurrency: codex at most 2 at once")
+    assert view.cap_line() == (
+        "concurrency: claude at most 4 at once (rate limited) · codex at most 2 at once"
+    )
+    assert view.cap_line() in view.lines(10)
+    view.on_event("concurrency: claude back to 8 at once (max_parallel)")
+    view.on_event("concurrency: codex no longer capped")
+    assert view.cap_line() == "" and all("concurrency" not in line for line in view.lines(10))
+
+
+def test_the_live_view_shows_a_tasks_candidates_under_it() -> None:
+    cands = {
+        "a+1": TaskState(id="a+1", candidate="claude:opus", status=Status.RUNNING),
+        "a+2": TaskState(id="a+2", candidate="codex", status=Status.FAILED, reason="no changes"),
+    }
+    cands["a+1"].attempts.append(Attempt(number=1, agent="claude:opus"))
+    cands["a+1"].attempts[0].phases.append({"name": "agent", "start": 0.0, "end": None})
+    ts = TaskState(id="a", status=Status.RUNNING, candidates=cands)
+    st = RunState(plan="p", integration="refs/heads/x", tasks={"a": ts})
+    view = LiveView(quiet=True)
+    view.tty = True
+    view.on_change(st, "a+1")  # a candidate's change shows on its task's row
+    lines = view.lines(10)
+    assert lines[1].split() == ["a", "RUNNING", "best", "of", "2"]
+    assert lines[2].split()[:2] == ["claude:opus", "agent"]
+    assert lines[3].split() == ["codex", "failed:", "no", "changes"]

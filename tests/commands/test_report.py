@@ -204,3 +204,67 @@ def test_report_renders_in_headless_chromium(repo: Path, tmp_path: Path) -> None
     )
     assert cp2.returncode == 0 and shot.is_file(), cp2.stderr[-2000:]
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 10_000
+
+
+def test_a_plan_run_twice_shows_each_run_as_a_segment(repo: Path, tmp_path: Path) -> None:
+    """A second run two hours after the first: the header adds up the runs' time and
+    the timeline cuts the idle two hours out (a marked break), so neither run is a
+    sliver; long labels are cut with `…` and whole in their `<title>`."""
+    long_id = "a-task-with-a-very-long-name-indeed"
+    _two_runs_state(repo, tmp_path, long_id)
+    out = tmp_path / "two.html"
+    cp = run_forge(repo, "report", "two", "-o", str(out))
+    assert cp.returncode == 0, cp.stderr
+    html = out.read_text()
+    text = " ".join(parse(html).text)
+    assert "over 2 runs (the last 10.0s)" in text
+    assert "idle 2h00m between two runs" in html
+    # The axis spans the runs' time and a narrow break, not two hours.
+    ticks = [t for t in parse(html).text if t.endswith("s") and t[:-1].replace(".", "").isdigit()]
+    assert ticks and all(float(t[:-1]) < 60 for t in ticks if t[-2].isdigit())
+    assert f"<title>{long_id}</title>" in html  # the lane's whole name
+    assert "…" in html
+
+
+def _two_runs_state(repo: Path, tmp_path: Path, long_id: str) -> None:
+    plan = tmp_path / "two.toml"
+    plan.write_text(
+        'name = "two"\n'
+        f'[[task]]\nid = "{long_id}"\nrun = "true"\nfiles = ["a.txt"]\n'
+        '[[task]]\nid = "b"\nrun = "true"\nfiles = ["b.txt"]\n'
+    )
+    forge_repo = discover(repo)
+    record(forge_repo, plan)
+    t0 = 1_700_000_000.0
+    tasks = {}
+    for tid, start, slot in ((long_id, t0, long_id), ("b", t0 + 7210, "slot-1")):
+        ts = TaskState(id=tid, status=Status.MERGED)
+        ts.attempts.append(
+            Attempt(
+                number=1,
+                agent="run",
+                status=Status.MERGED,
+                duration=10.0,
+                slot=slot,
+                phases=[
+                    {"name": "worktree", "start": start, "end": start + 0.2},
+                    {"name": "run", "start": start + 0.2, "end": start + 9.8},
+                    {"name": "merge", "start": start + 9.8, "end": start + 10.0},
+                ],
+            )
+        )
+        tasks[tid] = ts
+    st = RunState(plan="two", integration=integration_ref("two"), tasks=tasks, wall_seconds=10.0)
+    StateStore(forge_repo.state, "two").save(st)
+
+
+def test_the_time_axis_cuts_idle_time_between_runs() -> None:
+    from forge.commands.report_time import clock
+
+    one = clock([(0.0, 10.0), (5.0, 20.0)])
+    assert one.runs == 1 and one.span == 20.0 and one.breaks() == []
+    two = clock([(100.0, 110.0), (3700.0, 3710.0)])
+    assert two.runs == 2 and two.active == 20.0
+    assert two.at(100.0) == 0.0 and two.at(110.0) == 10.0
+    assert abs(two.at(3700.0) - 10.4) < 1e-9  # the hour is cut to 2% of the runs' time
+    assert abs(two.span - 20.4) < 1e-9

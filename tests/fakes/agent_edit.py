@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """Fake agent: append a line to a file in the cwd (the worktree), exit 0.
 
-usage: agent_edit.py [FILE [TEXT]] [--overwrite] [--usage]
+usage: agent_edit.py [FILE [TEXT]] [--overwrite] [--usage] [--ran=MODEL]
 FILE defaults to $FORGE_FAKE_FILE or "agent-edit.txt"; TEXT to $FORGE_FAKE_TEXT
 or "edit by <task> attempt <n>". --overwrite writes TEXT as the whole file (the
-same diff every attempt). --usage prints a Claude-style JSON result with cost.
+same diff every attempt). --usage prints a Claude-style JSON result with cost;
+--ran=MODEL names MODEL (and a small haiku helper) in its `modelUsage`.
 """
 
 import json
@@ -26,7 +27,8 @@ else:
     with path.open("a") as fh:
         fh.write(text + "\n")
 print(f"edited {name}")
-if "--usage" in sys.argv:
+ran = [a.partition("=")[2] for a in sys.argv[1:] if a.startswith("--ran=")]
+if "--usage" in sys.argv or ran:
     result = {
         "type": "result",
         "subtype": "success",
@@ -35,4 +37,6 @@ if "--usage" in sys.argv:
         "total_cost_usd": 0.0123,
         "usage": {"input_tokens": 100, "output_tokens": 20},
     }
+    if ran:
+        result["modelUsage"] = {ran[0]: {"costUSD": 0.012}, "claude-haiku-4-5": {"costUSD": 0.0003}}
     print(json.dumps(result))

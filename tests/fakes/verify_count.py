@@ -7,13 +7,17 @@ Usage: verify_count.py COUNTER [--fail-if PATH]... [--fail-if-all A,B]...
 
 from __future__ import annotations
 
+import fcntl
 import sys
 from pathlib import Path
 
 args = sys.argv[1:]
 counter = Path(args.pop(0))
-seen = int(counter.read_text()) if counter.exists() else 0
-counter.write_text(str(seen + 1))
+# Verifications may run at once (verify_parallel): count under a lock.
+with open(counter.with_name(counter.name + ".lock"), "w") as lock:
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    seen = int(counter.read_text() or 0) if counter.exists() else 0
+    counter.write_text(str(seen + 1))
 while args:
     flag, value = args.pop(0), args.pop(0)
     names = value.split(",") if flag == "--fail-if-all" else [value]

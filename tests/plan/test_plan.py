@@ -129,6 +129,13 @@ def test_verify_parallel_is_read_and_survives_the_record(tmp_path: Path) -> None
     assert Plan.from_dict(plan.to_dict()).verify_parallel == 2
 
 
+def test_batch_window_is_adaptive_unless_fixed(tmp_path: Path) -> None:
+    assert load_plan(write(tmp_path, '[[task]]\nid = "a"\n' + TASK)).batch_window == "adaptive"
+    plan = load_plan(write(tmp_path, 'batch_window = "fixed"\n[[task]]\nid = "a"\n' + TASK))
+    assert plan.batch_window == "fixed"
+    assert Plan.from_dict(plan.to_dict()).batch_window == "fixed"
+
+
 def test_unknown_task_raises_forge_error(tmp_path: Path) -> None:
     plan = load_plan(write(tmp_path, GOOD))
     with pytest.raises(ForgeError, match="unknown task 'nope' in plan 'health' \\(tasks: model,"):
@@ -284,6 +291,11 @@ INVALID = {
     "verify-parallel": (
         'verify_parallel = 0\n[[task]]\nid = "a"\n' + TASK,
         "`verify_parallel` must be at least 1",
+        1,
+    ),
+    "batch-window": (
+        'batch_window = "auto"\n[[task]]\nid = "a"\n' + TASK,
+        '`batch_window` must be "adaptive" or "fixed"',
         1,
     ),
     "wrong-type": (

@@ -33,7 +33,9 @@ def test_the_budget_pauses_the_run_and_a_larger_one_resumes_it(repo: Path, tmp_p
         "paused: budget: the plan has spent $0.04 of its 0.03 USD budget; raise `budget` "
         "in the plan or give `forge run --budget USD`" in cp.stdout
     )
-    assert "cost: $0.04, 300 in / 60 out tokens (budget 0.03 USD)" in cp.stdout
+    assert (
+        "cost: $0.04, 300 in / 60 out tokens; $0.01 per landed task (budget 0.03 USD)" in cp.stdout
+    )
     data = json.loads(run_forge(repo, "status", "--json").stdout)
     assert data["spend"]["usd"] == 0.0369 and data["budget_usd"] == 0.03
     assert "cost: $0.04" in run_forge(repo, "status").stdout
@@ -73,6 +75,11 @@ def test_tokens_are_priced_from_the_table_and_forge_toml(repo: Path, tmp_path: P
     assert cp.returncode == 0, cp.stdout + cp.stderr
     # 1M input at $2 + 0.1M output at $10
     assert "cost: $3.00, 1.0M in / 100.0k out tokens" in cp.stdout
+    # The task's own figure is the summary's (one place computes both).
+    task = json.loads(run_forge(repo, "status", "t0", "--json").stdout)
+    assert task["cost_usd"] == 3.0 and task["history"][0]["cost_usd"] == 3.0
     (repo / "forge.toml").write_text("")
     out = run_forge(repo, "status").stdout
-    assert "cost: $0.00, 1.0M in / 100.0k out tokens, 1 attempt not priced" in out
+    # A price unknown is not zero.
+    assert "cost: unknown for 1 attempt (1.0M in / 100.0k out tokens)" in out
+    assert "$0.00" not in out

@@ -95,3 +95,49 @@ def test_a_cap_holds_tasks_back() -> None:
     assert cap.choose(TASK, ts, AgentSpec("a")) is None
     cap.finished("other")
     assert cap.choose(TASK, ts, AgentSpec("a")) is not None
+
+
+def test_a_rate_limit_halves_the_cap_and_successes_raise_it_again() -> None:
+    clock = Clock()
+    said: list[str] = []
+    ctx = SimpleNamespace(
+        plan=Plan(name="p", tasks=(TASK,)),
+        agent_defs={"a": {"command": ["a"], "max_parallel": 8}},
+    )
+    cap = Capacity(ctx, retries=5, backoff=1.0, cap=300.0, clock=clock, on_event=said.append)
+    for i in range(8):
+        cap.started(f"t{i}", "a")
+    cap.finished("t0")
+    for _ in range(3):  # three attempts caught in one outage: one halving
+        cap.failed("a", reason="rate-limit: x", kind="rate-limit", retry_after=1, since=99)
+    assert cap.cap_of("a") == 4 and said == ["concurrency: a at most 4 at once (rate limited)"]
+    clock.now += 2
+    cap.failed("a", reason="rate-limit: x", kind="rate-limit", retry_after=1, since=clock.now)
+    clock.now += 2
+    cap.failed("a", reason="rate-limit: x", kind="rate-limit", retry_after=1, since=clock.now)
+    clock.now += 2
+    cap.failed("a", reason="rate-limit: x", kind="rate-limit", retry_after=1, since=clock.now)
+    assert cap.cap_of("a") == 1  # never below one
+    for t in list(cap.on):
+        cap.finished(t)
+    assert cap.under_cap("a")
+    cap.started("t0", "a")
+    assert not cap.under_cap("a")
+    for expected in (2, 3, 4, 5, 6, 7):
+        cap.worked("a")
+        assert cap.cap_of("a") == expected
+    cap.worked("a")
+    assert cap.cap_of("a") == 8 and "a" not in cap.limit
+    assert said[-1] == "concurrency: a back to 8 at once (max_parallel)"
+
+
+def test_new_tasks_go_back_to_the_primary_when_its_wait_ends() -> None:
+    clock = Clock()
+    cap = capacity(Plan(name="p", fallback=("b",), tasks=(TASK,)), clock)
+    ts = TaskState(id="t")
+    cap.failed("a", reason="rate-limit: x", kind="rate-limit", retry_after=30, since=0)
+    during = cap.choose(TASK, ts, AgentSpec("a"))
+    assert during is not None and during.spec.name == "b"
+    clock.now += 30
+    after = cap.choose(TASK, ts, AgentSpec("a"))
+    assert after is not None and after.spec == AgentSpec("a") and after.why is None

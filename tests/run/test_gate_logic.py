@@ -140,3 +140,57 @@ def test_an_interrupted_verification_lands_nothing(at: int) -> None:
 def test_take_batch() -> None:
     assert gate.take_batch(list("abcde"), mode="queue", batch_max=2) == ["a", "b"]
     assert gate.take_batch(list("abcde"), mode="end", batch_max=2) == list("abcde")
+
+
+@pytest.mark.parametrize("width", [2, 3, 4])
+def test_parallel_bisection_names_a_boundary_in_fewer_rounds(width: int) -> None:
+    """Up to `width` prefixes judged at once: on any pattern the answer is a prefix
+    that passed followed by one that failed, in ceil(log_(width+1) N) rounds."""
+    for size in range(1, 9):
+        for pattern in itertools.product([True, False], repeat=size - 1):
+            ok = [True, *pattern, False]
+            search = gate.Bisection(size)
+            rounds = 0
+            while probes := search.probes(width):
+                assert len(probes) <= width and all(search.good < k < search.bad for k in probes)
+                search.record_all({k: ok[k] for k in probes})
+                rounds += 1
+            assert ok[search.culprit] and not ok[search.culprit + 1]
+            bound = gate.Bisection(size).rounds(width)
+            assert rounds <= bound and (width + 1) ** bound < size * (width + 1)
+
+
+def test_run_batch_judges_prefixes_at_once() -> None:
+    tasks = [f"t{i}" for i in range(16)]
+    rounds: list[list[str]] = []
+
+    def build(names: Sequence[str]) -> gate.Chain:
+        return gate.Chain(
+            tuple(gate.Step(n, "+".join(names[: i + 1])) for i, n in enumerate(names))
+        )
+
+    def judge(commit: str) -> Judged:
+        return Judged(Verdict.FAIL if "t11" in commit.split("+") else Verdict.PASS, commit)
+
+    def many(commits: Sequence[str]) -> list[Judged]:
+        rounds.append(list(commits))
+        return [judge(c) for c in commits]
+
+    out = gate.run_batch(tasks, head="head", build=build, judge=judge, width=3, judge_many=many)
+    assert out.culprit is not None and out.culprit.task == "t11"
+    assert [s.task for s in out.landed] == tasks[:11]
+    assert len(rounds) == 2 and all(len(r) <= 3 for r in rounds)  # log4(16)
+
+
+def test_the_batch_window_halves_after_a_culprit_and_grows_by_one_after_a_pass() -> None:
+    window = gate.Window(8)
+    assert window.size == 8
+    window.failed()
+    window.failed()
+    assert window.size == 2
+    window.failed()
+    window.failed()
+    assert window.size == 1
+    for _ in range(10):
+        window.passed()
+    assert window.size == 8

@@ -21,7 +21,7 @@ FAKES = Path(__file__).resolve().parents[1] / "fakes"
 PY = sys.executable
 
 
-def cfg(*lanes: tuple[str, str], reruns: int = 2, timeout: float | None = None) -> VerifyConfig:
+def cfg(*lanes: tuple[str, str], reruns: int = 2, timeout: float = 3600) -> VerifyConfig:
     return VerifyConfig(lanes=tuple(lanes), reruns=reruns, timeout=timeout, grace=0.5)
 
 

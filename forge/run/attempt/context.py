@@ -66,6 +66,8 @@ class RunContext:
     remote: Remote | None = None  # attempts run on a cluster (forge.cluster) when set
     on_change: Callable[[str], None] = lambda _task: None
     sandbox: bool = False  # every command under bubblewrap, only its slot writable
+    router: Any = None  # `agent = "auto"`: the run's routing (forge/run/routing.py)
+    capacity: Any = None  # the dispatcher's per-agent bookkeeping (forge/run/capacity.py)
 
     @property
     def settings(self) -> Settings:

@@ -25,11 +25,12 @@ def for_retry(repo: Repository, ts: TaskState) -> Feedback | None:
     if not judged:
         return None
     last = judged[-1]
-    log_tail = ""
+    log_tail = failing = ""
     if last.log:
         path = Path(last.log)
         if path.exists():
             log_tail = proc.tail(logs.tail(path), LOG_TAIL_LINES)
+            failing = failing_tests(last.feedback_source, path)
         else:
             log_tail = f"(log {last.log} is gone)"
     diff = ""
@@ -43,7 +44,25 @@ def for_retry(repo: Repository, ts: TaskState) -> Feedback | None:
         log_tail=log_tail,
         diff_summary=diff or "(no change was made)",
         source=last.feedback_source or "agent",
+        failing_tests=failing,
     )
+
+
+FAILING_TESTS_SHOWN = 10
+
+
+def failing_tests(source: str | None, log: Path) -> str:
+    """Each test a failing verification lane's log names, with its output there."""
+    from forge.verify.failures import failures_from_log
+
+    if not (source or "").startswith("verify:"):
+        return ""
+    lane = (source or "").split(":", 1)[1]
+    found = [f for f in failures_from_log(lane, logs.tail(log, 4 << 20)) if f.test]
+    parts = [f"{f.test}: {f.message}" + (f"\n{f.excerpt}" if f.excerpt else "") for f in found]
+    if len(parts) > FAILING_TESTS_SHOWN:
+        parts = [*parts[:FAILING_TESTS_SHOWN], f"... and {len(parts) - FAILING_TESTS_SHOWN} more"]
+    return "\n\n".join(parts)
 
 
 def render(fb: Feedback) -> str:

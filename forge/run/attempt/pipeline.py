@@ -25,6 +25,7 @@ from forge.git.refs import task_ref
 from forge.git.repo import Repository
 from forge.plan.model import Task
 from forge.plan.patterns import out_of_scope
+from forge.run import history, routing
 from forge.run.attempt import phases
 from forge.run.attempt.context import Outcome, RunContext, group, last_line
 from forge.run.attempt.phases import phase
@@ -65,7 +66,7 @@ def run_attempt(
     `spec` is the agent spec of a prompt task (None for a `run` task); `fallback`
     says why it is a fallback agent, when it is one.
     """
-    ts = ctx.state.tasks[task.id]
+    ts = ctx.state.record(task.id)  # (a best-of-N candidate's record is its own)
     started = time.monotonic()
     number = len(ts.attempts) + 1
     tag = f"{ctx.plan.name}/{task.id}/{number}/{os.getpid()}"
@@ -77,6 +78,7 @@ def run_attempt(
         tag=tag,
         fallback=fallback,
     )
+    routing.stamp(ctx, task.id, attempt)
     attempt_dir = ctx.logs / task.id / f"attempt-{number}"
     attempt_dir.mkdir(parents=True, exist_ok=True)
     with ctx.store.lock:
@@ -134,6 +136,7 @@ def _finish(
         ts.reason = outcome.reason
         ts.runner = None
         ctx.save(task.id)
+    history.record(ctx, task, attempt)
     return outcome
 
 
@@ -307,6 +310,8 @@ def _commit_and_judge(
     faults.point("after-commit")
     if head == start_head:
         return Outcome(Status.FAILED, "no changes", stall=Stall.NO_CHANGES)
+    if not integrate.shares_history(repo, ts.base, head):  # re-inited, or a parentless commit
+        return Outcome(Status.CONFLICT, "its commit shares no history with its base")
     attempt.commit = head
     # NUL-separated: without -z git quotes any name that is not plain ASCII.
     changed = [
@@ -457,6 +462,8 @@ def _merge(
             task_commit=head,
             message=f"forge: merge {ctx.plan.name}/{task.id} (attempt {attempt.number})\n\n{task.title}",
         )
+        if res.refused:
+            return Outcome(Status.CONFLICT, res.refused)
         if not res.merged:
             log = attempt_dir / "merge.log"
             shown = [one_line(p) for p in res.conflicts]

@@ -21,7 +21,7 @@ from typing import Any
 from forge.agents.output import cli_message
 from forge.base import proc
 from forge.plan.model import Task
-from forge.run.attempt.confinement import ceiling_env, sandbox_for
+from forge.run.attempt.confinement import agent_state_dir, ceiling_env, sandbox_for
 from forge.run.state.run_state import Attempt, TaskState
 
 DIFF_LIMIT = 200_000  # characters of diff in the prompt; a bigger one is cut, and says so
@@ -95,7 +95,7 @@ def judge(
         attempt=attempt.number,
         prompt_file=prompt_file,
         feedback_file=None,
-        state_dir=ctx.logs.parent / "agent-state",
+        state_dir=agent_state_dir(ctx.repo, ctx.plan.name),
         worktree=worktree,
         review_file=verdict_file,
     )

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from forge.agents.spec import AgentSpec
 
 
+from forge.run.attempt.confinement import agent_state_dir
 from forge.run.attempt.context import Outcome, RunContext, group, last_line
 
 
@@ -66,8 +67,17 @@ def run_work(
     output = _read_agent_output(defn, attempt, path, log) if defn is not None else ""
     if res.stopped:
         return Outcome(Status.INTERRUPTED, "stopped by the user")
+    if defn is not None and attempt.model_mismatch:
+        ts.warnings.append(f"attempt {attempt.number}: model mismatch: {attempt.model_mismatch}")
+        if ctx.plan.strict_model:  # its work is not what was paid for: INFRA, not judged
+            return Outcome(
+                Status.INFRA,
+                f"model: model mismatch: {attempt.model_mismatch} (strict_model)",
+                infra_kind="model",
+                infra_agent=defn.name,
+            )
     if defn is not None:
-        infra = _infra(defn, res, output, timeout)
+        infra = _infra(defn, res, output, timeout, log)
         if infra is not None:
             return infra
     if res.timed_out:
@@ -134,7 +144,7 @@ def _run_agent(
         attempt=told,
         prompt_file=prompt_file,
         feedback_file=feedback_file,
-        state_dir=ctx.logs.parent / "agent-state",
+        state_dir=agent_state_dir(ctx.repo, ctx.plan.name),
         worktree=path,
     )
     from forge.run.attempt.watch import infra_watch
@@ -167,6 +177,10 @@ def _read_agent_output(defn: AgentDef, attempt: Attempt, path: Path, log: Path) 
     # Before any return: an INFRA or stopped attempt's worktree is salvaged
     # later, and a CLI's cache (aider's tags) is never the task's work.
     drop_ignored(path, defn.ignore_paths)
+    from forge.agents import models
+
+    attempt.models = models.reported_models(defn, output) or None
+    attempt.model_mismatch = models.mismatch(attempt.model, attempt.models or [])
     usage = agents.parse_usage(defn, output)
     if usage is not None:
         attempt.cost_usd = usage.cost_usd
@@ -175,14 +189,20 @@ def _read_agent_output(defn: AgentDef, attempt: Attempt, path: Path, log: Path) 
     return output
 
 
-def _infra(defn: AgentDef, res: proc.GroupResult, output: str, timeout: float) -> Outcome | None:
+def _infra(
+    defn: AgentDef, res: proc.GroupResult, output: str, timeout: float, log: Path
+) -> Outcome | None:
     """An infrastructure failure the agent's log tells of, as an outcome."""
     from forge.agents import spec as agents
 
     # Read after a timeout too: a CLI that waits out an outage (reconnecting,
     # honouring a long retry delay) looks like a slow task.
     rc = None if res.timed_out else res.returncode
-    infra = agents.classify_failure(defn, returncode=rc, output=output)
+    try:
+        said_at: float | None = log.stat().st_mtime  # when the CLI last wrote
+    except OSError:
+        said_at = None
+    infra = agents.classify_failure(defn, returncode=rc, output=output, said_at=said_at)
     if infra is not None:
         after = f" (timed out after {timeout:g}s)" if res.timed_out else ""
         return Outcome(

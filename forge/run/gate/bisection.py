@@ -8,7 +8,9 @@ the head, which passed when it landed). The verification judges the tip. When it
 fails, a binary search over the prefixes finds the first failing one: the tasks
 before its last task land (that prefix passed), its last task is the culprit, the
 tasks after it go back to the front of the queue and are rebuilt on the new head.
-One culprit among N costs the tip, ceil(log2 N) probes and the next batch.
+One culprit among N costs the tip, ceil(log2 N) probes and the next batch. With
+`width` > 1 (`verify_parallel`), up to `width` prefixes are judged at once, evenly
+spread over what is left: ceil(log_(width+1) N) rounds of probes.
 """
 
 from __future__ import annotations
@@ -50,17 +52,42 @@ class Bisection:
             return None
         return (self.good + self.bad) // 2
 
+    def probes(self, width: int) -> list[int]:
+        """Up to `width` prefixes to judge at once, evenly spread between the last
+        known pass and the first known failure; [] when the culprit is known."""
+        span = self.bad - self.good
+        n = min(width, span - 1)
+        if n < 1:
+            return []
+        return sorted({self.good + round(i * span / (n + 1)) for i in range(1, n + 1)})
+
     def record(self, prefix: int, ok: bool) -> None:
         if ok:
             self.good = max(self.good, prefix)
         else:
             self.bad = min(self.bad, prefix)
 
+    def record_all(self, judged: dict[int, bool]) -> None:
+        """Prefixes judged at once: the first failure bounds the search, and the last
+        pass before it (what passed beyond a failure says nothing of the culprit)."""
+        failed = [k for k, ok in judged.items() if not ok]
+        if failed:
+            self.record(min(failed), False)
+        for k, ok in judged.items():
+            if ok and k < self.bad:
+                self.record(k, True)
+
     @property
     def left(self) -> int:
-        """Verifications at most still needed to name the culprit."""
-        span = self.bad - self.good
-        return math.ceil(math.log2(span)) if span > 1 else 0
+        """Verifications at most still needed to name the culprit (rounds of probes,
+        judged at once, under `width`)."""
+        return self.rounds(1)
+
+    def rounds(self, width: int) -> int:
+        span, n = self.bad - self.good, 0
+        while span > 1:
+            span, n = math.ceil(span / (min(width, span - 1) + 1)), n + 1
+        return n
 
     @property
     def culprit(self) -> int:
@@ -75,6 +102,27 @@ def bisect(size: int, passes: Callable[[int], bool]) -> int:
     while (k := search.probe()) is not None:
         search.record(k, passes(k))
     return search.culprit
+
+
+@dataclass
+class Window:
+    """How many queued tasks the next batch takes (under `queue`): `batch_max` at
+    first, halved after a batch that named a culprit, one more after each batch
+    that passed, never below 1 nor above `batch_max` (as Zuul's merge queue)."""
+
+    ceiling: int
+    size: int = 0
+    fixed: bool = False  # `batch_window = "fixed"`: always `batch_max`
+
+    def __post_init__(self) -> None:
+        self.size = self.size or self.ceiling
+
+    def passed(self) -> None:
+        self.size = min(self.ceiling, self.size + 1)
+
+    def failed(self) -> None:
+        if not self.fixed:
+            self.size = max(1, self.size // 2)
 
 
 def take_batch(queue: Sequence[str], *, mode: Mode, batch_max: int) -> list[str]:
@@ -95,6 +143,7 @@ class Chain:
     steps: tuple[Step, ...]  # in batch order, conflicts left out
     conflicts: dict[str, tuple[str, ...]] = field(default_factory=dict)  # task -> paths
     already: tuple[str, ...] = ()  # tasks whose work the head already holds
+    refused: dict[str, str] = field(default_factory=dict)  # task -> why no merge can be built
 
 
 @dataclass
@@ -116,6 +165,7 @@ class Outcome:
 
 
 Progress = Callable[[str, Bisection | None], None]
+JudgeMany = Callable[[Sequence[str]], Sequence[Judged]]  # commits judged at once, in order
 
 
 def run_batch(
@@ -125,6 +175,8 @@ def run_batch(
     build: Callable[[Sequence[str]], Chain],
     judge: Callable[[str], Judged],
     progress: Progress = lambda _phase, _b: None,
+    width: int = 1,
+    judge_many: JudgeMany | None = None,
 ) -> Outcome:
     """Build the candidate chain of `tasks` on `head`, judge it, bisect a failure.
 
@@ -154,12 +206,16 @@ def run_batch(
         return out
     search = Bisection(len(steps))
     progress("bisecting", search)
-    while (k := search.probe()) is not None:
-        verdict = verdict_of(k)
-        if verdict == Verdict.INTERRUPTED:
+    many = judge_many or (lambda commits: [judge(c) for c in commits])
+    while probes := search.probes(width if judge_many else 1):
+        judged = many([steps[k - 1].commit for k in probes])
+        records.update(zip(probes, judged, strict=True))
+        if any(r.verdict == Verdict.INTERRUPTED for r in judged):
             out.interrupted = True
             return out
-        search.record(k, verdict != Verdict.FAIL)
+        search.record_all(
+            {k: r.verdict != Verdict.FAIL for k, r in zip(probes, judged, strict=True)}
+        )
         progress("bisecting", search)
     culprit = search.culprit
     if culprit == 0:

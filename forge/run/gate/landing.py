@@ -19,14 +19,19 @@ from dataclasses import replace
 from typing import Any
 
 from forge.base import faults
-from forge.git.merge import is_ancestor, merge_onto
+from forge.base.text import one_line
+from forge.errors import ForgeError
+from forge.git.merge import MergeResult, is_ancestor, merge_onto
 from forge.plan.config import VerifyConfig
+from forge.run import history
 from forge.run.attempt import phases
 from forge.run.attempt.context import RunContext
 from forge.run.gate import bisection as gate
+from forge.run.gate import fanout, story
 from forge.run.gate.speculation import Speculator
 from forge.run.state.run_state import Status
 from forge.verify import engine as verify
+from forge.verify import flakes
 from forge.verify.records import Verdict, VerifyRecord
 
 
@@ -41,6 +46,7 @@ class Gate:
         *,
         mode: gate.Mode,
         batch_max: int,
+        adaptive: bool = True,
         parallel: int = 1,
         on_event: Callable[[str], None],
         before_verify: Callable[[], None] = lambda: None,
@@ -48,7 +54,9 @@ class Gate:
         self.ctx = ctx
         self.config = config
         self.mode = mode
-        self.batch_max = batch_max
+        # halves after a culprit, one more after a pass (`batch_window = "adaptive"`)
+        self.window = gate.Window(batch_max, fixed=not adaptive)
+        self.parallel = parallel  # bisection judges up to this many prefixes at once
         self.on_event = on_event
         self.before_verify = before_verify
         self.wake: Callable[[], None] = lambda: None
@@ -65,6 +73,8 @@ class Gate:
         self._thread: threading.Thread | None = None
         self._runs_lock = threading.Lock()
         self._tip: str | None = None  # the running batch's candidate tip
+        self._tasks_of: dict[str, tuple[str, ...]] = {}  # candidate commit -> its tasks
+        self._reruns: flakes.Reruns | None = None  # the running batch's rerun rule
         # `verify_parallel`: the batches after the running one, judged at once
         self.spec = Speculator(
             width=parallel if mode == "queue" else 1,
@@ -89,7 +99,7 @@ class Gate:
             self._cond.notify_all()
             # Under the lock: the tip is still the running batch's, not a stale one.
             if self._tip is not None:
-                self.spec.top_up(self._tip, self.queue, self.batch_max)
+                self.spec.top_up(self._tip, self.queue, self.window.size)
 
     def release(self, flag: bool) -> None:
         with self._cond:
@@ -135,7 +145,7 @@ class Gate:
                     return
                 head = self.ctx.repo.ref_value(self.ctx.state.integration)
                 batch = self.spec.take(head or "", self.queue) or gate.take_batch(
-                    self.queue, mode=self.mode, batch_max=self.batch_max
+                    self.queue, mode=self.mode, batch_max=self.window.size
                 )
                 del self.queue[: len(batch)]
                 self._busy = True
@@ -157,6 +167,11 @@ class Gate:
         with ctx.store.lock:
             ctx.state.gate = {"batch": batch, "head": head, "phase": "building", "left": None}
             ctx.save()
+        self._reruns = flakes.Confirm(
+            self.config.reruns,
+            flakes.failing_tests,
+            lambda test: not flakes.exists_at(ctx.repo, head, test),
+        )
         self.on_event(f"gate: verifying {', '.join(batch)}")
         out = gate.run_batch(
             batch,
@@ -164,10 +179,13 @@ class Gate:
             build=lambda tasks: self._build(head, tasks),
             judge=self._judge,
             progress=self._progress,
+            width=self.parallel,
+            judge_many=self._judge_many if self.parallel > 1 else None,
         )
         requeue = list(out.requeue)
         self._conflicts(out.chain)
         self._already(out.chain, head)
+        self._tell(batch, out)
         if out.interrupted or ctx.stop.is_set():
             # Nothing of the batch lands: its tasks stay QUEUED for the next run.
             requeue = [s.task for s in out.chain.steps]
@@ -185,6 +203,7 @@ class Gate:
                 self._land(out, head)
             if out.culprit is not None:
                 self._blame(out.culprit.task, _record(out.culprit_record))
+            (self.window.failed if out.culprit else self.window.passed)()
         with self._cond:
             self.queue[:0] = requeue
         with ctx.store.lock:
@@ -201,7 +220,7 @@ class Gate:
         if chain.steps:
             with self._cond:
                 self._tip = chain.steps[-1].commit
-                self.spec.top_up(self._tip, self.queue, self.batch_max)
+                self.spec.top_up(self._tip, self.queue, self.window.size)
         return chain
 
     def _chain(self, head: str, tasks: Sequence[str]) -> gate.Chain:
@@ -211,14 +230,20 @@ class Gate:
         steps: list[gate.Step] = []
         conflicts: dict[str, tuple[str, ...]] = {}
         already: list[str] = []
+        refused: dict[str, str] = {}
         for tid in tasks:
             ts = ctx.state.tasks[tid]
             last = ts.last
             assert last is not None and last.commit is not None
             title = ctx.plan.task(tid).title
             message = f"forge: merge {ctx.plan.name}/{tid} (attempt {last.number})\n\n{title}"
-            res = merge_onto(ctx.repo, tip, last.commit, message=message)
-            if not res.merged:
+            try:
+                res = merge_onto(ctx.repo, tip, last.commit, message=message)
+            except ForgeError as exc:  # a commit the chain cannot be built from
+                res = MergeResult(merged=False, refused=one_line(str(exc))[:200])
+            if res.refused:
+                refused[tid] = res.refused
+            elif not res.merged:
                 conflicts[tid] = res.conflicts
             elif res.already or res.commit is None:
                 if is_ancestor(ctx.repo, last.commit, head):
@@ -226,9 +251,16 @@ class Gate:
             else:
                 tip = res.commit
                 steps.append(gate.Step(tid, tip))
-        return gate.Chain(tuple(steps), conflicts, tuple(already))
+                self._tasks_of[tip] = tuple(s.task for s in steps)
+        return gate.Chain(tuple(steps), conflicts, tuple(already), refused)
 
-    def _judge(self, commit: str) -> VerifyRecord:
+    def _judge_many(self, commits: Sequence[str]) -> list[VerifyRecord]:
+        """Bisection steps judged at once, each in checkouts of its own."""
+        name = self.ctx.plan.name
+        keys = [name] + [f"{name}.bisect{i}" for i in range(1, len(commits))]
+        return fanout.at_once(self._judge, commits, keys)
+
+    def _judge(self, commit: str, key: str | None = None) -> VerifyRecord:
         tree = self.ctx.repo.tree_of(commit)
         failed = self._failed.get(tree)
         if failed is not None:  # FAIL is not in the verdict cache; this run remembers it
@@ -237,7 +269,7 @@ class Gate:
         if record is not None:
             record = replace(record, commit=commit)
         else:
-            record = self._verify(commit, self.ctx.plan.name, self.ctx.stop)
+            record = self._verify(commit, key or self.ctx.plan.name, self.ctx.stop)
         if record.verdict == Verdict.FAIL:
             self._failed[tree] = record
         return record
@@ -255,30 +287,51 @@ class Gate:
             stop=stop,
             on_event=lambda msg: self.on_event(f"gate{where}: {msg}"),
             sandbox=self.ctx.sandbox,
+            reruns=self._reruns,
         )
         if not record.cached:
             with self._runs_lock:
                 self.runs += 1
-            self._step(key, started)
+            self._step(key, started, record)
         return record
 
-    def _step(self, key: str, started: float) -> None:
-        """Keep one verification the gate ran, for the report's timeline."""
+    def _step(self, key: str, started: float, record: VerifyRecord) -> None:
+        """Keep one verification the gate ran, for the report and `forge status`."""
         ctx = self.ctx
         with ctx.store.lock:
             phase = (ctx.state.gate or {}).get("phase")
-            name = "speculation" if key != ctx.plan.name else "batch"
+            name = "speculation" if ".spec" in key.removeprefix(ctx.plan.name) else "batch"
             if name == "batch" and phase == "bisecting":
                 name = "bisection"
-            step = {"name": name, "start": round(started, 3), "end": round(time.time(), 3)}
+            tasks = self._tasks_of.get(record.commit, ())
+            step = story.step(name, started, record, tasks=tasks, tests_of=flakes.failing_tests)
             ctx.state.gate_steps.append(step)
+
+    def _tell(self, batch: list[str], out: gate.Outcome) -> None:
+        """Keep the batch's story when it landed nothing (or named a culprit)."""
+        ctx = self.ctx
+        with ctx.store.lock:
+            last = ctx.state.gate_last
+            if out.interrupted or ctx.stop.is_set():
+                phase = (ctx.state.gate or {}).get("phase")
+                last = story.interrupted(batch, ctx.state.gate_steps, phase)
+            elif out.broken_head is not None or out.culprit is not None:
+                record = _record(out.broken_head or out.culprit_record)
+                culprit = out.culprit.task if out.culprit else None
+                tasks = self._tasks_of.get(record.commit, ())
+                last = story.failed(
+                    batch, record, culprit=culprit, tasks=tasks, tests_of=flakes.failing_tests
+                )
+            elif last and last.get("verdict") == Verdict.INTERRUPTED:
+                last = None  # verified since: the interruption is history
+            ctx.state.gate_last = last
 
     def _progress(self, phase: str, search: gate.Bisection | None) -> None:
         ctx = self.ctx
         with ctx.store.lock:
             assert ctx.state.gate is not None
             ctx.state.gate["phase"] = phase
-            ctx.state.gate["left"] = None if search is None else search.left
+            ctx.state.gate["left"] = None if search is None else search.rounds(self.parallel)
             ctx.save()
         if phase == "verifying":
             faults.point("gate-candidate-built")
@@ -286,26 +339,30 @@ class Gate:
             with self._cond:  # built on a candidate that failed: thrown away
                 tip, self._tip = self._tip, None
                 self.spec.discard(tip)
-        if search is not None and search.left:
-            self.on_event(f"gate: bisecting, at most {search.left} verification(s) left")
+        left = 0 if search is None else search.rounds(self.parallel)
+        if left:
+            self.on_event(f"gate: bisecting, at most {left} verification(s) left")
             faults.point("gate-bisect")
 
     def _conflicts(self, chain: gate.Chain) -> None:
         ctx = self.ctx
-        for tid, paths in chain.conflicts.items():
+        found = {tid: ("conflicting paths", paths) for tid, paths in chain.conflicts.items()}
+        found |= {tid: ("", (why,)) for tid, why in chain.refused.items()}
+        for tid, (what, paths) in found.items():
             ts = ctx.state.tasks[tid]
             last = ts.last
             assert last is not None
-            reason = f"conflicts with integration in: {', '.join(paths[:8])}"
+            reason = f"conflicts with integration in: {', '.join(paths[:8])}" if what else paths[0]
             log = ctx.logs / tid / f"attempt-{last.number}" / "merge.log"
             log.parent.mkdir(parents=True, exist_ok=True)
-            log.write_text("conflicting paths:\n" + "\n".join(paths) + "\n")
+            log.write_text(f"{what or 'not merged'}:\n" + "\n".join(paths) + "\n")
             with ctx.store.lock:
                 phases.end(last)
                 ts.status = last.status = Status.CONFLICT
                 ts.reason = last.reason = reason
                 last.log, last.feedback_source = str(log), "merge"
                 ctx.save(tid)
+            history.settle(ctx, [tid])
             self.on_event(f"{tid}: CONFLICT ({reason})")
 
     def _already(self, chain: gate.Chain, head: str) -> None:
@@ -319,6 +376,7 @@ class Gate:
                 if ts.last is not None:
                     ts.last.status, ts.last.reason = Status.MERGED, ""
                 ctx.save(tid)
+            history.settle(ctx, [tid])
 
     def _land(self, out: gate.Outcome, head: str) -> None:
         ctx = self.ctx
@@ -358,6 +416,7 @@ class Gate:
             ctx.state.verification = verification
             ctx.state.gate["landing"] = None
             ctx.save()
+        history.settle(ctx, names)
         for tid in names:
             ctx.on_change(tid)
         self.on_event(f"gate: landed {', '.join(names)} ({record.verdict}, {tip[:12]})")
@@ -373,9 +432,11 @@ class Gate:
             ts.status = last.status = Status.FAILED
             ts.reason = last.reason = reason
             last.log, last.feedback_source = log, f"verify:{lane}"
+            last.failures = [f.to_dict() for f in record.failures]
             # (for a culprit: the verification that failed it)
             ts.verified_by = {"record": record.id, "commit": record.commit, "verdict": "FAIL"}
             ctx.save(tid)
+        history.settle(ctx, [tid])
         self.on_event(f"{tid}: FAILED ({reason})")
 
 
@@ -385,6 +446,8 @@ def blame_reason(record: VerifyRecord) -> tuple[str, str | None, str]:
     if bad is None:
         return f"breaks verification ({record.verdict})", None, "?"
     log = bad.runs[-1].log if bad.runs else None
+    if bad.names_tests:  # the failing tests name the cause better than a log's path
+        return f"breaks verification: lane {bad.name}: {bad.reason}", log, bad.name
     where = f" (log {log})" if log else ""
     return f"breaks verification: lane {bad.name} {bad.reason}{where}", log, bad.name
 

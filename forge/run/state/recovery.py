@@ -39,6 +39,9 @@ def recover(
     if integration:
         notes += _forget_rewritten(repo, state, integration)
     for ts in state.tasks.values():
+        for cts in ts.candidates.values():  # best-of-N: each candidate ran on its own
+            if cts.status == Status.RUNNING:
+                notes += _recover_running(repo, cts)
         if ts.status == Status.RUNNING:
             notes += _recover_running(repo, ts)
         if ts.status != Status.MERGED and integration and _landed(repo, ts, integration):

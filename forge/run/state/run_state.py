@@ -102,8 +102,15 @@ class Attempt:
     stall: Stall | None = None  # FAILED because the work went nowhere
     where: str | None = None  # the cluster worker that ran it (None: this machine)
     slot: str | None = None  # the worktree slot it ran in
+    candidate: str | None = None  # best-of-N: the candidate it is (label), or whose work it lands
     # {"name", "start", "end"} (epoch seconds) per step, in order (forge/run/attempt/phases.py)
     phases: list[dict[str, Any]] = field(default_factory=list)
+    models: list[str] | None = None  # the models the CLI reported it used
+    model_mismatch: str | None = None  # "asked opus, ran claude-sonnet-4-5"
+    propensity: float | None = None  # a chosen (`auto`) spec: the choice's probability
+    chosen_from: list[str] | None = None  # the specs it was chosen from
+    # {"lane", "test", "message"} per failing test of the verification that failed it
+    failures: list[dict[str, str]] = field(default_factory=list)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Attempt:
@@ -143,14 +150,20 @@ class TaskState:
     suggestion: str | None = None  # written when escalation is exhausted
     salvage: list[str] = field(default_factory=list)  # refs holding salvaged work
     warnings: list[str] = field(default_factory=list)
+    # Best-of-N (forge/run/candidates.py): each candidate's own record, by its unit
+    # name `<task>+<n>`; on such a record, `candidate` is its label.
+    candidates: dict[str, TaskState] = field(default_factory=dict)
+    candidate: str | None = None
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TaskState:
         names = _field_names(cls)
-        kwargs = {k: v for k, v in data.items() if k in names and k not in ("attempts", "runner")}
+        nested = ("attempts", "runner", "candidates")
+        kwargs = {k: v for k, v in data.items() if k in names and k not in nested}
         ts = cls(**kwargs)
         ts.status = Status(ts.status)
         ts.attempts = [Attempt.from_dict(a) for a in data.get("attempts", [])]
+        ts.candidates = {u: cls.from_dict(c) for u, c in (data.get("candidates") or {}).items()}
         runner = data.get("runner")
         ts.runner = Owner.from_dict(runner) if isinstance(runner, dict) else None
         return ts
@@ -162,11 +175,17 @@ class TaskState:
             **vars(self),
             "attempts": [_attempt_dict(a) for a in self.attempts],
             "runner": None if self.runner is None else self.runner.to_dict(),
+            "candidates": {u: c.to_dict() for u, c in self.candidates.items()},
         }
 
     @property
     def last(self) -> Attempt | None:
         return self.attempts[-1] if self.attempts else None
+
+    def every_attempt(self) -> list[Attempt]:
+        """Its attempts and its candidates' (a best-of-N task's own attempts land a
+        candidate's work and carry no cost of their own)."""
+        return self.attempts + [a for c in self.candidates.values() for a in c.attempts]
 
 
 def _attempt_dict(attempt: Attempt) -> dict[str, Any]:
@@ -197,6 +216,9 @@ class RunState:
     # The gate's verifications in the last run, for the report's timeline: each
     # {"name": "batch" | "bisection" | "speculation", "start", "end"} (epoch seconds).
     gate_steps: list[dict[str, Any]] = field(default_factory=list)
+    # The gate's last verification that landed nothing (INTERRUPTED, or FAIL naming
+    # a culprit): forge/run/gate/story.py
+    gate_last: dict[str, Any] | None = None
     started: str | None = None
     finished: str | None = None
     wall_seconds: float | None = None
@@ -206,6 +228,17 @@ class RunState:
     # Not saved: whether the verification read from disk carries forge's seal (one
     # forge wrote itself); `forge accept` believes no other.
     verification_sealed: bool = True
+
+    def record(self, tid: str) -> TaskState:
+        """The record of a task, or of one of its candidates (`<task>+<n>`)."""
+        ts = self.tasks.get(tid)
+        if ts is not None:
+            return ts
+        return self.tasks[self.owner(tid)].candidates[tid]
+
+    def owner(self, tid: str) -> str:
+        """The task whose record holds `tid`'s: itself, or a candidate's task."""
+        return tid if tid in self.tasks else tid.rpartition("+")[0]
 
     def to_dict(self) -> dict[str, Any]:
         # Shallow copies, not dataclasses.asdict: this runs several times per task
@@ -228,6 +261,7 @@ class RunState:
             "paused": self.paused,
             "gate": self.gate,
             "gate_steps": self.gate_steps,
+            "gate_last": self.gate_last,
             "started": self.started,
             "finished": self.finished,
             "wall_seconds": self.wall_seconds,
@@ -245,6 +279,7 @@ class RunState:
             paused=data.get("paused"),
             gate=data.get("gate"),
             gate_steps=data.get("gate_steps") or [],
+            gate_last=data.get("gate_last"),
             started=data.get("started"),
             finished=data.get("finished"),
             wall_seconds=data.get("wall_seconds"),
@@ -357,6 +392,7 @@ class StateStore:
             if task is None or self._journal is None or self._lines >= max(64, len(st.tasks)):
                 self._snapshot(st)
                 return
+            task = st.owner(task)  # a candidate's record is saved with its task's
             line = {"task": task, "data": st.tasks[task].to_dict(), "plan_wide": st.plan_wide()}
             with open(self._journal, "a", encoding="utf-8") as fh:
                 fh.write(json.dumps(line, separators=(",", ":")) + "\n")

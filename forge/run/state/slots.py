@@ -51,7 +51,7 @@ class SlotPool:
         """Give `task` a slot that exists now (its own, or a free one), recorded. False
         when none is ready: the caller asks for one with `grow`."""
         with self._lock, self.store.lock:
-            ts = self.state.tasks[task]
+            ts = self.state.record(task)
             own = self.state.slots.get(ts.slot or "")
             if own is not None and own.task == task:
                 return True  # a retry in its own slot (acquire remakes it if it is gone)
@@ -98,7 +98,7 @@ class SlotPool:
     def acquire(self, task: str, base: str) -> Acquired:
         """The slot for `task` (its own if it holds one), recorded, then made to exist."""
         with self._lock, self.store.lock:
-            ts = self.state.tasks[task]
+            ts = self.state.record(task)
             slot = self.state.slots.get(ts.slot or "")
             if slot is None or slot.task not in (None, task):
                 slot = next(
@@ -139,7 +139,7 @@ class SlotPool:
         """Give the merged task's slot back to the pool. Its work is committed and
         merged, so the slot is clean by construction: the next task skips the look.
         Saved with the task's final state, not on its own."""
-        ts = self.state.tasks[task]
+        ts = self.state.record(task)
         slot = self.state.slots.get(ts.slot or "")
         if slot is not None and slot.task == task:
             # Let go of the branch while the slot is still the task's: once it is

@@ -1,0 +1,77 @@
+"""The model that really ran: what a CLI reports it used, against what was asked.
+
+A CLI can answer with another model than the one asked for (an alias that moved,
+a silent fallback). Claude Code lists every model of a run in its result's
+`modelUsage` (its own small haiku calls among them); Gemini keys its stats by
+model and names it in stream-json's `init`; Codex names it where an event
+carries a `model` field. An alias matches any model of its family: `opus`
+matches `claude-opus-4-5-20251101`, `flash` matches `gemini-2.5-flash`.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Any
+
+from forge.agents.output import dicts_of, split_log
+
+if TYPE_CHECKING:
+    from forge.agents.definition import AgentDef
+
+_WORD = re.compile(r"[a-z0-9]+(?:\.[0-9]+)*")
+# Models a CLI calls on the side (titles, summaries), never the one asked for.
+_HELPERS = ("haiku", "flash-lite")
+
+
+def reported_models(defn: AgentDef, output: str) -> list[str]:
+    """The models the agent's CLI says it used, in the order it named them."""
+    fmt = defn.usage_format
+    if fmt not in ("claude", "codex", "gemini"):
+        return []
+    values, _ = split_log(output)
+    found: list[str] = []
+    for obj in dicts_of(values):
+        found += _models_in(obj, fmt)
+    return list(dict.fromkeys(m for m in found if m))
+
+
+def _models_in(obj: dict[str, Any], fmt: str) -> list[str]:
+    if fmt == "claude":
+        usage = obj.get("modelUsage")
+        if obj.get("type") == "result" and isinstance(usage, dict):
+            return [str(k) for k in usage]
+        if obj.get("type") == "system" and obj.get("subtype") == "init":
+            return [str(obj["model"])] if isinstance(obj.get("model"), str) else []
+        return []
+    if fmt == "gemini":
+        stats = obj.get("stats")
+        models = stats.get("models") if isinstance(stats, dict) else None
+        if isinstance(models, dict):
+            return [str(k) for k in models]
+        if obj.get("type") == "init" and isinstance(obj.get("model"), str):
+            return [obj["model"]]
+        return []
+    # Codex: a `model` field wherever an event has one (its session configuration).
+    out = [obj["model"]] if isinstance(obj.get("model"), str) else []
+    for value in obj.values():
+        if isinstance(value, dict) and isinstance(value.get("model"), str):
+            out.append(value["model"])
+    return out
+
+
+def matches(asked: str, ran: str) -> bool:
+    """Whether `ran` is the model `asked` names (an alias names its family)."""
+    a, r = asked.lower(), ran.lower()
+    if a in ("auto", "default") or a in r or r in a:
+        return True
+    words = set(_WORD.findall(r))
+    return all(w in words for w in _WORD.findall(a))
+
+
+def mismatch(asked: str | None, ran: list[str]) -> str | None:
+    """`asked opus, ran claude-sonnet-4-5` when no model the CLI reported is the one
+    asked for; None when it is, or when nothing was asked or reported."""
+    if not asked or not ran or any(matches(asked, m) for m in ran):
+        return None
+    main = [m for m in ran if not any(h in m.lower() for h in _HELPERS)] or ran
+    return f"asked {asked}, ran {', '.join(main)}"

@@ -1,0 +1,121 @@
+"""A best-of-N task's candidates as people and scripts see them: who won, who
+failed and why, who was stopped, who passed and was not chosen; time and cost.
+
+Read from the state alone (`TaskState.candidates`), so `forge status` stays fast.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from forge.base.text import one_line, text_table
+from forge.run.state.run_state import FAILURES, Attempt, Status, TaskState
+
+LOST = "stopped: lost to "  # forge/run/candidates.py writes it as a stopped loser's reason
+NOT_CHOSEN = "passed, not chosen"
+
+
+def outcome(ts: TaskState, cts: TaskState) -> tuple[str, str]:
+    """(outcome, reason) of one candidate of `ts`: won, failed, stopped, passed,
+    queued, running, pending or interrupted."""
+    landing = ts.last.candidate if ts.last is not None else None
+    status = cts.status
+    if status == Status.MERGED:
+        return "won", ""
+    if status == Status.QUEUED:
+        if cts.reason == NOT_CHOSEN or ts.status == Status.MERGED:
+            return "passed", "not chosen"
+        if ts.status == Status.QUEUED and landing == cts.candidate:
+            return "queued", "in the gate"
+        return "passed", ""
+    if status == Status.INTERRUPTED and cts.reason.startswith(LOST):
+        return "stopped", cts.reason.removeprefix("stopped: ")
+    if status in FAILURES or status == Status.INFRA:
+        return "failed", cts.reason or str(status)
+    return str(status).lower(), cts.reason
+
+
+def candidate_rows(ts: TaskState) -> list[dict[str, Any]]:
+    """`candidates` of `status TASK --json`: one entry per candidate (per instance
+    with `best_of`)."""
+    rows = []
+    for cts in ts.candidates.values():
+        what, why = outcome(ts, cts)
+        costs = [a.cost_usd for a in cts.attempts if a.cost_usd is not None]
+        times = [a.duration for a in cts.attempts if a.duration is not None]
+        rows.append(
+            {
+                "agent": cts.candidate,
+                "unit": cts.id,
+                "outcome": what,
+                "reason": why,
+                "cost_usd": round(sum(costs), 6) if costs else None,
+                "seconds": round(sum(times), 3) if times else None,
+                "attempts": len(cts.attempts),
+                "salvage": cts.salvage[-1] if cts.salvage else None,
+            }
+        )
+    return rows
+
+
+def describe(row: dict[str, Any]) -> str:
+    """`won`, `failed: check failed: ...`, `stopped: lost to codex`, `passed, not chosen`."""
+    return (
+        f"{row['outcome']}, {row['reason']}"
+        if row["outcome"] == "passed" and row["reason"]
+        else (f"{row['outcome']}: {row['reason']}" if row["reason"] else row["outcome"])
+    )
+
+
+def candidate_lines(rows: list[dict[str, Any]], fmt_seconds: Any) -> list[str]:
+    """The candidates table under a task's attempts in `forge status TASK`."""
+    if not rows:
+        return []
+    table = [
+        [
+            str(r["agent"]),
+            one_line(describe(r)),
+            fmt_seconds(r["seconds"]),
+            "" if r["cost_usd"] is None else f"${r['cost_usd']:.4f}",
+            r["salvage"] or "",
+        ]
+        for r in rows
+    ]
+    return ["candidates:"] + [
+        "  " + line
+        for line in text_table(["candidate", "outcome", "time", "cost", "salvage"], table)
+    ]
+
+
+def summary(ts: TaskState) -> str:
+    """One line naming the winner and each other candidate's outcome (the report)."""
+    return "; ".join(f"{r['agent']} {describe(r)}" for r in candidate_rows(ts))
+
+
+def timeline_attempts(tid: str, ts: TaskState) -> list[tuple[str, Attempt]]:
+    """Every attempt to draw in the timeline, each named: the task's own, then each
+    candidate's as `<task> <candidate>`."""
+    out = [(tid, a) for a in ts.attempts]
+    for cts in ts.candidates.values():
+        out += [(f"{tid} {cts.candidate}", a) for a in cts.attempts]
+    return out
+
+
+def live_lines(ts: TaskState, wall: float) -> list[str]:
+    """A running best-of-N task's candidates, under its row in the live view."""
+    from forge.run.attempt.phases import current
+
+    out = []
+    for cts in ts.candidates.values():
+        phase = current(cts.last) if cts.status == Status.RUNNING else None
+        if phase is not None:
+            what = f"{phase['name']} {wall - phase['start']:.0f}s"
+        else:
+            what = describe(candidate_rows_one(ts, cts))
+        out.append(f"    {cts.candidate or cts.id:<22} {one_line(what)[:60]}")
+    return out
+
+
+def candidate_rows_one(ts: TaskState, cts: TaskState) -> dict[str, Any]:
+    what, why = outcome(ts, cts)
+    return {"outcome": what, "reason": why}

@@ -1,0 +1,110 @@
+"""`forge stats`: what each agent spec costs per landed task, from the history.
+
+Per spec as it ran (`name:model:effort`): attempts (those that spent one),
+landed tasks, land rate, culprits, INFRA tries, cost (USD where known, tokens
+otherwise), cost per landed task (everything spent on the spec, failed
+attempts included, over the tasks it landed) and the median time from an
+attempt's start to its landing.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from forge.base.durations import parse_duration
+from forge.base.files import StateDir
+from forge.base.text import text_table
+from forge.errors import ForgeError
+from forge.run import history
+
+
+def _k(n: int) -> str:
+    return (
+        f"{n / 1_000_000:.1f}M" if n >= 1_000_000 else f"{n / 1000:.1f}k" if n >= 1000 else str(n)
+    )
+
+
+def summarize(rows: Sequence[history.Row], agent: str) -> dict[str, Any]:
+    """One spec's (or, for the totals, every spec's) figures."""
+    spent = [r for r in rows if r.spent_attempt]
+    landed = {(r.plan, r.task) for r in rows if r.landed}
+    known = [r.cost_usd for r in rows if r.cost_usd is not None]
+    unknown = [r for r in rows if r.cost_usd is None and (r.input_tokens or r.output_tokens)]
+    cost = round(sum(known), 6) if known or not unknown else None
+    times = [r.landed_at - r.started for r in rows if r.landed and r.landed_at]
+    return {
+        "agent": agent,
+        "attempts": len(spent),
+        "landed": len(landed),
+        "land_rate": round(len(landed) / len(spent), 4) if spent else None,
+        "culprits": sum(r.culprit for r in rows),
+        "infra": sum(r.infra for r in rows),
+        "cost_usd": cost,
+        "unpriced_attempts": len(unknown),
+        "input_tokens": sum(r.input_tokens or 0 for r in rows),
+        "output_tokens": sum(r.output_tokens or 0 for r in rows),
+        "cost_per_landed_usd": (
+            round(cost / len(landed), 6) if cost is not None and landed and not unknown else None
+        ),
+        "median_seconds_to_land": round(statistics.median(times), 3) if times else None,
+        "model_mismatches": sum(1 for r in rows if r.model_mismatch),
+    }
+
+
+def stats_data(state: StateDir, *, plan: str | None, since: str | None) -> dict[str, Any]:
+    cutoff = None
+    if since is not None:
+        try:
+            cutoff = time.time() - parse_duration(since)
+        except (ValueError, ForgeError) as exc:
+            raise ForgeError(f"--since {since!r} is not a duration (7d, 12h, 30m): {exc}") from None
+    rows = history.rows(state, plan=plan, since=cutoff)
+    by: dict[str, list[history.Row]] = {}
+    for r in rows:
+        if r.agent != "run":  # a shell task is no agent's
+            by.setdefault(r.agent, []).append(r)
+    table = [summarize(rs, agent) for agent, rs in sorted(by.items())]
+    return {
+        "rows": table,
+        "totals": summarize([r for rs in by.values() for r in rs], "total"),
+        "plan": plan,
+        "since": since,
+    }
+
+
+def _usd(value: float | None, row: dict[str, Any], *, tokens: bool) -> str:
+    if value is not None:
+        return f"${value:.2f}"
+    if tokens and (row["input_tokens"] or row["output_tokens"]):
+        return f"{_k(row['input_tokens'])} in / {_k(row['output_tokens'])} out tok"
+    return "-" if not row["unpriced_attempts"] else "unknown"
+
+
+def render(data: dict[str, Any]) -> str:
+    from forge.commands.status import fmt_seconds
+
+    headers = ["agent", "attempts", "landed", "land rate", "culprits", "infra", "cost"]
+    headers += ["per landed", "median to land"]
+    rows = []
+    for r in [*data["rows"], data["totals"]] if data["rows"] else []:
+        rate = "-" if r["land_rate"] is None else f"{r['land_rate']:.0%}"
+        rows.append(
+            [
+                r["agent"],
+                str(r["attempts"]),
+                str(r["landed"]),
+                rate,
+                str(r["culprits"]),
+                str(r["infra"]),
+                _usd(r["cost_usd"], r, tokens=True),
+                _usd(r["cost_per_landed_usd"], r, tokens=False) if r["landed"] else "-",
+                fmt_seconds(r["median_seconds_to_land"]),
+            ]
+        )
+    out = "\n".join(text_table(headers, rows)) + "\n"
+    if not data["rows"]:
+        out += "no attempts recorded yet\n"
+    return out

@@ -1,0 +1,160 @@
+"""Best-of-N in a plan: `candidates = [SPEC, ...]` runs a prompt task on each spec at
+once, `best_of = N` runs its own spec N times; `select` says how the one that lands
+is chosen and `judge` names an agent that chooses. A task's settings win over the
+plan's.
+
+Each candidate runs as a unit of its own, `<task>+<n>` (a name no task can have:
+`+` is not allowed in an id), with its own branch, slot, log and record.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from forge.base.tomlread import Problems
+from forge.plan.config import is_str_list
+
+if TYPE_CHECKING:
+    from forge.plan.model import Plan, Task
+
+SEP = "+"  # between a task's id and its candidate's number
+
+
+@dataclass(frozen=True)
+class Candidate:
+    label: str  # what people read: the spec, or `spec#i` with best_of
+    spec: str  # the agent spec it runs
+    unit: str  # `<task>+<n>`: its record, branch, slot and logs
+
+
+@dataclass(frozen=True)
+class BestOf:
+    """The best-of-N keys of one table (the plan or a task), as read."""
+
+    candidates: tuple[str, ...] | None = None
+    best_of: int | None = None
+    select: str | None = None
+    judge: str | None = None
+
+
+def read_best_of(table: Mapping[str, Any], label: str, problems: Problems, line_of: Any) -> BestOf:
+    """`candidates`, `best_of`, `select` and `judge` of a plan or task table; each
+    problem is added with its line."""
+    where = "" if label == "plan" else f"{label}: "
+    candidates = None
+    if "candidates" in table:
+        value = table["candidates"]
+        if not is_str_list(value) or not all(v.strip() for v in value) or len(value) < 2:
+            problems.add(
+                f'{where}`candidates` must list two agent specs or more, e.g. ["claude", "codex"]',
+                line=line_of("candidates"),
+            )
+        else:
+            candidates = tuple(value)
+    best_of = None
+    if "best_of" in table:
+        value = table["best_of"]
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 16:
+            problems.add(
+                f"{where}`best_of` must be a whole number from 1 to 16, got {value!r}",
+                line=line_of("best_of"),
+            )
+        else:
+            best_of = value
+    if candidates is not None and best_of is not None:
+        problems.add(f"{where}set `candidates` or `best_of`, not both", line=line_of("best_of"))
+    select = table.get("select")
+    if select is not None and select not in ("first", "best"):
+        problems.add(
+            f'{where}`select` must be "first" or "best", got {select!r}', line=line_of("select")
+        )
+        select = None
+    judge = table.get("judge")
+    if judge is not None and (not isinstance(judge, str) or not judge.strip()):
+        problems.add(f"{where}`judge` must be an agent spec", line=line_of("judge"))
+        judge = None
+    return BestOf(candidates, best_of, select, judge)
+
+
+def candidates_of(plan: Plan, task: Task, default_agent: str = "claude") -> tuple[Candidate, ...]:
+    """The candidates of `task` (none: it runs as one attempt at a time)."""
+    if task.run is not None:
+        return ()
+    if task.candidates is not None:
+        specs: tuple[str, ...] = task.candidates
+    elif task.best_of is not None:
+        specs = (task.agent or plan.agent or default_agent,) * task.best_of
+    elif plan.candidates:
+        specs = plan.candidates
+    elif plan.best_of is not None:
+        specs = (task.agent or plan.agent or default_agent,) * plan.best_of
+    else:
+        specs = ()
+    if len(specs) < 2:
+        return ()
+    repeated = len(set(specs)) < len(specs)
+    return tuple(
+        Candidate(
+            label=f"{spec}#{n}" if repeated else spec,
+            spec=spec,
+            unit=f"{task.id}{SEP}{n}",
+        )
+        for n, spec in enumerate(specs, start=1)
+    )
+
+
+def select_of(plan: Plan, task: Task) -> str:
+    return task.select or plan.select
+
+
+def judge_of(plan: Plan, task: Task) -> str | None:
+    return task.judge or plan.judge
+
+
+def task_of_unit(unit: str) -> str:
+    """The task a candidate unit belongs to (a task's own id stays as it is)."""
+    return unit.rpartition(SEP)[0] or unit
+
+
+def is_unit(tid: str) -> bool:
+    return SEP in tid
+
+
+def spec_problems(plan: Plan, defs: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """One line per candidate or judge spec that does not resolve, naming the file and
+    the line of its `candidates` (or `judge`) entry."""
+    from forge.agents import spec as agents
+    from forge.base.tomlread import TomlSource
+    from forge.errors import ForgeError
+
+    src = None
+    if plan.source is not None:
+        try:
+            src = TomlSource(plan.source.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError):
+            src = None
+    where = str(plan.source or plan.name)
+    out: list[str] = []
+
+    def check(spec: str | None, key: str, task: Task | None, n: int) -> None:
+        if spec is None:
+            return
+        try:
+            agents.resolve(spec, defs)
+        except ForgeError as exc:
+            header = src.table_line("task", n) if src and task is not None else None
+            line = src.key_line(key, header) if src else None
+            at = f"{where}:{line}" if line else where
+            label = f"task '{task.id}': " if task is not None else ""
+            out.append(f"{at}: {label}{key} '{spec}': {exc.message}")
+
+    for spec in plan.candidates:
+        check(spec, "candidates", None, 0)
+    check(plan.judge, "judge", None, 0)
+    for n, task in enumerate(plan.tasks):
+        for spec in task.candidates or ():
+            check(spec, "candidates", task, n)
+        check(task.judge, "judge", task, n)
+    return out

@@ -1,0 +1,187 @@
+"""What the gate tells of its verifications, as plain data in the run state.
+
+gate_steps  every verification the gate ran in the last run (batch, bisection
+            step, speculation): its verdict, candidate, tasks, failing tests
+            and logs (the report lists them and draws them in its timeline)
+gate_last   its last verification that did not land anything: INTERRUPTED
+            (which batch, which step, which tasks stay QUEUED) or FAIL (the
+            candidate, the culprit and the failing tests); `forge status`
+            shows it beside the integration head's verdict
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from forge.run.state.run_state import RunState, Status
+from forge.verify.flakes import TestsOf
+from forge.verify.records import Verdict, VerifyRecord
+
+
+def failures(record: VerifyRecord, tests_of: TestsOf) -> list[dict[str, str]]:
+    """A failing lane's failing tests, one entry each ({"lane", "test", "message",
+    "log"}); one entry with `test` empty when its log names none."""
+    out = []
+    for lane in record.lanes:
+        if lane.verdict != Verdict.FAIL:
+            continue
+        last = lane.runs[-1] if lane.runs else None
+        log = last.log if last else ""
+        tests = sorted(tests_of(last)) if last else []
+        said = {f.test: f.message for f in last.failures} if last else {}
+        out += [
+            {"lane": lane.name, "test": t, "message": said.get(t, ""), "log": log}
+            for t in tests or [""]
+        ]
+    return out
+
+
+def step(
+    name: str,
+    started: float,
+    record: VerifyRecord,
+    *,
+    tasks: Sequence[str],
+    tests_of: TestsOf,
+) -> dict[str, Any]:
+    """One verification the gate ran."""
+    return {
+        "name": name,
+        "start": round(started, 3),
+        "end": round(time.time(), 3),
+        "verdict": str(record.verdict),
+        "commit": record.commit,
+        "record": record.id,
+        "tasks": list(tasks),
+        "runs": sum(len(lane.runs) for lane in record.lanes),
+        "failures": failures(record, tests_of),
+        "logs": {lane.name: lane.runs[-1].log for lane in record.lanes if lane.runs},
+    }
+
+
+def interrupted(
+    batch: Sequence[str], steps: Sequence[dict[str, Any]], phase: str | None
+) -> dict[str, Any]:
+    """The batch stopped while it was being verified: its tasks stay QUEUED."""
+    stopped = [s for s in steps if s.get("verdict") == Verdict.INTERRUPTED]
+    # the batch's own step before a speculation stopped with it
+    last = next((s for s in reversed(stopped) if s.get("name") != "speculation"), None)
+    last = last or (stopped[-1] if stopped else None)
+    name = "bisection" if phase == "bisecting" else "batch"
+    return {
+        "verdict": str(Verdict.INTERRUPTED),
+        "at": round(time.time(), 3),
+        "batch": list(batch),
+        "step": last["name"] if last else name,
+        "commit": last["commit"] if last else None,
+        "tasks": list(last["tasks"]) if last else list(batch),
+        "record": last["record"] if last else None,
+        "culprit": None,
+        "failures": [],
+    }
+
+
+def failed(
+    batch: Sequence[str],
+    record: VerifyRecord,
+    *,
+    culprit: str | None,
+    tasks: Sequence[str],
+    tests_of: TestsOf,
+) -> dict[str, Any]:
+    """The verification that named a culprit (or found the head broken)."""
+    return {
+        "verdict": str(Verdict.FAIL),
+        "at": round(time.time(), 3),
+        "batch": list(batch),
+        "step": "bisection" if culprit else "head",
+        "commit": record.commit,
+        "tasks": list(tasks),
+        "record": record.id,
+        "culprit": culprit,
+        "failures": failures(record, tests_of),
+    }
+
+
+def lines(last: dict[str, Any] | None, *, head_verified: bool = True) -> list[str]:
+    """`forge status`: the gate's last verification that did not land (when the
+    integration head was never verified, an interruption is the verification)."""
+    if not last:
+        return []
+    commit = str(last.get("commit") or "")[:12]
+    on = f" on {commit}" if commit else ""
+    tasks = ", ".join(last.get("tasks") or []) or "-"
+    if last.get("verdict") == Verdict.INTERRUPTED:
+        batch = ", ".join(last.get("batch") or [])
+        what = "gate: verification" if head_verified else "verification:"
+        return [
+            f"{what} INTERRUPTED ({last.get('step')}{on} of {tasks}); "
+            f"batch {batch} stays QUEUED for the next run"
+        ]
+    who = f"culprit {last['culprit']}" if last.get("culprit") else "the head fails on its own"
+    out = [f"gate: last failing verification FAIL{on} (candidate {tasks}; {who})"]
+    for f in last.get("failures") or []:
+        test = f" {f['test']}" if f.get("test") else ""
+        said = f": {f['message']}" if f.get("message") else ""
+        out.append(f"  failing: lane {f['lane']}{test}{said} (log {f.get('log') or '-'})")
+    return out
+
+
+# -- the run's outcome, for the report ---------------------------------------
+
+NOT_LANDED = (Status.FAILED, Status.TIMEOUT, Status.CONFLICT, Status.BLOCKED, Status.INFRA)
+
+
+def culprits(state: RunState) -> list[str]:
+    """Tasks the gate blamed: FAILED by a verification."""
+    return [
+        tid
+        for tid, ts in state.tasks.items()
+        if ts.status == Status.FAILED
+        and ts.last is not None
+        and (ts.last.feedback_source or "").startswith("verify:")
+    ]
+
+
+def outcome(state: RunState) -> tuple[str, str]:
+    """The badge's text and class: `PASS`, `PASS · 1 culprit`, `FAIL`,
+    `INTERRUPTED`, never a bare PASS next to a task that did not land."""
+    verdict = str(state.verification.verdict) if state.verification else "not verified"
+    last = state.gate_last or {}
+    if last.get("verdict") == Verdict.INTERRUPTED or any(
+        ts.status == Status.INTERRUPTED for ts in state.tasks.values()
+    ):
+        return str(Verdict.INTERRUPTED), "fail"
+    if verdict == Verdict.FAIL:
+        return verdict, "fail"
+    blamed = culprits(state)
+    others = [
+        tid for tid, ts in state.tasks.items() if ts.status in NOT_LANDED and tid not in blamed
+    ]
+    parts = [verdict]
+    if blamed:
+        parts.append(f"{len(blamed)} culprit{'s' * (len(blamed) != 1)}")
+    if others:
+        parts.append(f"{len(others)} not landed")
+    ok = verdict in (Verdict.PASS, Verdict.FLAKY)
+    cls = ("pass" if len(parts) == 1 else "mixed") if ok else "none"
+    return " \u00b7 ".join(parts), cls
+
+
+def step_tip(step: dict[str, Any]) -> str:
+    """A gate verification's bar tooltip: what it judged and what came of it."""
+    tasks = ", ".join(step.get("tasks") or []) or "the integration head"
+    tests = "; ".join(failure_text(f) for f in step.get("failures") or [])
+    return f"{step.get('name')}: {step.get('verdict', '?')} of {tasks}" + (
+        f"\nfailing: {tests}" if tests else ""
+    )
+
+
+def failure_text(f: dict[str, Any]) -> str:
+    return (
+        f"{f.get('lane')}"
+        + (f" {f['test']}" if f.get("test") else "")
+        + (f": {f['message']}" if f.get("message") else "")
+    )

@@ -1,0 +1,274 @@
+"""Every attempt of every run, retry and plan, in a SQLite database
+(`.git/forge/history.sqlite`): what `forge stats`, the `auto` agent and the
+forecast of `forge plan` learn from.
+
+One row per attempt, written when the attempt ends and updated when the gate
+later lands it or blames it (`landed`, `culprit`). Runs of different plans
+write at once: WAL mode and a busy timeout serialise them, and any SQLite
+tool can read the file while they do. A history that cannot be written never
+stops a run: it is a record, not a state.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sqlite3
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from forge.run.state.run_state import UNCOUNTED, Attempt, Status
+
+if TYPE_CHECKING:
+    from forge.base.files import StateDir
+    from forge.plan.model import Task
+    from forge.run.attempt.context import RunContext
+
+SCHEMA_VERSION = 1
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS attempts (
+    tag TEXT PRIMARY KEY,          -- plan/task/number/pid: one attempt
+    plan TEXT NOT NULL,
+    task TEXT NOT NULL,
+    number INTEGER NOT NULL,       -- the attempt's number in the task
+    run_started TEXT,              -- the run it belongs to (its start, ISO 8601)
+    agent TEXT NOT NULL,           -- the spec as it ran: name[:model[:effort]], or "run"
+    model TEXT,                    -- the model asked for
+    effort TEXT,
+    models TEXT,                   -- JSON list: the models the CLI reported it used
+    model_mismatch TEXT,           -- "asked opus, ran claude-sonnet-4-5" (NULL: none seen)
+    files INTEGER,                 -- size features: the task's `files` entries,
+    prompt_chars INTEGER,          -- its prompt's length,
+    estimate REAL,                 -- and its estimate
+    outcome TEXT NOT NULL,         -- the attempt's status (QUEUED until the gate decides)
+    infra_kind TEXT,               -- for INFRA: rate-limit, quota, auth, model, ...
+    reason TEXT,
+    landed INTEGER NOT NULL DEFAULT 0,   -- 1 when this attempt's work landed
+    culprit INTEGER NOT NULL DEFAULT 0,  -- 1 when the gate blamed it
+    cost_usd REAL,                 -- reported, else priced; NULL when unknown
+    input_tokens INTEGER,
+    output_tokens INTEGER,
+    started REAL,                  -- epoch seconds
+    ended REAL,
+    seconds REAL,                  -- the attempt's own duration
+    phases TEXT,                   -- JSON {phase: seconds}
+    landed_at REAL,                -- epoch seconds, when it landed
+    propensity REAL,               -- for a chosen (`auto`) spec: the choice's probability
+    chosen_from TEXT               -- JSON list: the specs it was chosen from
+);
+CREATE INDEX IF NOT EXISTS attempts_agent ON attempts (agent);
+CREATE INDEX IF NOT EXISTS attempts_started ON attempts (started);
+"""
+_BUSY_MS = 10_000
+_prices: dict[Path, Mapping[str, tuple[float, float]]] = {}
+
+
+def path_of(state: StateDir) -> Path:
+    return state.root / "history.sqlite"
+
+
+@contextlib.contextmanager
+def connect(path: Path) -> Iterator[sqlite3.Connection]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    con = sqlite3.connect(path, timeout=_BUSY_MS / 1000)
+    try:
+        con.execute(f"PRAGMA busy_timeout = {_BUSY_MS}")
+        con.execute("PRAGMA journal_mode = WAL")
+        con.executescript(SCHEMA)
+        con.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        yield con
+        con.commit()
+    finally:
+        con.close()
+
+
+def _quietly(write: Any) -> None:
+    # A history that cannot be written (a full disk, a locked file past the busy
+    # timeout) never stops a run.
+    with contextlib.suppress(sqlite3.Error, OSError):
+        write()
+
+
+def _prices_of(ctx: RunContext) -> Mapping[str, tuple[float, float]]:
+    root = ctx.repo.root
+    if root not in _prices:
+        from forge.plan.config import load_repo_config
+
+        try:
+            _prices[root] = load_repo_config(root, read_agents=False).all_prices()
+        except Exception:  # noqa: BLE001 a broken forge.toml: the table alone
+            from forge.agents.prices import DEFAULT_PRICES
+
+            _prices[root] = DEFAULT_PRICES
+    return _prices[root]
+
+
+def _phases(attempt: Attempt) -> str:
+    spent: dict[str, float] = {}
+    for p in attempt.phases:
+        if p.get("end") is not None and p.get("start") is not None:
+            spent[p["name"]] = round(spent.get(p["name"], 0.0) + p["end"] - p["start"], 3)
+    return json.dumps(spent)
+
+
+def _kind(attempt: Attempt) -> str | None:
+    if attempt.status != Status.INFRA:
+        return None
+    head = attempt.reason.partition(":")[0].strip()
+    return head if head and " " not in head else None
+
+
+def record(ctx: RunContext, task: Task, attempt: Attempt) -> None:
+    """Write (or rewrite) the row of an attempt that just ended."""
+    from forge.run.spend import attempt_usd
+
+    if attempt.tag is None:
+        return
+    usd = attempt_usd(attempt, _prices_of(ctx))
+    now = time.time()
+    seconds = attempt.duration or 0.0
+    row = {
+        "tag": attempt.tag,
+        "plan": ctx.plan.name,
+        "task": task.id,
+        "number": attempt.number,
+        "run_started": ctx.state.started,
+        "agent": attempt.agent,
+        "model": attempt.model,
+        "effort": attempt.effort,
+        "models": json.dumps(attempt.models) if attempt.models else None,
+        "model_mismatch": attempt.model_mismatch,
+        "files": len(task.files),
+        "prompt_chars": len(task.prompt or task.run or ""),
+        "estimate": task.estimate,
+        "outcome": str(attempt.status),
+        "infra_kind": _kind(attempt),
+        "reason": attempt.reason,
+        "landed": int(attempt.status == Status.MERGED),
+        "culprit": 0,
+        "cost_usd": usd,
+        "input_tokens": attempt.input_tokens,
+        "output_tokens": attempt.output_tokens,
+        "started": now - seconds,
+        "ended": now,
+        "seconds": seconds,
+        "phases": _phases(attempt),
+        "landed_at": now if attempt.status == Status.MERGED else None,
+        "propensity": attempt.propensity,
+        "chosen_from": json.dumps(attempt.chosen_from) if attempt.chosen_from else None,
+    }
+    keys = ", ".join(row)
+    marks = ", ".join(f":{k}" for k in row)
+
+    def write() -> None:
+        with connect(path_of(ctx.repo.state)) as con:
+            con.execute(f"INSERT OR REPLACE INTO attempts ({keys}) VALUES ({marks})", row)
+
+    _quietly(write)
+
+
+def settle(ctx: RunContext, task_ids: Sequence[str]) -> None:
+    """The gate decided: each task's last attempt landed, was blamed, or conflicted."""
+    updates = []
+    now = time.time()
+    for tid in task_ids:
+        last = ctx.state.tasks[tid].last
+        if last is None or last.tag is None:
+            continue
+        culprit = last.status == Status.FAILED and (last.feedback_source or "").startswith(
+            "verify:"
+        )
+        landed = last.status == Status.MERGED
+        status = str(last.status)
+        updates.append(
+            (status, last.reason, int(landed), int(culprit), now if landed else None, last.tag)
+        )
+
+    def write() -> None:
+        with connect(path_of(ctx.repo.state)) as con:
+            con.executemany(
+                "UPDATE attempts SET outcome = ?, reason = ?, landed = ?, culprit = ?, "
+                "landed_at = COALESCE(?, landed_at) WHERE tag = ?",
+                updates,
+            )
+
+    if updates:
+        _quietly(write)
+
+
+@dataclass(frozen=True)
+class Row:
+    plan: str
+    task: str
+    agent: str
+    outcome: str
+    landed: bool
+    culprit: bool
+    cost_usd: float | None
+    input_tokens: int | None
+    output_tokens: int | None
+    started: float
+    seconds: float
+    landed_at: float | None
+    files: int
+    prompt_chars: int
+    model_mismatch: str | None
+
+    @property
+    def spent_attempt(self) -> bool:
+        return self.outcome not in UNCOUNTED
+
+    @property
+    def infra(self) -> bool:
+        return self.outcome == Status.INFRA
+
+
+def rows(state: StateDir, *, plan: str | None = None, since: float | None = None) -> list[Row]:
+    """The recorded attempts, oldest first (none when there is no history)."""
+    path = path_of(state)
+    if not path.exists():
+        return []
+    where: list[str] = []
+    args: list[str | float] = []
+    if plan is not None:
+        where.append("plan = ?")
+        args.append(plan)
+    if since is not None:
+        where.append("started >= ?")
+        args.append(since)
+    sql = (
+        "SELECT plan, task, agent, outcome, landed, culprit, cost_usd, input_tokens, "
+        "output_tokens, started, seconds, landed_at, files, prompt_chars, model_mismatch "
+        "FROM attempts" + (f" WHERE {' AND '.join(where)}" if where else "") + " ORDER BY started"
+    )
+    try:
+        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=_BUSY_MS / 1000)
+        try:
+            found = con.execute(sql, args).fetchall()
+        finally:
+            con.close()
+    except sqlite3.Error:
+        return []
+    return [
+        Row(
+            plan=r[0],
+            task=r[1],
+            agent=r[2],
+            outcome=r[3],
+            landed=bool(r[4]),
+            culprit=bool(r[5]),
+            cost_usd=r[6],
+            input_tokens=r[7],
+            output_tokens=r[8],
+            started=r[9] or 0.0,
+            seconds=r[10] or 0.0,
+            landed_at=r[11],
+            files=r[12] or 0,
+            prompt_chars=r[13] or 0,
+            model_mismatch=r[14],
+        )
+        for r in found
+    ]

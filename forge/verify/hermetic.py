@@ -1,0 +1,91 @@
+"""A verification checkout holds exactly the judged commit plus what the plan's
+`setup` made there, before every run of a lane.
+
+Ignored files are part of what a test suite sees: a `.pyc` an earlier verification
+left (a source rewritten in the same second keeps its size and mtime, so Python
+believes the stale bytecode) made a broken commit PASS. So every untracked or
+ignored path is removed (what `git clean -ffdx` removes) except the paths `setup`
+created, which were recorded when it ran on a clean checkout: its environment
+survives, so nothing is installed again.
+
+The index can hide a change from `git status`: a tracked file marked
+`skip-worktree` or `assume-unchanged` may be rewritten and nothing shows it, and
+`checkout --force`, `reset --hard` and `clean` all leave it. So the flags are
+cleared, and a run that sets one (or writes `info/exclude`, `info/attributes` or
+`info/sparse-checkout`, which forge never writes in its checkouts) has changed its
+checkout.
+
+Everything here takes the checkout's work tree and git dir, nothing else.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from collections.abc import Sequence
+from pathlib import Path
+
+from forge.base import proc
+from forge.git.contained import HARDENED, NO_HOOKS
+
+# What forge never writes in a checkout's git dir, and what would hide a change.
+_HIDING = ("info/exclude", "info/attributes", "info/sparse-checkout")
+_GLOB = re.compile(r"([\\*?\[])")
+
+
+def _git(work_tree: Path, git_dir: Path, *args: str, input: str | None = None) -> str:
+    argv = ["git", f"--git-dir={git_dir}", f"--work-tree={work_tree}", *NO_HOOKS, *args]
+    env = {**HARDENED, "GIT_CEILING_DIRECTORIES": str(work_tree.parent)}
+    return proc.run(argv, cwd=work_tree, env=env, input=input).stdout
+
+
+def untracked(work_tree: Path, git_dir: Path) -> list[str]:
+    """Every untracked path, ignored ones included; a folder holding nothing tracked
+    is one entry ending in `/`."""
+    out = _git(work_tree, git_dir, "ls-files", "-z", "--others", "--directory")
+    return sorted(p for p in out.split("\0") if p)
+
+
+def hidden(work_tree: Path, git_dir: Path) -> list[str]:
+    """What hides a change from `git status`: flagged index entries, and the files
+    in the git dir that forge never writes."""
+    out: list[str] = []
+    for entry in _git(work_tree, git_dir, "ls-files", "-v", "-z").split("\0"):
+        tag, _, path = entry.partition(" ")
+        if tag in ("S", "s"):
+            out.append(f"{path} (skip-worktree)")
+        if tag.islower():
+            out.append(f"{path} (assume-unchanged)")
+    out += [f".git/{name}" for name in _HIDING if (git_dir / name).exists()]
+    return out
+
+
+def unflag(work_tree: Path, git_dir: Path) -> None:
+    """The index as the commit has it: no `skip-worktree` or `assume-unchanged` entry
+    (a `reset --hard` afterwards rewrites what the flags hid), nothing in the git dir
+    that hides a change."""
+    entries = _git(work_tree, git_dir, "ls-files", "-v", "-z").split("\0")
+    skipped = [e[2:] for e in entries if e[:1] in ("S", "s")]
+    assumed = [e[2:] for e in entries if e[:1].islower()]
+    # One flag a call: given both, `update-index` applies only the last.
+    for flag, paths in (("--no-skip-worktree", skipped), ("--no-assume-unchanged", assumed)):
+        if paths:
+            stdin = "".join(f"{p}\0" for p in paths)
+            _git(work_tree, git_dir, "update-index", flag, "-z", "--stdin", input=stdin)
+    for name in _HIDING:
+        with contextlib.suppress(FileNotFoundError):
+            (git_dir / name).unlink()
+
+
+def scrub(work_tree: Path, git_dir: Path, *, keep: Sequence[str]) -> None:
+    """Remove every untracked and ignored path but those in `keep` (setup's
+    products, as `untracked` listed them) and what lies under them."""
+    excludes = [arg for path in keep for arg in ("-e", "/" + _pattern(path))]
+    _git(work_tree, git_dir, "clean", "-ffdxq", *excludes)
+
+
+def _pattern(path: str) -> str:
+    """`path` as a gitignore pattern that matches it and nothing else."""
+    text = _GLOB.sub(r"\\\1", path)
+    stripped = text.rstrip(" ")
+    return stripped + "\\ " * (len(text) - len(stripped))
