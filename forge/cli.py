@@ -544,8 +544,7 @@ def _execute_run(
 
 
 def main(argv: list[str] | None = None) -> NoReturn:
-    from forge.base.outfiles import open_closed_standard_fds
-    from forge.base.text import PrintableStream
+    from forge.base.text import PrintableStream, open_closed_standard_fds
 
     open_closed_standard_fds()  # `forge status >&-`: no traceback, no file on fd 1
     # Task text (reasons, file names, output) is data: no control character from it

@@ -17,7 +17,7 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from forge.base import outfiles
+from forge.base.text import write_output_file
 from forge.commands import report_svg as svg
 from forge.commands.candidate_view import summary, timeline_attempts
 from forge.commands.report_page import PAGE
@@ -61,7 +61,7 @@ def build(
 
 def write(page: Page) -> Path:
     """Only where a regular file belongs: a directory or device is refused as it is."""
-    outfiles.write_text(page.path, page.html)
+    write_output_file(page.path, page.html)
     return page.path
 
 
