@@ -25,6 +25,7 @@ In the sandbox the `<folder>.git` is outside what the task may write.
 from __future__ import annotations
 
 import os
+import re
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -92,6 +93,12 @@ _COPIED = (
     "core.excludesfile",
     "i18n.commitencoding",
 )
+
+
+# Filter drivers of the user's own config (repository, global, system), copied so
+# that forge's commits are what theirs would be (git-lfs stores pointers, not
+# content); a task's own config is never read.
+_FILTER = re.compile(r"^filter\..+\.(clean|smudge|process|required)$")
 
 
 class Tampered(ForgeError):
@@ -366,6 +373,9 @@ def config_text(repo: Repository) -> str:
         section, _, name = key.rpartition(".")
         if key in _COPIED and section and "." not in section:
             lines += [f"[{section}]", f"\t{name} = {_quote(value)}"]
+        elif _FILTER.match(key):  # the user's own filters (git-lfs): what their commits use
+            driver = section.split(".", 1)[1]
+            lines += [f"[filter {_quote(driver)}]", f"\t{name} = {_quote(value)}"]
     text = "\n".join(lines) + "\n"
     with _lock:
         _configs[repo.common_dir] = text
@@ -373,7 +383,8 @@ def config_text(repo: Repository) -> str:
 
 
 def _copied_regexp() -> str:
-    return "^(" + "|".join(k.replace(".", "\\.") for k in _COPIED) + ")$"
+    copied = "|".join(k.replace(".", "\\.") for k in _COPIED)
+    return f"^({copied}|{_FILTER.pattern.strip('^$')})$"
 
 
 def _quote(value: str) -> str:

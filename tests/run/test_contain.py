@@ -153,3 +153,19 @@ def test_a_corrupt_object_of_the_task_never_reaches_the_users_store(
     assert git(repo, "show", "forge/p-integration:a.txt") == "a"
     assert "mine" not in git(repo, "log", "--format=%s", "forge/p-integration")
     subprocess.run(["git", "fsck", "--strict"], cwd=repo, check=True, capture_output=True)
+
+
+def test_the_users_own_filters_apply_to_forges_commits(repo: Path, tmp_path: Path) -> None:
+    """A filter of the user's config (as git-lfs is) cleans what forge commits; one
+    the task defines in its slot does not run."""
+    git(repo, "config", "filter.up.clean", "tr a-z A-Z")
+    (repo / ".gitattributes").write_text("*.txt filter=up\n")
+    git(repo, "add", ".gitattributes")
+    git(repo, "commit", "-qm", "attributes")
+    ran = tmp_path / "ran"
+    run = f"git config filter.up.clean 'touch {ran}; cat'; echo abc > a.txt"
+    plan = write_plan(tmp_path, f'[[task]]\nid = "a"\nfiles = ["a.txt"]\nrun = "{run}"\n')
+    cp = plan_and_run(repo, plan)
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    assert git(repo, "show", "forge/p-integration:a.txt") == "ABC"
+    assert not ran.exists()
