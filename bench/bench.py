@@ -28,6 +28,7 @@ import live
 import makespan
 import merge
 import naive
+import objects
 import overhead
 import routing
 import scale
@@ -51,6 +52,7 @@ BENCHES: dict[str, Callable[[Context], list[Figure]]] = {
     "routing": routing.run,
     "hermetic": hermetic.run,
     "best-of": best_of.run,
+    "objects": objects.run,
 }
 HERE = Path(__file__).resolve().parent
 QUICK_NOTE = (

@@ -473,8 +473,9 @@ def _exit(code: ExitCode) -> None:
 
 
 def main(argv: list[str] | None = None) -> NoReturn:
-    from forge.base.text import PrintableStream
+    from forge.base.text import PrintableStream, open_closed_standard_fds
 
+    open_closed_standard_fds()  # `forge status >&-`: no traceback, no file on fd 1
     # Task text (reasons, file names, output) is data: no control character from it
     # reaches the user's terminal, whichever code path prints it.
     if not isinstance(sys.stdout, PrintableStream):

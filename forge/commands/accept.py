@@ -15,7 +15,7 @@ import contextlib
 from forge.base import proc
 from forge.base.files import plan_lock
 from forge.errors import Busy, ExitCode, ForgeError
-from forge.git import refs
+from forge.git import objstore, refs
 from forge.git.merge import is_ancestor
 from forge.git.repo import Repository, short_sha
 from forge.run.state import accepted
@@ -42,6 +42,7 @@ def _accept(repo: Repository, plan: str, *, merge: bool, running: bool) -> str:
     state = StateStore(repo.state, plan).load_existing()
     if state is None:
         raise ForgeError(f"plan '{plan}' has not run yet: run `forge run {plan}` first")
+    _objects_unchanged(plan, state)
     head, verdict = _verified_head(repo, plan, state)
     branch = repo.current_branch()
     if branch is None:
@@ -88,6 +89,17 @@ def _accept(repo: Repository, plan: str, *, merge: bool, running: bool) -> str:
         + _landed(repo, user_head, head)
         + _not_landed(unmerged)
     )
+
+
+def _objects_unchanged(plan: str, state: RunState) -> None:
+    """No branch moves onto history whose objects changed under the run."""
+    for line in state.touched or []:
+        if line.startswith(objstore.CHANGED):
+            raise ForgeError(
+                f"{line} during the run of '{plan}': check your repository with "
+                f"`git fsck`; once it finds nothing wrong, `forge run {plan}` measures "
+                "again and accept goes ahead"
+            )
 
 
 def _verified_head(repo: Repository, plan: str, state: RunState) -> tuple[str, Verdict | None]:

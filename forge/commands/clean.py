@@ -14,6 +14,7 @@ from pathlib import Path
 from forge.base import faults
 from forge.base.files import plan_lock
 from forge.git import refs, worktrees
+from forge.git.contained import VIEW_SUFFIX
 from forge.git.merge import is_ancestor
 from forge.git.repo import Repository
 from forge.run.state.folders import is_plan_key, verification_keys
@@ -168,6 +169,7 @@ def _remove_verification_checkouts(
     notes = []
     keys = verification_keys(repo, plan)
     lanes = [p for key in keys for p in sorted((repo.worktrees_root() / ".verify" / key).iterdir())]
+    lanes = [p for p in lanes if not p.name.endswith(VIEW_SUFFIX)]  # forge's git dirs
     for path in [*lanes, *worktrees.registered(repo)]:
         mine = is_plan_key(plan, path.parent.name) and path.parent.parent.name == ".verify"
         if mine and path.is_dir():

@@ -17,6 +17,7 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
+from forge.base.text import write_output_file
 from forge.commands import report_svg as svg
 from forge.commands.candidate_view import summary, timeline_attempts
 from forge.commands.report_page import PAGE
@@ -59,10 +60,8 @@ def build(
 
 
 def write(page: Page) -> Path:
-    page.path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = page.path.with_name(f".{page.path.name}.tmp")
-    tmp.write_text(page.html, encoding="utf-8")
-    os.replace(tmp, page.path)
+    """Only where a regular file belongs: a directory or device is refused as it is."""
+    write_output_file(page.path, page.html)
     return page.path
 
 

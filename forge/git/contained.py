@@ -5,22 +5,27 @@ linked worktree.
 A linked worktree shares refs, stash, config and hooks with the user's repository,
 and `git rev-parse --git-common-dir` leads whatever runs in it to forge's records.
 A contained repository shares nothing writable: a task's `git update-ref`,
-`branch -f`, `stash`, `config` or hook install lands in its own `.git`. Objects it
-writes land in its own object store too; forge brings a task's result back into
-the user's repository with `git fetch` (which checks every object it receives),
-then moves the task's branch there with the expected old value.
+`branch -f`, `stash`, `config` or hook install lands in its own `.git`.
 
-Forge's own git calls in a contained repository name its git dir explicitly (no
-discovery, so no climbing into an enclosing repository), and first check that the
-task left the git dir usable: a `.git`, index, config, HEAD or refs that became a
-link would make forge write through it, so such a repository is refused; the
-config and alternates, which a task may rewrite to run commands through forge's
-own git calls, are put back to forge's own.
+forge's own git never runs over that `.git`: what a task or a verification left
+there (config with filters or fsmonitor, `info/attributes`, `commondir`, a
+`gitdir:` file, links under `logs/`, `refs/`, `objects/`) is read by no git
+command of forge's and written through by none. forge works on a git dir of its
+own beside the folder (`<folder>.git`: config, HEAD, index, refs), named with
+`--git-dir`/`--work-tree`, under an environment it controls (no system or global
+config, no hooks, no fsmonitor, no attributes file, submodules left alone), its
+objects written straight into the user's store. The task's `.git` is read only
+as files (forge/git/taskgit.py): the commit it has checked out, and the objects
+it wrote, which `git fetch` brings into the user's store checking each one.
+Whenever forge moves its own HEAD or index, it puts a fresh `.git` in the folder
+for the task's own git commands (HEAD, branch, index, forge's config).
+In the sandbox the `<folder>.git` is outside what the task may write.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -28,25 +33,49 @@ from pathlib import Path
 
 from forge.base import proc
 from forge.errors import ForgeError
+from forge.git import taskgit
 from forge.git.repo import Repository
 
-# Our git calls in a contained repository must not run hooks: not the user's (a
-# global core.hooksPath), not one a task installed in its own `.git/hooks`.
-NO_HOOKS = ("-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false")
-# What a task must not turn into a link: forge writes through these.
-_NO_LINKS = (
-    "config",
-    "index",
-    "HEAD",
-    "objects",
-    "objects/info",
-    "refs",
-    "refs/heads",
-    "packed-refs",
-    "info",
+# Our git calls must not run hooks (not the user's, not one a task installed), nor
+# an fsmonitor, nor recurse into a submodule a task planted (its own config).
+NO_HOOKS = (
+    "-c",
+    "core.hooksPath=/dev/null",
+    "-c",
+    "core.fsmonitor=false",
+    "-c",
+    "core.attributesFile=/dev/null",
+    "-c",
+    "core.untrackedCache=false",
+    "-c",
+    "core.splitIndex=false",
+    "-c",
+    "submodule.recurse=false",
+    "-c",
+    "diff.ignoreSubmodules=all",
+    "-c",
+    "protocol.allow=never",
+    "-c",
+    "protocol.file.allow=always",
 )
+# No system or global config (forge's git dir holds the identity it needs), no
+# system attributes, no replace refs: what forge's git does is forge's config only.
+HARDENED = {
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "GIT_CONFIG_GLOBAL": os.devnull,
+    "GIT_ATTR_NOSYSTEM": "1",
+    "GIT_NO_REPLACE_OBJECTS": "1",
+    "GIT_PROTOCOL_FROM_USER": "0",
+}
+# What must not be a link in forge's own git dir: forge writes through these.
+_NO_LINKS = ("config", "index", "HEAD", "objects", "objects/info", "refs", "refs/heads", "logs")
+# What git would read from a git dir beside config: never in forge's.
+_NEVER = ("commondir", "info", "hooks", "gitdir", "shallow", "packed-refs.lock")
+_CHANGES_HEAD = frozenset({"checkout", "reset", "update-ref", "read-tree"})
+VIEW_SUFFIX = ".git"  # forge's own git dir of the folder F: F.git beside it
 # Settings of the user's repository a task's own git commands need (an identity to
-# commit with, line endings), copied into the contained repository's config.
+# commit with, line endings, what to ignore), copied into the contained repository's
+# config.
 _COPIED = (
     "user.name",
     "user.email",
@@ -61,8 +90,15 @@ _COPIED = (
     "core.ignorecase",
     "core.precomposeunicode",
     "core.filemode",
+    "core.excludesfile",
     "i18n.commitencoding",
 )
+
+
+# Filter drivers of the user's own config (repository, global, system), copied so
+# that forge's commits are what theirs would be (git-lfs stores pointers, not
+# content); a task's own config is never read.
+_FILTER = re.compile(r"^filter\..+\.(clean|smudge|process|required)$")
 
 
 class Tampered(ForgeError):
@@ -72,10 +108,18 @@ class Tampered(ForgeError):
 @dataclass(frozen=True)
 class Contained:
     repo: Repository  # the user's repository, whose objects it borrows
-    path: Path  # its working tree; the git dir is `path/.git`
+    path: Path  # its working tree; the task's own git dir is `path/.git`
+    # Refuse a folder whose own `.git` is gone or replaced (a task's slot). A
+    # verification checkout is not refused: its fingerprint names what changed.
+    strict: bool = True
 
     @property
     def git_dir(self) -> Path:
+        """forge's own git dir for this folder (outside it)."""
+        return view_dir(self.path)
+
+    @property
+    def task_git(self) -> Path:
         return self.path / ".git"
 
     def exists(self) -> bool:
@@ -89,8 +133,26 @@ class Contained:
         input: str | None = None,
     ) -> proc.Completed:
         self.guard()
+        cp = self._git(args, check=check, env=env, input=input)
+        if args and args[0] in _CHANGES_HEAD and not (env and "GIT_INDEX_FILE" in env):
+            self.hand_over()
+        return cp
+
+    def _git(
+        self,
+        args: tuple[str, ...],
+        *,
+        check: bool = True,
+        env: Mapping[str, str] | None = None,
+        input: str | None = None,
+    ) -> proc.Completed:
         argv = ["git", f"--git-dir={self.git_dir}", f"--work-tree={self.path}", *NO_HOOKS, *args]
-        extra = {"GIT_CEILING_DIRECTORIES": str(self.path.parent), **(env or {})}
+        extra = {
+            **HARDENED,
+            "GIT_CEILING_DIRECTORIES": str(self.path.parent),
+            "GIT_OBJECT_DIRECTORY": str(self.repo.common_dir / "objects"),
+            **(env or {}),
+        }
         return proc.run(argv, cwd=self.path, env=extra, input=input, check=check)
 
     def git(
@@ -99,58 +161,147 @@ class Contained:
         return self.run(*args, env=env, input=input).stdout
 
     def guard(self) -> None:
-        """Refuse a git dir forge would write through into somewhere else; put back the
-        config and alternates forge wrote (a task may have changed them)."""
-        gd = self.git_dir
-        if not is_contained(self.path):
+        """Refuse a folder whose `.git` the task removed or replaced; keep forge's own
+        git dir forge's (its config and alternates put back, nothing git would read
+        beside them, no link in it). A folder made by an older forge gets one."""
+        if not taskgit.is_dir(self.path) or (self.strict and not is_contained(self.path)):
             raise Tampered(f"{self.path}/.git is gone or is not a directory any more")
+        gd = self.git_dir
+        if not taskgit.is_dir(gd):
+            taskgit.remove(gd)
+            self._adopt()
         for name in _NO_LINKS:
             if (gd / name).is_symlink():
-                raise Tampered(f"{self.path}/.git/{name} was replaced by a link")
+                raise Tampered(f"{gd}/{name} (forge's git dir) was replaced by a link")
+        for name in _NEVER:
+            if os.path.lexists(gd / name):
+                taskgit.remove(gd / name)
         _put(gd / "config", config_text(self.repo))
         _put(gd / "objects" / "info" / "alternates", f"{self.repo.common_dir / 'objects'}\n")
 
-    def owns_objects(self) -> bool:
-        """Has anything written objects into this repository's own store?"""
-        objects = self.git_dir / "objects"
-        try:
-            names = os.listdir(objects)
-            packs = os.listdir(objects / "pack") if "pack" in names else []
-        except OSError:
+    def _adopt(self) -> None:
+        """forge's git dir for a folder made before it had one: at the commit the
+        folder's own `.git` has checked out, when the user's store has it."""
+        head = taskgit.head(self.task_git)
+        _init_dir(self.repo, self.git_dir)
+        _put(self.git_dir / "config", config_text(self.repo))
+        if head is None or not self._has_commit(head):
+            taskgit.remove(self.git_dir)
+            raise Tampered(f"{self.path}/.git names no commit forge can read")
+        self._git(("update-ref", "--no-deref", "HEAD", head))
+        self._git(("read-tree", head))
+
+    def _has_commit(self, oid: str) -> bool:
+        cp = self._git(("cat-file", "-e", f"{oid}^{{commit}}"), check=False)
+        return cp.returncode == 0
+
+    def task_head(self) -> str | None:
+        """The commit the task's own `.git` has checked out, read as files."""
+        return taskgit.head(self.task_git)
+
+    def head(self) -> str:
+        """forge's own HEAD here (its files read; git asked only when they say nothing)."""
+        mine = taskgit.head(self.git_dir)
+        return mine or self._git(("rev-parse", "--verify", "HEAD")).stdout.strip()
+
+    def base(self) -> str:
+        """What forge's next commit here goes on: the commit the task's own git has
+        checked out (its commits brought into the user's store first), or forge's own
+        HEAD when the task's cannot be read or brought in."""
+        mine = self.head()
+        theirs = self.task_head()
+        if theirs is None or theirs == mine:
+            return mine
+        return theirs if self.bring_back(theirs) else mine
+
+    def bring_back(self, commit: str) -> bool:
+        """Bring `commit` and what it needs from the task's own object store into the
+        user's: its object files are copied into a folder of forge's, and `git fetch`
+        takes them from there, checking each object (`fetch.fsckObjects`), so a task
+        can plant no corrupt object in the user's store. False: it cannot be had."""
+        if self._has_commit(commit):
             return True
-        return bool(packs) or any(n not in ("info", "pack") for n in names)
+        incoming = self.git_dir / "incoming"
+        taskgit.remove(incoming)
+        try:
+            _init_dir(self.repo, incoming)
+            _put(incoming / "config", config_text(self.repo))
+            taskgit.copy_objects(self.task_git / "objects", incoming / "objects")
+            got = proc.run(
+                ["git", f"--git-dir={incoming}", *NO_HOOKS, "update-ref", IMPORT_REF, commit],
+                cwd=self.path.parent,
+                env=HARDENED,
+                check=False,
+            )
+            if got.returncode != 0:
+                return False
+            fetched = proc.run(
+                [
+                    "git",
+                    *NO_HOOKS,
+                    "-c",
+                    "fetch.fsckObjects=true",
+                    "-c",
+                    "gc.auto=0",
+                    "-c",
+                    "maintenance.auto=false",
+                    "fetch",
+                    "--quiet",
+                    "--no-tags",
+                    "--no-write-fetch-head",
+                    "--no-recurse-submodules",
+                    str(incoming),
+                    IMPORT_REF,
+                ],
+                cwd=self.repo.root,
+                env=HARDENED,
+                check=False,
+            )
+            return fetched.returncode == 0 and self._has_commit(commit)
+        finally:
+            taskgit.remove(incoming)
 
-    def direct_env(self) -> dict[str, str]:
-        """For forge's own writes while the repository's own store is empty: git then
-        writes the objects it hashes itself straight into the user's store, which
-        saves a fetch. Not once a task wrote objects of its own: an index entry may
-        name one, and a tree written here would then lack it in the user's store."""
-        if self.owns_objects():
-            return {}
-        return {
-            "GIT_OBJECT_DIRECTORY": str(self.repo.common_dir / "objects"),
-            "GIT_ALTERNATE_OBJECT_DIRECTORIES": str(self.git_dir / "objects"),
-        }
-
-    def bring_back(self, commit: str, *, marked: bool = False) -> None:
-        """Copy `commit` and what it needs from this repository's own object store into
-        the user's: `git fetch` checks each object it receives, so a task cannot plant
-        a corrupt object in the user's store. `marked`: RESULT_REF already names it."""
-        if not marked:
-            self.git("update-ref", "--no-deref", RESULT_REF, commit)
-        self.repo.git(
-            "-c",
-            "gc.auto=0",
-            "-c",
-            "maintenance.auto=false",
-            "fetch",
-            "--quiet",
-            "--no-tags",
-            "--no-write-fetch-head",
-            "--no-recurse-submodules",
-            str(self.git_dir),
-            RESULT_REF,
+    def hand_over(self) -> None:
+        """Put a fresh `.git` in the folder for the task's own git commands: forge's
+        HEAD (and its branch), index and config, alternates to the user's objects."""
+        gd = self.git_dir
+        head_text = (taskgit.read_file(gd / "HEAD") or b"").decode("ascii", "replace")
+        branch = None
+        ref = head_text.strip().removeprefix("ref: ") if head_text.startswith("ref: ") else ""
+        if ref:
+            oid = taskgit.head(gd)
+            if oid is None:
+                cp = self._git(("rev-parse", "--verify", "--quiet", "HEAD"), check=False)
+                oid = cp.stdout.strip() if cp.returncode == 0 else None
+            if oid:
+                branch = (ref, oid)
+        taskgit.replace(
+            self.task_git,
+            gd / "handover",
+            head_text=head_text,
+            branch=branch,
+            config=config_text(self.repo),
+            alternates=f"{self.repo.common_dir / 'objects'}\n",
+            index=gd / "index",
         )
+
+
+IMPORT_REF = "refs/forge/incoming"  # in forge's folder of a task's objects
+
+
+def view_dir(path: Path) -> Path:
+    return path.with_name(path.name + VIEW_SUFFIX)
+
+
+def _init_dir(repo: Repository, git_dir: Path) -> None:
+    """An empty git dir of forge's, written as git init would (no git called: no
+    template, no sample hooks); its config is put by the caller."""
+    git_dir.mkdir(parents=True)
+    for sub in ("objects/info", "objects/pack", "refs/heads", "refs/tags"):
+        (git_dir / sub).mkdir(parents=True)
+    (git_dir / "HEAD").write_text("ref: refs/heads/main\n")
+    (git_dir / "config").write_text(config_text(repo))
+    (git_dir / "objects" / "info" / "alternates").write_text(f"{repo.common_dir / 'objects'}\n")
 
 
 def ceiling_env(path: Path) -> dict[str, str]:
@@ -161,9 +312,6 @@ def ceiling_env(path: Path) -> dict[str, str]:
     return {"GIT_CEILING_DIRECTORIES": f"{mine}:{have}" if have else mine}
 
 
-RESULT_REF = "refs/forge/result"  # in the contained repository: what forge fetches
-
-
 def is_contained(path: Path) -> bool:
     git = path / ".git"
     return git.is_dir() and not git.is_symlink()
@@ -171,17 +319,13 @@ def is_contained(path: Path) -> bool:
 
 def create(repo: Repository, path: Path, *, commit: str) -> Contained:
     """A new contained repository at `path` (an empty or absent folder), detached at
-    `commit` with its files checked out."""
-    repo_fmt = _object_format(repo)
-    # `--template=` : no sample hooks, no description; nothing but what git needs.
-    proc.run(
-        ["git", "init", "--quiet", "--template=", f"--object-format={repo_fmt}", str(path)],
-        cwd=path.parent,
-        env={"GIT_CEILING_DIRECTORIES": str(path.parent)},
-    )
-    (path / ".git" / "objects" / "info").mkdir(parents=True, exist_ok=True)
+    `commit` with its files checked out; forge's own git dir beside it made anew."""
     c = Contained(repo, path)
-    c.guard()  # writes forge's config and the alternates
+    taskgit.remove(c.git_dir)
+    _init_dir(repo, c.git_dir)
+    _put(c.git_dir / "config", config_text(repo))
+    path.mkdir(parents=True, exist_ok=True)
+    (path / ".git").mkdir(exist_ok=True)  # replaced by the hand-over below
     c.git("checkout", "--quiet", "--force", "--no-recurse-submodules", "--detach", commit)
     return c
 
@@ -229,6 +373,9 @@ def config_text(repo: Repository) -> str:
         section, _, name = key.rpartition(".")
         if key in _COPIED and section and "." not in section:
             lines += [f"[{section}]", f"\t{name} = {_quote(value)}"]
+        elif _FILTER.match(key):  # the user's own filters (git-lfs): what their commits use
+            driver = section.split(".", 1)[1]
+            lines += [f"[filter {_quote(driver)}]", f"\t{name} = {_quote(value)}"]
     text = "\n".join(lines) + "\n"
     with _lock:
         _configs[repo.common_dir] = text
@@ -236,7 +383,8 @@ def config_text(repo: Repository) -> str:
 
 
 def _copied_regexp() -> str:
-    return "^(" + "|".join(k.replace(".", "\\.") for k in _COPIED) + ")$"
+    copied = "|".join(k.replace(".", "\\.") for k in _COPIED)
+    return f"^({copied}|{_FILTER.pattern.strip('^$')})$"
 
 
 def _quote(value: str) -> str:
@@ -247,12 +395,16 @@ def _quote(value: str) -> str:
 def _put(path: Path, text: str) -> None:
     """Write `text` to `path` unless it already holds exactly that (a read is cheaper
     than a write, and this runs before every git call in the repository)."""
-    try:
-        with path.open("rb") as fh:
-            if fh.read(len(text) + 1) == text.encode():
-                return
-    except OSError:
-        pass
+    if taskgit.read_file(path, limit=len(text) + 1) == text.encode():  # no FIFO, no link
+        return
     tmp = path.with_name(f".{path.name}.forge-{os.getpid()}-{threading.get_ident()}")
-    tmp.write_text(text, encoding="utf-8")
+    taskgit.remove(tmp)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(text)
     os.replace(tmp, path)
+
+
+def remove_view(path: Path) -> None:
+    """Remove forge's own git dir of the folder `path`."""
+    taskgit.remove(view_dir(path))

@@ -1,5 +1,5 @@
 """A fingerprint of the user's side of the repository: their branches, HEAD, index,
-working tree, config and hooks. Taken when `forge run` starts and when it ends, so
+working tree, config, hooks and object store (forge/git/objstore.py). Taken when `forge run` starts and when it ends, so
 "not touched" is a measurement, and a change is named (refs, paths) instead.
 
 The working tree is what `git status` shows (tracked files changed, files not
@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import hashlib
 import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from forge.git import objstore
 from forge.git.repo import Repository
 
 _QUIET = {"GIT_OPTIONAL_LOCKS": "0"}
@@ -30,6 +32,8 @@ class Snapshot:
     index: dict[str, str]  # path -> "mode oid stage"
     tree: dict[str, str]  # path -> "XY size mtime" for what `git status` shows
     files: dict[str, str] = field(default_factory=dict)  # config, hooks -> content hash
+    objects: dict[str, objstore.Entry] = field(default_factory=dict)  # object files -> stat
+    store: Path | None = None  # the object store `objects` was read from
 
     def changes_since(self, before: Snapshot) -> list[str]:
         """What differs from `before`, one line per kind, named; [] when nothing."""
@@ -48,6 +52,8 @@ class Snapshot:
         other = _diff(before.files, self.files)
         if other:
             out.append("git files changed: " + _names(other))
+        if before.store is not None:
+            out += objstore.changes(before.store, before.objects, self.objects)
         return out
 
     def with_move(self, repo: Repository, ref: str, old: str, new: str) -> Snapshot:
@@ -75,6 +81,16 @@ class Snapshot:
 
 
 def take(repo: Repository) -> Snapshot:
+    # The object store is listed while git answers the questions below (a listing
+    # of 10k files is mostly system calls, which let the other thread run).
+    store = repo.common_dir / "objects"
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        objects = pool.submit(objstore.fingerprint, store)
+        snap = _take(repo)
+        return replace(snap, objects=objects.result(), store=store)
+
+
+def _take(repo: Repository) -> Snapshot:
     root = repo.root  # the checkout forge was called from
     cwd = root
     head_ref = repo.try_git("symbolic-ref", "--quiet", "HEAD").stdout.strip()

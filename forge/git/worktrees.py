@@ -122,7 +122,12 @@ def _drop_legacy(repo: Repository, path: Path) -> bool:
 def dirty_paths(path: Path, repo: Repository) -> list[str]:
     # NUL-separated (git quotes other names otherwise); no renames: one path an entry.
     out = Contained(repo, path).git(
-        "status", "--porcelain=v1", "-z", "--untracked-files=all", "--no-renames"
+        "status",
+        "--porcelain=v1",
+        "-z",
+        "--untracked-files=all",
+        "--no-renames",
+        "--ignore-submodules=all",
     )
     return [entry[3:] for entry in out.split("\0") if entry]
 
@@ -175,7 +180,8 @@ def detach(repo: Repository, path: Path) -> None:
         return
     slot = Contained(repo, path)
     with contextlib.suppress(contained.Tampered):
-        head = slot.run("rev-parse", "--verify", "--quiet", "HEAD", check=False).stdout.strip()
+        slot.guard()
+        head = slot.head()
         if head:
             slot.run("update-ref", "--no-deref", "HEAD", head, check=False)
 
@@ -184,24 +190,22 @@ def commit_all(repo: Repository, path: Path, message: str, *, branch: str) -> st
     """Commit whatever is in the slot onto what it has checked out, with plumbing: no
     hooks run (the task's check and the verification are forge's gates, and a
     user's pre-commit hook may be slow, interactive or forge's own). Commits the
-    agent made itself stay under it. The result is fetched into the user's
-    repository and `branch` moved there to it. Returns the branch's head after:
-    unchanged when there was nothing to commit."""
+    agent made itself stay under it (brought into the user's repository with a
+    checking fetch). `branch` is moved to the result. Returns the branch's head
+    after: unchanged when there was nothing to commit."""
     slot = Contained(repo, path)
-    direct = slot.direct_env()
-    slot.git("add", "--all", env=direct)
-    tree = slot.git("write-tree", env=direct).strip()
-    head, head_tree = slot.git("rev-parse", "HEAD", "HEAD^{tree}").split()
+    slot.guard()
+    head = slot.base()
+    slot.git("add", "--all")
+    tree = slot.git("write-tree").strip()
+    head_tree = slot.git("rev-parse", f"{head}^{{tree}}").strip()
     old = repo.ref_value(branch)
     result = head
     if tree != head_tree:
-        env = {**identity_env(repo), **direct}
+        env = identity_env(repo)
         result = slot.git("commit-tree", tree, "-p", head, "-m", message, env=env).strip()
-        moves = f"update HEAD {result} {head}\nupdate {contained.RESULT_REF} {result}\n"
-        slot.git("update-ref", "--stdin", input=moves)
+    slot.git("update-ref", "HEAD", result)  # forge's HEAD, then the task's .git anew
     if result != old:
-        if not direct:
-            slot.bring_back(result, marked=tree != head_tree)
         repo.update_ref(branch, result, old, message=message)
     return result
 
@@ -225,7 +229,8 @@ def salvage(
     index.unlink()  # git wants to create it; an empty file is not a valid index
     env = {**identity_env(repo), "GIT_INDEX_FILE": str(index)}
     try:
-        head = slot.git("rev-parse", "HEAD").strip()
+        slot.guard()
+        head = slot.base()
         slot.git("read-tree", head, env=env)
         slot.git("add", "--all", env=env)
         tree = slot.git("write-tree", env=env).strip()
@@ -235,7 +240,6 @@ def salvage(
     finally:
         with contextlib.suppress(FileNotFoundError):
             index.unlink()
-    slot.bring_back(commit)
     return keep(repo, commit, plan=plan, task=task)
 
 
@@ -247,12 +251,12 @@ def keep_local_commits(
     if not is_worktree(path):
         return None
     slot = Contained(repo, path)
-    local = slot.run("rev-parse", "--verify", "--quiet", "HEAD", check=False).stdout.strip()
-    if not local or local == known:
+    slot.guard()
+    local = slot.task_head()
+    if not local or local == known or not slot.bring_back(local):
         return None
-    if slot.run("merge-base", "--is-ancestor", local, known, check=False).returncode == 0:
+    if repo.try_git("merge-base", "--is-ancestor", local, known).returncode == 0:
         return None
-    slot.bring_back(local)
     return keep(repo, local, plan=plan, task=task)
 
 
@@ -270,7 +274,9 @@ def usable(repo: Repository, path: Path) -> str | None:
 
 
 def set_aside(path: Path) -> Path:
-    """Move a slot forge can no longer use out of the way, files kept."""
+    """Move a slot forge can no longer use out of the way, files kept (forge's own
+    git dir of it goes: a new slot gets a new one)."""
+    contained.remove_view(path)
     n = 1
     while (aside := path.with_name(f"{path.name}.broken-{n}")).exists():
         n += 1
@@ -306,6 +312,7 @@ def remove(repo: Repository, path: Path) -> None:
     legacy = (path / ".git").is_file()  # a linked worktree an older forge made
     if path.exists():
         shutil.rmtree(path, ignore_errors=True)
+    contained.remove_view(path)
     if legacy:
         prune(repo)
 

@@ -81,7 +81,7 @@ class Checkout:
         return self.marker.with_suffix(".setup.json")
 
     def git(self, *args: str) -> str:
-        return Contained(self.repo, self.path).git(*args)
+        return Contained(self.repo, self.path, strict=False).git(*args)
 
     def products(self) -> list[str] | None:
         """The paths the plan's current setup made here (None: it has not run here)."""
@@ -106,9 +106,17 @@ class Checkout:
     def fingerprint(self) -> Fingerprint:
         # One status call says HEAD too (`--branch`): a lane run pays for two of these.
         out = self.git(
-            "status", "--porcelain=v2", "--branch", "-z", "--untracked-files=all", "--no-renames"
+            "status",
+            "--porcelain=v2",
+            "--branch",
+            "-z",
+            "--untracked-files=all",
+            "--no-renames",
+            "--ignore-submodules=all",
         )
-        head, entries = _porcelain(out)
+        _, entries = _porcelain(out)
+        # HEAD as the checkout's own `.git` has it, read as files (never through git)
+        head = Contained(self.repo, self.path, strict=False).task_head() or ""
         entries |= {f"{HIDDEN}{e}" for e in hermetic.hidden(self.path, self.git_dir)}
         return Fingerprint(head=head, entries=frozenset(entries))
 
@@ -116,7 +124,7 @@ class Checkout:
         """Put the checkout back to exactly `commit` plus setup's products: undo
         edits and index flags, remove every other untracked or ignored path.
         `unflag=False`: the last fingerprint showed nothing hidden (a call saved)."""
-        Contained(self.repo, self.path).guard()
+        Contained(self.repo, self.path, strict=False).guard()
         if unflag:
             hermetic.unflag(self.path, self.git_dir)
         self.git("checkout", "--quiet", "--force", "--detach", commit)

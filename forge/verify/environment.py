@@ -16,6 +16,8 @@ import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+from forge.git import contained, taskgit
+
 _VAR = re.compile(r"\$(?:\{(?P<braced>[A-Za-z_][A-Za-z0-9_]*)\}|(?P<plain>[A-Za-z_][A-Za-z0-9_]*))")
 _MARKER = "forge-setup"
 
@@ -37,9 +39,12 @@ def setup_hash(setup: str | None, env: Iterable[tuple[str, str]] | Mapping[str, 
 
 
 def _admin_dir(worktree: Path) -> Path | None:
-    """The git directory of the worktree (a linked worktree's `.git` is a file naming
-    it): where the setup record lives, so it goes when the worktree goes and is
+    """forge's own git dir of the worktree, else its git directory (a linked
+    worktree's `.git` is a file naming it): where the setup record lives, so it goes when the worktree goes and is
     never part of the tree itself."""
+    view = contained.view_dir(worktree)  # forge's own git dir of a slot or checkout
+    if taskgit.is_dir(view):
+        return view
     dot_git = worktree / ".git"
     if dot_git.is_dir():
         return dot_git

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from forge.base import proc
-from forge.git.contained import NO_HOOKS
+from forge.git.contained import HARDENED, NO_HOOKS
 
 # What forge never writes in a checkout's git dir, and what would hide a change.
 _HIDING = ("info/exclude", "info/attributes", "info/sparse-checkout")
@@ -35,7 +35,7 @@ _GLOB = re.compile(r"([\\*?\[])")
 
 def _git(work_tree: Path, git_dir: Path, *args: str, input: str | None = None) -> str:
     argv = ["git", f"--git-dir={git_dir}", f"--work-tree={work_tree}", *NO_HOOKS, *args]
-    env = {"GIT_CEILING_DIRECTORIES": str(work_tree.parent)}
+    env = {**HARDENED, "GIT_CEILING_DIRECTORIES": str(work_tree.parent)}
     return proc.run(argv, cwd=work_tree, env=env, input=input).stdout
 
 

@@ -112,3 +112,60 @@ def test_nothing_climbs_into_a_repository_around_the_worktrees(repo: Path, tmp_p
     assert not git(outer, "ls-files"), "nothing was staged in the outer repository"
     log = next((repo / ".git" / "forge" / "plans" / "p" / "logs" / "a").rglob("agent.log"))
     assert "not a git repository" in log.read_text()
+
+
+def test_forges_own_git_dir_is_beside_the_slot_and_made_again(repo: Path, tmp_path: Path) -> None:
+    """forge's git dir of a slot lives beside it (`slot-N.git`); a slot without one
+    (made by an older forge, or the folder removed) gets one at the commit its own
+    `.git` has checked out, and its task goes on there."""
+    ok = tmp_path / "ok"
+    plan = write_plan(
+        tmp_path, f'[[task]]\nid = "a"\nfiles = ["a.txt"]\nrun = "test -e {ok} && echo a > a.txt"\n'
+    )
+    cp = plan_and_run(repo, plan)
+    assert cp.returncode == 5, cp.stdout + cp.stderr
+    slot = Path(state(repo)["slots"]["slot-1"]["path"])
+    view = slot.with_name(slot.name + ".git")
+    assert (view / "HEAD").is_file() and (slot / ".git" / "HEAD").is_file()
+    assert "filter" not in (view / "config").read_text()
+    shutil.rmtree(view)
+    ok.write_text("")
+    cp = run_forge(repo, "retry", "a")
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    assert git(repo, "show", "forge/p-integration:a.txt") == "a"
+    assert view.is_dir()
+
+
+def test_a_corrupt_object_of_the_task_never_reaches_the_users_store(
+    repo: Path, tmp_path: Path
+) -> None:
+    """The agent commits, then makes the loose object of its file hold another blob:
+    the checking fetch refuses the commit, and forge commits the files themselves."""
+    corrupt = (
+        "echo a > a.txt && git add a.txt && git commit -qm mine"
+        " && o=$(git rev-parse HEAD:a.txt) && b=$(echo b | git hash-object -w --stdin)"
+        " && f=.git/objects/$(echo $o | cut -c1-2)/$(echo $o | cut -c3-)"
+        " && chmod u+w $f && cp .git/objects/$(echo $b | cut -c1-2)/$(echo $b | cut -c3-) $f"
+    )
+    plan = write_plan(tmp_path, f'[[task]]\nid = "a"\nfiles = ["a.txt"]\nrun = "{corrupt}"\n')
+    cp = plan_and_run(repo, plan)
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    assert git(repo, "show", "forge/p-integration:a.txt") == "a"
+    assert "mine" not in git(repo, "log", "--format=%s", "forge/p-integration")
+    subprocess.run(["git", "fsck", "--strict"], cwd=repo, check=True, capture_output=True)
+
+
+def test_the_users_own_filters_apply_to_forges_commits(repo: Path, tmp_path: Path) -> None:
+    """A filter of the user's config (as git-lfs is) cleans what forge commits; one
+    the task defines in its slot does not run."""
+    git(repo, "config", "filter.up.clean", "tr a-z A-Z")
+    (repo / ".gitattributes").write_text("*.txt filter=up\n")
+    git(repo, "add", ".gitattributes")
+    git(repo, "commit", "-qm", "attributes")
+    ran = tmp_path / "ran"
+    run = f"git config filter.up.clean 'touch {ran}; cat'; echo abc > a.txt"
+    plan = write_plan(tmp_path, f'[[task]]\nid = "a"\nfiles = ["a.txt"]\nrun = "{run}"\n')
+    cp = plan_and_run(repo, plan)
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    assert git(repo, "show", "forge/p-integration:a.txt") == "ABC"
+    assert not ran.exists()

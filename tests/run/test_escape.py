@@ -18,7 +18,7 @@ import pytest
 from helpers.gitkit import commit_all, git, run_forge
 from helpers.runkit import write_plan
 
-from forge.base import sandbox
+from forge.base import sandbox, seal
 
 FAKES = Path(__file__).resolve().parents[1] / "fakes"
 USER_GIT = '"$(cat .git/objects/info/alternates)/.."'  # how a task finds the user's .git
@@ -28,10 +28,35 @@ USER_GIT = '"$(cat .git/objects/info/alternates)/.."'  # how a task finds the us
 class Case:
     id: str
     what: str
-    run: str  # {repo}: the user's checkout; {mark}: a number unique to the case
+    run: str  # {repo}: the user's checkout; {mark}: a number unique to the case;
+    # {ran}: a file only code run outside the sandbox, by forge, could make
     plain: str  # "contained" or the text forge's report must show
     boxed: str = "contained"
     sandbox_only: bool = False
+    verify: bool = False  # the trick is the verification's, in its checkout
+
+
+# A git dir of the task's with a filter that runs on every file forge's git reads.
+EVIL = (
+    "git init -q --bare {where} && git config -f {where}/config filter.x.clean 'touch {{ran}}; cat'"
+    " && mkdir -p {where}/info && echo '* filter=x' > {where}/info/attributes"
+)
+TRICKS = {
+    "commondir": EVIL.format(where=".git/evil") + " && echo $PWD/.git/evil > .git/commondir",
+    "attributes": "git config filter.x.clean 'touch {ran}; cat' && mkdir -p .git/info"
+    " && echo '* filter=x' > .git/info/attributes",
+    "logs-link": "mkdir -p .git/logs && ln -sf {repo}/.git/HEAD .git/logs/HEAD",
+    "refs-link": "ln -s {repo}/.git/refs/heads .git/refs/forge",
+    "objects-link": "for a in 0 1 2 3 4 5 6 7 8 9 a b c d e f; do for b in 0 1 2 3 4 5 6 7 8 9 a b c d e f;"
+    " do rm -rf .git/objects/$a$b; ln -s {repo}/.git/hooks .git/objects/$a$b; done; done",
+    "packed-refs-link": "ln -sf {repo}/.git/config .git/packed-refs",
+    "config-run": "mkdir -p .git/h .git/info && printf '#!/bin/sh\\ntouch {ran}\\n' > .git/h/pre-commit"
+    " && chmod +x .git/h/pre-commit && git config core.hooksPath $PWD/.git/h"
+    " && git config core.fsmonitor 'touch {ran}' && git config core.sshCommand 'touch {ran}'"
+    " && git config diff.external 'touch {ran}' && git config diff.x.textconv 'touch {ran}; cat'"
+    " && git config filter.y.clean 'touch {ran}; cat'"
+    " && echo '* diff=x filter=y' > .git/info/attributes",
+}
 
 
 CASES = [
@@ -78,8 +103,57 @@ CASES = [
         "index-link",
         "its `.git/index` made a link to the user's index",
         "rm -f .git/index && ln -s {repo}/.git/index .git/index",
+        "contained",
+    ),
+    Case(
+        "commondir",
+        "`.git/commondir` naming a git dir whose config and `info/attributes` set a filter",
+        TRICKS["commondir"],
+        "contained",
+    ),
+    Case(
+        "attributes",
+        "a filter in its config applied by `.git/info/attributes`",
+        TRICKS["attributes"],
+        "contained",
+    ),
+    Case(
+        "config-run",
+        "`core.fsmonitor`, `core.hooksPath`, `core.sshCommand`, `diff.external`, a textconv "
+        "and a filter in its config, applied by attributes in the tree and in `.git/info`",
+        TRICKS["config-run"] + " && echo '* diff=x filter=y' > .gitattributes",
+        "contained",
+    ),
+    Case(
+        "gitdir-file",
+        "its `.git` made a `gitdir:` file naming a git dir with a filter",
+        EVIL.format(where="evil") + " && rm -rf .git && echo gitdir: $PWD/evil > .git",
         "broke its worktree's git directory",
         boxed="broke its worktree's git directory",
+    ),
+    Case(
+        "logs-link",
+        "`.git/logs/HEAD` a link to the user's `.git/HEAD`",
+        TRICKS["logs-link"],
+        "contained",
+    ),
+    Case(
+        "refs-link",
+        "`.git/refs/forge` a link to the user's `refs/heads`",
+        TRICKS["refs-link"],
+        "contained",
+    ),
+    Case(
+        "objects-link",
+        "every `.git/objects/<xx>` a link to the user's `.git/hooks`",
+        TRICKS["objects-link"],
+        "contained",
+    ),
+    Case(
+        "packed-refs-link",
+        "`.git/packed-refs` a link to the user's `.git/config`",
+        TRICKS["packed-refs-link"],
+        "contained",
     ),
     Case(
         "symlink",
@@ -109,6 +183,42 @@ CASES = [
         "does not carry forge's seal",
     ),
     Case(
+        "object-rewrite",
+        "an existing loose object of the user's store rewritten (the same object, other bytes)",
+        "o=$(git rev-parse HEAD:README.md); f={repo}/.git/objects/$(echo $o | cut -c1-2)/$(echo $o | cut -c3-);"
+        " (chmod u+w $f && " + sys.executable + ' -c "import sys, zlib; p = sys.argv[1];'
+        " d = zlib.decompress(open(p, 'rb').read()); open(p, 'wb').write(zlib.compress(d, 0))\" $f)"
+        " 2>/dev/null",
+        "object store changed: 1 object rewritten",
+    ),
+    Case(
+        "forge-git-dir",
+        "a filter, `commondir` and `info/attributes` written into forge's own git dir of its slot",
+        "d=$PWD.git; (mkdir -p $d/info $d/evil; echo '* filter=x' > $d/info/attributes;"
+        " printf '[filter \"x\"]\\n\\tclean = touch {ran}; cat\\n' >> $d/config;"
+        " echo $d/evil > $d/commondir) 2>/dev/null",
+        "contained",
+    ),
+    *[
+        Case(
+            f"verify-{name}",
+            f"the verification: {name} (as above) in its checkout",
+            trick,
+            "contained",
+            verify=True,
+        )
+        for name, trick in TRICKS.items()
+    ],
+    Case(
+        "verify-gitdir-file",
+        "the verification: its checkout's `.git` made a `gitdir:` file",
+        EVIL.format(where=".git/evil") + " && mv .git/evil ../evil 2>/dev/null;"
+        " rm -rf .git && echo gitdir: /nonexistent > .git",
+        "changed the checkout: HEAD",
+        boxed="changed the checkout: HEAD",
+        verify=True,
+    ),
+    Case(
         "daemon",
         "a daemon: `setsid -f env -i sleep` (drops forge's tag)",
         "setsid -f env -i sleep {mark} > /dev/null 2>&1",
@@ -132,7 +242,11 @@ def _user_side(repo: Path) -> dict[str, object]:
     """Everything of the user's a task must not change, and forge's verdict records."""
     verify = repo / ".git" / "forge" / "verify"
     hooks = repo / ".git" / "hooks"
+    key = seal.key_dir() / "key"
     return {
+        "key": _sha(key),
+        "HEAD": _sha(repo / ".git" / "HEAD"),
+        "objects": _objects(repo),
         "refs": git(
             repo,
             "for-each-ref",
@@ -146,6 +260,20 @@ def _user_side(repo: Path) -> dict[str, object]:
         "config": (repo / ".git" / "config").read_text(),
         "hooks": sorted(p.name for p in hooks.iterdir()) if hooks.exists() else [],
         "records": sorted(p.name for p in verify.rglob("forged*")) if verify.exists() else [],
+    }
+
+
+def _sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else "absent"
+
+
+def _objects(repo: Path) -> dict[str, str]:
+    """Each object file of the user's store by its content's hash."""
+    store = repo / ".git" / "objects"
+    return {
+        str(p.relative_to(store)): _sha(p)
+        for p in store.rglob("*")
+        if p.is_file() and p.parent.name != "info"
     }
 
 
@@ -164,14 +292,18 @@ def _alive(mark: str) -> list[int]:
 def _run_case(case: Case, repo: Path, tmp_path: Path, *, boxed: bool) -> tuple[str, str]:
     (repo / "README.md").write_text("# test repo\nsecond\n")
     commit_all(repo, "second")  # HEAD~1 exists
-    verify = 'verify = "test ! -e evil.txt"\n'
+    ran = tmp_path / "ran"  # outside the slot: in the sandbox, only forge could write it
+    trick = case.run.format(repo=repo, mark=_mark(case), ran=ran)
+    verify = f"verify = '''{trick}; true'''\n" if case.verify else 'verify = "test ! -e evil.txt"\n'
+    task = "echo done > out.txt" if case.verify else f"{trick}; echo done > out.txt"
     plan = write_plan(
         tmp_path,
         verify
         + ("sandbox = true\n" if boxed else "")
         + '[[task]]\nid = "a"\nfiles = ["."]\n'
-        + f"run = '''{case.run.format(repo=repo, mark=_mark(case))}; echo done > out.txt'''\n",
+        + f"run = '''{task}'''\n",
     )
+    assert seal.key() is not None  # made now, so that a run that rewrote it shows
     assert run_forge(repo, "plan", str(plan)).returncode == 0
     if case.id == "verdict":  # a genuine PASS record the task can copy
         assert run_forge(repo, "verify", "--plan", "p", "HEAD").returncode == 0
@@ -179,6 +311,10 @@ def _run_case(case: Case, repo: Path, tmp_path: Path, *, boxed: bool) -> tuple[s
     cp = run_forge(repo, "run")
     report = cp.stdout + cp.stderr
     after = _user_side(repo)
+    # Objects the run added are its own; those that were there must be as they were.
+    had, has = before["objects"], after["objects"]
+    assert isinstance(had, dict) and isinstance(has, dict)
+    after["objects"] = {k: has.get(k, "absent") for k in had}
     mark = _mark(case)
     left = _alive(mark)
     for pid in left:
@@ -189,10 +325,12 @@ def _run_case(case: Case, repo: Path, tmp_path: Path, *, boxed: bool) -> tuple[s
         assert "were not touched" in cp.stdout, report
         assert not left, f"the daemon survived: {left}"
         assert not (repo / "hook-ran").exists() and not (repo / "fsmonitor-ran").exists()
+        assert not ran.exists(), "forge ran what the task left"
         # the forged verdict's work fails its verification, as it should: exit 5
         assert cp.returncode == (5 if case.id == "verdict" else 0), report
     else:
         assert expect in report, report
+        assert not ran.exists(), "forge ran what the task left"
         users = [k for k in before if k != "records" and before[k] != after[k]]
         assert not users or "were not touched" not in cp.stdout, report
     return case.id, expect
