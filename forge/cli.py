@@ -1,9 +1,6 @@
-"""The command line: parse, call the core, render, map errors to exit codes.
-
-The only module that knows typer. Core modules are imported inside each command so
-that a fast command (`status`, the hooks' fast path, `--help`) does not pay for the
-DAG or GitPython.
-"""
+"""The command line: parse, call the core, render, map errors to exit codes. The only
+module that knows typer; core modules are imported inside each command, so a fast
+command (`status`, the hooks' fast path, `--help`) pays for no DAG or GitPython."""
 
 from __future__ import annotations
 
@@ -264,7 +261,7 @@ def report(
     ] = False,
 ) -> None:
     """Write one self-contained HTML page of a plan's run: DAG, timeline, attempts, costs."""
-    from forge.commands import report as pages
+    from forge.commands.report import render as pages
     from forge.plan.registry import load_recorded
     from forge.plan.repo_config import load_repo_config
 

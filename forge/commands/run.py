@@ -27,6 +27,7 @@ def execute(
     """Run the plan; the answer (JSON data, or the text to print) and the exit code."""
     from forge.base import interrupt
     from forge.cluster import coordinator
+    from forge.commands import results
     from forge.commands import status as views
     from forge.commands.live import LiveView
     from forge.plan.repo_config import load_repo_config
@@ -58,10 +59,10 @@ def execute(
     steps = next_steps(report, recorded.plan, only=options.only)
     spend = spend_data(report.state, prices)
     if as_json:
-        data = {**views.report_data(report, prices), "next": steps, "spend": spend}
+        data = {**results.report_data(report, prices), "next": steps, "spend": spend}
         return data, report.exit_code
     width = shutil.get_terminal_size().columns if sys.stdout.isatty() else None
-    text = views.render_report(report, width=width)
+    text = results.render_report(report, width=width)
     text += views.spend_line(spend, options.budget or plan.budget) + "\n"
     text += "".join(line + "\n" for line in steps)
     return text, report.exit_code

@@ -13,7 +13,7 @@ from forge.agents.prices import DEFAULT_PRICES
 from forge.base.files import read_json
 from forge.base.liveness import Owner
 from forge.base.text import one_line, text_table
-from forge.commands.candidate_view import candidate_lines, candidate_rows, summary
+from forge.commands.candidate_view import candidate_lines, candidate_rows
 from forge.errors import ForgeError, StateError
 from forge.git import refs, worktrees
 from forge.git.repo import Repository, short_sha
@@ -27,8 +27,6 @@ from forge.verify.records import VerifyRecord
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
-
-    from forge.run.runner import RunReport
 
     Prices = Mapping[str, tuple[float, float]]
 
@@ -91,78 +89,6 @@ def task_row(ts: TaskState, prices: Prices | None = None) -> dict[str, Any]:
         "failures": list(last.failures) if last else [],  # the failing tests that failed it
         "candidates": candidate_rows(ts),  # best-of-N: each candidate's outcome
     }
-
-
-def results_table(state: RunState, *, width: int | None = None) -> str:
-    """The tasks, one row each, and a totals line; each line cut to `width` with `…`."""
-    rows = []
-    attempts = 0
-    seconds = 0.0
-    for ts in state.tasks.values():
-        r = task_row(ts)
-        reason = r["reason"] or ("; ".join(r["warnings"]) if r["warnings"] else "")
-        rows.append([r["id"], r["status"], str(r["attempts"]), fmt_seconds(r["seconds"]), reason])
-        attempts += r["attempts"]
-        seconds += r["total_seconds"] or 0.0
-    merged = sum(1 for ts in state.tasks.values() if ts.status == Status.MERGED)
-    rows.append(
-        ["total", f"{merged}/{len(state.tasks)} merged", str(attempts), fmt_seconds(seconds), ""]
-    )
-    table = _table(["task", "status", "attempts", "time", "reason"], rows)
-    return (
-        table if width is None else "".join(cut(line, width) + "\n" for line in table.splitlines())
-    )
-
-
-def cut(line: str, width: int) -> str:
-    """One line at most `width` characters: a longer one ends with `…`."""
-    return line if len(line) <= width else line[: max(0, width - 1)] + "…"
-
-
-def report_data(report: RunReport, prices: Prices | None = None) -> dict[str, Any]:
-    """A finished run as data, for --json."""
-    return {
-        "plan": report.plan,
-        "exit_code": int(report.exit_code),
-        "tasks": [task_row(t, prices) for t in report.state.tasks.values()],
-        "verification": _as_data(report.verification),
-        "integration": report.state.integration,
-        "integration_head": report.integration_head,
-        "paused": report.paused,
-        "interrupted": report.interrupted,
-        "recovered": report.recovered,
-        "logs": str(report.logs),
-        "wall_seconds": report.state.wall_seconds,
-        "gate_verifications": report.gate_runs,  # verifications the gate ran (None: no gate)
-        "touched": report.state.touched,
-    }
-
-
-def _as_data(record: VerifyRecord | None) -> dict[str, Any] | None:
-    return None if record is None else record.to_dict()
-
-
-def render_report(report: RunReport, *, width: int | None = None) -> str:
-    """What a person sees when a run ends: the tasks, the verdict, where things are
-    (the table cut to `width`, a terminal's, when given)."""
-    state = report.state
-    out = [results_table(state, width=width).rstrip("\n")]
-    for ts in state.tasks.values():
-        if ts.suggestion and ts.status != Status.MERGED:
-            out.append(f"{ts.id}: {ts.suggestion}")
-        if ts.candidates:
-            out.append(f"{ts.id}: candidates: {summary(ts)}")
-        out += [f"{ts.id}: salvaged work kept in {ref}" for ref in ts.salvage]
-    if report.interrupted:
-        out.append(f"interrupted: running tasks were stopped; `forge run {report.plan}` resumes")
-    elif report.paused:
-        out.append(f"paused: {report.paused}")
-    else:
-        out += verification_lines(report.verification)
-    out.append(f"integration: {_branch_at(state.integration, report.integration_head)}")
-    out.append(f"logs: {report.logs}")
-    out += touched_lines(state.touched)
-    return "\n".join(out) + "\n"
 
 
 def touched_lines(touched: list[str] | None) -> list[str]:
@@ -232,7 +158,7 @@ def status_data(repo: Repository, plan: str, *, disk: bool = False) -> dict[str,
         "integration_head": repo.ref_value(state.integration),
         "tasks": [task_row(t, prices) for t in tasks],
         "history": {t.id: _history(t, prices) for t in tasks},
-        "verification": _as_data(state.verification),
+        "verification": None if state.verification is None else state.verification.to_dict(),
         "gate": gate_data(state),
         "slots": slots,
         "hold": hold.describe() if hold else None,
@@ -513,4 +439,4 @@ def _bytes(n: int) -> str:
     return f"{n} B"
 
 
-__all__ = ["Status", "render_history", "render_status", "results_table", "status_data"]
+__all__ = ["Status", "render_history", "render_status", "status_data"]

@@ -259,7 +259,7 @@ def _two_runs_state(repo: Path, tmp_path: Path, long_id: str) -> None:
 
 
 def test_the_time_axis_cuts_idle_time_between_runs() -> None:
-    from forge.commands.report_time import clock
+    from forge.commands.report.axis import clock
 
     one = clock([(0.0, 10.0), (5.0, 20.0)])
     assert one.runs == 1 and one.span == 20.0 and one.breaks() == []

@@ -127,11 +127,8 @@ def _old_stall(data: dict[str, Any]) -> Stall | None:
     reason = str(data.get("reason") or "")
     if data.get("status") != Status.FAILED or "stall" in data:
         return None
-    if reason.startswith("no progress"):
-        return Stall.NO_PROGRESS
-    if reason.startswith("no changes"):
-        return Stall.NO_CHANGES
-    return None
+    starts = {"no progress": Stall.NO_PROGRESS, "no changes": Stall.NO_CHANGES}
+    return next((stall for text, stall in starts.items() if reason.startswith(text)), None)
 
 
 @dataclass
@@ -238,9 +235,8 @@ class TaskState:
             self.last.status, self.last.reason, self.last.pgid = Status.INTERRUPTED, reason, None
         self.status, self.reason, self.runner = Status.INTERRUPTED, reason, None
 
-    # A best-of-N task's status follows its candidates' (each a record of its own):
     def candidates_run(self, runner: Owner) -> None:
-        """One of its candidates runs: the task is RUNNING, with no attempt of its own."""
+        """A best-of-N task whose candidate runs: RUNNING, with no attempt of its own."""
         self.status, self.reason, self.runner = Status.RUNNING, "", runner
 
     def queue(self, landing: Attempt) -> None:

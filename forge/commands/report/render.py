@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from forge.base.text import write_output_file
-from forge.commands import report_svg as svg
 from forge.commands.candidate_view import summary, timeline_attempts
-from forge.commands.report_page import PAGE
-from forge.commands.report_time import Clock, clock
+from forge.commands.report import svg
+from forge.commands.report.axis import Clock, clock
+from forge.commands.report.template import PAGE
 from forge.commands.status import fmt_seconds
 from forge.git.repo import Repository
 from forge.plan.registry import Recorded
