@@ -47,8 +47,11 @@ def test_stats_count_the_attempts_run(repo: Path, tmp_path: Path) -> None:
     assert rows["good"]["median_seconds_to_land"] > 0
     assert rows["flaky"]["attempts"] == 2 and rows["flaky"]["landed"] == 1
     assert rows["flaky"]["land_rate"] == 0.5
-    # The gate blamed t3's attempts (its retry too): each is a culprit, none landed.
-    assert rows["bad"]["landed"] == 0 and rows["bad"]["culprits"] == rows["bad"]["attempts"] == 2
+    # The gate blamed t3's first attempt; its retry makes the same change, which is a
+    # culprit again or, when nothing landed in between, stopped before the gate as no
+    # progress. Either way nothing of it landed.
+    assert rows["bad"]["landed"] == 0 and rows["bad"]["attempts"] == 2
+    assert rows["bad"]["culprits"] in (1, 2)
     assert rows["bad"]["cost_per_landed_usd"] is None
     assert data["totals"]["attempts"] == 6 and data["totals"]["landed"] == 3
     text = run_forge(repo, "stats", "--plan", "p", "--since", "7d").stdout

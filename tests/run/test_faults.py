@@ -159,10 +159,13 @@ def left_work(repo: Path, tid: str) -> bool:
     st = state(repo)
     ts = st["tasks"][tid]
     slot = st["slots"].get(ts["slot"] or "")
+    # Seen through forge's own git dir for the slot: the slot's `.git` is the task's,
+    # and a kill while forge renews it can leave an index that shows phantom changes.
+    path = Path(slot["path"]) if slot else None
     if (
-        slot
-        and Path(slot["path"], ".git").exists()
-        and git(Path(slot["path"]), "status", "--porcelain")
+        path is not None
+        and worktrees.is_worktree(path)
+        and worktrees.dirty_paths(path, discover(repo))
     ):
         return True
     branch = git(repo, "for-each-ref", "--format=%(objectname)", f"refs/heads/forge/p/{tid}")

@@ -138,8 +138,8 @@ def _steps(scope: AttemptScope) -> Outcome:
 def _here(scope: AttemptScope) -> Outcome | str:
     """The attempt's steps in a slot of this machine, then its review; the Outcome
     that ended it, or the commit to merge."""
-    order = order_for(scope)
     place, start_head = local.prepare(scope)
+    order = order_for(scope)  # after the slot's reset, which may move the task's base
     _check_stop(scope.ctx)
     head = run_steps(order, place, scope.attempt, start_head)
     if isinstance(head, Outcome) or scope.ctx.plan.review_of(scope.task) is None:
