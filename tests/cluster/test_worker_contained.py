@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from helpers.gitkit import FAKES, git
+from helpers.gitkit import FAKES, forge_cmd, git, run_forge
 from helpers.runkit import plan_and_run, state, statuses, write_plan
 
 from forge.base import sandbox
@@ -154,3 +155,40 @@ def test_a_worker_without_bubblewrap_refuses_the_sandbox(tmp_path: Path) -> None
     assert "cannot run the sandbox" in refused and "bubblewrap (bwrap)" in refused
     assert "install bubblewrap" in refused
     assert not (tmp_path / "c").exists()  # refused before it touched its cache
+
+
+def test_a_run_whose_worker_cannot_sandbox_pauses_saying_why(repo: Path, tmp_path: Path) -> None:
+    """Through the CLI: a `bwrap` first on PATH that fails on the workers only (their
+    environment names their cache), as one without user namespaces does."""
+    missing = sandbox.unavailable()
+    if missing:
+        pytest.skip(missing)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    shim = bin_dir / "bwrap"
+    real = shutil.which("bwrap")
+    shim.write_text(
+        "#!/bin/sh\n"
+        'if [ -n "$FORGE_WORKER_CACHE" ]; then echo "no user namespaces" >&2; exit 1; fi\n'
+        f'exec {real} "$@"\n'
+    )
+    shim.chmod(0o755)
+    body = 'sandbox = true\n[[task]]\nid = "s"\nrun = "echo s > s.txt"\nfiles = ["s.txt"]\n'
+    path = os.pathsep.join([str(bin_dir), os.environ["PATH"]])
+    cp = run_forge(repo, "plan", str(write_plan(tmp_path, body)))
+    assert cp.returncode == 0, cp.stderr
+    cp = subprocess.run(
+        forge_cmd("run", "--cluster", "local:1"),
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+        env={**os.environ, "PATH": path},
+    )
+    out = cp.stdout + cp.stderr
+    assert cp.returncode == 8, out
+    assert "cannot run the sandbox" in out and "no user namespaces" in out
+    assert "Traceback" not in out
+    [first] = state(repo)["tasks"]["s"]["attempts"]
+    assert first["status"] == "INTERRUPTED"  # no attempt spent
