@@ -11,13 +11,12 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from forge.run.attempt.context import AttemptScope
-from forge.run.attempt.review import review_order
+from forge.run.attempt.review import ReviewOrder, review_order
 from forge.run.state.run_state import FAILURES, Attempt, counted
 
 if TYPE_CHECKING:
     from forge.agents.definition import AgentDef
     from forge.agents.spec import AgentSpec
-    from forge.run.attempt.review import ReviewOrder
 
 # What may judge and reject a change: the same change again after one of these is
 # "no progress". An agent that exited non-zero may have made the right change and
