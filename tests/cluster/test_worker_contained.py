@@ -192,3 +192,17 @@ def test_a_run_whose_worker_cannot_sandbox_pauses_saying_why(repo: Path, tmp_pat
     assert "Traceback" not in out
     [first] = state(repo)["tasks"]["s"]["attempts"]
     assert first["status"] == "INTERRUPTED"  # no attempt spent
+
+
+def test_a_workers_contained_slot_is_set_up_once(repo: Path, tmp_path: Path) -> None:
+    """The setup's record lives in forge's own git dir of the worker's slot: kept
+    across attempts, as a local slot's is."""
+    count = tmp_path / "setups"
+    body = f"setup = {json.dumps(f'echo x >> {count}')}\n"
+    for tid, deps in (("a", "[]"), ("b", '["a"]'), ("c", '["b"]')):
+        body += f'[[task]]\nid = "{tid}"\nrun = "echo {tid} > {tid}.txt"\nfiles = ["{tid}.txt"]\n'
+        body += f"deps = {deps}\n"
+    cp = plan_and_run(repo, write_plan(tmp_path, body), "--cluster", "local:1")
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    assert statuses(repo) == {"a": "MERGED", "b": "MERGED", "c": "MERGED"}
+    assert count.read_text() == "x\n"
