@@ -31,7 +31,8 @@ from typing import Any
 
 from forge.cluster.address import is_this_machine, parse_address, remote_needed
 from forge.cluster.job import Job, JobResult
-from forge.cluster.worker import CACHE_VAR, lost_worker
+from forge.cluster.slot import CACHE_VAR
+from forge.cluster.worker import lost_worker
 from forge.errors import ExitCode, ForgeError
 from forge.git import worktrees
 from forge.git.repo import Repository
@@ -221,6 +222,7 @@ class Cluster:
             grace=scope.ctx.settings.grace,
             tag=scope.attempt.tag or "",
             log_cap=plan.log_cap,
+            sandbox=scope.ctx.sandbox,
         )
 
     def _wait(self, ctx: RunContext, job: Job) -> JobResult:
@@ -294,7 +296,10 @@ class Cluster:
         for name, text in result.logs.items():
             (scope.dir / name).write_text(text)
         attempt.log = str(scope.dir / (result.log or "agent.log"))
+        if result.review is not None:  # its log is here now, with the attempt's others
+            attempt.review = {**result.review, "log": str(scope.dir / "review.log")}
         ts.warnings.extend(result.warnings)
+        self.lost = self.lost or result.refused
         if self.lost:
             with ctx.store.lock:
                 ctx.state.paused = (

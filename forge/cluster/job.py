@@ -27,6 +27,7 @@ class Job:
     grace: float
     tag: str  # FORGE_PROC_TAG of the attempt's processes
     log_cap: int | None = None  # bytes of each command's output kept in its log
+    sandbox: bool = False  # the attempt's commands run under bubblewrap
 
 
 @dataclass(frozen=True)
@@ -44,3 +45,5 @@ class JobResult:
     warnings: tuple[str, ...] = ()
     logs: dict[str, str] = field(default_factory=dict)  # file name -> tail of its text
     log: str | None = None  # which of `logs` explains the outcome
+    review: dict[str, object] | None = None  # the attempt's review record, when it had one
+    refused: str | None = None  # why this worker cannot run the run's attempts at all

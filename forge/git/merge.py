@@ -41,6 +41,13 @@ def shares_history(repo: Repository, a: str, b: str) -> bool:
     return repo.try_git("merge-base", a, b).returncode == 0
 
 
+def changed(repo: Repository, base: str, head: str) -> list[str]:
+    """The paths `head` changes against `base`."""
+    # NUL-separated: without -z git quotes any name that is not plain ASCII.
+    names = repo.git("diff", "--name-only", "-z", "--no-renames", base, head)
+    return [p for p in names.split("\0") if p]
+
+
 def merge_task(repo: Repository, *, ref: str, task_commit: str, message: str) -> MergeResult:
     """Merge `task_commit` into the branch `ref`; a conflict leaves `ref` untouched."""
     head = repo.ref_value(ref)

@@ -18,6 +18,7 @@ import os
 import shutil
 import tempfile
 import threading
+from collections.abc import Mapping
 from pathlib import Path
 
 from forge.base import proc
@@ -173,6 +174,13 @@ def move(
         slot.git("clean", "-fdqx")
 
 
+def restore(repo: Repository, path: Path, commit: str | None = None) -> None:
+    """The slot at `path` back to its committed work (or to `commit`), nothing else
+    in its tree but ignored files."""
+    git(repo, path, "reset", "--quiet", "--hard", *([commit] if commit else []), check=False)
+    git(repo, path, "clean", "-fdq", check=False)
+
+
 def detach(repo: Repository, path: Path) -> None:
     """Let go of the slot's branch; files and index stay. HEAD is pointed at the same
     commit directly: a `checkout --detach` would refresh the whole index for nothing."""
@@ -186,13 +194,21 @@ def detach(repo: Repository, path: Path) -> None:
             slot.run("update-ref", "--no-deref", "HEAD", head, check=False)
 
 
-def commit_all(repo: Repository, path: Path, message: str, *, branch: str) -> str:
+def commit_all(
+    repo: Repository,
+    path: Path,
+    message: str,
+    *,
+    branch: str,
+    identity: Mapping[str, str] | None = None,
+) -> str:
     """Commit whatever is in the slot onto what it has checked out, with plumbing: no
     hooks run (the task's check and the verification are forge's gates, and a
     user's pre-commit hook may be slow, interactive or forge's own). Commits the
     agent made itself stay under it (brought into the user's repository with a
     checking fetch). `branch` is moved to the result. Returns the branch's head
-    after: unchanged when there was nothing to commit."""
+    after: unchanged when there was nothing to commit. `identity`: who commits
+    (GIT_AUTHOR_* / GIT_COMMITTER_*), when not who git here says the user is."""
     slot = Contained(repo, path)
     slot.guard()
     head = slot.base()
@@ -202,7 +218,7 @@ def commit_all(repo: Repository, path: Path, message: str, *, branch: str) -> st
     old = repo.ref_value(branch)
     result = head
     if tree != head_tree:
-        env = identity_env(repo)
+        env = dict(identity) if identity is not None else identity_env(repo)
         result = slot.git("commit-tree", tree, "-p", head, "-m", message, env=env).strip()
     slot.git("update-ref", "HEAD", result)  # forge's HEAD, then the task's .git anew
     if result != old:

@@ -80,13 +80,6 @@ def run_plan(
     defs = agent_defs(repo, plan)
     # forge.toml may have changed since `forge plan`
     check_specs(plan, defs, pool=load_repo_config(repo.root).auto)
-    reviewed = [t.id for t in plan.tasks if plan.review_of(t)]
-    if remote is not None and reviewed:
-        # A review runs in the task's slot, which a cluster attempt does not have here.
-        raise ForgeError(
-            f"plan '{plan.name}' has a reviewer (task {reviewed[0]}); "
-            "reviews do not run on a cluster yet: run it without --cluster"
-        )
     # Orphaned grandchildren of agents re-parent to forge, so a stopped group can be
     # reaped to the last process instead of lingering as zombies of init.
     procgroup.become_subreaper()

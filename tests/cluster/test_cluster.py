@@ -270,13 +270,6 @@ def test_a_cluster_attempt_reads_an_outage_after_its_timeout(repo: Path) -> None
     assert only["status"] == "INFRA" and only["reason"].startswith("network: Reconnecting")
 
 
-def test_a_plan_with_a_reviewer_is_refused_on_a_cluster(repo: Path) -> None:
-    _plan(repo, PLAN.replace('verify = "', 'review = "fake"\nverify = "', 1))
-    cp = run_forge(repo, "run", "--cluster", "local:1")
-    assert cp.returncode == 2 and "reviews do not run on a cluster yet" in cp.stderr
-    assert "Traceback" not in cp.stderr
-
-
 def test_a_worker_applies_the_plans_env_and_time_limits(repo: Path) -> None:
     body = (
         'timeout = "4s"\n'

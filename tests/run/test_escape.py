@@ -34,6 +34,7 @@ class Case:
     boxed: str = "contained"
     sandbox_only: bool = False
     verify: bool = False  # the trick is the verification's, in its checkout
+    cluster: bool = False  # the task runs on a cluster worker (`--cluster local:1`)
 
 
 # A git dir of the task's with a filter that runs on every file forge's git reads.
@@ -57,6 +58,18 @@ TRICKS = {
     " && git config filter.y.clean 'touch {ran}; cat'"
     " && echo '* diff=x filter=y' > .git/info/attributes",
 }
+# Written into forge's own git dir of the slot (`slot-N.git`, beside it).
+OWN_DIR = (
+    "d=$PWD.git; (mkdir -p $d/info $d/evil; echo '* filter=x' > $d/info/attributes;"
+    " printf '[filter \"x\"]\\n\\tclean = touch {ran}; cat\\n' >> $d/config;"
+    " echo $d/evil > $d/commondir) 2>/dev/null"
+)
+# On a cluster worker: what the task leaves in its slot's `.git`, and in forge's own
+# git dir of the slot there.
+ON_A_WORKER = [
+    *[(name, name, trick) for name, trick in TRICKS.items()],
+    ("forge-git-dir", "forge's own git dir", OWN_DIR),
+]
 
 
 CASES = [
@@ -194,9 +207,7 @@ CASES = [
     Case(
         "forge-git-dir",
         "a filter, `commondir` and `info/attributes` written into forge's own git dir of its slot",
-        "d=$PWD.git; (mkdir -p $d/info $d/evil; echo '* filter=x' > $d/info/attributes;"
-        " printf '[filter \"x\"]\\n\\tclean = touch {ran}; cat\\n' >> $d/config;"
-        " echo $d/evil > $d/commondir) 2>/dev/null",
+        OWN_DIR,
         "contained",
     ),
     *[
@@ -208,6 +219,16 @@ CASES = [
             verify=True,
         )
         for name, trick in TRICKS.items()
+    ],
+    *[
+        Case(
+            f"cluster-{name}",
+            f"on a cluster worker: {label} (as above) in its slot",
+            trick,
+            "contained",
+            cluster=True,
+        )
+        for name, label, trick in ON_A_WORKER
     ],
     Case(
         "verify-gitdir-file",
@@ -290,6 +311,8 @@ def _alive(mark: str) -> list[int]:
 
 
 def _run_case(case: Case, repo: Path, tmp_path: Path, *, boxed: bool) -> tuple[str, str]:
+    if case.cluster:
+        pytest.importorskip("distributed")
     (repo / "README.md").write_text("# test repo\nsecond\n")
     commit_all(repo, "second")  # HEAD~1 exists
     ran = tmp_path / "ran"  # outside the slot: in the sandbox, only forge could write it
@@ -308,7 +331,7 @@ def _run_case(case: Case, repo: Path, tmp_path: Path, *, boxed: bool) -> tuple[s
     if case.id == "verdict":  # a genuine PASS record the task can copy
         assert run_forge(repo, "verify", "--plan", "p", "HEAD").returncode == 0
     before = _user_side(repo)
-    cp = run_forge(repo, "run")
+    cp = run_forge(repo, "run", *(["--cluster", "local:1"] if case.cluster else []))
     report = cp.stdout + cp.stderr
     after = _user_side(repo)
     # Objects the run added are its own; those that were there must be as they were.

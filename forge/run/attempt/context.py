@@ -75,6 +75,7 @@ class Command:
     env: Mapping[str, str]
     input_path: Path | None = None
     stop: threading.Event | None = None  # None: the run's
+    writable: tuple[Path, ...] = ()  # what else the sandbox lets it write
 
 
 class Place(Protocol):

@@ -41,6 +41,7 @@ class LocalSlot:
             env=c.env,
             input_path=c.input_path,
             stop=c.stop,
+            writable=c.writable,
         )
 
     def phase(self, name: str, *, save: bool = False) -> AbstractContextManager[object]:
@@ -60,26 +61,14 @@ class LocalSlot:
         return integrate.shares_history(self.scope.ctx.repo, base, head)
 
     def changed(self, base: str, head: str) -> list[str]:
-        # NUL-separated: without -z git quotes any name that is not plain ASCII.
-        names = self.scope.ctx.repo.git("diff", "--name-only", "-z", "--no-renames", base, head)
-        return [p for p in names.split("\0") if p]
+        return integrate.changed(self.scope.ctx.repo, base, head)
 
     def tree(self, commit: str) -> str:
         return self.scope.ctx.repo.tree_of(commit)
 
     def restore(self, commit: str | None = None) -> None:
         """Back to the committed work (or to `commit`), nothing else in the tree."""
-        repo = self.scope.ctx.repo
-        worktrees.git(
-            repo,
-            self.slot,
-            "reset",
-            "--quiet",
-            "--hard",
-            *([commit] if commit else []),
-            check=False,
-        )
-        worktrees.git(repo, self.slot, "clean", "-fdq", check=False)
+        worktrees.restore(self.scope.ctx.repo, self.slot, commit)
 
     def warn(self, message: str) -> None:
         self.scope.ts.warnings.append(message)

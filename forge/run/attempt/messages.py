@@ -53,3 +53,12 @@ def check_failed(line: str) -> str:
 def lost(worker: str) -> str:
     """`worker` names the cluster worker that died under the attempt."""
     return f"{worker} lost mid-attempt: the attempt runs again elsewhere"
+
+
+def broken_git(why: object) -> str:
+    return f"the task broke its worktree's git directory: {why}"
+
+
+def no_sandbox(worker: str, why: str) -> str:
+    """A worker asked for `sandbox = true` that cannot make one."""
+    return f"{worker} cannot run the sandbox: {why}"

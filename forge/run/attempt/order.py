@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from forge.run.attempt.context import AttemptScope
+from forge.run.attempt.review import ReviewOrder, review_order
 from forge.run.state.run_state import FAILURES, Attempt, counted
 
 if TYPE_CHECKING:
@@ -44,6 +45,7 @@ class WorkOrder:
     env: tuple[tuple[str, str], ...] = ()  # the plan's `env`, expanded in the slot
     judged_hash: str | None = None  # the last judged failure's change: "no progress"
     strict_model: bool = False  # an agent that reports another model than asked is INFRA
+    review: ReviewOrder | None = None  # the task's reviewer, for a cluster worker to run
 
 
 def last_judged_hash(attempts: list[Attempt]) -> str | None:
@@ -82,6 +84,7 @@ def order_for(scope: AttemptScope) -> WorkOrder:
         env=tuple(plan.env.items()),
         judged_hash=last_judged_hash(ts.attempts[:-1]),
         strict_model=plan.strict_model,
+        review=review_order(ctx, task) if ctx.remote is not None else None,
     )
     if scope.spec is None:
         return order

@@ -82,7 +82,7 @@ def run_attempt(
     except _Stop as stop:
         outcome = stop.outcome
     except Tampered as exc:
-        outcome = Outcome(Status.FAILED, f"the task broke its worktree's git directory: {exc}")
+        outcome = Outcome(Status.FAILED, messages.broken_git(exc))
     except Exception as exc:  # noqa: BLE001 a bug or an unexpected git failure: record, don't lose state
         outcome = Outcome(Status.FAILED, _keep_traceback(attempt_dir, exc))
     except BaseException as exc:
@@ -154,7 +154,7 @@ def _review(scope: AttemptScope, place: LocalSlot, head: str, start_head: str) -
     from forge.run.attempt import review
 
     ctx, ts, attempt = scope.ctx, scope.ts, scope.attempt
-    verdict = review.judge(scope, place.slot, head)
+    verdict = review.judge(scope, place, head)
     if verdict is None:
         return None
     # The reviewer may have written into the worktree, or even committed: the
@@ -162,9 +162,6 @@ def _review(scope: AttemptScope, place: LocalSlot, head: str, start_head: str) -
     place.restore(head)
     if verdict.verdict == "approve":
         place.saved()
-        return None
-    if verdict.verdict == "stopped":
-        return Outcome(Status.INTERRUPTED, "stopped during the review")
     if verdict.verdict == "infra":
         # Nothing judged the work, and an INFRA attempt spends nothing: take the
         # change back, or the next attempt would find it done and change nothing.
@@ -172,19 +169,7 @@ def _review(scope: AttemptScope, place: LocalSlot, head: str, start_head: str) -
         assert ts.branch is not None
         if ctx.repo.ref_value(ts.branch) == head:  # the slot's branch is not the user's
             ctx.repo.update_ref(ts.branch, start_head, head, message="forge: review could not run")
-        return Outcome(
-            Status.INFRA,
-            f"review: {verdict.findings}",
-            infra_retry_after=verdict.retry_after,
-            infra_kind=verdict.infra_kind,
-            infra_agent=verdict.agent,
-        )
-    findings = scope.dir / "review.md"
-    findings.write_text((verdict.findings or "(no findings given)") + "\n")
-    attempt.log = str(findings)
-    attempt.feedback_source = "review"
-    line = " ".join(verdict.findings.split())[:200] or "rejected without findings"
-    return Outcome(Status.FAILED, f"review: {line}")
+    return review.outcome_of(verdict, attempt, scope.dir / review.FINDINGS)
 
 
 def _merge(scope: AttemptScope, head: str) -> Outcome:

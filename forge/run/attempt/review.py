@@ -1,6 +1,7 @@
 """The reviewer gate: after a task's check passes, a reviewer agent judges the work.
 
-The reviewer runs in the task's slot with a prompt file of its own (the task's
+The reviewer runs in the task's slot (here, or on the cluster worker that ran the
+attempt) with a prompt file of its own (the task's
 prompt, its declared files, the diff) and gives its verdict as JSON in the file
 named by FORGE_REVIEW_FILE (`{review_file}` in a command): `{"verdict":
 "approve"}` or `{"verdict": "reject", "findings": "..."}`. Without a file, exit
@@ -14,17 +15,22 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from forge.agents.output import cli_message
 from forge.base import proc
 from forge.git.repo import Repository
-from forge.run.attempt.confinement import agent_state_dir
-from forge.run.attempt.context import AttemptScope, group
-from forge.run.state.run_state import Attempt
+from forge.run.attempt.context import AttemptScope, Command, Outcome, Place, RunContext
+from forge.run.state.run_state import Attempt, Status
+
+if TYPE_CHECKING:
+    from forge.agents.definition import AgentDef
+    from forge.agents.spec import AgentSpec
+    from forge.plan.model import Task
 
 DIFF_LIMIT = 200_000  # characters of diff in the prompt; a bigger one is cut, and says so
 FINDINGS_LINES = 30
+FINDINGS = "review.md"  # a rejection's findings, in the attempt's log folder
 
 
 @dataclass(frozen=True)
@@ -36,17 +42,55 @@ class Verdict:
     retry_after: float | None = None
 
 
-def judge(scope: AttemptScope, worktree: Path, head: str) -> Verdict | None:
-    """Run the task's reviewer on `head`; None when the task has none."""
-    ctx, task, ts, attempt = scope.ctx, scope.task, scope.ts, scope.attempt
+@dataclass(frozen=True)
+class ReviewOrder:
+    """What a task's review needs: made here, carried to a cluster worker in the
+    attempt's WorkOrder (plain values only)."""
+
+    agent: tuple[AgentDef, AgentSpec]
+    plan: str
+    task: str
+    title: str
+    prompt: str
+    files: tuple[str, ...]
+    timeout: float
+
+
+def review_order(ctx: RunContext, task: Task) -> ReviewOrder | None:
+    """The review of `task`'s attempts; None when it has no reviewer."""
     text = ctx.plan.review_of(task)
     if text is None:
         return None
     from forge.agents import spec as agents
 
     defn, spec = agents.resolve(text, ctx.agent_defs)
-    log = scope.dir / "review.log"
-    verdict_file = scope.dir / "review.json"
+    timeout = ctx.plan.timeout_of(task, defn.timeout)
+    prompt = task.prompt or ""
+    return ReviewOrder(
+        (defn, spec), ctx.plan.name, task.id, task.title, prompt, task.files, timeout
+    )
+
+
+def judge(scope: AttemptScope, place: Place, head: str) -> Verdict | None:
+    """Run the task's reviewer on `head` in this machine's slot; None when the task
+    has none."""
+    order = review_order(scope.ctx, scope.task)
+    if order is None:
+        return None
+    assert scope.ts.base is not None
+    diff = diff_text(scope.ctx.repo, scope.ts.base, head)
+    return run_review(order, place, scope.attempt, diff=diff)
+
+
+def run_review(order: ReviewOrder, place: Place, attempt: Attempt, *, diff: str) -> Verdict:
+    """The reviewer of `order` on the work `place`'s slot has checked out (its change
+    against the base: `diff`), its files in `place`'s log folder: here or on a
+    cluster worker."""
+    from forge.agents import spec as agents
+
+    defn, spec = order.agent
+    log = place.logs / "review.log"
+    verdict_file = place.logs / "review.json"
     # Replaced whole, never changed in place: another thread may be saving the state.
     record: dict[str, Any] = {"agent": str(spec), "verdict": "running", "log": str(log)}
     attempt.review = record
@@ -57,52 +101,42 @@ def judge(scope: AttemptScope, worktree: Path, head: str) -> Verdict | None:
             record,
             Verdict("infra", f"binary-missing: {missing}", defn.name, "binary-missing"),
         )
-    assert ts.base is not None
-    prompt_file = scope.dir / "review-prompt.md"
+    prompt_file = place.logs / "review-prompt.md"
     agents.write_review_file(
         prompt_file,
-        plan=ctx.plan.name,
-        task_id=task.id,
-        title=task.title,
-        prompt=task.prompt or "",
-        files=task.files,
-        diff=_diff(ctx.repo, ts.base, head),
+        plan=order.plan,
+        task_id=order.task,
+        title=order.title,
+        prompt=order.prompt,
+        files=order.files,
+        diff=diff,
         review_file=verdict_file,
     )
     verdict_file.unlink(missing_ok=True)
+    worktree = place.slot
     argv, stdin = agents.render_command(
         defn,
         spec,
         prompt_file=prompt_file,
-        task=task.id,
+        task=order.task,
         worktree=worktree,
         review_file=verdict_file,
     )
     env = agents.agent_env(
         defn,
         spec,
-        task=task.id,
+        task=order.task,
         attempt=attempt.number,
         prompt_file=prompt_file,
         feedback_file=None,
-        state_dir=agent_state_dir(ctx.repo, ctx.plan.name),
+        state_dir=place.state_dir,
         worktree=worktree,
         review_file=verdict_file,
     )
-    timeout = ctx.plan.timeout_of(task, defn.timeout)
+    timeout = order.timeout
     # The attempt's one runner: its tag, the log cap, the sandbox (which lets the
     # reviewer write its verdict file).
-    res = group(
-        ctx,
-        argv,
-        cwd=worktree,
-        log=log,
-        attempt=attempt,
-        timeout=timeout,
-        env=env,
-        input_path=stdin,
-        writable=(verdict_file.parent,),
-    )
+    res = place.group(Command(argv, log, timeout, env, stdin, writable=(verdict_file.parent,)))
     output = log.read_text(errors="replace") if log.exists() else ""
     usage = agents.parse_usage(defn, output)
     if usage is not None:
@@ -155,7 +189,29 @@ def _add(a: Any, b: Any) -> Any:
     return b if a is None else a if b is None else a + b
 
 
-def _diff(repo: Repository, base: str, head: str) -> str:
+def outcome_of(verdict: Verdict, attempt: Attempt, findings: Path) -> Outcome | None:
+    """What a verdict makes of the attempt: None when it approves; a rejection's
+    findings are written to `findings`, the feedback of the next attempt."""
+    if verdict.verdict == "approve":
+        return None
+    if verdict.verdict == "stopped":
+        return Outcome(Status.INTERRUPTED, "stopped during the review")
+    if verdict.verdict == "infra":
+        return Outcome(
+            Status.INFRA,
+            f"review: {verdict.findings}",
+            infra_retry_after=verdict.retry_after,
+            infra_kind=verdict.infra_kind,
+            infra_agent=verdict.agent,
+        )
+    findings.write_text((verdict.findings or "(no findings given)") + "\n")
+    attempt.log = str(findings)
+    attempt.feedback_source = "review"
+    line = " ".join(verdict.findings.split())[:200] or "rejected without findings"
+    return Outcome(Status.FAILED, f"review: {line}")
+
+
+def diff_text(repo: Repository, base: str, head: str) -> str:
     diff = repo.git("diff", "--no-color", "--no-ext-diff", base, head)
     if len(diff) > DIFF_LIMIT:
         cut = len(diff) - DIFF_LIMIT

@@ -1,0 +1,199 @@
+"""A worker's slot: the place an attempt's steps run on a cluster worker
+(forge.run.attempt.steps), contained as a local slot is.
+
+The worker keeps, per remote, a bare mirror (forge's own: its config is forge's,
+no hooks) and slots that are contained repositories borrowing the mirror's
+objects (forge/git/contained.py): a task's `git config`, hooks, `commondir`,
+attributes or links land in its slot's own `.git`, which forge's git never reads
+nor writes through. forge works on the slot through its own git dir beside it,
+under the hardened environment the local side uses; the task's commits come into
+the mirror through a checking fetch. Slots are reused across attempts (setup runs
+once per slot); one whose `.git` a task broke is made again (its work went back
+with its result). Under `sandbox = true` each command runs under bubblewrap, the
+slot and the worker's agent state its only writable folders.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from forge.base import proc, procgroup
+from forge.base.sandbox import Sandbox
+from forge.cluster.job import Job
+from forge.git import merge as integrate
+from forge.git import worktrees
+from forge.git.contained import Contained
+from forge.git.repo import Repository
+from forge.run.attempt.confinement import run_contained
+from forge.run.attempt.context import Command
+
+CACHE_VAR = "FORGE_WORKER_CACHE"
+WORKER_PID_VAR = "FORGE_WORKER_PID"
+
+
+def cache_root() -> Path:
+    where = os.environ.get(CACHE_VAR)
+    return Path(where) if where else Path.home() / ".cache" / "forge" / "worker"
+
+
+def git(*args: str, cwd: Path) -> str:
+    """A git command in the mirror (forge's own repository: never in a slot)."""
+    return proc.run(["git", *args], cwd=cwd).stdout
+
+
+def mirror_repo(mirror: Path) -> Repository:
+    """The mirror as the repository whose objects the slots borrow."""
+    return Repository(root=mirror, common_dir=mirror, main_root=mirror)
+
+
+@dataclass(frozen=True)
+class SlotDir:
+    home: Path  # this remote's folder of the worker's cache
+    repo: Repository  # the mirror
+    path: Path  # the slot's working tree
+
+    @property
+    def branch(self) -> str:
+        """The mirror's ref of the slot's last commit."""
+        return f"refs/forge/worker/{self.path.name}"
+
+
+@contextlib.contextmanager
+def slot(job: Job) -> Iterator[SlotDir]:
+    """A free slot of this machine's cache for `job`'s remote, its mirror up to date."""
+    from filelock import FileLock, Timeout
+
+    home = cache_root() / hashlib.sha256(job.remote.encode()).hexdigest()[:16]
+    home.mkdir(parents=True, exist_ok=True)
+    mirror = home / "mirror.git"
+    with FileLock(str(home / "mirror.lock")):
+        if not (mirror / "HEAD").exists():
+            git("clone", "--quiet", "--bare", "--no-tags", job.remote, str(mirror), cwd=home)
+            git("config", "core.hooksPath", os.devnull, cwd=mirror)
+        have = proc.run(
+            ["git", "cat-file", "-e", f"{job.start}^{{commit}}"], cwd=mirror, check=False
+        )
+        if have.returncode != 0:  # most starts are new integration heads; some are known
+            ref = f"+{job.job_ref}:{job.job_ref}"
+            git("fetch", "--quiet", "--no-tags", job.remote, ref, cwd=mirror)
+    repo = mirror_repo(mirror)
+    n = 0
+    while True:
+        lock = FileLock(str(home / f"slot-{n}.lock"))
+        try:
+            lock.acquire(timeout=0)
+        except Timeout:
+            n += 1
+            continue
+        try:
+            path = home / "slots" / f"slot-{n}"
+            _ready(repo, path, job.start, mirror_lock=home / "mirror.lock")
+            yield SlotDir(home, repo, path)
+        finally:
+            lock.release()
+        return
+
+
+def _ready(repo: Repository, path: Path, start: str, *, mirror_lock: Path) -> None:
+    """A contained repository at `path`: made when there is none, made again when a
+    task broke its `.git` or it is a linked worktree of an older forge."""
+    from filelock import FileLock
+
+    if path.exists() and worktrees.usable(repo, path) is not None:
+        with FileLock(str(mirror_lock)):  # an older slot's removal prunes the mirror
+            worktrees.remove(repo, path)
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        worktrees.add(repo, path, start, what="worker slot")
+
+
+class WorkerSlot:
+    """A slot of this machine's cache as the place an attempt's steps run."""
+
+    def __init__(self, job: Job, where: SlotDir, stop: threading.Event) -> None:
+        self.job, self.where, self.stop = job, where, stop
+        self.slot = where.path
+        self.repo = where.repo
+        self.logs = where.home / "logs" / job.key.replace("/", "_")
+        self.logs.mkdir(parents=True, exist_ok=True)
+        self.state_dir = where.home / "agent-state"
+        self.warnings: list[str] = []
+
+    def start(self) -> None:
+        """The slot at the job's start, nothing in its tree but ignored files (all
+        gone under `clean = "all"`)."""
+        own = Contained(self.repo, self.slot)
+        own.run(
+            "checkout", "--quiet", "--force", "--no-recurse-submodules", "--detach", self.job.start
+        )
+        own.run("clean", "-fdqx" if self.job.order.clean_all else "-fdq")
+
+    def push(self, commit: str) -> None:
+        """`commit` to the job's result ref, from the mirror (which holds its objects)."""
+        ref = f"{commit}:{self.job.result_ref}"
+        git("push", "--quiet", "--force", self.job.remote, ref, cwd=self.repo.common_dir)
+
+    def sandbox(self, writable: tuple[Path, ...]) -> Sandbox | None:
+        if not self.job.sandbox:
+            return None
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        # The mirror, the logs and forge's git dirs of the slots: read, never written.
+        return Sandbox(writable=(self.slot, self.state_dir, *writable), readable=(self.where.home,))
+
+    # -- the Place of the attempt's steps -----------------------------------------
+
+    def group(self, command: Command) -> procgroup.GroupResult:
+        c, job = command, self.job
+        # Tagged with this worker's pid too: a worker that dies leaves its processes
+        # to the next attempt's sweep (forge.cluster.worker.sweep_orphans).
+        env = {**c.env, WORKER_PID_VAR: str(os.getpid())}
+        stop = self.stop if c.stop is None else c.stop
+        return run_contained(
+            c.argv,
+            cwd=self.slot,
+            log=c.log,
+            env=env,
+            timeout=c.timeout,
+            grace=job.grace,
+            tag=job.tag,
+            cap=job.log_cap,
+            stop=stop,
+            input_path=c.input_path,
+            sandbox=self.sandbox(c.writable),
+        )
+
+    def phase(self, name: str, *, save: bool = False) -> contextlib.AbstractContextManager[object]:
+        del name, save  # the coordinator records the attempt's phases
+        return contextlib.nullcontext()
+
+    def set_up(self) -> None:
+        pass  # the setup's marker in forge's git dir of the slot says it
+
+    def commit(self, message: str) -> str:
+        return worktrees.commit_all(
+            self.repo, self.slot, message, branch=self.where.branch, identity=self.job.identity
+        )
+
+    def shares_history(self, base: str, head: str) -> bool:
+        return integrate.shares_history(self.repo, base, head)
+
+    def changed(self, base: str, head: str) -> list[str]:
+        return integrate.changed(self.repo, base, head)
+
+    def tree(self, commit: str) -> str:
+        return self.repo.tree_of(commit)
+
+    def restore(self, commit: str | None = None) -> None:
+        worktrees.restore(self.repo, self.slot, commit)
+
+    def warn(self, message: str) -> None:
+        self.warnings.append(message)
+
+    def saved(self) -> None:
+        pass  # the record goes back with the result
