@@ -23,7 +23,7 @@ from pathlib import Path
 from forge.base import proc
 from forge.base.text import one_line
 from forge.errors import ForgeError
-from forge.git import contained, refs
+from forge.git import contained, known, refs
 from forge.git.contained import Contained
 from forge.git.identity import identity_env
 from forge.git.repo import Repository
@@ -198,12 +198,13 @@ def commit_all(repo: Repository, path: Path, message: str, *, branch: str) -> st
     head = slot.base()
     slot.git("add", "--all")
     tree = slot.git("write-tree").strip()
-    head_tree = slot.git("rev-parse", f"{head}^{{tree}}").strip()
+    head_tree = known.tree(head) or slot.git("rev-parse", f"{head}^{{tree}}").strip()
     old = repo.ref_value(branch)
     result = head
     if tree != head_tree:
         env = identity_env(repo)
         result = slot.git("commit-tree", tree, "-p", head, "-m", message, env=env).strip()
+        known.remember(result, tree=tree, parents=(head,))
     slot.git("update-ref", "HEAD", result)  # forge's HEAD, then the task's .git anew
     if result != old:
         repo.update_ref(branch, result, old, message=message)
