@@ -181,9 +181,7 @@ def detach(repo: Repository, path: Path) -> None:
     slot = Contained(repo, path)
     with contextlib.suppress(contained.Tampered):
         slot.guard()
-        head = slot.head()
-        if head:
-            slot.run("update-ref", "--no-deref", "HEAD", head, check=False)
+        slot.detach_head()
 
 
 def commit_all(repo: Repository, path: Path, message: str, *, branch: str) -> str:
