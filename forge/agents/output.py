@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, tzinfo
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from forge.agents.definition import INFRA_KINDS
 from forge.agents.message import human, is_noise
@@ -373,6 +372,9 @@ def _until_claude_reset(m: re.Match[str], now: float) -> float | None:
     weekday, hour, minute, ampm, zone = m.groups()
     tz: tzinfo = _local_tz(now)
     if zone:
+        # zoneinfo loads the interpreter's build config (sysconfig): only when needed.
+        from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
         with contextlib.suppress(ZoneInfoNotFoundError, ValueError):
             tz = ZoneInfo(zone.strip())
     current = datetime.fromtimestamp(now, tz)

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import contextlib
 import os
+import select
 import shutil
 import signal
 import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -44,9 +45,8 @@ class ProcStat:
 
 def read_stat(pid: int) -> ProcStat | None:
     """The process's stat line, or None when it is gone (or unreadable)."""
-    try:
-        raw = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
+    raw = _read_proc(f"/proc/{pid}/stat").decode("utf-8", "replace")
+    if not raw:
         return None
     # The command name may hold spaces and parentheses: split after the last ')'.
     end = raw.rfind(")")
@@ -97,18 +97,36 @@ class GroupResult:
     pgid: int  # 0 when the command could not be started at all
 
 
+def _read_proc(path: str) -> bytes:
+    """A /proc file's content (b"": gone or unreadable); plain os calls, as this runs
+    for every process on the machine each time a command ends."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return b""
+    try:
+        chunks = []
+        while chunk := os.read(fd, 65536):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    except OSError:
+        return b""
+    finally:
+        os.close(fd)
+
+
 def _all_pids() -> list[int]:
     return [int(name) for name in os.listdir("/proc") if name.isdigit()]
 
 
-def _members(pgid: int) -> list[ProcStat]:
+def _all_stats() -> list[ProcStat]:
+    """The stat of every process, read once for the several questions asked of them."""
+    return [info for pid in _all_pids() if (info := read_stat(pid)) is not None]
+
+
+def _members(pgid: int, stats: Sequence[ProcStat] | None = None) -> list[ProcStat]:
     """Every process of the group, zombies included."""
-    found = []
-    for pid in _all_pids():
-        info = read_stat(pid)
-        if info is not None and info.pgid == pgid:
-            found.append(info)
-    return found
+    return [info for info in (_all_stats() if stats is None else stats) if info.pgid == pgid]
 
 
 def _reap(procs: Sequence[ProcStat]) -> None:
@@ -138,28 +156,19 @@ def group_alive(pgid: int) -> bool:
 
 
 def _environ_has(pid: int, needle: bytes) -> bool:
-    try:
-        data = Path(f"/proc/{pid}/environ").read_bytes()
-    except OSError:
-        return False
-    return needle in data.split(b"\0")
+    return needle in _read_proc(f"/proc/{pid}/environ").split(b"\0")
 
 
-def find_tagged(tag: str) -> list[int]:
+def find_tagged(tag: str, stats: Sequence[ProcStat] | None = None) -> list[int]:
     """Live processes started with FORGE_PROC_TAG=tag (by any forge process, even one
     that is gone: crash recovery uses this to find what a killed runner left behind)."""
     needle = f"{TAG_VAR}={tag}".encode()
     me = os.getpid()
-    found = []
-    for pid in _all_pids():
-        if pid == me:
-            continue
-        info = read_stat(pid)
-        if info is None or info.state == "Z":
-            continue
-        if _environ_has(pid, needle):
-            found.append(pid)
-    return found
+    return [
+        info.pid
+        for info in (_all_stats() if stats is None else stats)
+        if info.pid != me and not info.zombie and _environ_has(info.pid, needle)
+    ]
 
 
 def _signal_all(pgid: int, pids: Sequence[int], sig: int) -> None:
@@ -171,7 +180,7 @@ def _signal_all(pgid: int, pids: Sequence[int], sig: int) -> None:
             os.kill(pid, sig)
 
 
-def orphans_in(folder: Path) -> list[int]:
+def orphans_in(folder: Path, stats: Sequence[ProcStat] | None = None) -> list[int]:
     """Live processes re-parented to us (a subreaper) whose working folder is inside
     `folder`: what a command there left behind after leaving its group and dropping
     its environment (`setsid -f env -i ...`). Only our own orphans, so a user's shell
@@ -181,9 +190,9 @@ def orphans_in(folder: Path) -> list[int]:
         owned = set(_popen_pids)
     inside = str(folder).rstrip("/") + "/"
     found = []
-    for pid in _all_pids():
-        info = read_stat(pid)
-        if info is None or info.ppid != me or info.zombie or pid in owned:
+    for info in _all_stats() if stats is None else stats:
+        pid = info.pid
+        if info.ppid != me or info.zombie or pid in owned:
             continue
         try:
             cwd = os.readlink(f"/proc/{pid}/cwd")
@@ -202,13 +211,14 @@ def _survivors(
 ) -> list[int]:
     if leader is not None:
         leader.poll()  # reaps the leader through its Popen, which keeps its exit code
-    members = _members(pgid) if pgid > 0 else []
+    stats = _all_stats()  # one look at /proc for the three questions
+    members = _members(pgid, stats) if pgid > 0 else []
     _reap(members)
     alive = set(_alive(members))
     if tag:
-        alive.update(find_tagged(tag))
+        alive.update(find_tagged(tag, stats))
     if confine is not None:
-        alive.update(orphans_in(confine))
+        alive.update(orphans_in(confine, stats))
     if leader is not None and leader.returncode is None:
         alive.add(leader.pid)
     return sorted(alive)
@@ -404,6 +414,24 @@ def _spawn(spec: GroupSpec) -> tuple[subprocess.Popen[bytes], Drain] | None:
     return child, drain
 
 
+@contextlib.contextmanager
+def _exit_watch(pid: int) -> Iterator[select.poll | None]:
+    """A poll object that becomes readable when `pid` exits (a pidfd, Linux 5.3+),
+    so a command's end is seen at once rather than at the next poll; None where
+    there is none (`Popen.wait` with a timeout sleeps in growing steps)."""
+    try:
+        fd = os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        yield None
+        return
+    try:
+        watch = select.poll()
+        watch.register(fd, select.POLLIN)
+        yield watch
+    finally:
+        os.close(fd)
+
+
 def _wait(
     spec: GroupSpec,
     child: subprocess.Popen[bytes],
@@ -413,10 +441,27 @@ def _wait(
 ) -> tuple[bool, bool]:
     """Wait for the leader; stop the group at the timeout or when `stop` is set.
     Returns (timed out, stopped)."""
+    with _exit_watch(child.pid) as exited:
+        return _wait_for(spec, child, exited, started=started, stop=stop)
+
+
+def _wait_for(
+    spec: GroupSpec,
+    child: subprocess.Popen[bytes],
+    exited: select.poll | None,
+    *,
+    started: float,
+    stop: threading.Event | None,
+) -> tuple[bool, bool]:
     deadline = None if spec.timeout is None else started + spec.timeout
     while True:
         try:
-            child.wait(timeout=_POLL)
+            if exited is None:
+                child.wait(timeout=_POLL)
+            elif exited.poll(_POLL * 1000):  # woken the moment the leader exits
+                child.wait()
+            else:
+                raise subprocess.TimeoutExpired(spec.argv, _POLL)
             return False, False
         except subprocess.TimeoutExpired:
             pass

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from forge.errors import ForgeError
 from forge.git.repo import Repository
@@ -14,8 +14,10 @@ from forge.plan import dag, registry, tables
 from forge.plan.dag import Waves
 from forge.plan.model import Plan
 from forge.plan.registry import Recorded
-from forge.run.forecast import Forecast
 from forge.run.state.replan import TakenUp
+
+if TYPE_CHECKING:  # the forecast (and the attempts history it reads) only for agent tasks
+    from forge.run.forecast import Forecast
 
 
 @dataclass(frozen=True)
@@ -104,6 +106,8 @@ def record(repo: Repository, plan_file: Path, *, note: Callable[[str], None]) ->
 
 
 def _forecast(repo: Repository, plan: Plan) -> Forecast | None:
+    if all(t.run is not None for t in plan.tasks):
+        return None  # shell commands only: there is nothing to forecast
     from forge.run.forecast import forecast
 
     try:

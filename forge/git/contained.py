@@ -195,6 +195,22 @@ class Contained:
         cp = self._git(("cat-file", "-e", f"{oid}^{{commit}}"), check=False)
         return cp.returncode == 0
 
+    def detach_head(self) -> None:
+        """Point forge's HEAD here at the commit it names, directly (what `update-ref
+        --no-deref HEAD` writes, without a git process), then hand the task's `.git`
+        over anew. Nothing to do when HEAD already names a commit."""
+        text = (taskgit.read_file(self.git_dir / "HEAD") or b"").decode("ascii", "replace")
+        if not text.startswith("ref: "):
+            return
+        head = taskgit.head(self.git_dir)
+        if head is None:  # its branch is not a plain file: git resolves it
+            cp = self._git(("rev-parse", "--verify", "--quiet", "HEAD"), check=False)
+            if cp.returncode == 0 and cp.stdout.strip():
+                self.run("update-ref", "--no-deref", "HEAD", cp.stdout.strip(), check=False)
+            return
+        _put(self.git_dir / "HEAD", f"{head}\n")
+        self.hand_over()
+
     def task_head(self) -> str | None:
         """The commit the task's own `.git` has checked out, read as files."""
         return taskgit.head(self.task_git)

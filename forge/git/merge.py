@@ -4,13 +4,16 @@ with the expected old value. One merge at a time (the caller holds the lock)."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from forge.base import faults
 from forge.errors import ForgeError
+from forge.git import known
 from forge.git.identity import identity_env
 from forge.git.repo import Repository
 
+_OID = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")
 UNRELATED = "its commit shares no history with the integration branch"
 
 
@@ -38,6 +41,8 @@ def is_ancestor(repo: Repository, commit: str, of: str) -> bool:
 
 def shares_history(repo: Repository, a: str, b: str) -> bool:
     """Whether the two commits have a common ancestor (a merge can be built)."""
+    if a == b or known.child_of(b, a) or known.child_of(a, b):
+        return True
     return repo.try_git("merge-base", a, b).returncode == 0
 
 
@@ -69,9 +74,14 @@ def merge_onto(repo: Repository, head: str, task_commit: str, *, message: str) -
     """The merge commit of `task_commit` onto `head`, written but on no ref: a step of
     a candidate chain, or the commit `merge_task` then moves the branch to. A commit
     already in `head` is `already` (nothing written: never merge twice)."""
-    if is_ancestor(repo, task_commit, head):
+    # One `merge-base` answers both questions: none (exit 1) is no shared history,
+    # and the task's commit as the base is a commit already in `head`.
+    mb = repo.try_git("merge-base", head, task_commit)
+    if mb.returncode == 0 and mb.stdout.split() == [task_commit]:
         return MergeResult(merged=True, commit=head, already=True)
-    if not shares_history(repo, head, task_commit):
+    if mb.returncode == 0 and not _OID.match(task_commit) and is_ancestor(repo, task_commit, head):
+        return MergeResult(merged=True, commit=head, already=True)  # named, not by its id
+    if mb.returncode == 1 and not mb.stdout.strip():
         # An agent that re-inits or commits without a parent: the task's failure,
         # never the plan's (merge-tree refuses unrelated histories).
         return MergeResult(merged=False, refused=UNRELATED)
@@ -91,6 +101,7 @@ def merge_onto(repo: Repository, head: str, task_commit: str, *, message: str) -
     commit = repo.git(
         "commit-tree", tree, "-p", head, "-p", task_commit, "-m", message, env=identity_env(repo)
     ).strip()
+    known.remember(commit, tree=tree, parents=(head, task_commit))
     return MergeResult(merged=True, commit=commit)
 
 

@@ -8,7 +8,9 @@ value, so a concurrent move is detected rather than overwritten.
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -18,6 +20,7 @@ from forge.base import proc
 from forge.base.files import StateDir
 from forge.base.settings import Settings
 from forge.errors import ForgeError
+from forge.git import known
 
 MIN_GIT = (2, 38)  # `git merge-tree --write-tree` arrived in 2.38
 ZERO = "0" * 40
@@ -103,6 +106,12 @@ class Repository:
         return cp.stdout.strip()
 
     def ref_value(self, ref: str) -> str | None:
+        """What `ref` points at (None: absent). A branch or a ref of forge's stored as
+        a loose file is read as that file (git writes it whole, by a rename), which
+        costs a read instead of a git process; any other ref is git's to resolve."""
+        loose = _loose_ref(self.common_dir, ref)
+        if loose is not None:
+            return loose
         cp = self.try_git("rev-parse", "--verify", "--quiet", ref)
         return cp.stdout.strip() if cp.returncode == 0 else None
 
@@ -111,7 +120,11 @@ class Repository:
         return cp.stdout.strip() if cp.returncode == 0 else None
 
     def tree_of(self, rev: str) -> str:
-        return self.git("rev-parse", f"{rev}^{{tree}}").strip()
+        tree = known.tree(rev)
+        if tree is None:
+            tree = self.git("rev-parse", f"{rev}^{{tree}}").strip()
+            known.remember(rev, tree=tree)
+        return tree
 
     def first_parent_subjects(self, since: str, until: str, *, limit: int = 200) -> list[str]:
         """Subjects of the commits `until` has over `since`, following first parents
@@ -132,6 +145,31 @@ class Repository:
                 f"{ref} moved while forge was updating it (expected {short_sha(old) or 'absent'}): "
                 f"{proc.tail(cp.stderr, 1)}"
             )
+
+
+# Refs shared by every worktree whose loose file `ref_value` may read itself.
+_SHARED_REF = re.compile(r"^refs/(?:heads|forge)/[A-Za-z0-9._/-]+$")
+_OID = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")
+
+
+def _loose_ref(common_dir: Path, ref: str) -> str | None:
+    """The object id in the loose file of `ref` (None: no such plain file, a
+    symbolic ref, anything else: git is asked)."""
+    if not _SHARED_REF.match(ref) or ".." in ref or "//" in ref or ref.endswith((".lock", "/")):
+        return None
+    try:
+        fd = os.open(common_dir / ref, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        text = os.read(fd, 200).decode("ascii", "replace").strip()
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return text if _OID.match(text) else None
 
 
 def discover(start: Path | None = None, settings: Settings | None = None) -> Repository:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -84,13 +85,28 @@ def take(repo: Repository) -> Snapshot:
     # The object store is listed while git answers the questions below (a listing
     # of 10k files is mostly system calls, which let the other thread run).
     store = repo.common_dir / "objects"
-    with ThreadPoolExecutor(max_workers=1) as pool:
+    with ThreadPoolExecutor(max_workers=2) as pool:
         objects = pool.submit(objstore.fingerprint, store)
-        snap = _take(repo)
+        # The working tree's status, the longest of the questions on a large
+        # repository, runs beside the others.
+        status = pool.submit(_status, repo)
+        snap = _take(repo, status.result)
         return replace(snap, objects=objects.result(), store=store)
 
 
-def _take(repo: Repository) -> Snapshot:
+def _status(repo: Repository) -> str:
+    return repo.git(
+        "status",
+        "--porcelain=v1",
+        "-z",
+        "--untracked-files=all",
+        "--no-renames",
+        cwd=repo.root,
+        env=_QUIET,
+    )
+
+
+def _take(repo: Repository, status_of: Callable[[], str] | None = None) -> Snapshot:
     root = repo.root  # the checkout forge was called from
     cwd = root
     head_ref = repo.try_git("symbolic-ref", "--quiet", "HEAD").stdout.strip()
@@ -110,15 +126,7 @@ def _take(repo: Repository) -> Snapshot:
             meta, _, path = entry.partition("\t")
             index[path] = meta
     tree = {}
-    status = repo.git(
-        "status",
-        "--porcelain=v1",
-        "-z",
-        "--untracked-files=all",
-        "--no-renames",
-        cwd=cwd,
-        env=_QUIET,
-    )
+    status = status_of() if status_of is not None else _status(repo)
     for entry in status.split("\0"):
         if len(entry) > 3:
             path = entry[3:]

@@ -24,7 +24,7 @@ from pathlib import Path
 from forge.base import proc
 from forge.base.text import one_line
 from forge.errors import ForgeError
-from forge.git import contained, refs
+from forge.git import contained, known, refs
 from forge.git.contained import Contained
 from forge.git.identity import identity_env
 from forge.git.repo import Repository
@@ -189,9 +189,7 @@ def detach(repo: Repository, path: Path) -> None:
     slot = Contained(repo, path)
     with contextlib.suppress(contained.Tampered):
         slot.guard()
-        head = slot.head()
-        if head:
-            slot.run("update-ref", "--no-deref", "HEAD", head, check=False)
+        slot.detach_head()
 
 
 def commit_all(
@@ -214,12 +212,13 @@ def commit_all(
     head = slot.base()
     slot.git("add", "--all")
     tree = slot.git("write-tree").strip()
-    head_tree = slot.git("rev-parse", f"{head}^{{tree}}").strip()
+    head_tree = known.tree(head) or slot.git("rev-parse", f"{head}^{{tree}}").strip()
     old = repo.ref_value(branch)
     result = head
     if tree != head_tree:
         env = dict(identity) if identity is not None else identity_env(repo)
         result = slot.git("commit-tree", tree, "-p", head, "-m", message, env=env).strip()
+        known.remember(result, tree=tree, parents=(head,))
     slot.git("update-ref", "HEAD", result)  # forge's HEAD, then the task's .git anew
     if result != old:
         repo.update_ref(branch, result, old, message=message)

@@ -7,6 +7,7 @@ import contextlib
 import threading
 import time
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -314,15 +315,22 @@ def _close_state(
     repo: Repository, state: RunState, store: StateStore, started: float, before: Snapshot
 ) -> None:
     """Written even when the run crashed: a crashed run has a wall time too."""
-    for slot in state.slots.values():  # measured here so `forge status` stays fast
-        path = Path(slot.path)
-        slot.bytes = worktrees.disk_usage(path) if path.exists() else 0
+    # Slot sizes are measured here so `forge status` stays fast, beside the snapshot.
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        sizes = [(slot, pool.submit(_disk_usage, Path(slot.path))) for slot in state.slots.values()]
+        after = snapshot.take(repo)
+        for slot, size in sizes:
+            slot.bytes = size.result()
     # `forge accept --now` moved the user's branch during the run: forge did that.
     before = accepted.replay(repo, store.plan, before)
-    state.touched = snapshot.take(repo).changes_since(before)
+    state.touched = after.changes_since(before)
     state.finished = now_iso()
     state.wall_seconds = round(time.monotonic() - started, 3)
     store.save(state)
+
+
+def _disk_usage(path: Path) -> int:
+    return worktrees.disk_usage(path) if path.exists() else 0
 
 
 def _forget_lost_merges(state: RunState) -> None:

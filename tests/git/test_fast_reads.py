@@ -1,0 +1,46 @@
+"""What forge reads without a git process gives git's own answer: a branch as its
+loose file (git still answers for a packed, symbolic or absent one), one
+`merge-base` for a merge's two questions, the tree of a commit forge wrote."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from helpers.gitkit import commit_all, git
+
+from forge.git import known
+from forge.git.merge import UNRELATED, merge_onto, shares_history
+from forge.git.repo import discover
+
+
+def test_a_ref_reads_as_git_resolves_it(repo: Path) -> None:
+    r = discover(repo)
+    head = git(repo, "rev-parse", "HEAD").strip()
+    git(repo, "update-ref", "refs/heads/forge/p/t1", head)
+    assert r.ref_value("refs/heads/forge/p/t1") == head
+    git(repo, "pack-refs", "--all")  # packed: no loose file any more
+    assert not (repo / ".git" / "refs" / "heads" / "forge" / "p" / "t1").exists()
+    assert r.ref_value("refs/heads/forge/p/t1") == head
+    git(repo, "symbolic-ref", "refs/forge/link", "refs/heads/forge/p/t1")
+    assert r.ref_value("refs/forge/link") == head
+    git(repo, "update-ref", "-d", "refs/heads/forge/p/t1")
+    assert r.ref_value("refs/heads/forge/p/t1") is None
+    assert r.ref_value("refs/heads/forge/absent") is None
+    assert r.ref_value("HEAD") == head
+
+
+def test_one_merge_base_tells_merged_unrelated_and_mergeable(repo: Path) -> None:
+    r = discover(repo)
+    base = git(repo, "rev-parse", "HEAD").strip()
+    (repo / "a.txt").write_text("a\n")
+    work = commit_all(repo, "work").strip()
+    assert merge_onto(r, work, base, message="m").already  # base is already in work
+    res = merge_onto(r, base, work, message="m")
+    assert res.merged and not res.already and res.commit
+    assert known.tree(res.commit) == git(repo, "rev-parse", f"{res.commit}^{{tree}}").strip()
+    assert shares_history(r, res.commit, base)
+    tree = git(repo, "rev-parse", "HEAD^{tree}").strip()
+    orphan = git(repo, "commit-tree", tree, "-m", "no parent").strip()
+    refused = merge_onto(r, base, orphan, message="m")
+    assert not refused.merged and refused.refused == UNRELATED
+    assert not shares_history(r, base, orphan)
