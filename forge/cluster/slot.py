@@ -156,6 +156,7 @@ class WorkerSlot:
         stop = self.stop if c.stop is None else c.stop
         return run_contained(
             c.argv,
+            repo=self.repo,
             cwd=self.slot,
             log=c.log,
             env=env,

@@ -26,7 +26,6 @@ def execute(
 ) -> tuple[dict[str, Any] | str, ExitCode]:
     """Run the plan; the answer (JSON data, or the text to print) and the exit code."""
     from forge.base import interrupt
-    from forge.cluster import coordinator
     from forge.commands import results
     from forge.commands import status as views
     from forge.commands.live import LiveView
@@ -35,8 +34,13 @@ def execute(
     from forge.run.spend import spend_data
 
     plan = recorded.plan
-    prices = load_repo_config(repo.root).all_prices()
-    remote = coordinator.from_settings(repo, cluster)
+    config = load_repo_config(repo.root)
+    prices = config.all_prices()
+    remote = None
+    if cluster or config.cluster_address:  # the cluster's modules only when there is one
+        from forge.cluster import coordinator
+
+        remote = coordinator.from_settings(repo, cluster)
     view = LiveView(
         quiet=as_json,
         weights={t.id: t.estimate or 1.0 for t in plan.tasks},

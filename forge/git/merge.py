@@ -74,6 +74,24 @@ def merge_onto(repo: Repository, head: str, task_commit: str, *, message: str) -
     """The merge commit of `task_commit` onto `head`, written but on no ref: a step of
     a candidate chain, or the commit `merge_task` then moves the branch to. A commit
     already in `head` is `already` (nothing written: never merge twice)."""
+    tree = known.tree(task_commit) if known.child_of(task_commit, head) else None
+    if tree is None:
+        found = _merged_tree(repo, head, task_commit)
+        if isinstance(found, MergeResult):
+            return found
+        tree = found
+    # else: forge made the task's commit right on `head`: the merge is its tree, and
+    # neither `merge-base` nor `merge-tree` has anything to say.
+    commit = repo.git(
+        "commit-tree", tree, "-p", head, "-p", task_commit, "-m", message, env=identity_env(repo)
+    ).strip()
+    known.remember(commit, tree=tree, parents=(head, task_commit))
+    return MergeResult(merged=True, commit=commit)
+
+
+def _merged_tree(repo: Repository, head: str, task_commit: str) -> MergeResult | str:
+    """The tree of `task_commit` merged onto `head`, or the MergeResult that says
+    there is no merge to write (already in, unrelated, conflicting, refused)."""
     # One `merge-base` answers both questions: none (exit 1) is no shared history,
     # and the task's commit as the base is a commit already in `head`.
     mb = repo.try_git("merge-base", head, task_commit)
@@ -97,12 +115,7 @@ def merge_onto(repo: Repository, head: str, task_commit: str, *, message: str) -
     if cp.returncode != 0 or not lines:
         why = " ".join(cp.stderr.split())[:200] or f"exit {cp.returncode}"
         return MergeResult(merged=False, refused=f"cannot be merged onto {head[:12]}: {why}")
-    tree = lines[0].strip()
-    commit = repo.git(
-        "commit-tree", tree, "-p", head, "-p", task_commit, "-m", message, env=identity_env(repo)
-    ).strip()
-    known.remember(commit, tree=tree, parents=(head, task_commit))
-    return MergeResult(merged=True, commit=commit)
+    return lines[0].strip()
 
 
 def merge_commits(repo: Repository, ours: str, theirs: str, *, message: str) -> MergeResult:

@@ -112,6 +112,8 @@ class Repository:
         loose = _loose_ref(self.common_dir, ref)
         if loose is not None:
             return loose
+        if _surely_absent(self.common_dir, ref):
+            return None  # a task's branch before its first attempt: no git process
         cp = self.try_git("rev-parse", "--verify", "--quiet", ref)
         return cp.stdout.strip() if cp.returncode == 0 else None
 
@@ -170,6 +172,34 @@ def _loose_ref(common_dir: Path, ref: str) -> str | None:
     finally:
         os.close(fd)
     return text if _OID.match(text) else None
+
+
+def _surely_absent(common_dir: Path, ref: str) -> bool:
+    """`ref` (a branch or a ref of forge's) has no loose file and is not in
+    `packed-refs`. git packs refs by writing `packed-refs` before it deletes the
+    loose files, so a ref missing from both places was absent. A reftable store,
+    or anything unexpected, is git's to answer (False)."""
+    if not _SHARED_REF.match(ref) or ".." in ref or "//" in ref or ref.endswith((".lock", "/")):
+        return False
+    if os.path.lexists(common_dir / ref) or os.path.lexists(common_dir / "reftable"):
+        return False
+    try:
+        fd = os.open(common_dir / "packed-refs", os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return False
+        chunks = []
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    return f" {ref}\n".encode() not in b"".join(chunks)
 
 
 def discover(start: Path | None = None, settings: Settings | None = None) -> Repository:

@@ -192,6 +192,14 @@ def detach(repo: Repository, path: Path) -> None:
         slot.detach_head()
 
 
+def settle(repo: Repository, path: Path) -> None:
+    """The slot's own `.git` brought up to date with forge's (what the next command
+    of a task, or a person looking into the slot, sees)."""
+    if is_worktree(path):
+        with contextlib.suppress(contained.Tampered, OSError):
+            Contained(repo, path).settle()
+
+
 def commit_all(
     repo: Repository,
     path: Path,

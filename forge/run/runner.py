@@ -264,6 +264,7 @@ def _dispatch(
         if gate is not None:
             gate.close()
         ctx.slots.wait()
+        ctx.slots.settle()
     prewarm.join()
     if gate is not None and gate.error is not None:
         raise gate.error

@@ -115,8 +115,11 @@ class Checkout:
             "--ignore-submodules=all",
         )
         _, entries = _porcelain(out)
-        # HEAD as the checkout's own `.git` has it, read as files (never through git)
-        head = Contained(self.repo, self.path, strict=False).task_head() or ""
+        # HEAD as the checkout's own `.git` has it, read as files (never through git),
+        # put there first if forge owes it one (what a lane's command then sees)
+        own = Contained(self.repo, self.path, strict=False)
+        own.settle()
+        head = own.task_head() or ""
         entries |= {f"{HIDDEN}{e}" for e in hermetic.hidden(self.path, self.git_dir)}
         return Fingerprint(head=head, entries=frozenset(entries))
 

@@ -27,6 +27,34 @@ def test_a_ref_reads_as_git_resolves_it(repo: Path) -> None:
     assert r.ref_value("refs/heads/forge/p/t1") is None
     assert r.ref_value("refs/heads/forge/absent") is None
     assert r.ref_value("HEAD") == head
+    # Packed and not loose, beside one that is neither: git's answer for each.
+    git(repo, "update-ref", "refs/heads/forge/p/t2", head)
+    git(repo, "pack-refs", "--all")
+    assert r.ref_value("refs/heads/forge/p/t2") == head
+    assert r.ref_value("refs/heads/forge/p/t") is None  # a prefix of a packed one
+    assert r.ref_value("refs/heads/forge/p/t3") is None
+
+
+def test_a_merge_onto_the_commits_parent_is_the_commits_tree(repo: Path) -> None:
+    """A task's commit forge made right on the integration head: its merge is
+    written without asking git for a merge base or a merged tree."""
+    import os
+
+    from forge.git import worktrees
+
+    r = discover(repo)
+    base = git(repo, "rev-parse", "HEAD").strip()
+    slot = Path(os.environ["FORGE_WORKTREES"]) / "slot"
+    worktrees.add(r, slot, base)
+    (slot / "a.txt").write_text("a\n")
+    work = worktrees.commit_all(r, slot, "work", branch="refs/heads/forge/p/t1")
+    assert known.child_of(work, base)
+    res = merge_onto(r, base, work, message="m")
+    assert res.merged and not res.already and res.commit
+    assert git(repo, "rev-parse", f"{res.commit}^{{tree}}") == git(
+        repo, "rev-parse", f"{work}^{{tree}}"
+    )
+    assert git(repo, "rev-parse", f"{res.commit}^1", f"{res.commit}^2").split() == [base, work]
 
 
 def test_one_merge_base_tells_merged_unrelated_and_mergeable(repo: Path) -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from forge.base import procgroup
 from forge.base.sandbox import Sandbox
-from forge.git.contained import ceiling_env
+from forge.git.contained import Contained, ceiling_env, is_contained
 from forge.git.repo import Repository
 
 __all__ = ["agent_state_dir", "ceiling_env", "run_contained", "sandbox_for"]
@@ -46,6 +46,7 @@ def sandbox_for(
 def run_contained(
     argv: Sequence[str] | str,
     *,
+    repo: Repository,
     cwd: Path,
     log: Path,
     env: Mapping[str, str],
@@ -59,7 +60,10 @@ def run_contained(
     on_start: Callable[[int], None] | None = None,
 ) -> procgroup.GroupResult:
     """The one way an attempt runs a command: in a process group of its own, tagged,
-    its output capped in its log, its git kept from climbing out of `cwd`."""
+    its output capped in its log, its git kept from climbing out of `cwd`, and the
+    `.git` of the slot `cwd` (whose objects `repo` holds) saying what forge's does."""
+    if is_contained(cwd):
+        Contained(repo, cwd, strict=False).settle()
     return procgroup.run_group(
         procgroup.GroupSpec(
             argv,

@@ -171,6 +171,7 @@ def group(
 
     return run_contained(
         argv,
+        repo=ctx.repo,
         cwd=cwd,
         log=log,
         env={**ctx.settings.child_env(), **(env or {})},

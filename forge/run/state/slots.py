@@ -18,10 +18,11 @@ from forge.run.state.run_state import RunState, Slot, StateStore, Status
 
 
 class SlotPool:
-    """Slots are made in the background, a few at a time, and a ready task takes
-    whichever slot is ready first: adding a worktree costs ~0.5 s per 1k files
-    here, so short tasks are better served by one slot made at once than by four
-    made side by side on two cores."""
+    """Slots are made in the background, one per core at a time, and a ready task
+    takes whichever slot is ready first: adding a worktree costs ~0.1-0.5 s per 1k
+    files, so short tasks are better served by the first slots made at once than
+    by every slot made side by side (each checkout already writes its files with
+    one worker per core: forge.git.contained.PARALLEL_CHECKOUT)."""
 
     def __init__(
         self,
@@ -43,8 +44,10 @@ class SlotPool:
         self._lock = threading.Lock()
         self._making: set[str] = set()
         self._threads: list[threading.Thread] = []
-        # Worktree adds at once: they compete for the same disk and cores.
-        self._concurrency = max(1, (os.cpu_count() or 2) // 2)
+        # Worktree adds at once: they compete for the same disk and cores. Creating
+        # files is mostly waiting on the file system, so two at once on two cores
+        # finish sooner than one after the other (bench/DIAGNOSIS.md).
+        self._concurrency = max(1, os.cpu_count() or 2)
         worktrees.prune(repo)  # registrations of worktrees whose folders are gone
 
     def reserve(self, task: str) -> bool:
@@ -94,6 +97,13 @@ class SlotPool:
         """Let slots still being made finish (a run ends with no git left running)."""
         for thread in self._threads:
             thread.join()
+
+    def settle(self) -> None:
+        """At the run's end: each slot's own `.git` says what forge's git dir says
+        (forge puts it there lazily, before a task's command; see
+        forge.git.contained), for whoever looks into a slot after the run."""
+        for slot in self.state.slots.values():
+            worktrees.settle(self.repo, Path(slot.path))
 
     def acquire(self, task: str, base: str) -> Acquired:
         """The slot for `task` (its own if it holds one), recorded, then made to exist."""
