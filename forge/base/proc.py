@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -61,6 +62,10 @@ class Completed:
     stderr: str
 
 
+class Stopped(ForgeError):
+    """A command given a `stop` event was killed because the event was set."""
+
+
 def run(
     argv: Sequence[str],
     *,
@@ -69,10 +74,14 @@ def run(
     input: str | None = None,
     check: bool = True,
     timeout: float | None = None,
+    stop: threading.Event | None = None,
 ) -> Completed:
-    """Run a short command to completion and capture its output."""
+    """Run a short command to completion and capture its output. `stop`: a long one
+    (a checkout of a large tree) is killed when this event is set (`Stopped`)."""
     if not cwd.is_absolute():
         raise ValueError(f"cwd must be absolute: {cwd}")
+    if stop is not None:
+        return _stoppable(argv, cwd=cwd, env=env, check=check, stop=stop)
     try:
         cp = subprocess.run(
             list(argv),
@@ -89,6 +98,52 @@ def run(
     if check and cp.returncode != 0:
         raise CommandError(argv, cwd, cp.returncode, (cp.stderr or "") + (cp.stdout or ""))
     return Completed(list(argv), cp.returncode, cp.stdout, cp.stderr)
+
+
+def _stoppable(
+    argv: Sequence[str],
+    *,
+    cwd: Path,
+    env: Mapping[str, str] | None,
+    check: bool,
+    stop: threading.Event,
+) -> Completed:
+    if stop.is_set():
+        raise Stopped(f"`{' '.join(argv[:3])} ...` in {cwd} was stopped before it started")
+    try:
+        child = subprocess.Popen(
+            list(argv),
+            cwd=cwd,
+            env=clean_env(env),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+    except FileNotFoundError as exc:
+        raise ForgeError(f"cannot run `{argv[0]}`: not found on PATH") from exc
+    done = threading.Event()
+    killed = threading.Event()
+
+    def watch() -> None:
+        while not done.wait(0.05):
+            if stop.is_set():
+                killed.set()
+                child.kill()
+                return
+
+    watcher = threading.Thread(target=watch, name="stop-watch", daemon=True)
+    watcher.start()
+    try:
+        out, err = child.communicate()
+    finally:
+        done.set()
+        watcher.join()
+    if killed.is_set():
+        raise Stopped(f"`{' '.join(argv[:3])} ...` in {cwd} was stopped")
+    if check and child.returncode != 0:
+        raise CommandError(argv, cwd, child.returncode, (err or "") + (out or ""))
+    return Completed(list(argv), child.returncode, out, err)
 
 
 def spawn_detached(

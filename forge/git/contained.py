@@ -150,6 +150,7 @@ class Contained:
         check: bool = True,
         env: Mapping[str, str] | None = None,
         input: str | None = None,
+        stop: threading.Event | None = None,
     ) -> proc.Completed:
         argv = [
             "git",
@@ -165,7 +166,7 @@ class Contained:
             "GIT_OBJECT_DIRECTORY": str(self.repo.common_dir / "objects"),
             **(env or {}),
         }
-        return proc.run(argv, cwd=self.path, env=extra, input=input, check=check)
+        return proc.run(argv, cwd=self.path, env=extra, input=input, check=check, stop=stop)
 
     def git(
         self, *args: str, env: Mapping[str, str] | None = None, input: str | None = None
@@ -367,16 +368,25 @@ def is_contained(path: Path) -> bool:
     return git.is_dir() and not git.is_symlink()
 
 
-def create(repo: Repository, path: Path, *, commit: str) -> Contained:
+def create(
+    repo: Repository, path: Path, *, commit: str, stop: threading.Event | None = None
+) -> Contained:
     """A new contained repository at `path` (an empty or absent folder), detached at
-    `commit` with its files checked out; forge's own git dir beside it made anew."""
+    `commit` with its files checked out; forge's own git dir beside it made anew.
+    `stop`: the checkout is killed when it is set (proc.Stopped; the caller removes
+    the half-made folder)."""
     c = Contained(repo, path)
     taskgit.remove(c.git_dir)
     _init_dir(repo, c.git_dir)
     _put(c.git_dir / "config", config_text(repo))
     path.mkdir(parents=True, exist_ok=True)
     (path / ".git").mkdir(exist_ok=True)  # replaced by the hand-over (settle) below
-    c.git("checkout", "--quiet", "--force", "--no-recurse-submodules", "--detach", commit)
+    c.guard()
+    c._owe()
+    c._git(
+        ("checkout", "--quiet", "--force", "--no-recurse-submodules", "--detach", commit),
+        stop=stop,
+    )
     c.settle()  # never left with an empty `.git`
     return c
 

@@ -85,11 +85,13 @@ def add(
     commit: str,
     *,
     what: str = "worktree",
+    stop: threading.Event | None = None,
 ) -> None:
     """A new slot or checkout at `path`, detached at `commit`: a contained repository
     (the one way forge makes a worktree: task slots and verification checkouts).
     Several may be made at once. A folder in the way that is not one is refused
-    when it holds anything."""
+    when it holds anything. `stop` ends a long checkout early (proc.Stopped); the
+    half-made folder is left for the caller to discard."""
     if path.exists() and not is_worktree(path):
         if (path / ".git").is_file() and _drop_legacy(repo, path):
             pass  # a clean linked worktree an older forge made: made again below
@@ -106,10 +108,37 @@ def add(
                 "set FORGE_WORKTREES (or --worktree-root) to a folder forge may write"
             ) from None
         try:
-            contained.create(repo, path, commit=commit)
+            contained.create(repo, path, commit=commit, stop=stop)
+        except proc.Stopped:
+            discard(path)  # stopped half way: nothing of anyone's in it
+            raise
         except BaseException:
             shutil.rmtree(path, ignore_errors=True)  # half made: made again next time
             raise
+
+
+DISCARDED = ".discarded-"
+
+
+def discard(path: Path) -> None:
+    """Remove a half-made slot that holds nothing of anyone's: renamed out of the
+    way at once (its name is free again), its files removed in the background
+    (tens of thousands of them on a large repository). What a process that ends
+    first leaves is removed by the next `sweep_discarded`."""
+    contained.remove_view(path)
+    if not path.exists():
+        return
+    aside = path.with_name(f"{path.name}{DISCARDED}{os.getpid()}-{threading.get_ident()}")
+    path.rename(aside)
+    threading.Thread(target=shutil.rmtree, args=(aside, True), daemon=True).start()
+
+
+def sweep_discarded(root: Path) -> None:
+    """Remove in the background what `discard` left under `root` unfinished."""
+    with contextlib.suppress(OSError):
+        left = [root / n for n in os.listdir(root) if DISCARDED in n]
+        for aside in left:
+            threading.Thread(target=shutil.rmtree, args=(aside, True), daemon=True).start()
 
 
 def _drop_legacy(repo: Repository, path: Path) -> bool:

@@ -12,17 +12,18 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from forge.base import proc
 from forge.git import worktrees
 from forge.git.repo import Repository
 from forge.run.state.run_state import RunState, Slot, StateStore, Status
 
 
 class SlotPool:
-    """Slots are made in the background, one per core at a time, and a ready task
-    takes whichever slot is ready first: adding a worktree costs ~0.1-0.5 s per 1k
-    files, so short tasks are better served by the first slots made at once than
-    by every slot made side by side (each checkout already writes its files with
-    one worker per core: forge.git.contained.PARALLEL_CHECKOUT)."""
+    """Slots are made in the background, a few at a time, and a ready task takes
+    whichever slot is ready first: adding a worktree costs ~0.1-0.5 s per 1k files
+    here, so short tasks are better served by one slot made at once (its files
+    written by one worker per core: forge.git.contained.PARALLEL_CHECKOUT) than by
+    several made side by side, which all arrive late (bench/DIAGNOSIS.md)."""
 
     def __init__(
         self,
@@ -44,11 +45,12 @@ class SlotPool:
         self._lock = threading.Lock()
         self._making: set[str] = set()
         self._threads: list[threading.Thread] = []
-        # Worktree adds at once: they compete for the same disk and cores. Creating
-        # files is mostly waiting on the file system, so two at once on two cores
-        # finish sooner than one after the other (bench/DIAGNOSIS.md).
-        self._concurrency = max(1, os.cpu_count() or 2)
+        # Worktree adds at once: they compete for the same disk and cores.
+        self._concurrency = max(1, (os.cpu_count() or 2) // 2)
+        # Set when the run needs no slot still being made: its checkout is stopped.
+        self._stop_making = threading.Event()
         worktrees.prune(repo)  # registrations of worktrees whose folders are gone
+        worktrees.sweep_discarded(root)
 
     def reserve(self, task: str) -> bool:
         """Give `task` a slot that exists now (its own, or a free one), recorded. False
@@ -85,7 +87,12 @@ class SlotPool:
 
     def _make(self, slot: Slot, base: str) -> None:
         try:
-            worktrees.add(self.repo, Path(slot.path), base)
+            worktrees.add(self.repo, Path(slot.path), base, stop=self._stop_making)
+        except proc.Stopped:
+            with self._lock, self.store.lock:  # no task took it: it never was
+                if self.state.slots.get(slot.name) is slot and slot.task is None:
+                    del self.state.slots[slot.name]
+                    self.store.save(self.state)
         except Exception as exc:  # noqa: BLE001 the dispatcher makes it in the task instead, and says why
             self.error = str(exc)
         finally:
@@ -94,7 +101,11 @@ class SlotPool:
             self.on_ready()
 
     def wait(self) -> None:
-        """Let slots still being made finish (a run ends with no git left running)."""
+        """At the dispatch's end: a slot still being made is wanted by no task any
+        more; its checkout is stopped and the half-made folder discarded (at 50k
+        files the checkout can take longer than the run's last tasks). A run ends
+        with no git of its own left running."""
+        self._stop_making.set()
         for thread in self._threads:
             thread.join()
 
