@@ -140,7 +140,7 @@ class Contained:
     ) -> proc.Completed:
         self.guard()
         if args and args[0] in _CHANGES_HEAD and not (env and "GIT_INDEX_FILE" in env):
-            self._owe()  # written before the move: a kill -9 in it still owes the hand-over
+            self.owe()  # written before the move: a kill -9 in it still owes the hand-over
         return self._git(args, check=check, env=env, input=input)
 
     def _git(
@@ -221,14 +221,14 @@ class Contained:
             if cp.returncode == 0 and cp.stdout.strip():
                 self.run("update-ref", "--no-deref", "HEAD", cp.stdout.strip(), check=False)
             return
-        self._owe()
+        self.owe()
         _put(self.git_dir / "HEAD", f"{head}\n")
 
     @property
     def _owed(self) -> Path:
         return self.git_dir / OWED
 
-    def _owe(self) -> None:
+    def owe(self) -> None:
         """Record that the task's `.git` no longer says what forge's git dir says."""
         if not os.path.lexists(self._owed):
             _put(self._owed, "")
@@ -382,7 +382,7 @@ def create(
     path.mkdir(parents=True, exist_ok=True)
     (path / ".git").mkdir(exist_ok=True)  # replaced by the hand-over (settle) below
     c.guard()
-    c._owe()
+    c.owe()
     c._git(
         ("checkout", "--quiet", "--force", "--no-recurse-submodules", "--detach", commit),
         stop=stop,

@@ -1,7 +1,9 @@
 """The pool of worktree slots of one plan run: which slot holds which task's work.
 
 Assignments live in the run state and are saved before the worktree is touched,
-so a crash between the two leaves a slot the next run recognises.
+so a crash between the two leaves a slot the next run recognises. A new slot is
+an idle one of another plan when there is one (forge.run.state.adopt), else a
+checkout made in the background.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from pathlib import Path
 from forge.base import proc
 from forge.git import worktrees
 from forge.git.repo import Repository
+from forge.run.state.adopt import adopt
 from forge.run.state.run_state import RunState, Slot, StateStore, Status
 
 
@@ -87,7 +90,12 @@ class SlotPool:
 
     def _make(self, slot: Slot, base: str) -> None:
         try:
-            worktrees.add(self.repo, Path(slot.path), base, stop=self._stop_making)
+            if adopt(self.repo, self.state.plan, Path(slot.path)):
+                with self._lock, self.store.lock:
+                    slot.clean = False  # looked at (and salvaged) before its first task
+                    self.store.save(self.state)
+            else:
+                worktrees.add(self.repo, Path(slot.path), base, stop=self._stop_making)
         except proc.Stopped:
             with self._lock, self.store.lock:  # no task took it: it never was
                 if self.state.slots.get(slot.name) is slot and slot.task is None:

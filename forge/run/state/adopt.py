@@ -1,0 +1,90 @@
+"""Slots outlive their plan: a new slot is first looked for among the idle slots of
+the repository's other plans, and moved over (two renames) instead of checked out
+anew. A checkout of a large tree costs seconds (50k files: 3-20 s here) and its
+size on disk again; a plan that has finished needs its slots no more.
+
+A slot is taken from another plan only while that plan's run lock is free (no
+run, retry or clean of it is going on), the plan's state is readable, and the
+slot holds nothing of anyone's: no task, or a task whose work has merged, and
+nothing uncommitted when that plan last let it go. The taking plan records the
+slot first (its state), then the other plan forgets it, then the folders move: a
+crash at any point leaves at worst a slot a plan makes again, or a clean folder
+no plan names, which `SlotPool` reuses by its name.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+from forge.base.files import plan_lock
+from forge.errors import ForgeError
+from forge.git import contained, worktrees
+from forge.git.repo import Repository
+from forge.run.state.run_state import Slot, StateStore, Status, TaskState
+
+_LOOK_AT = 16  # other plans looked at, most recently run first
+
+
+def adopt(repo: Repository, plan: str, into: Path) -> bool:
+    """Move an idle slot of another plan of `repo` to the folder `into` (a slot of
+    `plan`'s, recorded by the caller, not yet made). False: none could be had."""
+    if os.path.lexists(into) or os.path.lexists(contained.view_dir(into)):
+        return False
+    root = repo.worktrees_root()
+    for other in _others(repo, plan):
+        with contextlib.suppress(ForgeError, OSError):
+            if _take_from(repo, other, root / other, into):
+                return True
+    return False
+
+
+def _others(repo: Repository, plan: str) -> list[str]:
+    """The repository's other plans that have slots, most recently run first."""
+    found = []
+    for name in repo.state.recorded_plans():
+        state_file = repo.state.state_file(name)
+        if name != plan and state_file.exists():
+            found.append((state_file.stat().st_mtime, name))
+    return [name for _, name in sorted(found, reverse=True)[:_LOOK_AT]]
+
+
+def _take_from(repo: Repository, other: str, folder: Path, into: Path) -> bool:
+    with plan_lock(repo.state, other, command="forge run (taking an idle slot)"):
+        store = StateStore(repo.state, other)
+        state = store.load_existing()
+        if state is None:
+            return False
+        slot = next((s for s in state.slots.values() if _idle(s, state.tasks, folder)), None)
+        if slot is None:
+            return False
+        path = Path(slot.path)
+        if worktrees.usable(repo, path) is not None:
+            return False
+        into.parent.mkdir(parents=True, exist_ok=True)
+        del state.slots[slot.name]
+        store.save(state)  # that plan forgets it before it moves
+        view = contained.view_dir(path)
+        try:
+            if view.is_dir():
+                view.rename(contained.view_dir(into))
+            path.rename(into)
+            # What its own `.git` names is the other plan's merged work, not commits of
+            # a task of this plan's: superseded, put anew before this plan's first task.
+            if contained.view_dir(into).is_dir():
+                contained.Contained(repo, into).owe()
+        except OSError:
+            if view.exists() or not contained.view_dir(into).exists():
+                state.slots[slot.name] = slot  # nothing moved: still that plan's
+                store.save(state)
+            raise
+        return True
+
+
+def _idle(slot: Slot, tasks: Mapping[str, TaskState], folder: Path) -> bool:
+    owner = tasks.get(slot.task or "")
+    free = slot.task is None or (owner is not None and owner.status == Status.MERGED)
+    path = Path(slot.path)
+    return free and slot.clean and path.parent == folder and worktrees.is_worktree(path)
