@@ -18,6 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from forge.base import proc
 from forge.git import objstore
 from forge.git.repo import Repository
 
@@ -85,12 +86,14 @@ def take(repo: Repository) -> Snapshot:
     # The object store is listed while git answers the questions below (a listing
     # of 10k files is mostly system calls, which let the other thread run).
     store = repo.common_dir / "objects"
-    with ThreadPoolExecutor(max_workers=2) as pool:
+    with ThreadPoolExecutor(max_workers=4) as pool:
         objects = pool.submit(objstore.fingerprint, store)
         # The working tree's status, the longest of the questions on a large
-        # repository, runs beside the others.
+        # repository, runs beside the others, and they beside one another.
         status = pool.submit(_status, repo)
-        snap = _take(repo, status.result)
+        head_ref = pool.submit(repo.try_git, "symbolic-ref", "--quiet", "HEAD")
+        head_commit = pool.submit(repo.try_git, "rev-parse", "--verify", "--quiet", "HEAD")
+        snap = _take(repo, status.result, heads=lambda: (head_ref.result(), head_commit.result()))
         return replace(snap, objects=objects.result(), store=store)
 
 
@@ -106,11 +109,22 @@ def _status(repo: Repository) -> str:
     )
 
 
-def _take(repo: Repository, status_of: Callable[[], str] | None = None) -> Snapshot:
+def _take(
+    repo: Repository,
+    status_of: Callable[[], str] | None = None,
+    *,
+    heads: Callable[[], tuple[proc.Completed, proc.Completed]] | None = None,
+) -> Snapshot:
+    """The snapshot without the object store; `status_of` and `heads` give answers
+    asked beside it (default: asked here)."""
     root = repo.root  # the checkout forge was called from
     cwd = root
-    head_ref = repo.try_git("symbolic-ref", "--quiet", "HEAD").stdout.strip()
-    head_commit = repo.try_git("rev-parse", "--verify", "--quiet", "HEAD").stdout.strip()
+    if heads is None:
+        ref_cp = repo.try_git("symbolic-ref", "--quiet", "HEAD")
+        commit_cp = repo.try_git("rev-parse", "--verify", "--quiet", "HEAD")
+    else:
+        ref_cp, commit_cp = heads()
+    head_ref, head_commit = ref_cp.stdout.strip(), commit_cp.stdout.strip()
     refs = {}
     out = repo.git(
         "for-each-ref", "--format=%(objectname) %(refname)", "refs/heads", "refs/tags", "refs/stash"

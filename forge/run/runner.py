@@ -264,7 +264,6 @@ def _dispatch(
         if gate is not None:
             gate.close()
         ctx.slots.wait()
-        ctx.slots.settle()
     prewarm.join()
     if gate is not None and gate.error is not None:
         raise gate.error
@@ -316,9 +315,12 @@ def _close_state(
     repo: Repository, state: RunState, store: StateStore, started: float, before: Snapshot
 ) -> None:
     """Written even when the run crashed: a crashed run has a wall time too."""
-    # Slot sizes are measured here so `forge status` stays fast, beside the snapshot.
+    # Slot sizes are measured here so `forge status` stays fast, beside the snapshot;
+    # each slot's own `.git` is brought up to date for whoever looks into it after.
     with ThreadPoolExecutor(max_workers=2) as pool:
-        sizes = [(slot, pool.submit(_disk_usage, Path(slot.path))) for slot in state.slots.values()]
+        sizes = [
+            (slot, pool.submit(_close_slot, repo, Path(slot.path))) for slot in state.slots.values()
+        ]
         after = snapshot.take(repo)
         for slot, size in sizes:
             slot.bytes = size.result()
@@ -330,7 +332,9 @@ def _close_state(
     store.save(state)
 
 
-def _disk_usage(path: Path) -> int:
+def _close_slot(repo: Repository, path: Path) -> int:
+    """The slot's size, once its `.git` says what forge's git dir says."""
+    worktrees.settle(repo, path)
     return worktrees.disk_usage(path) if path.exists() else 0
 
 

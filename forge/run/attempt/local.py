@@ -84,9 +84,8 @@ def prepare(scope: AttemptScope) -> tuple[LocalSlot, str]:
     ctx, task, ts, attempt = scope.ctx, scope.task, scope.ts, scope.attempt
     repo = ctx.repo
     assert ts.base is not None and ts.branch is not None
-    # The branch: created at the pinned base on the first attempt.
-    if repo.ref_value(ts.branch) is None:
-        repo.update_ref(ts.branch, ts.base, None, message="forge: task branch")
+    # The task's branch is made by its first commit (worktrees.commit_all): until
+    # then the attempt starts from the pinned base, and a git process is saved.
     with phase(ctx, task.id, attempt, "worktree"):
         got = ctx.slots.acquire(task.id, ts.base)
         slot, new = got.slot, not got.slot.setup_done

@@ -117,13 +117,6 @@ class SlotPool:
         for thread in self._threads:
             thread.join()
 
-    def settle(self) -> None:
-        """At the run's end: each slot's own `.git` says what forge's git dir says
-        (forge puts it there lazily, before a task's command; see
-        forge.git.contained), for whoever looks into a slot after the run."""
-        for slot in self.state.slots.values():
-            worktrees.settle(self.repo, Path(slot.path))
-
     def acquire(self, task: str, base: str) -> Acquired:
         """The slot for `task` (its own if it holds one), recorded, then made to exist."""
         with self._lock, self.store.lock:
