@@ -9,7 +9,10 @@ slot holds nothing of anyone's: no task, or a task whose work has merged, and
 nothing uncommitted when that plan last let it go. The taking plan records the
 slot first (its state), then the other plan forgets it, then the folders move: a
 crash at any point leaves at worst a slot a plan makes again, or a clean folder
-no plan names, which `SlotPool` reuses by its name.
+no plan names, which `SlotPool` reuses by its name. The slot stays as clean as
+its plan let it go (its last task's work committed and merged): it is trusted as
+a slot of the same plan is from one run to the next, and its own `.git` is owed
+anew, so nothing of the other plan's is read as a task's work.
 """
 
 from __future__ import annotations

@@ -90,11 +90,10 @@ class SlotPool:
 
     def _make(self, slot: Slot, base: str) -> None:
         try:
-            if adopt(self.repo, self.state.plan, Path(slot.path)):
-                with self._lock, self.store.lock:
-                    slot.clean = False  # looked at (and salvaged) before its first task
-                    self.store.save(self.state)
-            else:
+            # Taken over, it is clean as its plan let it go (forge had committed and
+            # merged its last task's work), as a slot of this plan is from one run
+            # to the next; its own `.git` is owed anew before the first command.
+            if not adopt(self.repo, self.state.plan, Path(slot.path)):
                 worktrees.add(self.repo, Path(slot.path), base, stop=self._stop_making)
         except proc.Stopped:
             with self._lock, self.store.lock:  # no task took it: it never was
