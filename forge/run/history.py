@@ -84,14 +84,30 @@ def connect(path: Path) -> Iterator[sqlite3.Connection]:
         # of state: no flush to the disk at every attempt (each one cost ~4 ms).
         con.execute("PRAGMA synchronous = NORMAL")
         if fresh:
-            con.execute("PRAGMA journal_mode = WAL")  # kept in the file once set
-            con.executescript(SCHEMA)
-            con.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            _set_up(con)
             _ready.add(path)
         yield con
         con.commit()
     finally:
         con.close()
+
+
+def _set_up(con: sqlite3.Connection) -> None:
+    """WAL (kept in the file once set) and the schema. Switching to WAL answers
+    "database is locked" at once, without the busy timeout, while another process
+    sets the same new file up: asked again until the timeout."""
+    deadline = time.monotonic() + _BUSY_MS / 1000
+    while True:
+        try:
+            if con.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+                con.execute("PRAGMA journal_mode = WAL")
+            con.executescript(SCHEMA)
+            con.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
 
 
 def _quietly(write: Any) -> None:
