@@ -4,6 +4,7 @@ command (`status`, the hooks' fast path, `--help`) pays for no DAG or GitPython.
 
 from __future__ import annotations
 
+import copy
 import json
 import sys
 from collections.abc import Iterable
@@ -106,9 +107,6 @@ def plan(
     """Validate a plan, build its DAG, compute waves, record it; print the wave table."""
     from forge.commands import plan as plan_command
 
-    def say(line: str) -> None:
-        sys.stderr.write(f"forge: {line}\n")
-
     answer = plan_command.answer(
         plan_file,
         check_only=check,
@@ -116,7 +114,7 @@ def plan(
         graph_format=graph_format,
         as_json=as_json,
         repo=_repo,
-        say=say,
+        say=_say,
     )
     _answer(answer)
 
@@ -205,19 +203,16 @@ def verify(
     """Verify a commit (default: the plan's integration head, or HEAD outside a plan)."""
     from forge.commands import verify as verify_command
 
-    def progress(line: str) -> None:
-        sys.stderr.write(f"forge: {line}\n")
-
     verified = verify_command.verify(
         _repo(),
         rev=rev,
         plan_ref=plan_ref,
         force=force,
-        on_event=None if as_json else progress,
-        warn=progress,
+        on_event=None if as_json else _say,
+        warn=_say,
     )
     record = verified.record
-    _answer(record.to_dict() if as_json else _text(verify_command.render(record)))
+    _answer(record.to_dict() if as_json else verify_command.render(record))
     verify_command.raise_for_verdict(verified)
 
 
@@ -310,7 +305,7 @@ def split(
 
     if not into:
         raise ForgeError("name the new plan: --into NEW")
-    _answer(_text(do_split(_repo(), plan_ref, tasks.split(","), into, dry_run=dry_run)))
+    _answer(do_split(_repo(), plan_ref, tasks.split(","), into, dry_run=dry_run))
 
 
 @app.command()
@@ -330,15 +325,12 @@ def combine(
     from forge.base import interrupt
     from forge.commands.combine import combine as do_combine
 
-    def progress(line: str) -> None:
-        sys.stderr.write(f"forge: {line}\n")
-
     repo = _repo()
     with interrupt.on_stop_signals() as stop:
         lines = do_combine(
-            repo, new, plans, verify=verify, dry_run=dry_run, stop=stop, on_event=progress
+            repo, new, plans, verify=verify, dry_run=dry_run, stop=stop, on_event=_say
         )
-    _answer(_text(lines))
+    _answer(lines)
 
 
 @app.command()
@@ -408,7 +400,7 @@ def hooks_install() -> None:
     from forge.hooks import runtime as hooks
 
     repo = _repo()
-    _answer(_text(hooks.install(repo)))
+    _answer(hooks.install(repo))
     for warning in hooks.unverified_warning(repo):
         sys.stderr.write(f"forge: warning: {warning}\n")
 
@@ -418,7 +410,7 @@ def hooks_uninstall() -> None:
     """Remove forge's git hooks and restore what was there before."""
     from forge.hooks import runtime as hooks
 
-    _answer(_text(hooks.uninstall(_repo())))
+    _answer(hooks.uninstall(_repo()))
 
 
 @app.command()
@@ -441,9 +433,9 @@ def _settings(*, worktree_root: Path | None = None) -> Settings:
 
 
 def _repo(*, worktree_root: Path | None = None) -> Repository:
-    from forge.git import repo as git
+    from forge.git.repo import discover
 
-    return git.discover(settings=_settings(worktree_root=worktree_root))
+    return discover(settings=_settings(worktree_root=worktree_root))
 
 
 def _plan_name(repo: Repository, ref: str | None) -> str:
@@ -452,16 +444,18 @@ def _plan_name(repo: Repository, ref: str | None) -> str:
     return plan_name(repo, ref)
 
 
-def _answer(answer: dict[str, Any] | str) -> None:
-    """The answer: JSON for scripts, or text for people (as it is, newlines included)."""
+def _answer(answer: dict[str, Any] | str | Iterable[str]) -> None:
+    """The answer: JSON for scripts, or text for people (as it is, newlines included;
+    lines, each ended)."""
     if isinstance(answer, dict):
         emit_json(answer)
     else:
-        typer.echo(answer, nl=False)
+        text = answer if isinstance(answer, str) else "".join(f"{line}\n" for line in answer)
+        typer.echo(text, nl=False)
 
 
-def _text(lines: Iterable[str]) -> str:
-    return "".join(line + "\n" for line in lines)
+def _say(line: str) -> None:
+    sys.stderr.write(f"forge: {line}\n")
 
 
 def _exit(code: ExitCode) -> None:
@@ -470,23 +464,28 @@ def _exit(code: ExitCode) -> None:
 
 
 def main(argv: list[str] | None = None) -> NoReturn:
-    from forge.base.text import PrintableStream, open_closed_standard_fds
+    from forge.base.text import guard_standard_streams
 
-    open_closed_standard_fds()  # `forge status >&-`: no traceback, no file on fd 1
-    # Task text (reasons, file names, output) is data: no control character from it
-    # reaches the user's terminal, whichever code path prints it.
-    if not isinstance(sys.stdout, PrintableStream):
-        sys.stdout = PrintableStream(sys.stdout)
-    if not isinstance(sys.stderr, PrintableStream):
-        sys.stderr = PrintableStream(sys.stderr)
+    guard_standard_streams()
     args = sys.argv[1:] if argv is None else argv
     try:
-        app(args=argv, prog_name="forge")
+        _app_for(args)(args=argv, prog_name="forge")
     except ForgeError as exc:
         _fail(exc.message or type(exc).__name__, exc.code, as_json="--json" in args)
     except KeyboardInterrupt:
         _fail("interrupted", ExitCode.INTERRUPTED, as_json="--json" in args)
     sys.exit(ExitCode.OK)
+
+
+def _app_for(args: list[str]) -> typer.Typer:
+    """The one command `args` name, alone (typer reads the parameters of every command
+    it is given: ~15 ms a call), or the whole app (help, version, hooks, a typo)."""
+    for info in app.registered_commands if args and not args[0].startswith("-") else []:
+        if str(info.name or getattr(info.callback, "__name__", "")).replace("_", "-") == args[0]:
+            one = copy.copy(app)
+            one.registered_commands, one.registered_groups = [info], []
+            return one
+    return app
 
 
 def _fail(message: str, code: ExitCode, *, as_json: bool) -> NoReturn:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
-import secrets
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,7 +44,7 @@ def _probe(mount: Path) -> tuple[Path | None, str | None]:
     here = mount / own.lstrip("/")
     if not (here / "cgroup.kill").exists():
         return None, "the kernel has no cgroup.kill (Linux 5.14 or newer needed)"
-    probe = here / f"forge-probe-{os.getpid()}-{secrets.token_hex(2)}"
+    probe = here / f"forge-probe-{os.getpid()}-{os.urandom(2).hex()}"
     try:
         probe.mkdir()
         probe.rmdir()
@@ -61,7 +60,7 @@ class Group:
     @classmethod
     def make(cls, parent: Path, name: str) -> Group:
         safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in name)[:80]
-        path = parent / f"forge-{os.getpid()}-{safe}-{secrets.token_hex(3)}"
+        path = parent / f"forge-{os.getpid()}-{safe}-{os.urandom(3).hex()}"
         path.mkdir()
         return cls(path)
 

@@ -5,7 +5,6 @@ record of a live process carries the pid and the process's start time, read from
 from __future__ import annotations
 
 import os
-import socket
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -32,7 +31,7 @@ class Owner:
     @classmethod
     def me(cls, command: str = "") -> Owner:
         pid = os.getpid()
-        return cls(pid=pid, start=start_time(pid), host=socket.gethostname(), command=command)
+        return cls(pid=pid, start=start_time(pid), host=os.uname().nodename, command=command)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Owner:
@@ -51,7 +50,7 @@ class Owner:
 
         A record from another host cannot be checked and counts as alive (fail closed).
         """
-        if self.host and self.host != socket.gethostname():
+        if self.host and self.host != os.uname().nodename:
             return True
         now = start_time(self.pid)
         if now is None:

@@ -18,7 +18,6 @@ import hashlib
 import hmac
 import json
 import os
-import secrets
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +47,7 @@ def key() -> bytes | None:
     except OSError:
         return None
     with os.fdopen(fd, "w") as fh:
-        fh.write(secrets.token_hex(32) + "\n")
+        fh.write(os.urandom(32).hex() + "\n")
     return _read(path)
 
 

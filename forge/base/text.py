@@ -192,6 +192,17 @@ def open_closed_standard_fds() -> None:
         sys.stderr = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115 - for the process
 
 
+def guard_standard_streams() -> None:
+    """For the process: no closed descriptor 0-2 (`forge status >&-`: no traceback,
+    no file on fd 1), and task text (reasons, file names, output) printed as data,
+    no control character of it reaching the user's terminal whichever path prints it."""
+    open_closed_standard_fds()
+    if not isinstance(sys.stdout, PrintableStream):
+        sys.stdout = PrintableStream(sys.stdout)
+    if not isinstance(sys.stderr, PrintableStream):
+        sys.stderr = PrintableStream(sys.stderr)
+
+
 def is_broken_pipe(exc: OSError) -> bool:
     return isinstance(exc, BrokenPipeError) or exc.errno in (errno.EPIPE, errno.EBADF)
 

@@ -14,7 +14,6 @@ ones), and counts the plan's statuses at most once a second.
 
 from __future__ import annotations
 
-import statistics
 import sys
 import threading
 import time
@@ -295,4 +294,6 @@ class Eta:
             low = self.seconds(min(self.rates) * RANGE[0])
             high = self.seconds(max(self.rates) * RANGE[1])
             return f"ETA {_fmt(low)}-{_fmt(high)}"
+        import statistics  # (its import costs every run's start)
+
         return f"ETA ~{_fmt(self.seconds(statistics.median(self.rates)))}"

@@ -26,11 +26,12 @@ In the sandbox the `<folder>.git` is outside what the task may write.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import threading
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from forge.base import proc
@@ -118,6 +119,9 @@ class Contained:
     # Refuse a folder whose own `.git` is gone or replaced (a task's slot). A
     # verification checkout is not refused: its fingerprint names what changed.
     strict: bool = True
+    # Guarded once per instance (one of forge's operations: a commit, a move), not
+    # before each of its git commands: none of the task's runs in between.
+    _guarded: list[bool] = field(default_factory=list, compare=False, repr=False)
 
     @property
     def git_dir(self) -> Path:
@@ -138,7 +142,8 @@ class Contained:
         env: Mapping[str, str] | None = None,
         input: str | None = None,
     ) -> proc.Completed:
-        self.guard()
+        if not self._guarded:
+            self.guard()
         if args and args[0] in _CHANGES_HEAD and not (env and "GIT_INDEX_FILE" in env):
             self.owe()  # written before the move: a kill -9 in it still owes the hand-over
         return self._git(args, check=check, env=env, input=input)
@@ -191,6 +196,7 @@ class Contained:
                 taskgit.remove(gd / name)
         _put(gd / "config", config_text(self.repo))
         _put(gd / "objects" / "info" / "alternates", f"{self.repo.common_dir / 'objects'}\n")
+        self._guarded[:] = [True]
 
     def _adopt(self) -> None:
         """forge's git dir for a folder made before it had one: at the commit the
@@ -223,6 +229,20 @@ class Contained:
             return
         self.owe()
         _put(self.git_dir / "HEAD", f"{head}\n")
+
+    def point_head(self, oid: str) -> None:
+        """forge's HEAD here (the branch it names, or HEAD itself when detached) at
+        `oid`, written as `update-ref HEAD` would, without a git process: this git dir
+        is forge's alone (guarded before every command). The task's `.git` is owed."""
+        self.owe()
+        text = (taskgit.read_file(self.git_dir / "HEAD") or b"").decode("ascii", "replace")
+        ref = text.strip().removeprefix("ref: ") if text.startswith("ref: ") else "HEAD"
+        if ref == "HEAD" or (taskgit.safe_ref(ref) and ref.startswith("refs/heads/")):
+            with contextlib.suppress(OSError):
+                if ref == "HEAD" or os.path.isfile(self.git_dir / ref):
+                    _put(self.git_dir / ref, f"{oid}\n")
+                    return
+        self._git(("update-ref", "HEAD", oid))  # a packed or unusual ref: git writes it
 
     @property
     def _owed(self) -> Path:

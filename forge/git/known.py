@@ -16,6 +16,7 @@ _LIMIT = 4096
 _lock = threading.Lock()
 _trees: dict[str, str] = {}
 _parents: dict[str, tuple[str, ...]] = {}
+_merged: dict[str, bool] = {}  # commits forge merged into another (second parents)
 
 
 def _keep(table: dict[str, V], key: str, value: V) -> None:
@@ -32,6 +33,8 @@ def remember(commit: str, *, tree: str, parents: tuple[str, ...] | None = None) 
     _keep(_trees, commit, tree)
     if parents is not None and all(_OID.match(p) for p in parents):
         _keep(_parents, commit, parents)
+        for merged in parents[1:]:
+            _keep(_merged, merged, True)
 
 
 def tree(commit: str) -> str | None:
@@ -43,3 +46,10 @@ def child_of(commit: str, parent: str) -> bool:
     """Whether `parent` is known to be one of `commit`'s parents (False: unknown)."""
     with _lock:
         return parent in _parents.get(commit, ())
+
+
+def unmerged_own(commit: str) -> bool:
+    """Whether forge wrote `commit` itself (its parents are known) and has merged it
+    into nothing since: it cannot be in any branch forge merges into."""
+    with _lock:
+        return commit in _parents and commit not in _merged

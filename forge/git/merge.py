@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from forge.base import faults
+from forge.base import faults, proc
 from forge.errors import ForgeError
 from forge.git import known
 from forge.git.identity import identity_env
@@ -92,6 +92,13 @@ def merge_onto(repo: Repository, head: str, task_commit: str, *, message: str) -
 def _merged_tree(repo: Repository, head: str, task_commit: str) -> MergeResult | str:
     """The tree of `task_commit` merged onto `head`, or the MergeResult that says
     there is no merge to write (already in, unrelated, conflicting, refused)."""
+    cp = None
+    if known.unmerged_own(task_commit):
+        # A commit forge has just written is in no branch yet: straight to the merge,
+        # and `merge-base` only when git refuses it (no shared history).
+        cp = _merge_tree(repo, head, task_commit)
+        if cp.returncode in (0, 1):
+            return _merged_or_conflicts(cp, head)
     # One `merge-base` answers both questions: none (exit 1) is no shared history,
     # and the task's commit as the base is a commit already in `head`.
     mb = repo.try_git("merge-base", head, task_commit)
@@ -103,9 +110,16 @@ def _merged_tree(repo: Repository, head: str, task_commit: str) -> MergeResult |
         # An agent that re-inits or commits without a parent: the task's failure,
         # never the plan's (merge-tree refuses unrelated histories).
         return MergeResult(merged=False, refused=UNRELATED)
-    cp = repo.try_git(
+    return _merged_or_conflicts(cp or _merge_tree(repo, head, task_commit), head)
+
+
+def _merge_tree(repo: Repository, head: str, task_commit: str) -> proc.Completed:
+    return repo.try_git(
         "merge-tree", "--write-tree", "--name-only", "--no-messages", "-z", head, task_commit
     )
+
+
+def _merged_or_conflicts(cp: proc.Completed, head: str) -> MergeResult | str:
     # NUL-separated: the tree, then one entry a conflicted path (any name git can store).
     lines = [entry.strip("\n") for entry in cp.stdout.split("\0")]
     lines = [entry for entry in lines if entry]
@@ -121,18 +135,12 @@ def _merged_tree(repo: Repository, head: str, task_commit: str) -> MergeResult |
 def merge_commits(repo: Repository, ours: str, theirs: str, *, message: str) -> MergeResult:
     """The merge commit of `theirs` into `ours`, written to the object store only: no
     ref moves and no working tree is touched (`forge combine` lands it after a gate)."""
-    cp = repo.try_git(
-        "merge-tree", "--write-tree", "--name-only", "--no-messages", "-z", ours, theirs
-    )
-    lines = [entry.strip("\n") for entry in cp.stdout.split("\0")]
-    lines = [entry for entry in lines if entry]
-    if cp.returncode == 1:
-        return MergeResult(merged=False, conflicts=tuple(dict.fromkeys(lines[1:])))
-    if cp.returncode != 0 or not lines:
-        raise ForgeError(
-            f"git merge-tree failed on {ours[:12]} and {theirs[:12]}: {cp.stderr.strip()}"
-        )
+    found = _merged_or_conflicts(_merge_tree(repo, ours, theirs), ours)
+    if isinstance(found, MergeResult):
+        if found.conflicts:
+            return found
+        raise ForgeError(f"git merge-tree failed on {theirs[:12]}: {found.refused}")
     commit = repo.git(
-        "commit-tree", lines[0], "-p", ours, "-p", theirs, "-m", message, env=identity_env(repo)
+        "commit-tree", found, "-p", ours, "-p", theirs, "-m", message, env=identity_env(repo)
     ).strip()
     return MergeResult(merged=True, commit=commit)

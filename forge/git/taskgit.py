@@ -23,7 +23,6 @@ import re
 import shutil
 import stat
 import threading
-import uuid
 from collections.abc import Callable
 from pathlib import Path
 
@@ -83,7 +82,7 @@ def head(git_dir: Path) -> str | None:
         return None
     ref = "HEAD"
     for _ in range(3):  # HEAD -> a branch -> (rarely) a symbolic ref
-        raw = read_file(git_dir / ref) if ref == "HEAD" or _safe_ref(ref) else None
+        raw = read_file(git_dir / ref) if ref == "HEAD" or safe_ref(ref) else None
         text = raw.decode("ascii", "replace").strip() if raw is not None else None
         if text is None and ref != "HEAD":
             text = _packed(git_dir, ref)
@@ -91,14 +90,14 @@ def head(git_dir: Path) -> str | None:
             return None
         if text.startswith("ref: "):
             ref = text[len("ref: ") :].strip()
-            if not _safe_ref(ref):
+            if not safe_ref(ref):
                 return None
             continue
         return text if _OID.match(text) else None
     return None
 
 
-def _safe_ref(ref: str) -> bool:
+def safe_ref(ref: str) -> bool:
     return bool(_REF.match(ref)) and ".." not in ref and "//" not in ref
 
 
@@ -181,7 +180,7 @@ def replace(
     if index is not None and index.is_file():
         shutil.copyfile(index, new / "index")
     if os.path.lexists(git_dir):
-        os.rename(git_dir, staging / f"old-{uuid.uuid4().hex}")
+        os.rename(git_dir, staging / f"old-{os.urandom(16).hex()}")
     os.rename(new, git_dir)
     _sweep(staging)
 

@@ -18,7 +18,7 @@ import os
 import shutil
 import tempfile
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from forge.base import proc
@@ -256,7 +256,7 @@ def commit_all(
         env = dict(identity) if identity is not None else identity_env(repo)
         result = slot.git("commit-tree", tree, "-p", head, "-m", message, env=env).strip()
         known.remember(result, tree=tree, parents=(head,))
-    slot.git("update-ref", "HEAD", result)  # forge's HEAD, then the task's .git anew
+    slot.point_head(result)  # forge's HEAD, then the task's .git anew
     if result != old:
         repo.update_ref(branch, result, old, message=message)
     return result
@@ -370,15 +370,29 @@ def remove(repo: Repository, path: Path) -> None:
 
 
 def disk_usage(path: Path) -> int:
-    """Bytes used under `path` (not following links): `du` when there is one (a
-    slot of a large repository holds tens of thousands of files), else a walk."""
-    cp = (
-        proc.run(["du", "-sb", str(path)], cwd=Path("/"), check=False)
-        if shutil.which("du")
-        else None
-    )
-    if cp is not None and cp.returncode == 0 and cp.stdout.split():
-        return int(cp.stdout.split()[0])
+    """Bytes used under `path` (not following links)."""
+    return disk_usages([path])[path]
+
+
+def disk_usages(paths: Sequence[Path]) -> dict[Path, int]:
+    """Bytes used under each of `paths` (not following links; 0 for one that is
+    gone): one `du` for them all when there is one (a slot of a large repository
+    holds tens of thousands of files), else a walk."""
+    sizes = dict.fromkeys(paths, 0)
+    here = [p for p in paths if p.exists()]
+    if here and shutil.which("du"):
+        cp = proc.run(["du", "-sb0", *map(str, here)], cwd=Path("/"), check=False)
+        for entry in cp.stdout.split("\0") if cp.returncode == 0 else []:
+            size, _, name = entry.partition("\t")
+            if size.isdigit() and Path(name) in sizes:
+                sizes[Path(name)] = int(size)
+        here = [p for p in here if sizes[p] == 0]
+    for path in here:
+        sizes[path] = _walk_size(path)
+    return sizes
+
+
+def _walk_size(path: Path) -> int:
     total = 0
     for root, _dirs, files in os.walk(path):
         for name in files:

@@ -317,13 +317,12 @@ def _close_state(
     """Written even when the run crashed: a crashed run has a wall time too."""
     # Slot sizes are measured here so `forge status` stays fast, beside the snapshot;
     # each slot's own `.git` is brought up to date for whoever looks into it after.
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        sizes = [
-            (slot, pool.submit(_close_slot, repo, Path(slot.path))) for slot in state.slots.values()
-        ]
+    slots = list(state.slots.values())
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        sizes = pool.submit(_close_slots, repo, [Path(slot.path) for slot in slots])
         after = snapshot.take(repo)
-        for slot, size in sizes:
-            slot.bytes = size.result()
+        for slot in slots:
+            slot.bytes = sizes.result()[Path(slot.path)]
     # `forge accept --now` moved the user's branch during the run: forge did that.
     before = accepted.replay(repo, store.plan, before)
     state.touched = after.changes_since(before)
@@ -332,10 +331,12 @@ def _close_state(
     store.save(state)
 
 
-def _close_slot(repo: Repository, path: Path) -> int:
-    """The slot's size, once its `.git` says what forge's git dir says."""
-    worktrees.settle(repo, path)
-    return worktrees.disk_usage(path) if path.exists() else 0
+def _close_slots(repo: Repository, paths: list[Path]) -> dict[Path, int]:
+    """The slots' sizes (one `du`), once each one's `.git` says what forge's git dir
+    says."""
+    for path in paths:
+        worktrees.settle(repo, path)
+    return worktrees.disk_usages(paths)
 
 
 def _forget_lost_merges(state: RunState) -> None:

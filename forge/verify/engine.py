@@ -18,7 +18,7 @@ FLAKY are remembered per (tree, config fingerprint) and answered from the cache.
 from __future__ import annotations
 
 import itertools
-import secrets
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -68,7 +68,7 @@ def lane_tag(repo: Repository, key: str, lane: str) -> str:
 
 
 def _new_id(commit: str) -> str:
-    return f"{time.strftime('%Y%m%d-%H%M%S')}-{commit[:8]}-{secrets.token_hex(3)}"
+    return f"{time.strftime('%Y%m%d-%H%M%S')}-{commit[:8]}-{os.urandom(3).hex()}"
 
 
 def verify_commit(

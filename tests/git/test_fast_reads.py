@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from helpers.gitkit import commit_all, git
 
 from forge.git import known
@@ -72,3 +73,82 @@ def test_one_merge_base_tells_merged_unrelated_and_mergeable(repo: Path) -> None
     refused = merge_onto(r, base, orphan, message="m")
     assert not refused.merged and refused.refused == UNRELATED
     assert not shares_history(r, base, orphan)
+
+
+def test_a_fresh_commit_merges_with_no_merge_base_and_still_tells_the_rest(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A commit forge has just written is in no branch yet: merged onto a moved head
+    by `merge-tree` alone; a conflict is still told, and a fresh commit on an
+    unrelated history still refused as one, and a merged one is never merged twice."""
+    import os
+
+    from forge.base import proc
+    from forge.git import worktrees
+
+    r = discover(repo)
+    base = git(repo, "rev-parse", "HEAD").strip()
+    slot = Path(os.environ["FORGE_WORKTREES"]) / "slot"
+    worktrees.add(r, slot, base)
+    (slot / "a.txt").write_text("task\n")
+    work = worktrees.commit_all(r, slot, "work", branch="refs/heads/forge/p/t1")
+    (repo / "b.txt").write_text("moved on\n")
+    moved = commit_all(repo, "elsewhere").strip()
+
+    calls: list[str] = []
+    real = proc.run
+
+    def spy(argv: list[str], **kw: object) -> proc.Completed:
+        calls.append(" ".join(argv[1:3]))
+        return real(argv, **kw)  # type: ignore[arg-type]
+
+    with monkeypatch.context() as mp:
+        mp.setattr(proc, "run", spy)
+        res = merge_onto(r, moved, work, message="m")
+    assert res.merged and res.commit
+    assert not any(c.startswith("merge-base") for c in calls), calls
+    assert git(repo, "show", f"{res.commit}:a.txt") == "task"
+    assert git(repo, "show", f"{res.commit}:b.txt") == "moved on"
+    # Merged once: the same commit onto the merge is already in.
+    assert merge_onto(r, res.commit, work, message="m").already
+    # A fresh commit on a conflicting change is a conflict, not a refusal.
+    worktrees.move(r, slot, "refs/heads/forge/p/t2", clean_all=False, commit=base)
+    (slot / "b.txt").write_text("task's own\n")
+    clash = worktrees.commit_all(r, slot, "clash", branch="refs/heads/forge/p/t2")
+    conflict = merge_onto(r, moved, clash, message="m")
+    assert not conflict.merged and conflict.conflicts == ("b.txt",)
+    # forge's commit on a parentless one the task made: git refuses, forge says why.
+    tree = git(repo, "rev-parse", "HEAD^{tree}").strip()
+    orphan = git(repo, "commit-tree", tree, "-m", "no parent").strip()
+    worktrees.move(r, slot, "refs/heads/forge/p/t3", clean_all=False, commit=orphan)
+    (slot / "c.txt").write_text("c\n")
+    lone = worktrees.commit_all(r, slot, "lone", branch="refs/heads/forge/p/t3")
+    assert known.unmerged_own(lone)
+    refused = merge_onto(r, moved, lone, message="m")
+    assert not refused.merged and refused.refused == UNRELATED
+
+
+def test_forges_head_in_a_slot_is_written_as_git_would(repo: Path) -> None:
+    """forge's HEAD after a commit (on the slot's branch, or detached) is what `git
+    update-ref HEAD` would have left: git reads the same commit."""
+    import os
+
+    from forge.git import worktrees
+    from forge.git.contained import Contained
+
+    r = discover(repo)
+    base = git(repo, "rev-parse", "HEAD").strip()
+    slot = Path(os.environ["FORGE_WORKTREES"]) / "slot"
+    worktrees.add(r, slot, base)
+    view = Contained(r, slot)
+    (slot / "a.txt").write_text("detached\n")
+    one = worktrees.commit_all(r, slot, "one", branch="refs/heads/forge/p/t1")
+    assert view.git("rev-parse", "HEAD").strip() == one
+    worktrees.move(r, slot, "refs/heads/forge/p/t1", clean_all=False, commit=one)
+    assert view.git("symbolic-ref", "HEAD").strip() == "refs/heads/forge/p/t1"
+    (slot / "a.txt").write_text("on its branch\n")
+    two = worktrees.commit_all(r, slot, "two", branch="refs/heads/forge/p/t1")
+    assert view.git("symbolic-ref", "HEAD").strip() == "refs/heads/forge/p/t1"
+    assert view.git("rev-parse", "HEAD", "refs/heads/forge/p/t1").split() == [two, two]
+    assert view.git("status", "--porcelain") == ""
+    assert r.ref_value("refs/heads/forge/p/t1") == two

@@ -60,3 +60,36 @@ def test_a_slot_holding_work_or_a_running_plan_is_left_alone(repo: Path, tmp_pat
         assert plan_and_run(repo, c, "c").returncode == 0
     assert len(_slots(repo, "b")) == 1
     assert Path(next(iter(_slots(repo, "c").values()))).exists()
+
+
+def _together(tmp: Path, name: str, n: int) -> Path:
+    """A plan of `n` tasks that each write their file once all `n` are running."""
+    gate = tmp / f"gate-{name}"
+    tasks = []
+    for i in range(n):
+        out = f"{name}{i}.txt"
+        wait = (
+            f"import pathlib, time; g = pathlib.Path({str(gate)!r}); g.mkdir(exist_ok=True); "
+            f"(g / {out!r}).touch(); end = time.monotonic() + 60; "
+            f"exec('while len(list(g.iterdir())) < {n} and time.monotonic() < end: "
+            f"time.sleep(0.01)')"
+        )
+        tasks.append((f"t{i}", f'python3 -c \\"{wait}\\" && echo {out} >> {out}', out))
+    body = f"max_parallel = {n}\n" + "".join(_TASK.format(id=t, run=r, file=f) for t, r, f in tasks)
+    return write_plan(tmp, body, name=name)
+
+
+def test_every_waiting_task_gets_an_idle_slot_at_once(repo: Path, tmp_path: Path) -> None:
+    """Three tasks that start together take the three idle slots of a finished plan,
+    all three moved over (none checked out anew while another is being taken)."""
+    cp = plan_and_run(repo, _together(tmp_path, "a", 3), "a")
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    old = _slots(repo, "a")
+    assert len(old) == 3
+    inodes = {os.stat(Path(p) / "README.md").st_ino for p in old.values()}
+    cp = plan_and_run(repo, _together(tmp_path, "b", 3), "b")
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    assert statuses(repo, "b") == {"t0": "MERGED", "t1": "MERGED", "t2": "MERGED"}
+    assert _slots(repo, "a") == {}
+    new = _slots(repo, "b")
+    assert {os.stat(Path(p) / "README.md").st_ino for p in new.values()} == inodes

@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Mapping
+import threading
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from forge.base.files import plan_lock
@@ -29,19 +30,30 @@ from forge.git.repo import Repository
 from forge.run.state.run_state import Slot, StateStore, Status, TaskState
 
 _LOOK_AT = 16  # other plans looked at, most recently run first
+# One taking at a time in this process: slots sought side by side would each find
+# the other plan's run lock held by their neighbour, and take nothing.
+_taking = threading.Lock()
 
 
-def adopt(repo: Repository, plan: str, into: Path) -> bool:
-    """Move an idle slot of another plan of `repo` to the folder `into` (a slot of
-    `plan`'s, recorded by the caller, not yet made). False: none could be had."""
-    if os.path.lexists(into) or os.path.lexists(contained.view_dir(into)):
-        return False
+def adopt(repo: Repository, plan: str, into: Sequence[Path]) -> list[Path]:
+    """Move idle slots of other plans of `repo` to the folders `into` (slots of
+    `plan`'s, recorded by the caller, not yet made), as many as can be had, each
+    plan's taken under one hold of its lock. Returns the folders filled."""
+    wanted = [p for p in into if not (os.path.lexists(p) or os.path.lexists(contained.view_dir(p)))]
     root = repo.worktrees_root()
-    for other in _others(repo, plan):
-        with contextlib.suppress(ForgeError, OSError):
-            if _take_from(repo, other, root / other, into):
-                return True
-    return False
+    got: list[Path] = []
+    with _taking:
+        for other in _others(repo, plan):
+            if len(got) == len(wanted):
+                break
+            with contextlib.suppress(ForgeError, OSError):
+                _take_from(repo, other, root / other, wanted[len(got) :], got)
+    return got
+
+
+def may_adopt(repo: Repository, plan: str) -> bool:
+    """Whether another plan of `repo` may have a slot to give (it has a state)."""
+    return bool(_others(repo, plan))
 
 
 def _others(repo: Repository, plan: str) -> list[str]:
@@ -54,36 +66,58 @@ def _others(repo: Repository, plan: str) -> list[str]:
     return [name for _, name in sorted(found, reverse=True)[:_LOOK_AT]]
 
 
-def _take_from(repo: Repository, other: str, folder: Path, into: Path) -> bool:
+def _take_from(
+    repo: Repository, other: str, folder: Path, into: list[Path], got: list[Path]
+) -> None:
+    """Idle slots of the plan `other` moved to the first folders of `into`; each
+    folder filled is added to `got` as soon as its slot has moved."""
     with plan_lock(repo.state, other, command="forge run (taking an idle slot)"):
         store = StateStore(repo.state, other)
         state = store.load_existing()
         if state is None:
-            return False
-        slot = next((s for s in state.slots.values() if _idle(s, state.tasks, folder)), None)
-        if slot is None:
-            return False
-        path = Path(slot.path)
-        if worktrees.usable(repo, path) is not None:
-            return False
-        into.parent.mkdir(parents=True, exist_ok=True)
-        del state.slots[slot.name]
-        store.save(state)  # that plan forgets it before it moves
-        view = contained.view_dir(path)
+            return
+        idle = [s for s in state.slots.values() if _idle(s, state.tasks, folder)]
+        taken = [s for s in idle if worktrees.usable(repo, Path(s.path)) is None][: len(into)]
+        if not taken:
+            return
+        into[0].parent.mkdir(parents=True, exist_ok=True)
+        for slot in taken:
+            del state.slots[slot.name]
+        store.save(state)  # that plan forgets them before they move
+        kept = list(taken)  # still that plan's, unless moved
         try:
-            if view.is_dir():
-                view.rename(contained.view_dir(into))
-            path.rename(into)
-            # What its own `.git` names is the other plan's merged work, not commits of
-            # a task of this plan's: superseded, put anew before this plan's first task.
-            if contained.view_dir(into).is_dir():
-                contained.Contained(repo, into).owe()
-        except OSError:
-            if view.exists() or not contained.view_dir(into).exists():
-                state.slots[slot.name] = slot  # nothing moved: still that plan's
+            for slot, dest in zip(taken, into, strict=False):
+                try:
+                    moved = _move(repo, Path(slot.path), dest)
+                except OSError:
+                    kept.remove(slot)  # half here: that plan forgets it
+                    raise
+                if moved:
+                    got.append(dest)
+                    kept.remove(slot)
+        finally:
+            if kept:  # nothing of them moved: still that plan's
+                state.slots.update({s.name: s for s in kept})
                 store.save(state)
-            raise
-        return True
+
+
+def _move(repo: Repository, path: Path, into: Path) -> bool:
+    """The slot's folder and forge's git dir of it moved to `into`. False: nothing
+    moved (an error after its git dir moved is raised: the slot is half here)."""
+    view = contained.view_dir(path)
+    try:
+        if view.is_dir():
+            view.rename(contained.view_dir(into))
+        path.rename(into)
+        # What its own `.git` names is the other plan's merged work, not commits of a
+        # task of this plan's: superseded, put anew before this plan's first task.
+        if contained.view_dir(into).is_dir():
+            contained.Contained(repo, into).owe()
+    except OSError:
+        if view.exists() or not contained.view_dir(into).exists():
+            return False
+        raise
+    return True
 
 
 def _idle(slot: Slot, tasks: Mapping[str, TaskState], folder: Path) -> bool:

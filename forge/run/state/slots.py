@@ -17,7 +17,7 @@ from pathlib import Path
 from forge.base import proc
 from forge.git import worktrees
 from forge.git.repo import Repository
-from forge.run.state.adopt import adopt
+from forge.run.state.adopt import adopt, may_adopt
 from forge.run.state.run_state import RunState, Slot, StateStore, Status
 
 
@@ -26,7 +26,10 @@ class SlotPool:
     whichever slot is ready first: adding a worktree costs ~0.1-0.5 s per 1k files
     here, so short tasks are better served by one slot made at once (its files
     written by one worker per core: forge.git.contained.PARALLEL_CHECKOUT) than by
-    several made side by side, which all arrive late (bench/DIAGNOSIS.md)."""
+    several made side by side, which all arrive late (bench/DIAGNOSIS.md). Taking
+    an idle slot of another plan is two renames: while other plans may have one,
+    every waiting task's slot is sought at once, and only checkouts wait their
+    turn."""
 
     def __init__(
         self,
@@ -50,6 +53,8 @@ class SlotPool:
         self._threads: list[threading.Thread] = []
         # Worktree adds at once: they compete for the same disk and cores.
         self._concurrency = max(1, (os.cpu_count() or 2) // 2)
+        self._checkouts = threading.BoundedSemaphore(self._concurrency)
+        self._may_adopt = may_adopt(repo, state.plan)
         # Set when the run needs no slot still being made: its checkout is stopped.
         self._stop_making = threading.Event()
         worktrees.prune(repo)  # registrations of worktrees whose folders are gone
@@ -72,28 +77,58 @@ class SlotPool:
         return False
 
     def grow(self, base: str, *, wanted: int) -> None:
-        """Start making one more slot in the background while fewer than `wanted`
-        (ready tasks without a slot) are being made."""
+        """Start making slots in the background while fewer than `wanted` (ready tasks
+        without a slot) are being made: one at a time when each is a checkout, all
+        at once when idle slots of other plans may be taken."""
+        made: list[Slot] = []
         with self._lock, self.store.lock:
-            if self.error is not None or len(self._making) >= min(wanted, self._concurrency):
+            if self.error is not None:
                 return
+            limit = wanted if self._may_adopt else min(wanted, self._concurrency)
             n = 1
-            while f"slot-{n}" in self.state.slots:
-                n += 1
-            slot = Slot(name=f"slot-{n}", path=str(self.root / f"slot-{n}"), clean=True)
-            self.state.slots[slot.name] = slot  # recorded before the folder exists
-            self._making.add(slot.name)
-            self.store.save(self.state)
-        thread = threading.Thread(target=self._make, args=(slot, base), name=slot.name, daemon=True)
-        self._threads.append(thread)
-        thread.start()
+            while len(self._making) < limit:
+                while f"slot-{n}" in self.state.slots:
+                    n += 1
+                slot = Slot(name=f"slot-{n}", path=str(self.root / f"slot-{n}"), clean=True)
+                self.state.slots[slot.name] = slot  # recorded before the folder exists
+                self._making.add(slot.name)
+                made.append(slot)
+            if made:
+                self.store.save(self.state)
+        # Taken from other plans in one go (one hold of each one's lock), else each
+        # checked out in a thread of its own.
+        batches = [made] if self._may_adopt else [[slot] for slot in made]
+        for batch in batches:
+            if not batch:
+                continue
+            name = batch[0].name if len(batch) == 1 else "slots"
+            thread = threading.Thread(target=self._make, args=(batch, base), name=name, daemon=True)
+            self._threads.append(thread)
+            thread.start()
 
-    def _make(self, slot: Slot, base: str) -> None:
+    def _make(self, slots: list[Slot], base: str) -> None:
+        # Taken over, a slot is clean as its plan let it go (forge had committed and
+        # merged its last task's work), as a slot of this plan is from one run to the
+        # next; its own `.git` is owed anew before the first command.
+        taken: set[str] = set()
+        if self._may_adopt:
+            try:
+                folders = adopt(self.repo, self.state.plan, [Path(s.path) for s in slots])
+                taken = {str(p) for p in folders}
+            except Exception:  # noqa: BLE001 (then they are checked out)
+                taken = set()
+            for slot in slots:
+                if slot.path in taken:
+                    self._made(slot)
+            if len(taken) < len(slots):
+                self._may_adopt = False  # none left to take: the next slots are checkouts
+        for slot in slots:
+            if slot.path not in taken:
+                self._check_out(slot, base)
+
+    def _check_out(self, slot: Slot, base: str) -> None:
         try:
-            # Taken over, it is clean as its plan let it go (forge had committed and
-            # merged its last task's work), as a slot of this plan is from one run
-            # to the next; its own `.git` is owed anew before the first command.
-            if not adopt(self.repo, self.state.plan, Path(slot.path)):
+            with self._checkouts:  # (a slot no longer wanted stops before it starts)
                 worktrees.add(self.repo, Path(slot.path), base, stop=self._stop_making)
         except proc.Stopped:
             with self._lock, self.store.lock:  # no task took it: it never was
@@ -103,9 +138,12 @@ class SlotPool:
         except Exception as exc:  # noqa: BLE001 the dispatcher makes it in the task instead, and says why
             self.error = str(exc)
         finally:
-            with self._lock:
-                self._making.discard(slot.name)
-            self.on_ready()
+            self._made(slot)
+
+    def _made(self, slot: Slot) -> None:
+        with self._lock:
+            self._making.discard(slot.name)
+        self.on_ready()
 
     def wait(self) -> None:
         """At the dispatch's end: a slot still being made is wanted by no task any
