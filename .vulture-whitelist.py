@@ -8,6 +8,7 @@ cli.resume  # a typer command: registered by its decorator
 cli.hooks_install  # a typer command
 cli.hooks_uninstall  # a typer command
 cli.demo  # a typer command
+cli.app.registered_groups  # read by typer when it builds the app (cli._app_for)
 TaskState.merged_commit  # written to state.json for people and tests
 subreaper  # pytest fixtures used by name or autouse
 hermetic

@@ -73,77 +73,46 @@ def run(
     env: Mapping[str, str] | None = None,
     input: str | None = None,
     check: bool = True,
-    timeout: float | None = None,
     stop: threading.Event | None = None,
 ) -> Completed:
     """Run a short command to completion and capture its output. `stop`: a long one
     (a checkout of a large tree) is killed when this event is set (`Stopped`)."""
     if not cwd.is_absolute():
         raise ValueError(f"cwd must be absolute: {cwd}")
-    if stop is not None:
-        return _stoppable(argv, cwd=cwd, env=env, check=check, stop=stop)
-    try:
-        cp = subprocess.run(
-            list(argv),
-            cwd=cwd,
-            env=clean_env(env),
-            input=input,
-            stdin=None if input is not None else subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-        )
-    except FileNotFoundError as exc:
-        raise ForgeError(f"cannot run `{argv[0]}`: not found on PATH") from exc
-    if check and cp.returncode != 0:
-        raise CommandError(argv, cwd, cp.returncode, (cp.stderr or "") + (cp.stdout or ""))
-    return Completed(list(argv), cp.returncode, cp.stdout, cp.stderr)
-
-
-def _stoppable(
-    argv: Sequence[str],
-    *,
-    cwd: Path,
-    env: Mapping[str, str] | None,
-    check: bool,
-    stop: threading.Event,
-) -> Completed:
-    if stop.is_set():
-        raise Stopped(f"`{' '.join(argv[:3])} ...` in {cwd} was stopped before it started")
+    what = f"`{' '.join(argv[:3])} ...` in {cwd}"
+    if stop is not None and stop.is_set():
+        raise Stopped(f"{what} was stopped before it started")
     try:
         child = subprocess.Popen(
             list(argv),
             cwd=cwd,
             env=clean_env(env),
-            stdin=subprocess.DEVNULL,
+            stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
         )
     except FileNotFoundError as exc:
         raise ForgeError(f"cannot run `{argv[0]}`: not found on PATH") from exc
-    done = threading.Event()
-    killed = threading.Event()
-
-    def watch() -> None:
-        while not done.wait(0.05):
-            if stop.is_set():
-                killed.set()
-                child.kill()
-                return
-
-    watcher = threading.Thread(target=watch, name="stop-watch", daemon=True)
-    watcher.start()
-    try:
-        out, err = child.communicate()
-    finally:
-        done.set()
-        watcher.join()
-    if killed.is_set():
-        raise Stopped(f"`{' '.join(argv[:3])} ...` in {cwd} was stopped")
+    with child:
+        try:
+            while True:
+                # With `stop`, looked at every 50 ms (a retried communicate loses no output).
+                try:
+                    out, err = child.communicate(input, timeout=None if stop is None else _POLL)
+                    break
+                except subprocess.TimeoutExpired:
+                    if stop is not None and stop.is_set():
+                        raise Stopped(f"{what} was stopped") from None
+        except BaseException:  # stopped, or Ctrl-C: nothing of it left running
+            child.kill()
+            raise
     if check and child.returncode != 0:
         raise CommandError(argv, cwd, child.returncode, (err or "") + (out or ""))
     return Completed(list(argv), child.returncode, out, err)
+
+
+_POLL = 0.05  # seconds between looks at a `stop` event
 
 
 def spawn_detached(

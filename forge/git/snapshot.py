@@ -13,12 +13,10 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from forge.base import proc
 from forge.git import objstore
 from forge.git.repo import Repository
 
@@ -83,18 +81,62 @@ class Snapshot:
 
 
 def take(repo: Repository) -> Snapshot:
-    # The object store is listed while git answers the questions below (a listing
-    # of 10k files is mostly system calls, which let the other thread run).
     store = repo.common_dir / "objects"
+    # The object store is listed while git answers the questions below (a listing of
+    # 10k files is mostly system calls, which let the other threads run); the working
+    # tree's status, the longest of them on a large repository, runs beside the others,
+    # and they beside one another.
     with ThreadPoolExecutor(max_workers=4) as pool:
         objects = pool.submit(objstore.fingerprint, store)
-        # The working tree's status, the longest of the questions on a large
-        # repository, runs beside the others, and they beside one another.
         status = pool.submit(_status, repo)
         head_ref = pool.submit(repo.try_git, "symbolic-ref", "--quiet", "HEAD")
         head_commit = pool.submit(repo.try_git, "rev-parse", "--verify", "--quiet", "HEAD")
-        snap = _take(repo, status.result, heads=lambda: (head_ref.result(), head_commit.result()))
-        return replace(snap, objects=objects.result(), store=store)
+        refs, index = _refs(repo), _index(repo)
+        ref_name = head_ref.result().stdout.strip()
+        commit = head_commit.result().stdout.strip()
+        return Snapshot(
+            head=f"ref:{ref_name}" if ref_name else commit,
+            head_commit=commit,
+            refs=refs,
+            index=index,
+            tree=_tree(repo.root, status.result()),
+            files=_git_files(repo),
+            objects=objects.result(),
+            store=store,
+        )
+
+
+def _refs(repo: Repository) -> dict[str, str]:
+    """The user's branches, tags and stash; forge's own branches left out."""
+    out = repo.git(
+        "for-each-ref", "--format=%(objectname) %(refname)", "refs/heads", "refs/tags", "refs/stash"
+    )
+    refs = {}
+    for line in out.splitlines():
+        oid, _, ref = line.partition(" ")
+        if not ref.startswith("refs/heads/forge/"):
+            refs[ref] = oid
+    return refs
+
+
+def _index(repo: Repository) -> dict[str, str]:
+    staged = repo.git("ls-files", "--stage", "-z", cwd=repo.root, env=_QUIET)
+    index = {}
+    for entry in staged.split("\0"):
+        if entry:
+            meta, _, path = entry.partition("\t")
+            index[path] = meta
+    return index
+
+
+def _tree(root: Path, status: str) -> dict[str, str]:
+    """What `git status` shows, each path with its size and mtime."""
+    tree = {}
+    for entry in status.split("\0"):
+        if len(entry) > 3:
+            path = entry[3:]
+            tree[path] = f"{entry[:2]} {_stat(root / path)}"
+    return tree
 
 
 def _status(repo: Repository) -> str:
@@ -106,52 +148,6 @@ def _status(repo: Repository) -> str:
         "--no-renames",
         cwd=repo.root,
         env=_QUIET,
-    )
-
-
-def _take(
-    repo: Repository,
-    status_of: Callable[[], str] | None = None,
-    *,
-    heads: Callable[[], tuple[proc.Completed, proc.Completed]] | None = None,
-) -> Snapshot:
-    """The snapshot without the object store; `status_of` and `heads` give answers
-    asked beside it (default: asked here)."""
-    root = repo.root  # the checkout forge was called from
-    cwd = root
-    if heads is None:
-        ref_cp = repo.try_git("symbolic-ref", "--quiet", "HEAD")
-        commit_cp = repo.try_git("rev-parse", "--verify", "--quiet", "HEAD")
-    else:
-        ref_cp, commit_cp = heads()
-    head_ref, head_commit = ref_cp.stdout.strip(), commit_cp.stdout.strip()
-    refs = {}
-    out = repo.git(
-        "for-each-ref", "--format=%(objectname) %(refname)", "refs/heads", "refs/tags", "refs/stash"
-    )
-    for line in out.splitlines():
-        oid, _, ref = line.partition(" ")
-        if not ref.startswith("refs/heads/forge/"):
-            refs[ref] = oid
-    index = {}
-    staged = repo.git("ls-files", "--stage", "-z", cwd=cwd, env=_QUIET)
-    for entry in staged.split("\0"):
-        if entry:
-            meta, _, path = entry.partition("\t")
-            index[path] = meta
-    tree = {}
-    status = status_of() if status_of is not None else _status(repo)
-    for entry in status.split("\0"):
-        if len(entry) > 3:
-            path = entry[3:]
-            tree[path] = f"{entry[:2]} {_stat(root / path)}"
-    return Snapshot(
-        head=f"ref:{head_ref}" if head_ref else head_commit,
-        head_commit=head_commit,
-        refs=refs,
-        index=index,
-        tree=tree,
-        files=_git_files(repo),
     )
 
 

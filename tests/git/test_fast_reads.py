@@ -4,14 +4,26 @@ loose file (git still answers for a packed, symbolic or absent one), one
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 from helpers.gitkit import commit_all, git
 
-from forge.git import known
+from forge.git import known, worktrees
 from forge.git.merge import UNRELATED, merge_onto, shares_history
-from forge.git.repo import discover
+from forge.git.repo import Repository, discover
+
+
+def _slot_commit(repo: Path, text: str) -> tuple[Repository, Path, str, str]:
+    """A slot at the repository's HEAD with `text` in a.txt committed by forge on the
+    task branch forge/p/t1: the repository, the slot, the base and the commit."""
+    r = discover(repo)
+    base = git(repo, "rev-parse", "HEAD").strip()
+    slot = Path(os.environ["FORGE_WORKTREES"]) / "slot"
+    worktrees.add(r, slot, base)
+    (slot / "a.txt").write_text(text)
+    return r, slot, base, worktrees.commit_all(r, slot, "work", branch="refs/heads/forge/p/t1")
 
 
 def test_a_ref_reads_as_git_resolves_it(repo: Path) -> None:
@@ -39,16 +51,7 @@ def test_a_ref_reads_as_git_resolves_it(repo: Path) -> None:
 def test_a_merge_onto_the_commits_parent_is_the_commits_tree(repo: Path) -> None:
     """A task's commit forge made right on the integration head: its merge is
     written without asking git for a merge base or a merged tree."""
-    import os
-
-    from forge.git import worktrees
-
-    r = discover(repo)
-    base = git(repo, "rev-parse", "HEAD").strip()
-    slot = Path(os.environ["FORGE_WORKTREES"]) / "slot"
-    worktrees.add(r, slot, base)
-    (slot / "a.txt").write_text("a\n")
-    work = worktrees.commit_all(r, slot, "work", branch="refs/heads/forge/p/t1")
+    r, _, base, work = _slot_commit(repo, "a\n")
     assert known.child_of(work, base)
     res = merge_onto(r, base, work, message="m")
     assert res.merged and not res.already and res.commit
@@ -81,17 +84,9 @@ def test_a_fresh_commit_merges_with_no_merge_base_and_still_tells_the_rest(
     """A commit forge has just written is in no branch yet: merged onto a moved head
     by `merge-tree` alone; a conflict is still told, and a fresh commit on an
     unrelated history still refused as one, and a merged one is never merged twice."""
-    import os
-
     from forge.base import proc
-    from forge.git import worktrees
 
-    r = discover(repo)
-    base = git(repo, "rev-parse", "HEAD").strip()
-    slot = Path(os.environ["FORGE_WORKTREES"]) / "slot"
-    worktrees.add(r, slot, base)
-    (slot / "a.txt").write_text("task\n")
-    work = worktrees.commit_all(r, slot, "work", branch="refs/heads/forge/p/t1")
+    r, slot, base, work = _slot_commit(repo, "task\n")
     (repo / "b.txt").write_text("moved on\n")
     moved = commit_all(repo, "elsewhere").strip()
 
@@ -131,18 +126,10 @@ def test_a_fresh_commit_merges_with_no_merge_base_and_still_tells_the_rest(
 def test_forges_head_in_a_slot_is_written_as_git_would(repo: Path) -> None:
     """forge's HEAD after a commit (on the slot's branch, or detached) is what `git
     update-ref HEAD` would have left: git reads the same commit."""
-    import os
-
-    from forge.git import worktrees
     from forge.git.contained import Contained
 
-    r = discover(repo)
-    base = git(repo, "rev-parse", "HEAD").strip()
-    slot = Path(os.environ["FORGE_WORKTREES"]) / "slot"
-    worktrees.add(r, slot, base)
+    r, slot, _, one = _slot_commit(repo, "detached\n")
     view = Contained(r, slot)
-    (slot / "a.txt").write_text("detached\n")
-    one = worktrees.commit_all(r, slot, "one", branch="refs/heads/forge/p/t1")
     assert view.git("rev-parse", "HEAD").strip() == one
     worktrees.move(r, slot, "refs/heads/forge/p/t1", clean_all=False, commit=one)
     assert view.git("symbolic-ref", "HEAD").strip() == "refs/heads/forge/p/t1"
