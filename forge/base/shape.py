@@ -12,12 +12,70 @@ import enum
 import functools
 import types
 import typing
+from collections.abc import Callable
 from typing import Any, Union
 
 
 def problem(cls: type, data: Any, where: str = "") -> str | None:
     """Why `data` cannot be read as `cls` (a dataclass), or None. Keys `cls` does not
     know are ignored (an older forge's fields); a missing key must have a default."""
+    # Looked at once without words (a 1000-task state holds ~100k values), and again,
+    # saying where, only when something is wrong.
+    return None if _checker(cls)(data) else _problem(cls, data, where)
+
+
+@functools.cache
+def _checker(hint: Any) -> Callable[[Any], bool]:
+    """A function telling whether a value has the shape of `hint` (what
+    `_value_problem` finds no fault with), made once per hint."""
+    if hint is Any:
+        return lambda _value: True
+    origin, args, is_record = _hint(hint)
+    if origin in (Union, types.UnionType):
+        options = tuple(_checker(o) for o in args)
+        return lambda value: any(ok(value) for ok in options)
+    if is_record:
+        return _record_checker(hint)
+    if origin is list:
+        item = _checker(args[0])
+        return lambda value: isinstance(value, list) and all(map(item, value))
+    if origin is dict:
+        item = _checker(args[1])
+        return lambda value: isinstance(value, dict) and all(map(item, value.values()))
+    if hint is type(None):
+        return lambda value: value is None
+    if isinstance(hint, type) and issubclass(hint, enum.Enum):
+        values = _values(hint)
+        return lambda value: not isinstance(value, list | dict) and value in values
+    if hint in (int, float):
+        number = int if hint is int else int | float
+        return lambda value: isinstance(value, number) and not isinstance(value, bool)
+    if isinstance(hint, type):
+        return lambda value: isinstance(value, hint)
+    return lambda _value: True  # a hint this check does not model: the reader decides
+
+
+def _record_checker(cls: type) -> Callable[[Any], bool]:
+    hints, fields = _shape_of(cls)
+    required = tuple(
+        f.name
+        for f in fields
+        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+    )
+    # Its fields' checkers are made at its first use: a record may hold itself.
+    checks: list[tuple[str, Callable[[Any], bool]]] = []
+
+    def ok(value: Any) -> bool:
+        if not isinstance(value, dict) or not all(name in value for name in required):
+            return False
+        if not checks:
+            checks.extend((f.name, _checker(hints[f.name])) for f in fields)
+        return all(check(value[name]) for name, check in checks if name in value)
+
+    return ok
+
+
+def _problem(cls: type, data: Any, where: str) -> str | None:
     label = where or "the top level"
     if not isinstance(data, dict):
         return f"{label} is {_kind(data)}, not an object"
@@ -61,7 +119,7 @@ def _value_problem(hint: Any, value: Any, at: str) -> str | None:
             return _value_problem(others[0], value, at)
         return f"`{at}` is {_kind(value)}"
     if is_record:
-        return problem(hint, value, at)
+        return _problem(hint, value, at)
     if origin in (list, dict):
         return _container_problem(origin, hint, value, at)
     return _scalar_problem(hint, value, at)
@@ -89,20 +147,11 @@ def _container_problem(origin: Any, hint: Any, value: Any, at: str) -> str | Non
 
 
 def _scalar_problem(hint: Any, value: Any, at: str) -> str | None:
-    if hint is type(None):
-        return None if value is None else f"`{at}` is {_kind(value)}"
+    if _checker(hint)(value):
+        return None
     if isinstance(hint, type) and issubclass(hint, enum.Enum):
-        ok = value in _values(hint)
-        return None if ok else f"`{at}` is {_kind(value)}, not one of {[m.value for m in hint]}"
-    if hint is float:
-        ok = isinstance(value, int | float) and not isinstance(value, bool)
-    elif hint is int:
-        ok = isinstance(value, int) and not isinstance(value, bool)
-    elif isinstance(hint, type):
-        ok = isinstance(value, hint)
-    else:
-        ok = True  # a hint this check does not model: let the reader decide
-    return None if ok else f"`{at}` is {_kind(value)}"
+        return f"`{at}` is {_kind(value)}, not one of {[m.value for m in hint]}"
+    return f"`{at}` is {_kind(value)}"
 
 
 @functools.cache

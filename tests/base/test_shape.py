@@ -1,0 +1,79 @@
+"""A state file's shape is told in one quick pass when it is right, and, when it is
+wrong, by a message that says where: both passes judge every value alike."""
+
+from __future__ import annotations
+
+import copy
+import enum
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from forge.base.shape import problem
+
+
+class Colour(enum.Enum):
+    RED = "red"
+    BLUE = "blue"
+
+
+@dataclass
+class Leaf:
+    name: str
+    size: int = 0
+
+
+@dataclass
+class Tree:
+    colour: Colour
+    ratio: float
+    leaves: list[Leaf] = field(default_factory=list)
+    tags: dict[str, int] = field(default_factory=dict)
+    parent: Tree | None = None
+    note: str | None = None
+
+
+GOOD: dict[str, Any] = {
+    "colour": "red",
+    "ratio": 1,
+    "leaves": [{"name": "a"}, {"name": "b", "size": 2}],
+    "tags": {"x": 1},
+    "parent": {"colour": "blue", "ratio": 0.5, "note": None},
+    "unknown to this forge": [1, 2],
+}
+
+
+def test_a_record_of_the_right_shape_has_no_problem() -> None:
+    assert problem(Tree, GOOD) is None
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "said"),
+    [
+        (("colour",), "green", "`colour` is a string, not one of ['red', 'blue']"),
+        (("colour",), ["red"], "`colour` is a list, not one of"),
+        (("ratio",), True, "`ratio` is a boolean"),
+        (("ratio",), "1", "`ratio` is a string"),
+        (("leaves",), {}, "`leaves` is an object, not a list"),
+        (("leaves", 1, "size"), 2.5, "`leaves[1].size` is the number 2.5"),
+        (("leaves", 0), "a", "leaves[0] is a string, not an object"),
+        (("tags", "x"), None, "`tags.x` is null"),
+        (("parent", "colour"), 3, "`parent.colour` is the number 3"),
+        (("parent", "note"), 7, "`parent.note` is the number 7"),
+    ],
+)
+def test_a_wrong_value_is_named_where_it_is(path: tuple[Any, ...], value: Any, said: str) -> None:
+    data = copy.deepcopy(GOOD)
+    at: Any = data
+    for step in path[:-1]:
+        at = at[step]
+    at[path[-1]] = value
+    why = problem(Tree, data)
+    assert why is not None and why.startswith(said), why
+
+
+def test_a_missing_field_without_default_and_a_top_level_that_is_no_object() -> None:
+    data = {k: v for k, v in GOOD.items() if k != "ratio"}
+    assert problem(Tree, data) == "`ratio` is missing"
+    assert problem(Tree, []) == "the top level is a list, not an object"
