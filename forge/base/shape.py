@@ -32,6 +32,10 @@ def _checker(hint: Any) -> Callable[[Any], bool]:
         return lambda _value: True
     origin, args, is_record = _hint(hint)
     if origin in (Union, types.UnionType):
+        options = tuple(_checker(o) for o in args if o is not type(None))
+        if len(options) == 1 and len(args) == 2:  # an optional value: most fields
+            (inner,) = options
+            return lambda value: value is None or inner(value)
         options = tuple(_checker(o) for o in args)
         return lambda value: any(ok(value) for ok in options)
     if is_record:
@@ -66,11 +70,17 @@ def _record_checker(cls: type) -> Callable[[Any], bool]:
     checks: list[tuple[str, Callable[[Any], bool]]] = []
 
     def ok(value: Any) -> bool:
-        if not isinstance(value, dict) or not all(name in value for name in required):
+        if not isinstance(value, dict):
             return False
+        for name in required:
+            if name not in value:
+                return False
         if not checks:
             checks.extend((f.name, _checker(hints[f.name])) for f in fields)
-        return all(check(value[name]) for name, check in checks if name in value)
+        for name, check in checks:  # noqa: SIM110 (a loop, no generator: ~100k values)
+            if name in value and not check(value[name]):
+                return False
+        return True
 
     return ok
 
