@@ -4,6 +4,7 @@ wrong, by a message that says where: both passes judge every value alike."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import enum
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,7 +36,7 @@ class Tree:
 
 
 GOOD: dict[str, Any] = {
-    "colour": "red",
+    "colour": Colour.RED.value,
     "ratio": 1,
     "leaves": [{"name": "a"}, {"name": "b", "size": 2}],
     "tags": {"x": 1},
@@ -46,6 +47,10 @@ GOOD: dict[str, Any] = {
 
 def test_a_record_of_the_right_shape_has_no_problem() -> None:
     assert problem(Tree, GOOD) is None
+    tree = Tree(colour=Colour.BLUE, ratio=0.5, leaves=[Leaf("a", 1)])
+    data = {**dataclasses.asdict(tree), "colour": tree.colour.value}
+    assert data["leaves"][0] == {"name": tree.leaves[0].name, "size": 1}
+    assert problem(Tree, data) is None
 
 
 @pytest.mark.parametrize(
