@@ -4,9 +4,10 @@ checked out anew; never one that holds work, nor one of a plan that is running."
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
-from helpers.gitkit import git
+from helpers.gitkit import FAKES, git
 from helpers.runkit import plan_and_run, state, statuses, write_plan
 
 from forge.base.files import plan_lock
@@ -65,16 +66,11 @@ def test_a_slot_holding_work_or_a_running_plan_is_left_alone(repo: Path, tmp_pat
 def _together(tmp: Path, name: str, n: int) -> Path:
     """A plan of `n` tasks that each write their file once all `n` are running."""
     gate = tmp / f"gate-{name}"
-    tasks = []
-    for i in range(n):
-        out = f"{name}{i}.txt"
-        wait = (
-            f"import pathlib, time; g = pathlib.Path({str(gate)!r}); g.mkdir(exist_ok=True); "
-            f"(g / {out!r}).touch(); end = time.monotonic() + 60; "
-            f"exec('while len(list(g.iterdir())) < {n} and time.monotonic() < end: "
-            f"time.sleep(0.01)')"
-        )
-        tasks.append((f"t{i}", f'python3 -c \\"{wait}\\" && echo {out} >> {out}', out))
+    fake = FAKES / "together.py"
+    tasks = [
+        (f"t{i}", f"{sys.executable} {fake} {gate} {n} {name}{i}.txt", f"{name}{i}.txt")
+        for i in range(n)
+    ]
     body = f"max_parallel = {n}\n" + "".join(_TASK.format(id=t, run=r, file=f) for t, r, f in tasks)
     return write_plan(tmp, body, name=name)
 
