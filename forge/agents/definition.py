@@ -13,6 +13,8 @@ from forge.errors import ForgeError
 
 # The kinds of infrastructure failure an agent definition may name patterns for.
 INFRA_KINDS = ("binary-missing", "auth", "quota", "rate-limit", "network", "server", "model")
+# Waiting cannot fix these: the run pauses at once instead of backing off.
+PAUSE_AT_ONCE = frozenset({"binary-missing", "auth", "model"})
 
 COMMAND_PLACEHOLDERS = ("prompt_file", "model", "effort", "task", "worktree", "review_file")
 ENV_PLACEHOLDERS = (*COMMAND_PLACEHOLDERS, "state_dir")

@@ -30,8 +30,6 @@ from forge.base import durations
 if TYPE_CHECKING:
     from forge.agents.definition import AgentDef
 
-# Waiting cannot fix these: the run pauses at once instead of backing off.
-PAUSE_AT_ONCE = frozenset({"binary-missing", "auth", "model"})
 _SCAN_BYTES = 4_000_000  # logs can be huge; the facts sit at the end
 _PLAIN_LINES = 60  # CLIs print their fatal error last
 

@@ -125,6 +125,8 @@ def is_unit(tid: str) -> bool:
 def spec_problems(plan: Plan, defs: Mapping[str, Mapping[str, Any]]) -> list[str]:
     """One line per candidate or judge spec that does not resolve, naming the file and
     the line of its `candidates` (or `judge`) entry."""
+    if not (plan.candidates or plan.judge or any(t.candidates or t.judge for t in plan.tasks)):
+        return []
     from forge.agents import spec as agents
     from forge.base.tomlread import TomlSource
     from forge.errors import ForgeError

@@ -19,8 +19,6 @@ def check_specs(
     """Refuse a plan whose prompt tasks name an agent, model or effort that does not
     resolve: one line per task, before anything is written. `pool` is forge.toml's
     `auto`, for a plan that names none."""
-    from forge.agents import spec as agents
-
     problems = []
     where = plan.source or plan.name
     autos = [("auto", s) for s in plan.auto or pool]
@@ -32,7 +30,7 @@ def check_specs(
     for what, spec in [("fallback", s) for s in plan.fallback] + [("review", plan.review)] + autos:
         try:
             if spec is not None:
-                agents.resolve(spec, defs)
+                _resolve(spec, defs)
         except ForgeError as exc:
             problems.append(f"{where}: {what} agent '{spec}': {exc.message}")
     from forge.plan.candidates import spec_problems
@@ -48,8 +46,15 @@ def check_specs(
         ):
             try:
                 if spec is not None and not (what == "agent" and spec == AUTO):
-                    agents.resolve(spec, defs)
+                    _resolve(spec, defs)
             except ForgeError as exc:
                 problems.append(f"{where}: task '{task.id}': {what} '{spec}': {exc.message}")
     if problems:
         raise PlanError(problems)
+
+
+def _resolve(spec: str, defs: Mapping[str, Mapping[str, Any]]) -> None:
+    """The agents' code is loaded only for a plan that names an agent."""
+    from forge.agents import spec as agents
+
+    agents.resolve(spec, defs)

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from forge.agents.output import PAUSE_AT_ONCE
+from forge.agents.definition import PAUSE_AT_ONCE
 from forge.plan.model import Task
 from forge.run.state.run_state import TaskState
 

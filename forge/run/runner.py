@@ -362,16 +362,18 @@ class Prewarm:
     def start(self, commit: str) -> None:
         if self.started:
             return
-        from forge.verify import checkout
-
         config = verify_config(self.repo, self.plan)
         lanes = [lane for lane, _ in (config.lanes if config else ())]
+        self.started = True  # once: never start again
+        if not lanes:
+            return
+        from forge.verify import checkout
+
         missing = [
             lane
             for lane in lanes
             if not checkout.checkout_path(self.repo, self.plan.name, lane).exists()
         ]
-        self.started = True  # once: never start again
         if not missing:
             return
 

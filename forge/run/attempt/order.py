@@ -11,12 +11,12 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from forge.run.attempt.context import AttemptScope
-from forge.run.attempt.review import ReviewOrder, review_order
 from forge.run.state.run_state import FAILURES, Attempt, counted
 
 if TYPE_CHECKING:
     from forge.agents.definition import AgentDef
     from forge.agents.spec import AgentSpec
+    from forge.run.attempt.review import ReviewOrder
 
 # What may judge and reject a change: the same change again after one of these is
 # "no progress". An agent that exited non-zero may have made the right change and
@@ -59,6 +59,13 @@ def last_judged_hash(attempts: list[Attempt]) -> str | None:
     return judged[-1].diff_hash if judged else None
 
 
+def _review_order(scope: AttemptScope) -> ReviewOrder | None:
+    """The review a cluster worker runs itself (forge.run.attempt.review)."""
+    from forge.run.attempt.review import review_order
+
+    return review_order(scope.ctx, scope.task)
+
+
 def order_for(scope: AttemptScope) -> WorkOrder:
     """The order of `scope`'s attempt; a prompt task's prompt (with the feedback of
     a retry) is written into the attempt's folder too."""
@@ -84,7 +91,7 @@ def order_for(scope: AttemptScope) -> WorkOrder:
         env=tuple(plan.env.items()),
         judged_hash=last_judged_hash(ts.attempts[:-1]),
         strict_model=plan.strict_model,
-        review=review_order(ctx, task) if ctx.remote is not None else None,
+        review=_review_order(scope) if ctx.remote is not None else None,
     )
     if scope.spec is None:
         return order
