@@ -53,11 +53,13 @@ def critical_path(dag: Dag) -> float:
     return max(finish)
 
 
-def greedy(dag: Dag, parallel: int, *, extra: float = 0.0) -> float:
+def greedy(
+    dag: Dag, parallel: int, *, extra: float = 0.0, actual: list[float] | None = None
+) -> float:
     """List scheduling, longest remaining chain first, each task lasting its sleep
-    plus `extra` seconds."""
+    plus `extra` seconds (or the time it `actual`ly took, when given)."""
     n = len(dag.durations)
-    durations = [d + extra for d in dag.durations]
+    durations = [d + extra for d in (dag.durations if actual is None else actual)]
     dependants: list[list[int]] = [[] for _ in range(n)]
     for i, ds in enumerate(dag.deps):
         for j in ds:

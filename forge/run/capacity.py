@@ -21,7 +21,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from forge.agents.definition import PAUSE_AT_ONCE
 from forge.plan.model import Task
 from forge.run.state.run_state import TaskState
 
@@ -176,6 +175,8 @@ class Capacity:
     ) -> float | None:
         """Book an INFRA result of an attempt on `name` started at `since`. Returns
         the backoff in seconds, or None when the agent is now paused for the run."""
+        from forge.agents.definition import PAUSE_AT_ONCE  # (agents' code: loaded on failure)
+
         now = self.clock()
         # Attempts already running when the last failure came in hit the same
         # outage: they are not more tries of their own.

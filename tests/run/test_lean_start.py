@@ -13,7 +13,12 @@ from helpers.gitkit import FAKES, run_forge
 from helpers.runkit import statuses, write_plan
 
 PY = sys.executable
-AGENT_CODE = {"forge.agents.spec", "forge.agents.output", "forge.run.attempt.review"}
+AGENT_CODE = {
+    "forge.agents.definition",
+    "forge.agents.output",
+    "forge.agents.spec",
+    "forge.run.attempt.review",
+}
 
 # The real entry point, and the names of forge's modules loaded when it ends.
 _PROBE = """
