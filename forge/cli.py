@@ -33,6 +33,7 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
+    suggest_commands=False,  # click says "Did you mean 'run'?" itself (typer said it again)
 )
 
 
@@ -473,8 +474,7 @@ def main(argv: list[str] | None = None) -> NoReturn:
     except KeyboardInterrupt:
         _fail("interrupted", ExitCode.INTERRUPTED, as_json="--json" in args)
     finally:
-        # The process ends: no last collection of every object a run made (25-40 ms) for
-        # memory the kernel frees anyway. Exit handlers and thread joins still run.
+        # The process ends: no last collection of all it made (25-40 ms); exit handlers run.
         gc.freeze()
     sys.exit(ExitCode.OK)
 

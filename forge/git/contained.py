@@ -233,7 +233,7 @@ class Contained:
     def point_head(self, oid: str) -> None:
         """forge's HEAD here (the branch it names, or HEAD itself when detached) at
         `oid`, written as `update-ref HEAD` would, without a git process: this git dir
-        is forge's alone (guarded before every command). The task's `.git` is owed."""
+        is forge's alone (guarded once an operation). The task's `.git` is owed."""
         self.owe()
         text = (taskgit.read_file(self.git_dir / "HEAD") or b"").decode("ascii", "replace")
         ref = text.strip().removeprefix("ref: ") if text.startswith("ref: ") else "HEAD"

@@ -1,6 +1,7 @@
-"""Small things a user meets at the command line: --version, plain help text, JSON
-failures, plurals, what status says after clean, the time column, `forge verify`
-with one plan, the next step after a failure or a retry, the deferred note."""
+"""Small things a user meets at the command line: --version, plain help text, a
+mistyped command, JSON failures, plurals, what status says after clean, the time
+column, `forge verify` with one plan, the next step after a failure or a retry,
+the deferred note."""
 
 from __future__ import annotations
 
@@ -32,6 +33,14 @@ COMMANDS = [
 def test_version(repo: Path) -> None:
     cp = run_forge(repo, "--version")
     assert cp.returncode == 0 and cp.stdout == f"forge {__version__}\n"
+
+
+@pytest.mark.parametrize("typo", [["rnu"], ["hooks", "instal"]])
+def test_a_mistyped_command_is_told_the_right_one_once(repo: Path, typo: list[str]) -> None:
+    cp = run_forge(repo, *typo)
+    assert cp.returncode == 2 and cp.stdout == ""
+    wanted = "'run'" if typo == ["rnu"] else "'install'"
+    assert cp.stderr.count("Did you mean") == 1 and wanted in cp.stderr, cp.stderr
 
 
 @pytest.mark.parametrize("command", COMMANDS, ids=lambda c: " ".join(c))
