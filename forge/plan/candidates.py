@@ -9,11 +9,12 @@ Each candidate runs as a unit of its own, `<task>+<n>` (a name no task can have:
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from forge.base.tomlread import Problems
+from forge.base.tomlread import Problems, TomlSource
 from forge.plan.repo_config import is_str_list
 
 if TYPE_CHECKING:
@@ -124,28 +125,31 @@ def is_unit(tid: str) -> bool:
 
 def spec_problems(plan: Plan, defs: Mapping[str, Mapping[str, Any]]) -> list[str]:
     """One line per candidate or judge spec that does not resolve, naming the file and
-    the line of its `candidates` (or `judge`) entry."""
-    if not (plan.candidates or plan.judge or any(t.candidates or t.judge for t in plan.tasks)):
-        return []
-    from forge.agents import spec as agents
-    from forge.base.tomlread import TomlSource
+    the line of its `candidates` (or `judge`) entry. The agents' code is loaded, and
+    the plan's file read again, only when there is a spec to resolve or to place."""
     from forge.errors import ForgeError
 
-    src = None
-    if plan.source is not None:
-        try:
-            src = TomlSource(plan.source.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError):
-            src = None
     where = str(plan.source or plan.name)
     out: list[str] = []
+
+    @functools.cache
+    def source() -> TomlSource | None:
+        if plan.source is None:
+            return None
+        try:
+            return TomlSource(plan.source.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError):
+            return None
 
     def check(spec: str | None, key: str, task: Task | None, n: int) -> None:
         if spec is None:
             return
+        from forge.agents import spec as agents
+
         try:
             agents.resolve(spec, defs)
         except ForgeError as exc:
+            src = source()
             header = src.table_line("task", n) if src and task is not None else None
             line = src.key_line(key, header) if src else None
             at = f"{where}:{line}" if line else where

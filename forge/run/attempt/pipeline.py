@@ -151,11 +151,9 @@ def _here(scope: AttemptScope) -> Outcome | str:
 
 def _review(scope: AttemptScope, place: LocalSlot, head: str, start_head: str) -> Outcome | None:
     """The reviewer gate (forge.run.attempt.review); None when it approves or there is none."""
-    ctx, ts, attempt = scope.ctx, scope.ts, scope.attempt
-    if ctx.plan.review_of(scope.task) is None:
-        return None
     from forge.run.attempt import review
 
+    ctx, ts, attempt = scope.ctx, scope.ts, scope.attempt
     verdict = review.judge(scope, place, head)
     if verdict is None:
         return None
