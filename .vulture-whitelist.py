@@ -1,14 +1,14 @@
 # Names vulture cannot see used (run by .ci/run: `vulture forge tests bench .vulture-whitelist.py`).
 # Each line says who uses the name.
 # ruff: noqa
-from forge import cli
+from forge.cli import kit, views, work
 from forge.run.state.run_state import TaskState
 
-cli.resume  # a typer command: registered by its decorator
-cli.hooks_install  # a typer command
-cli.hooks_uninstall  # a typer command
-cli.demo  # a typer command
-cli.app.registered_groups  # read by typer when it builds the app (cli._app_for)
+work.resume  # a typer command: registered by its decorator
+views.hooks_install  # a typer command
+views.hooks_uninstall  # a typer command
+views.demo  # a typer command
+kit.app.registered_groups  # read by typer when it builds the app (forge.cli._app_for)
 TaskState.merged_commit  # written to state.json for people and tests
 subreaper  # pytest fixtures used by name or autouse
 hermetic
@@ -27,7 +27,7 @@ PrintableStream.writable  # the io protocol
 
 import typer.core
 
-typer.core.HAS_RICH  # set by cli.py: typer must not escape option help for rich
+typer.core.HAS_RICH  # set by forge/cli/kit.py: typer must not escape option help for rich
 cli._main  # the typer callback that answers --version
 from tests.commands.test_report import Page
 

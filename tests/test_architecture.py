@@ -133,6 +133,6 @@ def test_the_checker_sees_function_level_and_package_imports() -> None:
     """The checker itself: a lazy `from forge import x` and `from forge.a import b`
     inside a function are both read (so a cycle cannot hide in one)."""
     found = {(i.source, i.target) for i in imports()}
-    # forge/cli.py imports all of its commands inside functions.
-    assert ("forge.cli", "forge.commands.status") in found
+    # forge/cli/ imports all of its commands inside functions.
+    assert ("forge.cli.views", "forge.commands.status") in found
     assert ("forge.__main__", "forge.cli") in found
