@@ -89,7 +89,7 @@ class AgentDef:
         before = len(problems.items)
         # Without `what` (no file) the caller names the table once, before them all.
         get = TableReader(table, problems, what=what or "", line_of=line_of)
-        get.unknown_keys(_TABLE_KEYS)
+        get.unknown_keys(TABLE_KEYS)
         command = get.str_list("command", nonempty=True) if "command" in table else []
         if "command" not in table:
             get.problem('needs command = ["program", "arg", ...]')
@@ -139,7 +139,7 @@ class AgentDef:
         return defn if len(problems.items) == before else None
 
 
-_TABLE_KEYS = (
+TABLE_KEYS = (
     "command",
     "models",
     "efforts",

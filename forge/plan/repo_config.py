@@ -171,7 +171,7 @@ def parse_verify(
     elif isinstance(value, dict):
         check_keys(
             value,
-            ["command", "lanes", "reruns", "timeout", "grace", *PREPARE_KEYS],
+            VERIFY_KEYS,
             what=what,
             problems=problems,
             line_of=line_of,
@@ -200,6 +200,10 @@ def parse_verify(
 
 
 PREPARE_KEYS = ("setup", "setup_timeout", "env")
+# The keys each table accepts (docs/reference/ is generated from them).
+VERIFY_KEYS = ("command", "lanes", "reruns", "timeout", "grace", *PREPARE_KEYS)
+FORGE_TOML_KEYS = ("agents", "verify", "cluster", "prices", "auto")
+CLUSTER_KEYS = ("address", "remote")
 
 
 def _verify_prepare(
@@ -380,7 +384,7 @@ def load_repo_config(repo_root: Path, *, read_agents: bool = True) -> RepoConfig
 
     check_keys(
         data,
-        ["agents", "verify", "cluster", "prices", "auto"],
+        FORGE_TOML_KEYS,
         what="forge.toml",
         problems=problems,
         line_of=top,
@@ -427,7 +431,7 @@ def _parse_cluster(
         problems.add("[cluster] must be a table", line=line)
         return None, None
     check_keys(
-        table, ["address", "remote"], what="[cluster]", problems=problems, line_of=lambda _k: line
+        table, CLUSTER_KEYS, what="[cluster]", problems=problems, line_of=lambda _k: line
     )
     values: list[str | None] = []
     for key in ("address", "remote"):

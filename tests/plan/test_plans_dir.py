@@ -34,12 +34,16 @@ def test_example_shows_what_it_promises() -> None:
 
 
 def test_the_readme_plan_is_valid(tmp_path: Path) -> None:
-    """The plan the README shows a person is one forge accepts."""
+    """The plans the README and the plans guide show a person are ones forge accepts."""
     import re
 
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    plans = [b for b in re.findall(r"```toml\n(.*?)```", readme, re.S) if "[[task]]" in b]
-    assert plans, "the README shows a plan"
+    root = Path(__file__).resolve().parents[2]
+    plans = []
+    for doc in (root / "README.md", root / "docs" / "guide" / "plans.md"):
+        text = doc.read_text()
+        shown = [b for b in re.findall(r"```toml\n(.*?)```", text, re.S) if "[[task]]" in b]
+        assert shown, f"{doc.name} shows a plan"
+        plans += shown
     for n, text in enumerate(plans):
         path = tmp_path / f"readme-{n}.toml"
         path.write_text(text)

@@ -1,7 +1,7 @@
 """The escape corpus: misbehaving shell tasks, each either contained (nothing of the
 user's repository or forge's records changed, nothing left running) or detected and
 named in forge's report. Run without the sandbox, and with it where bubblewrap and
-user namespaces work. The README's table is this list: keep them in step.
+user namespaces work. The table in docs/security.md is this list: keep them in step.
 
 `python -m pytest tests/run/test_escape.py -s` prints the table.
 """
@@ -374,7 +374,7 @@ def test_escape_in_the_sandbox(case: Case, repo: Path, tmp_path: Path) -> None:
 
 
 def test_print_the_table() -> None:
-    """The README's table, from the cases above (`-s` shows it)."""
+    """docs/security.md's table, from the cases above (`-s` shows it)."""
     lines = [
         "| misbehaving task | without sandbox | with `sandbox = true` |",
         "| --- | --- | --- |",
