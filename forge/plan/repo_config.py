@@ -430,9 +430,7 @@ def _parse_cluster(
     if not isinstance(table, dict):
         problems.add("[cluster] must be a table", line=line)
         return None, None
-    check_keys(
-        table, CLUSTER_KEYS, what="[cluster]", problems=problems, line_of=lambda _k: line
-    )
+    check_keys(table, CLUSTER_KEYS, what="[cluster]", problems=problems, line_of=lambda _k: line)
     values: list[str | None] = []
     for key in ("address", "remote"):
         value = table.get(key)
