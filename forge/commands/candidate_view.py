@@ -112,7 +112,7 @@ def live_lines(ts: TaskState, wall: float) -> list[str]:
             what = f"{phase['name']} {wall - phase['start']:.0f}s"
         else:
             what = describe(candidate_rows_one(ts, cts))
-        out.append(f"    {cts.candidate or cts.id:<22} {one_line(what)[:60]}")
+        out.append(f"    {cts.candidate or cts.id:<22} {one_line(what)}")
     return out
 
 

@@ -202,9 +202,8 @@ class LiveView:
                 shown.add(ts.id)
                 last = ts.last
                 duration = fmt_seconds(last.duration if last else None)
-                out.append(
-                    f"  {ts.id:<24} {ts.status:<8} {duration:>7}  {one_line(ts.reason)[:60]}"
-                )
+                # The terminal cuts the line to its width, with `…`.
+                out.append(f"  {ts.id:<24} {ts.status:<8} {duration:>7}  {one_line(ts.reason)}")
         return out[:height]
 
     def _render(self) -> Any:
@@ -241,7 +240,10 @@ def gate_line(data: dict[str, Any]) -> str:
 # the work left is the unsettled tasks' estimates at that rate, less what their running
 # attempts already spent, shared by the slots. Until a few attempts have finished the
 # rate is uncertain, so the ETA is said as a range (`ETA 1m10s-3m05s`); then as one
-# figure (`ETA ~2m`). Before any attempt has finished there is none.
+# figure (`ETA ~2m`). Before any attempt has finished there is none. The gate's work
+# counts too: while tasks wait for it or run, one more verification, of the length
+# the gate's verifications took so far in the plan (less what the one under way has
+# already taken).
 
 SETTLED = 3  # finished attempts before the ETA is one figure
 RANGE = (0.67, 1.5)  # the band around the rate's extremes while it settles
@@ -262,24 +264,30 @@ class Eta:
         self.rates: list[float] = []  # seconds per unit of estimate, one per finished attempt
         self.left_units = 0.0  # estimate units of the unsettled tasks
         self.running: list[tuple[float, float]] = []  # (estimate, seconds spent) per running task
-        self.unsettled = 0
+        self.unsettled = 0  # tasks with work left (not settled, not waiting for the gate)
+        self.verify_left = 0.0  # seconds of verification still ahead (0: none, or unknown)
 
     def update(self, state: RunState, now: float) -> None:
         rates: list[float] = []
         running: list[tuple[float, float]] = []
         units = 0.0
         unsettled = 0
+        waiting = False  # a task waits for the gate, or runs and will
         for ts in state.tasks.values():
             w = self.weights.get(ts.id) or 1.0
             rates += [a.duration / w for a in ts.attempts if a.duration]
             if ts.status == Status.MERGED or ts.status in FAILURES:
                 continue
+            waiting = True
+            if ts.status == Status.QUEUED:
+                continue  # its work is done: what is left of it is the gate's
             unsettled += 1
             units += w
             last = ts.last
             if ts.status == Status.RUNNING and last is not None and last.phases:
                 running.append((w, max(0.0, now - float(last.phases[0]["start"]))))
         self.rates, self.left_units, self.running, self.unsettled = rates, units, running, unsettled
+        self.verify_left = _verification_left(state, now) if waiting else 0.0
 
     def seconds(self, rate: float) -> float:
         slots = min(self.parallel, max(1, self.unsettled))
@@ -288,12 +296,42 @@ class Eta:
         return max(0.0, self.left_units * rate - done) / slots
 
     def text(self) -> str:
-        if not self.rates or not self.unsettled:
+        tail = self.verify_left
+        if not self.unsettled:
+            return f"ETA ~{_fmt(tail)}" if tail >= 1 else ""
+        if not self.rates:
             return ""
         if len(self.rates) < SETTLED:
-            low = self.seconds(min(self.rates) * RANGE[0])
-            high = self.seconds(max(self.rates) * RANGE[1])
+            low = self.seconds(min(self.rates) * RANGE[0]) + tail
+            high = self.seconds(max(self.rates) * RANGE[1]) + tail
+            if high < 1:
+                return ""  # nothing worth a figure is left
+            if _fmt(low) == _fmt(high):
+                return f"ETA ~{_fmt(high)}"
             return f"ETA {_fmt(low)}-{_fmt(high)}"
         import statistics  # (its import costs every run's start)
 
-        return f"ETA ~{_fmt(self.seconds(statistics.median(self.rates)))}"
+        return f"ETA ~{_fmt(self.seconds(statistics.median(self.rates)) + tail)}"
+
+
+def _verification_left(state: RunState, now: float) -> float:
+    """Seconds of the gate's verification still ahead: one more of the median length
+    its finished verifications took, less what the one under way has taken."""
+    took = [
+        float(s["end"]) - float(s["start"])
+        for s in state.gate_steps
+        if isinstance(s, dict)
+        and isinstance(s.get("start"), int | float)
+        and isinstance(s.get("end"), int | float)
+    ]
+    if not took:
+        return 0.0
+    took.sort()
+    typical = took[len(took) // 2]
+    under_way = [
+        float(s["start"])
+        for s in state.gate_steps
+        if isinstance(s, dict) and isinstance(s.get("start"), int | float) and not s.get("end")
+    ]
+    spent = now - max(under_way) if under_way else 0.0
+    return max(0.0, typical - spent)

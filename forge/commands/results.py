@@ -37,9 +37,11 @@ def results_table(state: RunState, *, width: int | None = None) -> str:
         attempts += r["attempts"]
         seconds += r["total_seconds"] or 0.0
     merged = sum(1 for ts in state.tasks.values() if ts.status == Status.MERGED)
-    rows.append(
-        ["total", f"{merged}/{len(state.tasks)} merged", str(attempts), fmt_seconds(seconds), ""]
-    )
+    # The time column of the totals is the run's wall time; the attempts' time added
+    # up (several run at once) is said beside it.
+    wall = fmt_seconds(state.wall_seconds) if state.wall_seconds is not None else "-"
+    together = f"wall time; attempts {fmt_seconds(seconds)} together" if seconds else "wall time"
+    rows.append(["total", f"{merged}/{len(state.tasks)} merged", str(attempts), wall, together])
     table = _table(["task", "status", "attempts", "time", "reason"], rows)
     return (
         table if width is None else "".join(cut(line, width) + "\n" for line in table.splitlines())

@@ -27,6 +27,7 @@ from forge.plan.repo_config import VerifyConfig
 from forge.run.attempt.context import Remote, RunContext
 from forge.run.options import RunOptions
 from forge.run.state import accepted, reconcile, recovery
+from forge.run.state.invocations import KEPT, Invocation
 from forge.run.state.run_state import RunState, StateStore, Status, merge_message
 from forge.run.state.slots import SlotPool
 from forge.verify.records import Verdict, VerifyRecord
@@ -117,6 +118,10 @@ def run_plan(
                 gated=mode != "off",
                 sandbox=boxed,
             )
+            # The view draws from the state it is given: a resumed run whose tasks all
+            # wait for the gate changes none before its first verdict.
+            for tid in list(state.tasks)[:1]:
+                on_change(state, tid)
             gate = _dispatch(
                 ctx,
                 recorded,
@@ -152,6 +157,7 @@ def _open_state(repo: Repository, recorded: Recorded, store: StateStore) -> tupl
     state.started = now_iso()
     state.finished = None
     state.paused = None
+    state.invocations = [*state.invocations[-(KEPT - 1) :], Invocation(started=state.started)]
     existed = repo.ref_value(state.integration) is not None
     integration = ensure_integration(repo, state.integration, recorded.base_commit)
     if not existed:
@@ -328,6 +334,9 @@ def _close_state(
     state.touched = after.changes_since(before)
     state.finished = now_iso()
     state.wall_seconds = round(time.monotonic() - started, 3)
+    if state.invocations:
+        state.invocations[-1].finished = state.finished
+        state.invocations[-1].wall_seconds = state.wall_seconds
     store.save(state)
 
 

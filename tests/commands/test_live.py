@@ -247,3 +247,50 @@ def test_the_live_view_shows_a_tasks_candidates_under_it() -> None:
     assert lines[1].split() == ["a", "RUNNING", "best", "of", "2"]
     assert lines[2].split()[:2] == ["claude:opus", "agent"]
     assert lines[3].split() == ["codex", "failed:", "no", "changes"]
+
+
+def test_the_eta_counts_the_gates_verification() -> None:
+    """Every task's work is done and the gate verifies: the ETA is what is left of
+    a verification as long as the gate's earlier ones, not `~1s`."""
+    from forge.commands.live import Eta
+
+    tasks = {f"t{i}": TaskState(id=f"t{i}", status=Status.QUEUED) for i in range(3)}
+    for ts in tasks.values():
+        ts.attempts.append(Attempt(number=1, agent="run", duration=1.0))
+    st = RunState(plan="p", integration="refs/heads/x", tasks=tasks)
+    st.gate_steps = [
+        {"name": "batch", "start": 100.0, "end": 160.0},
+        {"name": "batch", "start": 200.0, "end": None},
+    ]
+    eta = Eta({}, parallel=2)
+    eta.update(st, 210.0)
+    assert eta.text() == "ETA ~50s"
+    for ts in tasks.values():
+        ts.status = Status.MERGED
+    eta.update(st, 210.0)
+    assert eta.text() == ""  # nothing left to wait for
+
+
+def test_a_finished_tasks_reason_is_not_cut_short() -> None:
+    """The terminal cuts a line to its width (with `…`); the view does not cut the
+    reason at a fixed 60 characters first."""
+    reason = "breaks verification: lane unit: " + "tests/test_clock.py::test_skew " * 4
+    ts = TaskState(id="a", status=Status.RUNNING)
+    st = RunState(plan="p", integration="refs/heads/x", tasks={"a": ts})
+    view = LiveView(quiet=True)
+    view.tty = True
+    view.on_change(st, "a")
+    ts.status, ts.reason = Status.FAILED, reason
+    view.on_change(st, "a")
+    assert any(line.rstrip().endswith(reason.strip()) for line in view.lines(10))
+
+
+def test_the_totals_line_gives_the_runs_wall_time() -> None:
+    from forge.commands.results import results_table
+
+    tasks = {f"t{i}": TaskState(id=f"t{i}", status=Status.MERGED) for i in range(3)}
+    for ts in tasks.values():
+        ts.attempts.append(Attempt(number=1, agent="run", duration=20.0))
+    st = RunState(plan="p", integration="refs/heads/x", tasks=tasks, wall_seconds=25.0)
+    total = next(line for line in results_table(st).splitlines() if line.startswith("total "))
+    assert "25.0s" in total and "attempts 1m00s together" in total, total

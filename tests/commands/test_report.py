@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -268,3 +269,32 @@ def test_the_time_axis_cuts_idle_time_between_runs() -> None:
     assert two.at(100.0) == 0.0 and two.at(110.0) == 10.0
     assert abs(two.at(3700.0) - 10.4) < 1e-9  # the hour is cut to 2% of the runs' time
     assert abs(two.span - 20.4) < 1e-9
+
+
+def test_the_report_keeps_every_runs_gate_verifications(repo: Path, tmp_path: Path) -> None:
+    """Three invocations of one plan (a run whose task fails the gate, a retry that
+    lands it, and a run with nothing left to do): the report counts three runs and
+    lists the gate's verifications of every one, not the last run's (none)."""
+    fixed = tmp_path / "fixed"
+    plan = write_plan(
+        tmp_path,
+        'verify = "test ! -e bad.txt"\nverify_reruns = 0\n'
+        '[[task]]\nid = "ok"\nrun = "echo ok > ok.txt"\nfiles = ["ok.txt"]\n'
+        f'[[task]]\nid = "bad"\nrun = "if test -e {fixed}; then rm -f bad.txt; '
+        'else touch bad.txt; fi; echo b > b.txt"\nfiles = ["bad.txt", "b.txt"]\n',
+    )
+    first = plan_and_run(repo, plan)
+    assert first.returncode == 5, first.stderr
+    fixed.write_text("")
+    assert run_forge(repo, "retry", "bad").returncode == 0
+    assert run_forge(repo, "run").returncode == 0  # nothing left: no verification
+    out = tmp_path / "r.html"
+    assert run_forge(repo, "report", "-o", str(out)).returncode == 0
+    html = out.read_text()
+    text = " ".join(parse(html).text)
+    assert "over 3 runs" in text, text[:2000]
+    section = html[html.index("Gate verifications") :]
+    rows = section[: section.index("</table>")].count("<tr>") - 1  # less the header
+    assert rows >= 3, section[:3000]  # a batch and a bisection, then the retry's batch
+    runs = re.findall(r"<tr><td>\d+</td><td>(\d+)</td><td>(\w+)</td>", section)
+    assert ("1", "batch") in runs and ("2", "batch") in runs, runs

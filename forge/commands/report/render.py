@@ -2,8 +2,8 @@
 
 The DAG by wave with each task's status; a timeline of every attempt per slot,
 split into its phases (whatever phases the attempt recorded: the list is data),
-and of the verification (its lanes; batches and bisection steps when the record
-carries `steps`); per task its attempts with agent, time, cost and links to the
+and of the verification (its lanes; the gate's batches and bisection steps of every
+run); per task its attempts with agent, time, cost and links to the
 logs; the totals and the verdict. Inline CSS and SVG only: no script, no network,
 it opens from a file:// URL, and links to logs are relative to the page.
 """
@@ -118,14 +118,8 @@ def render(
 
 
 def _record(state: RunState) -> dict[str, Any] | None:
-    """The last verification as data, with the gate's verifications of the run
-    (batches, bisection, speculation) as its `steps`."""
-    if state.verification is None:
-        return None
-    data = state.verification.to_dict()
-    if state.gate_steps:
-        data["steps"] = list(state.gate_steps)
-    return data
+    """The last verification as data."""
+    return None if state.verification is None else state.verification.to_dict()
 
 
 def _header(name: str, state: RunState, spend: Spend, recorded: Recorded, axis: Clock) -> str:
@@ -155,13 +149,14 @@ def _header(name: str, state: RunState, spend: Spend, recorded: Recorded, axis: 
 
 
 def _wall(state: RunState, axis: Clock) -> str:
-    """The last run's wall time; after several runs, their time together too."""
-    if axis.runs < 2:
+    """The last run's wall time; after several runs, their time together too (each
+    invocation counts, however close to the one before)."""
+    runs = max(len(state.invocations), axis.runs)
+    if runs < 2:
         return fmt_seconds(state.wall_seconds)
-    return (
-        f"{fmt_seconds(axis.active)} over {axis.runs} runs "
-        f"(the last {fmt_seconds(state.wall_seconds)})"
-    )
+    together = sum(i.wall_seconds or 0.0 for i in state.invocations)
+    active = max(together, axis.active)
+    return f"{fmt_seconds(active)} over {runs} runs (the last {fmt_seconds(state.wall_seconds)})"
 
 
 def _phase_seconds(attempt: Attempt, names: tuple[str, ...]) -> float:
@@ -204,6 +199,7 @@ def timeline(state: RunState) -> tuple[list[svg.Lane], Clock, list[str]]:
                 raw.append((attempt.slot or ts.slot or tid, tid, attempt, bars))
     work_ends = [b[1] for *_, bars in raw for b in bars]
     verify_bars = _verification_bars(_record(state), after=max(work_ends, default=None))
+    verify_bars += _step_bars(state.gate_steps)
     axis = clock(
         [(b[0], b[1]) for *_, bars in raw for b in bars]
         + [(b[0], b[1]) for _, bars in verify_bars for b in bars]
@@ -249,12 +245,13 @@ def _natural(name: str) -> tuple[str, int]:
     return head, int(tail) if tail else -1
 
 
+Bar = tuple[float, float, str, str]  # start, end (epoch seconds), kind, tooltip
+
+
 def _verification_bars(
     record: dict[str, Any] | None, *, after: float | None
-) -> list[tuple[str, list[tuple[float, float, str, str]]]]:
-    """A row per lane, its runs one after another from the record's start; then the
-    record's `steps` (batches, bisection), each {"name", "start", "end"} in epoch
-    seconds, a row per step name."""
+) -> list[tuple[str, list[Bar]]]:
+    """A row per lane, its runs one after another from the record's start."""
     if not record or record.get("cached"):
         return []
     start = _epoch(record.get("started"))
@@ -264,7 +261,7 @@ def _verification_bars(
         # The record keeps whole seconds; a verification that started in the second
         # the last attempt ended started after it.
         start = after
-    rows: list[tuple[str, list[tuple[float, float, str, str]]]] = []
+    rows: list[tuple[str, list[Bar]]] = []
     for lane, data in (record.get("lanes") or {}).items():
         t = start
         bars = []
@@ -274,15 +271,21 @@ def _verification_bars(
             bars.append((t, t + duration, kind, f"{lane}: {kind}"))
             t += duration
         rows.append((str(lane), bars))
-    steps: dict[str, list[tuple[float, float, str, str]]] = {}
-    for step in record.get("steps") or []:
+    return rows
+
+
+def _step_bars(gate_steps: list[dict[str, Any]]) -> list[tuple[str, list[Bar]]]:
+    """The gate's verifications of every run (batches, bisection, speculation), each
+    {"name", "start", "end"} in epoch seconds: a row per step name. Drawn whether or
+    not the head's verdict was answered from the cache."""
+    steps: dict[str, list[Bar]] = {}
+    for step in gate_steps:
         if isinstance(step, dict) and isinstance(step.get("start"), int | float):
             end = step.get("end") or step["start"]
             name = str(step.get("name", "step"))
             bar = (float(step["start"]), float(end), name, story.step_tip(step))
             steps.setdefault(name, []).append(bar)
-    rows += list(steps.items())
-    return rows
+    return list(steps.items())
 
 
 def _log_link(log: str | None, folder: Path, label: str) -> str:
@@ -410,7 +413,7 @@ def _verification(record: dict[str, Any] | None, folder: Path) -> str:
 
 
 def _gate_section(state: RunState, folder: Path) -> str:
-    """Every verification the gate ran in the last run, in order."""
+    """Every verification the gate ran, run after run, in order."""
     steps = [s for s in state.gate_steps if isinstance(s, dict)]
     if not steps:
         return ""
@@ -424,8 +427,10 @@ def _gate_section(state: RunState, folder: Path) -> str:
             _log_link(str(log), folder, str(lane)) for lane, log in (s.get("logs") or {}).items()
         )
         took = float(s.get("end") or 0) - float(s.get("start") or 0)
+        run = s.get("run")
         rows.append(
-            f"<tr><td>{n}</td><td>{escape(str(s.get('name', '')))}</td>"
+            f"<tr><td>{n}</td><td>{'-' if run is None else int(run) + 1}</td>"
+            f"<td>{escape(str(s.get('name', '')))}</td>"
             f"<td>{escape(str(s.get('verdict', '?')))}</td>"
             f"<td><code>{escape(str(s.get('commit') or '')[:12])}</code></td>"
             f"<td>{shown or '-'}</td><td>{failing or '-'}</td>"
@@ -433,8 +438,9 @@ def _gate_section(state: RunState, folder: Path) -> str:
         )
     return (
         "<section><h2>Gate verifications</h2>"
-        '<p class="note">every verification the gate ran in the last run; a culprit in '
-        'bold</p><table class="tasks"><thead><tr><th>#</th><th>step</th><th>verdict</th>'
+        '<p class="note">every verification the gate ran, in every run of the plan; a '
+        'culprit in bold</p><table class="tasks"><thead><tr><th>#</th><th>run</th>'
+        "<th>step</th><th>verdict</th>"
         "<th>candidate</th><th>tasks</th><th>failing</th><th>runs</th><th>time</th>"
         "<th>logs</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table></section>"
     )

@@ -35,6 +35,8 @@ from forge.verify import engine as verify
 from forge.verify import flakes
 from forge.verify.records import Verdict, VerifyRecord
 
+STEPS_KEPT = 500  # the gate's verifications the run state keeps, across runs
+
 
 class Gate:
     """Verifies queued tasks in batches on a thread of its own; the dispatcher feeds
@@ -71,6 +73,7 @@ class Gate:
         self._busy = False
         self._released = False  # `end`: nothing else can start until something lands
         self._closed = False
+        self._first_step = 0  # this run's first entry of the state's gate_steps
         self._thread: threading.Thread | None = None
         self._runs_lock = threading.Lock()
         self._tip: str | None = None  # the running batch's candidate tip
@@ -90,7 +93,11 @@ class Gate:
 
     def start(self) -> None:
         with self.ctx.store.lock:
-            self.ctx.state.gate_steps = []  # this run's verifications only
+            # Every run's verifications stay, for the report (the oldest go past
+            # STEPS_KEPT); this run's begin here.
+            steps = self.ctx.state.gate_steps
+            del steps[: max(0, len(steps) - STEPS_KEPT)]
+            self._first_step = len(steps)
         self._thread = threading.Thread(target=self._loop, name="gate", daemon=True)
         self._thread.start()
 
@@ -306,6 +313,7 @@ class Gate:
                 name = "bisection"
             tasks = self._tasks_of.get(record.commit, ())
             step = story.step(name, started, record, tasks=tasks, tests_of=flakes.failing_tests)
+            step["run"] = len(ctx.state.invocations) - 1
             ctx.state.gate_steps.append(step)
 
     def _tell(self, batch: list[str], out: gate.Outcome) -> None:
@@ -315,7 +323,7 @@ class Gate:
             last = ctx.state.gate_last
             if out.interrupted or ctx.stop.is_set():
                 phase = ctx.state.gate.phase if ctx.state.gate else None
-                last = story.interrupted(batch, ctx.state.gate_steps, phase)
+                last = story.interrupted(batch, ctx.state.gate_steps[self._first_step :], phase)
             elif out.broken_head is not None or out.culprit is not None:
                 record = _record(out.broken_head or out.culprit_record)
                 culprit = out.culprit.task if out.culprit else None

@@ -6,11 +6,10 @@ at any instant leaves a state the next run resumes from. On disk: a snapshot
 (state-journal-<id>.jsonl, named in the snapshot). A change of one task appends
 one line holding that task and the plan-wide part (slots, verification, pause):
 its cost does not grow with the plan. The journal is folded into a new snapshot
-when it holds as many lines as the plan has tasks (so a transition costs O(1)
-amortised), and whenever a change concerns the whole plan. A line a killed
-writer left half-written was never acted on, and reading stops before it. A
-snapshot without a journal id (what forge wrote before) is read as it is.
-"""
+when it holds as many lines as the plan has tasks (a transition costs O(1)
+amortised), and whenever a change concerns the whole plan. A line a killed writer
+left half-written was never acted on: reading stops before it. A snapshot without
+a journal id (what forge wrote before) is read as it is."""
 
 from __future__ import annotations
 
@@ -30,6 +29,7 @@ from forge.base.liveness import Owner
 from forge.errors import StateError
 from forge.git.refs import integration_ref
 from forge.run.state.gate_record import GateRecord
+from forge.run.state.invocations import Invocation
 from forge.verify.records import VerifyRecord
 
 
@@ -296,8 +296,7 @@ class RunState:
     verification: VerifyRecord | None = None  # of the integration head, last verified
     paused: str | None = None  # why the last run paused (hold, infrastructure)
     gate: GateRecord | None = None  # the batch under verification, and a landing's intent
-    # The gate's verifications in the last run, for the report's timeline: each
-    # {"name": "batch" | "bisection" | "speculation", "start", "end"} (epoch seconds).
+    # The gate's verifications: {"name", "start", "end" (epoch s), "run" (in invocations)}
     gate_steps: list[dict[str, Any]] = field(default_factory=list)
     # The gate's last verification that landed nothing (INTERRUPTED, or FAIL naming
     # a culprit): forge/run/gate/story.py
@@ -305,6 +304,7 @@ class RunState:
     started: str | None = None
     finished: str | None = None
     wall_seconds: float | None = None
+    invocations: list[Invocation] = field(default_factory=list)  # every run, the last last
     # What changed in the user's checkout (branches, HEAD, index, working tree) while
     # the last run ran, measured at its start and end; [] when nothing did.
     touched: list[str] | None = None
@@ -348,6 +348,7 @@ class RunState:
             "started": self.started,
             "finished": self.finished,
             "wall_seconds": self.wall_seconds,
+            "invocations": [vars(i) for i in self.invocations],
             "touched": self.touched,
         }
 
@@ -366,6 +367,7 @@ class RunState:
             started=data.get("started"),
             finished=data.get("finished"),
             wall_seconds=data.get("wall_seconds"),
+            invocations=[Invocation(**i) for i in data.get("invocations") or []],
             touched=data.get("touched"),
             verification_sealed=not data.get("verification") or seal.valid(data["verification"]),
         )
