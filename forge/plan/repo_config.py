@@ -344,6 +344,7 @@ class RepoConfig:
     verify: VerifyConfig | None = None
     prices: Mapping[str, tuple[float, float]] = field(default_factory=dict)  # `[prices]`
     auto: tuple[str, ...] = ()  # the pool of `agent = "auto"`, when a plan names none
+    draft_agent: str | None = None  # [draft] agent: the planner of `forge draft`
 
     def all_prices(self) -> dict[str, tuple[float, float]]:
         from forge.agents.prices import DEFAULT_PRICES
@@ -380,7 +381,7 @@ def load_repo_config(repo_root: Path, *, read_agents: bool = True) -> RepoConfig
 
     check_keys(
         data,
-        ["agents", "verify", "cluster", "prices", "auto"],
+        ["agents", "verify", "cluster", "prices", "auto", "draft"],
         what="forge.toml",
         problems=problems,
         line_of=top,
@@ -408,6 +409,12 @@ def load_repo_config(repo_root: Path, *, read_agents: bool = True) -> RepoConfig
             '`auto` must be a list of agent specs, e.g. ["claude:sonnet"]', line=top("auto")
         )
         auto = []
+    draft = data.get("draft", {})
+    planner = draft.get("agent") if isinstance(draft, dict) else None
+    if not isinstance(draft, dict) or set(draft) - {"agent"} or not isinstance(planner, str | None):
+        problems.add(
+            '[draft] takes one key: agent = "claude:opus" (the planner)', line=top("draft")
+        )
     problems.raise_if_any()
     return RepoConfig(
         agents=agents,
@@ -416,6 +423,7 @@ def load_repo_config(repo_root: Path, *, read_agents: bool = True) -> RepoConfig
         cluster_remote=remote,
         prices=prices,
         auto=tuple(dict.fromkeys(auto)),
+        draft_agent=planner.strip() or None if isinstance(planner, str) else None,
     )
 
 
