@@ -91,7 +91,7 @@ class Drafted:
 
         assert self.checked.plan is not None and self.checked.waves is not None
         total, path = self.parallelism()
-        cost = "unknown" if self.cost_usd is None else f"${self.cost_usd:.2f}"
+        cost = _usd(self.cost_usd, unpriced=self.unpriced)
         tries = f"{len(self.tries)} tr{'ies' if len(self.tries) != 1 else 'y'}"
         return "\n".join(
             [
@@ -103,6 +103,13 @@ class Drafted:
                 f"next: forge plan {self.shown}",
             ]
         )
+
+
+def _usd(usd: float | None, *, unpriced: bool) -> str:
+    if usd is None:
+        return "unknown (" + ("no price for its model" if unpriced else "not reported") + ")"
+    text = f"${usd:.2f}" if usd >= 0.01 or usd == 0 else f"${usd:.4f}"
+    return text + (" and tokens without a price" if unpriced else "")
 
 
 def slug(goal: str) -> str:
