@@ -220,7 +220,8 @@ def draft(
     """Ask the planner up to `opts.tries` times; write the plan when one is sound."""
     import threading
 
-    from forge.agents.spec import AgentSpec
+    from forge.agents.planners import as_planner
+    from forge.agents.spec import AgentSpec, resolve
     from forge.plan.brief import Brief, render
     from forge.plan.repo_config import load_repo_config
     from forge.plan.specs import DEFAULT_AGENT
@@ -232,7 +233,7 @@ def draft(
     file, shown = target(repo, opts.goal, opts.out, force=opts.force)
     config = load_repo_config(repo.root)
     spec = opts.agent or config.draft_agent or DEFAULT_AGENT
-    AgentSpec.parse(spec)
+    read_only = as_planner(resolve(AgentSpec.parse(spec), config.agents)[0])[1]
     base_name = opts.base or repo.current_branch() or "HEAD"
     commit = repo.rev_parse(opts.base or "HEAD")
     name = file.stem
@@ -248,6 +249,8 @@ def draft(
         plan_file="",
         target=shown,
         name=name,
+        read_only=read_only,
+        base_key=opts.base,
     )
     planner = Planner(
         repo=repo,

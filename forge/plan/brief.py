@@ -84,6 +84,8 @@ class Brief:
     plan_file: str  # where a planner that can write files answers
     target: str  # the file forge writes the plan to
     name: str  # the plan's name
+    read_only: bool = False  # the planner cannot write files: it answers in its output
+    base_key: str | None = None  # `--base REV`: the plan starts from it too
 
 
 def _keys(keys: Sequence[str], skip: tuple[str, ...] = ()) -> str:
@@ -142,7 +144,9 @@ def render(
         + ":\n"
         + "\n".join(f"- {line}" for line in listed),
         "## The plan format (TOML)",
-        f"The plan is named `{brief.name}`: leave `name` out. Top-level keys (all optional but [[task]]):\n"
+        f"The plan is named `{brief.name}`: leave `name` out."
+        + (f' Set `base = "{brief.base_key}"`.' if brief.base_key else "")
+        + " Top-level keys (all optional but [[task]]):\n"
         + _keys(PLAN_KEYS, skip=("name", "task")),
         "Keys of each [[task]] table (`id`, `files` and `prompt` or `run` are required):\n"
         + _keys(TASK_KEYS),
@@ -151,10 +155,15 @@ def render(
         "## Agents (for `agent`; leave it out to use the default)",
         agents,
         "## Your answer",
-        f"Write the plan, TOML only, to the file `{brief.plan_file}` (its path is also "
-        "in $FORGE_PLAN_FILE). If you cannot write files, end your reply with the plan "
-        "in one ```toml block instead. forge checks it as `forge plan --check` does and, "
-        f"when it is sound, writes it to {brief.target}.",
+        (
+            "You run read-only: end your reply with the plan, TOML only, in one ```toml block."
+            if brief.read_only
+            else f"Write the plan, TOML only, to the file `{brief.plan_file}` (its path is "
+            "also in $FORGE_PLAN_FILE). If you cannot write files, end your reply with the "
+            "plan in one ```toml block instead."
+        )
+        + " forge checks it as `forge plan --check` does and, when it is sound, writes it "
+        f"to {brief.target}.",
     ]
     if problems:
         parts += [

@@ -53,7 +53,7 @@ def test_each_preset_drafts_read_only_against_its_cli(
     for arg in added:
         assert arg in seen["argv"], seen["argv"]
     assert dropped is None or dropped not in seen["argv"]
-    assert "Change the app" in seen["prompt"]
+    assert "Change the app" in seen["prompt"] and "You run read-only" in seen["prompt"]
     assert cost in cp.stdout, cp.stdout
     rows = json.loads(run_forge(repo, "stats", "--json").stdout)["rows"]
     (row,) = rows

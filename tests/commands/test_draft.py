@@ -144,10 +144,12 @@ def test_an_existing_file_is_never_overwritten(repo: Path, tmp_path: Path) -> No
 
 
 def test_a_plan_printed_in_a_toml_block_is_read(repo: Path, tmp_path: Path) -> None:
-    _planner(repo, tmp_path, SOUND, flags=("--stdout",))
-    cp = run_forge(repo, "draft", GOAL, "-o", "health.toml")
+    kept = _planner(repo, tmp_path, SOUND, flags=("--stdout",))
+    cp = run_forge(repo, "draft", GOAL, "-o", "health.toml", "--base", "main")
     assert cp.returncode == 0, cp.stderr
     assert (repo / "health.toml").read_text() == SOUND
+    prompt = (kept / "prompt-1.md").read_text()
+    assert "## The repository at main @ " in prompt and 'Set `base = "main"`.' in prompt
 
 
 def test_a_files_entry_outside_the_repository_s_folders_is_a_warning(
@@ -169,3 +171,20 @@ def test_a_planner_s_outage_pauses_with_exit_8(repo: Path, tmp_path: Path) -> No
     assert cp.returncode == 8, cp.stderr
     assert cp.stderr.startswith("forge: paused: the planner could not run: rate-limit")
     assert not (repo / FILE).exists()
+
+
+def test_bad_input_is_one_line_and_runs_no_planner(repo: Path, tmp_path: Path) -> None:
+    kept = _planner(repo, tmp_path, SOUND)
+    cp = run_forge(repo, "draft", GOAL, "--agent", "nosuch")
+    assert cp.returncode == 2 and cp.stderr.startswith("forge: unknown agent 'nosuch'")
+    assert cp.stderr.count("\n") == 1
+    cp = run_forge(repo, "draft", GOAL, "--base", "nosuch")
+    assert cp.returncode == 2 and cp.stderr.count("\n") == 1, cp.stderr
+    (repo / "forge.toml").write_text('[draft]\nplanner = "x"\n')
+    cp = run_forge(repo, "draft", GOAL)
+    assert cp.returncode == 2
+    assert cp.stderr == (
+        f"forge: {repo / 'forge.toml'}:1: [draft] takes one key: "
+        'agent = "claude:opus" (the planner)\n'
+    )
+    assert not kept.exists() and not (repo / "plans").exists()
