@@ -6,8 +6,11 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
 from helpers.gitkit import FAKES, git, run_forge
 from helpers.runkit import user_view
+
+from forge.base import sandbox
 
 GOAL = "Add a health endpoint"
 FILE = "plans/add-a-health-endpoint.toml"
@@ -188,3 +191,18 @@ def test_bad_input_is_one_line_and_runs_no_planner(repo: Path, tmp_path: Path) -
         'agent = "claude:opus" (the planner)\n'
     )
     assert not kept.exists() and not (repo / "plans").exists()
+
+
+def test_a_sandboxed_planner_answers_in_its_plan_file(repo: Path) -> None:
+    missing = sandbox.unavailable()
+    if missing:
+        pytest.skip(missing)
+    # Under the sandbox the planner reads the repository and writes only its checkout
+    # and its try's folder (where FORGE_PLAN_FILE is): its answer lives in the repo.
+    answer = repo / ".git" / "answer.toml"
+    answer.write_text(SOUND)
+    command = [sys.executable, str(FAKES / "planner.py"), "--touch", "x.py", str(answer)]
+    (repo / "forge.toml").write_text(f"[agents.planner]\ncommand = {json.dumps(command)}\n")
+    cp = run_forge(repo, "draft", GOAL, "--agent", "planner", "--sandbox")
+    assert cp.returncode == 0, cp.stderr
+    assert (repo / FILE).read_text() == SOUND and "changed x.py" in cp.stderr

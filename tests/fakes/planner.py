@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """Fake planner for `forge draft`: keeps each try's prompt, then answers with a plan.
 
-usage: planner.py --keep DIR [--stdout] [--touch FILE] [--usage] [--say TEXT] ANSWER...
+usage: planner.py [--keep DIR] [--stdout] [--touch FILE] [--usage] [--say TEXT] ANSWER...
 Try N answers with the Nth ANSWER file (the last one after that): written to
-$FORGE_PLAN_FILE, or with --stdout printed in a ```toml block. Each try's prompt is
-copied to DIR/prompt-N.md. --touch writes FILE in the checkout (a
+$FORGE_PLAN_FILE, or with --stdout printed in a ```toml block. With --keep, each
+try's prompt is copied to DIR/prompt-N.md. --touch writes FILE in the checkout (a
 change forge must discard); --usage prints a Claude-like result with a cost; --say
 prints TEXT and exits 1 without answering (an outage, say).
 """
@@ -19,7 +19,7 @@ args = sys.argv[1:]
 stdout = "--stdout" in args
 usage = "--usage" in args
 touch = say = None
-keep = Path(os.environ.get("TMPDIR", "/tmp"))
+keep = None
 answers = []
 while args:
     arg = args.pop(0)
@@ -32,8 +32,9 @@ while args:
     elif not arg.startswith("--"):
         answers.append(arg)
 n = int(os.environ["FORGE_ATTEMPT"])
-keep.mkdir(parents=True, exist_ok=True)
-shutil.copyfile(os.environ["FORGE_PROMPT_FILE"], keep / f"prompt-{n}.md")
+if keep is not None:
+    keep.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(os.environ["FORGE_PROMPT_FILE"], keep / f"prompt-{n}.md")
 if say is not None:
     print(say)
     sys.exit(1)
