@@ -74,6 +74,7 @@ class Drafted:
 
     def data(self) -> dict[str, Any]:
         waves = self.checked.waves
+        total, path = self.parallelism() if self.sound else (0.0, 0.0)
         return {
             "file": str(self.file) if self.sound else None,
             "plan": self.answer if self.sound else None,
@@ -83,6 +84,7 @@ class Drafted:
             "cost_usd": self.cost_usd,
             "waves": [list(w) for w in waves.waves] if waves is not None and self.sound else [],
             "critical_path": self.chain() if self.sound else [],
+            "parallelism": round(total / path, 3) if self.sound and path else None,
             "log": str(self.tries[-1].answered_in) if self.tries else None,
         }
 
@@ -282,7 +284,8 @@ def draft(
         if result.sound:
             break
         if number < opts.tries:
-            say(f"note: try {number}: {len(result.checked.problems)} problem(s); asking again")
+            n = len(result.checked.problems)
+            say(f"note: try {number}: {n} problem{'s' * (n != 1)}; asking again")
     if not result.sound:
         return result
     _write(file, result.answer or "", force=opts.force)

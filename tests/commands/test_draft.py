@@ -115,7 +115,7 @@ def test_a_cycle_is_sent_back_named_and_the_second_answer_written(
     data = json.loads(cp.stdout)
     assert data["tries"] == 2 and data["problems"] == [] and data["plan"] == SOUND
     assert data["file"] == str(repo / FILE) and data["critical_path"] == ["model", "route"]
-    assert data["waves"] == [["model", "docs"], ["route"]]
+    assert data["waves"] == [["model", "docs"], ["route"]] and data["parallelism"] == 1.333
     assert (repo / FILE).read_text() == SOUND
 
 
