@@ -116,9 +116,11 @@ def _usd(usd: float | None, *, unpriced: bool) -> str:
 
 def slug(goal: str) -> str:
     """A plan name from the goal's first words."""
+    from forge.plan.model import name_problem
+
     words = re.findall(r"[a-z0-9]+", goal.lower())
     name = "-".join(words[:5])[:40].strip("-")
-    return name or "draft"
+    return name if name and name_problem(name) is None else "draft"
 
 
 def target(repo: Repository, goal: str, out: Path | None, *, force: bool) -> tuple[Path, str]:
@@ -126,8 +128,15 @@ def target(repo: Repository, goal: str, out: Path | None, *, force: bool) -> tup
     name it to the person; refused when it is there."""
     full = (Path.cwd() / out) if out is not None else repo.root / "plans" / f"{slug(goal)}.toml"
     shown = str(out) if out is not None else os.path.relpath(full)
+    from forge.plan.model import name_problem
+
     if full.is_dir():
         raise ForgeError(f"{shown} is a folder: give a file (-o FILE)")
+    why = name_problem(full.stem)
+    if why:  # the plan is named by its file: a planner could not mend it
+        raise ForgeError(
+            f"{shown}: `{full.stem}` cannot name a plan: {why}; choose another -o FILE"
+        )
     if full.exists() and not force:
         raise ForgeError(f"{shown} exists: give another file (-o FILE), or --force to replace it")
     return full, shown

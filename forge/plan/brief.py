@@ -48,7 +48,7 @@ KEY_HELP: dict[str, str] = {
     "judge": "best-of-N: the agent that names the best candidate",
     "agents": "[agents.NAME] tables: agents of this plan's own",
     "task": "the [[task]] tables",
-    "id": "unique, lowercase letters, digits and dashes (it names a git branch)",
+    "id": "unique; letters, digits, `.`, `_` and `-` (it names a git branch)",
     "title": "one line",
     "prompt": "what the agent is asked to do: precise, self-contained",
     "run": "a shell command instead of an agent (a task has prompt or run)",

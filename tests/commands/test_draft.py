@@ -181,6 +181,8 @@ def test_bad_input_is_one_line_and_runs_no_planner(repo: Path, tmp_path: Path) -
     cp = run_forge(repo, "draft", GOAL, "--agent", "nosuch")
     assert cp.returncode == 2 and cp.stderr.startswith("forge: unknown agent 'nosuch'")
     assert cp.stderr.count("\n") == 1
+    cp = run_forge(repo, "draft", GOAL, "-o", "plans/a b.toml")
+    assert cp.returncode == 2 and "`a b` cannot name a plan" in cp.stderr
     cp = run_forge(repo, "draft", GOAL, "--base", "nosuch")
     assert cp.returncode == 2 and cp.stderr.count("\n") == 1, cp.stderr
     (repo / "forge.toml").write_text('[draft]\nplanner = "x"\n')
@@ -206,3 +208,15 @@ def test_a_sandboxed_planner_answers_in_its_plan_file(repo: Path) -> None:
     cp = run_forge(repo, "draft", GOAL, "--agent", "planner", "--sandbox")
     assert cp.returncode == 0, cp.stderr
     assert (repo / FILE).read_text() == SOUND and "changed x.py" in cp.stderr
+
+
+def test_a_planner_not_installed_pauses_with_exit_8(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", str(Path(sys.executable).parent) + ":/usr/bin:/bin")
+    cp = run_forge(repo, "draft", GOAL, "--agent", "codex")
+    assert cp.returncode == 8, cp.stderr
+    assert "paused: the planner could not run: binary-missing: agent codex: `codex` not found" in (
+        cp.stderr
+    )
+    assert not (repo / FILE).exists()
