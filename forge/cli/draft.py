@@ -17,17 +17,30 @@ def draft(
     goal: Annotated[str, typer.Argument(help="What the plan should achieve, in words.")],
     out: Annotated[
         Path | None,
-        typer.Option("-o", "--output", help="The plan file to write (default plans/<name>.toml)."),
+        typer.Option(
+            "-o",
+            "--output",
+            metavar="FILE",
+            help="The plan file to write (default plans/<name>.toml).",
+        ),
     ] = None,
     agent: Annotated[
         str | None,
-        typer.Option("--agent", help="The planner's spec (default: [draft] agent, else claude)."),
+        typer.Option(
+            "--agent",
+            metavar="SPEC",
+            help="The planner's spec (default: [draft] agent, else claude).",
+        ),
     ] = None,
     tries: Annotated[
-        int, typer.Option("--tries", min=1, help="Answers to ask for at most (problems sent back).")
+        int,
+        typer.Option(
+            "--tries", min=1, metavar="N", help="Answers to ask for at most (problems sent back)."
+        ),
     ] = 3,
     base: Annotated[
-        str | None, typer.Option("--base", help="The commit the planner reads (default HEAD).")
+        str | None,
+        typer.Option("--base", metavar="REV", help="The commit the planner reads (default HEAD)."),
     ] = None,
     force: Annotated[bool, typer.Option("--force", help="Replace FILE when it exists.")] = False,
     sandbox: Annotated[

@@ -128,6 +128,12 @@ def test_no_sound_answer_exits_2_and_writes_nothing(repo: Path, tmp_path: Path) 
     assert "no sound plan after 2 tries; nothing written" in cp.stderr
     log = Path(cp.stderr.rsplit("last answer: ", 1)[1].strip())
     assert log.read_text() == CYCLE
+    as_json = run_forge(repo, "draft", GOAL, "--tries", "1", "--json")
+    assert as_json.returncode == 2
+    data = json.loads(as_json.stdout)
+    assert data["file"] is None and data["plan"] is None and data["tries"] == 1
+    assert data["problems"] == [f"{FILE}:1: dependency cycle: a -> b -> a"]
+    assert Path(data["log"]).read_text() == CYCLE and not (repo / "plans").exists()
 
 
 def test_an_existing_file_is_never_overwritten(repo: Path, tmp_path: Path) -> None:
