@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import threading
 import time
 from collections.abc import Mapping
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from forge.base import logs, procgroup
+from forge.base.liveness import Owner
 from forge.errors import ForgeError
 from forge.git import worktrees
 from forge.git.repo import Repository
@@ -141,7 +143,10 @@ def run_try(planner: Planner, number: int, prompt: str) -> Try:
     plan_file = folder / "plan.toml"
     attempt = Attempt(number=number, agent=str(spec), model=spec.model, effort=spec.effort)
     attempt.tag = f"draft/{planner.name}/{number}/{os.getpid()}"
-    slot = planner.repo.worktrees_root() / ".drafts" / f"{planner.name}-{os.getpid()}"
+    me = Owner.me()
+    drafts = planner.repo.worktrees_root() / ".drafts"
+    _sweep(planner.repo, drafts)
+    slot = drafts / f"{planner.name}-{me.pid}-{me.start}"
     worktrees.add(planner.repo, slot, planner.base, what="planner's checkout", stop=planner.stop)
     try:
         order = WorkOrder(
@@ -171,6 +176,21 @@ def run_try(planner: Planner, number: int, prompt: str) -> Try:
     if failure is not None:
         attempt.status, attempt.reason = failure.status, failure.reason
     return Try(number, str(spec), answer, failure, changed, read_only, log, answered_in, attempt)
+
+
+def _sweep(repo: Repository, drafts: Path) -> None:
+    """Remove the checkouts of drafts whose forge is gone (killed mid-try)."""
+    try:
+        names = os.listdir(drafts)
+    except OSError:
+        return
+    for name in names:
+        m = re.search(r"-(\d+)-(\d+|None)$", name)
+        if m is None:
+            continue
+        start = None if m.group(2) == "None" else int(m.group(2))
+        if not Owner(pid=int(m.group(1)), start=start, host="").alive():
+            worktrees.remove(repo, drafts / name)
 
 
 def _read(path: Path) -> str | None:

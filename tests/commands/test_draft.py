@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -154,7 +155,11 @@ def test_an_existing_file_is_never_overwritten(repo: Path, tmp_path: Path) -> No
 
 def test_a_plan_printed_in_a_toml_block_is_read(repo: Path, tmp_path: Path) -> None:
     kept = _planner(repo, tmp_path, SOUND, flags=("--stdout",))
+    # The checkout of a draft whose forge was killed is removed by the next draft.
+    left = Path(os.environ["FORGE_WORKTREES"]) / repo.name / ".drafts" / "old-999999999-1"
+    left.mkdir(parents=True)
     cp = run_forge(repo, "draft", GOAL, "-o", "health.toml", "--base", "main")
+    assert not left.exists()
     assert cp.returncode == 0, cp.stderr
     assert (repo / "health.toml").read_text() == SOUND
     prompt = (kept / "prompt-1.md").read_text()
