@@ -62,7 +62,7 @@ CREATE TABLE IF NOT EXISTS attempts (
 CREATE INDEX IF NOT EXISTS attempts_agent ON attempts (agent);
 CREATE INDEX IF NOT EXISTS attempts_started ON attempts (started);
 CREATE TABLE IF NOT EXISTS drafts (
-    tag TEXT PRIMARY KEY,          -- draft/name/try/pid: one try of a planner
+    tag TEXT PRIMARY KEY,          -- draft:name/try/pid/ns: one try of a planner
     name TEXT NOT NULL,            -- the drafted plan's name
     try INTEGER NOT NULL,
     agent TEXT NOT NULL,           -- the planner's spec as it ran

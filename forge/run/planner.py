@@ -142,7 +142,8 @@ def run_try(planner: Planner, number: int, prompt: str) -> Try:
     folder.mkdir(parents=True, exist_ok=True)
     plan_file = folder / "plan.toml"
     attempt = Attempt(number=number, agent=str(spec), model=spec.model, effort=spec.effort)
-    attempt.tag = f"draft/{planner.name}/{number}/{os.getpid()}"
+    # A colon is in no plan's name: no task attempt's tag (plan/task/n/pid) is this one.
+    attempt.tag = f"draft:{planner.name}/{number}/{os.getpid()}/{time.time_ns()}"
     me = Owner.me()
     drafts = planner.repo.worktrees_root() / ".drafts"
     _sweep(planner.repo, drafts)
