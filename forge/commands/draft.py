@@ -10,6 +10,7 @@ import dataclasses
 import os
 import re
 import shutil
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -226,11 +227,13 @@ class Options:
 
 
 def draft(
-    repo: Repository, opts: Options, *, say: Callable[[str], None], stop: Any = None
+    repo: Repository,
+    opts: Options,
+    *,
+    say: Callable[[str], None],
+    stop: threading.Event | None = None,
 ) -> Drafted:
     """Ask the planner up to `opts.tries` times; write the plan when one is sound."""
-    import threading
-
     from forge.agents.planners import as_planner
     from forge.agents.spec import AgentSpec, resolve
     from forge.plan.brief import Brief, render
@@ -325,11 +328,9 @@ def _judge(
         )
     if one.answer is None:
         why = f" ({failure.reason})" if failure is not None else ""
+        how = "" if one.read_only else "write it to $FORGE_PLAN_FILE or "
         result.checked = Checked(
-            problems=[
-                f"no plan in the answer{why}: write it to $FORGE_PLAN_FILE "
-                "or print it in a ```toml block"
-            ]
+            problems=[f"no plan in the answer{why}: {how}end your reply with it in a ```toml block"]
         )
         return None
     result.answer = one.answer

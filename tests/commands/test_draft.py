@@ -231,3 +231,11 @@ def test_a_planner_not_installed_pauses_with_exit_8(
         cp.stderr
     )
     assert not (repo / FILE).exists()
+
+
+def test_a_planner_that_gives_no_plan_is_asked_again(repo: Path, tmp_path: Path) -> None:
+    kept = _planner(repo, tmp_path, SOUND, flags=("--say", "I would rather not"))
+    cp = run_forge(repo, "draft", GOAL, "--tries", "2")
+    assert cp.returncode == 2 and not (repo / FILE).exists()
+    said = "no plan in the answer (agent exited 1: I would rather not): write it to"
+    assert said in cp.stderr and said in (kept / "prompt-2.md").read_text()
