@@ -57,6 +57,7 @@ KEYS: dict[str, dict[str, str]] = {
         "cluster": "`[cluster]`: the Dask scheduler attempts run on",
         "prices": "`[prices]`: USD per million input and output tokens, by model name",
         "auto": 'the pool `agent = "auto"` chooses from, for every plan',
+        "draft": '`[draft] agent = "SPEC"`: the planner `forge draft` asks',
     },
     "[verify]": {
         "command": "one verification command (or `lanes`)",
@@ -114,6 +115,7 @@ ENVIRONMENT: dict[str, str] = {
     "FORGE_FEEDBACK_FILE": "set by forge on a retry: the last failure, for the agent to read",
     "FORGE_REVIEW_FILE": "set by forge for a reviewer: where to write its verdict",
     "FORGE_JUDGE_FILE": "set by forge for a judge: where to name the winner",
+    "FORGE_PLAN_FILE": "set by forge for a planner (`forge draft`): where to write the plan",
 }
 
 EXIT_CODES: dict[int, str] = {

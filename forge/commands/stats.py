@@ -66,6 +66,8 @@ def stats_data(state: StateDir, *, plan: str | None, since: str | None) -> dict[
     for r in rows:
         if r.agent != "run":  # a shell task is no agent's
             by.setdefault(r.agent, []).append(r)
+    for r in history.draft_rows(state, plan=plan, since=cutoff):  # planners' tries
+        by.setdefault(f"{r.agent} (draft)", []).append(r)
     table = [summarize(rs, agent) for agent, rs in sorted(by.items())]
     return {
         "rows": table,

@@ -202,7 +202,7 @@ def parse_verify(
 PREPARE_KEYS = ("setup", "setup_timeout", "env")
 # The keys each table accepts (docs/reference/ is generated from them).
 VERIFY_KEYS = ("command", "lanes", "reruns", "timeout", "grace", *PREPARE_KEYS)
-FORGE_TOML_KEYS = ("agents", "verify", "cluster", "prices", "auto")
+FORGE_TOML_KEYS = ("agents", "verify", "cluster", "prices", "auto", "draft")
 CLUSTER_KEYS = ("address", "remote")
 
 
@@ -348,6 +348,7 @@ class RepoConfig:
     verify: VerifyConfig | None = None
     prices: Mapping[str, tuple[float, float]] = field(default_factory=dict)  # `[prices]`
     auto: tuple[str, ...] = ()  # the pool of `agent = "auto"`, when a plan names none
+    draft_agent: str | None = None  # [draft] agent: the planner of `forge draft`
 
     def all_prices(self) -> dict[str, tuple[float, float]]:
         from forge.agents.prices import DEFAULT_PRICES
@@ -412,6 +413,12 @@ def load_repo_config(repo_root: Path, *, read_agents: bool = True) -> RepoConfig
             '`auto` must be a list of agent specs, e.g. ["claude:sonnet"]', line=top("auto")
         )
         auto = []
+    draft = data.get("draft", {})
+    planner = draft.get("agent") if isinstance(draft, dict) else None
+    if not isinstance(draft, dict) or set(draft) - {"agent"} or not isinstance(planner, str | None):
+        problems.add(
+            '[draft] takes one key: agent = "claude:opus" (the planner)', line=top("draft")
+        )
     problems.raise_if_any()
     return RepoConfig(
         agents=agents,
@@ -420,6 +427,7 @@ def load_repo_config(repo_root: Path, *, read_agents: bool = True) -> RepoConfig
         cluster_remote=remote,
         prices=prices,
         auto=tuple(dict.fromkeys(auto)),
+        draft_agent=planner.strip() or None if isinstance(planner, str) else None,
     )
 
 

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from forge.plan.model import Task
     from forge.run.attempt.context import RunContext
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: the `drafts` table
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS attempts (
     tag TEXT PRIMARY KEY,          -- plan/task/number/pid: one attempt
@@ -61,6 +61,23 @@ CREATE TABLE IF NOT EXISTS attempts (
 );
 CREATE INDEX IF NOT EXISTS attempts_agent ON attempts (agent);
 CREATE INDEX IF NOT EXISTS attempts_started ON attempts (started);
+CREATE TABLE IF NOT EXISTS drafts (
+    tag TEXT PRIMARY KEY,          -- draft:name/try/pid/ns: one try of a planner
+    name TEXT NOT NULL,            -- the drafted plan's name
+    try INTEGER NOT NULL,
+    agent TEXT NOT NULL,           -- the planner's spec as it ran
+    model TEXT,
+    effort TEXT,
+    models TEXT,                   -- JSON list: the models the CLI reported it used
+    outcome TEXT NOT NULL,         -- SOUND, UNSOUND (problems), INFRA, FAILED, TIMEOUT
+    reason TEXT,
+    cost_usd REAL,
+    input_tokens INTEGER,
+    output_tokens INTEGER,
+    prompt_chars INTEGER,
+    started REAL,
+    seconds REAL
+);
 """
 _BUSY_MS = 10_000
 _prices: dict[Path, Mapping[str, tuple[float, float]]] = {}
@@ -224,6 +241,45 @@ def settle(ctx: RunContext, task_ids: Sequence[str]) -> None:
         _quietly(write)
 
 
+def record_draft(
+    state: StateDir,
+    name: str,
+    attempt: Attempt,
+    *,
+    outcome: str,
+    usd: float | None,
+    prompt_chars: int,
+) -> None:
+    """Write the row of one try of a planner (`forge draft`). `outcome`: SOUND or
+    UNSOUND when it answered, else the attempt's status (INFRA, FAILED, TIMEOUT)."""
+    seconds = attempt.duration or 0.0
+    row = {
+        "tag": attempt.tag,
+        "name": name,
+        "try": attempt.number,
+        "agent": attempt.agent,
+        "model": attempt.model,
+        "effort": attempt.effort,
+        "models": json.dumps(attempt.models) if attempt.models else None,
+        "outcome": outcome,
+        "reason": attempt.reason,
+        "cost_usd": usd,
+        "input_tokens": attempt.input_tokens,
+        "output_tokens": attempt.output_tokens,
+        "prompt_chars": prompt_chars,
+        "started": time.time() - seconds,
+        "seconds": seconds,
+    }
+    keys = ", ".join(row)
+    marks = ", ".join(f":{k}" for k in row)
+
+    def write() -> None:
+        with connect(path_of(state)) as con:
+            con.execute(f"INSERT OR REPLACE INTO drafts ({keys}) VALUES ({marks})", row)
+
+    _quietly(write)
+
+
 @dataclass(frozen=True)
 class Row:
     plan: str
@@ -256,44 +312,72 @@ def rows(state: StateDir, *, plan: str | None = None, since: float | None = None
     path = path_of(state)
     if not path.exists():
         return []
-    where: list[str] = []
-    args: list[str | float] = []
-    if plan is not None:
-        where.append("plan = ?")
-        args.append(plan)
-    if since is not None:
-        where.append("started >= ?")
-        args.append(since)
+    where, args = _where(("plan", plan), since)
     sql = (
         "SELECT plan, task, agent, outcome, landed, culprit, cost_usd, input_tokens, "
         "output_tokens, started, seconds, landed_at, files, prompt_chars, model_mismatch "
-        "FROM attempts" + (f" WHERE {' AND '.join(where)}" if where else "") + " ORDER BY started"
+        "FROM attempts" + where + " ORDER BY started"
     )
+    found = _select(path, sql, args)
+    return [_row(r) for r in found]
+
+
+def draft_rows(
+    state: StateDir, *, plan: str | None = None, since: float | None = None
+) -> list[Row]:
+    """The tries of planners (`forge draft`), oldest first, as rows: the draft's
+    name is the plan, its task `draft`, and a sound answer counts as landed."""
+    path = path_of(state)
+    if not path.exists():
+        return []
+    where, args = _where(("name", plan), since)
+    sql = (
+        "SELECT name, 'draft', agent, outcome, outcome = 'SOUND', 0, cost_usd, input_tokens, "
+        "output_tokens, started, seconds, NULL, 0, prompt_chars, NULL FROM drafts"
+        + where
+        + " ORDER BY started"
+    )
+    return [_row(r) for r in _select(path, sql, args)]
+
+
+def _where(column: tuple[str, str | None], since: float | None) -> tuple[str, list[str | float]]:
+    where: list[str] = []
+    args: list[str | float] = []
+    if column[1] is not None:
+        where.append(f"{column[0]} = ?")
+        args.append(column[1])
+    if since is not None:
+        where.append("started >= ?")
+        args.append(since)
+    return (f" WHERE {' AND '.join(where)}" if where else ""), args
+
+
+def _select(path: Path, sql: str, args: list[str | float]) -> list[Any]:
     try:
         con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=_BUSY_MS / 1000)
         try:
-            found = con.execute(sql, args).fetchall()
+            return con.execute(sql, args).fetchall()
         finally:
             con.close()
     except sqlite3.Error:
-        return []
-    return [
-        Row(
-            plan=r[0],
-            task=r[1],
-            agent=r[2],
-            outcome=r[3],
-            landed=bool(r[4]),
-            culprit=bool(r[5]),
-            cost_usd=r[6],
-            input_tokens=r[7],
-            output_tokens=r[8],
-            started=r[9] or 0.0,
-            seconds=r[10] or 0.0,
-            landed_at=r[11],
-            files=r[12] or 0,
-            prompt_chars=r[13] or 0,
-            model_mismatch=r[14],
-        )
-        for r in found
-    ]
+        return []  # no history yet (or a table an older forge did not make)
+
+
+def _row(r: Any) -> Row:
+    return Row(
+        plan=r[0],
+        task=r[1],
+        agent=r[2],
+        outcome=r[3],
+        landed=bool(r[4]),
+        culprit=bool(r[5]),
+        cost_usd=r[6],
+        input_tokens=r[7],
+        output_tokens=r[8],
+        started=r[9] or 0.0,
+        seconds=r[10] or 0.0,
+        landed_at=r[11],
+        files=r[12] or 0,
+        prompt_chars=r[13] or 0,
+        model_mismatch=r[14],
+    )
