@@ -190,6 +190,7 @@ def gate_data(state: RunState) -> dict[str, Any]:
         "left": current.left if current else None,
         "head": current.head if current else None,
         "last": state.gate_last,  # its last verification that landed nothing
+        "pre_existing": state.pre_existing,  # what the head fails already, and fixes
     }
 
 
@@ -337,6 +338,7 @@ def head_and_gate_lines(data: dict[str, Any]) -> list[str]:
     out = []
     if head or not last:
         out += verification_lines(VerifyRecord.from_dict(head) if head else None)
+    out += story.pre_existing_lines(data["gate"].get("pre_existing"))
     return out + story.lines(last, head_verified=bool(head))
 
 

@@ -302,6 +302,7 @@ class RunState:
     # The gate's last verification that landed nothing (INTERRUPTED, or FAIL naming
     # a culprit): forge/run/gate/story.py
     gate_last: dict[str, Any] | None = None
+    pre_existing: dict[str, Any] | None = None  # the head's own failures: gate/story.py
     started: str | None = None
     finished: str | None = None
     wall_seconds: float | None = None
@@ -345,6 +346,7 @@ class RunState:
             "gate": None if self.gate is None else self.gate.to_dict(),
             "gate_steps": self.gate_steps,
             "gate_last": self.gate_last,
+            "pre_existing": self.pre_existing,
             "started": self.started,
             "finished": self.finished,
             "wall_seconds": self.wall_seconds,
@@ -363,6 +365,7 @@ class RunState:
             gate=GateRecord.from_dict(data["gate"]) if data.get("gate") else None,
             gate_steps=data.get("gate_steps") or [],
             gate_last=data.get("gate_last"),
+            pre_existing=data.get("pre_existing"),
             started=data.get("started"),
             finished=data.get("finished"),
             wall_seconds=data.get("wall_seconds"),
