@@ -296,21 +296,19 @@ class RunState:
     verification: VerifyRecord | None = None  # of the integration head, last verified
     paused: str | None = None  # why the last run paused (hold, infrastructure)
     gate: GateRecord | None = None  # the batch under verification, and a landing's intent
-    # The gate's verifications in the last run, for the report's timeline: each
-    # {"name": "batch" | "bisection" | "speculation", "start", "end"} (epoch seconds).
+    # The gate's verifications in the last run, for the report's timeline: each {"name":
+    # "batch" | "bisection" | "speculation" | "head" | "rerun", "start", "end"} (epoch s).
     gate_steps: list[dict[str, Any]] = field(default_factory=list)
-    # The gate's last verification that landed nothing (INTERRUPTED, or FAIL naming
-    # a culprit): forge/run/gate/story.py
+    # The gate's last verification that landed nothing (INTERRUPTED, or FAIL naming a
+    # culprit), and the head's own failures and their fixes: forge/run/gate/story.py
     gate_last: dict[str, Any] | None = None
-    pre_existing: dict[str, Any] | None = None  # the head's own failures: gate/story.py
+    pre_existing: dict[str, Any] | None = None
     started: str | None = None
     finished: str | None = None
     wall_seconds: float | None = None
-    # What changed in the user's checkout (branches, HEAD, index, working tree) while
-    # the last run ran, measured at its start and end; [] when nothing did.
+    # What changed in the user's checkout while the last run ran ([] when nothing did)
     touched: list[str] | None = None
-    # Not saved: whether the verification read from disk carries forge's seal (one
-    # forge wrote itself); `forge accept` believes no other.
+    # Not saved: the verification read carries forge's seal (`forge accept` needs it)
     verification_sealed: bool = True
 
     def record(self, tid: str) -> TaskState:
