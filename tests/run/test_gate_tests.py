@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from helpers.gitkit import commit_all, run_forge
-from helpers.runkit import plan_and_run, state, statuses, write_plan
+from helpers.runkit import plan_and_run, spawn_forge, state, statuses, wait_for, write_plan
 
 PY = shlex.quote(sys.executable)
 SUITE = 10  # tests that always pass; with the guards, the whole suite
@@ -149,3 +149,29 @@ def test_gate_on_green_keeps_a_red_base_stopping_the_gate(repo: Path, tmp_path: 
     cp = plan_and_run(repo, write_plan(tmp_path, body(["a", "b"], extra=extra)))
     assert cp.returncode == 5, cp.stdout + cp.stderr
     assert statuses(repo) == {"a": "QUEUED", "b": "QUEUED"}
+
+
+@pytest.mark.timeout(600)
+def test_status_says_what_the_gate_runs_now(repo: Path, tmp_path: Path) -> None:
+    count, hold = tmp_path / "executed", tmp_path / "hold"
+    suite(repo, count)
+    (repo / "tests" / "test_hold.py").write_text(
+        f"import pathlib, time\n\n\ndef test_hold():\n"
+        f"    while pathlib.Path({str(hold)!r}).exists():\n        time.sleep(0.05)\n"  # sleep-ok: the poll of a test that waits
+    )
+    commit_all(repo, "a test that waits")
+    hold.write_text("")
+    assert run_forge(repo, "plan", str(write_plan(tmp_path, body(["a"])))).returncode == 0
+    proc = spawn_forge(repo, "run")
+    try:
+
+        def doing() -> str:
+            data = json.loads(run_forge(repo, "status", "--json").stdout)
+            return str(data["gate"]["doing"] or "")
+
+        wait_for(lambda: "running the whole suite" in doing(), timeout=300, what="the gate")
+        assert "running the whole suite on " in run_forge(repo, "status").stdout
+    finally:
+        hold.unlink()
+        proc.wait(timeout=300)
+    assert statuses(repo) == {"a": "MERGED"}

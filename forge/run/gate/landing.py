@@ -187,6 +187,7 @@ class Gate:
             judge=self._judge,
             on_event=self.on_event,
             on_step=lambda name, started, record: self._step(ctx.plan.name, started, record, name),
+            on_doing=self._doing,
         )
         self.on_event(f"gate: verifying {', '.join(batch)}")
         try:
@@ -300,6 +301,8 @@ class Gate:
         """One verification in the checkouts of `key` (the plan's, or a speculation's)."""
         self.before_verify()
         where = "" if key == self.ctx.plan.name else f" [{key.rsplit('.', 1)[-1]}]"
+        if not where:
+            self._doing(f"running the whole suite on {commit[:12]}")
         started = time.time()
         record = verify.verify_commit(
             self.ctx.repo,
@@ -316,6 +319,13 @@ class Gate:
                 self.runs += 1
             self._step(key, started, record)
         return record
+
+    def _doing(self, what: str) -> None:
+        """What the gate runs now, for `forge status` and the live view."""
+        with self.ctx.store.lock:
+            if self.ctx.state.gate is not None:
+                self.ctx.state.gate.doing, self.ctx.state.gate.since = what, time.time()
+                self.ctx.save()
 
     def _step(self, key: str, started: float, record: VerifyRecord, name: str = "") -> None:
         """Keep one verification the gate ran, for the report and `forge status`

@@ -208,6 +208,7 @@ class GateProbe:
     judge: Callable[[str], VerifyRecord]
     on_event: Callable[[str], None]
     on_step: Callable[[str, float, VerifyRecord], None]
+    on_doing: Callable[[str], None] = lambda _what: None
     runs: int = 0  # subset runs made
     _seen: dict[tuple[str, str], bool] = field(default_factory=dict)
 
@@ -224,6 +225,7 @@ class GateProbe:
         names = sorted(t for ids in tests.values() for t in ids)
         shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
         self.on_event(f"gate: {why}: running {shown} on {commit[:12]}")
+        self.on_doing(f"{why}: running {len(names)} failing test(s) ({shown}) on {commit[:12]}")
         started = time.time()
         record = run_subset(
             self.repo,
