@@ -10,7 +10,10 @@ before its last task land (that prefix passed), its last task is the culprit, th
 tasks after it go back to the front of the queue and are rebuilt on the new head.
 One culprit among N costs the tip, ceil(log2 N) probes and the next batch. With
 `width` > 1 (`verify_parallel`), up to `width` prefixes are judged at once, evenly
-spread over what is left: ceil(log_(width+1) N) rounds of probes.
+spread over what is left: ceil(log_(width+1) N) rounds of probes. A failure whose
+tests are named and can run alone is judged by those tests instead
+(forge/run/gate/by_tests.py): the head's own failures land, and the probes run
+only the failing tests.
 """
 
 from __future__ import annotations
