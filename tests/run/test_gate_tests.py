@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers.gitkit import commit_all, run_forge
+from helpers.gitkit import FAKES, commit_all, run_forge
 from helpers.runkit import plan_and_run, spawn_forge, state, statuses, wait_for, write_plan
 
 PY = shlex.quote(sys.executable)
@@ -131,6 +131,7 @@ def test_a_red_base_lands_every_innocent_task_and_credits_a_fix(repo: Path, tmp_
     assert cp.returncode == 0, cp.stdout + cp.stderr
     assert statuses(repo) == {"a": "MERGED", "b": "MERGED"}
     assert "already failing on the head: tests/test_suite.py::test_red" in cp.stdout
+    assert "breaks verification" not in cp.stdout, cp.stdout
     # A later task fixes it: credited.
     plan = write_plan(tmp_path, body(["a", "b", "fixer"], extra='gate = "end"\n'))
     cp = plan_and_run(repo, plan)
@@ -175,3 +176,26 @@ def test_status_says_what_the_gate_runs_now(repo: Path, tmp_path: Path) -> None:
         hold.unlink()
         proc.wait(timeout=300)
     assert statuses(repo) == {"a": "MERGED"}
+
+
+@pytest.mark.timeout(600)
+def test_a_best_of_candidate_is_not_ruled_out_by_the_heads_own_failure(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    suite(repo, tmp_path / "executed", red=True)
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    monkeypatch.setenv("FORGE_FAKE_DIR", str(shared))
+    agent = json.dumps([sys.executable, str(FAKES / "agent_candidate.py"), "{model}", "a.txt"])
+    cmd = f"env PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 {PY} -m pytest -q -p no:cacheprovider"
+    plan = (
+        f"verify = '{cmd}'\nverify_reruns = 0\nselect = \"best\"\n"
+        'candidates = ["fake:small", "fake:big"]\n'
+        f'[agents.fake]\ncommand = {agent}\nmodels = ["small", "big"]\n'
+        '[[task]]\nid = "a"\nprompt = "write a.txt"\nfiles = ["a.txt"]\n'
+    )
+    cp = plan_and_run(repo, write_plan(tmp_path, plan))
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    assert statuses(repo) == {"a": "MERGED"}
+    assert "already failing on the head: tests/test_suite.py::test_red" in cp.stdout
+    assert "breaks verification" not in cp.stdout, cp.stdout
