@@ -28,6 +28,8 @@ KEYS: dict[str, dict[str, str]] = {
         "batch_max": "tasks verified together at most (default 8)",
         "batch_window": "`adaptive` (default) or `fixed`: how many queued tasks a batch takes",
         "verify_parallel": "candidate chains verified at once (default 1)",
+        "gate_on": '`"regressions"` (default): a test already failing on the head blames '
+        'nobody; `"green"`: every test must pass',
         "fallback": "agents to use while the default agent's provider is paused",
         "log_cap": 'output kept in each command\'s log (default "50M")',
         "budget": 'pause (exit 8) when the plan\'s spend reaches it ("20 USD")',
@@ -68,6 +70,7 @@ KEYS: dict[str, dict[str, str]] = {
         "setup": "a command run once in the verification checkout",
         "setup_timeout": "time limit of `setup` (default 10m)",
         "env": "environment of the lanes; `{worktree}` is the checkout",
+        "gate_on": '`"regressions"` (default) or `"green"`, as the plan key',
     },
     "[cluster]": {
         "address": "the scheduler (`tcp://host:8786`, or `local:N`)",

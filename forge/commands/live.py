@@ -25,7 +25,7 @@ from typing import Any, TextIO
 
 from forge.base.text import one_line, raw_stream
 from forge.commands.candidate_view import live_lines
-from forge.commands.status import fmt_seconds, gate_data
+from forge.commands.status import doing_text, fmt_seconds, gate_data
 from forge.run.attempt.phases import current
 from forge.run.capacity import CAP_EVENT
 from forge.run.spend import Spend, spend_of
@@ -225,6 +225,8 @@ def gate_line(data: dict[str, Any]) -> str:
         parts.append(f"gate: verifying {', '.join(batch)} (batch of {len(batch)})")
         if data.get("phase") == "bisecting" and data.get("left") is not None:
             parts.append(f"bisection: at most {data['left']} more")
+        if data.get("doing"):
+            parts.append(doing_text(data).removeprefix(": "))
     else:
         parts.append("gate: waiting")
     if queued:

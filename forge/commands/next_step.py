@@ -55,9 +55,17 @@ def _after_failures(plan: Plan, state: RunState, failed: list[str]) -> list[str]
             f"setup failed in every slot: {reasons[0].removeprefix(SETUP_FAILED)}; fix setup "
             f"in {where} and run again: {replan}, then `forge run {name} --retry-failed 1`"
         ]
-    shell = [t for t in failed if plan.task(t).run is not None]
-    agents = [t for t in failed if t not in shell]
+    blamed = [t for t in failed if _gate_blamed(state, t)]
+    shell = [t for t in failed if plan.task(t).run is not None and t not in blamed]
+    agents = [t for t in failed if t not in shell and t not in blamed]
     out = []
+    if blamed:
+        first = blamed[0]
+        others = "" if len(blamed) == 1 else f" (and {len(blamed) - 1} more blamed by it)"
+        out.append(
+            f"next: {first} failed the verification; `forge retry {first} --plan {name}` "
+            f"verifies its change again (its failure as feedback to an agent){others}"
+        )
     if agents:
         first = agents[0]
         others = "" if len(agents) == 1 else f" (and {len(agents) - 1} more failed)"
@@ -74,6 +82,12 @@ def _after_failures(plan: Plan, state: RunState, failed: list[str]) -> list[str]
             f"and `forge retry {first} --plan {name} --fresh`{others}"
         )
     return out
+
+
+def _gate_blamed(state: RunState, task: str) -> bool:
+    """Did the gate's verification fail the task's last attempt?"""
+    last = state.tasks[task].last
+    return last is not None and (last.feedback_source or "").startswith("verify:")
 
 
 def _waiting_dependents(plan: Plan, state: RunState, task: str) -> list[str]:

@@ -14,6 +14,7 @@ from forge.commands.status import (
     touched_lines,
     verification_lines,
 )
+from forge.run.gate import story
 from forge.run.state.run_state import RunState, Status
 from forge.verify.records import VerifyRecord
 
@@ -68,6 +69,8 @@ def report_data(report: RunReport, prices: Prices | None = None) -> dict[str, An
         "logs": str(report.logs),
         "wall_seconds": report.state.wall_seconds,
         "gate_verifications": report.gate_runs,  # verifications the gate ran (None: no gate)
+        "gate_subset_runs": report.gate_subset_runs,  # runs of some tests only
+        "pre_existing": report.state.pre_existing,  # what the head fails already
         "touched": report.state.touched,
     }
 
@@ -93,6 +96,7 @@ def render_report(report: RunReport, *, width: int | None = None) -> str:
         out.append(f"paused: {report.paused}")
     else:
         out += verification_lines(report.verification)
+        out += story.pre_existing_lines(state.pre_existing)
     out.append(f"integration: {_branch_at(state.integration, report.integration_head)}")
     out.append(f"logs: {report.logs}")
     out += touched_lines(state.touched)

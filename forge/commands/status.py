@@ -188,8 +188,11 @@ def gate_data(state: RunState) -> dict[str, Any]:
         "batch": batch,
         "phase": current.phase if current else None,
         "left": current.left if current else None,
+        "doing": current.doing if current else None,  # what runs now, since when
+        "since": current.since if current else None,
         "head": current.head if current else None,
         "last": state.gate_last,  # its last verification that landed nothing
+        "pre_existing": state.pre_existing,  # what the head fails already, and fixes
     }
 
 
@@ -199,10 +202,19 @@ def gate_lines(data: dict[str, Any]) -> list[str]:
         line = f"gate: verifying {', '.join(data['batch'])}"
         if data["phase"] == "bisecting":
             line += f" (bisecting: at most {data['left']} verification(s) left)"
-        out.append(line)
+        out.append(line + doing_text(data))
     if data["queued"]:
         out.append(f"queue: {', '.join(data['queued'])}")
     return out
+
+
+def doing_text(data: dict[str, Any]) -> str:
+    """`: running the whole suite on 1a2b3c4d5e6f for 12.0s` (the gate now)."""
+    if not data.get("doing"):
+        return ""
+    since = data.get("since")
+    took = f" for {fmt_seconds(time.time() - since)}" if since else ""
+    return f": {data['doing']}{took}"
 
 
 def landed_lines(rows: list[dict[str, Any]]) -> list[str]:
@@ -337,6 +349,7 @@ def head_and_gate_lines(data: dict[str, Any]) -> list[str]:
     out = []
     if head or not last:
         out += verification_lines(VerifyRecord.from_dict(head) if head else None)
+    out += story.pre_existing_lines(data["gate"].get("pre_existing"))
     return out + story.lines(last, head_verified=bool(head))
 
 

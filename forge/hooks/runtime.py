@@ -252,6 +252,7 @@ def _background(commit: str) -> int:
 class _Tip:
     ref: str
     commit: str
+    old: str = ZERO  # the remote's tip before the push (ZERO: a new ref)
 
 
 def _tips(stdin: bytes) -> list[_Tip]:
@@ -261,7 +262,7 @@ def _tips(stdin: bytes) -> list[_Tip]:
     for line in stdin.decode(errors="replace").splitlines():
         parts = line.split()
         if len(parts) == 4 and parts[1] != ZERO:
-            tips.setdefault(parts[1], _Tip(parts[0], parts[1]))
+            tips.setdefault(parts[1], _Tip(parts[0], parts[1], parts[3]))
     return list(tips.values())
 
 
@@ -287,6 +288,8 @@ def _pre_push(stdin: bytes) -> int:
             continue
         from forge.verify.engine import describe_failure
 
+        if _already_failing(repo, tip, config, record):
+            continue
         _say(f"{short}: {record.verdict}{how}: push blocked")
         _say(describe_failure(record))
         for failure in record.failures[:10]:  # each failing test with its first error
@@ -294,6 +297,31 @@ def _pre_push(stdin: bytes) -> int:
         _say(f"(set {SKIP_VAR}=1 to push anyway)")
         return 1
     return 0
+
+
+def _already_failing(
+    repo: Repository, tip: _Tip, config: VerifyConfig, record: VerifyRecord
+) -> bool:
+    """`gate_on = "regressions"`: every failing test of the pushed tip fails on the
+    remote's old tip too (run there now): the push makes nothing worse."""
+    if record.verdict != Verdict.FAIL or tip.old == ZERO or config.gate_on == "green":
+        return False
+    if repo.try_git("cat-file", "-e", f"{tip.old}^{{commit}}").returncode != 0:
+        return False
+    from forge.base import interrupt
+    from forge.run.gate.subsets import head_has_them
+
+    with interrupt.on_stop_signals() as stop:
+        same = head_has_them(
+            repo, tip.old, config, record, key=PUSH_KEY, stop=stop, on_event=_say, sandbox=False
+        )
+    if not same:
+        return False
+    tests = ", ".join(f.test for f in record.failures[:10])
+    _say(
+        f"{tip.ref} {short_sha(tip.commit)}: FAIL, but only in tests already failing on the remote's {short_sha(tip.old)} ({tests}): push allowed"
+    )
+    return True
 
 
 def _verdict_for(repo: Repository, commit: str, config: VerifyConfig) -> VerifyRecord | None:

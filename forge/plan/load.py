@@ -33,6 +33,7 @@ from forge.plan.model import (
 )
 from forge.plan.patterns import normalize_pattern
 from forge.plan.repo_config import (
+    GATE_ON,
     VerifyConfig,
     check_keys,
     is_str_list,
@@ -56,6 +57,7 @@ PLAN_KEYS = (
     "gate",
     "batch_max",
     "batch_window",
+    "gate_on",
     "verify_parallel",
     "agent",
     "fallback",
@@ -180,6 +182,7 @@ class _Checker:
         gate = get.one_of("gate", ("queue", "end", "off"))
         batch_max = get.integer("batch_max", low=1, default=DEFAULT_BATCH_MAX)
         batch_window = get.one_of("batch_window", ("adaptive", "fixed"))
+        gate_on = get.one_of("gate_on", GATE_ON) if "gate_on" in d else None
         verify_parallel = get.integer("verify_parallel", low=1, default=DEFAULT_VERIFY_PARALLEL)
         sandbox = get.flag("sandbox")
         strict_model = get.flag("strict_model")
@@ -217,6 +220,7 @@ class _Checker:
             gate=cast(Gate, gate),
             batch_max=batch_max,
             batch_window=cast(BatchWindow, batch_window),
+            gate_on=gate_on,
             verify_parallel=verify_parallel,
             sandbox=sandbox,
             strict_model=strict_model,

@@ -142,6 +142,7 @@ class Plan:
     batch_max: int = DEFAULT_BATCH_MAX
     # adaptive: halved after a culprit, one more after a pass, at most batch_max
     batch_window: BatchWindow = "adaptive"
+    gate_on: str | None = None  # "regressions" or "green"; None: [verify]'s, else regressions
     verify_parallel: int = DEFAULT_VERIFY_PARALLEL
     sandbox: bool = False  # run every command under bubblewrap (forge/base/sandbox.py)
     strict_model: bool = False  # an attempt that ran another model than asked is INFRA
@@ -228,6 +229,7 @@ class Plan:
             "gate": self.gate,
             "batch_max": self.batch_max,
             "batch_window": self.batch_window,
+            "gate_on": self.gate_on,
             "verify_parallel": self.verify_parallel,
             "sandbox": self.sandbox,
             "strict_model": self.strict_model,
@@ -264,6 +266,7 @@ class Plan:
             gate=data.get("gate", "queue"),
             batch_max=data.get("batch_max", DEFAULT_BATCH_MAX),
             batch_window=data.get("batch_window", "adaptive"),
+            gate_on=data.get("gate_on"),
             verify_parallel=data.get("verify_parallel", DEFAULT_VERIFY_PARALLEL),
             sandbox=bool(data.get("sandbox", False)),
             strict_model=bool(data.get("strict_model", False)),

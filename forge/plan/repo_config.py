@@ -40,6 +40,9 @@ class VerifyConfig:
     setup: str | None = None
     setup_timeout: float | None = None
     env: tuple[tuple[str, str], ...] = ()
+    # `gate_on` of a [verify] table: "regressions" or "green" (None: not said); how
+    # the gate judges, not what a verdict means (left out of the fingerprint)
+    gate_on: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -183,6 +186,8 @@ def parse_verify(
         timeout = get.duration("timeout")
         given_grace = get.duration("grace")
         grace = DEFAULT_GRACE if given_grace is None else given_grace
+        if "gate_on" in value:
+            prepare["gate_on"] = get.one_of("gate_on", GATE_ON)
     else:
         problems.add(
             f"{what}: `verify` must be a command string or a table", line=line_of("verify")
@@ -201,9 +206,10 @@ def parse_verify(
 
 PREPARE_KEYS = ("setup", "setup_timeout", "env")
 # The keys each table accepts (docs/reference/ is generated from them).
-VERIFY_KEYS = ("command", "lanes", "reruns", "timeout", "grace", *PREPARE_KEYS)
+VERIFY_KEYS = ("command", "lanes", "reruns", "timeout", "grace", "gate_on", *PREPARE_KEYS)
 FORGE_TOML_KEYS = ("agents", "verify", "cluster", "prices", "auto", "draft")
 CLUSTER_KEYS = ("address", "remote")
+GATE_ON = ("regressions", "green")  # what the gate lands on: no new failures, or all pass
 
 
 def _verify_prepare(

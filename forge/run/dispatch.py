@@ -347,6 +347,7 @@ class Dispatcher:
             self.forced = None
         self.running.add(task.id)
         fresh = self.options.fresh and self.options.only == task.id
+        person = self.options.only == task.id  # `forge retry TASK`
         note = self.notes.pop(task.id, None)
         if note:
             self.on_event(f"{task.id}: {note}")
@@ -364,7 +365,9 @@ class Dispatcher:
 
         def work() -> None:
             try:
-                outcome = run_attempt(ctx, task, spec=spec, fresh=fresh, fallback=why)
+                outcome = run_attempt(
+                    ctx, task, spec=spec, fresh=fresh, fallback=why, person=person
+                )
             except Exception as exc:  # noqa: BLE001 never let a worker die silently: the loop waits for it
                 outcome = Outcome(Status.FAILED, f"forge error: {exc}")
             except BaseException:

@@ -48,6 +48,7 @@ class RunReport:
     recovered: list[str] = field(default_factory=list)
     interrupted: bool = False
     gate_runs: int | None = None  # verifications the gate ran (None: no gate)
+    gate_subset_runs: int | None = None  # its runs of some tests only
 
 
 def agent_defs(repo: Repository, plan: Plan) -> dict[str, Mapping[str, Any]]:
@@ -294,6 +295,7 @@ def _conclude(
     report.paused = state.paused
     report.integration_head = repo.ref_value(state.integration)
     report.gate_runs = None if gate is None else gate.runs
+    report.gate_subset_runs = None if gate is None else gate.subset_runs
     if stop.is_set():
         report.interrupted = True
     elif gate is not None and gate.broken is not None:

@@ -82,12 +82,14 @@ def verify_commit(
     on_event: Emit | None = None,
     sandbox: bool = False,
     reruns: Reruns | None = None,
+    remember: bool = True,
 ) -> VerifyRecord:
     """Verify the commit `rev` names; the record is stored before it is returned.
 
     `key` names the checkouts used (a plan name, `cli`, `hook`): one verification
     per key at a time (Busy otherwise). `reruns` decides whether a failing lane runs
-    again (default: up to the config's `reruns` times).
+    again (default: up to the config's `reruns` times). `remember=False` (a run of
+    some tests only) neither enters the verdict cache nor becomes the key's latest.
     """
     emit: Emit = on_event or (lambda _msg: None)
     check_key(key)
@@ -139,7 +141,7 @@ def verify_commit(
             verdict=worst([lane.verdict for lane in lanes]),
             duration=round(time.monotonic() - t0, 3),
         )
-    verify_records.save(repo.state, record)
+    verify_records.save(repo.state, record, remember=remember)
     emit(f"verification {record.verdict} ({short_sha(record.commit)})")
     return record
 

@@ -248,10 +248,13 @@ def _latest_file(state: StateDir, key: str) -> Path:
     return _dir(state) / "latest" / f"{key}.json"
 
 
-def save(state: StateDir, record: VerifyRecord) -> None:
-    """Store the record, point its key at it, and remember or forget its verdict."""
+def save(state: StateDir, record: VerifyRecord, *, remember: bool = True) -> None:
+    """Store the record, point its key at it, and remember or forget its verdict
+    (with `remember` False: store the record only)."""
     if not record.cached:
         write_json(_record_file(state, record.id), seal.sealed(record.to_dict()))
+    if not remember:
+        return
     write_json(
         _latest_file(state, record.key),
         seal.sealed({"record": record.id, "commit": record.commit, "cached": record.cached}),

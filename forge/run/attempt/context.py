@@ -136,6 +136,7 @@ class AttemptScope:
     dir: Path  # the attempt's logs
     spec: AgentSpec | None  # the agent of a prompt task; None for a `run` task
     fresh: bool = False  # start from the integration head, not the last attempt's work
+    person: bool = False  # `forge retry TASK`: a person asked for this attempt
 
 
 @dataclass(frozen=True)

@@ -48,15 +48,19 @@ class WorkOrder:
     review: ReviewOrder | None = None  # the task's reviewer, for a cluster worker to run
 
 
-def last_judged_hash(attempts: list[Attempt]) -> str | None:
+def last_judged_hash(attempts: list[Attempt], *, person: bool = False) -> str | None:
     """The change of the last attempt among `attempts` that a judge rejected (see
-    JUDGES), if any: making it again is no progress."""
+    JUDGES), if any: making it again is no progress. Not for a person's retry when
+    the gate rejected it: a verification's failure may be a flake or the base's, and
+    a person who asks again has the same change verified again."""
     judged = [
         a
         for a in attempts
         if a.status in FAILURES and a.diff_hash and (a.feedback_source or "").startswith(JUDGES)
     ]
-    return judged[-1].diff_hash if judged else None
+    if not judged or (person and (judged[-1].feedback_source or "").startswith("verify:")):
+        return None
+    return judged[-1].diff_hash
 
 
 def _review_order(scope: AttemptScope) -> ReviewOrder | None:
@@ -89,7 +93,7 @@ def order_for(scope: AttemptScope) -> WorkOrder:
         check=task.check,
         clean_all=plan.clean == "all",
         env=tuple(plan.env.items()),
-        judged_hash=last_judged_hash(ts.attempts[:-1]),
+        judged_hash=last_judged_hash(ts.attempts[:-1], person=scope.person),
         strict_model=plan.strict_model,
         review=_review_order(scope) if ctx.remote is not None else None,
     )

@@ -49,11 +49,13 @@ def run_attempt(
     spec: AgentSpec | None,
     fresh: bool = False,
     fallback: str | None = None,
+    person: bool = False,
 ) -> Outcome:
     """Run one attempt of `task` and leave its outcome in the state.
 
     `spec` is the agent spec of a prompt task (None for a `run` task); `fallback`
-    says why it is a fallback agent, when it is one.
+    says why it is a fallback agent, when it is one; `person` says a person asked
+    for it (`forge retry TASK`).
     """
     ts = ctx.state.record(task.id)  # (a best-of-N candidate's record is its own)
     started = time.monotonic()
@@ -76,7 +78,7 @@ def run_attempt(
             ts.base = ctx.repo.ref_value(ctx.state.integration)
         ts.branch = task_ref(ctx.plan.name, task.id)
         ctx.save(task.id)
-    scope = AttemptScope(ctx, task, ts, attempt, attempt_dir, spec, fresh)
+    scope = AttemptScope(ctx, task, ts, attempt, attempt_dir, spec, fresh, person)
     try:
         outcome = _steps(scope)
     except _Stop as stop:

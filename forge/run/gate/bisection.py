@@ -10,7 +10,10 @@ before its last task land (that prefix passed), its last task is the culprit, th
 tasks after it go back to the front of the queue and are rebuilt on the new head.
 One culprit among N costs the tip, ceil(log2 N) probes and the next batch. With
 `width` > 1 (`verify_parallel`), up to `width` prefixes are judged at once, evenly
-spread over what is left: ceil(log_(width+1) N) rounds of probes.
+spread over what is left: ceil(log_(width+1) N) rounds of probes. A failure whose
+tests are named and can run alone is judged by those tests instead
+(forge/run/gate/by_tests.py): the head's own failures land, and the probes run
+only the failing tests.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Protocol, TypeAlias
 
 from forge.plan.model import Gate
+from forge.run.gate import by_tests
 from forge.verify.records import Verdict
 
 Mode: TypeAlias = Gate  # queue, end or off
@@ -158,6 +162,10 @@ class Outcome:
     requeue: list[str] = field(default_factory=list)
     interrupted: bool = False
     broken_head: Judged | None = None  # the head itself fails: nobody is to blame
+    # judged by tests (forge/run/gate/by_tests.py): what the landed tree fails that
+    # the head failed already, and what failed once and passed when run again
+    pre_existing: dict[str, frozenset[str]] = field(default_factory=dict)
+    flaky: dict[str, frozenset[str]] = field(default_factory=dict)
 
     @property
     def tip(self) -> str | None:
@@ -177,11 +185,17 @@ def run_batch(
     progress: Progress = lambda _phase, _b: None,
     width: int = 1,
     judge_many: JudgeMany | None = None,
+    probe: by_tests.Probe | None = None,
+    regressions: bool = False,
+    confirm: bool = False,
 ) -> Outcome:
     """Build the candidate chain of `tasks` on `head`, judge it, bisect a failure.
 
-    Nothing here moves a ref: the caller lands `landed` (its tip) when it is not
-    empty, and acts on the culprit, the conflicts and the tasks to queue again.
+    With a `probe`, a failure whose tests are named is judged by those tests
+    (forge/run/gate/by_tests.py); `regressions` (`gate_on`) lets failures the head
+    has too land, `confirm` reruns the failing tests once. Nothing here moves a
+    ref: the caller lands `landed` (its tip) when it is not empty, and acts on the
+    culprit, the conflicts and the tasks to queue again.
     """
     chain = build(tasks)
     out = Outcome(chain=chain)
@@ -204,6 +218,12 @@ def run_batch(
     if tip != Verdict.FAIL:
         out.landed, out.tip_record = steps, records[len(steps)]
         return out
+    if probe is not None:
+        found = _by_tests(
+            out, steps, head, records[len(steps)], probe, progress, regressions, confirm
+        )
+        if found is not None:
+            return found
     search = Bisection(len(steps))
     progress("bisecting", search)
     many = judge_many or (lambda commits: [judge(c) for c in commits])
@@ -233,3 +253,48 @@ def run_batch(
     out.culprit, out.culprit_record = steps[culprit], records[search.bad]
     out.requeue = [s.task for s in steps[culprit + 1 :]]
     return out
+
+
+def _settled(out: Outcome, steps: list[Step], found: by_tests.Found) -> Outcome:
+    if found.broken_head is not None:
+        out.broken_head = found.broken_head
+        return out
+    out.landed, out.tip_record = steps[: found.landed], found.tip_record
+    out.pre_existing, out.flaky = found.pre_existing, found.flaky
+    if found.culprit is not None:
+        out.culprit, out.culprit_record = steps[found.culprit], found.culprit_record
+        out.requeue = [s.task for s in steps[found.culprit + 1 :]]
+    return out
+
+
+def _by_tests(
+    out: Outcome,
+    steps: list[Step],
+    head: str,
+    tip: Judged,
+    probe: by_tests.Probe,
+    progress: Progress,
+    regressions: bool,
+    confirm: bool,
+) -> Outcome | None:
+    """A failed chain judged by its failing tests; None when they are not known."""
+    fails = probe.failing(tip)
+    if not fails:
+        return None
+    try:
+        found = by_tests.settle(
+            [s.commit for s in steps],
+            head,
+            tip,
+            fails,
+            probe,
+            regressions=regressions,
+            confirm=confirm,
+            on_bisect=lambda size, good, bad: progress("bisecting", Bisection(size, good, bad)),
+        )
+    except by_tests.Interrupted:
+        out.interrupted = True
+        return out
+    except by_tests.Unreadable:
+        return None  # a run that named no test: whole runs, as without tests
+    return _settled(out, steps, found)

@@ -29,6 +29,7 @@ from forge.run.attempt.context import RunContext
 from forge.run.gate import bisection as gate
 from forge.run.gate import fanout, story
 from forge.run.gate.speculation import Speculator
+from forge.run.gate.subsets import GateProbe, SubsetFirst
 from forge.run.state.gate_record import GateRecord, Landing
 from forge.run.state.run_state import Status, merge_message
 from forge.verify import engine as verify
@@ -68,6 +69,9 @@ class Gate:
         self.error: BaseException | None = None
         self.broken: VerifyRecord | None = None  # the head fails on its own
         self.runs = 0  # verifications that ran (not answered by the verdict cache)
+        self.subset_runs = 0  # runs of some tests only (forge/run/gate/by_tests.py)
+        # `gate_on = "regressions"`: a failure the integration head has too blames nobody
+        self.regressions = (ctx.plan.gate_on or config.gate_on or "regressions") == "regressions"
         self._failed: dict[str, VerifyRecord] = {}  # tree -> FAIL, judged in this run
         self._cond = threading.Condition()
         self._busy = False
@@ -78,7 +82,7 @@ class Gate:
         self._runs_lock = threading.Lock()
         self._tip: str | None = None  # the running batch's candidate tip
         self._tasks_of: dict[str, tuple[str, ...]] = {}  # candidate commit -> its tasks
-        self._reruns: flakes.Reruns | None = None  # the running batch's rerun rule
+        self._reruns: SubsetFirst | None = None  # the running batch's rerun rule
         # `verify_parallel`: the batches after the running one, judged at once
         self.spec = Speculator(
             width=parallel if mode == "queue" else 1,
@@ -175,21 +179,39 @@ class Gate:
         with ctx.store.lock:
             ctx.state.gate = GateRecord(batch=list(batch), head=head)
             ctx.save()
-        self._reruns = flakes.Confirm(
+        confirm = flakes.Confirm(
             self.config.reruns,
             flakes.failing_tests,
             lambda test: not flakes.exists_at(ctx.repo, head, test),
         )
-        self.on_event(f"gate: verifying {', '.join(batch)}")
-        out = gate.run_batch(
-            batch,
-            head=head,
-            build=lambda tasks: self._build(head, tasks),
+        self._reruns = SubsetFirst(self.config, confirm)
+        probe = GateProbe(
+            ctx.repo,
+            self.config,
+            key=ctx.plan.name,
+            stop=ctx.stop,
+            sandbox=ctx.sandbox,
             judge=self._judge,
-            progress=self._progress,
-            width=self.parallel,
-            judge_many=self._judge_many if self.parallel > 1 else None,
+            on_event=self.on_event,
+            on_step=lambda name, started, record: self._step(ctx.plan.name, started, record, name),
+            on_doing=self._doing,
         )
+        self.on_event(f"gate: verifying {', '.join(batch)}")
+        try:
+            out = gate.run_batch(
+                batch,
+                head=head,
+                build=lambda tasks: self._build(head, tasks),
+                judge=self._judge,
+                progress=self._progress,
+                width=self.parallel,
+                judge_many=self._judge_many if self.parallel > 1 else None,
+                probe=probe,
+                regressions=self.regressions,
+                confirm=self.config.reruns > 0,
+            )
+        finally:
+            self.subset_runs += probe.runs
         requeue = list(out.requeue)
         self._conflicts(out.chain)
         self._already(out.chain, head)
@@ -286,6 +308,8 @@ class Gate:
         """One verification in the checkouts of `key` (the plan's, or a speculation's)."""
         self.before_verify()
         where = "" if key == self.ctx.plan.name else f" [{key.rsplit('.', 1)[-1]}]"
+        if not where:
+            self._doing(f"running the whole suite on {commit[:12]}")
         started = time.time()
         record = verify.verify_commit(
             self.ctx.repo,
@@ -303,12 +327,21 @@ class Gate:
             self._step(key, started, record)
         return record
 
-    def _step(self, key: str, started: float, record: VerifyRecord) -> None:
-        """Keep one verification the gate ran, for the report and `forge status`."""
+    def _doing(self, what: str) -> None:
+        """What the gate runs now, for `forge status` and the live view."""
+        with self.ctx.store.lock:
+            if self.ctx.state.gate is not None:
+                self.ctx.state.gate.doing, self.ctx.state.gate.since = what, time.time()
+                self.ctx.save()
+
+    def _step(self, key: str, started: float, record: VerifyRecord, name: str = "") -> None:
+        """Keep one verification the gate ran, for the report and `forge status`
+        (`name`: a run of some tests only, and why)."""
         ctx = self.ctx
         with ctx.store.lock:
             phase = ctx.state.gate.phase if ctx.state.gate else None
-            name = "speculation" if ".spec" in key.removeprefix(ctx.plan.name) else "batch"
+            if not name:
+                name = "speculation" if ".spec" in key.removeprefix(ctx.plan.name) else "batch"
             if name == "batch" and phase == "bisecting":
                 name = "bisection"
             tasks = self._tasks_of.get(record.commit, ())
@@ -389,8 +422,11 @@ class Gate:
         tip = out.tip
         record = _record(out.tip_record)
         assert tip is not None
-        covered = {"record": record.id, "commit": tip, "verdict": str(record.verdict)}
-        verification = replace(record, commit=tip)
+        verdict = record.verdict
+        if verdict == Verdict.FAIL:  # its failures were the head's own, or flakes
+            verdict = Verdict.FLAKY if out.flaky else Verdict.PASS
+        covered = {"record": record.id, "commit": tip, "verdict": str(verdict)}
+        verification = replace(record, commit=tip, verdict=verdict)
         with ctx.store.lock:
             assert ctx.state.gate is not None
             ctx.state.gate.landing = Landing(
@@ -418,11 +454,14 @@ class Gate:
                 phases.end(ts.last)
             ctx.state.verification = verification
             ctx.state.gate.landing = None
+            fixed = story.landed(ctx.state, names, tip, out.pre_existing, flaky=out.flaky)
             ctx.save()
         history.settle(ctx, names)
         for tid in names:
             ctx.on_change(tid)
-        self.on_event(f"gate: landed {', '.join(names)} ({record.verdict}, {tip[:12]})")
+        self.on_event(f"gate: landed {', '.join(names)} ({verdict}, {tip[:12]})")
+        for line in story.known_lines(out.pre_existing, fixed, names):
+            self.on_event(f"gate: {line}")
 
     def _blame(self, tid: str, record: VerifyRecord) -> None:
         ctx = self.ctx

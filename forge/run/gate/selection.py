@@ -100,6 +100,7 @@ def _verified(
 ) -> list[Candidate]:
     """The candidates whose work, merged onto the integration head, passes."""
     from forge.git.merge import merge_onto
+    from forge.run.gate.subsets import head_has_them, regressions
     from forge.verify import engine as verify
 
     head = ctx.repo.ref_value(ctx.state.integration)
@@ -127,6 +128,20 @@ def _verified(
                 on_event=lambda msg: on_event(f"{task.id} [{c.label}]: {msg}"),
                 sandbox=ctx.sandbox,
             )
+            if record.verdict == Verdict.FAIL and regressions(ctx.plan.gate_on, config):
+                # failures the integration head has too blame no candidate
+                said = lambda msg: on_event(f"{task.id} [{c.label}]: {msg}")  # noqa: E731
+                if head_has_them(
+                    ctx.repo,
+                    head,
+                    config,
+                    record,
+                    key=key,
+                    stop=ctx.stop,
+                    on_event=said,
+                    sandbox=ctx.sandbox,
+                ):
+                    return c, None
         finally:
             keys.put(key)
         if record.verdict in (Verdict.PASS, Verdict.FLAKY):

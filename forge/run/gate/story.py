@@ -7,12 +7,14 @@ gate_last   its last verification that did not land anything: INTERRUPTED
             (which batch, which step, which tasks stay QUEUED) or FAIL (the
             candidate, the culprit and the failing tests); `forge status`
             shows it beside the integration head's verdict
+pre_existing  the tests the integration head fails already (`gate_on =
+            "regressions"`: they blame nobody), and those landed work fixed
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from forge.run.state.run_state import RunState, Status
@@ -185,3 +187,69 @@ def failure_text(f: dict[str, Any]) -> str:
         + (f" {f['test']}" if f.get("test") else "")
         + (f": {f['message']}" if f.get("message") else "")
     )
+
+
+def _pairs(tests: Mapping[str, frozenset[str]]) -> list[dict[str, str]]:
+    return [{"lane": lane, "test": t} for lane in sorted(tests) for t in sorted(tests[lane])]
+
+
+def landed(
+    state: RunState,
+    tasks: Sequence[str],
+    tip: str,
+    pre_existing: Mapping[str, frozenset[str]],
+    *,
+    flaky: Mapping[str, frozenset[str]],
+) -> list[dict[str, Any]]:
+    """The head moved to `tip` (every test run there): what it still fails is what
+    the head fails already; what it failed before and no longer does is fixed,
+    credited to `tasks`. Returns those fixed now."""
+    known = state.pre_existing or {}
+    now = _pairs(pre_existing)
+    was = [(t["lane"], t["test"]) for t in known.get("tests") or []]
+    still = {(t["lane"], t["test"]) for t in now}
+    flaked = {(lane, t) for lane, ids in flaky.items() for t in ids}
+    fixed = [
+        {"lane": lane, "test": test, "by": list(tasks)}
+        for lane, test in was
+        if (lane, test) not in still and (lane, test) not in flaked
+    ]
+    if now or fixed or known:
+        state.pre_existing = {
+            "head": tip,
+            "tests": now,
+            "fixed": list(known.get("fixed") or []) + fixed,
+        }
+    return fixed
+
+
+def known_lines(
+    pre_existing: Mapping[str, frozenset[str]],
+    fixed: Sequence[Mapping[str, Any]],
+    tasks: Sequence[str],
+) -> list[str]:
+    """What a landing says of the head's own failures."""
+    out = []
+    if pre_existing:
+        out.append(f"already failing on the head: {_names(_pairs(pre_existing))}")
+    if fixed:
+        out.append(f"{', '.join(tasks)} fixed {_names(fixed)} (failing on the head before)")
+    return out
+
+
+def _names(tests: Sequence[Mapping[str, Any]], most: int = 5) -> str:
+    names = [str(t["test"]) for t in tests]
+    more = len(names) - most
+    return ", ".join(names[:most]) + (f" and {more} more" if more > 0 else "")
+
+
+def pre_existing_lines(known: Mapping[str, Any] | None) -> list[str]:
+    """`forge status` and a run's summary: the head's own failures, and the fixes."""
+    if not known:
+        return []
+    out = []
+    if known.get("tests"):
+        out.append(f"already failing on the head: {_names(known['tests'])} (blames no task)")
+    for fix in known.get("fixed") or []:
+        out.append(f"fixed by {', '.join(fix.get('by') or [])}: {fix.get('test')}")
+    return out

@@ -44,6 +44,8 @@ class GateRecord:
     head: str  # the integration head it is built on
     phase: str = "building"  # building, verifying or bisecting
     left: int | None = None  # verifications the bisection may still need
+    doing: str | None = None  # what runs now (the whole suite, some failing tests)
+    since: float | None = None  # and since when (epoch seconds)
     chain: list[list[str]] = field(default_factory=list)  # [task, candidate commit]
     landing: Landing | None = None  # set just before the ref moves
 
@@ -55,6 +57,8 @@ class GateRecord:
             head=data["head"],
             phase=data.get("phase", "building"),
             left=data.get("left"),
+            doing=data.get("doing"),
+            since=data.get("since"),
             chain=[list(step) for step in data.get("chain") or []],
             landing=Landing.from_dict(landing) if landing else None,
         )

@@ -185,8 +185,7 @@ class TaskState:
         candidate's work and carry no cost of their own)."""
         return self.attempts + [a for c in self.candidates.values() for a in c.attempts]
 
-    # Every status change goes through these: a status and the fields that go with
-    # it (its reason, the last attempt's, the merge) never drift apart.
+    # Every status change goes through these: a status and its fields never drift apart.
 
     def start(self, attempt: Attempt, runner: Owner) -> None:
         """A new attempt starts, run by `runner`."""
@@ -296,20 +295,19 @@ class RunState:
     verification: VerifyRecord | None = None  # of the integration head, last verified
     paused: str | None = None  # why the last run paused (hold, infrastructure)
     gate: GateRecord | None = None  # the batch under verification, and a landing's intent
-    # The gate's verifications: {"name", "start", "end" (epoch s), "run" (in invocations)}
+    # The gate's verifications: {"name", "start", "end" (epoch s), "run" (invocation)}
     gate_steps: list[dict[str, Any]] = field(default_factory=list)
-    # The gate's last verification that landed nothing (INTERRUPTED, or FAIL naming
-    # a culprit): forge/run/gate/story.py
+    # The gate's last verification that landed nothing (INTERRUPTED, or FAIL naming a
+    # culprit), and the head's own failures and their fixes: forge/run/gate/story.py
     gate_last: dict[str, Any] | None = None
+    pre_existing: dict[str, Any] | None = None
     started: str | None = None
     finished: str | None = None
     wall_seconds: float | None = None
     invocations: list[Invocation] = field(default_factory=list)  # every run, the last last
-    # What changed in the user's checkout (branches, HEAD, index, working tree) while
-    # the last run ran, measured at its start and end; [] when nothing did.
+    # What changed in the user's checkout while the last run ran ([] when nothing did)
     touched: list[str] | None = None
-    # Not saved: whether the verification read from disk carries forge's seal (one
-    # forge wrote itself); `forge accept` believes no other.
+    # Not saved: the verification read carries forge's seal (`forge accept` needs it)
     verification_sealed: bool = True
 
     def record(self, tid: str) -> TaskState:
@@ -345,6 +343,7 @@ class RunState:
             "gate": None if self.gate is None else self.gate.to_dict(),
             "gate_steps": self.gate_steps,
             "gate_last": self.gate_last,
+            "pre_existing": self.pre_existing,
             "started": self.started,
             "finished": self.finished,
             "wall_seconds": self.wall_seconds,
@@ -364,6 +363,7 @@ class RunState:
             gate=GateRecord.from_dict(data["gate"]) if data.get("gate") else None,
             gate_steps=data.get("gate_steps") or [],
             gate_last=data.get("gate_last"),
+            pre_existing=data.get("pre_existing"),
             started=data.get("started"),
             finished=data.get("finished"),
             wall_seconds=data.get("wall_seconds"),

@@ -1,0 +1,57 @@
+"""A person's retry of a task the gate blamed: the same change goes to the gate
+again and is verified again; `--retry-failed` keeps the no-progress rule."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from helpers.gitkit import run_forge
+from helpers.runkit import plan_and_run, state, statuses, write_plan
+
+
+def _plan(broken: Path) -> str:
+    # Fails while the task's file is there and `broken` exists (outside the repo):
+    # a failure the task did not cause, gone once `broken` is removed.
+    return (
+        f"verify = 'test ! -f x.txt || test ! -f {broken}'\nverify_reruns = 0\n"
+        'gate = "queue"\n'
+        '[[task]]\nid = "t"\nrun = "echo x > x.txt"\nfiles = ["x.txt"]\n'
+    )
+
+
+@pytest.mark.parametrize("fresh", [False, True])
+def test_a_persons_retry_sends_a_blamed_change_to_the_gate_again(
+    repo: Path, tmp_path: Path, fresh: bool
+) -> None:
+    broken = tmp_path / "broken"
+    broken.write_text("")
+    cp = plan_and_run(repo, write_plan(tmp_path, _plan(broken)))
+    assert cp.returncode == 5, cp.stdout + cp.stderr
+    assert state(repo)["tasks"]["t"]["reason"].startswith("breaks verification")
+    # The hint does not send a person to fix a command that is right.
+    assert "fix its `run`" not in cp.stdout
+    assert "`forge retry t --plan p` verifies its change again" in cp.stdout
+    # Automatic retries keep the no-progress rule: the same change is not sent again.
+    cp = run_forge(repo, "run", "--retry-failed", "1")
+    assert cp.returncode == 5, cp.stdout + cp.stderr
+    assert state(repo)["tasks"]["t"]["reason"].startswith("no progress")
+    broken.unlink()
+    cp = run_forge(repo, "retry", "t", *(["--fresh"] if fresh else []))
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    assert statuses(repo) == {"t": "MERGED"}
+    assert "no progress" not in cp.stdout
+
+
+def test_a_persons_retry_is_verified_again_not_answered_from_memory(
+    repo: Path, tmp_path: Path
+) -> None:
+    broken = tmp_path / "broken"
+    broken.write_text("")
+    assert plan_and_run(repo, write_plan(tmp_path, _plan(broken))).returncode == 5
+    # Still broken: verified again, it fails again, and is blamed again by the gate.
+    cp = run_forge(repo, "retry", "t")
+    assert cp.returncode == 5, cp.stdout + cp.stderr
+    last = state(repo)["tasks"]["t"]["attempts"][-1]
+    assert last["reason"].startswith("breaks verification"), last
+    assert "was verified before" not in cp.stdout
