@@ -12,7 +12,9 @@ superseding this one) stops every lane's group and makes the lanes INTERRUPTED;
 nothing stopped is rerun, and a stop before a run starts runs nothing.
 
 The verdict is the worst lane's: FAIL, then INTERRUPTED, FLAKY, PASS. PASS and
-FLAKY are remembered per (tree, config fingerprint) and answered from the cache.
+FLAKY are remembered per (tree, config fingerprint) and answered from the cache; so
+is a confirmed FAIL, for those who ask for it (`forge verify`, the hooks: not the
+gate, which judges a person's retry again).
 """
 
 from __future__ import annotations
@@ -82,12 +84,15 @@ def verify_commit(
     on_event: Emit | None = None,
     sandbox: bool = False,
     reruns: Reruns | None = None,
+    remembered_fail: bool = False,
 ) -> VerifyRecord:
     """Verify the commit `rev` names; the record is stored before it is returned.
 
     `key` names the checkouts used (a plan name, `cli`, `hook`): one verification
     per key at a time (Busy otherwise). `reruns` decides whether a failing lane runs
-    again (default: up to the config's `reruns` times).
+    again (default: up to the config's `reruns` times). `remembered_fail`: a
+    confirmed FAIL of the same tree and config answers too (a person's `forge
+    verify`, the hooks), not only a PASS or FLAKY.
     """
     emit: Emit = on_event or (lambda _msg: None)
     check_key(key)
@@ -117,6 +122,8 @@ def verify_commit(
                 f"a remembered verdict of tree {short_sha(tree)} was ignored ({found.ignored}): verifying"
             )
         hit = found.record
+        if hit is None and remembered_fail:
+            hit = verify_records.lookup(repo.state, tree, config.fingerprint(), failed=True).record
         if hit is not None:
             record = replace(hit, key=key, commit=commit)
             emit(
