@@ -34,7 +34,7 @@ from forge.base.sandbox import Sandbox
 from forge.git.contained import ceiling_env
 from forge.git.repo import Repository, short_sha
 from forge.plan.repo_config import VerifyConfig
-from forge.verify import environment
+from forge.verify import environment, pool
 from forge.verify import records as verify_records
 from forge.verify.checkout import Checkout, check_key, key_lock, prepare
 from forge.verify.failures import Failure, failures_from_log
@@ -137,9 +137,9 @@ def verify_commit(
         record = _interrupted_before_start(base, config)
     else:
         procgroup.become_subreaper()  # orphaned grandchildren of lanes come back to be reaped
-        with key_lock(repo, key):
+        with key_lock(repo, key), pool.checkouts_for(repo, key, config) as place:
             policy = reruns or Fixed(config.reruns)
-            lanes = _run_lanes(repo, base, config, stop, emit, policy, sandbox=sandbox)
+            lanes = _run_lanes(repo, base, config, stop, emit, policy, place, sandbox=sandbox)
         record = replace(
             base,
             lanes=lanes,
@@ -163,9 +163,12 @@ def _run_lanes(
     stop: threading.Event,
     emit: Emit,
     policy: Reruns,
+    place: str,
     *,
     sandbox: bool = False,
 ) -> tuple[LaneResult, ...]:
+    """The lanes run in the checkouts of `place` (the key's own, or a member of the
+    shared pool forge/verify/pool.py holds for this verification)."""
     # Checkouts are prepared one after another: concurrent `git worktree add` calls
     # contend for the same administrative files.
     checkouts: dict[str, Checkout] = {}
@@ -173,7 +176,7 @@ def _run_lanes(
     for name, _cmd in config.lanes:
         if stop.is_set():
             break
-        checkouts[name] = prepare(repo, key=base.key, lane=name, commit=base.commit, setup=setup)
+        checkouts[name] = prepare(repo, key=place, lane=name, commit=base.commit, setup=setup)
     results: dict[str, LaneResult] = {}
     errors: list[BaseException] = []
 
