@@ -104,6 +104,30 @@ def _evict(repo: Repository, pool: str, *, keep: str) -> None:
             lock.release()
 
 
+def empty(repo: Repository) -> list[str]:
+    """`forge clean --pool`: every member no verification holds, removed; what was done."""
+    from filelock import FileLock, Timeout
+
+    root = repo.worktrees_root() / ".verify"
+    members = (
+        sorted(p.name for p in root.glob(f"{_PREFIX}*") if p.is_dir()) if root.is_dir() else []
+    )
+    notes = []
+    for member in members:
+        lock = FileLock(str(repo.state.verify_dir / "locks" / f"{member}.lock"))
+        try:
+            lock.acquire(timeout=0)
+        except Timeout:
+            notes.append(f"kept {root / member}: a verification is running in it")
+            continue
+        try:
+            remove(repo, member)
+        finally:
+            lock.release()
+        notes.append(f"removed shared verification checkouts {root / member}")
+    return notes or ["no shared verification checkouts: nothing to remove"]
+
+
 def remove(repo: Repository, member: str) -> None:
     """A member's checkouts and forge's books of them."""
     from forge.git import worktrees

@@ -49,3 +49,18 @@ def test_forge_verify_and_pre_push_share_one_setup(repo: Path, tmp_path: Path) -
         p.name for p in (Path(os.environ["FORGE_WORKTREES"]) / repo.name / ".verify").iterdir()
     ]
     assert len([n for n in shared if n.startswith("shared-")]) == 1, shared
+
+
+def test_clean_pool_empties_the_shared_checkouts(repo: Path) -> None:
+    (repo / "forge.toml").write_text("[verify]\ncommand = 'true'\n")
+    _commit(repo, "verify config")
+    assert run_forge(repo, "verify").returncode == 0
+    root = Path(os.environ["FORGE_WORKTREES"]) / repo.name / ".verify"
+    (member,) = root.glob("shared-*")
+    cp = run_forge(repo, "clean", "--pool")
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    assert f"pool: removed shared verification checkouts {member}" in cp.stdout
+    assert not member.exists()
+    again = run_forge(repo, "clean", "--pool")
+    assert "pool: no shared verification checkouts: nothing to remove" in again.stdout
+    assert run_forge(repo, "verify").returncode == 0  # made again when needed
