@@ -176,7 +176,14 @@ def _run_lanes(
     for name, _cmd in config.lanes:
         if stop.is_set():
             break
-        checkouts[name] = prepare(repo, key=place, lane=name, commit=base.commit, setup=setup)
+        checkouts[name] = prepare(
+            repo,
+            key=place,
+            lane=name,
+            commit=base.commit,
+            setup=setup,
+            say=lambda msg, lane=name: emit(f"lane {lane}: {msg}"),
+        )
     results: dict[str, LaneResult] = {}
     errors: list[BaseException] = []
 

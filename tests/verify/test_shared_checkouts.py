@@ -5,6 +5,7 @@ once per command that verifies."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -64,3 +65,18 @@ def test_clean_pool_empties_the_shared_checkouts(repo: Path) -> None:
     again = run_forge(repo, "clean", "--pool")
     assert "pool: no shared verification checkouts: nothing to remove" in again.stdout
     assert run_forge(repo, "verify").returncode == 0  # made again when needed
+
+
+def test_a_checkout_that_must_be_rebuilt_says_so(repo: Path, tmp_path: Path) -> None:
+    setups = tmp_path / "setups"
+    (repo / "forge.toml").write_text(f"[verify]\ncommand = 'true'\nsetup = 'echo x >> {setups}'\n")
+    _commit(repo, "verify config")
+    assert run_forge(repo, "verify").returncode == 0
+    root = Path(os.environ["FORGE_WORKTREES"]) / repo.name / ".verify"
+    (member,) = root.glob("shared-*")
+    shutil.rmtree(member / "verify" / ".git")  # what a lane's `rm -rf .git` leaves
+    cp = run_forge(repo, "verify", "--force")
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    said = cp.stdout + cp.stderr
+    assert f"lane verify: checkout {member / 'verify'} must be rebuilt: its `.git` is gone" in said
+    assert setups.read_text().count("x") == 2  # made anew: its setup ran again
