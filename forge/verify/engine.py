@@ -19,6 +19,7 @@ gate, which judges a person's retry again).
 
 from __future__ import annotations
 
+import functools
 import itertools
 import os
 import threading
@@ -156,6 +157,10 @@ def _interrupted_before_start(base: VerifyRecord, config: VerifyConfig) -> Verif
     return replace(base, lanes=lanes, verdict=Verdict.INTERRUPTED)
 
 
+def _say_lane(emit: Emit, lane: str, msg: str) -> None:
+    emit(f"lane {lane}: {msg}")
+
+
 def _run_lanes(
     repo: Repository,
     base: VerifyRecord,
@@ -182,7 +187,7 @@ def _run_lanes(
             lane=name,
             commit=base.commit,
             setup=setup,
-            say=lambda msg, lane=name: emit(f"lane {lane}: {msg}"),
+            say=functools.partial(_say_lane, emit, name),
         )
     results: dict[str, LaneResult] = {}
     errors: list[BaseException] = []
