@@ -1,8 +1,12 @@
 """forge's benchmark suite: `python bench/bench.py [--quick] [--write-results] [NAME ...]`.
 
 Runs every benchmark (or the ones named) in a fresh temp dir, with no network and
-no user git config, and prints each figure with its ratio against the alternative
-measured in the same run. See bench/README.md.
+no user git config, and prints each figure with its ratio against what it is
+measured against in the same run. See bench/README.md.
+
+Figures come in two kinds, printed apart: comparisons against an alternative (bare
+git, a hand-written script, another tool's way: cold and warm, ABBA pairs) and
+regression checks (forge against itself, a setting of its own, or a fixed bound).
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ import routing
 import scale
 import stop
 import window
-from kit import Context, Figure, hermetic_env
+from kit import ALTERNATIVE, REGRESSION, Context, Figure, hermetic_env
 
 BENCHES: dict[str, Callable[[Context], list[Figure]]] = {
     "overhead": overhead.run,
@@ -54,7 +58,24 @@ BENCHES: dict[str, Callable[[Context], list[Figure]]] = {
     "best-of": best_of.run,
     "objects": objects.run,
 }
+# Rows of other benchmarks that compare forge with another way of doing the same
+# work (matched by their alternative's text); every other row is a regression check.
+ALTERNATIVE_ROWS = {
+    "merge": "git merge --no-ff",
+    "hermetic": "checkout, reset --hard",
+    "objects": "hashing every object file",
+}
 HERE = Path(__file__).resolve().parent
+
+
+def kind_of(figure: Figure) -> str:
+    """ALTERNATIVE or REGRESSION: the figure's own word, else its bench's."""
+    if figure.kind:
+        return figure.kind
+    mark = ALTERNATIVE_ROWS.get(figure.bench)
+    return ALTERNATIVE if mark is not None and mark in figure.alternative else REGRESSION
+
+
 QUICK_NOTE = (
     "--quick: sizes below those the targets are set for (and fixed costs weigh more "
     "on few tasks), so these verdicts are indicative only."
@@ -83,8 +104,8 @@ def machine() -> dict[str, str]:
     }
 
 
-def table(figures: list[Figure]) -> str:
-    rows = [("bench", "configuration", "forge", "alternative", "ratio", "target", "")]
+def table(figures: list[Figure], *, against: str = "alternative") -> str:
+    rows = [("bench", "configuration", "forge", against, "ratio", "target", "")]
     for f in figures:
         rows.append(
             (
@@ -105,6 +126,35 @@ def table(figures: list[Figure]) -> str:
     return "\n".join(lines)
 
 
+def sections(figures: list[Figure]) -> list[str]:
+    """The figures as two tables: against alternatives, then regression checks."""
+    out: list[str] = []
+    against = [f for f in figures if kind_of(f) == ALTERNATIVE]
+    checks = [f for f in figures if kind_of(f) == REGRESSION]
+    if against:
+        out += [
+            "## Comparisons against an alternative",
+            "",
+            "forge against another way of doing the same work, measured at the same warmth "
+            "on both sides (cold: a fresh copy of the repository for each side of each pair; "
+            "warm: both sides keep their worktrees), pairs in ABBA order.",
+            "",
+            table(against),
+            "",
+        ]
+    if checks:
+        out += [
+            "## Regression checks",
+            "",
+            "forge against itself, a setting of its own, or a fixed bound: they say whether "
+            "forge got slower, not how it compares with anything else.",
+            "",
+            table(checks, against="compared with"),
+            "",
+        ]
+    return out
+
+
 def write_results(figures: list[Figure], *, quick: bool, names: list[str], wall: float) -> Path:
     info = machine()
     cmd = "python bench/bench.py" + (" --quick" if quick else "") + " --write-results"
@@ -118,9 +168,9 @@ def write_results(figures: list[Figure], *, quick: bool, names: list[str], wall:
         "",
         "Machine: " + ", ".join(f"{k} {v}" for k, v in info.items()) + ".",
         "",
-        table(figures),
-        "",
     ]
+    out += sections(figures)
+    out.append("")
     notes = [f for f in figures if f.note]
     if notes:
         out += ["Details:", ""]
@@ -195,7 +245,7 @@ def main(argv: list[str] | None = None) -> int:
             subprocess.run(["rm", "-rf", "--", str(root)], check=False)
             print(f"removed the temp dir in {time.perf_counter() - t0:.0f} s")
     print()
-    print(table(figures))
+    print("\n".join(sections(figures)))
     print(f"\n{len(figures)} figures in {wall:.0f} s")
     if args.quick:
         print(QUICK_NOTE)

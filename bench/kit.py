@@ -1,8 +1,10 @@
 """Shared tools of the benchmark suite: a hermetic environment, timing, git and
 forge subprocesses, and the figures each benchmark reports.
 
-Every benchmark compares forge with an alternative measured in the same run, so
-a figure is a ratio, never an absolute time held against a threshold.
+Every benchmark compares forge with something measured in the same run, so a
+figure is a ratio. A figure is either a comparison against an alternative (bare
+git, a hand-written script: measured at the same warmth on both sides, cold and
+warm, in ABBA pairs) or a regression check (forge against itself or a fixed bound).
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 FIXED_DATE = "2026-01-01T00:00:00+00:00"
+ALTERNATIVE = "alternative"  # a Figure's kind: forge against another way of doing it
+REGRESSION = "regression check"  # forge against itself or a fixed bound
 
 
 @dataclass(frozen=True)
@@ -34,6 +38,7 @@ class Figure:
     # Where the issue sets a target in seconds (the fast paths), it is checked too.
     seconds: float | None = None
     max_seconds: float | None = None
+    kind: str = ""  # ALTERNATIVE or REGRESSION ("": bench.py decides from the bench)
 
     @property
     def met(self) -> bool | None:
@@ -151,6 +156,37 @@ def forge(
             f"forge {' '.join(args)} exited {cp.returncode}:\n{cp.stdout[-2000:]}\n{cp.stderr[-2000:]}"
         )
     return cp
+
+
+def fresh_copy(ctx: Context, source: Path, tag: str) -> Path:
+    """A fresh copy of the repository at `source`: its commits (objects linked, read
+    only), `main` checked out, and nothing else: no forge state, no worktree, no idle
+    slot of an earlier plan to take over, no remote. One for each side of a cold pair."""
+    dest = ctx.tmp(f"copy-{tag}")
+    git(ctx.root, "clone", "-q", "--no-tags", "--branch", "main", str(source), str(dest))
+    git(dest, "remote", "remove", "origin")
+    return dest
+
+
+def discard(repo: Path) -> None:
+    """Remove a copy and the worktrees forge made for it (not timed)."""
+    where = [repo]
+    if os.environ.get("FORGE_WORKTREES"):
+        where.append(Path(os.environ["FORGE_WORKTREES"]) / repo.name)
+    subprocess.run(["rm", "-rf", "--", *map(str, where)], check=False)
+
+
+def abba(pairs: int) -> list[tuple[str, str]]:
+    """The order of each pair's two sides, ABBA: ("A", "B"), ("B", "A"), ... so that
+    neither side always runs first (and warms the page cache for the other)."""
+    return [("A", "B") if i % 2 == 0 else ("B", "A") for i in range(pairs)]
+
+
+def spread(values: Sequence[float], scale: float = 1.0, fmt: str = "{:+.0f}") -> str:
+    """`median (min to max)` of the values times `scale`."""
+    med = statistics.median(values) * scale
+    lo, hi = min(values) * scale, max(values) * scale
+    return f"{fmt.format(med)} ({fmt.format(lo)} to {fmt.format(hi)})"
 
 
 def settle() -> None:

@@ -5,6 +5,14 @@ bound max(critical path, total work / max_parallel).
 Each task's `estimate` is its sleep, as a user would size tasks. For reference the
 note gives the makespan of an overhead-free greedy schedule (critical path first),
 which separates the scheduling policy's loss from forge's per-task cost.
+
+The alternative is the greedy schedule paying bare git's per-task cost, measured
+the way forge's runs pay it: a checkout, the edit, a commit and a merge in a
+worktree that already exists (no `git worktree add` per task, which forge does not
+make). Both warmths, in ABBA pairs: cold (a fresh copy of the repository for each
+pair; the schedule also pays one `git worktree add`, its slots made side by side,
+as forge makes its slots) and warm (forge takes over the idle slots of the plan
+before, bare git's worktree is kept).
 """
 
 from __future__ import annotations
@@ -14,9 +22,24 @@ import json
 import random
 import statistics
 from dataclasses import dataclass
+from pathlib import Path
 
 import repogen
-from kit import Context, Figure, forge, secs, settle, stopwatch
+from kit import (
+    ALTERNATIVE,
+    Context,
+    Figure,
+    abba,
+    discard,
+    forge,
+    fresh_copy,
+    git,
+    secs,
+    settle,
+    spread,
+    stopwatch,
+    timed,
+)
 from overhead import floor, paths_for
 
 from plans import BenchPlan, BenchTask
@@ -100,67 +123,117 @@ def plan_of(dag: Dag, files: int) -> BenchPlan:
     return BenchPlan(name=f"mk-{dag.name}", tasks=tasks, max_parallel=PARALLEL)
 
 
+def _forge_run(repo: Path, ctx: Context, plan: BenchPlan, name: str) -> float:
+    path = BenchPlan(name=name, tasks=plan.tasks, max_parallel=PARALLEL).write(
+        ctx.tmp(f"plan-{name}")
+    )
+    forge(repo, "plan", str(path))
+    settle()
+    with stopwatch() as t:
+        forge(repo, "run", name)
+    state = json.loads((repo / ".git" / "forge" / "plans" / name / "state.json").read_text())
+    if {x["status"] for x in state["tasks"].values()} != {"MERGED"}:
+        raise RuntimeError(f"makespan plan {name} did not merge every task")
+    return t[0]
+
+
+def _worktree_add(ctx: Context, repo: Path) -> float:
+    """Seconds of one `git worktree add` of the repository (the one a cold slot pays)."""
+    where = ctx.tmp("makespan-add") / "slot"
+    settle()
+    took = timed(lambda: git(repo, "worktree", "add", "-q", "--detach", str(where), "main"))
+    git(repo, "worktree", "remove", "--force", str(where))
+    return took
+
+
+@dataclass
+class _Pairs:
+    """Each pair's forge makespan, bare git's per-task cost and the schedule's makespan."""
+
+    walls: list[float]
+    costs: list[float]
+    schedules: list[float]
+
+    @property
+    def ratios(self) -> list[float]:
+        return [w / s for w, s in zip(self.walls, self.schedules, strict=True)]
+
+
+def _measure(
+    ctx: Context, source: Path, dag: Dag, plan: BenchPlan, pairs: int, *, cold: bool
+) -> _Pairs:
+    k = 6 if ctx.quick else 12
+    warmth = "cold" if cold else "warm"
+    out = _Pairs([], [], [])
+    repo = kept = None
+    if not cold:
+        repo = fresh_copy(ctx, source, f"makespan-{dag.name}-warm")
+        kept = ctx.tmp(f"makespan-{dag.name}-worktree")
+        _forge_run(repo, ctx, plan, f"{plan.name}-warmup")  # slots to take over: not measured
+    for rep, sides in enumerate(abba(pairs)):
+        here = repo or fresh_copy(ctx, source, f"makespan-{dag.name}-{rep}")
+        tag = f"makespan-{dag.name}-{warmth}-{rep}"
+        offset = 7 + 31 * rep + (0 if dag.name == "sparse" else 500)
+        add = _worktree_add(ctx, here) if cold else 0.0
+        wall = cost = 0.0
+        for side in sides:
+            if side == "A":
+                paths = paths_for(k, 1000, offset=offset)
+                cost = floor(ctx, here, paths, tag, slots=1, keep=kept, premade=True) / k
+            else:
+                wall = _forge_run(here, ctx, plan, f"{plan.name}-{warmth}-{rep}")
+        schedule = greedy(dag, PARALLEL, extra=cost) + add
+        out.walls.append(wall)
+        out.costs.append(cost)
+        out.schedules.append(schedule)
+        ctx.log(
+            f"  {dag.name} {warmth} pair {rep + 1} ({''.join(sides)}): forge run {secs(wall)}; "
+            f"greedy paying bare git's {cost * 1000:.0f} ms a task"
+            + (f" and a worktree add of {add * 1000:.0f} ms" if cold else "")
+            + f" {secs(schedule)} (ratio {wall / schedule:.2f})"
+        )
+        if repo is None:
+            discard(here)
+    if repo is not None:
+        discard(repo)
+    return out
+
+
 def run(ctx: Context) -> list[Figure]:
     n = 16 if ctx.quick else 50
     pairs = 2 if ctx.quick else PAIRS
     dags = [random_dag("sparse", n, seed=7, max_deps=2, window=12)]
     if not ctx.quick:
         dags.append(random_dag("dense", n, seed=11, max_deps=3, window=6))
-    repo = repogen.repo(ctx, 1000)
-    k = 6 if ctx.quick else 12
+    source = repogen.repo(ctx, 1000)
     figures = []
     for dag in dags:
         plan = plan_of(dag, 1000)
         cp = critical_path(dag)
         bound = max(cp, sum(dag.durations) / PARALLEL)
         ideal = greedy(dag, PARALLEL)
-        # Interleaved pairs: bare git's per-task cost (checkout, add, commit, merge, one
-        # at a time) measured right before each forge run, and the greedy schedule
-        # that pays it; the figure is forge's makespan over that schedule.
-        ratios: list[float] = []
-        walls: list[float] = []
-        costs: list[float] = []
-        for rep in range(pairs):
-            tag = f"makespan-{dag.name}-{rep}"
-            offset = 7 + 31 * rep + (0 if dag.name == "sparse" else 500)
-            costs.append(floor(ctx, repo, paths_for(k, 1000, offset=offset), tag, slots=1) / k)
-            name = f"{plan.name}-{rep}"
-            path = BenchPlan(name=name, tasks=plan.tasks, max_parallel=PARALLEL).write(
-                ctx.tmp(f"plan-{name}")
+        for cold in (True, False):
+            got = _measure(ctx, source, dag, plan, pairs, cold=cold)
+            warmth = "cold" if cold else "warm"
+            wall = statistics.median(got.walls)
+            figures.append(
+                Figure(
+                    bench="makespan",
+                    config=f"{n} tasks, {dag.name} DAG, max_parallel {PARALLEL}, {warmth}",
+                    forge=secs(wall),
+                    alternative=f"greedy schedule paying bare git's cost, {warmth} "
+                    f"({pairs} ABBA pairs)",
+                    ratio=statistics.median(got.ratios),
+                    target=TARGET,
+                    kind=ALTERNATIVE,
+                    note=(
+                        f"{warmth}: median of {pairs} ABBA pairs "
+                        f"{spread(got.ratios, 1, '{:.2f}')}; bare git's cost "
+                        f"{spread(got.costs, 1000, '{:.0f}')} ms a task in an existing "
+                        f"worktree; to the lower bound max(critical path {secs(cp)}, work/"
+                        f"{PARALLEL}) {wall / bound:.2f}; an overhead-free greedy schedule "
+                        f"{secs(ideal)} (ratio {ideal / bound:.2f})"
+                    ),
+                )
             )
-            forge(repo, "plan", str(path))
-            settle()
-            with stopwatch() as t:
-                forge(repo, "run", name)
-            state = json.loads(
-                (repo / ".git" / "forge" / "plans" / name / "state.json").read_text()
-            )
-            if {x["status"] for x in state["tasks"].values()} != {"MERGED"}:
-                raise RuntimeError(f"makespan plan {name} did not merge every task")
-            with_git = greedy(dag, PARALLEL, extra=costs[-1])
-            walls.append(t[0])
-            ratios.append(t[0] / with_git)
-            ctx.log(
-                f"  {dag.name} pair {rep + 1}: forge run {secs(t[0])}; greedy paying bare "
-                f"git's {costs[-1] * 1000:.0f} ms a task {secs(with_git)} "
-                f"(ratio {ratios[-1]:.2f})"
-            )
-        med = statistics.median(ratios)
-        figures.append(
-            Figure(
-                bench="makespan",
-                config=f"{n} tasks, {dag.name} DAG, max_parallel {PARALLEL}",
-                forge=secs(statistics.median(walls)),
-                alternative=f"greedy schedule paying bare git's cost ({pairs} pairs)",
-                ratio=med,
-                target=TARGET,
-                note=(
-                    f"median of {pairs} pairs {med:.2f} (spread {min(ratios):.2f} to "
-                    f"{max(ratios):.2f}); bare git's cost {1000 * statistics.median(costs):.0f} "
-                    f"ms a task; to the lower bound max(critical path {secs(cp)}, work/"
-                    f"{PARALLEL}) {statistics.median(walls) / bound:.2f}; an overhead-free "
-                    f"greedy schedule {secs(ideal)} (ratio {ideal / bound:.2f})"
-                ),
-            )
-        )
     return figures

@@ -1,18 +1,40 @@
 """naive: the same 20-task plan through forge and through the script a user would
-write by hand: a worktree per task (`git worktree add -b`), the tasks in parallel
-with `xargs -P`, each committing its work, then `git merge --no-ff` of every branch
-in a checkout, then the test command. Same parallelism, same test command.
+write by hand, in two forms. The naive one: a worktree per task (`git worktree add
+-b`), the tasks in parallel with `xargs -P`, each committing its work. The careful
+one: P worktrees made once (kept between rounds when warm), each running its share
+of the tasks one after another (checkout -B, edit, commit). Both then `git merge
+--no-ff` every branch in a checkout and run the test command. Same parallelism,
+same test command.
+
+Measured in ABBA pairs at the same warmth on both sides: cold (a fresh copy of the
+repository for each side of each pair: forge has no idle slot to take over, the
+script no worktree) and, for the careful script, warm too (forge takes over the
+slots of its plan before, the script keeps its worktrees; one round not measured).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import statistics
 import subprocess
 from pathlib import Path
 
 import repogen
-from kit import Context, Figure, forge, git, secs, settle, stopwatch
+from kit import (
+    ALTERNATIVE,
+    Context,
+    Figure,
+    abba,
+    discard,
+    forge,
+    fresh_copy,
+    git,
+    secs,
+    settle,
+    spread,
+    stopwatch,
+)
 from overhead import paths_for
 
 from plans import BenchPlan, edit_tasks
@@ -44,13 +66,55 @@ bash -c "$TEST"
 """
 
 
-def by_script(ctx: Context, repo: Path, paths: list[str], tag: str) -> float:
+CAREFUL = r"""
+set -euo pipefail
+base=$(git rev-parse HEAD)
+# 1. P worktrees, made once (one after another: git's worktree registry does not
+#    take adds side by side), each running its share of the tasks one after another
+for w in $(seq 0 $((PARALLEL - 1))); do
+  slot="$WTROOT/slot-$w"
+  [ -e "$slot/.git" ] || git worktree add -q --detach "$slot" "$base"
+done
+pids=""
+for w in $(seq 0 $((PARALLEL - 1))); do
+  (
+    cd "$WTROOT/slot-$w"
+    awk -v w="$w" -v p="$PARALLEL" '(NR - 1) % p == w' "$TASKS" | while read -r id path; do
+      git checkout -q --force -B "$PREFIX/$id" "$base"
+      echo change >> "$path"
+      git add -A
+      git commit -q --no-verify -m "$id"
+    done
+  ) &
+  pids="$pids $!"
+done
+for pid in $pids; do wait "$pid"; done
+# 2. merge every branch in a checkout
+git checkout -q -b "$PREFIX-integration" "$base"
+while read -r id path; do
+  git merge -q --no-ff --no-edit --no-verify "$PREFIX/$id"
+done < "$TASKS"
+# 3. the test command
+bash -c "$TEST"
+"""
+
+
+def by_script(
+    ctx: Context,
+    repo: Path,
+    paths: list[str],
+    tag: str,
+    *,
+    script: str = SCRIPT,
+    kept: Path | None = None,
+) -> float:
+    """Seconds the script takes; `kept`: where its worktrees stay between rounds."""
     work = ctx.tmp(f"{tag}-script")
     tasks = work / "tasks.txt"
     tasks.write_text("".join(f"t{i:03d} {p}\n" for i, p in enumerate(paths)))
     env = {
         **os.environ,
-        "WTROOT": str(work / "wt"),
+        "WTROOT": str(kept or work / "wt"),
         "TASKS": str(tasks),
         "PARALLEL": str(PARALLEL),
         "TEST": TEST,
@@ -59,7 +123,7 @@ def by_script(ctx: Context, repo: Path, paths: list[str], tag: str) -> float:
     settle()
     with stopwatch() as t:
         cp = subprocess.run(
-            ["bash", "-c", SCRIPT],
+            ["bash", "-c", script],
             cwd=repo,
             env=env,
             capture_output=True,
@@ -91,37 +155,86 @@ def by_forge(ctx: Context, repo: Path, paths: list[str], tag: str) -> tuple[floa
     return t[0], verdict
 
 
+def _pairs(
+    ctx: Context, source: Path, files: int, n: int, pairs: int, *, careful: bool, cold: bool
+) -> list[tuple[float, float, str]]:
+    """(script seconds, forge seconds, forge's verdict) of each pair, in ABBA order."""
+    form = "careful" if careful else "naive"
+    warmth = "cold" if cold else "warm"
+    script = CAREFUL if careful else SCRIPT
+    kept_repos: tuple[Path, Path] | None = None
+    kept = None
+    rounds: list[tuple[int, tuple[str, str]]] = list(enumerate(abba(pairs)))
+    if not cold:
+        kept_repos = (
+            fresh_copy(ctx, source, f"{form}-warm-script"),
+            fresh_copy(ctx, source, f"{form}-warm-forge"),
+        )
+        kept = ctx.tmp(f"{form}-warm-worktrees")
+        rounds.insert(0, (-1, ("A", "B")))  # the round that warms both: not measured
+    out = []
+    for rep, sides in rounds:
+        tag = f"{form}-{warmth}-{rep + 1}"
+        paths = paths_for(n, files, offset=5 + 2 * (rep + 1))
+        repos = kept_repos or (
+            fresh_copy(ctx, source, f"{tag}-script"),
+            fresh_copy(ctx, source, f"{tag}-forge"),
+        )
+        took: dict[str, tuple[float, str]] = {}
+        for side in sides:
+            if side == "A":
+                took[side] = (by_script(ctx, repos[0], paths, tag, script=script, kept=kept), "")
+            else:
+                took[side] = by_forge(ctx, repos[1], paths, tag)
+        if kept_repos is None:
+            discard(repos[0])
+            discard(repos[1])
+        if rep < 0:
+            continue
+        out.append((took["A"][0], took["B"][0], took["B"][1]))
+        ctx.log(
+            f"  {form} script, {warmth} pair {rep + 1} ({''.join(sides)}): forge "
+            f"{secs(took['B'][0])} (verdict {took['B'][1]}); script {secs(took['A'][0])}"
+        )
+    if kept_repos is not None:
+        discard(kept_repos[0])
+        discard(kept_repos[1])
+        subprocess.run(["rm", "-rf", "--", str(kept)], check=False)
+    return out
+
+
+_WHAT = {
+    "naive": "worktree per task, xargs -P, merge --no-ff",
+    "careful": f"{PARALLEL} worktrees made once, tasks one after another, merge --no-ff",
+}
+
+
 def run(ctx: Context) -> list[Figure]:
     files, n = (1000, 8) if ctx.quick else (10_000, 20)
-    repo = repogen.repo(ctx, files)
-    # The script's 20 `worktree add`s swing with the disk's state: in the full run
-    # both sides go twice, alternating, and the best run of each counts.
-    reps = 1 if ctx.quick else 2
-    scripts, forges = [], []
-    for rep in range(reps):
-        tag = f"naive{rep}"
-        scripts.append(by_script(ctx, repo, paths_for(n, files, offset=5 + 2 * rep), tag))
-        forges.append(by_forge(ctx, repo, paths_for(n, files, offset=6 + 2 * rep), tag))
-        ctx.log(
-            f"  forge {secs(forges[-1][0])} (verdict {forges[-1][1]}); "
-            f"hand-written script {secs(scripts[-1])}"
+    pairs = 2 if ctx.quick else 4
+    source = repogen.repo(ctx, files)
+    figures = []
+    for careful, cold in ((False, True), (True, True), (True, False)):
+        got = _pairs(ctx, source, files, n, pairs, careful=careful, cold=cold)
+        form, warmth = ("careful" if careful else "naive"), ("cold" if cold else "warm")
+        ratios = [fo / sc for sc, fo, _ in got]
+        figures.append(
+            Figure(
+                bench="naive",
+                config=f"{n} tasks, {files // 1000}k files, {PARALLEL} at once, {form} script, "
+                f"{warmth}",
+                forge=secs(statistics.median(fo for _, fo, _ in got)),
+                alternative=f"{secs(statistics.median(sc for sc, _, _ in got))} "
+                f"({_WHAT[form]}; {warmth})",
+                ratio=statistics.median(ratios),
+                target=TARGET if careful and cold else None,
+                kind=ALTERNATIVE,
+                note=(
+                    f"{warmth}: median of {len(got)} ABBA pairs {spread(ratios, 1, '{:.2f}')}; "
+                    f"forge {', '.join(secs(fo) for _, fo, _ in got)}; script "
+                    f"{', '.join(secs(sc) for sc, _, _ in got)}; forge's verdicts "
+                    f"{sorted({v for _, _, v in got})}"
+                ),
+            )
         )
-    script_s = min(scripts)
-    forge_s, verdict = min(forges)
-    runs = (
-        f"best of {reps} (forge {', '.join(secs(f) for f, _ in forges)}; "
-        f"script {', '.join(secs(x) for x in scripts)}); "
-        if reps > 1
-        else ""
-    )
-    return [
-        Figure(
-            bench="naive",
-            config=f"{n} tasks, {files // 1000}k files, {PARALLEL} at once",
-            forge=secs(forge_s),
-            alternative=f"{secs(script_s)} (worktree per task, xargs -P, merge --no-ff)",
-            ratio=forge_s / script_s,
-            target=TARGET,
-            note=f"{runs}forge's verification verdict: {verdict}",
-        )
-    ]
+    return figures

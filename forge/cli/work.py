@@ -241,6 +241,10 @@ def resume(plan_ref: PlanOpt = None) -> None:
 def clean(
     plan_ref: PlanArg = None,
     all_plans: Annotated[bool, typer.Option("--all", help="Clean every plan.")] = False,
+    pool: Annotated[
+        bool,
+        typer.Option("--pool", help="Empty the verification checkouts of forge verify and hooks."),
+    ] = False,
 ) -> None:
     """Remove a plan's worktrees and branches (unmerged work is salvaged to a ref first)."""
     from forge.commands.clean import clean_plan
@@ -248,6 +252,13 @@ def clean(
     repo = repo_here()
     if all_plans and plan_ref:
         raise ForgeError("give a plan or --all, not both")
+    if pool:
+        from forge.commands.clean import empty_pool
+
+        for note in empty_pool(repo):
+            typer.echo(f"pool: {note}")
+        if not (plan_ref or all_plans):
+            return
     names = repo.state.recorded_plans() if all_plans else [plan_name(repo, plan_ref)]
     for name in names:
         for note in clean_plan(repo, name):

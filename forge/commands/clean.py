@@ -22,6 +22,14 @@ from forge.run.state.recovery import stop_leftovers, sweep_salvage_indexes
 from forge.run.state.run_state import RunState, StateStore, Status
 
 
+def empty_pool(repo: Repository) -> list[str]:
+    """`forge clean --pool`: the shared verification checkouts of `forge verify` and
+    the hooks (forge/verify/pool.py), those no verification is using."""
+    from forge.verify.pool import empty
+
+    return empty(repo)
+
+
 def clean_plan(repo: Repository, plan: str) -> list[str]:
     notes: list[str] = []
     with plan_lock(repo.state, plan, command="forge clean"):

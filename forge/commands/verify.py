@@ -120,6 +120,7 @@ def verify(
             force=force,
             on_event=on_event,
             sandbox=target.sandbox,
+            remembered_fail=True,
         )
         if target.plan is not None and not record_in_plan(repo, target.plan, record):
             warn(

@@ -229,7 +229,7 @@ def _after_commit() -> None:
         return
     said.unlink(missing_ok=True)  # said again should [verify] go away
     commit = repo.rev_parse("HEAD")
-    if verify_records.cached(repo.state, repo.tree_of(commit), config.fingerprint()):
+    if verify_records.cached(repo.state, repo.tree_of(commit), config.fingerprint(), failed=True):
         return  # this tree was judged already
     verify_bg.start(repo, commit)
     _say(f"verifying {short_sha(commit)} in the background (log {verify_bg.log_file(repo)})")
@@ -278,7 +278,7 @@ def _pre_push(stdin: bytes) -> int:
     fp = config.fingerprint()
     for tip in _tips(stdin):
         short = f"{tip.ref} {short_sha(tip.commit)}"
-        hit = verify_records.cached(repo.state, repo.tree_of(tip.commit), fp)
+        hit = verify_records.cached(repo.state, repo.tree_of(tip.commit), fp, failed=True)
         record = hit or _verdict_for(repo, tip.commit, config)
         if record is None:
             return 1
@@ -339,7 +339,9 @@ def _verdict_for(repo: Repository, commit: str, config: VerifyConfig) -> VerifyR
             return done
     _say(f"verifying {short_sha(commit)} before the push")
     with interrupt.on_stop_signals() as stop:
-        record = verify_commit(repo, commit, config, key=PUSH_KEY, stop=stop, on_event=_say)
+        record = verify_commit(
+            repo, commit, config, key=PUSH_KEY, stop=stop, on_event=_say, remembered_fail=True
+        )
     if stop.is_set():
         _say("verification interrupted: push blocked")
         return None

@@ -19,7 +19,7 @@ from __future__ import annotations
 import contextlib
 import re
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -142,24 +142,39 @@ class Checkout:
             self.marker.unlink()
 
 
+def _rebuild_reason(repo: Repository, path: Path) -> str | None:
+    """Why the checkout at `path` cannot be used as it is (None: it can)."""
+    if not contained.is_contained(path):
+        return "its `.git` is gone or is not a folder" if path.exists() else "it does not exist"
+    try:
+        Contained(repo, path).guard()
+    except contained.Tampered as exc:
+        return f"its git dir is not forge's as forge left it ({exc})"  # a verifier made a link
+    return None
+
+
 def prepare(
-    repo: Repository, *, key: str, lane: str, commit: str, setup: str | None = None
+    repo: Repository,
+    *,
+    key: str,
+    lane: str,
+    commit: str,
+    setup: str | None = None,
+    say: Callable[[str], None] = lambda _msg: None,
 ) -> Checkout:
     """The lane's checkout, created on first use and moved to `commit`.
 
     Refuses a checkout holding changes forge did not make; changes a killed run of
-    forge's own left behind (its marker file is still there) are undone.
+    forge's own left behind (its marker file is still there) are undone. A checkout
+    that must be made anew (and so its setup run again) is said with `say`.
     """
     path = checkout_path(repo, key, lane)
     marker = repo.state.verify_dir / "checkouts" / key / f"{lane}.running"
     co = Checkout(repo=repo, path=path, marker=marker, setup=setup)
-    broken = not contained.is_contained(path)
-    if not broken:
-        try:
-            Contained(repo, path).guard()
-        except contained.Tampered:
-            broken = True  # a verifier made its git dir a link: made again below
-    if broken:
+    why = _rebuild_reason(repo, path)
+    if why is not None:
+        if path.exists():
+            say(f"checkout {path} must be rebuilt: {why}")
         legacy = (path / ".git").is_file()  # a linked worktree an older forge made
         if path.exists():
             # Forge's own folder, but no longer a checkout forge can use (a create that

@@ -12,11 +12,14 @@ superseding this one) stops every lane's group and makes the lanes INTERRUPTED;
 nothing stopped is rerun, and a stop before a run starts runs nothing.
 
 The verdict is the worst lane's: FAIL, then INTERRUPTED, FLAKY, PASS. PASS and
-FLAKY are remembered per (tree, config fingerprint) and answered from the cache.
+FLAKY are remembered per (tree, config fingerprint) and answered from the cache; so
+is a confirmed FAIL, for those who ask for it (`forge verify`, the hooks: not the
+gate, which judges a person's retry again).
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
 import os
 import threading
@@ -32,7 +35,7 @@ from forge.base.sandbox import Sandbox
 from forge.git.contained import ceiling_env
 from forge.git.repo import Repository, short_sha
 from forge.plan.repo_config import VerifyConfig
-from forge.verify import environment
+from forge.verify import environment, pool
 from forge.verify import records as verify_records
 from forge.verify.checkout import Checkout, check_key, key_lock, prepare
 from forge.verify.failures import Failure, failures_from_log
@@ -83,6 +86,7 @@ def verify_commit(
     sandbox: bool = False,
     reruns: Reruns | None = None,
     remember: bool = True,
+    remembered_fail: bool = False,
 ) -> VerifyRecord:
     """Verify the commit `rev` names; the record is stored before it is returned.
 
@@ -90,6 +94,8 @@ def verify_commit(
     per key at a time (Busy otherwise). `reruns` decides whether a failing lane runs
     again (default: up to the config's `reruns` times). `remember=False` (a run of
     some tests only) neither enters the verdict cache nor becomes the key's latest.
+    `remembered_fail`: a confirmed FAIL of the same tree and config answers too (a
+    person's `forge verify`, the hooks), not only a PASS or FLAKY.
     """
     emit: Emit = on_event or (lambda _msg: None)
     check_key(key)
@@ -119,6 +125,8 @@ def verify_commit(
                 f"a remembered verdict of tree {short_sha(tree)} was ignored ({found.ignored}): verifying"
             )
         hit = found.record
+        if hit is None and remembered_fail:
+            hit = verify_records.lookup(repo.state, tree, config.fingerprint(), failed=True).record
         if hit is not None:
             record = replace(hit, key=key, commit=commit)
             emit(
@@ -132,9 +140,9 @@ def verify_commit(
         record = _interrupted_before_start(base, config)
     else:
         procgroup.become_subreaper()  # orphaned grandchildren of lanes come back to be reaped
-        with key_lock(repo, key):
+        with key_lock(repo, key), pool.checkouts_for(repo, key, config) as place:
             policy = reruns or Fixed(config.reruns)
-            lanes = _run_lanes(repo, base, config, stop, emit, policy, sandbox=sandbox)
+            lanes = _run_lanes(repo, base, config, stop, emit, policy, place, sandbox=sandbox)
         record = replace(
             base,
             lanes=lanes,
@@ -151,6 +159,10 @@ def _interrupted_before_start(base: VerifyRecord, config: VerifyConfig) -> Verif
     return replace(base, lanes=lanes, verdict=Verdict.INTERRUPTED)
 
 
+def _say_lane(emit: Emit, lane: str, msg: str) -> None:
+    emit(f"lane {lane}: {msg}")
+
+
 def _run_lanes(
     repo: Repository,
     base: VerifyRecord,
@@ -158,9 +170,12 @@ def _run_lanes(
     stop: threading.Event,
     emit: Emit,
     policy: Reruns,
+    place: str,
     *,
     sandbox: bool = False,
 ) -> tuple[LaneResult, ...]:
+    """The lanes run in the checkouts of `place` (the key's own, or a member of the
+    shared pool forge/verify/pool.py holds for this verification)."""
     # Checkouts are prepared one after another: concurrent `git worktree add` calls
     # contend for the same administrative files.
     checkouts: dict[str, Checkout] = {}
@@ -168,7 +183,14 @@ def _run_lanes(
     for name, _cmd in config.lanes:
         if stop.is_set():
             break
-        checkouts[name] = prepare(repo, key=base.key, lane=name, commit=base.commit, setup=setup)
+        checkouts[name] = prepare(
+            repo,
+            key=place,
+            lane=name,
+            commit=base.commit,
+            setup=setup,
+            say=functools.partial(_say_lane, emit, name),
+        )
     results: dict[str, LaneResult] = {}
     errors: list[BaseException] = []
 

@@ -5,6 +5,11 @@ installed last, and verification then imports another tree's code. So `setup`
 runs in every checkout forge runs commands in (task slots and verification
 checkouts alike), once per checkout and again when the setup or the env changes,
 and `env` values may name the worktree: `PATH = "{worktree}/.venv/bin:$PATH"`.
+
+A setup belongs to its folder: a virtualenv names its folder in every script's
+shebang and in an editable install's `.pth`. So the record of a setup names the
+folder it ran in, and a checkout that has moved (a slot taken over from another
+plan) has not been set up: what setup made there is removed and setup runs again.
 """
 
 from __future__ import annotations
@@ -58,17 +63,37 @@ def _admin_dir(worktree: Path) -> Path | None:
     return path if path.is_absolute() else (worktree / path).resolve()
 
 
-def is_set_up(worktree: Path, digest: str) -> bool:
+def _record(worktree: Path) -> list[str] | None:
+    """The setup record of the worktree: [digest, folder] (None: none)."""
     admin = _admin_dir(worktree)
     if admin is None:
-        return False
+        return None
     try:
-        return (admin / _MARKER).read_text().strip() == digest
+        return (admin / _MARKER).read_text().rstrip("\n").split("\n", 1)
     except OSError:
-        return False
+        return None
+
+
+def is_set_up(worktree: Path, digest: str) -> bool:
+    """Whether the setup of `digest` ran in this folder, here (not before a move)."""
+    return _record(worktree) == [digest, os.path.abspath(worktree)]
+
+
+def moved(worktree: Path) -> bool:
+    """Whether a setup ran in this checkout at another folder (or forge's record of
+    it does not say where): what it made may name that folder."""
+    record = _record(worktree)
+    return record is not None and record[1:] != [os.path.abspath(worktree)]
+
+
+def forget(worktree: Path) -> None:
+    """What setup made here has been removed: no record of it stays."""
+    admin = _admin_dir(worktree)
+    if admin is not None:
+        (admin / _MARKER).unlink(missing_ok=True)
 
 
 def mark_set_up(worktree: Path, digest: str) -> None:
     admin = _admin_dir(worktree)
     if admin is not None:
-        (admin / _MARKER).write_text(digest + "\n")
+        (admin / _MARKER).write_text(f"{digest}\n{os.path.abspath(worktree)}\n")

@@ -2,6 +2,8 @@
 
     records/<id>.json              every verification, whole
     cache/<tree>-<config>.json     the record that judged this tree PASS or FLAKY
+    cache/<tree>-<config>.fail.json  the record that judged it FAIL, confirmed, and
+                                   its failing tests
     latest/<key>.json              the last verification of a key (a plan, `cli`, ...)
 
 Every file is sealed (forge/base/seal.py): a record or pointer without forge's seal
@@ -180,6 +182,23 @@ class VerifyRecord:
         """The failing tests of every failing lane, lane by lane."""
         return tuple(f for lane in self.lanes for f in lane.failures)
 
+    @property
+    def confirmed(self) -> bool:
+        """A FAIL that is no flake: every failing lane failed again when it was run
+        again, or changed its checkout (never a flake). A setup that failed, or a
+        lane that failed once and was not run again, might pass next time."""
+        bad = [lane for lane in self.lanes if lane.verdict == Verdict.FAIL]
+        return (
+            self.verdict == Verdict.FAIL
+            and bool(bad)
+            and all(
+                lane.runs
+                and lane.runs[-1].kind != "setup"
+                and (len(lane.runs) >= 2 or bool(lane.runs[-1].changed))
+                for lane in bad
+            )
+        )
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "schema_version": SCHEMA_VERSION,
@@ -244,6 +263,10 @@ def _cache_file(state: StateDir, tree: str, config_hash: str) -> Path:
     return _dir(state) / "cache" / f"{tree}-{config_hash}.json"
 
 
+def _fail_file(state: StateDir, tree: str, config_hash: str) -> Path:
+    return _dir(state) / "cache" / f"{tree}-{config_hash}.fail.json"
+
+
 def _latest_file(state: StateDir, key: str) -> Path:
     return _dir(state) / "latest" / f"{key}.json"
 
@@ -262,12 +285,17 @@ def save(state: StateDir, record: VerifyRecord, *, remember: bool = True) -> Non
     if record.cached or not record.config_hash:
         return
     cache = _cache_file(state, record.tree, record.config_hash)
+    failed = _fail_file(state, record.tree, record.config_hash)
     if record.verdict in (Verdict.PASS, Verdict.FLAKY):
         write_json(cache, seal.sealed({"record": record.id}))
+        failed.unlink(missing_ok=True)  # a forced run passed: the FAIL is no longer the truth
     elif record.verdict == Verdict.FAIL:
         # A forced run that failed: the tree's remembered PASS is no longer the truth.
         with contextlib.suppress(FileNotFoundError):
             cache.unlink()
+        if record.confirmed:
+            tests = [f.to_dict() for f in record.failures]
+            write_json(failed, seal.sealed({"record": record.id, "failures": tests}))
 
 
 def load(state: StateDir, record_id: str) -> VerifyRecord | None:
@@ -299,9 +327,11 @@ class Lookup:
     ignored: str | None = None  # why an entry that is there was not believed
 
 
-def lookup(state: StateDir, tree: str, config_hash: str) -> Lookup:
-    """The remembered PASS or FLAKY verdict of this (tree, config), if forge wrote it."""
-    entry = read_json_or(_cache_file(state, tree, config_hash), None, what="verdict cache entry")
+def lookup(state: StateDir, tree: str, config_hash: str, *, failed: bool = False) -> Lookup:
+    """The remembered PASS or FLAKY verdict of this (tree, config), if forge wrote it;
+    `failed`: its remembered confirmed FAIL instead."""
+    where = (_fail_file if failed else _cache_file)(state, tree, config_hash)
+    entry = read_json_or(where, None, what="verdict cache entry")
     if entry is None:
         return Lookup(None)
     if not seal.valid(entry):
@@ -316,14 +346,21 @@ def lookup(state: StateDir, tree: str, config_hash: str) -> Lookup:
         return Lookup(None, f"its record {rid} does not carry forge's seal")
     if record.tree != tree or record.config_hash != config_hash:
         return Lookup(None, f"its record {rid} is of another tree or configuration")
-    if record.verdict not in (Verdict.PASS, Verdict.FLAKY):
+    wanted = (Verdict.FAIL,) if failed else (Verdict.PASS, Verdict.FLAKY)
+    if record.verdict not in wanted:
         return Lookup(None)
     return Lookup(replace(record, cached=True))
 
 
-def cached(state: StateDir, tree: str, config_hash: str) -> VerifyRecord | None:
-    """The remembered PASS or FLAKY verdict of this (tree, config), marked cached."""
-    return lookup(state, tree, config_hash).record
+def cached(
+    state: StateDir, tree: str, config_hash: str, *, failed: bool = False
+) -> VerifyRecord | None:
+    """The remembered PASS or FLAKY verdict of this (tree, config), marked cached
+    (`failed`: or its remembered confirmed FAIL)."""
+    found = lookup(state, tree, config_hash).record
+    if found is None and failed:
+        found = lookup(state, tree, config_hash, failed=True).record
+    return found
 
 
 def latest(state: StateDir, key: str) -> VerifyRecord | None:

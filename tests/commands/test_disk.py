@@ -66,3 +66,25 @@ def test_disk_counts_every_folder_and_clean_leaves_nothing(repo: Path, tmp_path:
     after = json.loads(run_forge(repo, "status", "--disk", "--json").stdout)["disk"]
     assert after == {}
     assert "nothing of the plan's on disk" in run_forge(repo, "status", "--disk").stdout
+
+
+def test_disk_gives_the_repository_total_with_the_hooks_checkouts(
+    repo: Path, tmp_path: Path
+) -> None:
+    (repo / ".gitignore").write_text("big/\n")
+    (repo / "forge.toml").write_text(
+        "[verify]\ncommand = 'true'\nsetup = 'mkdir -p big && head -c 300000 /dev/zero > big/blob'\n"
+    )
+    git(repo, "add", ".")
+    git(repo, "commit", "-q", "-m", "verify in forge.toml")
+    cp = run_forge(repo, "verify")  # no plan yet: a checkout of no plan's
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    cp = plan_and_run(repo, write_plan(tmp_path, _body(tmp_path / "log", ["t0"])))
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    data = json.loads(run_forge(repo, "status", "--disk", "--json").stdout)
+    whole = data["repository_disk"]
+    assert whole["other checkouts"] > 300_000, whole
+    assert whole["plans' verification checkouts"] >= data["disk"]["verification checkouts"]
+    assert sum(whole.values()) > sum(data["disk"].values()) + 300_000
+    text = run_forge(repo, "status", "--disk").stdout
+    assert "repository (measured now): " in text and "other checkouts" in text, text

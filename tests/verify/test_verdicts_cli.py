@@ -18,6 +18,7 @@ from helpers.runkit import plan_and_run, state, statuses, write_plan
 
 from forge.git.repo import discover
 from forge.verify.checkout import checkout_path
+from forge.verify.pool import SHARED_KEYS
 
 PY = shlex.quote(sys.executable)
 PYTEST = f"{PY} -m pytest -q -p no:cacheprovider tests"
@@ -44,6 +45,10 @@ def project(repo: Path) -> Path:
 
 
 def checkout(repo: Path, key: str) -> Path:
+    """The lane's checkout; `forge verify` outside a plan and the hooks share a pool's."""
+    if key in SHARED_KEYS:
+        (member,) = (checkout_path(discover(repo), "x", "unit").parents[1]).glob("shared-*-1")
+        return member / "unit"
     return checkout_path(discover(repo), key, "unit")
 
 

@@ -17,6 +17,7 @@ from forge.run.attempt.context import AttemptScope, Command, group
 from forge.run.attempt.phases import phase
 from forge.run.attempt.reset import reset_for_attempt
 from forge.run.state.run_state import Slot
+from forge.verify import environment
 
 
 class LocalSlot:
@@ -105,12 +106,17 @@ def prepare(scope: AttemptScope) -> tuple[LocalSlot, str]:
         )
         if salvaged:
             ctx.save(task.id)
+        # A slot taken over from another plan holds what setup made at its old folder
+        # (a virtualenv's scripts name it): removed, and the setup runs again here.
+        moved = environment.moved(path)
         worktrees.move(
             repo,
             path,
             ts.branch,
-            clean_all=ctx.plan.clean == "all",
+            clean_all=ctx.plan.clean == "all" or moved,
             known_clean=True,
             commit=start_head,
         )
+        if moved:
+            environment.forget(path)
     return LocalSlot(scope, path, slot, new), start_head

@@ -7,6 +7,10 @@ and `forge clean` removes.
     cluster remote           <git common dir>/forge/cluster/<plan>.git
     agent state              $XDG_STATE_HOME/forge/<repository>/<plan> (the agents' homes)
     logs                     <git common dir>/forge/plans/<plan>/logs
+
+The repository's total (`repository_use`) counts these for every plan, and what
+belongs to no plan: the checkouts of the hooks and of `forge verify` outside a
+plan, and forge's records (verdicts, history, every plan's logs).
 """
 
 from __future__ import annotations
@@ -75,6 +79,47 @@ def disk_use(repo: Repository, plan: str) -> dict[str, int]:
     for folder in plan_folders(repo, plan):
         use[folder.kind] = use.get(folder.kind, 0) + worktrees.disk_usage(folder.path)
     return {kind: use[kind] for kind in KINDS if kind in use}
+
+
+REPOSITORY_KINDS = (
+    "task worktrees",
+    "plans' verification checkouts",
+    "other checkouts",  # the hooks', `forge verify`'s outside a plan
+    "records and logs",
+    "agent state",
+)
+
+
+def repository_use(repo: Repository) -> dict[str, int]:
+    """Bytes per kind of everything forge keeps for the repository, measured now."""
+    from forge.run.attempt.confinement import agent_state_dir
+
+    root = repo.worktrees_root()
+    plans = repo.state.recorded_plans()
+    kinds: dict[Path, str] = {}
+    for path in sorted(root.iterdir()) if root.is_dir() else []:
+        if path.name != ".verify":
+            kinds[path] = "task worktrees"
+    verify = root / ".verify"
+    for path in sorted(verify.iterdir()) if verify.is_dir() else []:
+        ours = any(is_plan_key(plan, path.name) for plan in plans)
+        kinds[path] = "plans' verification checkouts" if ours else "other checkouts"
+    kinds[repo.state.root] = "records and logs"
+    kinds[agent_state_dir(repo, "-").parent.parent] = "agent state"
+    sizes = worktrees.disk_usages(list(kinds))
+    use: dict[str, int] = {}
+    for path, kind in kinds.items():
+        if sizes[path]:
+            use[kind] = use.get(kind, 0) + sizes[path]
+    return {kind: use[kind] for kind in REPOSITORY_KINDS if kind in use}
+
+
+def repository_lines(use: dict[str, int] | None, size: Callable[[int], str]) -> list[str]:
+    """`forge status --disk`: the repository's total, every plan's and no plan's."""
+    if not use:
+        return []
+    kinds = ", ".join(f"{kind} {size(n)}" for kind, n in use.items())
+    return [f"repository (measured now): {size(sum(use.values()))} in all: {kinds}"]
 
 
 def disk_lines(use: dict[str, int] | None, size: Callable[[int], str]) -> list[str]:
