@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from forge.base.text import one_line, text_table
+from forge.base.text import one_line, text_table, usd
 from forge.run.state.run_state import FAILURES, Attempt, Status, TaskState
 
 LOST = "stopped: lost to "  # forge/run/candidates.py writes it as a stopped loser's reason
@@ -76,7 +76,7 @@ def candidate_lines(rows: list[dict[str, Any]], fmt_seconds: Any) -> list[str]:
             str(r["agent"]),
             one_line(describe(r)),
             fmt_seconds(r["seconds"]),
-            "" if r["cost_usd"] is None else f"${r['cost_usd']:.4f}",
+            "" if r["cost_usd"] is None else usd(r["cost_usd"], 4),
             r["salvage"] or "",
         ]
         for r in rows

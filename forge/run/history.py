@@ -241,6 +241,7 @@ class Row:
     files: int
     prompt_chars: int
     model_mismatch: str | None
+    models: str | None = None  # JSON: the models the CLI reported (None: it named none)
 
     @property
     def spent_attempt(self) -> bool:
@@ -266,8 +267,10 @@ def rows(state: StateDir, *, plan: str | None = None, since: float | None = None
         args.append(since)
     sql = (
         "SELECT plan, task, agent, outcome, landed, culprit, cost_usd, input_tokens, "
-        "output_tokens, started, seconds, landed_at, files, prompt_chars, model_mismatch "
-        "FROM attempts" + (f" WHERE {' AND '.join(where)}" if where else "") + " ORDER BY started"
+        "output_tokens, started, seconds, landed_at, files, prompt_chars, model_mismatch, "
+        "models FROM attempts"
+        + (f" WHERE {' AND '.join(where)}" if where else "")
+        + " ORDER BY started"
     )
     try:
         con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=_BUSY_MS / 1000)
@@ -294,6 +297,7 @@ def rows(state: StateDir, *, plan: str | None = None, since: float | None = None
             files=r[12] or 0,
             prompt_chars=r[13] or 0,
             model_mismatch=r[14],
+            models=r[15],
         )
         for r in found
     ]
