@@ -87,7 +87,7 @@ def task_row(ts: TaskState, prices: Prices | None = None) -> dict[str, Any]:
         "phase_started": now["start"] if now else None,  # epoch seconds
         "verified_by": ts.verified_by,  # MERGED through the gate: the verification
         "failures": list(last.failures) if last else [],  # the failing tests that failed it
-        "candidates": candidate_rows(ts),  # best-of-N: each candidate's outcome
+        "candidates": candidate_rows(ts, prices),  # best-of-N: each candidate's outcome
     }
 
 

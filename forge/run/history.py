@@ -224,6 +224,20 @@ def settle(ctx: RunContext, task_ids: Sequence[str]) -> None:
         _quietly(write)
 
 
+def restate(ctx: RunContext, attempt: Attempt) -> None:
+    """An ended attempt's outcome or reason changed after its row was written (a
+    best-of-N loser: stopped because another won, or passed and not chosen)."""
+    if attempt.tag is None:
+        return
+    values = (str(attempt.status), attempt.reason, attempt.tag)
+
+    def write() -> None:
+        with connect(path_of(ctx.repo.state)) as con:
+            con.execute("UPDATE attempts SET outcome = ?, reason = ? WHERE tag = ?", values)
+
+    _quietly(write)
+
+
 @dataclass(frozen=True)
 class Row:
     plan: str

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from forge.agents.prices import Price, main_model, token_cost
 from forge.base.text import usd
+from forge.plan.candidates import LOST
 from forge.run.state.run_state import Attempt, RunState, Status
 
 
@@ -44,10 +45,9 @@ class Spend:
     def describe(self) -> str:
         """`$1.23, 2.1M in / 40.2k out tokens`, `unknown for 1 attempt (3.2k in /
         60 out tokens)`, or both."""
-        unknown = (
-            f"unknown for {self.unpriced} attempt{'s' * (self.unpriced != 1)} "
-            f"({_k(self.unpriced_input)} in / {_k(self.unpriced_output)} out tokens)"
-        )
+        unknown = f"unknown for {self.unpriced} attempt{'s' * (self.unpriced != 1)}"
+        if self.unpriced_input or self.unpriced_output:
+            unknown += f" ({_k(self.unpriced_input)} in / {_k(self.unpriced_output)} out tokens)"
         if self.unpriced and not self.priced:
             return unknown
         if not self.priced:  # shell tasks, or agents that report nothing: not $0.00
@@ -111,7 +111,9 @@ def priced_model(attempt: Attempt) -> str:
 def attempt_spend(attempt: Attempt, prices: Mapping[str, Price]) -> Spend:
     usd = attempt_usd(attempt, prices)
     tokens = attempt.input_tokens is not None or attempt.output_tokens is not None
-    unknown = usd is None and tokens
+    # A best-of-N loser stopped before its CLI said what it spent: not free.
+    cut_off = attempt.status == Status.INTERRUPTED and attempt.reason.startswith(LOST)
+    unknown = usd is None and (tokens or cut_off)
     return Spend(
         usd or 0.0,
         attempt.input_tokens or 0,
