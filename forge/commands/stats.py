@@ -21,6 +21,7 @@ from forge.base.durations import parse_duration
 from forge.base.files import StateDir
 from forge.base.text import text_table, usd
 from forge.errors import ForgeError
+from forge.plan.candidates import LOST
 from forge.run import history
 
 
@@ -43,7 +44,13 @@ def summarize(rows: Sequence[history.Row], agent: str) -> dict[str, Any]:
     landed = {(r.plan, r.task) for r in rows if r.landed}
     landed_by_agents = {(r.plan, r.task) for r in priced if r.landed}
     known = [r.cost_usd for r in priced if r.cost_usd is not None]
-    unknown = [r for r in priced if r.cost_usd is None and (r.input_tokens or r.output_tokens)]
+    # Tokens without a price, or a best-of-N loser stopped before its CLI said.
+    unknown = [
+        r
+        for r in priced
+        if r.cost_usd is None
+        and (r.input_tokens or r.output_tokens or (r.reason or "").startswith(LOST))
+    ]
     cost = None if shell else round(sum(known), 6) if known or not unknown else None
     times = [r.landed_at - r.started for r in rows if r.landed and r.landed_at]
     checked = [r for r in priced if r.models or r.model_mismatch]

@@ -256,6 +256,7 @@ class Row:
     prompt_chars: int
     model_mismatch: str | None
     models: str | None = None  # JSON: the models the CLI reported (None: it named none)
+    reason: str | None = None
 
     @property
     def spent_attempt(self) -> bool:
@@ -282,7 +283,7 @@ def rows(state: StateDir, *, plan: str | None = None, since: float | None = None
     sql = (
         "SELECT plan, task, agent, outcome, landed, culprit, cost_usd, input_tokens, "
         "output_tokens, started, seconds, landed_at, files, prompt_chars, model_mismatch, "
-        "models FROM attempts"
+        "models, reason FROM attempts"
         + (f" WHERE {' AND '.join(where)}" if where else "")
         + " ORDER BY started"
     )
@@ -312,6 +313,7 @@ def rows(state: StateDir, *, plan: str | None = None, since: float | None = None
             prompt_chars=r[13] or 0,
             model_mismatch=r[14],
             models=r[15],
+            reason=r[16],
         )
         for r in found
     ]

@@ -91,6 +91,8 @@ def test_the_fast_one_lands_the_slow_one_is_stopped_and_salvaged(
     # every candidate's cost counts, the losers' too; the stopped one's is unknown
     spend = json.loads(run_forge(repo, "status", "--json").stdout)["spend"]
     assert spend["usd"] == 0.02 and spend["unpriced_attempts"] == 1
+    rows = json.loads(run_forge(repo, "stats", "--json").stdout)["rows"]
+    assert {r["agent"]: r["unpriced_attempts"] for r in rows}["fake:slow"] == 1
 
 
 @pytest.mark.usefixtures("shared")
