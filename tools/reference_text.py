@@ -93,6 +93,7 @@ KEYS: dict[str, dict[str, str]] = {
         "infra_patterns": "by kind, text in the output that means the provider failed (INFRA)",
         "infra_exit_codes": "exit codes that mean the provider failed (INFRA)",
         "infra_on_success": "look for provider failures even after exit 0",
+        "error_patterns": "text in the output that is the reason when the run changed nothing",
         "stop_on_infra": "stop the CLI as soon as it prints one of its `infra_patterns`",
         "usage_format": "which reader takes cost and tokens from its output",
         "ignore_paths": "files the CLI leaves in the worktree that are never the task's change",

@@ -43,6 +43,9 @@ class AgentDef:
     infra_exit_codes: tuple[tuple[str, tuple[int, ...]], ...] = ()
     infra_on_success: bool = False
     stop_on_infra: bool = False  # stop the CLI when it prints one of its infra_patterns
+    # A CLI that exits 0 after an API error (aider): lines that are its error, said
+    # as the reason when the run changed nothing.
+    error_patterns: tuple[str, ...] = ()
     usage_format: str = "none"
     ignore_paths: tuple[str, ...] = ()
     written_for: str | None = None
@@ -131,6 +134,7 @@ class AgentDef:
             infra_exit_codes=_exit_codes(get, "infra_exit_codes"),
             infra_on_success=get.flag("infra_on_success"),
             stop_on_infra=get.flag("stop_on_infra"),
+            error_patterns=_regexes(get, "error_patterns"),
             usage_format=usage_format,
             ignore_paths=tuple(get.str_list("ignore_paths")),
             written_for=get.string("written_for"),
@@ -156,6 +160,7 @@ TABLE_KEYS = (
     "infra_exit_codes",
     "infra_on_success",
     "stop_on_infra",
+    "error_patterns",
     "usage_format",
     "ignore_paths",
     "written_for",
@@ -193,6 +198,18 @@ def _patterns(get: TableReader, key: str) -> tuple[tuple[str, tuple[str, ...]], 
             good.append(item)
         out.append((kind, tuple(good)))
     return tuple(out)
+
+
+def _regexes(get: TableReader, key: str) -> tuple[str, ...]:
+    good = []
+    for item in get.str_list(key):
+        try:
+            re.compile(item)
+        except re.error as exc:
+            get.problem(f"{key}: bad regex {item!r}: {exc}", key)
+            continue
+        good.append(item)
+    return tuple(good)
 
 
 def _positive_int(get: TableReader, key: str) -> int | None:

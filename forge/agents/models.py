@@ -1,11 +1,14 @@
 """The model that really ran: what a CLI reports it used, against what was asked.
 
 A CLI can answer with another model than the one asked for (an alias that moved,
-a silent fallback). Claude Code lists every model of a run in its result's
-`modelUsage` (its own small haiku calls among them); Gemini keys its stats by
-model and names it in stream-json's `init`; Codex names it where an event
-carries a `model` field. An alias matches any model of its family: `opus`
-matches `claude-opus-4-5-20251101`, `flash` matches `gemini-2.5-flash`.
+a silent fallback). Claude Code names the model asked for in its `system/init`
+event and its result's `modelUsage`, but the model that served each reply in
+that reply's `assistant` event: the replies are read first. Gemini keys its
+stats by model and names it in stream-json's `init`. Codex 0.171's events name
+no model and aider prints only the one it was told: for them no check is made,
+and `forge stats` says "not checked" rather than report no mismatch. An alias
+matches any model of its family: `opus` matches `claude-opus-4-5-20251101`,
+`flash` matches `gemini-2.5-flash`.
 """
 
 from __future__ import annotations
@@ -14,13 +17,12 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from forge.agents.output import dicts_of, split_log
+from forge.agents.prices import is_helper
 
 if TYPE_CHECKING:
     from forge.agents.definition import AgentDef
 
 _WORD = re.compile(r"[a-z0-9]+(?:\.[0-9]+)*")
-# Models a CLI calls on the side (titles, summaries), never the one asked for.
-_HELPERS = ("haiku", "flash-lite")
 
 
 def reported_models(defn: AgentDef, output: str) -> list[str]:
@@ -29,10 +31,27 @@ def reported_models(defn: AgentDef, output: str) -> list[str]:
     if fmt not in ("claude", "codex", "gemini"):
         return []
     values, _ = split_log(output)
+    dicts = list(dicts_of(values))
     found: list[str] = []
-    for obj in dicts_of(values):
-        found += _models_in(obj, fmt)
+    if fmt == "claude":
+        # The replies name the model that served them; init and the summary name
+        # the one asked for, even when the provider swapped it.
+        found = [m for obj in dicts for m in _claude_reply_model(obj)]
+    if not found:
+        for obj in dicts:
+            found += _models_in(obj, fmt)
     return list(dict.fromkeys(m for m in found if m))
+
+
+def _claude_reply_model(obj: dict[str, Any]) -> list[str]:
+    """The model of a top-level assistant reply (a subagent's replies, under a
+    tool use, may run on another model by design; `<synthetic>` is the CLI's own
+    error text, no model's)."""
+    if obj.get("type") != "assistant" or obj.get("parent_tool_use_id"):
+        return []
+    message = obj.get("message")
+    model = message.get("model") if isinstance(message, dict) else None
+    return [model] if isinstance(model, str) and not model.startswith("<") else []
 
 
 def _models_in(obj: dict[str, Any], fmt: str) -> list[str]:
@@ -51,7 +70,7 @@ def _models_in(obj: dict[str, Any], fmt: str) -> list[str]:
         if obj.get("type") == "init" and isinstance(obj.get("model"), str):
             return [obj["model"]]
         return []
-    # Codex: a `model` field wherever an event has one (its session configuration).
+    # Codex: a `model` field wherever an event has one (none in 0.171's).
     out = [obj["model"]] if isinstance(obj.get("model"), str) else []
     for value in obj.values():
         if isinstance(value, dict) and isinstance(value.get("model"), str):
@@ -73,5 +92,5 @@ def mismatch(asked: str | None, ran: list[str]) -> str | None:
     asked for; None when it is, or when nothing was asked or reported."""
     if not asked or not ran or any(matches(asked, m) for m in ran):
         return None
-    main = [m for m in ran if not any(h in m.lower() for h in _HELPERS)] or ran
+    main = [m for m in ran if not is_helper(m)] or ran
     return f"asked {asked}, ran {', '.join(main)}"

@@ -187,6 +187,19 @@ def failure_reason(output: str) -> str | None:
     return _one_line(said[-1]) if said else None
 
 
+def said_error(defn: AgentDef, output: str) -> str | None:
+    """The last line the CLI printed as its own error (`error_patterns`), made
+    readable; None when it printed none."""
+    if not defn.error_patterns:
+        return None
+    _, plain = split_log(output)
+    rxs = [re.compile(p, re.IGNORECASE | re.MULTILINE) for p in defn.error_patterns]
+    for line in reversed(plain[-_PLAIN_LINES:]):
+        if any(rx.search(line) for rx in rxs):
+            return _one_line(line)
+    return None
+
+
 def _reset_epochs(obj: Any) -> Iterator[tuple[float, bool]]:
     """(resetsAt epoch, rejected?) from rate-limit events, however they nest."""
     if isinstance(obj, dict):
@@ -246,8 +259,9 @@ def classify_failure(
     whose CLI exits 0 on API errors (`infra_on_success`: aider). A script's
     (the shell preset's) output is the user's own and is never read for
     outages; only a failed spawn counts there. `said_at` is when the CLI last
-    wrote (its log's mtime): a printed "retry in 60s" counts from then, not from
-    when forge reads it (after a timeout, perhaps minutes later).
+    wrote (the drain's clock, not the log's mtime, which forge's own lines at a
+    timeout move): a printed "retry in 60s" counts from then, not from when forge
+    reads it (after a timeout, perhaps minutes later).
     """
     if spawn_error is not None:
         return InfraFailure(
@@ -320,10 +334,11 @@ _CLAUDE_RESET = re.compile(
     r"(?:\s*\(([^)]+)\))?",
     re.IGNORECASE,
 )
-# Codex: "try again at 3:45 PM." / "try again at Jul 9th, 2026 1:47 AM." (local time).
+# Codex: "try again at 3:45 PM." / "try again at 4:42:19 AM." / "try again at Jul
+# 9th, 2026 1:47 AM." (local time; a time without a date is on the day it was said).
 _CODEX_RESET = re.compile(
     r"try again at\s+(?:([a-z]{3})[a-z]*\.?\s+(\d{1,2})(?:st|nd|rd|th)?,?\s+(\d{4}),?\s+)?"
-    r"(\d{1,2}):(\d{2})\s*(am|pm)",
+    r"(\d{1,2}):(\d{2})(?::(\d{2}))?\s*(am|pm)",
     re.IGNORECASE,
 )
 _MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
@@ -352,7 +367,7 @@ def _retry_after(
         if m := _CLAUDE_RESET.search(text):
             return _until_claude_reset(m, now)
         if m := _CODEX_RESET.search(text):
-            return _until_codex_reset(m, now)
+            return _until_codex_reset(m, now, said=since)
     return None
 
 
@@ -387,22 +402,28 @@ def _until_claude_reset(m: re.Match[str], now: float) -> float | None:
     return target.timestamp() - now
 
 
-def _until_codex_reset(m: re.Match[str], now: float) -> float | None:
-    month, day, year, hour, minute, ampm = m.groups()
+def _until_codex_reset(m: re.Match[str], now: float, *, said: float) -> float | None:
+    """Seconds until the time Codex named. Without seconds the reset may fall
+    anywhere in the named minute, so the minute's end is awaited; without a date
+    it is on the day it was said (Codex names the date otherwise), so a time read
+    just after it passed is now, not tomorrow."""
+    month, day, year, hour, minute, second, ampm = m.groups()
     tz = _local_tz(now)
-    current = datetime.fromtimestamp(now, tz)
-    h, mi = _hour(int(hour), ampm), int(minute)
+    h, mi, sec = _hour(int(hour), ampm), int(minute), int(second or 0)
+    rest = timedelta(minutes=1) if second is None else timedelta()
     if month:
         if month[:3].lower() not in _MONTHS:
             return None
         try:
             target = datetime(
-                int(year), _MONTHS.index(month[:3].lower()) + 1, int(day), h, mi, tzinfo=tz
+                int(year), _MONTHS.index(month[:3].lower()) + 1, int(day), h, mi, sec, tzinfo=tz
             )
         except ValueError:
             return None
-        return max(0.0, target.timestamp() - now)
-    target = current.replace(hour=h, minute=mi, second=0, microsecond=0)
-    if target <= current:
+        return max(0.0, (target + rest).timestamp() - now)
+    when_said = datetime.fromtimestamp(said, tz)
+    target = when_said.replace(hour=h, minute=mi, second=sec, microsecond=0) + rest
+    # A reset before the moment it was announced is the next day's (past midnight).
+    if target < when_said - timedelta(hours=1):
         target += timedelta(days=1)
-    return target.timestamp() - now
+    return max(0.0, target.timestamp() - now)

@@ -26,6 +26,9 @@ Keys beyond SPEC's `command`/`models`/`efforts` (all optional, open to users):
   `rate-limit`, `network`, `binary-missing`), what marks an infrastructure
   failure, on top of the generic patterns every agent gets.
 - `infra_on_success`: look for infrastructure failures even after exit 0.
+- `error_patterns`: lines that are the CLI's own error after an exit 0 (aider's
+  `litellm.BadRequestError: ...` for an HTTP 400); a run that changed nothing
+  fails with that line as its reason, not a bare "no changes".
 - `stop_on_infra`: stop the CLI as soon as its log shows one of its own
   `infra_patterns`, instead of letting it retry for minutes (forge backs off).
 - `ignore_paths`: files the CLI leaves in the worktree that are never the
@@ -210,6 +213,9 @@ AIDER: dict[str, Any] = {
         "AIDER_CHAT_HISTORY_FILE": "{state_dir}/{task}/aider/chat-history.md",
         "AIDER_INPUT_HISTORY_FILE": "{state_dir}/{task}/aider/input-history",
     },
+    # An API error it does not retry (a 400, a 404) is printed as litellm's
+    # exception, then aider exits 0 having done nothing.
+    "error_patterns": [r"^litellm\.\w*(?:Error|Exception)\b.*"],
     # The repo map's tag cache (`.aider.tags.cache.v4/`) lands in the worktree.
     "ignore_paths": [".aider*"],
     # Aider's own messages (aider/exceptions.py), word for word: after its exit 0

@@ -7,7 +7,9 @@ it was written; prices change, so `[prices]` in forge.toml overrides or extends 
     "gpt-5" = { input = 1.25, output = 10 }
     "my-model" = [0.5, 2.0]
 
-A model is priced by the longest table key its name contains (`gpt-5-codex`
+An attempt is priced as the model its CLI reported serving it (Gemini's
+`gemini-2.5-flash` when `flash` was asked), else the one asked for. A model
+is priced by the longest table key its name contains (`gpt-5-codex`
 is `gpt-5-codex` if listed, else `gpt-5`). An unknown model is not priced: its
 tokens are shown, and no guess enters the cost.
 """
@@ -33,6 +35,20 @@ DEFAULT_PRICES: Mapping[str, Price] = {
     "gemini-2.5-flash": (0.3, 2.5),
     "gemini-2.5-flash-lite": (0.1, 0.4),
 }
+
+
+# Models a CLI calls on the side (titles, summaries, routing), never the one asked for.
+_HELPERS = ("haiku", "flash-lite")
+
+
+def is_helper(model: str) -> bool:
+    return any(h in model.lower() for h in _HELPERS)
+
+
+def main_model(ran: list[str]) -> str | None:
+    """The model that did the work among those a CLI reported (not a helper)."""
+    main = [m for m in ran if not is_helper(m)] or ran
+    return main[0] if main else None
 
 
 def price_of(model: str | None, prices: Mapping[str, Price]) -> Price | None:

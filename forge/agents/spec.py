@@ -33,6 +33,7 @@ from forge.agents.output import (
     classify_failure,
     failure_reason,
     is_context_overflow,
+    said_error,
 )
 from forge.agents.presets import PRESET_TABLES, over_preset
 from forge.agents.prompt import (
@@ -60,6 +61,7 @@ __all__ = [
     "parse_usage",
     "render_command",
     "resolve",
+    "said_error",
     "write_attempt_file",
     "write_prompt_file",
     "write_review_file",

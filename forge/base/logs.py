@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from pathlib import Path
 
 TAIL_BYTES = 64 * 1024  # enough for the last lines of any failure
@@ -75,12 +76,16 @@ class Drain(threading.Thread):
         self.path = path
         self.cap = cap
         self.dropped = 0
+        # When the child last wrote (wall clock): a printed "retry in 60s" counts
+        # from then, not from forge's own lines after a timeout.
+        self.last_output: float | None = None
 
     def run(self) -> None:
         written = 0
         try:
             with self.path.open("ab", buffering=0) as out:
                 while chunk := os.read(self.fd, _CHUNK):
+                    self.last_output = time.time()
                     keep = chunk[: max(0, self.cap - written)]
                     if keep:
                         out.write(keep)

@@ -95,6 +95,7 @@ class GroupResult:
     stopped: bool  # the `stop` event asked for it
     duration: float
     pgid: int  # 0 when the command could not be started at all
+    last_output: float | None = None  # when the command last wrote (epoch seconds)
 
 
 def _read_proc(path: str) -> bytes:
@@ -364,7 +365,7 @@ def _run_group(
             if not (stopped or timed_out):
                 spec.log(f"forge: the command exited but left processes behind in group {pgid}")
             _stop(pgid, grace=spec.grace, tag=spec.tag, log=spec.log, confine=spec.cwd)
-        return GroupResult(child.returncode, timed_out, stopped, time.monotonic() - started, pgid)
+        result = GroupResult(child.returncode, timed_out, stopped, time.monotonic() - started, pgid)
     finally:
         if child.returncode is None:  # on_start raised, or a KeyboardInterrupt
             _stop(
@@ -376,6 +377,7 @@ def _run_group(
         # Every writer is gone, so the pipe ends; a process that escaped both the
         # group and the tag may still hold it: its output is not waited for.
         drain.join(timeout=_DRAIN_PATIENCE)
+    return replace(result, last_output=drain.last_output)
 
 
 def _spawn(spec: GroupSpec) -> tuple[subprocess.Popen[bytes], Drain] | None:

@@ -120,6 +120,14 @@ def raw_stream(stream: TextIO) -> TextIO:
     return raw if raw is not None and isinstance(stream, PrintableStream) else stream
 
 
+def usd(value: float, places: int = 2) -> str:
+    """`$1.23` (`places` decimals); a real cost under a cent with two significant
+    digits (`$0.00015`), so a small spend never reads as free."""
+    if value == 0 or abs(value) >= 0.01:
+        return f"${value:.{places}f}"
+    return f"${value:.2g}" if abs(value) >= 1e-4 else f"${value:.6f}".rstrip("0")
+
+
 def text_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
     widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(headers)]
 

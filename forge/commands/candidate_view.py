@@ -6,12 +6,16 @@ Read from the state alone (`TaskState.candidates`), so `forge status` stays fast
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
-from forge.base.text import one_line, text_table
+from forge.base.text import one_line, text_table, usd
+from forge.plan.candidates import LOST
 from forge.run.state.run_state import FAILURES, Attempt, Status, TaskState
 
-LOST = "stopped: lost to "  # forge/run/candidates.py writes it as a stopped loser's reason
+if TYPE_CHECKING:
+    from forge.agents.prices import Price
+
 NOT_CHOSEN = "passed, not chosen"
 
 
@@ -28,6 +32,8 @@ def outcome(ts: TaskState, cts: TaskState) -> tuple[str, str]:
         if ts.status == Status.QUEUED and landing == cts.candidate:
             return "queued", "in the gate"
         return "passed", ""
+    if status in FAILURES and cts.reason == NOT_CHOSEN:  # (a runner-up, once another landed)
+        return "passed", "not chosen"
     if status == Status.INTERRUPTED and cts.reason.startswith(LOST):
         return "stopped", cts.reason.removeprefix("stopped: ")
     if status in FAILURES or status == Status.INFRA:
@@ -35,13 +41,20 @@ def outcome(ts: TaskState, cts: TaskState) -> tuple[str, str]:
     return str(status).lower(), cts.reason
 
 
-def candidate_rows(ts: TaskState) -> list[dict[str, Any]]:
+def candidate_rows(
+    ts: TaskState, prices: Mapping[str, Price] | None = None
+) -> list[dict[str, Any]]:
     """`candidates` of `status TASK --json`: one entry per candidate (per instance
-    with `best_of`)."""
+    with `best_of`). Its cost is what its CLI reported, else its tokens priced
+    (Codex reports no USD); `cost_known` is false when some of it is unknown (a
+    loser stopped before its CLI said what it spent, or tokens without a price)."""
+    from forge.agents.prices import DEFAULT_PRICES
+    from forge.run.spend import spend_of
+
     rows = []
     for cts in ts.candidates.values():
         what, why = outcome(ts, cts)
-        costs = [a.cost_usd for a in cts.attempts if a.cost_usd is not None]
+        spend = spend_of(cts.attempts, DEFAULT_PRICES if prices is None else prices)
         times = [a.duration for a in cts.attempts if a.duration is not None]
         rows.append(
             {
@@ -49,7 +62,8 @@ def candidate_rows(ts: TaskState) -> list[dict[str, Any]]:
                 "unit": cts.id,
                 "outcome": what,
                 "reason": why,
-                "cost_usd": round(sum(costs), 6) if costs else None,
+                "cost_usd": round(spend.usd, 6) if spend.priced else None,
+                "cost_known": not spend.unpriced,
                 "seconds": round(sum(times), 3) if times else None,
                 "attempts": len(cts.attempts),
                 "salvage": cts.salvage[-1] if cts.salvage else None,
@@ -76,7 +90,7 @@ def candidate_lines(rows: list[dict[str, Any]], fmt_seconds: Any) -> list[str]:
             str(r["agent"]),
             one_line(describe(r)),
             fmt_seconds(r["seconds"]),
-            "" if r["cost_usd"] is None else f"${r['cost_usd']:.4f}",
+            _cost(r),
             r["salvage"] or "",
         ]
         for r in rows
@@ -85,6 +99,13 @@ def candidate_lines(rows: list[dict[str, Any]], fmt_seconds: Any) -> list[str]:
         "  " + line
         for line in text_table(["candidate", "outcome", "time", "cost", "salvage"], table)
     ]
+
+
+def _cost(row: dict[str, Any]) -> str:
+    shown = "" if row["cost_usd"] is None else usd(row["cost_usd"], 4)
+    if row.get("cost_known", True):
+        return shown
+    return f"{shown} + unknown" if shown else "unknown"
 
 
 def summary(ts: TaskState) -> str:

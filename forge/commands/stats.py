@@ -4,7 +4,10 @@ Per spec as it ran (`name:model:effort`): attempts (those that spent one),
 landed tasks, land rate, culprits, INFRA tries, cost (USD where known, tokens
 otherwise), cost per landed task (everything spent on the spec, failed
 attempts included, over the tasks it landed) and the median time from an
-attempt's start to its landing.
+attempt's start to its landing. Shell tasks are one row of their own (`shell`):
+counted like the rest, their cost is not applicable (`n/a`), never `$0.00`.
+A spec whose CLI never named the model it ran (Codex, aider) has its model
+mismatches `not checked` (null), not 0.
 """
 
 from __future__ import annotations
@@ -16,8 +19,9 @@ from typing import Any
 
 from forge.base.durations import parse_duration
 from forge.base.files import StateDir
-from forge.base.text import text_table
+from forge.base.text import text_table, usd
 from forge.errors import ForgeError
+from forge.plan.candidates import LOST
 from forge.run import history
 
 
@@ -27,14 +31,29 @@ def _k(n: int) -> str:
     )
 
 
+SHELL = "shell"  # the row of shell tasks (history records their attempts as "run")
+
+
 def summarize(rows: Sequence[history.Row], agent: str) -> dict[str, Any]:
-    """One spec's (or, for the totals, every spec's) figures."""
+    """One spec's (or, for the totals, every spec's) figures. A shell task costs
+    nothing anyone bills: its row's cost is not applicable, and the totals' cost
+    per landed task is the agents' cost over the tasks agents landed."""
+    priced = [r for r in rows if r.agent != "run"]
+    shell = not priced  # the shell row, or totals of shell tasks alone
     spent = [r for r in rows if r.spent_attempt]
     landed = {(r.plan, r.task) for r in rows if r.landed}
-    known = [r.cost_usd for r in rows if r.cost_usd is not None]
-    unknown = [r for r in rows if r.cost_usd is None and (r.input_tokens or r.output_tokens)]
-    cost = round(sum(known), 6) if known or not unknown else None
+    landed_by_agents = {(r.plan, r.task) for r in priced if r.landed}
+    known = [r.cost_usd for r in priced if r.cost_usd is not None]
+    # Tokens without a price, or a best-of-N loser stopped before its CLI said.
+    unknown = [
+        r
+        for r in priced
+        if r.cost_usd is None
+        and (r.input_tokens or r.output_tokens or (r.reason or "").startswith(LOST))
+    ]
+    cost = None if shell else round(sum(known), 6) if known or not unknown else None
     times = [r.landed_at - r.started for r in rows if r.landed and r.landed_at]
+    checked = [r for r in priced if r.models or r.model_mismatch]
     return {
         "agent": agent,
         "attempts": len(spent),
@@ -43,14 +62,18 @@ def summarize(rows: Sequence[history.Row], agent: str) -> dict[str, Any]:
         "culprits": sum(r.culprit for r in rows),
         "infra": sum(r.infra for r in rows),
         "cost_usd": cost,
+        "cost_applies": not shell,  # False: n/a (shell tasks), never $0.00
         "unpriced_attempts": len(unknown),
         "input_tokens": sum(r.input_tokens or 0 for r in rows),
         "output_tokens": sum(r.output_tokens or 0 for r in rows),
         "cost_per_landed_usd": (
-            round(cost / len(landed), 6) if cost is not None and landed and not unknown else None
+            round(cost / len(landed_by_agents), 6)
+            if cost is not None and landed_by_agents and not unknown
+            else None
         ),
+        # None: no attempt's CLI said which model ran, so nothing was checked.
         "median_seconds_to_land": round(statistics.median(times), 3) if times else None,
-        "model_mismatches": sum(1 for r in rows if r.model_mismatch),
+        "model_mismatches": sum(1 for r in checked if r.model_mismatch) if checked else None,
     }
 
 
@@ -62,34 +85,45 @@ def stats_data(state: StateDir, *, plan: str | None, since: str | None) -> dict[
         except (ValueError, ForgeError) as exc:
             raise ForgeError(f"--since {since!r} is not a duration (7d, 12h, 30m): {exc}") from None
     rows = history.rows(state, plan=plan, since=cutoff)
+    if plan is not None and not rows and plan not in state.recorded_plans():
+        known = state.recorded_plans()
+        listing = ", ".join(known) if known else "none"
+        raise ForgeError(f"no plan named '{plan}' is recorded (recorded: {listing})")
     by: dict[str, list[history.Row]] = {}
     for r in rows:
-        if r.agent != "run":  # a shell task is no agent's
-            by.setdefault(r.agent, []).append(r)
+        by.setdefault(SHELL if r.agent == "run" else r.agent, []).append(r)
     for r in history.draft_rows(state, plan=plan, since=cutoff):  # planners' tries
         by.setdefault(f"{r.agent} (draft)", []).append(r)
     table = [summarize(rs, agent) for agent, rs in sorted(by.items())]
     return {
         "rows": table,
-        "totals": summarize([r for rs in by.values() for r in rs], "total"),
+        "totals": summarize(rows, "total"),
         "plan": plan,
         "since": since,
     }
 
 
 def _usd(value: float | None, row: dict[str, Any], *, tokens: bool) -> str:
+    if not row["cost_applies"]:
+        return "n/a"
     if value is not None:
-        return f"${value:.2f}"
+        return usd(value)
     if tokens and (row["input_tokens"] or row["output_tokens"]):
         return f"{_k(row['input_tokens'])} in / {_k(row['output_tokens'])} out tok"
     return "-" if not row["unpriced_attempts"] else "unknown"
+
+
+def _mismatches(row: dict[str, Any]) -> str:
+    if not row["cost_applies"]:
+        return "-"
+    return "not checked" if row["model_mismatches"] is None else str(row["model_mismatches"])
 
 
 def render(data: dict[str, Any]) -> str:
     from forge.commands.status import fmt_seconds
 
     headers = ["agent", "attempts", "landed", "land rate", "culprits", "infra", "cost"]
-    headers += ["per landed", "median to land"]
+    headers += ["per landed", "median to land", "model mismatches"]
     rows = []
     for r in [*data["rows"], data["totals"]] if data["rows"] else []:
         rate = "-" if r["land_rate"] is None else f"{r['land_rate']:.0%}"
@@ -104,6 +138,7 @@ def render(data: dict[str, Any]) -> str:
                 _usd(r["cost_usd"], r, tokens=True),
                 _usd(r["cost_per_landed_usd"], r, tokens=False) if r["landed"] else "-",
                 fmt_seconds(r["median_seconds_to_land"]),
+                _mismatches(r),
             ]
         )
     out = "\n".join(text_table(headers, rows)) + "\n"

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from forge.agents.prices import DEFAULT_PRICES
 from forge.base.files import read_json
 from forge.base.liveness import Owner
-from forge.base.text import one_line, text_table
+from forge.base.text import one_line, text_table, usd
 from forge.commands.candidate_view import candidate_lines, candidate_rows
 from forge.errors import ForgeError, StateError
 from forge.git import refs, worktrees
@@ -87,7 +87,7 @@ def task_row(ts: TaskState, prices: Prices | None = None) -> dict[str, Any]:
         "phase_started": now["start"] if now else None,  # epoch seconds
         "verified_by": ts.verified_by,  # MERGED through the gate: the verification
         "failures": list(last.failures) if last else [],  # the failing tests that failed it
-        "candidates": candidate_rows(ts),  # best-of-N: each candidate's outcome
+        "candidates": candidate_rows(ts, prices),  # best-of-N: each candidate's outcome
     }
 
 
@@ -381,7 +381,7 @@ def task_data(data: dict[str, Any], task: str) -> dict[str, Any]:
 
 def _usage(a: dict[str, Any]) -> str:
     if a.get("cost_usd") is not None:
-        return f"${a['cost_usd']:.4f}"
+        return usd(a["cost_usd"], 4)
     if a.get("input_tokens") is not None:
         return f"{a['input_tokens']}/{a.get('output_tokens')} tok"
     return ""
@@ -435,7 +435,7 @@ def render_history(data: dict[str, Any], task: str) -> str:
     if len(attempts) > 1 and row["total_seconds"] is not None:
         out.append(f"{len(attempts)} tries, {fmt_seconds(row['total_seconds'])} in all")
     if row["cost_usd"] is not None or row["input_tokens"] is not None:
-        total = f"${row['cost_usd']:.4f}" if row["cost_usd"] is not None else "-"
+        total = usd(row["cost_usd"], 4) if row["cost_usd"] is not None else "-"
         out.append(f"total: {total}, {row['input_tokens'] or 0}/{row['output_tokens'] or 0} tok")
     if row["suggestion"]:
         out.append(row["suggestion"])

@@ -17,6 +17,9 @@ from typing import TYPE_CHECKING, Any
 from forge.base.tomlread import Problems, TomlSource
 from forge.plan.repo_config import is_str_list
 
+# A best-of-N loser's reason, stopped because another candidate landed.
+LOST = "stopped: lost to "
+
 if TYPE_CHECKING:
     from forge.plan.model import Plan, Task
 

@@ -30,7 +30,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from forge.git import worktrees
-from forge.plan.candidates import Candidate, candidates_of, is_unit, select_of, task_of_unit
+from forge.plan.candidates import (
+    LOST,
+    Candidate,
+    candidates_of,
+    is_unit,
+    select_of,
+    task_of_unit,
+)
 from forge.plan.model import Task
 from forge.plan.specs import DEFAULT_AGENT
 from forge.run.attempt import phases
@@ -44,7 +51,6 @@ if TYPE_CHECKING:
 
 __all__ = ["Candidates", "is_unit", "task_of_unit"]
 
-LOST = "stopped: lost to "
 NOT_CHOSEN = "passed, not chosen"
 
 
@@ -160,6 +166,10 @@ class Candidates:
                 cts.reason = f"{LOST}{winner}"
                 if cts.last is not None:
                     cts.last.reason = cts.reason
+            if cts.last is not None:  # (its row said "stopped by the user")
+                from forge.run import history
+
+                history.restate(self.ctx, cts.last)
             self._salvage(cts, uncommitted=True)
             kept = f"; its work is kept in {cts.salvage[-1]}" if cts.salvage else ""
             self.on_event(f"{task_of_unit(unit)}: candidate {cts.candidate} lost to {winner}{kept}")
@@ -420,11 +430,19 @@ class Candidates:
                     stop = self.stops.get(c.unit)
                     if stop is not None:
                         stop.set()
-            elif cts.status == Status.QUEUED and cts.reason != NOT_CHOSEN:
+            elif cts.status == Status.QUEUED:
+                # It passed and another landed: it ends here (never QUEUED for good),
+                # its attempt spent and not landed.
                 with self.ctx.store.lock:
-                    cts.reason = NOT_CHOSEN
+                    log = cts.last.log if cts.last is not None else None
+                    cts.mark_failed(NOT_CHOSEN, log=log, source="selection")
                     if cts.last is not None:
                         phases.end(cts.last)
+                    self.ctx.save(task.id)
+                if cts.last is not None:
+                    from forge.run import history
+
+                    history.restate(self.ctx, cts.last)
                 self._salvage(cts, uncommitted=False)
         if not live and self.rounds.pop(task.id, None) is not None:
             self.on_settled(task.id)

@@ -28,6 +28,8 @@ from forge.run.state import hold as holds
 from forge.run.state.run_state import FAILURES, REDISPATCH, Stall, Status
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from forge.agents.spec import AgentSpec
     from forge.run.gate.landing import Gate
     from forge.run.options import RunOptions
@@ -328,7 +330,7 @@ class Dispatcher:
     def _pause(self, why: str) -> None:
         with self.ctx.store.lock:
             self.ctx.state.paused = (
-                f"infrastructure: {why}; run `forge run {self.plan.name}` again when it is back"
+                f"infrastructure: {why}; {_what_now(why, self.plan.name, self.plan.source)}"
             )
             self.ctx.save()
 
@@ -436,3 +438,16 @@ class Dispatcher:
             # Work that makes no progress is not retried automatically (a retry that
             # changes nothing, or changes the same thing again).
             self.no_auto.add(tid)
+
+
+def _what_now(why: str, plan: str, source: Path | None) -> str:
+    """What a person does about a pause: waiting brings a provider back, not a
+    provider that serves another model than the one asked for."""
+    if "(model: " not in why:
+        return f"run `forge run {plan}` again when it is back"
+    record = f"`forge plan {source}`" if source is not None else "`forge plan` of its file"
+    return (
+        "the provider serves another model than the one asked for: in the plan, ask for "
+        "the model it serves (the task's `agent`) or set `strict_model = false`, record "
+        f"it with {record}, then `forge run {plan}`"
+    )

@@ -280,6 +280,20 @@ def record_draft(
     _quietly(write)
 
 
+def restate(ctx: RunContext, attempt: Attempt) -> None:
+    """An ended attempt's outcome or reason changed after its row was written (a
+    best-of-N loser: stopped because another won, or passed and not chosen)."""
+    if attempt.tag is None:
+        return
+    values = (str(attempt.status), attempt.reason, attempt.tag)
+
+    def write() -> None:
+        with connect(path_of(ctx.repo.state)) as con:
+            con.execute("UPDATE attempts SET outcome = ?, reason = ? WHERE tag = ?", values)
+
+    _quietly(write)
+
+
 @dataclass(frozen=True)
 class Row:
     plan: str
@@ -297,6 +311,8 @@ class Row:
     files: int
     prompt_chars: int
     model_mismatch: str | None
+    models: str | None = None  # JSON: the models the CLI reported (None: it named none)
+    reason: str | None = None
 
     @property
     def spent_attempt(self) -> bool:
@@ -315,8 +331,8 @@ def rows(state: StateDir, *, plan: str | None = None, since: float | None = None
     where, args = _where(("plan", plan), since)
     sql = (
         "SELECT plan, task, agent, outcome, landed, culprit, cost_usd, input_tokens, "
-        "output_tokens, started, seconds, landed_at, files, prompt_chars, model_mismatch "
-        "FROM attempts" + where + " ORDER BY started"
+        "output_tokens, started, seconds, landed_at, files, prompt_chars, model_mismatch, "
+        "models, reason FROM attempts" + where + " ORDER BY started"
     )
     found = _select(path, sql, args)
     return [_row(r) for r in found]
@@ -333,7 +349,7 @@ def draft_rows(
     where, args = _where(("name", plan), since)
     sql = (
         "SELECT name, 'draft', agent, outcome, outcome = 'SOUND', 0, cost_usd, input_tokens, "
-        "output_tokens, started, seconds, NULL, 0, prompt_chars, NULL FROM drafts"
+        "output_tokens, started, seconds, NULL, 0, prompt_chars, NULL, models, reason FROM drafts"
         + where
         + " ORDER BY started"
     )
@@ -380,4 +396,6 @@ def _row(r: Any) -> Row:
         files=r[12] or 0,
         prompt_chars=r[13] or 0,
         model_mismatch=r[14],
+        models=r[15],
+        reason=r[16],
     )

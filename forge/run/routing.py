@@ -12,13 +12,16 @@ drawn from those probabilities, so the recorded figure is exact) and the
 specs it was chosen from are recorded on the attempt (`propensity`,
 `chosen_from`). Without any history of the pool, the cheapest spec by the
 price table goes first (no randomness: propensity 1). A task's retries stay
-on the agent chosen first, so escalation moves up its ladder as usual.
+on the agent chosen first, so escalation moves up its ladder as usual. An
+agent of the pool that has only ever failed with INFRA (a provider error, a
+bad login, a missing binary) is left out for a day while another can run.
 """
 
 from __future__ import annotations
 
 import os
 import random
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -32,6 +35,7 @@ if TYPE_CHECKING:
     from forge.run.history import Row
 
 DRAWS = 400  # Monte Carlo draws that estimate each spec's probability of being chosen
+RECHECK_AFTER = 24 * 3600.0  # an agent that never ran is left out of choices this long
 OTHER_SIZE = 2.0  # attempts on tasks of other sizes count as this many, at their rate
 _SETTLED = frozenset({Status.MERGED, Status.FAILED, Status.TIMEOUT, Status.CONFLICT})
 
@@ -131,6 +135,22 @@ def pick(arms: Sequence[Arm], prices: Mapping[str, Price], rng: random.Random) -
     return arms[chosen].spec, probs[chosen]
 
 
+def only_failed(rows: Sequence[Row], now: float) -> set[str]:
+    """Agents whose every recorded attempt failed on the provider or the CLI itself
+    (INFRA: a bad login, a missing binary, an outage), the last one within
+    RECHECK_AFTER: a choice would only fail again, once per new run. After that
+    they are tried again (a login may have been fixed)."""
+    infra: dict[str, float] = {}
+    ran: set[str] = set()
+    for r in rows:
+        name = r.agent.split(":")[0]
+        if r.infra:
+            infra[name] = max(infra.get(name, 0.0), r.started + r.seconds)
+        elif r.outcome != Status.INTERRUPTED:
+            ran.add(name)
+    return {n for n, last in infra.items() if n not in ran and now - last < RECHECK_AFTER}
+
+
 def arms_for(specs: Sequence[str], rows: Sequence[Row], size: int) -> list[Arm]:
     """Each spec's weighted record for a task of `size`."""
     same = {s: [0, 0] for s in specs}  # tried, landed
@@ -188,6 +208,8 @@ class Router:
         from forge.run import history
 
         rows = history.rows(self.ctx.repo.state)
+        dead = only_failed(rows, time.time())
+        live = [s for s in live if s.split(":")[0] not in dead] or live
         size = size_of(len(task.files), len(task.prompt or ""))
         spec, p = pick(arms_for(live, rows, size), self.prices, self.rng)
         self.pending[task.id] = Pick(spec, round(p, 4), tuple(self.pool[s] for s in live))

@@ -10,7 +10,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from forge.agents.prices import Price, token_cost
+from forge.agents.prices import Price, main_model, token_cost
+from forge.base.text import usd
+from forge.plan.candidates import LOST
 from forge.run.state.run_state import Attempt, RunState, Status
 
 
@@ -43,13 +45,14 @@ class Spend:
     def describe(self) -> str:
         """`$1.23, 2.1M in / 40.2k out tokens`, `unknown for 1 attempt (3.2k in /
         60 out tokens)`, or both."""
-        unknown = (
-            f"unknown for {self.unpriced} attempt{'s' * (self.unpriced != 1)} "
-            f"({_k(self.unpriced_input)} in / {_k(self.unpriced_output)} out tokens)"
-        )
+        unknown = f"unknown for {self.unpriced} attempt{'s' * (self.unpriced != 1)}"
+        if self.unpriced_input or self.unpriced_output:
+            unknown += f" ({_k(self.unpriced_input)} in / {_k(self.unpriced_output)} out tokens)"
         if self.unpriced and not self.priced:
             return unknown
-        text = f"${self.usd:.2f}"
+        if not self.priced:  # shell tasks, or agents that report nothing: not $0.00
+            return "n/a"
+        text = usd(self.usd)
         priced_in = self.input_tokens - self.unpriced_input
         priced_out = self.output_tokens - self.unpriced_output
         if priced_in or priced_out:
@@ -93,14 +96,24 @@ def _k(n: int) -> str:
 def attempt_usd(attempt: Attempt, prices: Mapping[str, Price]) -> float | None:
     if attempt.cost_usd is not None:
         return attempt.cost_usd
-    model = attempt.model or attempt.agent.partition(":")[2].partition(":")[0] or attempt.agent
-    return token_cost(model, attempt.input_tokens, attempt.output_tokens, prices)
+    return token_cost(priced_model(attempt), attempt.input_tokens, attempt.output_tokens, prices)
+
+
+def priced_model(attempt: Attempt) -> str:
+    """The model an attempt's tokens are priced as: the one its CLI reported
+    serving (Gemini's `gemini-2.5-flash` for `flash`), else the one asked for."""
+    ran = main_model(attempt.models or [])
+    return (
+        ran or attempt.model or attempt.agent.partition(":")[2].partition(":")[0] or attempt.agent
+    )
 
 
 def attempt_spend(attempt: Attempt, prices: Mapping[str, Price]) -> Spend:
     usd = attempt_usd(attempt, prices)
     tokens = attempt.input_tokens is not None or attempt.output_tokens is not None
-    unknown = usd is None and tokens
+    # A best-of-N loser stopped before its CLI said what it spent: not free.
+    cut_off = attempt.status == Status.INTERRUPTED and attempt.reason.startswith(LOST)
+    unknown = usd is None and (tokens or cut_off)
     return Spend(
         usd or 0.0,
         attempt.input_tokens or 0,
@@ -124,8 +137,10 @@ def per_landed(spend: Spend, landed: int) -> str:
         return "no task landed"
     if spend.unpriced and not spend.priced:
         return "unknown per landed task"
+    if not spend.priced:
+        return "n/a per landed task"
     more = " (some unknown)" if spend.unpriced else ""
-    return f"${spend.usd / landed:.2f} per landed task{more}"
+    return f"{usd(spend.usd / landed)} per landed task{more}"
 
 
 def spend_of(attempts: Iterable[Attempt], prices: Mapping[str, Price]) -> Spend:
@@ -148,5 +163,7 @@ def spend_data(state: RunState, prices: Mapping[str, Price]) -> dict[str, float 
     return {
         **spend.to_dict(),
         "landed": landed,
-        "per_landed_usd": round(known / landed, 6) if landed and known is not None else None,
+        "per_landed_usd": (
+            round(known / landed, 6) if landed and known is not None and spend.priced else None
+        ),
     }

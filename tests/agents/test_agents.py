@@ -626,13 +626,15 @@ def test_retry_after_from_codex_times() -> None:
     local = datetime.fromtimestamp(NOW).astimezone().tzinfo
     out = _codex_failed("You've hit your usage limit. Upgrade to Pro or try again at 3:45 PM.")
     failure = classify_failure(PRESETS["codex"], returncode=1, output=out, now=NOW)
-    today = datetime.fromtimestamp(NOW, local).replace(hour=15, minute=45, second=0, microsecond=0)
-    if today.timestamp() <= NOW:
+    # Without seconds the reset may be anywhere in the minute: its end is awaited.
+    today = datetime.fromtimestamp(NOW, local).replace(hour=15, minute=46, second=0, microsecond=0)
+    if today.timestamp() < NOW - 3600:  # (in a zone where it has passed: tomorrow's)
         today += timedelta(days=1)
-    assert failure is not None and failure.retry_after == pytest.approx(today.timestamp() - NOW)
+    assert failure is not None
+    assert failure.retry_after == pytest.approx(max(0.0, today.timestamp() - NOW))
     out = "You've hit your usage limit. … or try again at Dec 2nd, 2026 1:47 AM."
     failure = classify_failure(PRESETS["codex"], returncode=1, output=out, now=NOW)
-    want = datetime(2026, 12, 2, 1, 47, tzinfo=local).timestamp() - NOW
+    want = datetime(2026, 12, 2, 1, 48, tzinfo=local).timestamp() - NOW
     assert failure is not None and failure.retry_after == pytest.approx(want)
     raw = 'exceeded retry limit, last status: 429 Too Many Requests {"resets_in_seconds": 1234}'
     failure = classify_failure(PRESETS["codex"], returncode=1, output=raw, now=NOW)

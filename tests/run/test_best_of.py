@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import shlex
+import sqlite3
 import sys
 from pathlib import Path
 
@@ -70,16 +71,28 @@ def test_the_fast_one_lands_the_slow_one_is_stopped_and_salvaged(
         in cp.stderr + cp.stdout
     )
     assert [c["cost_usd"] for c in got.values()] == [None, 0.01, 0.01]  # (slow reported none)
+    # What slow spent before it was stopped is unknown, not zero.
+    assert [c["cost_known"] for c in got.values()] == [False, True, True]
     text = run_forge(repo, "status", "a").stdout
     assert "stopped: lost to fake:fast" in text and "won" in text
+    slow_line = next(line for line in text.splitlines() if "lost to fake:fast" in line)
+    assert "unknown" in slow_line
+    # Its history says it lost, not that a person stopped it.
+    con = sqlite3.connect(repo / ".git" / "forge" / "history.sqlite")
+    reasons = [r for (r,) in con.execute("SELECT reason FROM attempts WHERE task = 'a+1'")]
+    con.close()
+    assert reasons == ["stopped: lost to fake:fast"]
     page = tmp_path / "report.html"
     assert run_forge(repo, "report", "-o", str(page)).returncode == 0
     html = page.read_text()
     assert "a fake:slow" in html and "a fake:bad" in html  # each candidate in the timeline
     assert "candidates: fake:slow stopped: lost to fake:fast" in html
     assert "fake:fast won" in html
-    # every candidate's cost counts, the losers' too
-    assert json.loads(run_forge(repo, "status", "--json").stdout)["spend"]["usd"] == 0.02
+    # every candidate's cost counts, the losers' too; the stopped one's is unknown
+    spend = json.loads(run_forge(repo, "status", "--json").stdout)["spend"]
+    assert spend["usd"] == 0.02 and spend["unpriced_attempts"] == 1
+    rows = json.loads(run_forge(repo, "stats", "--json").stdout)["rows"]
+    assert {r["agent"]: r["unpriced_attempts"] for r in rows}["fake:slow"] == 1
 
 
 @pytest.mark.usefixtures("shared")
@@ -93,6 +106,13 @@ def test_best_picks_the_smaller_passing_diff(repo: Path, tmp_path: Path) -> None
     got = candidates(repo)
     assert got["fake:small"]["outcome"] == "won"
     assert (got["fake:big"]["outcome"], got["fake:big"]["reason"]) == ("passed", "not chosen")
+    # The runner-up ends with the task: not QUEUED for good, in the state or the history.
+    records = state(repo)["tasks"]["a"]["candidates"]
+    assert all(r["status"] != "QUEUED" for r in records.values())
+    con = sqlite3.connect(repo / ".git" / "forge" / "history.sqlite")
+    outcomes = dict(con.execute("SELECT task, outcome FROM attempts WHERE task LIKE 'a+%'"))
+    con.close()
+    assert "QUEUED" not in outcomes.values() and outcomes["a+1"] == "FAILED"
 
 
 def test_a_winner_that_breaks_verification_is_replaced(
@@ -113,6 +133,23 @@ def test_a_winner_that_breaks_verification_is_replaced(
     assert got["fake:fast"]["outcome"] == "failed"
     assert "breaks verification" in str(got["fake:fast"]["reason"])
     assert state(repo)["tasks"]["a"]["status"] == "MERGED"
+    # The task never failed: its candidate did, and another landed.
+    said = cp.stdout + cp.stderr
+    assert "a: candidate fake:fast FAILED" in said and "a: FAILED" not in said
+
+
+@pytest.mark.usefixtures("shared")
+def test_a_codex_candidate_is_priced_from_its_tokens(repo: Path, tmp_path: Path) -> None:
+    replay = [sys.executable, str(FAKES / "agent_replay.py"), "codex-success.jsonl"]
+    codex = json.dumps([*replay, "--exit", "0", "--touch", "a.txt"])
+    text = body('["codex", "fake:bad"]') + f"[agents.codex]\ncommand = {codex}\n"
+    cp = plan_and_run(repo, write_plan(tmp_path, text))
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    got = candidates(repo)
+    assert got["codex"]["outcome"] == "won"
+    # 12,000 in / 800 out at gpt-5's list price: Codex reports tokens, no USD.
+    assert got["codex"]["cost_usd"] == pytest.approx((12_000 * 1.25 + 800 * 10) / 1e6)
+    assert got["codex"]["cost_known"] is True
 
 
 @pytest.mark.usefixtures("shared")

@@ -55,6 +55,9 @@ def test_strict_model_makes_a_mismatch_infra_and_pauses(repo: Path, tmp_path: Pa
     assert ts["status"] == "INFRA"
     assert ts["reason"].startswith("model: model mismatch: asked opus, ran claude-sonnet-4-5")
     assert "paused" in cp.stdout
+    # Waiting does not bring the asked model back: forge says what to change.
+    assert "again when it is back" not in cp.stdout
+    assert "set `strict_model = false`" in cp.stdout and "then `forge run p`" in cp.stdout
     # No attempt spent, and its work never landed.
     data = json.loads(run_forge(repo, "status", "t", "--json").stdout)
     assert data["attempts"] == 0

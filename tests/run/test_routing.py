@@ -77,3 +77,30 @@ def test_a_chosen_spec_still_escalates_after_failures(repo: Path, tmp_path: Path
     assert [a["agent"] for a in history] == ["need:small", "need:large"]
     # Only the first was a choice (from a pool of one: no randomness).
     assert history[0]["propensity"] == 1.0 and history[1]["propensity"] is None
+
+
+def test_an_agent_that_only_ever_failed_on_its_provider_is_not_chosen_again(
+    repo: Path, tmp_path: Path
+) -> None:
+    # `bad` is the cheapest of the pool, and its CLI is not logged in.
+    bad = json.dumps([sys.executable, str(FAKES / "agent_fail.py"), "Not logged in"])
+    good = json.dumps([sys.executable, str(FAKES / "agent_edit.py"), "{task}.txt"])
+    (repo / "forge.toml").write_text('[prices]\n"bad" = [0.01, 0.01]\n"good" = [50, 50]\n')
+    agents = f"[agents.bad]\ncommand = {bad}\n[agents.good]\ncommand = {good}\n"
+
+    def plan(name: str) -> Path:
+        body = f'agent = "auto"\nauto = ["bad", "good"]\n{agents}'
+        body += f'[[task]]\nid = "{name}1"\nprompt = "edit"\nfiles = ["{name}1.txt"]\n'
+        return write_plan(tmp_path, body, name=name)
+
+    plan_and_run(repo, plan("p"))
+    first = json.loads(run_forge(repo, "status", "p1", "--plan", "p", "--json").stdout)
+    assert first["history"][0]["agent"] == "bad" and first["history"][0]["status"] == "INFRA"
+    # A new run of another plan: `bad` has never run at all; it is not tried again.
+    for name in ("q", "r", "s"):
+        assert run_forge(repo, "plan", str(plan(name))).returncode == 0
+        cp = run_forge(repo, "run", name)
+        assert cp.returncode == 0, cp.stdout + cp.stderr
+        data = json.loads(run_forge(repo, "status", f"{name}1", "--plan", name, "--json").stdout)
+        assert [a["agent"] for a in data["history"]] == ["good"]
+        assert data["history"][0]["chosen_from"] == ["good"]

@@ -30,6 +30,11 @@ def exited(what: str, returncode: int, said: str) -> str:
     return f"{what} exited {returncode}: {said}"
 
 
+def cli_error(said: str) -> str:
+    """The run changed nothing and its CLI said why (an API error it exited 0 after)."""
+    return f"agent error: {said}"
+
+
 def binary_missing(missing: str) -> str:
     return f"binary-missing: {missing}"
 

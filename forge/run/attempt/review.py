@@ -156,7 +156,7 @@ def run_review(order: ReviewOrder, place: Place, attempt: Attempt, *, diff: str)
     if written is not None:
         return _done(attempt, record, Verdict(written[0], written[1], defn.name))
     rc = None if res.timed_out else res.returncode
-    infra = agents.classify_failure(defn, returncode=rc, output=output)
+    infra = agents.classify_failure(defn, returncode=rc, output=output, said_at=res.last_output)
     if infra is not None:
         message = f"{infra.kind}: {infra.message}"
         return _done(

@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Mapping
+from pathlib import Path
 
 from forge.base import faults
 from forge.base.text import one_line
@@ -81,12 +82,25 @@ def keep_judged_work(
             attempt.diff_hash = change_hash(order.base, place.tree(commit))
 
 
+def _cli_error(order: WorkOrder, attempt: Attempt) -> str | None:
+    """What the agent's CLI printed as its error, when its preset knows the words."""
+    if order.agent is None or not order.agent[0].error_patterns or attempt.log is None:
+        return None
+    from forge.agents import spec as agents
+    from forge.base import logs
+
+    return agents.said_error(order.agent[0], logs.tail(Path(attempt.log), logs.ANALYSIS_BYTES))
+
+
 def commit_and_judge(order: WorkOrder, place: Place, attempt: Attempt, start: str) -> str | Outcome:
     """Commit the work and judge the change itself: empty, out of scope, or the same
     as a rejected one. Returns the commit, or the outcome that ends the attempt."""
     head = place.commit(order.message)
     faults.point("after-commit")
     if head == start:
+        said = _cli_error(order, attempt)
+        if said is not None:  # a CLI that exits 0 after an API error (aider's 400)
+            return Outcome(Status.FAILED, messages.cli_error(said))
         return Outcome(Status.FAILED, messages.NO_CHANGES, stall=Stall.NO_CHANGES)
     if not place.shares_history(order.base, head):  # re-inited, or a parentless commit
         return Outcome(Status.CONFLICT, messages.NO_SHARED_HISTORY)

@@ -51,7 +51,7 @@ def run_work(
                 infra_agent=defn.name,
             )
     if defn is not None:
-        infra = _infra(defn, res, output, timeout, log)
+        infra = _infra(defn, res, output, timeout)
         if infra is not None:
             return infra
     what = "command" if defn is None else "agent"
@@ -139,7 +139,7 @@ def _read_agent_output(defn: AgentDef, attempt: Attempt, path: Path, log: Path) 
 
 
 def _infra(
-    defn: AgentDef, res: procgroup.GroupResult, output: str, timeout: float, log: Path
+    defn: AgentDef, res: procgroup.GroupResult, output: str, timeout: float
 ) -> Outcome | None:
     """An infrastructure failure the agent's log tells of, as an outcome."""
     from forge.agents import spec as agents
@@ -147,11 +147,9 @@ def _infra(
     # Read after a timeout too: a CLI that waits out an outage (reconnecting,
     # honouring a long retry delay) looks like a slow task.
     rc = None if res.timed_out else res.returncode
-    try:
-        said_at: float | None = log.stat().st_mtime  # when the CLI last wrote
-    except OSError:
-        said_at = None
-    infra = agents.classify_failure(defn, returncode=rc, output=output, said_at=said_at)
+    # When the CLI itself last wrote: the log's mtime would be forge's own lines
+    # at the timeout, and a printed retry delay would count from there.
+    infra = agents.classify_failure(defn, returncode=rc, output=output, said_at=res.last_output)
     if infra is not None:
         after = f" (timed out after {timeout:g}s)" if res.timed_out else ""
         return Outcome(

@@ -477,7 +477,8 @@ class Gate:
             ts.verified_by = {"record": record.id, "commit": record.commit, "verdict": "FAIL"}
             ctx.save(tid)
         history.settle(ctx, [tid])
-        self.on_event(f"{tid}: FAILED ({reason})")
+        if last.candidate is None:  # (a candidate's is told by forge/run/candidates.py,
+            self.on_event(f"{tid}: FAILED ({reason})")  # which may land another)
 
 
 def blame_reason(record: VerifyRecord) -> tuple[str, str | None, str]:
