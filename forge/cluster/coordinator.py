@@ -22,6 +22,7 @@ import logging
 import os
 import shutil
 import signal
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -234,14 +235,18 @@ class Cluster:
             return self._lose(f"cannot submit to the scheduler: {exc}")
         stopping_since: float | None = None
         unreachable_since: float | None = None
+        # Waited on through a callback, and read without a timeout once done:
+        # `future.result(timeout=...)` can lose the race between its two timeouts on a
+        # loaded machine and raise UnboundLocalError instead of the job's answer.
+        finished = threading.Event()
+        future.add_done_callback(lambda _future: finished.set())
         while True:
-            try:
-                result: JobResult = future.result(timeout=0.5)
+            if finished.wait(0.5):
+                try:
+                    result: JobResult = future.result()
+                except Exception as exc:  # noqa: BLE001 the job's own exception comes back here, of any kind
+                    return self._failed(exc, job.key)
                 break
-            except TimeoutError:
-                pass
-            except Exception as exc:  # noqa: BLE001 the job's own exception comes back here, of any kind
-                return self._failed(exc, job.key)
             if ctx.stop.is_set() and stopping_since is None:
                 self.stop_all()
                 stopping_since = time.monotonic()
@@ -293,6 +298,9 @@ class Cluster:
         attempt.models = list(result.models) or None
         attempt.model_mismatch = result.model_mismatch
         attempt.feedback_source = result.feedback_source
+        with ctx.store.lock:  # the worker's phases, before the merge the pipeline adds
+            worker = [{"name": n, "start": a, "end": b} for n, a, b in result.phases]
+            attempt.phases[:0] = worker
         for name, text in result.logs.items():
             (scope.dir / name).write_text(text)
         attempt.log = str(scope.dir / (result.log or "agent.log"))

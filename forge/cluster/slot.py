@@ -19,6 +19,7 @@ import contextlib
 import hashlib
 import os
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -124,6 +125,7 @@ class WorkerSlot:
         self.logs.mkdir(parents=True, exist_ok=True)
         self.state_dir = where.home / "agent-state"
         self.warnings: list[str] = []
+        self.phases: list[tuple[str, float, float]] = []  # sent back with the result
 
     def start(self) -> None:
         """The slot at the job's start, nothing in its tree but ignored files (all
@@ -169,9 +171,15 @@ class WorkerSlot:
             sandbox=self.sandbox(c.writable),
         )
 
-    def phase(self, name: str, *, save: bool = False) -> contextlib.AbstractContextManager[object]:
-        del name, save  # the coordinator records the attempt's phases
-        return contextlib.nullcontext()
+    @contextlib.contextmanager
+    def phase(self, name: str, *, save: bool = False) -> Iterator[object]:
+        """Timed here; the coordinator records the phases with the attempt's result."""
+        del save  # nothing is saved on a worker: the record goes back with the result
+        start = time.time()
+        try:
+            yield None
+        finally:
+            self.phases.append((name, round(start, 3), round(time.time(), 3)))
 
     def set_up(self) -> None:
         pass  # the setup's marker in forge's git dir of the slot says it

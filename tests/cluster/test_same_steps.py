@@ -73,12 +73,15 @@ KEYS = ("status", "reason", "stall", "feedback_source", "diff_hash")
 
 
 def _outcomes(repo: Path) -> dict[str, list[tuple[Any, ...]]]:
-    """Each task's attempts as (status, reason, stall, what judged it, its change),
-    paths of this repository left out."""
+    """Each task's attempts as (status, reason, stall, what judged it, its change,
+    the names of its phases), paths of this repository left out."""
     tasks = state(repo)["tasks"]
     return {
         tid: [
-            tuple(re.sub(r"\(log [^)]*\)", "(log)", str(a.get(k))) for k in KEYS)
+            (
+                *(re.sub(r"\(log [^)]*\)", "(log)", str(a.get(k))) for k in KEYS),
+                tuple(p["name"] for p in a.get("phases") or []),
+            )
             for a in ts["attempts"]
         ]
         for tid, ts in tasks.items()
@@ -113,5 +116,11 @@ def test_failing_attempts_end_alike_here_and_on_a_cluster(repo: Path, tmp_path: 
         "gate": ["breaks verification: lane verify exit 1 (log)", no_progress],
     }
     assert str(local["gate"][0][3]).startswith("verify:")
+    # The same phases, timed, on the worker as here: the live view, the report's
+    # timeline and the history have them for cluster runs too.
+    assert local["check"][0][-1] == ("worktree", "run", "check")
+    assert local["gate"][0][-1][:2] == ("worktree", "run")
+    for a in (a for t in state(there)["tasks"].values() for a in t["attempts"]):
+        assert all(p["end"] is not None and p["end"] >= p["start"] for p in a["phases"]), a
     attempts = [a for t in state(there)["tasks"].values() for a in t["attempts"]]
     assert all(a["where"] for a in attempts)
