@@ -158,12 +158,22 @@ def accept(
     now: Annotated[
         bool, typer.Option("--now", help="While the plan runs: bring in its verified head so far.")
     ] = False,
+    squash: Annotated[
+        bool, typer.Option("--squash", help="One new commit a task, each titled by its task.")
+    ] = False,
+    squash_plan: Annotated[
+        bool, typer.Option("--squash-plan", help="One new commit for the whole plan.")
+    ] = False,
 ) -> None:
     """Bring a verified integration branch into your branch (fast-forward by default)."""
+    from forge.commands.accept import Squash
     from forge.commands.accept import accept as do_accept
 
+    if squash and squash_plan:
+        raise ForgeError("give --squash or --squash-plan, not both")
+    how: Squash | None = "task" if squash else "plan" if squash_plan else None
     repo = repo_here()
-    typer.echo(do_accept(repo, plan_name(repo, plan_ref), merge=merge, now=now))
+    typer.echo(do_accept(repo, plan_name(repo, plan_ref), merge=merge, now=now, squash=how))
 
 
 @app.command()
@@ -240,17 +250,25 @@ def resume(plan_ref: PlanOpt = None) -> None:
 @app.command()
 def clean(
     plan_ref: PlanArg = None,
-    all_plans: Annotated[bool, typer.Option("--all", help="Clean every plan.")] = False,
+    all_plans: Annotated[
+        bool, typer.Option("--all", help="Clean every plan, and the hooks' checkouts.")
+    ] = False,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Say what would be removed; remove nothing.")
+    ] = False,
 ) -> None:
     """Remove a plan's worktrees and branches (unmerged work is salvaged to a ref first)."""
-    from forge.commands.clean import clean_plan
+    from forge.commands.clean import clean_plan, clean_shared
 
     repo = repo_here()
     if all_plans and plan_ref:
         raise ForgeError("give a plan or --all, not both")
     names = repo.state.recorded_plans() if all_plans else [plan_name(repo, plan_ref)]
     for name in names:
-        for note in clean_plan(repo, name):
+        for note in clean_plan(repo, name, dry_run=dry_run):
             typer.echo(f"{name}: {note}")
-    if not names:
+    shared = clean_shared(repo, names, dry_run=dry_run) if all_plans else []
+    for note in shared:
+        typer.echo(note)
+    if not names and not shared:
         typer.echo("no plans recorded: nothing to clean")

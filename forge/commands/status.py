@@ -21,7 +21,12 @@ from forge.run.attempt.phases import current
 from forge.run.gate import story
 from forge.run.spend import Spend, attempt_usd, cost_usd, per_landed, spend_data
 from forge.run.state import hold as holds
-from forge.run.state.folders import disk_lines, disk_use
+from forge.run.state.folders import (
+    disk_lines,
+    disk_use,
+    repository_disk_line,
+    repository_disk_use,
+)
 from forge.run.state.run_state import UNCOUNTED, RunState, StateStore, Status, TaskState
 from forge.verify.records import VerifyRecord
 
@@ -171,6 +176,8 @@ def status_data(repo: Repository, plan: str, *, disk: bool = False) -> dict[str,
         "logs": str(repo.state.logs_dir(plan)),
         "combined": recorded.get("combined") or {},
         "disk": disk_use(repo, plan) if disk else None,  # bytes per kind of folder
+        # everything forge keeps for the repository (every plan, the hooks' checkouts)
+        "disk_repository": repository_disk_use(repo) if disk else None,
     }
 
 
@@ -326,6 +333,7 @@ def render_status(data: dict[str, Any]) -> str:
             for i, line in enumerate(touched_lines(data.get("touched")))
         ]
     out += disk_lines(data.get("disk"), _bytes)
+    out += repository_disk_line(data.get("disk_repository"), _bytes)
     out.append(f"logs: {data['logs']}")
     return "\n".join(out) + "\n"
 

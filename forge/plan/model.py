@@ -145,6 +145,9 @@ class Plan:
     verify_parallel: int = DEFAULT_VERIFY_PARALLEL
     sandbox: bool = False  # run every command under bubblewrap (forge/base/sandbox.py)
     strict_model: bool = False  # an attempt that ran another model than asked is INFRA
+    notify: str | None = (
+        None  # a command told (JSON on stdin) when a run pauses, needs a person, ends
+    )
     auto: tuple[str, ...] = ()  # the pool `agent = "auto"` chooses from (else forge.toml's)
     candidates: tuple[str, ...] = ()  # best-of-N for every prompt task (or `best_of`)
     best_of: int | None = None
@@ -231,6 +234,7 @@ class Plan:
             "verify_parallel": self.verify_parallel,
             "sandbox": self.sandbox,
             "strict_model": self.strict_model,
+            "notify": self.notify,
             "auto": list(self.auto),
             "candidates": list(self.candidates),
             "best_of": self.best_of,
@@ -267,6 +271,7 @@ class Plan:
             verify_parallel=data.get("verify_parallel", DEFAULT_VERIFY_PARALLEL),
             sandbox=bool(data.get("sandbox", False)),
             strict_model=bool(data.get("strict_model", False)),
+            notify=data.get("notify"),
             auto=tuple(data.get("auto", ())),
             candidates=tuple(data.get("candidates", ())),
             best_of=data.get("best_of"),

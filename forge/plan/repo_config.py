@@ -352,6 +352,7 @@ class RepoConfig:
 
     cluster_address: str | None = None  # [cluster] address
     cluster_remote: str | None = None  # [cluster] remote: a git URL or path the workers reach
+    notify: str | None = None  # the command told of a run's pauses and end (a plan's wins)
 
 
 def load_repo_config(repo_root: Path, *, read_agents: bool = True) -> RepoConfig:
@@ -380,7 +381,7 @@ def load_repo_config(repo_root: Path, *, read_agents: bool = True) -> RepoConfig
 
     check_keys(
         data,
-        ["agents", "verify", "cluster", "prices", "auto"],
+        ["agents", "verify", "cluster", "prices", "auto", "notify"],
         what="forge.toml",
         problems=problems,
         line_of=top,
@@ -408,6 +409,10 @@ def load_repo_config(repo_root: Path, *, read_agents: bool = True) -> RepoConfig
             '`auto` must be a list of agent specs, e.g. ["claude:sonnet"]', line=top("auto")
         )
         auto = []
+    notify = data.get("notify")
+    if notify is not None and (not isinstance(notify, str) or not notify.strip()):
+        problems.add("`notify` must be a command (a non-empty string)", line=top("notify"))
+        notify = None
     problems.raise_if_any()
     return RepoConfig(
         agents=agents,
@@ -416,6 +421,7 @@ def load_repo_config(repo_root: Path, *, read_agents: bool = True) -> RepoConfig
         cluster_remote=remote,
         prices=prices,
         auto=tuple(dict.fromkeys(auto)),
+        notify=notify,
     )
 
 

@@ -21,7 +21,13 @@ from typing import Any
 from forge.base import faults
 from forge.base.text import one_line
 from forge.errors import ForgeError
-from forge.git.merge import MergeResult, is_ancestor, merge_onto
+from forge.git.merge import (
+    MergeResult,
+    conflict_reason,
+    is_ancestor,
+    landed_tasks,
+    merge_onto,
+)
 from forge.plan.repo_config import VerifyConfig
 from forge.run import history
 from forge.run.attempt import phases
@@ -75,6 +81,7 @@ class Gate:
         self._runs_lock = threading.Lock()
         self._tip: str | None = None  # the running batch's candidate tip
         self._tasks_of: dict[str, tuple[str, ...]] = {}  # candidate commit -> its tasks
+        self._conflict_by: dict[str, list[str]] = {}  # task -> the tasks it conflicts with
         self._reruns: flakes.Reruns | None = None  # the running batch's rerun rule
         # `verify_parallel`: the batches after the running one, judged at once
         self.spec = Speculator(
@@ -246,6 +253,10 @@ class Gate:
                 refused[tid] = res.refused
             elif not res.merged:
                 conflicts[tid] = res.conflicts
+                if ts.base is not None:  # who changed those paths since its base
+                    since = f"{ts.base}..{tip}"
+                    by = landed_tasks(ctx.repo, since, res.conflicts, plan=ctx.plan.name)
+                    self._conflict_by[tid] = by
             elif res.already or res.commit is None:
                 if is_ancestor(ctx.repo, last.commit, head):
                     already.append(tid)  # landed before a crash the recovery did not see
@@ -359,7 +370,8 @@ class Gate:
             with ctx.store.lock:
                 phases.end(last)
                 if what:
-                    ts.mark_conflict(paths, log=str(log))
+                    why = conflict_reason(paths, self._conflict_by.pop(tid, ()))
+                    ts.mark_failed(why, log=str(log), source="merge", status=Status.CONFLICT)
                 else:  # refused: the one line says why
                     ts.mark_failed(paths[0], log=str(log), source="merge", status=Status.CONFLICT)
                 ctx.save(tid)

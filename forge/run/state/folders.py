@@ -85,3 +85,30 @@ def disk_lines(use: dict[str, int] | None, size: Callable[[int], str]) -> list[s
         return ["disk (measured now): nothing of the plan's on disk"]
     kinds = ", ".join(f"{kind} {size(n)}" for kind, n in use.items())
     return [f"disk (measured now): {size(sum(use.values()))} in all: {kinds}"]
+
+
+def repository_disk_use(repo: Repository) -> dict[str, int]:
+    """Everything forge keeps for this repository, measured now: every folder under its
+    worktree root (every plan's slots, every verification checkout, the hooks' and
+    `forge verify`'s included, whoever made them), its records in the git dir, and the
+    agents' homes. `total` sums them."""
+    from forge.run.attempt.confinement import agent_state_dir
+
+    root = repo.worktrees_root()
+    parts = {
+        "worktree root": sorted(root.iterdir()) if root.is_dir() else [],
+        "forge's records": [repo.state.root] if repo.state.root.is_dir() else [],
+    }
+    homes = agent_state_dir(repo, "-").parent.parent
+    if homes.is_dir():
+        parts["agent state"] = [homes]
+    sizes = worktrees.disk_usages([p for paths in parts.values() for p in paths])
+    use = {kind: sum(sizes.get(p, 0) for p in paths) for kind, paths in parts.items()}
+    return {**use, "total": sum(use.values())}
+
+
+def repository_disk_line(use: dict[str, int] | None, size: Callable[[int], str]) -> list[str]:
+    if use is None:
+        return []
+    kinds = ", ".join(f"{kind} {size(n)}" for kind, n in use.items() if kind != "total")
+    return [f"repository (measured now): {size(use['total'])} in all: {kinds}"]
