@@ -103,7 +103,12 @@ def retry(
         str | None, typer.Option("--agent", help="Agent spec name[:model[:effort]] from now on.")
     ] = None,
     fresh: Annotated[
-        bool, typer.Option("--fresh", help="Start again from the pinned base, not the last work.")
+        bool,
+        typer.Option(
+            "--fresh",
+            help="Start again on the current integration head, not on the last attempt's work"
+            " (a merged task whose definition changed runs again).",
+        ),
     ] = False,
     budget: BudgetOpt = None,
     cluster: ClusterOpt = None,
@@ -116,6 +121,10 @@ def retry(
     from forge.run.options import RunOptions
 
     repo = repo_here()
+    if plan_ref is None and len(names := repo.state.recorded_plans()) > 1:
+        from forge.commands.target import plan_of_task
+
+        plan_ref = plan_of_task(repo, task, names)  # the one plan that has the task
     recorded = registry.resolve(repo, plan_ref)
     runner.check_retry(repo, recorded.plan, task, agent=agent, fresh=fresh)
     options = RunOptions(
