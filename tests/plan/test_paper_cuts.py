@@ -84,3 +84,21 @@ def test_the_plan_table_fits_100_columns(repo: Path, tmp_path: Path) -> None:
     table = [line for line in cp.stdout.splitlines() if line.strip()][:-1]
     assert max(len(line) for line in table) <= 100, table
     assert sum("a-rather-long-task-name-6" in line for line in table) == 2  # a dep, and itself
+
+
+def test_the_retry_hint_counts_in_good_grammar(repo: Path, tmp_path: Path) -> None:
+    body = "".join(
+        f'[[task]]\nid = "{t}"\nrun = "echo {t} > {t}.txt; exit 1"\nfiles = ["{t}.txt"]\n'
+        for t in ("x", "y")
+    )
+    plan = write_plan(tmp_path, body)
+    assert run_forge(repo, "plan", str(plan)).returncode == 0
+    cp = run_forge(repo, "run")
+    assert cp.returncode == 5
+    assert "(and 1 more shell task failed)" in cp.stdout, cp.stdout
+
+
+def test_fresh_says_where_it_starts(repo: Path) -> None:
+    cp = run_forge(repo, "retry", "--help")
+    assert cp.returncode == 0
+    assert "current integration head" in " ".join(cp.stdout.split())
