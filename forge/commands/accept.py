@@ -192,7 +192,8 @@ def _flaky_note(state: RunState) -> str:
     """A FLAKY head said as such: which lanes passed only on a rerun."""
     record = state.verification
     lanes = [lane.name for lane in record.lanes if lane.verdict == Verdict.FLAKY] if record else []
-    where = f": {', '.join(lanes)} passed only on a rerun" if lanes else ""
+    what = "lane " if len(lanes) == 1 else "lanes "
+    where = f": {what}{', '.join(lanes)} passed only on a rerun" if lanes else ""
     return f" (verification FLAKY{where})"
 
 

@@ -125,4 +125,4 @@ def test_accept_of_a_flaky_head_says_flaky(repo: Path, tmp_path: Path) -> None:
     assert statuses(repo) == {"a": "MERGED"}
     cp = run_forge(repo, "accept")
     assert cp.returncode == 0, cp.stderr
-    assert "verification FLAKY" in cp.stdout
+    assert "(verification FLAKY: lane " in cp.stdout and "passed only on a rerun)" in cp.stdout
