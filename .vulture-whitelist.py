@@ -1,10 +1,11 @@
 # Names vulture cannot see used (run by .ci/run: `vulture forge tests bench .vulture-whitelist.py`).
 # Each line says who uses the name.
 # ruff: noqa
-from forge.cli import kit, views, work
+from forge.cli import forget, kit, views, work
 from forge.run.state.run_state import TaskState
 
 work.resume  # a typer command: registered by its decorator
+forget.forget  # a typer command
 views.hooks_install  # a typer command
 views.hooks_uninstall  # a typer command
 views.demo  # a typer command

@@ -40,6 +40,7 @@ KEYS: dict[str, dict[str, str]] = {
         "sandbox": "run every command under bubblewrap (only its worktree writable)",
         "strict_model": "an attempt that ran another model than asked is INFRA",
         "auto": 'the pool `agent = "auto"` chooses from',
+        "notify": "a command told of a run's pause, need of a person, and end (JSON on stdin)",
         **_SHARED_TASK,
     },
     "[[task]]": {
@@ -60,6 +61,7 @@ KEYS: dict[str, dict[str, str]] = {
         "prices": "`[prices]`: USD per million input and output tokens, by model name",
         "auto": 'the pool `agent = "auto"` chooses from, for every plan',
         "draft": '`[draft] agent = "SPEC"`: the planner `forge draft` asks',
+        "notify": "the command told of every plan's runs (a plan's own `notify` wins)",
     },
     "[verify]": {
         "command": "one verification command (or `lanes`)",
@@ -119,6 +121,7 @@ ENVIRONMENT: dict[str, str] = {
     "FORGE_FEEDBACK_FILE": "set by forge on a retry: the last failure, for the agent to read",
     "FORGE_REVIEW_FILE": "set by forge for a reviewer: where to write its verdict",
     "FORGE_JUDGE_FILE": "set by forge for a judge: where to name the winner",
+    "FORGE_EVENT": "set by forge for a `notify` command: the event, as on its stdin",
     "FORGE_PLAN_FILE": "set by forge for a planner (`forge draft`): where to write the plan",
 }
 

@@ -103,7 +103,12 @@ def retry(
         str | None, typer.Option("--agent", help="Agent spec name[:model[:effort]] from now on.")
     ] = None,
     fresh: Annotated[
-        bool, typer.Option("--fresh", help="Start again from the pinned base, not the last work.")
+        bool,
+        typer.Option(
+            "--fresh",
+            help="Start again on the current integration head, not on the last attempt's work"
+            " (a merged task whose definition changed runs again).",
+        ),
     ] = False,
     budget: BudgetOpt = None,
     cluster: ClusterOpt = None,
@@ -116,6 +121,10 @@ def retry(
     from forge.run.options import RunOptions
 
     repo = repo_here()
+    if plan_ref is None and len(names := repo.state.recorded_plans()) > 1:
+        from forge.commands.target import plan_of_task
+
+        plan_ref = plan_of_task(repo, task, names)  # the one plan that has the task
     recorded = registry.resolve(repo, plan_ref)
     runner.check_retry(repo, recorded.plan, task, agent=agent, fresh=fresh)
     options = RunOptions(
@@ -158,12 +167,22 @@ def accept(
     now: Annotated[
         bool, typer.Option("--now", help="While the plan runs: bring in its verified head so far.")
     ] = False,
+    squash: Annotated[
+        bool, typer.Option("--squash", help="One new commit a task, each titled by its task.")
+    ] = False,
+    squash_plan: Annotated[
+        bool, typer.Option("--squash-plan", help="One new commit for the whole plan.")
+    ] = False,
 ) -> None:
     """Bring a verified integration branch into your branch (fast-forward by default)."""
-    from forge.commands.accept import accept as do_accept
+    from forge.commands.plans.accept import Squash
+    from forge.commands.plans.accept import accept as do_accept
 
+    if squash and squash_plan:
+        raise ForgeError("give --squash or --squash-plan, not both")
+    how: Squash | None = "task" if squash else "plan" if squash_plan else None
     repo = repo_here()
-    typer.echo(do_accept(repo, plan_name(repo, plan_ref), merge=merge, now=now))
+    typer.echo(do_accept(repo, plan_name(repo, plan_ref), merge=merge, now=now, squash=how))
 
 
 @app.command()
@@ -178,7 +197,7 @@ def split(
     ] = False,
 ) -> None:
     """Move tasks that have not merged into a new plan (file and record)."""
-    from forge.commands.split import split as do_split
+    from forge.commands.plans.split import split as do_split
 
     if not into:
         raise ForgeError("name the new plan: --into NEW")
@@ -200,7 +219,7 @@ def combine(
 ) -> None:
     """Merge several plans' integration heads into one verified integration branch."""
     from forge.base import interrupt
-    from forge.commands.combine import combine as do_combine
+    from forge.commands.plans.combine import combine as do_combine
 
     repo = repo_here()
     with interrupt.on_stop_signals() as stop:
@@ -240,20 +259,25 @@ def resume(plan_ref: PlanOpt = None) -> None:
 @app.command()
 def clean(
     plan_ref: PlanArg = None,
-    all_plans: Annotated[bool, typer.Option("--all", help="Clean every plan.")] = False,
+    all_plans: Annotated[
+        bool, typer.Option("--all", help="Clean every plan, and the hooks' checkouts.")
+    ] = False,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Say what would be removed; remove nothing.")
+    ] = False,
     pool: Annotated[
         bool,
         typer.Option("--pool", help="Empty the verification checkouts of forge verify and hooks."),
     ] = False,
 ) -> None:
     """Remove a plan's worktrees and branches (unmerged work is salvaged to a ref first)."""
-    from forge.commands.clean import clean_plan
+    from forge.commands.plans.clean import clean_plan, clean_shared
 
     repo = repo_here()
     if all_plans and plan_ref:
         raise ForgeError("give a plan or --all, not both")
     if pool:
-        from forge.commands.clean import empty_pool
+        from forge.commands.plans.clean import empty_pool
 
         for note in empty_pool(repo):
             typer.echo(f"pool: {note}")
@@ -261,7 +285,10 @@ def clean(
             return
     names = repo.state.recorded_plans() if all_plans else [plan_name(repo, plan_ref)]
     for name in names:
-        for note in clean_plan(repo, name):
+        for note in clean_plan(repo, name, dry_run=dry_run):
             typer.echo(f"{name}: {note}")
-    if not names:
+    shared = clean_shared(repo, names, dry_run=dry_run) if all_plans else []
+    for note in shared:
+        typer.echo(note)
+    if not names and not shared:
         typer.echo("no plans recorded: nothing to clean")

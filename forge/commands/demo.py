@@ -138,6 +138,11 @@ def run_demo(path: Path | None, settings: Settings, *, echo: Callable[[str], Non
     if code == ExitCode.OK:
         echo(
             f"\nnext: cd {repo_path} && forge status && forge accept   "
-            f"(then `git log --graph --oneline` to see the merges)"
+            f"(then `git log --graph --oneline` to see the merges)\n"
+            f"see the run: cd {repo_path} && forge report   "
+            f"(one page: the DAG, the attempts, the verification, the costs)\n"
+            f"your own plan: copy {plan_path} next to your repository, give each [[task]] "
+            f"an id, the files it may change and a `prompt` (an agent) or a `run` "
+            f"(a command), then `forge plan FILE` and `forge run`"
         )
     return code

@@ -76,7 +76,10 @@ def _after_failures(plan: Plan, state: RunState, failed: list[str]) -> list[str]
         )
     if shell:
         first = shell[0]
-        others = "" if len(shell) == 1 else f" (and {len(shell) - 1} more shell tasks failed)"
+        more = len(shell) - 1
+        others = (
+            "" if not more else f" (and {more} more shell task{'s' if more > 1 else ''} failed)"
+        )
         out.append(
             f"next: {first} is a shell command: fix its `run` in {where}, then {replan} "
             f"and `forge retry {first} --plan {name} --fresh`{others}"

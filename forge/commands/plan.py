@@ -69,7 +69,7 @@ def check(plan_file: Path) -> Planned:
         plan,
         waves,
         dag.critical_path(plan),
-        warnings=_warnings(plan),
+        warnings=_warnings(plan, _root()),
         verification=tables.verify_summary(plan.verify, known=plan.verify is not None),
     )
 
@@ -78,11 +78,11 @@ def record(repo: Repository, plan_file: Path, *, note: Callable[[str], None]) ->
     """Record a plan file. Said first (through `note`), before anything is written:
     what the change means for work that already merged; an integration branch that
     is not forge's is refused."""
-    from forge.plan.load import load_plan
+    from forge.plan.repo_config import load_repo_config
     from forge.run.state import reconcile, replan
     from forge.run.state.run_state import StateStore
 
-    new = load_plan(plan_file)
+    new = registry.load_plan_told(plan_file, load_repo_config(repo.root).agents)[0]
     reconcile.check_integration_is_ours(
         repo, new.name, StateStore(repo.state, new.name).load_existing()
     )
@@ -98,7 +98,7 @@ def record(repo: Repository, plan_file: Path, *, note: Callable[[str], None]) ->
         dict(recorded.critical_path),
         recorded=recorded,
         record_file=repo.state.plan_file(recorded.plan.name),
-        warnings=_warnings(recorded.plan),
+        warnings=_warnings(recorded.plan, repo.root),
         taken=taken,
         forecast=_forecast(repo, recorded.plan),
         verification=tables.verify_summary(recorded.plan.verify_config(default)),
@@ -116,10 +116,53 @@ def _forecast(repo: Repository, plan: Plan) -> Forecast | None:
         return None
 
 
-def _warnings(plan: Plan) -> tuple[str, ...]:
+def _warnings(plan: Plan, root: Path | None) -> tuple[str, ...]:
     from forge.plan import advice
 
-    return tuple(advice.warnings(plan))
+    return (*advice.warnings(plan), *_missing_binaries(plan, root))
+
+
+def _root() -> Path | None:
+    from forge.git.repo import discover
+
+    try:
+        return discover().root
+    except ForgeError:
+        return None  # no repository here: only the plan's own agents
+
+
+def _missing_binaries(plan: Plan, root: Path | None) -> list[str]:
+    """The agents the plan names whose program is not there (the run would stop
+    on them as INFRA): said now, as warnings, since a plan's `env` or the machine
+    that runs it may still supply them."""
+    from forge.plan.repo_config import load_repo_config
+    from forge.plan.specs import DEFAULT_AGENT
+
+    specs = {
+        s
+        for t in plan.tasks
+        if t.run is None
+        for s in (t.candidates or [t.agent or plan.agent or DEFAULT_AGENT])
+    }
+    specs |= {*plan.fallback, *plan.candidates, *(s for s in [plan.review, plan.judge] if s)}
+    specs |= {t.review for t in plan.tasks if isinstance(t.review, str)}
+    specs.discard("auto")
+    if not specs:
+        return []
+    from forge.agents import spec as agents
+
+    config = load_repo_config(root) if root is not None else None
+    defs = plan.agent_tables(dict(config.agents) if config is not None else {})
+    said: dict[str, str] = {}
+    for spec in sorted(specs):
+        try:
+            defn, _ = agents.resolve(spec, defs)
+        except ForgeError:
+            continue  # told as a plan error already
+        why = agents.check_binary(defn)
+        if why and defn.name not in said:
+            said[defn.name] = f"{why}; tasks on it would stop as INFRA"
+    return list(said.values())
 
 
 def answer(

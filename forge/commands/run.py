@@ -59,6 +59,9 @@ def execute(
             remote=remote,
         )
     from forge.commands.next_step import next_steps
+    from forge.run.notify import notify_end
+
+    notify_end(report, plan.notify or config.notify, cwd=repo.root)
 
     steps = next_steps(report, recorded.plan, only=options.only)
     spend = spend_data(report.state, prices)

@@ -239,8 +239,7 @@ def task_status_data(
 ) -> dict[str, Any]:
     """`forge status TASK --json`: the task's row and its attempts (`task_data`)."""
     data = status_data(repo, plan, disk=disk)
-    if task not in data["history"]:
-        raise ForgeError(f"plan '{plan}' has no task '{task}'")
+    _known_task(data, plan, task)
     return task_data(data, task)
 
 
@@ -249,9 +248,18 @@ def render(repo: Repository, plan: str, task: str | None, *, disk: bool = False)
     data = status_data(repo, plan, disk=disk)
     if task is None:
         return render_status(data)
-    if task not in data["history"]:
-        raise ForgeError(f"plan '{plan}' has no task '{task}'")
+    _known_task(data, plan, task)
     return render_history(data, task)
+
+
+def _known_task(data: dict[str, Any], plan: str, task: str) -> None:
+    if task not in data["history"]:
+        from forge.plan.names import did_you_mean
+
+        ids = list(data["history"])
+        raise ForgeError(
+            f"plan '{plan}' has no task '{task}'{did_you_mean(task, ids)} (tasks: {', '.join(ids)})"
+        )
 
 
 def _history(ts: TaskState, prices: Prices) -> list[dict[str, Any]]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from forge.errors import ForgeError
 from forge.git.repo import Repository
-from forge.plan.names import looks_like_path, recorded_name
+from forge.plan.names import did_you_mean, looks_like_path, recorded_name
 
 
 def plan_name(repo: Repository, ref: str | None) -> str:
@@ -30,10 +30,28 @@ def status_target(
         if plan_ref is not None:
             raise ForgeError(f"give the plan once: `forge status {target} {task}`")
         return plan_name(repo, target), task
-    if (
-        target is not None
-        and plan_ref is None
-        and (target in repo.state.recorded_plans() or looks_like_path(target))
-    ):
+    names = repo.state.recorded_plans()
+    if target is not None and plan_ref is None and (target in names or looks_like_path(target)):
         return plan_name(repo, target), None
+    if target is not None and plan_ref is None and len(names) > 1:
+        return plan_of_task(repo, target, names), target
     return plan_name(repo, plan_ref), target
+
+
+def plan_of_task(repo: Repository, target: str, names: list[str]) -> str:
+    """The one recorded plan with a task `target`, or a message that says what
+    `target` is not (and what it may have meant)."""
+    from forge.plan.registry import load_recorded
+
+    tasks = {name: [t.id for t in load_recorded(repo, name).plan.tasks] for name in names}
+    holders = [name for name, ids in tasks.items() if target in ids]
+    if len(holders) == 1:
+        return holders[0]
+    if holders:
+        raise ForgeError(
+            f"task '{target}' is in plans {', '.join(holders)}: name one with `--plan {holders[0]}`"
+        )
+    known = [*names, *(tid for ids in tasks.values() for tid in ids)]
+    raise ForgeError(
+        f"no plan or task named '{target}'{did_you_mean(target, known)} (plans: {', '.join(names)})"
+    )

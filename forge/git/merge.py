@@ -5,6 +5,7 @@ with the expected old value. One merge at a time (the caller holds the lock)."""
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from forge.base import faults, proc
@@ -144,3 +145,38 @@ def merge_commits(repo: Repository, ours: str, theirs: str, *, message: str) -> 
         "commit-tree", found, "-p", ours, "-p", theirs, "-m", message, env=identity_env(repo)
     ).strip()
     return MergeResult(merged=True, commit=commit)
+
+
+def commit_chain(repo: Repository, parent: str, steps: list[tuple[str, str]]) -> list[str]:
+    """Commits written with plumbing on no ref, one per (tree, message) of `steps`,
+    each on the one before and the first on `parent`."""
+    made: list[str] = []
+    env = identity_env(repo)
+    for tree, message in steps:
+        parent = repo.git("commit-tree", tree, "-p", parent, "-m", message, env=env).strip()
+        made.append(parent)
+    return made
+
+
+def landed_tasks(
+    repo: Repository, revs: str, paths: list[str] | tuple[str, ...], *, plan: str
+) -> list[str]:
+    """The tasks of `plan` whose landing commits (first parents of `revs`, newest
+    first, at most 50) changed any of `paths`."""
+    from forge.git import trailers
+
+    if not paths:
+        return []
+    cp = repo.try_git(
+        "log", "-z", "--first-parent", "--max-count=50", "--format=%B", revs, "--", *paths
+    )
+    found = [trailers.facts(m) for m in cp.stdout.split("\0") if m.strip()]
+    return list(dict.fromkeys(f.task for f in found if f is not None and f.plan == plan))
+
+
+def conflict_reason(paths: Sequence[str], by: Sequence[str] = ()) -> str:
+    """The paths, and the landed tasks that changed them since the task's base (`by`)."""
+    from forge.git.trailers import tasks_phrase
+
+    reason = f"conflicts with integration in: {', '.join(paths[:8])}"
+    return reason + (f" (changed by landed {tasks_phrase(list(by))})" if by else "")

@@ -1,12 +1,27 @@
 """The plan's DAG as text, for a pull request or docs: Mermaid (which the common
-code hosts render) or Graphviz DOT. Tasks grouped by wave, edges dep -> task."""
+code hosts render) or Graphviz DOT. Tasks grouped by wave, edges dep -> task, and a
+dotted `overlap` edge to a task deferred to a later wave by an overlap."""
 
 from __future__ import annotations
+
+import re
 
 from forge.plan.dag import Waves
 from forge.plan.model import Plan
 
 FORMATS = ("mermaid", "dot")
+_DEFERRED_BY = re.compile(r"`([^`]+)` on ")  # in a deferral: "overlaps `api` on src/app"
+
+
+def _overlaps(plan: Plan, waves: Waves) -> list[tuple[str, str]]:
+    """(other, task): `task` was put in a later wave because it overlaps `other`."""
+    ids = {t.id for t in plan.tasks}
+    return [
+        (other, tid)
+        for tid, why in waves.deferrals.items()
+        for other in _DEFERRED_BY.findall(why)
+        if other in ids and tid in ids
+    ]
 
 
 def _mermaid_label(text: str) -> str:
@@ -26,6 +41,8 @@ def mermaid(plan: Plan, waves: Waves) -> str:
         lines.append("  end")
     for t in plan.tasks:
         lines += [f"  {node[d]} --> {node[t.id]}" for d in t.deps if d in node]
+    # A deferral by overlap: dotted, so it reads as "waits for", not "depends on".
+    lines += [f"  {node[o]} -. overlap .-> {node[t]}" for o, t in _overlaps(plan, waves)]
     shell = [node[tid] for tid, kind in kinds.items() if kind == "shell"]
     if shell:
         lines.append("  classDef shell stroke-dasharray: 4 3")
@@ -49,6 +66,10 @@ def dot(plan: Plan, waves: Waves) -> str:
         lines.append("  }")
     for t in plan.tasks:
         lines += [f"  {_dot_str(d)} -> {_dot_str(t.id)};" for d in t.deps]
+    lines += [
+        f'  {_dot_str(o)} -> {_dot_str(t)} [style=dotted, label="overlap"];'
+        for o, t in _overlaps(plan, waves)
+    ]
     lines.append("}")
     return "\n".join(lines) + "\n"
 

@@ -71,6 +71,7 @@ PLAN_KEYS = (
     "clean",
     "sandbox",
     "strict_model",
+    "notify",
     "auto",
     "candidates",
     "best_of",
@@ -186,6 +187,7 @@ class _Checker:
         verify_parallel = get.integer("verify_parallel", low=1, default=DEFAULT_VERIFY_PARALLEL)
         sandbox = get.flag("sandbox")
         strict_model = get.flag("strict_model")
+        notify = get.string("notify")
         auto = self.spec_list("auto")
         verify = self.verify()
         best = read_best_of(d, "plan", self.problems, self.top_line)
@@ -224,6 +226,7 @@ class _Checker:
             verify_parallel=verify_parallel,
             sandbox=sandbox,
             strict_model=strict_model,
+            notify=notify,
             auto=auto,
             candidates=best.candidates or (),
             best_of=best.best_of,

@@ -146,6 +146,7 @@ class Plan:
     verify_parallel: int = DEFAULT_VERIFY_PARALLEL
     sandbox: bool = False  # run every command under bubblewrap (forge/base/sandbox.py)
     strict_model: bool = False  # an attempt that ran another model than asked is INFRA
+    notify: str | None = None  # told of a run's pause or end (forge/run/notify.py)
     auto: tuple[str, ...] = ()  # the pool `agent = "auto"` chooses from (else forge.toml's)
     candidates: tuple[str, ...] = ()  # best-of-N for every prompt task (or `best_of`)
     best_of: int | None = None
@@ -168,8 +169,13 @@ class Plan:
         """The task `task_id`, or a ForgeError naming the tasks there are."""
         found = self.find_task(task_id)
         if found is None:
-            known = ", ".join(t.id for t in self.tasks)
-            raise ForgeError(f"unknown task '{task_id}' in plan '{self.name}' (tasks: {known})")
+            from forge.plan.names import did_you_mean
+
+            ids = [t.id for t in self.tasks]
+            hint = did_you_mean(task_id, ids)
+            raise ForgeError(
+                f"unknown task '{task_id}' in plan '{self.name}'{hint} (tasks: {', '.join(ids)})"
+            )
         return found
 
     @property
@@ -233,6 +239,7 @@ class Plan:
             "verify_parallel": self.verify_parallel,
             "sandbox": self.sandbox,
             "strict_model": self.strict_model,
+            "notify": self.notify,
             "auto": list(self.auto),
             "candidates": list(self.candidates),
             "best_of": self.best_of,
@@ -270,6 +277,7 @@ class Plan:
             verify_parallel=data.get("verify_parallel", DEFAULT_VERIFY_PARALLEL),
             sandbox=bool(data.get("sandbox", False)),
             strict_model=bool(data.get("strict_model", False)),
+            notify=data.get("notify"),
             auto=tuple(data.get("auto", ())),
             candidates=tuple(data.get("candidates", ())),
             best_of=data.get("best_of"),

@@ -9,6 +9,14 @@ from collections.abc import Sequence
 from forge.errors import ForgeError
 
 
+def did_you_mean(name: str, known: Sequence[str]) -> str:
+    """ " (did you mean 'x'?)" when `name` looks like one of `known`, else ""."""
+    import difflib
+
+    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.75)
+    return f" (did you mean '{close[0]}'?)" if close else ""
+
+
 def looks_like_path(ref: str) -> bool:
     return "/" in ref or ref.endswith(".toml") or ref.startswith(".")
 

@@ -12,20 +12,20 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import tomllib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from forge.base.files import SCHEMA_VERSION, plan_lock, write_json
-from forge.errors import Busy, ForgeError, StateError
+from forge.errors import Busy, ForgeError, PlanError, StateError
 from forge.git import refs
 from forge.git.repo import Repository
 from forge.plan.dag import Waves
-from forge.plan.load import load_plan, load_plan_source
+from forge.plan.load import load_plan_source
 from forge.plan.model import Plan, name_problem
-from forge.plan.names import looks_like_path, recorded_name
+from forge.plan.names import did_you_mean, looks_like_path, recorded_name
 
 if TYPE_CHECKING:
     from filelock import FileLock
@@ -88,6 +88,27 @@ def sha256_of(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+def load_plan_told(path: Path, defined: Collection[str]) -> tuple[Plan, bytes]:
+    """The plan file and its bytes; when it has mistakes, its unknown agent names
+    (`defined`: forge.toml's agents) are told with them, in line order."""
+    try:
+        return load_plan_source(path)
+    except PlanError as err:
+        from forge.plan.specs import name_problems
+
+        extra = name_problems(path, defined)
+        if not extra:
+            raise
+        problems = sorted([*err.problems, *extra], key=_line_of)
+        raise PlanError(problems) from None
+
+
+def _line_of(problem: str) -> int:
+    """The line a `FILE:LINE: message` problem names (0 when none)."""
+    parts = problem.split(":", 2)
+    return int(parts[1]) if len(parts) > 2 and parts[1].isdigit() else 0
+
+
 def check(plan_path: Path) -> tuple[Plan, Waves]:
     """Validate a plan file and compute its waves; needs no repository, writes nothing."""
     from forge.git.repo import discover
@@ -95,8 +116,6 @@ def check(plan_path: Path) -> tuple[Plan, Waves]:
     from forge.plan.repo_config import load_repo_config
     from forge.plan.specs import check_specs
 
-    plan = load_plan(plan_path)
-    waves = compute_waves(plan)
     # The agents `forge plan` would check against: forge.toml's, when there is a
     # repository to read it from, under the plan's own.
     try:
@@ -106,6 +125,8 @@ def check(plan_path: Path) -> tuple[Plan, Waves]:
     # A broken forge.toml is an error here as it is for `forge plan`: both must agree.
     config = load_repo_config(root) if root is not None else None
     defs = dict(config.agents) if config is not None else {}
+    plan = load_plan_told(plan_path, defs)[0]
+    waves = compute_waves(plan)
     check_specs(plan, plan.agent_tables(defs), pool=config.auto if config else ())
     return plan, waves
 
@@ -163,8 +184,8 @@ def prepare(repo: Repository, plan_path: Path) -> Recorded:
     from forge.plan.repo_config import load_repo_config
     from forge.plan.specs import check_specs
 
-    plan, raw = load_plan_source(plan_path)
     config = load_repo_config(repo.root)
+    plan, raw = load_plan_told(plan_path, config.agents)
     check_specs(plan, plan.agent_tables(config.agents), pool=config.auto)
     waves = compute_waves(plan)
     cpath = critical_path(plan)
@@ -287,7 +308,9 @@ def _recorded_from_file(
         if looks_like_path(ref):
             raise ForgeError(f"plan file {ref} not found")
         listing = ", ".join(names) if names else "none"
-        raise ForgeError(f"no plan named '{ref}' is recorded (recorded: {listing})")
+        raise ForgeError(
+            f"no plan named '{ref}' is recorded{did_you_mean(ref, names)} (recorded: {listing})"
+        )
     path = path.resolve()
     for name in names:
         candidate = load_recorded(repo, name)

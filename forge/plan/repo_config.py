@@ -207,7 +207,7 @@ def parse_verify(
 PREPARE_KEYS = ("setup", "setup_timeout", "env")
 # The keys each table accepts (docs/reference/ is generated from them).
 VERIFY_KEYS = ("command", "lanes", "reruns", "timeout", "grace", "gate_on", *PREPARE_KEYS)
-FORGE_TOML_KEYS = ("agents", "verify", "cluster", "prices", "auto", "draft")
+FORGE_TOML_KEYS = ("agents", "verify", "cluster", "prices", "auto", "draft", "notify")
 CLUSTER_KEYS = ("address", "remote")
 GATE_ON = ("regressions", "green")  # what the gate lands on: no new failures, or all pass
 
@@ -363,6 +363,7 @@ class RepoConfig:
 
     cluster_address: str | None = None  # [cluster] address
     cluster_remote: str | None = None  # [cluster] remote: a git URL or path the workers reach
+    notify: str | None = None  # the command told of a run's pauses and end (a plan's wins)
 
 
 def load_repo_config(repo_root: Path, *, read_agents: bool = True) -> RepoConfig:
@@ -425,6 +426,10 @@ def load_repo_config(repo_root: Path, *, read_agents: bool = True) -> RepoConfig
         problems.add(
             '[draft] takes one key: agent = "claude:opus" (the planner)', line=top("draft")
         )
+    notify = data.get("notify")
+    if notify is not None and (not isinstance(notify, str) or not notify.strip()):
+        problems.add("`notify` must be a command (a non-empty string)", line=top("notify"))
+        notify = None
     problems.raise_if_any()
     return RepoConfig(
         agents=agents,
@@ -434,6 +439,7 @@ def load_repo_config(repo_root: Path, *, read_agents: bool = True) -> RepoConfig
         prices=prices,
         auto=tuple(dict.fromkeys(auto)),
         draft_agent=planner.strip() or None if isinstance(planner, str) else None,
+        notify=notify,
     )
 
 

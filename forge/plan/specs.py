@@ -3,9 +3,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
+from forge.base.tomlread import TomlSource
 from forge.errors import ForgeError, PlanError
 from forge.plan.model import Plan
 
@@ -50,7 +52,58 @@ def check_specs(
             except ForgeError as exc:
                 problems.append(f"{where}: task '{task.id}': {what} '{spec}': {exc.message}")
     if problems:
-        raise PlanError(problems)
+        raise PlanError(_lined(plan, defs, problems))
+
+
+def _lined(plan: Plan, defs: Mapping[str, Any], problems: list[str]) -> list[str]:
+    """`problems` with its unknown agent names told at their lines, when the plan's
+    file is there to read them from."""
+    if plan.source is None or not plan.source.is_file():
+        return problems
+    lined = name_problems(plan.source, list(defs))
+    return [p for p in problems if "unknown agent" not in p] + lined if lined else problems
+
+
+def name_problems(path: Path, defined: Collection[str]) -> list[str]:
+    """Every agent name in the plan file at `path` that names no agent, at its line and
+    with the name it may have meant, read from the TOML itself: a plan with other
+    mistakes is told of these in the same pass. `defined`: forge.toml's agents."""
+    import tomllib
+
+    from forge.agents.presets import PRESET_TABLES
+    from forge.plan.names import did_you_mean
+
+    try:
+        text = path.read_text(encoding="utf-8")
+        data = tomllib.loads(text)
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return []
+    src = TomlSource(text)
+    own: dict[str, Any] = data["agents"] if isinstance(data.get("agents"), dict) else {}
+    known = sorted({*PRESET_TABLES, *defined, *own})
+    out = []
+
+    def check(value: Any, label: str, key: str, header: int | None) -> None:
+        for spec in value if isinstance(value, list) else [value]:
+            name = spec.split(":", 1)[0] if isinstance(spec, str) else None
+            if not name or name == AUTO or name in known:
+                continue
+            line = src.key_line(key, header) or header
+            at = f"{path}:{line}" if line else str(path)
+            out.append(
+                f"{at}: {label}{key} '{spec}': unknown agent '{name}'{did_you_mean(name, known)}: "
+                f"use one of {', '.join(known)}, or define [agents.{name}] in forge.toml or the plan"
+            )
+
+    for key in ("agent", "fallback", "review", "judge", "candidates", "auto"):
+        check(data.get(key), "", key, None)
+    tasks: list[Any] = data["task"] if isinstance(data.get("task"), list) else []
+    for n, task in enumerate(tasks):
+        if isinstance(task, dict):
+            label = f"task '{task.get('id')}': "
+            for key in ("agent", "review", "judge", "candidates"):
+                check(task.get(key), label, key, src.table_line("task", n))
+    return out
 
 
 def _resolve(spec: str, defs: Mapping[str, Mapping[str, Any]]) -> None:

@@ -7,7 +7,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from forge.base.text import text_table
 from forge.git.repo import short_sha
 from forge.plan.model import Plan, Task
 from forge.plan.repo_config import DEFAULT_VERIFY_TIMEOUT, VerifyConfig
@@ -52,7 +51,39 @@ def wave_table(plan: Plan, waves: Waves) -> str:
                     waves.deferrals.get(tid, ""),
                 ]
             )
-    return "\n".join(text_table(["wave", "task", "kind", "deps", "files", "note"], rows))
+    return "\n".join(_fitted(["wave", "task", "kind", "deps", "files", "note"], rows))
+
+
+TABLE_WIDTH = 100  # the wave table fits a terminal of this many columns
+
+
+def _fitted(
+    headers: list[str], rows: list[list[str]], *, wrap: tuple[int, ...] = (3, 4, 5)
+) -> list[str]:
+    """`text_table`, with the `wrap` columns (deps, files, note) wrapped onto more
+    lines, widest first, until a row fits TABLE_WIDTH columns."""
+    import textwrap
+
+    widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(headers)]
+    floor = {i: max(len(headers[i]), 12) for i in wrap}
+    while sum(widths) + 2 * (len(widths) - 1) > TABLE_WIDTH:
+        i = max(wrap, key=lambda c: widths[c] - floor[c])
+        if widths[i] <= floor[i]:
+            break  # the fixed columns alone are wider: leave it
+        widths[i] -= 1
+
+    def line(cells: list[str]) -> str:
+        return "  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip()
+
+    out = [line(headers), line(["-" * w for w in widths])]
+    for row in rows:
+        cells = [
+            textwrap.wrap(c, widths[i], break_on_hyphens=False) or [""] if i in wrap else [c]
+            for i, c in enumerate(row)
+        ]
+        for n in range(max(len(c) for c in cells)):
+            out.append(line([c[n] if n < len(c) else "" for c in cells]))
+    return out
 
 
 def plan_summary(plan: Plan, waves: Waves, *, recorded: Recorded | None) -> str:

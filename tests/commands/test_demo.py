@@ -16,6 +16,7 @@ def test_demo_runs_end_to_end(tmp_path: Path) -> None:
     assert "deferred: overlaps `docs` on README.md" in cp.stdout
     assert "verification: PASS" in cp.stdout
     assert "not touched" in cp.stdout
+    assert "forge report" in cp.stdout and "your own plan: copy " in cp.stdout
     assert git(repo, "log", "--format=%s", "-1", "main") == "calc: add()"  # user branch as made
     tree = git(repo, "ls-tree", "--name-only", "forge/demo-integration").split()
     assert {"CHANGELOG.md", "test_mul.py", "calc.py"} <= set(tree)

@@ -96,8 +96,10 @@ def tagged(tag_fragment: str) -> list[int]:
 
 
 def merge_count(repo: Path, task: str, plan: str = "p") -> int:
-    log = git(repo, "log", "--format=%s", f"forge/{plan}-integration")
-    return sum(1 for line in log.splitlines() if line.startswith(f"forge: merge {plan}/{task} "))
+    """How many merges on the integration branch land `task` (by their trailers)."""
+    fmt = "--format=%(trailers:key=Forge-Plan,valueonly,separator=)/%(trailers:key=Forge-Task,valueonly,separator=)"
+    log = git(repo, "log", "--merges", fmt, f"forge/{plan}-integration")
+    return sum(1 for line in log.splitlines() if line.strip() == f"{plan}/{task}")
 
 
 def kill9(p: subprocess.Popen[str]) -> None:

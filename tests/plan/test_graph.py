@@ -62,3 +62,14 @@ def test_unknown_format_is_refused(repo: Path, tmp_path: Path) -> None:
     assert cp.returncode == 2
     assert cp.stderr == "forge: --format: 'svg' is not one of mermaid, dot\n"
     assert not (repo / ".git" / "forge" / "plans" / "g").exists()
+
+
+def test_a_deferral_by_overlap_is_drawn(repo: Path, tmp_path: Path) -> None:
+    cp = run_forge(repo, "plan", "--check", "--graph", str(_plan(tmp_path)))
+    assert cp.returncode == 0, cp.stderr
+    nodes = dict(re.findall(r'^\s+(t\d+)\["([^"]*)"\]$', cp.stdout, re.MULTILINE))
+    ids = {label: node for node, label in nodes.items()}
+    overlaps = re.findall(r"^\s+(t\d+) -\. overlap \.-> (t\d+)$", cp.stdout, re.MULTILINE)
+    assert overlaps == [(ids["end"], ids["api-v2.1"])]  # api-v2.1 waits for end (a.txt)
+    cp = run_forge(repo, "plan", "--check", "--graph", "--format", "dot", str(_plan(tmp_path)))
+    assert '"end" -> "api-v2.1" [style=dotted, label="overlap"];' in cp.stdout

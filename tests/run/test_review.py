@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from helpers.gitkit import FAKES, git, run_forge
-from helpers.runkit import plan_and_run, state, statuses, write_plan
+from helpers.runkit import merge_count, plan_and_run, state, statuses, write_plan
 
 PY = sys.executable
 REVIEWER = [PY, str(FAKES / "reviewer.py")]
@@ -65,7 +65,7 @@ def test_a_reject_fails_and_its_findings_reach_the_next_attempt(repo: Path, tmp_
     [first] = attempts(repo)
     assert first["status"] == "FAILED"
     assert first["reason"] == "review: t.txt needs a second line"
-    assert git(repo, "log", "--format=%s", "forge/p-integration").count("merge p/t") == 0
+    assert merge_count(repo, "t") == 0
     cp = run_forge(repo, "retry", "t")
     assert cp.returncode == 0, cp.stdout + cp.stderr
     second = (tmp_path / "prompt-2.md").read_text()

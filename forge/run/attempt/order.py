@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from forge.git import trailers
 from forge.run.attempt.context import AttemptScope
 from forge.run.state.run_state import FAILURES, Attempt, counted
 
@@ -83,7 +84,7 @@ def order_for(scope: AttemptScope) -> WorkOrder:
         number=n,
         told=told,
         base=ts.base,
-        message=f"forge: {plan.name}/{task.id} attempt {n}\n\n{task.title}",
+        message=trailers.task_message(task.title, plan=plan.name, task=task.id, attempt=n),
         files=task.files,
         scope_warn=plan.scope == "warn",
         timeout=plan.timeout_of(task),

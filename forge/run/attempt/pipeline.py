@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import time
 import traceback
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -21,6 +22,7 @@ from forge.base.text import one_line
 from forge.git import merge as integrate
 from forge.git.contained import Tampered
 from forge.git.refs import task_ref
+from forge.git.trailers import tasks_phrase
 from forge.plan.model import Task
 from forge.run import history, routing
 from forge.run.attempt import local, messages, phases
@@ -28,7 +30,7 @@ from forge.run.attempt.context import AttemptScope, Outcome, RunContext
 from forge.run.attempt.local import LocalSlot
 from forge.run.attempt.order import order_for
 from forge.run.attempt.steps import run_steps
-from forge.run.state.run_state import Attempt, Status, conflict_reason, merge_message
+from forge.run.state.run_state import Attempt, Status, merge_message
 
 if TYPE_CHECKING:
     from forge.agents.spec import AgentSpec
@@ -127,7 +129,7 @@ def _steps(scope: AttemptScope) -> Outcome:
     assert scope.ts.base is not None and scope.ts.branch is not None
     done = _here(scope) if ctx.remote is None else ctx.remote.attempt(scope)
     if isinstance(done, Outcome):
-        return done
+        return _said_why_nothing(scope, done)
     faults.point("before-merge")
     _check_stop(ctx)
     if ctx.gated:
@@ -135,6 +137,21 @@ def _steps(scope: AttemptScope) -> Outcome:
         return Outcome(Status.QUEUED, "")  # the gate verifies it with others, then lands it
     with phases.phase(ctx, scope.task.id, attempt, "merge"):
         return _merge(scope, done)
+
+
+def _said_why_nothing(scope: AttemptScope, outcome: Outcome) -> Outcome:
+    """A bare `no changes` says which landed task changed the task's files: the
+    change it was asked for may be there already."""
+    if outcome.reason != messages.NO_CHANGES:
+        return outcome
+    ctx, task = scope.ctx, scope.task
+    by = integrate.landed_tasks(ctx.repo, ctx.state.integration, task.files, plan=ctx.plan.name)
+    by = [tid for tid in by if tid != task.id]
+    if not by:
+        return outcome
+    who = tasks_phrase(by)
+    why = f"{messages.NO_CHANGES} (its files were last changed by landed {who}: the change may be there already)"
+    return replace(outcome, reason=why)
 
 
 def _here(scope: AttemptScope) -> Outcome | str:
@@ -191,7 +208,9 @@ def _merge(scope: AttemptScope, head: str) -> Outcome:
             log.write_text("conflicting paths:\n" + "\n".join(shown) + "\n")
             attempt.log = str(log)
             attempt.feedback_source = "merge"
-            return Outcome(Status.CONFLICT, conflict_reason(shown))
+            since = f"{ts.base}..{ctx.state.integration}"
+            by = integrate.landed_tasks(ctx.repo, since, res.conflicts, plan=ctx.plan.name)
+            return Outcome(Status.CONFLICT, integrate.conflict_reason(shown, by))
         with ctx.store.lock:
             ts.mark_merged(res.commit, definition=task.definition())
             ctx.save(task.id)

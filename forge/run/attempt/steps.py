@@ -18,6 +18,7 @@ from pathlib import Path
 
 from forge.base import faults
 from forge.base.text import one_line
+from forge.git import trailers
 from forge.plan.patterns import out_of_scope
 from forge.run.attempt import messages
 from forge.run.attempt.context import Command, Outcome, Place, last_line
@@ -76,7 +77,7 @@ def keep_judged_work(
 ) -> None:
     """Keep what a failed or timed-out attempt left, so the retry fixes its own work."""
     if outcome.status in (Status.FAILED, Status.TIMEOUT):
-        commit = place.commit(order.message + "\n\n(failed attempt)")
+        commit = place.commit(trailers.with_body(order.message, "(failed attempt)"))
         if commit != start:
             attempt.commit = commit
             attempt.diff_hash = change_hash(order.base, place.tree(commit))

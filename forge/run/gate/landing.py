@@ -21,7 +21,13 @@ from typing import Any
 from forge.base import faults
 from forge.base.text import one_line
 from forge.errors import ForgeError
-from forge.git.merge import MergeResult, is_ancestor, merge_onto
+from forge.git.merge import (
+    MergeResult,
+    conflict_reason,
+    is_ancestor,
+    landed_tasks,
+    merge_onto,
+)
 from forge.plan.repo_config import VerifyConfig
 from forge.run import history
 from forge.run.attempt import phases
@@ -82,6 +88,7 @@ class Gate:
         self._runs_lock = threading.Lock()
         self._tip: str | None = None  # the running batch's candidate tip
         self._tasks_of: dict[str, tuple[str, ...]] = {}  # candidate commit -> its tasks
+        self._conflict_by: dict[str, list[str]] = {}  # task -> the tasks it conflicts with
         self._reruns: SubsetFirst | None = None  # the running batch's rerun rule
         # `verify_parallel`: the batches after the running one, judged at once
         self.spec = Speculator(
@@ -275,6 +282,10 @@ class Gate:
                 refused[tid] = res.refused
             elif not res.merged:
                 conflicts[tid] = res.conflicts
+                if ts.base is not None:  # who changed those paths since its base
+                    since = f"{ts.base}..{tip}"
+                    by = landed_tasks(ctx.repo, since, res.conflicts, plan=ctx.plan.name)
+                    self._conflict_by[tid] = by
             elif res.already or res.commit is None:
                 if is_ancestor(ctx.repo, last.commit, head):
                     already.append(tid)  # landed before a crash the recovery did not see
@@ -400,7 +411,8 @@ class Gate:
             with ctx.store.lock:
                 phases.end(last)
                 if what:
-                    ts.mark_conflict(paths, log=str(log))
+                    why = conflict_reason(paths, self._conflict_by.pop(tid, ()))
+                    ts.mark_failed(why, log=str(log), source="merge", status=Status.CONFLICT)
                 else:  # refused: the one line says why
                     ts.mark_failed(paths[0], log=str(log), source="merge", status=Status.CONFLICT)
                 ctx.save(tid)
@@ -465,7 +477,7 @@ class Gate:
 
     def _blame(self, tid: str, record: VerifyRecord) -> None:
         ctx = self.ctx
-        reason, log, lane = blame_reason(record)
+        reason, log, lane = story.blame_reason(record)
         ts = ctx.state.tasks[tid]
         last = ts.last
         assert last is not None
@@ -479,18 +491,6 @@ class Gate:
         history.settle(ctx, [tid])
         if last.candidate is None:  # (a candidate's is told by forge/run/candidates.py,
             self.on_event(f"{tid}: FAILED ({reason})")  # which may land another)
-
-
-def blame_reason(record: VerifyRecord) -> tuple[str, str | None, str]:
-    """The culprit's reason, the failing lane's last log, and the lane's name."""
-    bad = next((lane for lane in record.lanes if lane.verdict == Verdict.FAIL), None)
-    if bad is None:
-        return f"breaks verification ({record.verdict})", None, "?"
-    log = bad.runs[-1].log if bad.runs else None
-    if bad.names_tests:  # the failing tests name the cause better than a log's path
-        return f"breaks verification: lane {bad.name}: {bad.reason}", log, bad.name
-    where = f" (log {log})" if log else ""
-    return f"breaks verification: lane {bad.name} {bad.reason}{where}", log, bad.name
 
 
 def _record(judged: Any) -> VerifyRecord:

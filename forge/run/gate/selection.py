@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from forge.base.files import atomic_write_text
+from forge.git import trailers
 from forge.plan.candidates import Candidate, judge_of
 from forge.plan.model import Task
 from forge.plan.repo_config import VerifyConfig
@@ -113,7 +114,9 @@ def _verified(
     def judge(c: Candidate) -> tuple[Candidate, str | None]:
         last = recs[c.unit].last
         assert last is not None and last.commit is not None
-        message = f"forge: merge {ctx.plan.name}/{task.id} ({c.label})\n\n{task.title}"
+        message = trailers.task_message(
+            task.title, plan=ctx.plan.name, task=task.id, attempt=last.number, candidate=c.label
+        )
         res = merge_onto(ctx.repo, head, last.commit, message=message)
         if not res.merged or res.commit is None:
             return c, f"conflicts with integration in: {', '.join(res.conflicts[:8])}"
@@ -146,7 +149,7 @@ def _verified(
             keys.put(key)
         if record.verdict in (Verdict.PASS, Verdict.FLAKY):
             return c, None
-        from forge.run.gate.landing import blame_reason
+        from forge.run.gate.story import blame_reason
 
         return c, blame_reason(record)[0]
 

@@ -253,3 +253,15 @@ def pre_existing_lines(known: Mapping[str, Any] | None) -> list[str]:
     for fix in known.get("fixed") or []:
         out.append(f"fixed by {', '.join(fix.get('by') or [])}: {fix.get('test')}")
     return out
+
+
+def blame_reason(record: VerifyRecord) -> tuple[str, str | None, str]:
+    """The culprit's reason, the failing lane's last log, and the lane's name."""
+    bad = next((lane for lane in record.lanes if lane.verdict == Verdict.FAIL), None)
+    if bad is None:
+        return f"breaks verification ({record.verdict})", None, "?"
+    log = bad.runs[-1].log if bad.runs else None
+    if bad.names_tests:  # the failing tests name the cause better than a log's path
+        return f"breaks verification: lane {bad.name}: {bad.reason}", log, bad.name
+    where = f" (log {log})" if log else ""
+    return f"breaks verification: lane {bad.name} {bad.reason}{where}", log, bad.name

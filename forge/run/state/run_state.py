@@ -27,7 +27,9 @@ from forge.base.clock import now_iso
 from forge.base.files import SCHEMA_VERSION, StateDir, read_json, write_json
 from forge.base.liveness import Owner
 from forge.errors import StateError
+from forge.git.merge import conflict_reason
 from forge.git.refs import integration_ref
+from forge.git.trailers import task_message
 from forge.run.state.gate_record import GateRecord
 from forge.run.state.invocations import Invocation
 from forge.verify.records import VerifyRecord
@@ -261,13 +263,9 @@ class TaskState:
         self.merged_commit = self.merged_definition = None
 
 
-def conflict_reason(paths: list[str] | tuple[str, ...]) -> str:
-    return f"conflicts with integration in: {', '.join(paths[:8])}"
-
-
 def merge_message(plan: str, task: str, attempt: int, title: str) -> str:
     """The message of the merge commit that lands a task's attempt."""
-    return f"forge: merge {plan}/{task} (attempt {attempt})\n\n{title}"
+    return task_message(title, plan=plan, task=task, attempt=attempt)
 
 
 def _attempt_dict(attempt: Attempt) -> dict[str, Any]:

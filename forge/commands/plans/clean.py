@@ -30,7 +30,9 @@ def empty_pool(repo: Repository) -> list[str]:
     return empty(repo)
 
 
-def clean_plan(repo: Repository, plan: str) -> list[str]:
+def clean_plan(repo: Repository, plan: str, *, dry_run: bool = False) -> list[str]:
+    if dry_run:
+        return would_clean(repo, plan)
     notes: list[str] = []
     with plan_lock(repo.state, plan, command="forge clean"):
         store = StateStore(repo.state, plan)
@@ -200,7 +202,7 @@ def _drop_integration(
     branch = refs.branch_name(integration_ref)
     if integration_ref in checked_out:
         return [_skipped(integration_ref, checked_out[integration_ref])]
-    if not _accepted(repo, integration):
+    if not _accepted(repo, integration) and not _squashed(repo, plan, integration):
         return [
             f"kept branch {branch}: it holds work not accepted yet "
             f"(`forge accept {plan}`, or `git branch -D {branch}`)"
@@ -219,6 +221,14 @@ def _task_branches(repo: Repository, plan: str) -> list[tuple[str, str]]:
 def _accepted(repo: Repository, commit: str) -> bool:
     out = repo.git("for-each-ref", "--format=%(refname)", "--contains", commit, refs.BRANCHES)
     return any(not refs.is_forge_branch(ref) for ref in out.splitlines())
+
+
+def _squashed(repo: Repository, plan: str, integration: str) -> bool:
+    """`forge accept --squash` brought it in: its squashed commits are in a branch."""
+    from forge.run.state.accepted import squashed_heads
+
+    tip = squashed_heads(repo.state, plan).get(integration)
+    return tip is not None and _accepted(repo, tip)
 
 
 def _skipped(ref: str, where: Path) -> str:
@@ -242,3 +252,68 @@ def _remove_empty(folder: Path, *, up: int) -> None:
     if folder.name == ".forge-worktrees":
         with contextlib.suppress(OSError):
             folder.rmdir()
+
+
+def would_clean(repo: Repository, plan: str) -> list[str]:
+    """What `clean_plan` would remove (and keep), said; nothing is changed."""
+    from forge.run.state.folders import plan_folders
+
+    state = StateStore(repo.state, plan).load_existing()
+    integration = repo.ref_value(refs.integration_ref(plan))
+    checked_out = worktrees.checked_out(repo)
+    notes = []
+    for slot in state.slots.values() if state is not None else []:
+        path = Path(slot.path)
+        if path.is_dir() and worktrees.dirty_paths(path, repo):
+            notes.append(f"would salvage uncommitted work in {path} to a ref")
+    for ref, head in _task_branches(repo, plan):
+        name = refs.branch_name(ref)
+        if ref in checked_out:
+            notes.append(_skipped(ref, checked_out[ref]).replace("kept", "would keep", 1))
+        elif integration is None or not is_ancestor(repo, head, integration):
+            notes.append(f"would keep branch {name}'s unmerged work in a ref, then delete it")
+        else:
+            notes.append(f"would delete branch {name}")
+    reset = state is None
+    if integration is not None:
+        branch = refs.branch_name(refs.integration_ref(plan))
+        if _accepted(repo, integration) or _squashed(repo, plan, integration):
+            notes.append(f"would delete branch {branch} (already in your branches)")
+            reset = True
+        else:
+            notes.append(f"would keep branch {branch}: it holds work not accepted yet")
+    for folder in plan_folders(repo, plan):
+        if folder.kind != "logs" or (reset and state is not None):
+            notes.append(f"would remove {folder.kind}: {folder.path}")
+    return notes or ["nothing to remove"]
+
+
+def clean_shared(repo: Repository, plans: list[str], *, dry_run: bool = False) -> list[str]:
+    """`forge clean --all`: the verification checkouts no plan owns (the hooks',
+    `forge verify`'s, any shared pool's), each removed under its key's lock."""
+    from forge.errors import Busy
+    from forge.verify.checkout import key_lock
+
+    root = repo.worktrees_root() / ".verify"
+    keys = sorted(p.name for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
+    books = repo.state.verify_dir / "checkouts"
+    notes = []
+    for key in [k for k in keys if not any(is_plan_key(plan, k) for plan in plans)]:
+        folder = root / key
+        if dry_run:
+            notes.append(f"would remove verification checkouts {folder}")
+            continue
+        try:
+            with key_lock(repo, key):
+                for path in sorted(folder.iterdir()):
+                    if not path.name.endswith(VIEW_SUFFIX):
+                        worktrees.remove(repo, path)
+                shutil.rmtree(folder, ignore_errors=True)
+                shutil.rmtree(books / key, ignore_errors=True)
+        except Busy as busy:
+            notes.append(f"kept verification checkouts {folder}: {busy.message}")
+            continue
+        notes.append(f"removed verification checkouts {folder}")
+    if not dry_run:
+        _remove_empty(root, up=2)
+    return notes
