@@ -15,6 +15,7 @@ from typing import Any, cast
 from forge.base.tomlread import Problems, TableReader, TomlSource
 from forge.errors import ForgeError
 from forge.plan.candidates import read_best_of
+from forge.plan.lanes import read_mode
 from forge.plan.model import (
     DEFAULT_BATCH_MAX,
     DEFAULT_ESCALATE_AFTER,
@@ -57,6 +58,8 @@ PLAN_KEYS = (
     "batch_max",
     "batch_window",
     "verify_parallel",
+    "quarantine",
+    "release_after",
     "agent",
     "fallback",
     "review",
@@ -185,6 +188,10 @@ class _Checker:
         strict_model = get.flag("strict_model")
         auto = self.spec_list("auto")
         verify = self.verify()
+        quarantine = read_mode(d.get("quarantine"), get) if "quarantine" in d else None
+        if isinstance(d.get("quarantine"), list):
+            get.bad("quarantine", '"auto" or "off" (a list of tests goes in forge.toml\'s [tests])')
+        release_after = get.integer("release_after", low=1, default=0) or None
         best = read_best_of(d, "plan", self.problems, self.top_line)
         agents = parse_agents(
             d.get("agents", {}),
@@ -218,6 +225,8 @@ class _Checker:
             batch_max=batch_max,
             batch_window=cast(BatchWindow, batch_window),
             verify_parallel=verify_parallel,
+            quarantine=quarantine,
+            release_after=release_after,
             sandbox=sandbox,
             strict_model=strict_model,
             auto=auto,

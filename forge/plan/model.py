@@ -143,6 +143,8 @@ class Plan:
     # adaptive: halved after a culprit, one more after a pass, at most batch_max
     batch_window: BatchWindow = "adaptive"
     verify_parallel: int = DEFAULT_VERIFY_PARALLEL
+    quarantine: str | None = None  # "auto" or "off" (None: forge.toml's [tests], else auto)
+    release_after: int | None = None
     sandbox: bool = False  # run every command under bubblewrap (forge/base/sandbox.py)
     strict_model: bool = False  # an attempt that ran another model than asked is INFRA
     auto: tuple[str, ...] = ()  # the pool `agent = "auto"` chooses from (else forge.toml's)
@@ -181,7 +183,13 @@ class Plan:
         config = self.verify if self.verify is not None else repo_default
         if config is None:
             return None
-        if self.setup is None and not self.env and config is repo_default:
+        if self.quarantine or self.release_after:
+            config = replace(
+                config,
+                quarantine=self.quarantine or config.quarantine,
+                release_after=self.release_after or config.release_after,
+            )
+        if self.setup is None and not self.env and self.verify is None:
             return config  # forge.toml's own setup and env, which its command needs
         return replace(
             config,
@@ -229,6 +237,8 @@ class Plan:
             "batch_max": self.batch_max,
             "batch_window": self.batch_window,
             "verify_parallel": self.verify_parallel,
+            "quarantine": self.quarantine,
+            "release_after": self.release_after,
             "sandbox": self.sandbox,
             "strict_model": self.strict_model,
             "auto": list(self.auto),
@@ -265,6 +275,8 @@ class Plan:
             batch_max=data.get("batch_max", DEFAULT_BATCH_MAX),
             batch_window=data.get("batch_window", "adaptive"),
             verify_parallel=data.get("verify_parallel", DEFAULT_VERIFY_PARALLEL),
+            quarantine=data.get("quarantine"),
+            release_after=data.get("release_after"),
             sandbox=bool(data.get("sandbox", False)),
             strict_model=bool(data.get("strict_model", False)),
             auto=tuple(data.get("auto", ())),
