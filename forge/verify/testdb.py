@@ -249,24 +249,31 @@ class Tally:
     failures_on_mixed_trees: int
 
 
-def tallies(state: StateDir) -> list[Tally]:
-    """Every test the history holds, by lane and id."""
+def tallies(state: StateDir, plan: str | None = None) -> list[Tally]:
+    """Every test the history holds, by lane and id (`plan`: only from the runs of
+    that plan's verifications)."""
+    mine = "" if plan is None else " AND (key = :plan OR key LIKE :prefix)"
+    args = {} if plan is None else {"plan": plan, "prefix": f"{plan}.%"}
 
     def work(con: sqlite3.Connection) -> list[Tally]:
         counts = con.execute(
             f"SELECT test, lane, COUNT(*), SUM(outcome IN {_FAILED}), MAX(at) FROM test_runs "
-            "WHERE outcome != 'skipped' GROUP BY lane, test ORDER BY lane, test"
+            f"WHERE outcome != 'skipped'{mine} GROUP BY lane, test ORDER BY lane, test",
+            args,
         ).fetchall()
         last: dict[tuple[str, str], tuple[str, str, str, float]] = {}
         for test, lane, tree, message, log, at in con.execute(
-            f"SELECT test, lane, tree, message, log, at FROM test_runs WHERE outcome IN {_FAILED} ORDER BY at"
+            "SELECT test, lane, tree, message, log, at FROM test_runs "
+            f"WHERE outcome IN {_FAILED}{mine} ORDER BY at",
+            args,
         ):
             last[(lane, test)] = (tree, message or "", log or "", at)
         mixed: dict[tuple[str, str], tuple[int, int]] = {}
         for test, lane, n, bad in con.execute(
             f"SELECT test, lane, COUNT(*), SUM(outcome IN {_FAILED}) FROM test_runs WHERE tree IN "
             "(SELECT tree FROM test_runs p WHERE p.test = test_runs.test AND p.lane = test_runs.lane "
-            "AND p.outcome = 'passed') AND outcome != 'skipped' GROUP BY lane, test"
+            f"AND p.outcome = 'passed') AND outcome != 'skipped'{mine} GROUP BY lane, test",
+            args,
         ):
             mixed[(lane, test)] = (n, bad or 0)
         return [
