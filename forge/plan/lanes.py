@@ -153,7 +153,7 @@ def read_tests(
     mode, names = read_mode(given, get), tuple[str, ...]()
     if isinstance(given, list):
         names = tuple(get.str_list("quarantine", unique=True))
-    release = get.integer("release_after", low=1, default=0) or None
+    release = get.integer("release_after", low=1, default=1) if "release_after" in value else None
     return TestsWord(quarantine=names, mode=mode, release_after=release)
 
 

@@ -191,7 +191,9 @@ class _Checker:
         quarantine = read_mode(d.get("quarantine"), get) if "quarantine" in d else None
         if isinstance(d.get("quarantine"), list):
             get.bad("quarantine", '"auto" or "off" (a list of tests goes in forge.toml\'s [tests])')
-        release_after = get.integer("release_after", low=1, default=0) or None
+        release_after = (
+            get.integer("release_after", low=1, default=1) if "release_after" in d else None
+        )
         best = read_best_of(d, "plan", self.problems, self.top_line)
         agents = parse_agents(
             d.get("agents", {}),

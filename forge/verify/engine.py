@@ -269,8 +269,11 @@ class _Lane:
                 self.base.id, self.base.key, self.name, self.base.tree, n, kind, str(log)
             )
             testdb.record(self.repo.state, where, reports.outcomes(tests, failures))
-            if res.returncode == 0 and not res.timed_out:
-                run = replace(run, empty=report.empty(tests, log))
+            none = "" if res.timed_out else report.ran_none(tests, log, res.returncode)
+            if none and report.allow_empty:
+                run = replace(run, allowed_empty=True, failures=())
+            elif none:
+                run = replace(run, empty=none, failures=())
         return run
 
 
@@ -311,7 +314,8 @@ def _run_lane(lane: _Lane, command: str) -> LaneResult:
         if run.empty:
             verdict = Verdict.EMPTY
             break
-        if run.quarantined or (run.exit_code == 0 and not run.timed_out):
+        passed = run.exit_code == 0 or run.allowed_empty or (run.quarantined and not run.failures)
+        if passed and not run.timed_out:
             verdict = Verdict.PASS if n == 1 else Verdict.FLAKY
             break
         why = run.outcome + "".join(f": {f.describe()}" for f in run.failures[:1])
@@ -325,19 +329,22 @@ def _run_lane(lane: _Lane, command: str) -> LaneResult:
 
 
 def _forgiven(lane: _Lane, run: LaneRun) -> LaneRun:
-    """A failed run whose failing tests (all named) are quarantined: those tests
-    listed as quarantined (the lane passes). Any other run as it is."""
+    """A failed run's quarantined failing tests, set apart: listed as quarantined,
+    no longer among its failures. When every failing test (all named) was
+    quarantined, the run counts as a pass."""
     if run.exit_code == 0 or run.timed_out:
         return run
-    failing = {f.test for f in run.failures}
-    if not failing or "" in failing:
+    failing = {f.test for f in run.failures if f.test}
+    if not failing:
         return run
     held = quarantine.quarantined(lane.repo, lane.config, lane.name, failing)
-    if not failing <= held:
+    if not held:
         return run
-    named = tuple(sorted(failing))
-    lane.emit(f"lane {lane.name}: quarantined tests failed ({', '.join(named[:5])}): not blamed")
-    return replace(run, quarantined=named)
+    named = tuple(sorted(held))
+    rest = tuple(f for f in run.failures if f.test not in held)
+    if not rest:
+        lane.emit(f"lane {lane.name}: only quarantined tests failed ({', '.join(named[:5])})")
+    return replace(run, quarantined=named, failures=rest)
 
 
 def _setup(lane: _Lane) -> LaneRun | None:

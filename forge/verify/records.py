@@ -73,6 +73,7 @@ class LaneRun:
     tests: int | None = None  # tests its report says ran (None: no report)
     quarantined: tuple[str, ...] = ()  # its failing tests that were quarantined
     empty: str = ""  # why a run that exited 0 is not a pass ("ran no tests")
+    allowed_empty: bool = False  # it ran no test, and its lane says `allow_empty`
 
     def to_dict(self) -> dict[str, Any]:
         extra: dict[str, Any] = {}
@@ -82,6 +83,8 @@ class LaneRun:
             extra["quarantined"] = list(self.quarantined)
         if self.empty:
             extra["empty"] = self.empty
+        if self.allowed_empty:
+            extra["allowed_empty"] = True
         return extra | {
             "kind": self.kind,
             "exit_code": self.exit_code,
@@ -118,6 +121,7 @@ class LaneRun:
             tests=None if data.get("tests") is None else int(data["tests"]),
             quarantined=tuple(str(t) for t in data.get("quarantined") or ()),
             empty=str(data.get("empty") or ""),
+            allowed_empty=bool(data.get("allowed_empty", False)),
         )
 
 

@@ -77,9 +77,14 @@ class Report:
                 self.path.unlink()
         return tests
 
-    def empty(self, tests: list[TestOutcome] | None, log: Path) -> str:
-        """Why a run that exited 0 is not a pass ("" when it is one)."""
-        if self.allow_empty or (self.runner is None and self.path is None):
+    def ran_none(self, tests: list[TestOutcome] | None, log: Path, exit_code: int | None) -> str:
+        """Why a run ran no test ("" when it ran some, or forge cannot tell): a
+        report holding none that ran, a report asked for and not written by a run
+        that exited 0, a runner that says so (pytest by its exit code 5)."""
+        ran = tests is not None and any(t.outcome != junit.SKIPPED for t in tests)
+        if self.runner == "pytest" and exit_code == 5 and not ran:
+            return "ran no tests"
+        if exit_code != 0 or (self.runner is None and self.path is None):
             return ""
         if self.path is not None and tests is None:
             return f"ran no tests (exited 0 without its test report {self.path.name})"

@@ -187,10 +187,13 @@ def _read(state: StateDir, work: Callable[[sqlite3.Connection], T], default: T) 
 
 
 def flaky_since(state: StateDir, lane: str | None = None) -> dict[tuple[str, str], float]:
-    """(lane, test) -> when it was last seen both passing and failing on one tree."""
+    """(lane, test) -> when it was last found flaky: the latest time a tree first
+    held both a pass and a failure of it."""
     where = "" if lane is None else "WHERE lane = ?"
     sql = (
-        f"SELECT lane, test, MAX(at) FROM test_runs {where} GROUP BY lane, test, tree "
+        "SELECT lane, test, MAX(MIN(CASE WHEN outcome = 'passed' THEN at END), "
+        f"MIN(CASE WHEN outcome IN {_FAILED} THEN at END)) FROM test_runs {where} "
+        "GROUP BY lane, test, tree "
         f"HAVING SUM(outcome = 'passed') > 0 AND SUM(outcome IN {_FAILED}) > 0"
     )
 

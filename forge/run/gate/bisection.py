@@ -158,6 +158,7 @@ class Outcome:
     requeue: list[str] = field(default_factory=list)
     interrupted: bool = False
     broken_head: Judged | None = None  # the head itself fails: nobody is to blame
+    empty: Judged | None = None  # a test runner ran no test: nothing lands, nobody is blamed
 
     @property
     def tip(self) -> str | None:
@@ -201,6 +202,9 @@ def run_batch(
     if tip == Verdict.INTERRUPTED:
         out.interrupted = True
         return out
+    if tip == Verdict.EMPTY:
+        out.empty = records[len(steps)]
+        return out
     if tip != Verdict.FAIL:
         out.landed, out.tip_record = steps, records[len(steps)]
         return out
@@ -212,6 +216,9 @@ def run_batch(
         records.update(zip(probes, judged, strict=True))
         if any(r.verdict == Verdict.INTERRUPTED for r in judged):
             out.interrupted = True
+            return out
+        if (empty := next((r for r in judged if r.verdict == Verdict.EMPTY), None)) is not None:
+            out.empty = empty
             return out
         search.record_all(
             {k: r.verdict != Verdict.FAIL for k, r in zip(probes, judged, strict=True)}

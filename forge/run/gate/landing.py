@@ -23,7 +23,7 @@ from forge.base.text import one_line
 from forge.errors import ForgeError
 from forge.git.merge import MergeResult, is_ancestor, merge_onto
 from forge.plan.repo_config import VerifyConfig
-from forge.run import history
+from forge.run import history, unblame
 from forge.run.attempt import phases
 from forge.run.attempt.context import RunContext
 from forge.run.gate import bisection as gate
@@ -32,7 +32,8 @@ from forge.run.gate.speculation import Speculator
 from forge.run.state.gate_record import GateRecord, Landing
 from forge.run.state.run_state import Status, merge_message
 from forge.verify import engine as verify
-from forge.verify import flakes
+from forge.verify import flakes, testdb
+from forge.verify.quarantine import tests_known_flaky
 from forge.verify.records import Verdict, VerifyRecord
 
 
@@ -61,7 +62,9 @@ class Gate:
         self.on_event = on_event
         self.before_verify = before_verify
         self.wake: Callable[[], None] = lambda: None
-        # Tasks left QUEUED by an earlier run come first, in plan order.
+        # Tasks left QUEUED by an earlier run come first, in plan order (with those a
+        # flaky test blamed, given back).
+        unblame.clear(ctx.repo, ctx.state, config)
         self.queue = [tid for tid, ts in ctx.state.tasks.items() if ts.status == Status.QUEUED]
         self.error: BaseException | None = None
         self.broken: VerifyRecord | None = None  # the head fails on its own
@@ -172,6 +175,7 @@ class Gate:
             self.config.reruns,
             flakes.failing_tests,
             lambda test: not flakes.exists_at(ctx.repo, head, test),
+            was_flaky=lambda lane, tests: bool(tests & tests_known_flaky(ctx.repo, lane)),
         )
         self.on_event(f"gate: verifying {', '.join(batch)}")
         out = gate.run_batch(
@@ -190,6 +194,9 @@ class Gate:
         if out.interrupted or ctx.stop.is_set():
             # Nothing of the batch lands: its tasks stay QUEUED for the next run.
             requeue = [s.task for s in out.chain.steps]
+        elif out.empty is not None:
+            requeue = [s.task for s in out.chain.steps]
+            self._empty(_record(out.empty))
         elif out.broken_head is not None:
             self.broken = _record(out.broken_head)
             with ctx.store.lock:
@@ -202,9 +209,15 @@ class Gate:
         else:
             if out.landed:
                 self._land(out, head)
-            if out.culprit is not None:
+            if out.culprit is not None and not unblame.excused(
+                ctx.repo, self.config, _record(out.culprit_record)
+            ):
                 self._blame(out.culprit.task, _record(out.culprit_record))
+            elif out.culprit is not None:  # its failing tests proved flaky meanwhile
+                requeue.insert(0, out.culprit.task)
             (self.window.failed if out.culprit else self.window.passed)()
+        with ctx.store.lock:
+            requeue += unblame.clear(ctx.repo, ctx.state, self.config)
         with self._cond:
             self.queue[:0] = requeue
         with ctx.store.lock:
@@ -402,6 +415,7 @@ class Gate:
             message=f"forge: land {', '.join(names)} (verification {record.verdict})",
         )
         faults.point("gate-after-land")
+        testdb.landed(ctx.repo.state, ctx.repo.tree_of(tip))
         with ctx.store.lock:
             for step in out.landed:
                 ts = ctx.state.tasks[step.task]
@@ -415,6 +429,21 @@ class Gate:
         for tid in names:
             ctx.on_change(tid)
         self.on_event(f"gate: landed {', '.join(names)} ({record.verdict}, {tip[:12]})")
+
+    def _empty(self, record: VerifyRecord) -> None:
+        """A lane that runs tests ran none: nothing lands, nobody is blamed, the run
+        pauses (exit 8) naming the lane."""
+        lanes = [lane for lane in record.lanes if lane.verdict == Verdict.EMPTY]
+        said = "; ".join(f"lane {lane.name} {lane.reason}" for lane in lanes)
+        why = (
+            f"verification of {record.commit[:12]}: {said}: fix the lane's command, or set "
+            f"`allow_empty = true` in its [verify.lanes.NAME] table"
+        )
+        self.broken = record
+        with self.ctx.store.lock:
+            self.ctx.state.paused = why
+            self.ctx.state.verification = record
+        self.on_event(f"gate: {why}: nothing lands, nobody is blamed")
 
     def _blame(self, tid: str, record: VerifyRecord) -> None:
         ctx = self.ctx
