@@ -294,6 +294,16 @@ class VerifyRecord:
         )
 
 
+def named_tests(record: VerifyRecord) -> dict[str, Any]:
+    """For a verification that passed despite failing tests: its summary and those
+    tests (`quarantined`, `flaky`); {} when it names none."""
+    quarantined = [t for lane in record.lanes for t in lane.quarantined]
+    flaky = [t for lane in record.lanes for t in lane.flaky_tests]
+    if not quarantined and not flaky:
+        return {}
+    return {"summary": record.summary, "quarantined": quarantined, "flaky": flaky}
+
+
 def _dir(state: StateDir) -> Path:
     return state.verify_dir
 

@@ -55,7 +55,3 @@ def pytest_suite(repo: Path, counter: Path, pattern: str = "P") -> str:
     (repo / "conftest.py").write_text("")
     (repo / ".gitignore").write_text("__pycache__/\n.pytest_cache/\n")
     return commit_all(repo, "a pytest suite")
-
-
-def runs_of(counter: Path) -> int:
-    return int(counter.read_text()) if counter.exists() else 0

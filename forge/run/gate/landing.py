@@ -34,7 +34,7 @@ from forge.run.state.run_state import Status, merge_message
 from forge.verify import engine as verify
 from forge.verify import flakes, testdb
 from forge.verify.quarantine import tests_known_flaky
-from forge.verify.records import Verdict, VerifyRecord
+from forge.verify.records import Verdict, VerifyRecord, named_tests
 
 
 class Gate:
@@ -394,7 +394,12 @@ class Gate:
         tip = out.tip
         record = _record(out.tip_record)
         assert tip is not None
-        covered = {"record": record.id, "commit": tip, "verdict": str(record.verdict)}
+        covered: dict[str, Any] = {
+            "record": record.id,
+            "commit": tip,
+            "verdict": str(record.verdict),
+            **named_tests(record),
+        }
         verification = replace(record, commit=tip)
         with ctx.store.lock:
             assert ctx.state.gate is not None
