@@ -1,8 +1,9 @@
 """A blame the gate laid on a flaky test's word, given back.
 
 The gate blames a task when a verification fails with its change and passes
-without it. When forge later learns that every test that failed then is flaky
-(it passed and failed on one tree) or quarantined, that failure was no evidence:
+without it. When forge later learns that every test that failed then is
+quarantined (flaky on evidence: it passed and failed on one tree; or by a
+person's or the team's word), that failure was no evidence:
 the task's blame is cleared. Its attempt is given back (the task is QUEUED with
 the same change, so the gate verifies that change again and no new attempt is
 made), and the task's warnings say why.
@@ -13,25 +14,22 @@ from __future__ import annotations
 from forge.git.repo import Repository
 from forge.plan.repo_config import VerifyConfig
 from forge.run.state.run_state import RunState, Status, TaskState
-from forge.verify.quarantine import quarantined, tests_known_flaky
+from forge.verify.quarantine import quarantined
 from forge.verify.records import VerifyRecord
 
 
 def _excused(
     repo: Repository, config: VerifyConfig | None, failures: list[tuple[str, str]]
 ) -> bool:
-    """Whether every failing test, (lane, test), is flaky or quarantined now (a
-    failure that names no test is never excused)."""
+    """Whether every failing test, (lane, test), is quarantined now (a failure
+    that names no test is never excused; with `quarantine = "off"` a flaky test
+    still blames)."""
     if not failures or any(not test for _lane, test in failures):
         return False
     by_lane: dict[str, set[str]] = {}
     for lane, test in failures:
         by_lane.setdefault(lane, set()).add(test)
-    for lane, tests in by_lane.items():
-        known = tests_known_flaky(repo, lane) | quarantined(repo, config, lane, tests)
-        if not tests <= known:
-            return False
-    return True
+    return all(tests <= quarantined(repo, config, lane, tests) for lane, tests in by_lane.items())
 
 
 def excused(repo: Repository, config: VerifyConfig | None, record: VerifyRecord) -> bool:

@@ -27,6 +27,8 @@ MAX_MESSAGE = 200
 class TestOutcome:
     """One test in one run of a lane."""
 
+    __test__ = False  # not a test class, whatever pytest guesses from its name
+
     test: str  # the runner's full id
     outcome: str  # passed, failed, error, skipped
     duration: float = 0.0
@@ -95,7 +97,7 @@ def read_report(path: Path) -> list[TestOutcome] | None:
 
 
 def _outcome(case: ET.Element) -> TestOutcome | None:
-    test = test_id(case.get("classname", ""), case.get("name", ""), case.get("file"))
+    test = node_id(case.get("classname", ""), case.get("name", ""), case.get("file"))
     if not test:
         return None
     outcome, message = PASSED, ""
@@ -116,7 +118,7 @@ def _outcome(case: ET.Element) -> TestOutcome | None:
     return TestOutcome(test, outcome, round(seconds, 4), message)
 
 
-def test_id(classname: str, name: str, file: str | None) -> str:
+def node_id(classname: str, name: str, file: str | None) -> str:
     """pytest's node id from an xunit1 test case (`file` given: `tests/x.py`,
     classname `tests.x.Class`); else `classname.name` as other runners report it."""
     if file and file.endswith(".py"):

@@ -80,10 +80,10 @@ class Report:
     def ran_none(self, tests: list[TestOutcome] | None, log: Path, exit_code: int | None) -> str:
         """Why a run ran no test ("" when it ran some, or forge cannot tell): a
         report holding none that ran, a report asked for and not written by a run
-        that exited 0, a runner that says so (pytest by its exit code 5)."""
+        that exited 0, a runner that says so (pytest and unittest by exit code 5)."""
         ran = tests is not None and any(t.outcome != junit.SKIPPED for t in tests)
-        if self.runner == "pytest" and exit_code == 5 and not ran:
-            return "ran no tests"
+        if self.runner in ("pytest", "unittest") and exit_code == 5 and not ran:
+            return "ran no tests"  # both say "no tests ran" by this exit code
         if exit_code != 0 or (self.runner is None and self.path is None):
             return ""
         if self.path is not None and tests is None:

@@ -294,3 +294,20 @@ def tallies(state: StateDir, plan: str | None = None) -> list[Tally]:
         ]
 
     return _read(state, work, [])
+
+
+def outcomes(state: StateDir, verification: str) -> list[tuple[str, int, TestOutcome]]:
+    """Each test's outcome in one verification (its record's id): (lane, run, outcome),
+    in the order they were filed."""
+
+    def work(con: sqlite3.Connection) -> list[tuple[str, int, TestOutcome]]:
+        return [
+            (lane, run, TestOutcome(test, outcome, duration or 0.0, message or ""))
+            for lane, run, test, outcome, duration, message in con.execute(
+                "SELECT lane, run, test, outcome, duration, message FROM test_runs "
+                "WHERE verification = ? ORDER BY rowid",
+                (verification,),
+            )
+        ]
+
+    return _read(state, work, [])
