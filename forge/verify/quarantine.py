@@ -77,7 +77,8 @@ def standings(
         elif word == "release" and at > seen:
             out[test] = Standing(True, False, "released by a person")
         elif passes.get(test, 0) >= pol.release_after:
-            out[test] = Standing(True, False, f"released after {pol.release_after} passes")
+            n = pol.release_after
+            out[test] = Standing(True, False, f"released after {n} pass{'es' * (n != 1)}")
         else:
             out[test] = Standing(True, True, "flaky")
     return out

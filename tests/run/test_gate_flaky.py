@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from helpers.gitkit import run_forge
+from helpers.gitkit import git, run_forge
 from helpers.runkit import plan_and_run, state, statuses, write_plan
 from helpers.suites import ADD, FLAKY, PYTEST, pytest_suite
 
@@ -104,3 +104,27 @@ def test_a_lane_that_ran_no_test_lands_nothing_blames_nobody_and_pauses(
     paused = state(repo)["paused"]
     assert "lane verify ran no tests" in paused and "allow_empty = true" in paused
     assert "ran no tests" in cp.stdout + cp.stderr
+
+
+def test_a_quarantined_test_is_released_after_passing_on_landed_trees(
+    repo: Path, tmp_path: Path
+) -> None:
+    pytest_suite(repo, tmp_path / "n", "FPP")
+    (repo / "forge.toml").write_text(
+        f"[verify]\ncommand = '''{PYTEST}'''\nreruns = 1\n\n[tests]\nrelease_after = 1\n"
+    )
+    git(repo, "add", "forge.toml")
+    git(repo, "commit", "-q", "-m", "forge.toml")
+    assert run_forge(repo, "verify").returncode == 0  # failed, then passed: flaky
+    row = {r["test"]: r for r in json.loads(run_forge(repo, "tests", "--json").stdout)}[FLAKY]
+    assert row["flaky"] and row["quarantined"]
+    cp = plan_and_run(repo, write_plan(tmp_path, task("a")))  # it passes on the landed tree
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    row = {r["test"]: r for r in json.loads(run_forge(repo, "tests", "--json").stdout)}[FLAKY]
+    assert row["flaky"] and not row["quarantined"]
+    assert row["why"] == "released after 1 pass"
+    mine = {
+        r["test"]: r for r in json.loads(run_forge(repo, "tests", "--plan", "p", "--json").stdout)
+    }
+    assert mine[FLAKY]["runs"] == 1 and row["runs"] == 3  # the plan's own runs, and all
+    assert run_forge(repo, "tests", "--plan", "nope").returncode == 2
