@@ -151,3 +151,14 @@ def test_a_bad_lane_table_is_one_line_naming_the_key(repo: Path) -> None:
     assert cp.returncode == 2
     assert "lane `unit`: unknown key `junitxml`" in cp.stderr
     assert "Traceback" not in cp.stderr
+
+
+def test_a_pytest_run_forge_asked_no_report_of_is_judged_by_its_summary_line(
+    repo: Path, tmp_path: Path
+) -> None:
+    # As pytest in a container: forge's PYTEST_ADDOPTS does not reach it.
+    pytest_suite(repo, tmp_path / "n")
+    forge_toml(repo, f"verify = '''env -u PYTEST_ADDOPTS {PYTEST.removeprefix('env ')}'''\n")
+    cp = run_forge(repo, "verify")
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    assert listed(repo) == []  # no outcome recorded: there was no report
