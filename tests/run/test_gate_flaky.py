@@ -128,3 +128,26 @@ def test_a_quarantined_test_is_released_after_passing_on_landed_trees(
     }
     assert mine[FLAKY]["runs"] == 1 and row["runs"] == 3  # the plan's own runs, and all
     assert run_forge(repo, "tests", "--plan", "nope").returncode == 2
+
+
+def test_a_blame_given_back_in_the_same_run_is_judged_again_not_remembered(
+    repo: Path, tmp_path: Path
+) -> None:
+    # Runs: the batch fails test_add twice (the flaky test passing); the bisection's
+    # [a, b] fails the flaky test twice, [a] passes: b is blamed. The culprit alone
+    # then fails test_add with the flaky test failing, passing, failing: flaky now,
+    # so b's blame is given back, and b's tree, which failed in this run, is judged
+    # again (and passes) rather than answered from this run's memory of the FAIL.
+    pytest_suite(repo, tmp_path / "n", "PPFFPFPFP")
+    body = task("a") + task("b") + task("culprit", BREAK_ADD, "lib.py")
+    head = f"verify = '''{PYTEST}'''\ngate = \"end\"\nmax_parallel = 1\nverify_parallel = 1\n"
+    plan = write_plan(tmp_path, head + body)
+    cp = plan_and_run(repo, plan)
+    assert cp.returncode == 5, cp.stdout + cp.stderr
+    assert statuses(repo) == {"a": "MERGED", "b": "MERGED", "culprit": "FAILED"}
+    b = state(repo)["tasks"]["b"]
+    assert len(b["attempts"]) == 1
+    assert any(w.startswith(f"blame cleared: {FLAKY} proved flaky") for w in b["warnings"]), (
+        cp.stderr
+    )
+    assert ADD in state(repo)["tasks"]["culprit"]["reason"]

@@ -277,6 +277,9 @@ class Gate:
     def _judge(self, commit: str, key: str | None = None) -> VerifyRecord:
         tree = self.ctx.repo.tree_of(commit)
         failed = self._failed.get(tree)
+        if failed is not None and unblame.excused(self.ctx.repo, self.config, failed):
+            del self._failed[tree]  # its failing tests proved flaky since: judged again
+            failed = None
         if failed is not None:  # FAIL is not in the verdict cache; this run remembers it
             return replace(failed, commit=commit, cached=True)
         record = self.spec.answer(tree)
