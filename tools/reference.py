@@ -29,7 +29,7 @@ from reference_text import ENVIRONMENT, EXIT_CODES, KEYS  # noqa: E402
 from forge.agents import definition  # noqa: E402
 from forge.cli.kit import app  # noqa: E402
 from forge.errors import ExitCode  # noqa: E402
-from forge.plan import load, repo_config  # noqa: E402
+from forge.plan import lanes, load, repo_config  # noqa: E402
 
 REFERENCE = ROOT / "docs" / "reference"
 PERFORMANCE = ROOT / "docs" / "performance.md"
@@ -44,6 +44,8 @@ def key_tables() -> dict[str, tuple[str, ...]]:
         "[[task]]": load.TASK_KEYS,
         "forge.toml": repo_config.FORGE_TOML_KEYS,
         "[verify]": repo_config.VERIFY_KEYS,
+        "[verify.lanes.NAME]": lanes.LANE_KEYS,
+        "[tests]": lanes.TESTS_KEYS,
         "[cluster]": repo_config.CLUSTER_KEYS,
         "[agents.NAME]": definition.TABLE_KEYS,
     }

@@ -41,6 +41,8 @@ KEYS: dict[str, dict[str, str]] = {
         "strict_model": "an attempt that ran another model than asked is INFRA",
         "auto": 'the pool `agent = "auto"` chooses from',
         "notify": "a command told of a run's pause, need of a person, and end (JSON on stdin)",
+        "quarantine": '`"auto"` (default): a flaky test\'s failure blames nobody; `"off"`',
+        "release_after": "passes in a row on landed trees that release a quarantined test (20)",
         **_SHARED_TASK,
     },
     "[[task]]": {
@@ -62,6 +64,7 @@ KEYS: dict[str, dict[str, str]] = {
         "auto": 'the pool `agent = "auto"` chooses from, for every plan',
         "draft": '`[draft] agent = "SPEC"`: the planner `forge draft` asks',
         "notify": "the command told of every plan's runs (a plan's own `notify` wins)",
+        "tests": "`[tests]`: a team's word on tests (quarantine)",
     },
     "[verify]": {
         "command": "one verification command (or `lanes`)",
@@ -73,6 +76,16 @@ KEYS: dict[str, dict[str, str]] = {
         "setup_timeout": "time limit of `setup` (default 10m)",
         "env": "environment of the lanes; `{worktree}` is the checkout",
         "gate_on": '`"regressions"` (default) or `"green"`, as the plan key',
+    },
+    "[verify.lanes.NAME]": {
+        "command": "the lane's command",
+        "junit": "the JUnit XML report the command writes (forge asks pytest for one itself)",
+        "subset": "how to run some tests only: a command with `{tests}`",
+        "allow_empty": "a test runner that ran no test may pass",
+    },
+    "[tests]": {
+        "quarantine": 'tests quarantined by the team\'s word, or `"auto"` / `"off"`',
+        "release_after": "passes in a row on landed trees that release a quarantined test",
     },
     "[cluster]": {
         "address": "the scheduler (`tcp://host:8786`, or `local:N`)",

@@ -104,7 +104,7 @@ def verification_lines(record: VerifyRecord | None) -> list[str]:
     if record is None:
         return ["verification: not run"]
     cached = " (remembered verdict: this tree was verified before)" if record.cached else ""
-    lines = [f"verification: {record.verdict} on {short_sha(record.commit)}{cached}"]
+    lines = [f"verification: {record.summary} on {short_sha(record.commit)}{cached}"]
     for lane in record.lanes:
         lines += [f"  {line}" for line in lane.lines()]
     return lines
@@ -228,7 +228,7 @@ def landed_lines(rows: list[dict[str, Any]]) -> list[str]:
         if r["status"] == Status.MERGED and covered:
             by.setdefault(str(covered["record"]), (covered, []))[1].append(r["id"])
     return [
-        f"landed by verification {record} ({covered['verdict']} on "
+        f"landed by verification {record} ({covered.get('summary') or covered['verdict']} on "
         f"{str(covered['commit'])[:12]}): {', '.join(ids)}"
         for record, (covered, ids) in by.items()
     ]

@@ -139,6 +139,12 @@ def raise_for_verdict(verified: Verified) -> None:
         raise Interrupted("verification interrupted: every lane's processes were stopped")
     if verified.record.verdict == Verdict.FAIL:
         raise ForgeError(describe_failure(verified.record), code=ExitCode.FAILED)
+    if verified.record.verdict == Verdict.EMPTY:
+        raise ForgeError(
+            f"verification {verified.record.summary}: a lane that runs tests ran none; "
+            f"set `allow_empty = true` in its [verify.lanes.NAME] table if that is right",
+            code=ExitCode.FAILED,
+        )
 
 
 def render(record: VerifyRecord) -> list[str]:
@@ -153,9 +159,9 @@ def render(record: VerifyRecord) -> list[str]:
         )
     elif record.cached:
         lines.append(
-            f"verification {record.verdict} on {where}: remembered verdict of verification "
+            f"verification {record.summary} on {where}: remembered verdict of verification "
             f"{record.id} (`--force` runs it again)"
         )
     else:
-        lines.append(f"verification {record.verdict} on {where} in {record.duration:.1f}s")
+        lines.append(f"verification {record.summary} on {where} in {record.duration:.1f}s")
     return lines

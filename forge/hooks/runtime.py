@@ -284,13 +284,13 @@ def _pre_push(stdin: bytes) -> int:
             return 1
         how = " (remembered verdict)" if record.cached else ""
         if record.verdict in (Verdict.PASS, Verdict.FLAKY):
-            _say(f"{short}: {record.verdict}{how}")
+            _say(f"{short}: {record.summary}{how}")
             continue
         from forge.verify.engine import describe_failure
 
         if _already_failing(repo, tip, config, record):
             continue
-        _say(f"{short}: {record.verdict}{how}: push blocked")
+        _say(f"{short}: {record.summary}{how}: push blocked")
         _say(describe_failure(record))
         for failure in record.failures[:10]:  # each failing test with its first error
             _say(f"  failed: {failure.describe()}")

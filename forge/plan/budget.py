@@ -1,8 +1,13 @@
-"""A spending limit: `budget = "20 USD"` in a plan, or `forge run --budget 20`."""
+"""Money: a spending limit (`budget = "20 USD"` in a plan, or `forge run --budget 20`)
+and model prices (`[prices]` in forge.toml)."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from typing import Any
+
+from forge.base.tomlread import Problems
 
 _BUDGET = re.compile(r"^\s*\$?\s*(\d+(?:\.\d+)?)\s*(?:usd|\$)?\s*$", re.IGNORECASE)
 
@@ -22,3 +27,33 @@ def parse_budget(value: object) -> float:
 
 def describe(amount: float) -> str:
     return f"{amount:g} USD"
+
+
+def parse_prices(
+    value: Any, *, problems: Problems, line_of: Callable[[str], int | None]
+) -> dict[str, tuple[float, float]]:
+    """`[prices]`: model = { input = USD, output = USD } per million tokens, or
+    model = [input, output]."""
+    if not isinstance(value, dict):
+        problems.add("`prices` must be a table ([prices])", line=line_of("prices"))
+        return {}
+    out: dict[str, tuple[float, float]] = {}
+    for model, price in value.items():
+        pair = (
+            [price.get("input"), price.get("output")]
+            if isinstance(price, dict) and set(price) <= {"input", "output"}
+            else price
+        )
+        if (
+            isinstance(pair, list)
+            and len(pair) == 2
+            and all(isinstance(x, int | float) and not isinstance(x, bool) and x >= 0 for x in pair)
+        ):
+            out[str(model)] = (float(pair[0]), float(pair[1]))
+        else:
+            problems.add(
+                f"[prices] {model}: give USD per million tokens as "
+                f"{{ input = 3.0, output = 15.0 }} or [3.0, 15.0]",
+                line=line_of(str(model)),
+            )
+    return out

@@ -15,6 +15,7 @@ from typing import Any, cast
 from forge.base.tomlread import Problems, TableReader, TomlSource
 from forge.errors import ForgeError
 from forge.plan.candidates import read_best_of
+from forge.plan.lanes import read_mode
 from forge.plan.model import (
     DEFAULT_BATCH_MAX,
     DEFAULT_ESCALATE_AFTER,
@@ -59,6 +60,8 @@ PLAN_KEYS = (
     "batch_window",
     "gate_on",
     "verify_parallel",
+    "quarantine",
+    "release_after",
     "agent",
     "fallback",
     "review",
@@ -190,6 +193,12 @@ class _Checker:
         notify = get.string("notify")
         auto = self.spec_list("auto")
         verify = self.verify()
+        quarantine = read_mode(d.get("quarantine"), get) if "quarantine" in d else None
+        if isinstance(d.get("quarantine"), list):
+            get.bad("quarantine", '"auto" or "off" (a list of tests goes in forge.toml\'s [tests])')
+        release_after = (
+            get.integer("release_after", low=1, default=1) if "release_after" in d else None
+        )
         best = read_best_of(d, "plan", self.problems, self.top_line)
         agents = parse_agents(
             d.get("agents", {}),
@@ -224,6 +233,8 @@ class _Checker:
             batch_window=cast(BatchWindow, batch_window),
             gate_on=gate_on,
             verify_parallel=verify_parallel,
+            quarantine=quarantine,
+            release_after=release_after,
             sandbox=sandbox,
             strict_model=strict_model,
             notify=notify,

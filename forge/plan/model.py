@@ -144,6 +144,8 @@ class Plan:
     batch_window: BatchWindow = "adaptive"
     gate_on: str | None = None  # "regressions" or "green"; None: [verify]'s, else regressions
     verify_parallel: int = DEFAULT_VERIFY_PARALLEL
+    quarantine: str | None = None  # "auto" or "off" (None: forge.toml's [tests], else auto)
+    release_after: int | None = None
     sandbox: bool = False  # run every command under bubblewrap (forge/base/sandbox.py)
     strict_model: bool = False  # an attempt that ran another model than asked is INFRA
     notify: str | None = None  # told of a run's pause or end (forge/run/notify.py)
@@ -188,7 +190,13 @@ class Plan:
         config = self.verify if self.verify is not None else repo_default
         if config is None:
             return None
-        if self.setup is None and not self.env and config is repo_default:
+        if self.quarantine or self.release_after:
+            config = replace(
+                config,
+                quarantine=self.quarantine or config.quarantine,
+                release_after=self.release_after or config.release_after,
+            )
+        if self.setup is None and not self.env and self.verify is None:
             return config  # forge.toml's own setup and env, which its command needs
         return replace(
             config,
@@ -237,6 +245,8 @@ class Plan:
             "batch_window": self.batch_window,
             "gate_on": self.gate_on,
             "verify_parallel": self.verify_parallel,
+            "quarantine": self.quarantine,
+            "release_after": self.release_after,
             "sandbox": self.sandbox,
             "strict_model": self.strict_model,
             "notify": self.notify,
@@ -275,6 +285,8 @@ class Plan:
             batch_window=data.get("batch_window", "adaptive"),
             gate_on=data.get("gate_on"),
             verify_parallel=data.get("verify_parallel", DEFAULT_VERIFY_PARALLEL),
+            quarantine=data.get("quarantine"),
+            release_after=data.get("release_after"),
             sandbox=bool(data.get("sandbox", False)),
             strict_model=bool(data.get("strict_model", False)),
             notify=data.get("notify"),

@@ -17,6 +17,8 @@ from forge.agents.names import agent_name_problem
 from forge.base.settings import DEFAULT_GRACE
 from forge.base.tomlread import LineOf, Problems, TableReader, TomlSource
 from forge.errors import ForgeError
+from forge.plan.budget import parse_prices
+from forge.plan.lanes import LaneOptions, TestsWord, read_lanes, read_tests
 
 DEFAULT_RERUNS = 2
 # Every lane has a time limit: a hanging test suite must not hang the gate forever.
@@ -43,14 +45,27 @@ class VerifyConfig:
     # `gate_on` of a [verify] table: "regressions" or "green" (None: not said); how
     # the gate judges, not what a verdict means (left out of the fingerprint)
     gate_on: str | None = None
+    # What lane tables say beside their commands (lanes written as strings: none).
+    options: tuple[tuple[str, LaneOptions], ...] = ()
+    # How failing tests with a flaky history are treated ("auto", "off"; None: as
+    # forge.toml's [tests] says, else "auto"), and when one leaves quarantine.
+    quarantine: str | None = None
+    release_after: int | None = None
+
+    def options_of(self, lane: str) -> LaneOptions:
+        return dict(self.options).get(lane) or LaneOptions()
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "lanes": [[name, cmd] for name, cmd in self.lanes],
             "reruns": self.reruns,
             "timeout": self.timeout,
             "grace": self.grace,
         }
+        options = {name: o.to_dict() for name, o in self.options if o.to_dict()}
+        if options:
+            out["options"] = options
+        return out
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> VerifyConfig:
@@ -60,6 +75,9 @@ class VerifyConfig:
             # A config recorded before every lane had a limit gets the default.
             timeout=float(data.get("timeout") or DEFAULT_VERIFY_TIMEOUT),
             grace=float(data.get("grace", DEFAULT_GRACE)),
+            options=tuple(
+                (str(n), LaneOptions.from_dict(o)) for n, o in dict(data.get("options", {})).items()
+            ),
         )
 
     def fingerprint(self) -> str:
@@ -75,6 +93,16 @@ class VerifyConfig:
             key["setup"] = self.setup
         if self.env:
             key["env"] = [list(kv) for kv in self.env]
+        # A lane's report and whether it may run no test change what its verdict
+        # means; how it runs a subset does not (a subset's verdict is never kept).
+        judged = {
+            name: {k: v for k, v in o.to_dict().items() if k != "subset"}
+            for name, o in self.options
+        }
+        if any(judged.values()):
+            key["options"] = judged
+        if self.quarantine == "off":
+            key["quarantine"] = "off"
         return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -166,6 +194,7 @@ def parse_verify(
     grace = DEFAULT_GRACE
     table_reruns: Any = None
     lanes: list[tuple[str, str]] = []
+    options: list[tuple[str, LaneOptions]] = []
     prepare: dict[str, Any] = {}
     if isinstance(value, str):
         if not value.strip():
@@ -180,7 +209,11 @@ def parse_verify(
             line_of=line_of,
         )
         prepare = _verify_prepare(value, what, problems, line_of)
-        lanes = _verify_lanes(value, what=what, problems=problems, line_of=line_of)
+        read = read_lanes(
+            value, what=what, problems=problems, line_of=line_of, name_problem=ref_part_problem
+        )
+        lanes = [(name, cmd) for name, cmd, _o in read]
+        options = [(name, o) for name, _c, o in read if o != LaneOptions()]
         table_reruns = value.get("reruns")
         get = TableReader(value, problems, what=what, line_of=line_of, quote=True)
         timeout = get.duration("timeout")
@@ -200,6 +233,7 @@ def parse_verify(
         reruns=count,
         timeout=DEFAULT_VERIFY_TIMEOUT if timeout is None else timeout,
         grace=grace,
+        options=tuple(options),
         **prepare,
     )
 
@@ -207,7 +241,7 @@ def parse_verify(
 PREPARE_KEYS = ("setup", "setup_timeout", "env")
 # The keys each table accepts (docs/reference/ is generated from them).
 VERIFY_KEYS = ("command", "lanes", "reruns", "timeout", "grace", "gate_on", *PREPARE_KEYS)
-FORGE_TOML_KEYS = ("agents", "verify", "cluster", "prices", "auto", "draft", "notify")
+FORGE_TOML_KEYS = ("agents", "verify", "cluster", "prices", "auto", "draft", "notify", "tests")
 CLUSTER_KEYS = ("address", "remote")
 GATE_ON = ("regressions", "green")  # what the gate lands on: no new failures, or all pass
 
@@ -222,40 +256,6 @@ def _verify_prepare(
     if setup:
         out |= {"setup": setup, "setup_timeout": limit or DEFAULT_SETUP_TIMEOUT}
     return out
-
-
-def _verify_lanes(
-    table: dict[str, Any],
-    *,
-    what: str,
-    problems: Problems,
-    line_of: Callable[[str], int | None],
-) -> list[tuple[str, str]]:
-    """The lanes of a `[verify]` table: one `command`, or a `lanes` table of them."""
-    command, lane_table = table.get("command"), table.get("lanes")
-    if (command is None) == (lane_table is None):
-        problems.add(f"{what}: set exactly one of `command` and `lanes`", line=line_of("verify"))
-        return []
-    if command is not None:
-        if not isinstance(command, str) or not command.strip():
-            problems.add(f"{what}: `command` must be a non-empty string", line=line_of("command"))
-            return []
-        return [("verify", command)]
-    if not isinstance(lane_table, dict) or not lane_table:
-        problems.add(f'{what}: `lanes` must be a table of lane = "command"', line=line_of("lanes"))
-        return []
-    lanes = []
-    for lane, cmd in lane_table.items():
-        why = ref_part_problem(lane)
-        if why:
-            problems.add(f"{what}: lane name `{lane}` is not valid: {why}", line=line_of(lane))
-        if not isinstance(cmd, str) or not cmd.strip():
-            problems.add(
-                f"{what}: lane `{lane}` must be a non-empty command string", line=line_of(lane)
-            )
-        else:
-            lanes.append((lane, cmd))
-    return lanes
 
 
 def _verify_reruns(
@@ -355,6 +355,7 @@ class RepoConfig:
     prices: Mapping[str, tuple[float, float]] = field(default_factory=dict)  # `[prices]`
     auto: tuple[str, ...] = ()  # the pool of `agent = "auto"`, when a plan names none
     draft_agent: str | None = None  # [draft] agent: the planner of `forge draft`
+    tests: TestsWord = field(default_factory=TestsWord)  # `[tests]`: a team's word on tests
 
     def all_prices(self) -> dict[str, tuple[float, float]]:
         from forge.agents.prices import DEFAULT_PRICES
@@ -430,8 +431,14 @@ def load_repo_config(repo_root: Path, *, read_agents: bool = True) -> RepoConfig
     if notify is not None and (not isinstance(notify, str) or not notify.strip()):
         problems.add("`notify` must be a command (a non-empty string)", line=top("notify"))
         notify = None
+    tests = (
+        read_tests(data["tests"], what="[tests]", problems=problems, line_of=top)
+        if "tests" in data
+        else TestsWord()
+    )
     problems.raise_if_any()
     return RepoConfig(
+        tests=tests,
         agents=agents,
         verify=verify,
         cluster_address=address,
@@ -459,36 +466,6 @@ def _parse_cluster(
             value = None
         values.append(value)
     return values[0], values[1]
-
-
-def parse_prices(
-    value: Any, *, problems: Problems, line_of: Callable[[str], int | None]
-) -> dict[str, tuple[float, float]]:
-    """`[prices]`: model = { input = USD, output = USD } per million tokens, or
-    model = [input, output]."""
-    if not isinstance(value, dict):
-        problems.add("`prices` must be a table ([prices])", line=line_of("prices"))
-        return {}
-    out: dict[str, tuple[float, float]] = {}
-    for model, price in value.items():
-        pair = (
-            [price.get("input"), price.get("output")]
-            if isinstance(price, dict) and set(price) <= {"input", "output"}
-            else price
-        )
-        if (
-            isinstance(pair, list)
-            and len(pair) == 2
-            and all(isinstance(x, int | float) and not isinstance(x, bool) and x >= 0 for x in pair)
-        ):
-            out[str(model)] = (float(pair[0]), float(pair[1]))
-        else:
-            problems.add(
-                f"[prices] {model}: give USD per million tokens as "
-                f"{{ input = 3.0, output = 15.0 }} or [3.0, 15.0]",
-                line=line_of(str(model)),
-            )
-    return out
 
 
 def toml_error_line(exc: tomllib.TOMLDecodeError) -> int | None:

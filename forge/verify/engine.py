@@ -35,7 +35,7 @@ from forge.base.sandbox import Sandbox
 from forge.git.contained import ceiling_env
 from forge.git.repo import Repository, short_sha
 from forge.plan.repo_config import VerifyConfig
-from forge.verify import environment, pool
+from forge.verify import environment, pool, quarantine, reports, testdb
 from forge.verify import records as verify_records
 from forge.verify.checkout import Checkout, check_key, key_lock, prepare
 from forge.verify.failures import Failure, failures_from_log
@@ -200,7 +200,10 @@ def _run_lanes(
             if co is None:
                 results[name] = LaneResult(name, command, Verdict.INTERRUPTED, ())
             else:
-                box = Sandbox((co.path,), (repo.root, repo.common_dir)) if sandbox else None
+                # The reports forge asks for are written beside the lane's logs.
+                made = reports.reports_dir(verify_records.logs_dir(repo.state, base.id) / "x")
+                made.mkdir(parents=True, exist_ok=True)
+                box = Sandbox((co.path, made), (repo.root, repo.common_dir)) if sandbox else None
                 lane = _Lane(repo, base, config, co, name, stop, emit, box, policy)
                 results[name] = _run_lane(lane, command)
         except BaseException as exc:  # noqa: BLE001 re-raised by the caller's thread after the join
@@ -236,12 +239,19 @@ class _Lane:
     box: Sandbox | None
     policy: Reruns  # whether a failed run is run again
 
-    def run(self, kind: str, command: str, *, log: Path, timeout: float | None) -> LaneRun:
+    def run(
+        self, kind: str, command: str, *, log: Path, timeout: float | None, n: int = 0
+    ) -> LaneRun:
         """Run `command` in the lane's checkout, in a process group of its own; a
         checkout the command changed is restored (the run records what changed), and
-        a failing run names the failing tests its log shows."""
+        a failing run names the failing tests its report (else its log) shows. Each
+        test's outcome goes into the history (run `n` of the lane; 0: setup)."""
         co = self.co
         env = environment.expand(self.config.env, co.path)
+        report = reports.Report.of(self.config, self.name, command, co.path, log) if n else None
+        if report is not None:
+            env = report.env(env)
+            report.clear()
         before = co.fingerprint()
         co.begin_run()
         res = procgroup.run_group(
@@ -257,12 +267,16 @@ class _Lane:
             ),
             stop=self.stop,
         )
+        tests = report.read() if report is not None else None
         changed = co.fingerprint().changes_since(before)
         if changed:
             co.restore(self.base.commit)
         co.end_run()
         failed = res.returncode != 0 and not (res.timed_out or res.stopped)
-        return LaneRun(
+        failures = _failures(self.name, log) if failed and kind != "setup" else ()
+        if failed and tests is not None:
+            failures = reports.failures_of(self.name, tests, failures)
+        run = LaneRun(
             kind=kind,
             exit_code=res.returncode,
             duration=round(res.duration, 3),
@@ -271,8 +285,20 @@ class _Lane:
             timed_out=res.timed_out,
             stopped=res.stopped,
             timeout=timeout,
-            failures=_failures(self.name, log) if failed and kind != "setup" else (),
+            failures=failures,
+            tests=None if tests is None else sum(t.outcome != "skipped" for t in tests),
         )
+        if report is not None and not (res.stopped or changed):
+            where = testdb.RunOf(
+                self.base.id, self.base.key, self.name, self.base.tree, n, kind, str(log)
+            )
+            testdb.record(self.repo.state, where, reports.outcomes(tests, failures))
+            none = "" if res.timed_out else report.ran_none(tests, log, res.returncode)
+            if none and report.allow_empty:
+                run = replace(run, allowed_empty=True, failures=())
+            elif none:
+                run = replace(run, empty=none, failures=())
+        return run
 
 
 def _run_lane(lane: _Lane, command: str) -> LaneResult:
@@ -297,16 +323,23 @@ def _run_lane(lane: _Lane, command: str) -> LaneResult:
             co.restore(lane.base.commit, unflag=False)
         log = logs / f"{name}-{n}.log"
         emit(f"lane {name}: {kind} run {n} started (log {log})")
-        run = lane.run(kind, command, log=log, timeout=lane.config.timeout)
-        runs.append(run)
+        run = lane.run(kind, command, log=log, timeout=lane.config.timeout, n=n)
         if run.stopped:
+            runs.append(run)
             verdict = Verdict.INTERRUPTED
             break
         if run.changed:
+            runs.append(run)
             emit(f"lane {name}: the run changed the checkout: {', '.join(run.changed[:8])}")
             verdict = Verdict.FAIL
             break
-        if run.exit_code == 0 and not run.timed_out:
+        run = _forgiven(lane, run)
+        runs.append(run)
+        if run.empty:
+            verdict = Verdict.EMPTY
+            break
+        passed = run.exit_code == 0 or run.allowed_empty or (run.quarantined and not run.failures)
+        if passed and not run.timed_out:
             verdict = Verdict.PASS if n == 1 else Verdict.FLAKY
             break
         why = run.outcome + "".join(f": {f.describe()}" for f in run.failures[:1])
@@ -317,6 +350,25 @@ def _run_lane(lane: _Lane, command: str) -> LaneResult:
     result = LaneResult(name, command, verdict, tuple(runs))
     emit(f"lane {name}: {verdict} ({result.reason})")
     return result
+
+
+def _forgiven(lane: _Lane, run: LaneRun) -> LaneRun:
+    """A failed run's quarantined failing tests, set apart: listed as quarantined,
+    no longer among its failures. When every failing test (all named) was
+    quarantined, the run counts as a pass."""
+    if run.exit_code == 0 or run.timed_out:
+        return run
+    failing = {f.test for f in run.failures if f.test}
+    if not failing:
+        return run
+    held = quarantine.quarantined(lane.repo, lane.config, lane.name, failing)
+    if not held:
+        return run
+    named = tuple(sorted(held))
+    rest = tuple(f for f in run.failures if f.test not in held)
+    if not rest:
+        lane.emit(f"lane {lane.name}: only quarantined tests failed ({', '.join(named[:5])})")
+    return replace(run, quarantined=named, failures=rest)
 
 
 def _setup(lane: _Lane) -> LaneRun | None:

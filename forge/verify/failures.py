@@ -115,7 +115,8 @@ def _first(lines: Iterable[str], pred: Callable[[str], bool] = lambda s: bool(s.
 
 # --- pytest ---------------------------------------------------------------------
 
-_PY_SUMMARY = re.compile(r"^(FAILED|ERROR) (\S+?)(?: - (.*))?$")
+# A node id's parameters may hold spaces: `tests/x.py::test_y[1 Byte]`.
+_PY_SUMMARY = re.compile(r"^(FAILED|ERROR) (\S+?(?:\[.*?\])?)(?: - (.*))?$")
 _PY_SECTION = re.compile(r"^_{3,} (.+?) _{3,}$")
 _PY_BANNER = re.compile(r"^={3,} .* ={3,}$|^={3,}$")
 

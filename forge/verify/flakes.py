@@ -9,7 +9,9 @@ fail for the same reason, so it asks more of a rerun (`Confirm`):
 - a failure whose failing tests are the same as one already confirmed in this
   batch is not rerun at all (a bisection step that fails as the batch did);
 - a failure of a test that does not exist on the integration head is not rerun:
-  a new test cannot be a known flake.
+  a new test cannot be a known flake;
+- none of this holds for a failing test with a flaky history (it passed and
+  failed on one tree, forge/verify/testdb.py): it gets every rerun.
 
 Anything else fails again only after its reruns, so a flake still never ejects
 anyone. The failing test ids of a lane are a set of strings, empty when unknown.
@@ -53,11 +55,16 @@ class Confirm:
     reruns: int
     tests_of: TestsOf
     is_new: Callable[[str], bool] = lambda _test: False
+    # (lane, failing tests) -> whether any of them has a flaky history: then no
+    # failure of theirs is confirmed early (every rerun is made).
+    was_flaky: Callable[[str, frozenset[str]], bool] = lambda _lane, _tests: False
     confirmed: set[tuple[str, frozenset[str]]] = field(default_factory=set)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def again(self, lane: str, runs: Sequence[LaneRun]) -> bool:
         tests = self.tests_of(runs[-1])
+        if tests and self.was_flaky(lane, tests):
+            return len(runs) <= self.reruns
         key = (lane, tests)
         with self._lock:
             if key in self.confirmed:

@@ -35,6 +35,7 @@ class Verdict(enum.StrEnum):
 
     FAIL = "FAIL"
     INTERRUPTED = "INTERRUPTED"
+    EMPTY = "EMPTY"  # a test runner that ran no test: blames nobody, lands nothing
     FLAKY = "FLAKY"
     PASS = "PASS"
     UNVERIFIED = "UNVERIFIED"
@@ -45,7 +46,7 @@ class Verdict(enum.StrEnum):
         return self in (Verdict.PASS, Verdict.FLAKY, Verdict.UNVERIFIED)
 
 
-_ORDER = [Verdict.FAIL, Verdict.INTERRUPTED, Verdict.FLAKY, Verdict.PASS]
+_ORDER = [Verdict.FAIL, Verdict.INTERRUPTED, Verdict.EMPTY, Verdict.FLAKY, Verdict.PASS]
 
 
 def worst(verdicts: list[Verdict]) -> Verdict:
@@ -53,6 +54,11 @@ def worst(verdicts: list[Verdict]) -> Verdict:
 
 
 _SHOWN = 5  # failing tests a lane lists by name
+
+
+def _listed(tests: tuple[str, ...]) -> str:
+    more = len(tests) - 3
+    return ", ".join(tests[:3]) + (f" and {more} more" if more > 0 else "")
 
 
 @dataclass(frozen=True)
@@ -66,9 +72,22 @@ class LaneRun:
     stopped: bool = False
     timeout: float | None = None  # the time limit it ran under
     failures: tuple[Failure, ...] = ()  # the failing tests its log names
+    tests: int | None = None  # tests its report says ran (None: no report)
+    quarantined: tuple[str, ...] = ()  # its failing tests that were quarantined
+    empty: str = ""  # why a run that exited 0 is not a pass ("ran no tests")
+    allowed_empty: bool = False  # it ran no test, and its lane says `allow_empty`
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        extra: dict[str, Any] = {}
+        if self.tests is not None:
+            extra["tests"] = self.tests
+        if self.quarantined:
+            extra["quarantined"] = list(self.quarantined)
+        if self.empty:
+            extra["empty"] = self.empty
+        if self.allowed_empty:
+            extra["allowed_empty"] = True
+        return extra | {
             "kind": self.kind,
             "exit_code": self.exit_code,
             "duration": round(self.duration, 3),
@@ -101,6 +120,10 @@ class LaneRun:
             stopped=bool(data.get("stopped", False)),
             timeout=None if data.get("timeout") is None else float(data["timeout"]),
             failures=tuple(Failure.from_dict(f) for f in data.get("failures") or ()),
+            tests=None if data.get("tests") is None else int(data["tests"]),
+            quarantined=tuple(str(t) for t in data.get("quarantined") or ()),
+            empty=str(data.get("empty") or ""),
+            allowed_empty=bool(data.get("allowed_empty", False)),
         )
 
 
@@ -127,6 +150,10 @@ class LaneResult:
             return f"setup failed in its checkout: {why}"
         if last.changed:
             return f"changed the checkout: {', '.join(last.changed[:8])}"
+        if last.empty:
+            return last.empty
+        if self.verdict in (Verdict.PASS, Verdict.FLAKY) and self.named:
+            return self.named
         if last.timed_out and not last.stopped:
             limit = last.duration if last.timeout is None else last.timeout
             return f"timed out after {limit:g}s"
@@ -135,6 +162,31 @@ class LaneResult:
         if last.failures:  # a log in no runner's shape: its last error line
             return f"{last.outcome}: {last.failures[-1].message}"
         return last.outcome
+
+    @property
+    def quarantined(self) -> tuple[str, ...]:
+        """Quarantined tests that failed in its last run (it passed without them)."""
+        if not self.runs or self.verdict not in (Verdict.PASS, Verdict.FLAKY):
+            return ()
+        return self.runs[-1].quarantined
+
+    @property
+    def flaky_tests(self) -> tuple[str, ...]:
+        """For FLAKY: the tests that failed in a run before the one that passed."""
+        if self.verdict != Verdict.FLAKY:
+            return ()
+        seen = [f.test for run in self.runs[:-1] for f in run.failures if f.test]
+        return tuple(t for t in dict.fromkeys(seen) if t not in self.quarantined)
+
+    @property
+    def named(self) -> str:
+        """`quarantined: T failed; flaky: U` for a lane that passed despite them."""
+        parts = []
+        if self.quarantined:
+            parts.append(f"quarantined: {_listed(self.quarantined)} failed")
+        if self.flaky_tests:
+            parts.append(f"flaky: {_listed(self.flaky_tests)}")
+        return "; ".join(parts)
 
     @property
     def names_tests(self) -> bool:
@@ -149,7 +201,10 @@ class LaneResult:
     def lines(self) -> list[str]:
         """The lane as people read it (`forge verify`, `forge status`, a run's report)."""
         runs = len(self.runs)
-        out = [f"lane {self.name}: {self.verdict} ({runs} run{'s' if runs != 1 else ''})"]
+        said = (
+            f", {self.named or self.reason}" if self.named or self.verdict == Verdict.EMPTY else ""
+        )
+        out = [f"lane {self.name}: {self.verdict} ({runs} run{'s' if runs != 1 else ''}{said})"]
         for run in self.runs:
             out.append(f"  {run.kind}: {run.outcome} in {run.duration:.1f}s, log {run.log}")
             if run.changed:
@@ -176,6 +231,17 @@ class VerifyRecord:
 
     def logs(self) -> list[str]:
         return [run.log for lane in self.lanes for run in lane.runs]
+
+    @property
+    def summary(self) -> str:
+        """`PASS (quarantined: T failed)`, `FLAKY (flaky: T)`, `EMPTY (lane unit: ran
+        no tests)`, or the verdict alone: the verdict with the tests that shaped it."""
+        said = [
+            f"lane {lane.name}: {lane.reason}" if lane.verdict == Verdict.EMPTY else lane.named
+            for lane in self.lanes
+            if lane.named or lane.verdict == Verdict.EMPTY
+        ]
+        return f"{self.verdict} ({'; '.join(said)})" if said else str(self.verdict)
 
     @property
     def failures(self) -> tuple[Failure, ...]:
@@ -245,6 +311,16 @@ class VerifyRecord:
             duration=float(data.get("duration", 0.0)),
             cached=bool(data.get("cached", False)),
         )
+
+
+def named_tests(record: VerifyRecord) -> dict[str, Any]:
+    """For a verification that passed despite failing tests: its summary and those
+    tests (`quarantined`, `flaky`); {} when it names none."""
+    quarantined = [t for lane in record.lanes for t in lane.quarantined]
+    flaky = [t for lane in record.lanes for t in lane.flaky_tests]
+    if not quarantined and not flaky:
+        return {}
+    return {"summary": record.summary, "quarantined": quarantined, "flaky": flaky}
 
 
 def _dir(state: StateDir) -> Path:

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import textwrap
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from forge.base.durations import parse_duration
 from forge.errors import ForgeError, PlanError
+from forge.plan.lanes import LaneOptions
 from forge.plan.load import load_plan
 from forge.plan.model import (
     DEFAULT_MAX_PARALLEL,
@@ -428,3 +430,56 @@ def test_cycle_through_a_task_with_other_problems_is_still_reported(tmp_path: Pa
     )
     assert any("needs `prompt`" in p for p in problems)
     assert any(p.endswith(":1: dependency cycle: b -> c -> b") for p in problems), problems
+
+
+def test_a_lane_may_be_a_table_and_a_plan_may_say_how_it_quarantines(tmp_path: Path) -> None:
+    plan = load_plan(
+        write(
+            tmp_path,
+            """
+            quarantine = "off"
+            release_after = 5
+            [verify.lanes]
+            lint = "ruff check ."
+            [verify.lanes.unit]
+            command = "pytest -q"
+            junit = "build/unit.xml"
+            subset = "pytest -q {tests}"
+            allow_empty = true
+            [[task]]
+            id = "a"
+            run = "true"
+            files = ["a"]
+            """,
+        )
+    )
+    assert plan.verify is not None
+    assert plan.verify.lanes == (("lint", "ruff check ."), ("unit", "pytest -q"))
+    assert plan.verify.options_of("unit") == LaneOptions(
+        junit="build/unit.xml", subset="pytest -q {tests}", allow_empty=True
+    )
+    assert plan.verify.options_of("lint") == LaneOptions()
+    config = plan.verify_config(None)
+    assert config is not None and (config.quarantine, config.release_after) == ("off", 5)
+    # What a lane's report and allow_empty say is part of what its verdict means.
+    assert config.fingerprint() != replace(config, options=()).fingerprint()
+    assert VerifyConfig.from_dict(config.to_dict()).options == config.options
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        ('[verify.lanes.unit]\ncommand = "pytest"\njunitxml = "x"\n', "unknown key `junitxml`"),
+        ('[verify.lanes.unit]\njunit = "x.xml"\n', "`command` must be a non-empty command"),
+        ('[verify.lanes.unit]\ncommand = "pytest"\nsubset = "pytest"\n', "`{tests}`"),
+        ('[tests]\nquarantine = "sometimes"\n', '"auto", "off" or a list of test ids'),
+        ("[tests]\nrelease_after = 0\n", "`release_after` must be at least 1"),
+    ],
+)
+def test_bad_lane_tables_and_tests_tables_are_named(
+    tmp_path: Path, text: str, fragment: str
+) -> None:
+    (tmp_path / "forge.toml").write_text(text)
+    with pytest.raises(ForgeError) as caught:
+        load_repo_config(tmp_path)
+    assert fragment in str(caught.value)

@@ -162,3 +162,20 @@ def test_limits_keep_a_record_small() -> None:
     assert failures_from_log("unit", "\x1b[31mFAILED tests/t.py::test_a - boom\x1b[0m")[0].test == (
         "tests/t.py::test_a"
     )
+
+
+def test_pytest_ids_with_spaces_keep_their_file_and_are_all_named() -> None:
+    log = "\n".join(
+        [
+            "=========================== short test summary info ============================",
+            "FAILED tests/test_number.py::test_naturalsize[test_args57-1 Byte] - AssertionError: x",
+            "FAILED tests/test_number.py::test_naturalsize[test_args58-2 Bytes]",
+            "ERROR tests/test_time.py::TestClock::test_skew[a b c] - RuntimeError: y",
+            "========================= 2 failed, 1 error in 0.12s ==========================",
+        ]
+    )
+    assert [(f.test, f.message) for f in failures_from_log("unit", log)] == [
+        ("tests/test_number.py::test_naturalsize[test_args57-1 Byte]", "AssertionError: x"),
+        ("tests/test_number.py::test_naturalsize[test_args58-2 Bytes]", ""),
+        ("tests/test_time.py::TestClock::test_skew[a b c]", "RuntimeError: y"),
+    ]

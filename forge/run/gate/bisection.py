@@ -166,6 +166,7 @@ class Outcome:
     # the head failed already, and what failed once and passed when run again
     pre_existing: dict[str, frozenset[str]] = field(default_factory=dict)
     flaky: dict[str, frozenset[str]] = field(default_factory=dict)
+    empty: Judged | None = None  # a test runner ran no test: nothing lands, nobody is blamed
 
     @property
     def tip(self) -> str | None:
@@ -174,6 +175,16 @@ class Outcome:
 
 Progress = Callable[[str, Bisection | None], None]
 JudgeMany = Callable[[Sequence[str]], Sequence[Judged]]  # commits judged at once, in order
+
+
+def _halts(out: Outcome, judged: Sequence[Judged]) -> bool:
+    """Whether a verdict ends the batch here: one was stopped (INTERRUPTED), or a test
+    runner ran no test (EMPTY: nothing lands, nobody is blamed)."""
+    if any(r.verdict == Verdict.INTERRUPTED for r in judged):
+        out.interrupted = True
+        return True
+    out.empty = next((r for r in judged if r.verdict == Verdict.EMPTY), None)
+    return out.empty is not None
 
 
 def run_batch(
@@ -212,8 +223,7 @@ def run_batch(
         return record.verdict
 
     tip = verdict_of(len(steps))
-    if tip == Verdict.INTERRUPTED:
-        out.interrupted = True
+    if _halts(out, [records[len(steps)]]):
         return out
     if tip != Verdict.FAIL:
         out.landed, out.tip_record = steps, records[len(steps)]
@@ -230,8 +240,7 @@ def run_batch(
     while probes := search.probes(width if judge_many else 1):
         judged = many([steps[k - 1].commit for k in probes])
         records.update(zip(probes, judged, strict=True))
-        if any(r.verdict == Verdict.INTERRUPTED for r in judged):
-            out.interrupted = True
+        if _halts(out, judged):
             return out
         search.record_all(
             {k: r.verdict != Verdict.FAIL for k, r in zip(probes, judged, strict=True)}

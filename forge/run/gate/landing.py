@@ -1,14 +1,11 @@
-"""The gate at work: a thread that verifies the queued tasks in batches and lands
-what passed on the integration branch. forge/run/gate/bisection.py decides; this module
-builds the candidate chains with plumbing, runs the verifications and writes
-the state.
-
-The integration branch moves only here (with the gate on), and only to a
-candidate whose tree got PASS or FLAKY, with the expected old value. A landing
-is written down before the ref moves and its result after: a run killed in
-between is recognised by the next one (forge/run/state/recovery.py), so nothing lands
-twice.
-"""
+"""The gate at work: a thread that verifies the queued tasks in batches and lands what
+passed on the integration branch. bisection.py decides, story.py keeps what it did;
+this module builds the candidate chains with plumbing, runs the verifications and
+writes the state. The integration branch moves only here (with the gate on), only to
+a candidate that passed (PASS, FLAKY, or failures the head has too), with the expected
+old value. A landing is written down before the ref moves and its result after: a run
+killed in between is recognised by the next one (state/recovery.py), so nothing lands
+twice."""
 
 from __future__ import annotations
 
@@ -16,7 +13,6 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import Any
 
 from forge.base import faults
 from forge.base.text import one_line
@@ -29,7 +25,7 @@ from forge.git.merge import (
     merge_onto,
 )
 from forge.plan.repo_config import VerifyConfig
-from forge.run import history
+from forge.run import history, unblame
 from forge.run.attempt import phases
 from forge.run.attempt.context import RunContext
 from forge.run.gate import bisection as gate
@@ -39,7 +35,8 @@ from forge.run.gate.subsets import GateProbe, SubsetFirst
 from forge.run.state.gate_record import GateRecord, Landing
 from forge.run.state.run_state import Status, merge_message
 from forge.verify import engine as verify
-from forge.verify import flakes
+from forge.verify import flakes, testdb
+from forge.verify.quarantine import tests_known_flaky
 from forge.verify.records import Verdict, VerifyRecord
 
 STEPS_KEPT = 500  # the gate's verifications the run state keeps, across runs
@@ -70,7 +67,9 @@ class Gate:
         self.on_event = on_event
         self.before_verify = before_verify
         self.wake: Callable[[], None] = lambda: None
-        # Tasks left QUEUED by an earlier run come first, in plan order.
+        # Tasks left QUEUED by an earlier run come first, in plan order (with those a
+        # flaky test blamed, given back).
+        unblame.clear(ctx.repo, ctx.state, config)
         self.queue = [tid for tid, ts in ctx.state.tasks.items() if ts.status == Status.QUEUED]
         self.error: BaseException | None = None
         self.broken: VerifyRecord | None = None  # the head fails on its own
@@ -190,6 +189,7 @@ class Gate:
             self.config.reruns,
             flakes.failing_tests,
             lambda test: not flakes.exists_at(ctx.repo, head, test),
+            was_flaky=lambda lane, tests: bool(tests & tests_known_flaky(ctx.repo, lane)),
         )
         self._reruns = SubsetFirst(self.config, confirm)
         probe = GateProbe(
@@ -226,8 +226,11 @@ class Gate:
         if out.interrupted or ctx.stop.is_set():
             # Nothing of the batch lands: its tasks stay QUEUED for the next run.
             requeue = [s.task for s in out.chain.steps]
+        elif out.empty is not None:
+            requeue = [s.task for s in out.chain.steps]
+            self._empty(story.as_record(out.empty))
         elif out.broken_head is not None:
-            self.broken = _record(out.broken_head)
+            self.broken = story.as_record(out.broken_head)
             with ctx.store.lock:
                 ctx.state.verification = self.broken  # the head's own verdict
             requeue = [s.task for s in out.chain.steps]
@@ -238,9 +241,15 @@ class Gate:
         else:
             if out.landed:
                 self._land(out, head)
-            if out.culprit is not None:
-                self._blame(out.culprit.task, _record(out.culprit_record))
+            if out.culprit is not None and not unblame.excused(
+                ctx.repo, self.config, story.as_record(out.culprit_record)
+            ):
+                self._blame(out.culprit.task, story.as_record(out.culprit_record))
+            elif out.culprit is not None:  # its failing tests proved flaky meanwhile
+                requeue.insert(0, out.culprit.task)
             (self.window.failed if out.culprit else self.window.passed)()
+        with ctx.store.lock:
+            requeue += unblame.clear(ctx.repo, ctx.state, self.config)
         with self._cond:
             self.queue[:0] = requeue
         with ctx.store.lock:
@@ -304,6 +313,9 @@ class Gate:
     def _judge(self, commit: str, key: str | None = None) -> VerifyRecord:
         tree = self.ctx.repo.tree_of(commit)
         failed = self._failed.get(tree)
+        if failed is not None and unblame.excused(self.ctx.repo, self.config, failed):
+            del self._failed[tree]  # its failing tests proved flaky since: judged again
+            failed = None
         if failed is not None:  # FAIL is not in the verdict cache; this run remembers it
             return replace(failed, commit=commit, cached=True)
         record = self.spec.answer(tree)
@@ -346,38 +358,15 @@ class Gate:
                 self.ctx.save()
 
     def _step(self, key: str, started: float, record: VerifyRecord, name: str = "") -> None:
-        """Keep one verification the gate ran, for the report and `forge status`
-        (`name`: a run of some tests only, and why)."""
-        ctx = self.ctx
-        with ctx.store.lock:
-            phase = ctx.state.gate.phase if ctx.state.gate else None
-            if not name:
-                name = "speculation" if ".spec" in key.removeprefix(ctx.plan.name) else "batch"
-            if name == "batch" and phase == "bisecting":
-                name = "bisection"
+        """Keep one verification the gate ran (`name`: a run of some tests only)."""
+        with self.ctx.store.lock:
             tasks = self._tasks_of.get(record.commit, ())
-            step = story.step(name, started, record, tasks=tasks, tests_of=flakes.failing_tests)
-            step["run"] = len(ctx.state.invocations) - 1
-            ctx.state.gate_steps.append(step)
+            story.keep_step(self.ctx, key, started, record, name=name, tasks=tasks)
 
     def _tell(self, batch: list[str], out: gate.Outcome) -> None:
         """Keep the batch's story when it landed nothing (or named a culprit)."""
-        ctx = self.ctx
-        with ctx.store.lock:
-            last = ctx.state.gate_last
-            if out.interrupted or ctx.stop.is_set():
-                phase = ctx.state.gate.phase if ctx.state.gate else None
-                last = story.interrupted(batch, ctx.state.gate_steps[self._first_step :], phase)
-            elif out.broken_head is not None or out.culprit is not None:
-                record = _record(out.broken_head or out.culprit_record)
-                culprit = out.culprit.task if out.culprit else None
-                tasks = self._tasks_of.get(record.commit, ())
-                last = story.failed(
-                    batch, record, culprit=culprit, tasks=tasks, tests_of=flakes.failing_tests
-                )
-            elif last and last.get("verdict") == Verdict.INTERRUPTED:
-                last = None  # verified since: the interruption is history
-            ctx.state.gate_last = last
+        with self.ctx.store.lock:
+            story.tell(self.ctx, batch, out, since=self._first_step, tasks_of=self._tasks_of)
 
     def _progress(self, phase: str, search: gate.Bisection | None) -> None:
         ctx = self.ctx
@@ -432,13 +421,10 @@ class Gate:
     def _land(self, out: gate.Outcome, head: str) -> None:
         ctx = self.ctx
         tip = out.tip
-        record = _record(out.tip_record)
+        record = story.as_record(out.tip_record)
         assert tip is not None
-        verdict = record.verdict
-        if verdict == Verdict.FAIL:  # its failures were the head's own, or flakes
-            verdict = Verdict.FLAKY if out.flaky else Verdict.PASS
-        covered = {"record": record.id, "commit": tip, "verdict": str(verdict)}
-        verification = replace(record, commit=tip, verdict=verdict)
+        verification, covered = story.landing_verdict(record, tip, flaky=bool(out.flaky))
+        verdict = verification.verdict
         with ctx.store.lock:
             assert ctx.state.gate is not None
             ctx.state.gate.landing = Landing(
@@ -458,6 +444,7 @@ class Gate:
             message=f"forge: land {', '.join(names)} (verification {record.verdict})",
         )
         faults.point("gate-after-land")
+        testdb.landed(ctx.repo.state, ctx.repo.tree_of(tip))
         with ctx.store.lock:
             for step in out.landed:
                 ts = ctx.state.tasks[step.task]
@@ -475,9 +462,24 @@ class Gate:
         for line in story.known_lines(out.pre_existing, fixed, names):
             self.on_event(f"gate: {line}")
 
+    def _empty(self, record: VerifyRecord) -> None:
+        """A lane that runs tests ran none: nothing lands, nobody is blamed, the run
+        pauses (exit 8) naming the lane."""
+        lanes = [lane for lane in record.lanes if lane.verdict == Verdict.EMPTY]
+        said = "; ".join(f"lane {lane.name} {lane.reason}" for lane in lanes)
+        why = (
+            f"verification of {record.commit[:12]}: {said}: fix the lane's command, or set "
+            f"`allow_empty = true` in its [verify.lanes.NAME] table"
+        )
+        self.broken = record
+        with self.ctx.store.lock:
+            self.ctx.state.paused = why
+            self.ctx.state.verification = record
+        self.on_event(f"gate: {why}: nothing lands, nobody is blamed")
+
     def _blame(self, tid: str, record: VerifyRecord) -> None:
         ctx = self.ctx
-        reason, log, lane = story.blame_reason(record)
+        reason, log, lane = story.blame_reason(record)  # (the same words as the story's)
         ts = ctx.state.tasks[tid]
         last = ts.last
         assert last is not None
@@ -491,8 +493,3 @@ class Gate:
         history.settle(ctx, [tid])
         if last.candidate is None:  # (a candidate's is told by forge/run/candidates.py,
             self.on_event(f"{tid}: FAILED ({reason})")  # which may land another)
-
-
-def _record(judged: Any) -> VerifyRecord:
-    assert isinstance(judged, VerifyRecord)
-    return judged

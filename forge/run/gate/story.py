@@ -15,11 +15,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
+from forge.run.attempt.context import RunContext
+from forge.run.gate.bisection import Outcome
 from forge.run.state.run_state import RunState, Status
+from forge.verify import flakes
 from forge.verify.flakes import TestsOf
-from forge.verify.records import Verdict, VerifyRecord
+from forge.verify.records import Verdict, VerifyRecord, named_tests
 
 
 def failures(record: VerifyRecord, tests_of: TestsOf) -> list[dict[str, str]]:
@@ -265,3 +269,73 @@ def blame_reason(record: VerifyRecord) -> tuple[str, str | None, str]:
         return f"breaks verification: lane {bad.name}: {bad.reason}", log, bad.name
     where = f" (log {log})" if log else ""
     return f"breaks verification: lane {bad.name} {bad.reason}{where}", log, bad.name
+
+
+def keep_step(
+    ctx: RunContext,
+    key: str,
+    started: float,
+    record: VerifyRecord,
+    *,
+    name: str,
+    tasks: Sequence[str],
+) -> None:
+    """One verification the gate ran, kept in the state's `gate_steps` with the run
+    it belongs to (the caller holds the store's lock)."""
+    phase = ctx.state.gate.phase if ctx.state.gate else None
+    if not name:
+        name = "speculation" if ".spec" in key.removeprefix(ctx.plan.name) else "batch"
+    if name == "batch" and phase == "bisecting":
+        name = "bisection"
+    kept = step(name, started, record, tasks=tasks, tests_of=flakes.failing_tests)
+    kept["run"] = len(ctx.state.invocations) - 1
+    ctx.state.gate_steps.append(kept)
+
+
+def tell(
+    ctx: RunContext,
+    batch: list[str],
+    out: Outcome,
+    *,
+    since: int,
+    tasks_of: Mapping[str, tuple[str, ...]],
+) -> None:
+    """The state's `gate_last` after a batch (the caller holds the store's lock):
+    its interruption (from this run's steps, `since` on), its failure, or nothing
+    once a later verification passed an interruption."""
+    last = ctx.state.gate_last
+    if out.interrupted or ctx.stop.is_set():
+        phase = ctx.state.gate.phase if ctx.state.gate else None
+        last = interrupted(batch, ctx.state.gate_steps[since:], phase)
+    elif out.broken_head is not None or out.culprit is not None:
+        record = out.broken_head or out.culprit_record
+        assert isinstance(record, VerifyRecord)
+        culprit = out.culprit.task if out.culprit else None
+        tasks = tasks_of.get(record.commit, ())
+        last = failed(batch, record, culprit=culprit, tasks=tasks, tests_of=flakes.failing_tests)
+    elif last and last.get("verdict") == Verdict.INTERRUPTED:
+        last = None  # verified since: the interruption is history
+    ctx.state.gate_last = last
+
+
+def landing_verdict(
+    record: VerifyRecord, tip: str, *, flaky: bool
+) -> tuple[VerifyRecord, dict[str, Any]]:
+    """The verification a landing records, and what covers each task it lands. A
+    FAIL whose failures were the head's own, or flakes, lands as PASS or FLAKY."""
+    verdict = record.verdict
+    if verdict == Verdict.FAIL:
+        verdict = Verdict.FLAKY if flaky else Verdict.PASS
+    covered: dict[str, Any] = {
+        "record": record.id,
+        "commit": tip,
+        "verdict": str(verdict),
+        **named_tests(record),
+    }
+    return replace(record, commit=tip, verdict=verdict), covered
+
+
+def as_record(judged: Any) -> VerifyRecord:
+    """A judged prefix's record (bisection.py keeps them as its `Judged`)."""
+    assert isinstance(judged, VerifyRecord)
+    return judged

@@ -1,0 +1,121 @@
+"""`forge tests`: what forge knows of each test, from every verification run.
+
+One row a test and lane: its runs, failures, whether it is flaky (it passed and
+failed on one tree) and its estimated failure rate, whether it is quarantined
+(and why), its last failure and when it was last seen. A person's word
+(`--quarantine`, `--release`, `--forget`) is recorded in the history database.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from forge.base.text import text_table
+from forge.errors import ForgeError
+from forge.git.repo import Repository, short_sha
+from forge.plan.repo_config import VerifyConfig
+from forge.verify import quarantine, testdb
+
+
+def tests_data(
+    repo: Repository,
+    *,
+    plan: str | None = None,
+    config: VerifyConfig | None = None,
+    flaky: bool = False,
+    failing: bool = False,
+) -> list[dict[str, Any]]:
+    """One object a test and lane (`flaky`: only flaky tests; `failing`: only those
+    whose last run failed)."""
+    pol = quarantine.policy(repo, config)
+    tallies = testdb.tallies(repo.state, plan)
+    by_lane: dict[str, list[testdb.Tally]] = {}
+    for tally in tallies:
+        by_lane.setdefault(tally.lane, []).append(tally)
+    out: list[dict[str, Any]] = []
+    for lane, rows in by_lane.items():
+        standing = quarantine.standings(repo, pol, lane, [t.test for t in rows])
+        for t in rows:
+            s = standing[t.test]
+            last = t.last_failure
+            failed_last = last is not None and last[3] >= t.last_seen
+            if (flaky and not s.flaky) or (failing and not failed_last):
+                continue
+            out.append(
+                {
+                    "test": t.test,
+                    "lane": lane,
+                    "runs": t.runs,
+                    "failures": t.failures,
+                    "flaky": s.flaky,
+                    "flake_rate": _rate(t) if s.flaky else None,
+                    "quarantined": s.quarantined,
+                    "why": s.why or None,
+                    "last_failure": None
+                    if last is None
+                    else {"tree": last[0], "message": last[1], "log": last[2], "at": _iso(last[3])},
+                    "last_seen": _iso(t.last_seen),
+                }
+            )
+    return out
+
+
+def _rate(t: testdb.Tally) -> float:
+    """Its failure rate on the trees where it also passed (a real breakage of it on
+    other trees is not its flakiness)."""
+    runs = t.runs_on_mixed_trees or t.runs
+    bad = t.failures_on_mixed_trees if t.runs_on_mixed_trees else t.failures
+    return round(bad / runs, 3) if runs else 0.0
+
+
+def _iso(at: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(at))
+
+
+def render(rows: list[dict[str, Any]]) -> list[str]:
+    if not rows:
+        return ["no test runs recorded yet (forge records them at each verification)"]
+    table = []
+    for r in rows:
+        flaky = f"yes ({r['flake_rate']:.0%})" if r["flaky"] else "no"
+        held = f"yes ({r['why']})" if r["quarantined"] else "no"
+        last = r["last_failure"]
+        failed = "-" if last is None else f"{short_sha(last['tree'])} {last['message'][:60]}"
+        table.append(
+            [
+                r["test"],
+                r["lane"],
+                str(r["runs"]),
+                str(r["failures"]),
+                flaky,
+                held,
+                failed,
+                r["last_seen"],
+            ]
+        )
+    heads = [
+        "test",
+        "lane",
+        "runs",
+        "failures",
+        "flaky",
+        "quarantined",
+        "last failure",
+        "last seen",
+    ]
+    lines = text_table(heads, table)
+    logs = [f"  {r['test']}: log {r['last_failure']['log']}" for r in rows if r["last_failure"]]
+    return [*lines, *(["", "last failures' logs:", *logs] if logs else [])]
+
+
+def word(repo: Repository, test: str, what: str) -> str:
+    """Record a person's word on `test` (`quarantine`, `release`, `forget`)."""
+    if not test.strip():
+        raise ForgeError("name the test (its full id, as `forge tests` lists it)")
+    known = {t.test for t in testdb.tallies(repo.state)}
+    if what != "quarantine" and test not in known and test not in testdb.words(repo.state):
+        raise ForgeError(f"no test `{test}` in forge's history (`forge tests` lists them)")
+    testdb.say(repo.state, test, what)
+    done = {"quarantine": "quarantined", "release": "released", "forget": "forgotten"}[what]
+    return f"{test}: {done} (a person's word, recorded)\n"

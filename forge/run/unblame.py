@@ -1,0 +1,69 @@
+"""A blame the gate laid on a flaky test's word, given back.
+
+The gate blames a task when a verification fails with its change and passes
+without it. When forge later learns that every test that failed then is
+quarantined (flaky on evidence: it passed and failed on one tree; or by a
+person's or the team's word), that failure was no evidence:
+the task's blame is cleared. Its attempt is given back (the task is QUEUED with
+the same change, so the gate verifies that change again and no new attempt is
+made), and the task's warnings say why.
+"""
+
+from __future__ import annotations
+
+from forge.git.repo import Repository
+from forge.plan.repo_config import VerifyConfig
+from forge.run.state.run_state import RunState, Status, TaskState
+from forge.verify.quarantine import quarantined
+from forge.verify.records import VerifyRecord
+
+
+def _excused(
+    repo: Repository, config: VerifyConfig | None, failures: list[tuple[str, str]]
+) -> bool:
+    """Whether every failing test, (lane, test), is quarantined now (a failure
+    that names no test is never excused; with `quarantine = "off"` a flaky test
+    still blames)."""
+    if not failures or any(not test for _lane, test in failures):
+        return False
+    by_lane: dict[str, set[str]] = {}
+    for lane, test in failures:
+        by_lane.setdefault(lane, set()).add(test)
+    return all(tests <= quarantined(repo, config, lane, tests) for lane, tests in by_lane.items())
+
+
+def excused(repo: Repository, config: VerifyConfig | None, record: VerifyRecord) -> bool:
+    """Whether the failing verification `record` blames nobody after all."""
+    return _excused(repo, config, [(f.lane, f.test) for f in record.failures])
+
+
+def clear(repo: Repository, state: RunState, config: VerifyConfig | None) -> list[str]:
+    """Give back every blame of `state` whose failing tests are now known flaky: the
+    tasks QUEUED again with their change (the ids, in plan order). The caller holds
+    the state's lock and saves it."""
+    cleared = []
+    for tid, ts in state.tasks.items():
+        if _blamed_by_flake(repo, config, ts):
+            _give_back(ts)
+            cleared.append(tid)
+    return cleared
+
+
+def _blamed_by_flake(repo: Repository, config: VerifyConfig | None, ts: TaskState) -> bool:
+    last = ts.last
+    if ts.status != Status.FAILED or last is None or last.commit is None:
+        return False
+    if not (last.feedback_source or "").startswith("verify:") or not last.failures:
+        return False
+    return _excused(repo, config, [(f.get("lane", ""), f.get("test", "")) for f in last.failures])
+
+
+def _give_back(ts: TaskState) -> None:
+    last = ts.last
+    assert last is not None
+    tests = ", ".join(sorted({f.get("test", "") for f in last.failures}))
+    note = f"blame cleared: {tests} proved flaky; the same change goes to the gate again"
+    ts.warnings.append(note)
+    last.status, last.reason, last.feedback_source = Status.QUEUED, note, None
+    last.failures = []
+    ts.status, ts.reason, ts.verified_by = Status.QUEUED, note, None
