@@ -139,12 +139,18 @@ class WorkerSlot:
         ref = f"{commit}:{self.job.result_ref}"
         git("push", "--quiet", "--force", self.job.remote, ref, cwd=self.repo.common_dir)
 
-    def sandbox(self, writable: tuple[Path, ...]) -> Sandbox | None:
+    def sandbox(self, writable: tuple[Path, ...], network: bool = True) -> Sandbox | None:
         if not self.job.sandbox:
             return None
         self.state_dir.mkdir(parents=True, exist_ok=True)
-        # The mirror, the logs and forge's git dirs of the slots: read, never written.
-        return Sandbox(writable=(self.slot, self.state_dir, *writable), readable=(self.where.home,))
+        # The mirror, the logs and forge's git dirs of the slots: read, never written
+        # (mounted after the agents' ~/.cache, which holds them: see Sandbox.wrap).
+        return Sandbox(
+            writable=(self.slot, self.state_dir, *writable),
+            readable=(self.where.home,),
+            network=network,
+            sockets=self.job.order.sockets,
+        )
 
     # -- the Place of the attempt's steps -----------------------------------------
 
@@ -166,7 +172,7 @@ class WorkerSlot:
             cap=job.log_cap,
             stop=stop,
             input_path=c.input_path,
-            sandbox=self.sandbox(c.writable),
+            sandbox=self.sandbox(c.writable, c.network),
         )
 
     def phase(self, name: str, *, save: bool = False) -> contextlib.AbstractContextManager[object]:

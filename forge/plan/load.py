@@ -68,6 +68,7 @@ PLAN_KEYS = (
     "scope",
     "clean",
     "sandbox",
+    "sockets",
     "strict_model",
     "auto",
     "candidates",
@@ -93,6 +94,7 @@ TASK_KEYS = (
     "best_of",
     "select",
     "judge",
+    "network",
 )
 
 
@@ -182,6 +184,7 @@ class _Checker:
         batch_window = get.one_of("batch_window", ("adaptive", "fixed"))
         verify_parallel = get.integer("verify_parallel", low=1, default=DEFAULT_VERIFY_PARALLEL)
         sandbox = get.flag("sandbox")
+        sockets = tuple(get.str_list("sockets", unique=True))
         strict_model = get.flag("strict_model")
         auto = self.spec_list("auto")
         verify = self.verify()
@@ -219,6 +222,7 @@ class _Checker:
             batch_window=cast(BatchWindow, batch_window),
             verify_parallel=verify_parallel,
             sandbox=sandbox,
+            sockets=sockets,
             strict_model=strict_model,
             auto=auto,
             candidates=best.candidates or (),
@@ -357,6 +361,7 @@ class _Checker:
         estimate = self.estimate(table, label, line_of)
         timeout = get.duration("timeout")
         check = get.string("check")
+        network = get.flag("network")
         agent = get.string("agent")
         review = False if table.get("review") is False else get.string("review")
         best = read_best_of(table, label, self.problems, line_of)
@@ -378,6 +383,7 @@ class _Checker:
             best_of=best.best_of,
             select=cast(Select | None, best.select),
             judge=best.judge,
+            network=network,
         )
 
     def task_id(

@@ -62,6 +62,7 @@ class Task:
     best_of: int | None = None
     select: Select | None = None
     judge: str | None = None
+    network: bool = False  # its check keeps the network in the sandbox
 
     @property
     def is_shell(self) -> bool:
@@ -93,6 +94,7 @@ class Task:
             "best_of": self.best_of,
             "select": self.select,
             "judge": self.judge,
+            "network": self.network,
         }
 
     @classmethod
@@ -113,6 +115,7 @@ class Task:
             best_of=data.get("best_of"),
             select=data.get("select"),
             judge=data.get("judge"),
+            network=bool(data.get("network", False)),
         )
 
 
@@ -144,6 +147,7 @@ class Plan:
     batch_window: BatchWindow = "adaptive"
     verify_parallel: int = DEFAULT_VERIFY_PARALLEL
     sandbox: bool = False  # run every command under bubblewrap (forge/base/sandbox.py)
+    sockets: tuple[str, ...] = ()  # sockets (paths or variables) a sandboxed task may reach
     strict_model: bool = False  # an attempt that ran another model than asked is INFRA
     auto: tuple[str, ...] = ()  # the pool `agent = "auto"` chooses from (else forge.toml's)
     candidates: tuple[str, ...] = ()  # best-of-N for every prompt task (or `best_of`)
@@ -230,6 +234,7 @@ class Plan:
             "batch_window": self.batch_window,
             "verify_parallel": self.verify_parallel,
             "sandbox": self.sandbox,
+            "sockets": list(self.sockets),
             "strict_model": self.strict_model,
             "auto": list(self.auto),
             "candidates": list(self.candidates),
@@ -266,6 +271,7 @@ class Plan:
             batch_window=data.get("batch_window", "adaptive"),
             verify_parallel=data.get("verify_parallel", DEFAULT_VERIFY_PARALLEL),
             sandbox=bool(data.get("sandbox", False)),
+            sockets=tuple(data.get("sockets", ())),
             strict_model=bool(data.get("strict_model", False)),
             auto=tuple(data.get("auto", ())),
             candidates=tuple(data.get("candidates", ())),

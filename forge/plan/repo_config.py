@@ -17,6 +17,7 @@ from forge.agents.names import agent_name_problem
 from forge.base.settings import DEFAULT_GRACE
 from forge.base.tomlread import LineOf, Problems, TableReader, TomlSource
 from forge.errors import ForgeError
+from forge.plan.lane_table import lane_network
 
 DEFAULT_RERUNS = 2
 # Every lane has a time limit: a hanging test suite must not hang the gate forever.
@@ -40,14 +41,18 @@ class VerifyConfig:
     setup: str | None = None
     setup_timeout: float | None = None
     env: tuple[tuple[str, str], ...] = ()
+    networked: tuple[str, ...] = ()  # lanes that keep the network in the sandbox
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "lanes": [[name, cmd] for name, cmd in self.lanes],
             "reruns": self.reruns,
             "timeout": self.timeout,
             "grace": self.grace,
         }
+        if self.networked:
+            out["networked"] = list(self.networked)
+        return out
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> VerifyConfig:
@@ -57,6 +62,7 @@ class VerifyConfig:
             # A config recorded before every lane had a limit gets the default.
             timeout=float(data.get("timeout") or DEFAULT_VERIFY_TIMEOUT),
             grace=float(data.get("grace", DEFAULT_GRACE)),
+            networked=tuple(data.get("networked", ())),
         )
 
     def fingerprint(self) -> str:
@@ -68,6 +74,8 @@ class VerifyConfig:
             "timeout": self.timeout,
         }
         # The environment a lane runs in is part of what its verdict means.
+        if self.networked:
+            key["networked"] = sorted(self.networked)
         if self.setup:
             key["setup"] = self.setup
         if self.env:
@@ -163,6 +171,7 @@ def parse_verify(
     grace = DEFAULT_GRACE
     table_reruns: Any = None
     lanes: list[tuple[str, str]] = []
+    networked: tuple[str, ...] = ()
     prepare: dict[str, Any] = {}
     if isinstance(value, str):
         if not value.strip():
@@ -177,6 +186,7 @@ def parse_verify(
             line_of=line_of,
         )
         prepare = _verify_prepare(value, what, problems, line_of)
+        networked = lane_network(value.get("lanes"), what=what, problems=problems, line_of=line_of)
         lanes = _verify_lanes(value, what=what, problems=problems, line_of=line_of)
         table_reruns = value.get("reruns")
         get = TableReader(value, problems, what=what, line_of=line_of, quote=True)
@@ -195,6 +205,7 @@ def parse_verify(
         reruns=count,
         timeout=DEFAULT_VERIFY_TIMEOUT if timeout is None else timeout,
         grace=grace,
+        networked=networked,
         **prepare,
     )
 
@@ -235,7 +246,8 @@ def _verify_lanes(
         problems.add(f'{what}: `lanes` must be a table of lane = "command"', line=line_of("lanes"))
         return []
     lanes = []
-    for lane, cmd in lane_table.items():
+    for lane, entry in lane_table.items():
+        cmd = entry.get("command") if isinstance(entry, dict) else entry
         why = ref_part_problem(lane)
         if why:
             problems.add(f"{what}: lane name `{lane}` is not valid: {why}", line=line_of(lane))

@@ -176,7 +176,7 @@ def _run_lanes(
             if co is None:
                 results[name] = LaneResult(name, command, Verdict.INTERRUPTED, ())
             else:
-                box = Sandbox((co.path,), (repo.root, repo.common_dir)) if sandbox else None
+                box = _lane_box(repo, co, name in config.networked) if sandbox else None
                 lane = _Lane(repo, base, config, co, name, stop, emit, box, policy)
                 results[name] = _run_lane(lane, command)
         except BaseException as exc:  # noqa: BLE001 re-raised by the caller's thread after the join
@@ -196,6 +196,12 @@ def _run_lanes(
     if errors:
         raise errors[0]
     return tuple(results[name] for name, _cmd in config.lanes)
+
+
+def _lane_box(repo: Repository, co: Checkout, network: bool) -> Sandbox:
+    """A lane writes only its checkout: no agent folder, no network unless the lane
+    says `network = true` (its setup keeps it: see _Lane.run)."""
+    return Sandbox((co.path,), (repo.root, repo.common_dir), agents=False, network=network)
 
 
 @dataclass(frozen=True)
@@ -229,7 +235,10 @@ class _Lane:
                 timeout=timeout,
                 grace=self.config.grace,
                 tag=lane_tag(self.repo, self.base.key, self.name),
-                sandbox=self.box,
+                # Setup installs what the lane needs: it keeps the network.
+                sandbox=replace(self.box, network=True)
+                if self.box and kind == "setup"
+                else self.box,
             ),
             stop=self.stop,
         )
