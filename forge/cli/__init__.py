@@ -11,11 +11,11 @@ from typing import NoReturn
 
 import typer
 
-from forge.cli import views, work
+from forge.cli import doctor, views, work
 from forge.cli.kit import app, emit_json, emitted
 from forge.errors import ExitCode, ForgeError
 
-__all__ = ["app", "main", "views", "work"]
+__all__ = ["app", "doctor", "main", "views", "work"]
 
 
 def main(argv: list[str] | None = None) -> NoReturn:
