@@ -17,6 +17,7 @@ from forge.agents.names import agent_name_problem
 from forge.base.settings import DEFAULT_GRACE
 from forge.base.tomlread import LineOf, Problems, TableReader, TomlSource
 from forge.errors import ForgeError
+from forge.plan.cluster_table import parse_cluster
 from forge.plan.lane_table import lane_network
 
 DEFAULT_RERUNS = 2
@@ -364,6 +365,8 @@ class RepoConfig:
 
     cluster_address: str | None = None  # [cluster] address
     cluster_remote: str | None = None  # [cluster] remote: a git URL or path the workers reach
+    cluster_tls: tuple[str, str, str] | None = None  # [cluster] tls_ca, tls_cert, tls_key
+    cluster_insecure: bool = False  # [cluster] insecure: a scheduler reached without TLS
 
 
 def load_repo_config(repo_root: Path, *, read_agents: bool = True) -> RepoConfig:
@@ -412,7 +415,7 @@ def load_repo_config(repo_root: Path, *, read_agents: bool = True) -> RepoConfig
     verify = parse_verify(
         data.get("verify"), reruns=None, what="[verify]", problems=problems, line_of=in_verify
     )
-    address, remote = _parse_cluster(data.get("cluster", {}), problems, src.table_line("cluster"))
+    cluster = parse_cluster(data.get("cluster", {}), problems, src.table_line("cluster"))
     prices = parse_prices(data.get("prices", {}), problems=problems, line_of=top)
     auto = data.get("auto", [])
     if not isinstance(auto, list) or not all(isinstance(v, str) and v.strip() for v in auto):
@@ -424,31 +427,13 @@ def load_repo_config(repo_root: Path, *, read_agents: bool = True) -> RepoConfig
     return RepoConfig(
         agents=agents,
         verify=verify,
-        cluster_address=address,
-        cluster_remote=remote,
+        cluster_address=cluster.address,
+        cluster_remote=cluster.remote,
+        cluster_tls=cluster.tls,
+        cluster_insecure=cluster.insecure,
         prices=prices,
         auto=tuple(dict.fromkeys(auto)),
     )
-
-
-def _parse_cluster(
-    table: Any, problems: Problems, line: int | None
-) -> tuple[str | None, str | None]:
-    """`[cluster] address = "tcp://host:8786"`, `remote = "ssh://..."` (or a path)."""
-    if not isinstance(table, dict):
-        problems.add("[cluster] must be a table", line=line)
-        return None, None
-    check_keys(
-        table, ["address", "remote"], what="[cluster]", problems=problems, line_of=lambda _k: line
-    )
-    values: list[str | None] = []
-    for key in ("address", "remote"):
-        value = table.get(key)
-        if value is not None and (not isinstance(value, str) or not value.strip()):
-            problems.add(f"[cluster] {key} must be a non-empty string", line=line)
-            value = None
-        values.append(value)
-    return values[0], values[1]
 
 
 def parse_prices(
