@@ -185,6 +185,12 @@ class _Checker:
         verify_parallel = get.integer("verify_parallel", low=1, default=DEFAULT_VERIFY_PARALLEL)
         sandbox = get.flag("sandbox")
         sockets = tuple(get.str_list("sockets", unique=True))
+        for entry in sockets:
+            if not (_ENV_NAME.match(entry) or entry.startswith("/")):
+                self.add(
+                    f"`sockets`: {entry!r} is neither a variable name nor an absolute path",
+                    "sockets",
+                )
         strict_model = get.flag("strict_model")
         auto = self.spec_list("auto")
         verify = self.verify()
