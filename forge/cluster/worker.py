@@ -153,8 +153,8 @@ def _claim(job: Job, where: str) -> str | None:
     claim = Variable(f"forge-claim-{job.key}", client=client)
     try:
         return str(claim.get(timeout=0))
-    except TimeoutError:
-        claim.set(where)
+    except (TimeoutError, UnboundLocalError):  # none yet (over TLS, Dask's zero wait
+        claim.set(where)  # is cancelled and says so with an UnboundLocalError)
         return None
 
 
