@@ -4,11 +4,14 @@ true` says so, and a worker's git never runs what a task wrote into its mirror."
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from helpers.gitkit import git, run_forge
-from helpers.runkit import plan_and_run, statuses, write_plan
+from helpers.runkit import plan_and_run, statuses, wait_for, write_plan
 
 pytest.importorskip("distributed")
 pytest.importorskip("cryptography")
@@ -78,3 +81,51 @@ def test_a_hook_a_task_plants_in_the_mirror_never_runs_on_push(repo: Path, tmp_p
     assert statuses(repo) == {"a": "MERGED", "b": "MERGED"}
     assert (hooks / "pre-push").exists(), "the task planted its hook"
     assert not ran.exists(), "the worker's push ran the task's hook"
+
+
+def test_a_remote_scheduler_is_reached_with_the_certificates_cluster_names(
+    repo: Path, tmp_path: Path
+) -> None:
+    """A scheduler and a worker started with a CA, a certificate and a key (here one
+    certificate for every role); forge.toml names the files; the run lands."""
+    from distributed.security import Security
+
+    made = Security.temporary()
+    files = {}
+    for name, pem in (("ca", made.tls_ca_file), ("cert", made.tls_client_cert)):
+        files[name] = tmp_path / f"{name}.pem"
+        files[name].write_text(pem)
+    files["key"] = tmp_path / "key.pem"
+    files["key"].write_text(made.tls_client_key)
+    tls = ["--tls-ca-file", str(files["ca"]), "--tls-cert", str(files["cert"])]
+    tls += ["--tls-key", str(files["key"])]
+    info = tmp_path / "scheduler.json"
+    py, where = sys.executable, ["--scheduler-file", str(info), "--no-dashboard", *tls]
+    sched = subprocess.Popen(
+        [py, "-m", "distributed.cli.dask_scheduler", *where, "--protocol", "tls", "--port", "0"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    worker = None
+    try:
+        wait_for(lambda: info.exists() and info.stat().st_size > 0, timeout=60, what="scheduler")
+        worker = subprocess.Popen(
+            [py, "-m", "distributed.cli.dask_worker", *where, "--nthreads", "1", "--no-nanny"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        address = str(json.loads(info.read_text())["address"])
+        assert address.startswith("tls://")
+        (repo / "forge.toml").write_text(
+            f'[cluster]\ntls_ca = "{files["ca"]}"\ntls_cert = "{files["cert"]}"\n'
+            f'tls_key = "{files["key"]}"\n'
+        )
+        plan = write_plan(tmp_path, _one("echo a > a.txt"))
+        cp = plan_and_run(repo, plan, "--cluster", address)
+        assert cp.returncode == 0, cp.stdout + cp.stderr
+        assert statuses(repo) == {"a": "MERGED"}
+    finally:
+        for p in (sched, worker):
+            if p is not None:
+                p.kill()
+                p.wait()
