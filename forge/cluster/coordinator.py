@@ -299,6 +299,7 @@ class Cluster:
         repo = ctx.repo
         assert ts.branch is not None
         attempt.where = result.where or None
+        attempt.phases.extend(dict(p) for p in result.phases)  # the worker's, as they ran
         attempt.cost_usd = result.cost_usd
         attempt.input_tokens = result.input_tokens
         attempt.output_tokens = result.output_tokens

@@ -47,3 +47,5 @@ class JobResult:
     log: str | None = None  # which of `logs` explains the outcome
     review: dict[str, object] | None = None  # the attempt's review record, when it had one
     refused: str | None = None  # why this worker cannot run the run's attempts at all
+    # The attempt's phases on the worker ({"name", "start", "end"}, epoch seconds).
+    phases: tuple[dict[str, object], ...] = ()

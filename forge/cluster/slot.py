@@ -19,6 +19,7 @@ import contextlib
 import hashlib
 import os
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -167,6 +168,7 @@ class WorkerSlot:
         self.logs.mkdir(parents=True, exist_ok=True)
         self.state_dir = where.home / "agent-state"
         self.warnings: list[str] = []
+        self.phases: list[dict[str, object]] = []
 
     def start(self) -> None:
         """The slot at the job's start, nothing in its tree but ignored files (all
@@ -227,9 +229,16 @@ class WorkerSlot:
             sandbox=self.sandbox(c.writable, c.network),
         )
 
-    def phase(self, name: str, *, save: bool = False) -> contextlib.AbstractContextManager[object]:
-        del name, save  # the coordinator records the attempt's phases
-        return contextlib.nullcontext()
+    @contextlib.contextmanager
+    def phase(self, name: str, *, save: bool = False) -> Iterator[object]:
+        """Recorded here and sent back with the result (the coordinator's record)."""
+        del save
+        entry: dict[str, object] = {"name": name, "start": round(time.time(), 3), "end": None}
+        self.phases.append(entry)
+        try:
+            yield entry
+        finally:
+            entry["end"] = round(time.time(), 3)
 
     def set_up(self) -> None:
         pass  # the setup's marker in forge's git dir of the slot says it

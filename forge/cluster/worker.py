@@ -75,7 +75,8 @@ def _attempt(place: WorkerSlot, where: str) -> JobResult:
     model = order.agent[1].model if order.agent is not None else None
     attempt = Attempt(number=order.number, agent="", model=model, tag=job.tag)
     try:
-        place.start()
+        with place.phase("worktree"):
+            place.start()
         done = run_steps(order, place, attempt, job.start)
         if isinstance(done, str) and order.review is not None:
             done = reviewed(place, attempt, done) or done
@@ -105,6 +106,7 @@ def _attempt(place: WorkerSlot, where: str) -> JobResult:
         logs={name: text for name, text in tails.items() if name.endswith(SENT_BACK)},
         log=Path(attempt.log).name if attempt.log else None,
         review=attempt.review,
+        phases=tuple(place.phases),
     )
 
 

@@ -85,6 +85,14 @@ def _outcomes(repo: Path) -> dict[str, list[tuple[Any, ...]]]:
     }
 
 
+def _phases(repo: Path) -> dict[str, list[list[str]]]:
+    """Each task's attempts as the names of their phases, in the order they ran."""
+    return {
+        tid: [[p["name"] for p in a.get("phases") or ()] for a in ts["attempts"]]
+        for tid, ts in state(repo)["tasks"].items()
+    }
+
+
 def test_failing_attempts_end_alike_here_and_on_a_cluster(repo: Path, tmp_path: Path) -> None:
     there = tmp_path / "there"
     git(repo.parent, "clone", "-q", str(repo), str(there))
@@ -98,6 +106,11 @@ def test_failing_attempts_end_alike_here_and_on_a_cluster(repo: Path, tmp_path: 
     assert here.returncode == cluster.returncode == 5, here.stdout + cluster.stdout
     local, remote = _outcomes(repo), _outcomes(there)
     assert local == remote
+    # The same phases too (worktree, run or agent, check, queue, merge), timed.
+    assert _phases(repo) == _phases(there)
+    assert _phases(there)["check"][0] == ["worktree", "run", "check"]
+    timed = [p for t in state(there)["tasks"].values() for a in t["attempts"] for p in a["phases"]]
+    assert all(p["start"] <= p["end"] for p in timed)
     reasons = {tid: [a[1] for a in attempts] for tid, attempts in local.items()}
     no_progress = "no progress: the same change as the last failed attempt"
     assert reasons == {
