@@ -43,6 +43,7 @@ KEYS: dict[str, dict[str, str]] = {
         "notify": "a command told of a run's pause, need of a person, and end (JSON on stdin)",
         "quarantine": '`"auto"` (default): a flaky test\'s failure blames nobody; `"off"`',
         "release_after": "passes in a row on landed trees that release a quarantined test (20)",
+        "sockets": "sockets the sandbox lets a task reach: variable names or absolute paths",
         **_SHARED_TASK,
     },
     "[[task]]": {
@@ -54,6 +55,7 @@ KEYS: dict[str, dict[str, str]] = {
         "deps": "ids of the tasks that must merge first",
         "check": "the task's own check, run in its worktree",
         "estimate": "relative size (default 1), for critical-path order and the ETA",
+        "network": "the task's check keeps the network in the sandbox",
         **_SHARED_TASK,
     },
     "forge.toml": {
@@ -82,14 +84,19 @@ KEYS: dict[str, dict[str, str]] = {
         "junit": "the JUnit XML report the command writes (forge asks pytest for one itself)",
         "subset": "how to run some tests only: a command with `{tests}`",
         "allow_empty": "a test runner that ran no test may pass",
+        "network": "the lane keeps the network in the sandbox",
     },
     "[tests]": {
         "quarantine": 'tests quarantined by the team\'s word, or `"auto"` / `"off"`',
         "release_after": "passes in a row on landed trees that release a quarantined test",
     },
     "[cluster]": {
-        "address": "the scheduler (`tcp://host:8786`, or `local:N`)",
+        "address": "the scheduler (`tls://host:8786`, or `local:N`: TLS with a certificate of the run's)",
         "remote": "a git remote the workers can reach (not needed on this machine)",
+        "tls_ca": "the CA file of a TLS scheduler (with `tls_cert` and `tls_key`)",
+        "tls_cert": "the client certificate for a TLS scheduler",
+        "tls_key": "the client key for a TLS scheduler",
+        "insecure": "accept a scheduler reached without TLS (`tcp://`)",
     },
     "[agents.NAME]": {
         "command": "argv with placeholders `{prompt_file}`, `{model}`, `{effort}`, `{task}`, "

@@ -317,7 +317,7 @@ def run_group(
         if spec.sandbox is not None:
             tmp = Path(tempfile.mkdtemp(prefix="forge-sandbox-"))
             outer.callback(shutil.rmtree, tmp, ignore_errors=True)
-            args = spec.sandbox.wrap(args, tmp=tmp)
+            args = spec.sandbox.wrap(args, tmp=tmp, env=clean_env(spec.env))
         group = _cgroup(spec.tag)
         if group is not None:
             args = group.wrap(args)

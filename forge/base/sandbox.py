@@ -1,18 +1,27 @@
 """File containment (opt-in: `sandbox = true` in a plan, or `forge run --sandbox`):
 a command runs under bubblewrap with the whole file system read-only except its
-worktree (or verification checkout), a temp folder of its own at /tmp, and the
-agent CLIs' state folders. The network is shared (agents need their API), and so
-is the process group (forge stops the group as usual; `--new-session` would take
-the command out of it). The command gets its own pid namespace, so nothing it
-starts outlives it, daemons included. forge's key (forge/base/seal.py) is hidden.
+worktree (or verification checkout), a temp folder of its own at /tmp (TMPDIR
+points there), and, for a task's commands, the agent CLIs' state folders and
+forge's per-plan agent state. It holds no capability (`--cap-drop ALL`, in a user
+namespace where one can be made: as root too), and has its own pid, IPC and UTS
+namespaces; `/proc/sys` is read-only. forge's key (forge/base/seal.py) is hidden,
+and so are the user's sockets: a tmpfs over /run, $XDG_RUNTIME_DIR and the folders
+of the sockets the environment names, whose variables are dropped (the plan's
+`sockets = [...]` passes one). A verification lane or a task's check has no
+network unless it says `network = true`; an agent keeps it (it needs its API).
+The process group is shared (forge stops the group as usual; `--new-session`
+would take the command out of it). forge checks at start that a command inside
+holds no capability (`check`), and refuses a sandbox that keeps one.
 """
 
 from __future__ import annotations
 
 import functools
+import re
 import shutil
+import stat
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,27 +46,111 @@ AGENT_STATE = (
     ".cache",
     ".npm",
 )
+# Variables that name a service a command could drive (an agent, a bus, a display,
+# a terminal multiplexer, a container engine): dropped, their sockets hidden.
+SOCKET_VARS = (
+    "SSH_AUTH_SOCK",
+    "DBUS_SESSION_BUS_ADDRESS",
+    "DBUS_SYSTEM_BUS_ADDRESS",
+    "XDG_RUNTIME_DIR",
+    "GPG_AGENT_INFO",
+    "DOCKER_HOST",
+    "CONTAINER_HOST",
+    "WAYLAND_DISPLAY",
+    "DISPLAY",
+    "PULSE_SERVER",
+    "TMUX",
+    "STY",
+    "SWAYSOCK",
+    "I3SOCK",
+    "NVIM",
+    "NVIM_LISTEN_ADDRESS",
+    "KITTY_LISTEN_ON",
+    "VSCODE_IPC_HOOK_CLI",
+)
+_PATHS_IN = re.compile(r"/[^,;:=\s]+")
+_VAR_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# Old /proc entries a process with uid 0 may write without any capability (the
+# host's sysctls, sysrq): read-only inside. bwrap covers some, not /proc/sys.
+_PROC_COVER = ("/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus")
+_CAPS = ("CapInh", "CapPrm", "CapEff", "CapAmb")
+
+
+def _flags(user_ns: bool, network: bool = True) -> list[str]:
+    """bwrap's options before the binds: the root read-only, the namespaces, no
+    capability."""
+    args = ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+    for path in _PROC_COVER:
+        args += ["--ro-bind-try", path, path]
+    args += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
+    if user_ns:
+        args.append("--unshare-user")
+    if not network:
+        args.append("--unshare-net")
+    return [*args, "--cap-drop", "ALL", "--die-with-parent"]
+
+
+@dataclass(frozen=True)
+class Probe:
+    """What a sandbox holds on this machine, found by running one."""
+
+    bwrap: str | None  # its path; None: not installed
+    user_ns: bool = False  # `--unshare-user` works here
+    caps: tuple[tuple[str, str], ...] = ()  # the Cap* lines of a process inside
+    error: str | None = None  # why no sandbox could be made
+
+    @property
+    def kept(self) -> tuple[tuple[str, str], ...]:
+        """The capability sets a command inside still holds (empty: none)."""
+        return tuple((k, v) for k, v in self.caps if k in _CAPS and int(v, 16) != 0)
+
+
+def _status_inside(bwrap: str, user_ns: bool) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [bwrap, *_flags(user_ns, network=False), "--", "cat", "/proc/self/status"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        stdin=subprocess.DEVNULL,
+        cwd="/",
+    )
 
 
 @functools.cache
-def unavailable() -> str | None:
-    """Why the sandbox cannot run here (None: it can)."""
+def probe() -> Probe:
+    """Run `cat /proc/self/status` in a sandbox (in a user namespace when one can be
+    made) and read what the command holds."""
     bwrap = shutil.which("bwrap")
     if bwrap is None:
-        return f"the sandbox needs bubblewrap (bwrap), which is not installed: {HOW_TO_GET}"
-    try:
-        cp = subprocess.run(
-            [bwrap, *_BASE, "--", "true"],
-            capture_output=True,
-            text=True,
-            timeout=30,
-            stdin=subprocess.DEVNULL,
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return f"bwrap cannot run here ({exc})"
-    if cp.returncode != 0:
+        return Probe(None)
+    last = ""
+    for user_ns in (True, False):
+        try:
+            cp = _status_inside(bwrap, user_ns)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return Probe(bwrap, error=f"bwrap cannot run here ({exc})")
+        if cp.returncode == 0:
+            caps = tuple(
+                (key, value.strip())
+                for key, _, value in (line.partition(":") for line in cp.stdout.splitlines())
+                if key.startswith("Cap")
+            )
+            return Probe(bwrap, user_ns=user_ns, caps=caps)
         last = (cp.stderr.strip().splitlines() or ["no reason given"])[-1]
-        return f"bwrap cannot make a sandbox here (user namespaces disabled?): {last}"
+    return Probe(bwrap, error=f"bwrap cannot make a sandbox here (namespaces disabled?): {last}")
+
+
+def unavailable() -> str | None:
+    """Why the sandbox cannot run here (None: it can): no bwrap, no sandbox can be
+    made, or a command inside would keep a capability."""
+    found = probe()
+    if found.bwrap is None:
+        return f"the sandbox needs bubblewrap (bwrap), which is not installed: {HOW_TO_GET}"
+    if found.error is not None:
+        return found.error
+    if found.kept:
+        held = ", ".join(f"{k}={v}" for k, v in found.kept)
+        return f"the sandbox keeps capabilities here ({held}); forge refuses to run in it"
     return None
 
 
@@ -68,31 +161,106 @@ def require() -> None:
         raise ForgeError(why)
 
 
-_BASE = ("--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-pid")
+def _inside(path: Path, folder: Path) -> bool:
+    return path == folder or folder in path.parents
+
+
+def named_sockets(env: Mapping[str, str]) -> dict[str, list[Path]]:
+    """The variables of `env` that name a socket or a service's folder, with the
+    existing sockets (or, for XDG_RUNTIME_DIR, the folder) each names."""
+    out: dict[str, list[Path]] = {}
+    for name, value in env.items():
+        found = []
+        for raw in _PATHS_IN.findall(value):
+            path = Path(raw)
+            try:
+                mode = path.stat().st_mode
+            except (OSError, ValueError):
+                continue
+            if stat.S_ISSOCK(mode) or (name == "XDG_RUNTIME_DIR" and stat.S_ISDIR(mode)):
+                found.append(path)
+        if found or name in SOCKET_VARS:
+            out[name] = found
+    return out
 
 
 @dataclass(frozen=True)
 class Sandbox:
     """What one command may write, and what it must see read-only although it lies
-    under the folder the private /tmp covers (the user's repository, in tests)."""
+    under the folder the private /tmp covers (the user's repository, in tests).
+    `agents`: the agent CLIs' state folders are writable (a task's commands; never
+    a verification lane). `network`: the command keeps the network. `sockets`: the
+    sockets (paths, or variables naming them) the plan passes."""
 
     writable: tuple[Path, ...]
     readable: tuple[Path, ...] = ()
+    agents: bool = True
+    network: bool = True
+    sockets: tuple[str, ...] = ()
 
-    def wrap(self, argv: Sequence[str], *, tmp: Path) -> list[str]:
-        args = ["bwrap", *_BASE, "--die-with-parent", "--bind", str(tmp), "/tmp"]
-        for path in self.readable:
-            if path.exists():
-                args += ["--ro-bind", str(path), str(path)]
-        home = Path.home()
-        for name in AGENT_STATE:
-            state = home / name
-            if state.exists():
-                args += ["--bind", str(state), str(state)]
-        for path in self.writable:
-            if path.exists():
-                args += ["--bind", str(path), str(path)]
+    def wrap(self, argv: Sequence[str], *, tmp: Path, env: Mapping[str, str]) -> list[str]:
+        """The bwrap command line running `argv` with `env` (the command's whole
+        environment) inside, its private /tmp the host folder `tmp`."""
+        binds: list[tuple[Path, str]] = [(tmp, "bind")]
+        hidden: list[Path] = []
+        binds += [(p, "ro-bind") for p in self.readable if p.exists()]
+        if self.agents:
+            home = Path.home()
+            binds += [(home / n, "bind") for n in AGENT_STATE if (home / n).exists()]
+        binds += [(p, "bind") for p in self.writable if p.exists()]
+        # /tmp itself is mounted at /tmp, not at the host folder's path.
+        mounts: list[tuple[Path, list[str]]] = [(Path("/tmp"), ["--bind", str(tmp), "/tmp"])]
+        mounts += [(p, [f"--{kind}", str(p), str(p)]) for p, kind in binds[1:]]
         keys = seal.key_dir()
         if keys.is_dir():
-            args += ["--tmpfs", str(keys)]
+            hidden.append(keys)
+        unset, passed = self._sockets(env, [p for p, _ in binds[1:]], hidden, mounts)
+        for folder in hidden:
+            mounts.append((folder, ["--tmpfs", str(folder)]))
+        mounts += [(p, ["--ro-bind", str(p), str(p)]) for p in passed]
+        resolv = Path("/etc/resolv.conf").resolve()
+        if any(_inside(resolv, f) for f in hidden) and resolv.exists():
+            mounts.append((resolv, ["--ro-bind", str(resolv), str(resolv)]))
+        # A mount covers what was mounted below it before: the outer first, so a
+        # writable folder never uncovers what a hidden or read-only one inside it hides.
+        order = sorted(range(len(mounts)), key=lambda i: (len(mounts[i][0].parts), i))
+        args = ["bwrap", *_flags(probe().user_ns, self.network)]
+        for i in order:
+            args += mounts[i][1]
+        args += ["--setenv", "TMPDIR", "/tmp"]
+        for name in unset:
+            args += ["--unsetenv", name]
         return [*args, "--", *argv]
+
+    def _sockets(
+        self,
+        env: Mapping[str, str],
+        bound: list[Path],
+        hidden: list[Path],
+        mounts: list[tuple[Path, list[str]]],
+    ) -> tuple[list[str], list[Path]]:
+        """Hide the sockets `env` names (into `hidden` and `mounts`); the variables
+        to drop and the sockets the plan passes."""
+        named = named_sockets(env)
+        passed = [Path(s) for s in self.sockets if not _VAR_NAME.match(s)]
+        passed += [p for s in self.sockets if s in named for p in named[s]]
+        passed = [p for p in passed if p.exists()]
+        unset = [
+            name
+            for name, paths in named.items()
+            if name not in self.sockets and not (paths and all(p in passed for p in paths))
+        ]
+        home = Path.home()
+        run = Path("/run")
+        if run.is_dir():
+            hidden.append(run)
+        for paths in named.values():
+            for path in paths:
+                folder = path if path.is_dir() else path.parent
+                broad = folder == Path("/") or _inside(home, folder)
+                broad = broad or any(_inside(b, folder) or _inside(folder, b) for b in bound)
+                if not broad:
+                    hidden.append(folder)
+                elif not path.is_dir() and path not in passed:
+                    mounts.append((path, ["--ro-bind", "/dev/null", str(path)]))
+        return unset, passed

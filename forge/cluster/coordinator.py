@@ -44,7 +44,7 @@ from forge.run.attempt.order import order_for
 from forge.run.attempt.reset import reset_for_attempt
 from forge.run.state.run_state import UNCOUNTED, Status
 
-INSTALL_HINT = "the cluster needs Dask distributed: pip install 'forge[cluster]'"
+INSTALL_HINT = "the cluster needs Dask distributed and cryptography: pip install 'forge[cluster]'"
 LOST_AFTER = 10.0  # seconds without the scheduler before the run pauses
 LOCAL_CACHE = ".cluster"  # folder of local:N workers' caches, under the plan's slots
 STOP_WAIT = 60.0  # after a stop, how long to wait for workers to report back
@@ -54,6 +54,8 @@ STOP_WAIT = 60.0  # after a stop, how long to wait for workers to report back
 class ClusterConfig:
     address: str  # tcp://host:8786, or local:N
     remote: str | None = None  # a git URL or path the workers reach
+    tls: tuple[str, str, str] | None = None  # CA, certificate, key: a tls:// scheduler
+    insecure: bool = False  # a scheduler reached without TLS is accepted
 
 
 def require_dask() -> None:
@@ -95,8 +97,13 @@ class Cluster:
             # foreground process group): forge stops their attempts itself. An
             # ignored signal stays ignored across exec.
             old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+            # Only this run holds the certificate: a task that reaches the scheduler
+            # (it listens on 127.0.0.1) cannot make a client of it.
+            security = local_security()
             try:
                 self.cluster = LocalCluster(
+                    protocol="tls://",
+                    security=security,
                     n_workers=self.local_n,
                     threads_per_worker=1,
                     processes=True,
@@ -108,10 +115,15 @@ class Cluster:
                 )
             finally:
                 signal.signal(signal.SIGINT, old)
-            self.client = Client(self.cluster, set_as_default=False)
+            self.client = Client(self.cluster, security=security, set_as_default=False)
         else:
             try:
-                self.client = Client(self.config.address, timeout=10, set_as_default=False)
+                self.client = Client(
+                    self.config.address,
+                    timeout=10,
+                    set_as_default=False,
+                    security=remote_security(self.config),
+                )
             except (OSError, TimeoutError) as exc:
                 raise ForgeError(
                     f"cannot reach the cluster scheduler at {self.config.address}: {exc}",
@@ -292,15 +304,13 @@ class Cluster:
         repo = ctx.repo
         assert ts.branch is not None
         attempt.where = result.where or None
+        attempt.phases.extend(dict(p) for p in result.phases)  # the worker's, as they ran
         attempt.cost_usd = result.cost_usd
         attempt.input_tokens = result.input_tokens
         attempt.output_tokens = result.output_tokens
         attempt.models = list(result.models) or None
         attempt.model_mismatch = result.model_mismatch
         attempt.feedback_source = result.feedback_source
-        with ctx.store.lock:  # the worker's phases, before the merge the pipeline adds
-            worker = [{"name": n, "start": a, "end": b} for n, a, b in result.phases]
-            attempt.phases[:0] = worker
         for name, text in result.logs.items():
             (scope.dir / name).write_text(text)
         attempt.log = str(scope.dir / (result.log or "agent.log"))
@@ -378,10 +388,67 @@ def from_settings(repo: Repository, address: str | None) -> Any:
     local_n = parse_address(address)
     if not config.cluster_remote and local_n is None and not is_this_machine(address):
         raise remote_needed(address)
+    settings = ClusterConfig(
+        address, config.cluster_remote, config.cluster_tls, config.cluster_insecure
+    )
+    if local_n is None:
+        check_transport(settings)
     require_dask()
-    settings = ClusterConfig(address, config.cluster_remote)
 
     def open_for(plan: Plan) -> contextlib.AbstractContextManager[Cluster]:
         return connected(repo, plan.name, settings)
 
     return open_for
+
+
+INSECURE_HINT = (
+    "give [cluster] tls_ca, tls_cert and tls_key in forge.toml with a tls:// address, "
+    "or say [cluster] insecure = true"
+)
+
+
+def check_transport(config: ClusterConfig) -> None:
+    """A scheduler is reached over TLS with the certificates `[cluster]` names, or
+    without TLS only when `[cluster] insecure = true` says so: anyone who reaches an
+    unauthenticated scheduler runs code on its workers."""
+    tls = config.address.startswith("tls://")
+    if config.tls is not None and not tls:
+        raise ForgeError(
+            f"--cluster {config.address}: [cluster] names TLS certificates, so the "
+            "address must be tls://host:port"
+        )
+    if tls and config.tls is None:
+        raise ForgeError(
+            f"--cluster {config.address}: a tls:// scheduler needs certificates: "
+            "give [cluster] tls_ca, tls_cert and tls_key in forge.toml"
+        )
+    if not tls and not config.insecure:
+        raise ForgeError(
+            f"--cluster {config.address}: the scheduler would be reached without TLS, so "
+            f"anyone who reaches it runs code on its workers; {INSECURE_HINT}"
+        )
+    for path in config.tls or ():
+        if not Path(path).expanduser().is_file():
+            raise ForgeError(f"[cluster] in forge.toml names {path}, which is not a file")
+
+
+def local_security() -> Any:
+    """A certificate made for this run alone (`local:N`)."""
+    try:
+        from distributed.security import Security
+
+        return Security.temporary()
+    except ImportError:
+        raise ForgeError(INSTALL_HINT, code=ExitCode.USAGE) from None
+
+
+def remote_security(config: ClusterConfig) -> Any:
+    """The TLS settings of a remote scheduler (None: reached without TLS)."""
+    if config.tls is None:
+        return None
+    from distributed.security import Security
+
+    ca, cert, key = (str(Path(p).expanduser()) for p in config.tls)
+    return Security(
+        tls_ca_file=ca, tls_client_cert=cert, tls_client_key=key, require_encryption=True
+    )

@@ -46,6 +46,6 @@ class JobResult:
     logs: dict[str, str] = field(default_factory=dict)  # file name -> tail of its text
     log: str | None = None  # which of `logs` explains the outcome
     review: dict[str, object] | None = None  # the attempt's review record, when it had one
-    # The attempt's phases on the worker, in order: (name, start, end) in epoch seconds.
-    phases: tuple[tuple[str, float, float], ...] = ()
     refused: str | None = None  # why this worker cannot run the run's attempts at all
+    # The attempt's phases on the worker ({"name", "start", "end"}, epoch seconds).
+    phases: tuple[dict[str, object], ...] = ()

@@ -29,7 +29,7 @@ from forge.base.sandbox import Sandbox
 from forge.cluster.job import Job
 from forge.git import merge as integrate
 from forge.git import worktrees
-from forge.git.contained import Contained
+from forge.git.contained import HARDENED, Contained
 from forge.git.repo import Repository
 from forge.run.attempt.confinement import run_contained
 from forge.run.attempt.context import Command
@@ -43,9 +43,49 @@ def cache_root() -> Path:
     return Path(where) if where else Path.home() / ".cache" / "forge" / "worker"
 
 
+# Every git call a worker makes in its mirror: no hooks, no fsmonitor, no attributes
+# or config but forge's (a task outside the sandbox may write the mirror's config:
+# it is written again before each use, see own_config).
+_MIRROR_FLAGS = (
+    "-c",
+    "core.hooksPath=/dev/null",
+    "-c",
+    "core.fsmonitor=false",
+    "-c",
+    "core.attributesFile=/dev/null",
+    "-c",
+    "submodule.recurse=false",
+)
+
+
+# The remote may be a path or any URL the user's git reaches: every protocol stays.
+_ENV = {k: v for k, v in HARDENED.items() if k != "GIT_PROTOCOL_FROM_USER"}
+
+
 def git(*args: str, cwd: Path) -> str:
     """A git command in the mirror (forge's own repository: never in a slot)."""
-    return proc.run(["git", *args], cwd=cwd).stdout
+    return proc.run(["git", *_MIRROR_FLAGS, *args], cwd=cwd, env=_ENV).stdout
+
+
+def own_config(mirror: Path, oid: str) -> None:
+    """The mirror's config is forge's (whatever a task wrote there): a bare
+    repository of the object format of `oid`, without hooks."""
+    sha256 = len(oid) == 64
+    text = (
+        f"[core]\n\trepositoryformatversion = {int(sha256)}\n\tfilemode = true\n"
+        "\tbare = true\n\thooksPath = /dev/null\n"
+        + ("[extensions]\n\tobjectformat = sha256\n" if sha256 else "")
+    )
+    config = mirror / "config"
+    with contextlib.suppress(OSError):
+        if config.read_text() == text and not config.is_symlink():
+            return
+    fresh = mirror / f"config.forge-{os.getpid()}"
+    fresh.write_text(text)
+    os.replace(fresh, config)
+    for name in ("commondir", "info/attributes"):  # read by git beside config
+        with contextlib.suppress(FileNotFoundError, IsADirectoryError):
+            (mirror / name).unlink()
 
 
 def mirror_repo(mirror: Path) -> Repository:
@@ -76,9 +116,12 @@ def slot(job: Job) -> Iterator[SlotDir]:
     with FileLock(str(home / "mirror.lock")):
         if not (mirror / "HEAD").exists():
             git("clone", "--quiet", "--bare", "--no-tags", job.remote, str(mirror), cwd=home)
-            git("config", "core.hooksPath", os.devnull, cwd=mirror)
+        own_config(mirror, job.start)
         have = proc.run(
-            ["git", "cat-file", "-e", f"{job.start}^{{commit}}"], cwd=mirror, check=False
+            ["git", *_MIRROR_FLAGS, "cat-file", "-e", f"{job.start}^{{commit}}"],
+            cwd=mirror,
+            env=_ENV,
+            check=False,
         )
         if have.returncode != 0:  # most starts are new integration heads; some are known
             ref = f"+{job.job_ref}:{job.job_ref}"
@@ -125,7 +168,7 @@ class WorkerSlot:
         self.logs.mkdir(parents=True, exist_ok=True)
         self.state_dir = where.home / "agent-state"
         self.warnings: list[str] = []
-        self.phases: list[tuple[str, float, float]] = []  # sent back with the result
+        self.phases: list[dict[str, object]] = []
 
     def start(self) -> None:
         """The slot at the job's start, nothing in its tree but ignored files (all
@@ -139,14 +182,29 @@ class WorkerSlot:
     def push(self, commit: str) -> None:
         """`commit` to the job's result ref, from the mirror (which holds its objects)."""
         ref = f"{commit}:{self.job.result_ref}"
-        git("push", "--quiet", "--force", self.job.remote, ref, cwd=self.repo.common_dir)
+        own_config(self.repo.common_dir, commit)
+        git(
+            "push",
+            "--quiet",
+            "--force",
+            "--no-verify",
+            self.job.remote,
+            ref,
+            cwd=self.repo.common_dir,
+        )
 
-    def sandbox(self, writable: tuple[Path, ...]) -> Sandbox | None:
+    def sandbox(self, writable: tuple[Path, ...], network: bool = True) -> Sandbox | None:
         if not self.job.sandbox:
             return None
         self.state_dir.mkdir(parents=True, exist_ok=True)
-        # The mirror, the logs and forge's git dirs of the slots: read, never written.
-        return Sandbox(writable=(self.slot, self.state_dir, *writable), readable=(self.where.home,))
+        # The mirror, the logs and forge's git dirs of the slots: read, never written
+        # (mounted after the agents' ~/.cache, which holds them: see Sandbox.wrap).
+        return Sandbox(
+            writable=(self.slot, self.state_dir, *writable),
+            readable=(self.where.home,),
+            network=network,
+            sockets=self.job.order.sockets,
+        )
 
     # -- the Place of the attempt's steps -----------------------------------------
 
@@ -168,18 +226,19 @@ class WorkerSlot:
             cap=job.log_cap,
             stop=stop,
             input_path=c.input_path,
-            sandbox=self.sandbox(c.writable),
+            sandbox=self.sandbox(c.writable, c.network),
         )
 
     @contextlib.contextmanager
     def phase(self, name: str, *, save: bool = False) -> Iterator[object]:
-        """Timed here; the coordinator records the phases with the attempt's result."""
-        del save  # nothing is saved on a worker: the record goes back with the result
-        start = time.time()
+        """Recorded here and sent back with the result (the coordinator's record)."""
+        del save
+        entry: dict[str, object] = {"name": name, "start": round(time.time(), 3), "end": None}
+        self.phases.append(entry)
         try:
-            yield None
+            yield entry
         finally:
-            self.phases.append((name, round(start, 3), round(time.time(), 3)))
+            entry["end"] = round(time.time(), 3)
 
     def set_up(self) -> None:
         pass  # the setup's marker in forge's git dir of the slot says it

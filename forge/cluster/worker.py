@@ -26,7 +26,6 @@ import os
 import shutil
 import socket
 import threading
-import time
 from pathlib import Path
 
 from forge.base import logs, procgroup, sandbox
@@ -59,27 +58,25 @@ def run_job(job: Job) -> JobResult:
         if why is not None:
             said = messages.no_sandbox(f"worker {where.split()[-1]}", why)
             return JobResult(Outcome(Status.INTERRUPTED, said), where=where, refused=said)
-        started = time.time()
         with slot(job) as found:
             place = WorkerSlot(job, found, stop)
             try:
-                return _attempt(place, where, started)
+                return _attempt(place, where)
             finally:  # the logs went back with the result
                 shutil.rmtree(place.logs, ignore_errors=True)
     finally:
         done.set()
 
 
-def _attempt(place: WorkerSlot, where: str, started: float) -> JobResult:
+def _attempt(place: WorkerSlot, where: str) -> JobResult:
     """The attempt's steps in the slot, then its review; its work pushed to the job's
-    result ref. Its phases are timed as a local attempt's: the slot (`worktree`, from
-    `started`), then each step's."""
+    result ref."""
     job, order = place.job, place.job.order
     model = order.agent[1].model if order.agent is not None else None
     attempt = Attempt(number=order.number, agent="", model=model, tag=job.tag)
     try:
-        place.start()
-        place.phases.append(("worktree", round(started, 3), round(time.time(), 3)))
+        with place.phase("worktree"):
+            place.start()
         done = run_steps(order, place, attempt, job.start)
         if isinstance(done, str) and order.review is not None:
             done = reviewed(place, attempt, done) or done
@@ -158,8 +155,8 @@ def _claim(job: Job, where: str) -> str | None:
     claim = Variable(f"forge-claim-{job.key}", client=client)
     try:
         return str(claim.get(timeout=0))
-    except TimeoutError:
-        claim.set(where)
+    except (TimeoutError, UnboundLocalError):  # none yet (over TLS, Dask's zero wait
+        claim.set(where)  # is cancelled and says so with an UnboundLocalError)
         return None
 
 

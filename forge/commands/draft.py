@@ -236,9 +236,9 @@ def draft(
     """Ask the planner up to `opts.tries` times; write the plan when one is sound."""
     from forge.agents.planners import as_planner
     from forge.agents.spec import AgentSpec, resolve
-    from forge.plan.brief import Brief, render
     from forge.plan.repo_config import load_repo_config
     from forge.plan.specs import DEFAULT_AGENT
+    from forge.run.brief import Brief, render
 
     if not opts.goal.strip():
         raise ForgeError('give a goal: forge draft "what the plan should achieve"')

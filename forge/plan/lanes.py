@@ -24,7 +24,7 @@ from typing import Any
 
 from forge.base.tomlread import Problems, TableReader
 
-LANE_KEYS = ("command", "junit", "subset", "allow_empty")
+LANE_KEYS = ("command", "junit", "subset", "allow_empty", "network")
 TESTS_KEYS = ("quarantine", "release_after")  # forge.toml's [tests]
 QUARANTINE_MODES = ("auto", "off")
 DEFAULT_RELEASE_AFTER = 20
@@ -166,3 +166,24 @@ def read_mode(given: Any, get: TableReader) -> str | None:
         get.bad("quarantine", '"auto", "off" or a list of test ids')
         return None
     return str(given)
+
+
+def lane_network(
+    lane_table: Any, *, what: str, problems: Problems, line_of: Callable[[str], int | None]
+) -> tuple[str, ...]:
+    """The lanes given as tables (`[verify.lanes.NAME] command = "...", network =
+    true`) that keep the network in the sandbox (their other keys: read_lanes)."""
+    if not isinstance(lane_table, dict):
+        return ()
+    out = []
+    for lane, entry in lane_table.items():
+        if not isinstance(entry, dict):
+            continue
+        network = entry.get("network", False)
+        if not isinstance(network, bool):
+            problems.add(
+                f"{what}: lane `{lane}`: `network` must be true or false", line=line_of(lane)
+            )
+        elif network:
+            out.append(lane)
+    return tuple(out)

@@ -73,6 +73,7 @@ PLAN_KEYS = (
     "scope",
     "clean",
     "sandbox",
+    "sockets",
     "strict_model",
     "notify",
     "auto",
@@ -99,6 +100,7 @@ TASK_KEYS = (
     "best_of",
     "select",
     "judge",
+    "network",
 )
 
 
@@ -189,6 +191,13 @@ class _Checker:
         gate_on = get.one_of("gate_on", GATE_ON) if "gate_on" in d else None
         verify_parallel = get.integer("verify_parallel", low=1, default=DEFAULT_VERIFY_PARALLEL)
         sandbox = get.flag("sandbox")
+        sockets = tuple(get.str_list("sockets", unique=True))
+        for entry in sockets:
+            if not (_ENV_NAME.match(entry) or entry.startswith("/")):
+                self.add(
+                    f"`sockets`: {entry!r} is neither a variable name nor an absolute path",
+                    "sockets",
+                )
         strict_model = get.flag("strict_model")
         notify = get.string("notify")
         auto = self.spec_list("auto")
@@ -236,6 +245,7 @@ class _Checker:
             quarantine=quarantine,
             release_after=release_after,
             sandbox=sandbox,
+            sockets=sockets,
             strict_model=strict_model,
             notify=notify,
             auto=auto,
@@ -375,6 +385,7 @@ class _Checker:
         estimate = self.estimate(table, label, line_of)
         timeout = get.duration("timeout")
         check = get.string("check")
+        network = get.flag("network")
         agent = get.string("agent")
         review = False if table.get("review") is False else get.string("review")
         best = read_best_of(table, label, self.problems, line_of)
@@ -396,6 +407,7 @@ class _Checker:
             best_of=best.best_of,
             select=cast(Select | None, best.select),
             judge=best.judge,
+            network=network,
         )
 
     def task_id(

@@ -62,6 +62,7 @@ class Task:
     best_of: int | None = None
     select: Select | None = None
     judge: str | None = None
+    network: bool = False  # its check keeps the network in the sandbox
 
     @property
     def is_shell(self) -> bool:
@@ -93,6 +94,7 @@ class Task:
             "best_of": self.best_of,
             "select": self.select,
             "judge": self.judge,
+            "network": self.network,
         }
 
     @classmethod
@@ -113,6 +115,7 @@ class Task:
             best_of=data.get("best_of"),
             select=data.get("select"),
             judge=data.get("judge"),
+            network=bool(data.get("network", False)),
         )
 
 
@@ -147,6 +150,7 @@ class Plan:
     quarantine: str | None = None  # "auto" or "off" (None: forge.toml's [tests], else auto)
     release_after: int | None = None
     sandbox: bool = False  # run every command under bubblewrap (forge/base/sandbox.py)
+    sockets: tuple[str, ...] = ()  # sockets (paths or variables) a sandboxed task may reach
     strict_model: bool = False  # an attempt that ran another model than asked is INFRA
     notify: str | None = None  # told of a run's pause or end (forge/run/notify.py)
     auto: tuple[str, ...] = ()  # the pool `agent = "auto"` chooses from (else forge.toml's)
@@ -248,6 +252,7 @@ class Plan:
             "quarantine": self.quarantine,
             "release_after": self.release_after,
             "sandbox": self.sandbox,
+            "sockets": list(self.sockets),
             "strict_model": self.strict_model,
             "notify": self.notify,
             "auto": list(self.auto),
@@ -288,6 +293,7 @@ class Plan:
             quarantine=data.get("quarantine"),
             release_after=data.get("release_after"),
             sandbox=bool(data.get("sandbox", False)),
+            sockets=tuple(data.get("sockets", ())),
             strict_model=bool(data.get("strict_model", False)),
             notify=data.get("notify"),
             auto=tuple(data.get("auto", ())),

@@ -18,7 +18,8 @@ from forge.base.settings import DEFAULT_GRACE
 from forge.base.tomlread import LineOf, Problems, TableReader, TomlSource
 from forge.errors import ForgeError
 from forge.plan.budget import parse_prices
-from forge.plan.lanes import LaneOptions, TestsWord, read_lanes, read_tests
+from forge.plan.cluster_table import parse_cluster
+from forge.plan.lanes import LaneOptions, TestsWord, lane_network, read_lanes, read_tests
 
 DEFAULT_RERUNS = 2
 # Every lane has a time limit: a hanging test suite must not hang the gate forever.
@@ -55,6 +56,8 @@ class VerifyConfig:
     def options_of(self, lane: str) -> LaneOptions:
         return dict(self.options).get(lane) or LaneOptions()
 
+    networked: tuple[str, ...] = ()  # lanes that keep the network in the sandbox
+
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "lanes": [[name, cmd] for name, cmd in self.lanes],
@@ -65,6 +68,8 @@ class VerifyConfig:
         options = {name: o.to_dict() for name, o in self.options if o.to_dict()}
         if options:
             out["options"] = options
+        if self.networked:
+            out["networked"] = list(self.networked)
         return out
 
     @classmethod
@@ -78,6 +83,7 @@ class VerifyConfig:
             options=tuple(
                 (str(n), LaneOptions.from_dict(o)) for n, o in dict(data.get("options", {})).items()
             ),
+            networked=tuple(data.get("networked", ())),
         )
 
     def fingerprint(self) -> str:
@@ -89,6 +95,8 @@ class VerifyConfig:
             "timeout": self.timeout,
         }
         # The environment a lane runs in is part of what its verdict means.
+        if self.networked:
+            key["networked"] = sorted(self.networked)
         if self.setup:
             key["setup"] = self.setup
         if self.env:
@@ -195,6 +203,7 @@ def parse_verify(
     table_reruns: Any = None
     lanes: list[tuple[str, str]] = []
     options: list[tuple[str, LaneOptions]] = []
+    networked: tuple[str, ...] = ()
     prepare: dict[str, Any] = {}
     if isinstance(value, str):
         if not value.strip():
@@ -214,6 +223,7 @@ def parse_verify(
         )
         lanes = [(name, cmd) for name, cmd, _o in read]
         options = [(name, o) for name, _c, o in read if o != LaneOptions()]
+        networked = lane_network(value.get("lanes"), what=what, problems=problems, line_of=line_of)
         table_reruns = value.get("reruns")
         get = TableReader(value, problems, what=what, line_of=line_of, quote=True)
         timeout = get.duration("timeout")
@@ -234,6 +244,7 @@ def parse_verify(
         timeout=DEFAULT_VERIFY_TIMEOUT if timeout is None else timeout,
         grace=grace,
         options=tuple(options),
+        networked=networked,
         **prepare,
     )
 
@@ -242,7 +253,6 @@ PREPARE_KEYS = ("setup", "setup_timeout", "env")
 # The keys each table accepts (docs/reference/ is generated from them).
 VERIFY_KEYS = ("command", "lanes", "reruns", "timeout", "grace", "gate_on", *PREPARE_KEYS)
 FORGE_TOML_KEYS = ("agents", "verify", "cluster", "prices", "auto", "draft", "notify", "tests")
-CLUSTER_KEYS = ("address", "remote")
 GATE_ON = ("regressions", "green")  # what the gate lands on: no new failures, or all pass
 
 
@@ -365,6 +375,8 @@ class RepoConfig:
     cluster_address: str | None = None  # [cluster] address
     cluster_remote: str | None = None  # [cluster] remote: a git URL or path the workers reach
     notify: str | None = None  # the command told of a run's pauses and end (a plan's wins)
+    cluster_tls: tuple[str, str, str] | None = None  # [cluster] tls_ca, tls_cert, tls_key
+    cluster_insecure: bool = False  # [cluster] insecure: a scheduler reached without TLS
 
 
 def load_repo_config(repo_root: Path, *, read_agents: bool = True) -> RepoConfig:
@@ -413,7 +425,7 @@ def load_repo_config(repo_root: Path, *, read_agents: bool = True) -> RepoConfig
     verify = parse_verify(
         data.get("verify"), reruns=None, what="[verify]", problems=problems, line_of=in_verify
     )
-    address, remote = _parse_cluster(data.get("cluster", {}), problems, src.table_line("cluster"))
+    cluster = parse_cluster(data.get("cluster", {}), problems, src.table_line("cluster"))
     prices = parse_prices(data.get("prices", {}), problems=problems, line_of=top)
     auto = data.get("auto", [])
     if not isinstance(auto, list) or not all(isinstance(v, str) and v.strip() for v in auto):
@@ -441,31 +453,15 @@ def load_repo_config(repo_root: Path, *, read_agents: bool = True) -> RepoConfig
         tests=tests,
         agents=agents,
         verify=verify,
-        cluster_address=address,
-        cluster_remote=remote,
+        cluster_address=cluster.address,
+        cluster_remote=cluster.remote,
+        cluster_tls=cluster.tls,
+        cluster_insecure=cluster.insecure,
         prices=prices,
         auto=tuple(dict.fromkeys(auto)),
         draft_agent=planner.strip() or None if isinstance(planner, str) else None,
         notify=notify,
     )
-
-
-def _parse_cluster(
-    table: Any, problems: Problems, line: int | None
-) -> tuple[str | None, str | None]:
-    """`[cluster] address = "tcp://host:8786"`, `remote = "ssh://..."` (or a path)."""
-    if not isinstance(table, dict):
-        problems.add("[cluster] must be a table", line=line)
-        return None, None
-    check_keys(table, CLUSTER_KEYS, what="[cluster]", problems=problems, line_of=lambda _k: line)
-    values: list[str | None] = []
-    for key in ("address", "remote"):
-        value = table.get(key)
-        if value is not None and (not isinstance(value, str) or not value.strip()):
-            problems.add(f"[cluster] {key} must be a non-empty string", line=line)
-            value = None
-        values.append(value)
-    return values[0], values[1]
 
 
 def toml_error_line(exc: tomllib.TOMLDecodeError) -> int | None:

@@ -203,7 +203,7 @@ def _run_lanes(
                 # The reports forge asks for are written beside the lane's logs.
                 made = reports.reports_dir(verify_records.logs_dir(repo.state, base.id) / "x")
                 made.mkdir(parents=True, exist_ok=True)
-                box = Sandbox((co.path, made), (repo.root, repo.common_dir)) if sandbox else None
+                box = _lane_box(repo, co, name in config.networked, made) if sandbox else None
                 lane = _Lane(repo, base, config, co, name, stop, emit, box, policy)
                 results[name] = _run_lane(lane, command)
         except BaseException as exc:  # noqa: BLE001 re-raised by the caller's thread after the join
@@ -223,6 +223,13 @@ def _run_lanes(
     if errors:
         raise errors[0]
     return tuple(results[name] for name, _cmd in config.lanes)
+
+
+def _lane_box(repo: Repository, co: Checkout, network: bool, reports: Path) -> Sandbox:
+    """A lane writes only its checkout and the folder of the reports forge asked for:
+    no agent folder, no network unless the lane says `network = true` (its setup
+    keeps it: see _Lane.run)."""
+    return Sandbox((co.path, reports), (repo.root, repo.common_dir), agents=False, network=network)
 
 
 @dataclass(frozen=True)
@@ -263,7 +270,10 @@ class _Lane:
                 timeout=timeout,
                 grace=self.config.grace,
                 tag=lane_tag(self.repo, self.base.key, self.name),
-                sandbox=self.box,
+                # Setup installs what the lane needs: it keeps the network.
+                sandbox=replace(self.box, network=True)
+                if self.box and kind == "setup"
+                else self.box,
             ),
             stop=self.stop,
         )

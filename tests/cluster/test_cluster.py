@@ -69,13 +69,13 @@ def test_a_cluster_run_lands_what_a_local_run_lands(repo: Path, tmp_path: Path) 
     assert git(repo, "rev-parse", tree) == git(local, "rev-parse", tree)
     assert statuses(repo) == {"a": "MERGED", "b": "MERGED", "c": "MERGED"}
     attempts = [a for t in state(repo)["tasks"].values() for a in t["attempts"]]
-    assert all(a["where"] and "tcp://127.0.0.1" in a["where"] for a in attempts)
+    assert all(a["where"] and "tls://127.0.0.1" in a["where"] for a in attempts)
     assert "PASS" in cp.stdout
     # The local bare remote is removed with the cluster; no result refs are left.
     assert not list((repo / ".git" / "forge" / "cluster").glob("*.git"))
     assert git(repo, "for-each-ref", "refs/forge/results") == ""
     history = run_forge(repo, "status", "b", "--plan", "p")
-    assert "where" in history.stdout and "tcp://127.0.0.1" in history.stdout
+    assert "where" in history.stdout and "tls://127.0.0.1" in history.stdout
     # The workers' mirror and slots stay for the next run, beside the plan's slots,
     # until `forge clean`.
     cache = Path(os.environ["FORGE_WORKTREES"]) / "repo" / "p" / ".cluster"
@@ -106,8 +106,10 @@ def test_a_scheduler_elsewhere_without_a_remote_names_the_key(repo: Path) -> Non
 
 
 def test_the_readme_one_liner_with_a_scheduler_on_this_machine(repo: Path, tmp_path: Path) -> None:
-    """`forge run PLAN --cluster tcp://host:8786` with no forge.toml: the scheduler is
-    here, so its workers get the repository as local:N workers do."""
+    """`forge run PLAN --cluster tcp://host:8786` with only `insecure = true` in
+    forge.toml: the scheduler is here, so its workers get the repository as local:N
+    workers do."""
+    (repo / "forge.toml").write_text("[cluster]\ninsecure = true\n")
     _plan(repo, '[[task]]\nid = "s"\nrun = "echo s > s.txt"\nfiles = ["s.txt"]\n')
     sched, worker, address = _scheduler(tmp_path)
     try:
@@ -204,7 +206,7 @@ def test_losing_the_scheduler_pauses_the_run_and_it_resumes_here(
 ) -> None:
     remote = tmp_path / "remote.git"
     git(tmp_path, "init", "-q", "--bare", str(remote))
-    (repo / "forge.toml").write_text(f'[cluster]\nremote = "{remote}"\n')
+    (repo / "forge.toml").write_text(f'[cluster]\nremote = "{remote}"\ninsecure = true\n')
     git(repo, "add", "forge.toml")
     git(repo, "commit", "-q", "-m", "cluster config")
     marks = tmp_path / "marks"

@@ -59,7 +59,7 @@ def test_what_a_task_leaves_in_its_git_dir_never_runs_on_the_worker(
     assert cp.returncode == 0, cp.stdout + cp.stderr
     assert statuses(repo) == {"c": "MERGED", "d": "MERGED", "e": "MERGED"}
     attempts = [a for t in state(repo)["tasks"].values() for a in t["attempts"]]
-    assert all("tcp://127.0.0.1" in a["where"] for a in attempts)
+    assert all("tls://127.0.0.1" in a["where"] for a in attempts)
     assert git(repo, "show", "forge/p-integration:c.txt") == "c"
     assert git(repo, "show", "forge/p-integration:d.txt") == "d"
     assert sorted(os.listdir(ran)) == []  # no filter, fsmonitor, hook or common dir ran
@@ -96,7 +96,7 @@ def test_a_reviewer_approves_on_the_worker(repo: Path, tmp_path: Path) -> None:
     cp = plan_and_run(repo, write_plan(tmp_path, _reviewed(reviewer)), "--cluster", "local:2")
     assert cp.returncode == 0, cp.stdout + cp.stderr
     [only] = state(repo)["tasks"]["t"]["attempts"]
-    assert only["status"] == "MERGED" and "tcp://127.0.0.1" in only["where"]
+    assert only["status"] == "MERGED" and "tls://127.0.0.1" in only["where"]
     assert only["review"]["verdict"] == "approve" and only["review"]["agent"] == "rev"
     assert Path(only["review"]["log"]).is_file()  # brought back with the attempt's logs
     prompt = copy.read_text()  # the task's prompt, its files and the diff

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 from forge.agents.planners import answer_in_output
-from forge.plan.brief import KEY_HELP, Brief, folder_counts, render
 from forge.plan.load import PLAN_KEYS, TASK_KEYS
+from forge.run.brief import KEY_HELP, Brief, folder_counts, render
 
 
 def _brief(tracked: list[str]) -> Brief:

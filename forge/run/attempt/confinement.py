@@ -32,15 +32,28 @@ def agent_state_dir(repo: Repository, plan: str) -> Path:
 
 
 def sandbox_for(
-    repo: Repository, logs: Path, cwd: Path, *, on: bool, writable: tuple[Path, ...] = ()
+    repo: Repository,
+    logs: Path,
+    cwd: Path,
+    *,
+    on: bool,
+    writable: tuple[Path, ...] = (),
+    network: bool = True,
+    sockets: tuple[str, ...] = (),
 ) -> Sandbox | None:
     """The sandbox of a command run in the slot `cwd` (None when the run has none):
-    the slot, forge's per-plan agent state folder and `writable` may be written."""
+    the slot, forge's per-plan agent state folder and `writable` may be written;
+    the network is there when `network`, and the `sockets` the plan passes."""
     if not on:
         return None
     state_dir = agent_state_dir(repo, logs.parent.name)  # the agents' own state (agent_env)
     state_dir.mkdir(parents=True, exist_ok=True)
-    return Sandbox(writable=(cwd, state_dir, *writable), readable=(repo.root, repo.common_dir))
+    return Sandbox(
+        writable=(cwd, state_dir, *writable),
+        readable=(repo.root, repo.common_dir),
+        network=network,
+        sockets=sockets,
+    )
 
 
 def run_contained(

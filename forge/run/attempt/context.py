@@ -76,6 +76,7 @@ class Command:
     input_path: Path | None = None
     stop: threading.Event | None = None  # None: the run's
     writable: tuple[Path, ...] = ()  # what else the sandbox lets it write
+    network: bool = True  # False: no network in the sandbox (a check without `network`)
 
 
 class Place(Protocol):
@@ -161,9 +162,11 @@ def group(
     input_path: Path | None = None,
     stop: threading.Event | None = None,
     writable: tuple[Path, ...] = (),
+    network: bool = True,
 ) -> procgroup.GroupResult:
     """Run a command of the attempt (setup, agent, check, reviewer) in `cwd`; the
-    sandbox, when the run has one, lets it write the slot and `writable`."""
+    sandbox, when the run has one, lets it write the slot and `writable`, and
+    reach the network when `network`."""
 
     def started(pgid: int) -> None:
         # Kept in memory and saved with the next change: crash recovery finds the
@@ -182,7 +185,15 @@ def group(
         cap=ctx.plan.log_cap,
         stop=ctx.stop if stop is None else stop,
         input_path=input_path,
-        sandbox=sandbox_for(ctx.repo, ctx.logs, cwd, on=ctx.sandbox, writable=writable),
+        sandbox=sandbox_for(
+            ctx.repo,
+            ctx.logs,
+            cwd,
+            on=ctx.sandbox,
+            writable=writable,
+            network=network,
+            sockets=ctx.plan.sockets,
+        ),
         on_start=started,
     )
 

@@ -43,6 +43,7 @@ class LocalSlot:
             input_path=c.input_path,
             stop=c.stop,
             writable=c.writable,
+            network=c.network,
         )
 
     def phase(self, name: str, *, save: bool = False) -> AbstractContextManager[object]:

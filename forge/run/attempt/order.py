@@ -42,6 +42,8 @@ class WorkOrder:
     setup: str | None = None
     setup_timeout: float = 0.0
     check: str | None = None
+    check_network: bool = False  # the check keeps the network in the sandbox
+    sockets: tuple[str, ...] = ()  # the sockets the plan passes into the sandbox
     clean_all: bool = False
     env: tuple[tuple[str, str], ...] = ()  # the plan's `env`, expanded in the slot
     judged_hash: str | None = None  # the last judged failure's change: "no progress"
@@ -92,6 +94,8 @@ def order_for(scope: AttemptScope) -> WorkOrder:
         setup=plan.setup,
         setup_timeout=plan.setup_timeout,
         check=task.check,
+        check_network=task.network,
+        sockets=plan.sockets,
         clean_all=plan.clean == "all",
         env=tuple(plan.env.items()),
         judged_hash=last_judged_hash(ts.attempts[:-1], person=scope.person),

@@ -141,7 +141,7 @@ def check(
         attempt.feedback_source = "check"
         return Outcome(Status.TIMEOUT, messages.check_not_run(limit))
     with place.phase("check"):
-        res = place.group(Command(order.check, log, left, env))
+        res = place.group(Command(order.check, log, left, env, network=order.check_network))
     # The work is committed: a later attempt must start from the commit.
     place.restore()
     if res.stopped:

@@ -1,0 +1,81 @@
+"""`forge doctor`: what a sandbox holds on this machine, found by making one (the
+capabilities a command inside keeps, the namespaces it gets, what is hidden), and
+what forge falls back to where something is missing."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from forge.base import cgroups, sandbox, seal
+
+
+def facts() -> dict[str, Any]:
+    """What `forge doctor --json` prints."""
+    found = sandbox.probe()
+    usable = sandbox.unavailable() is None
+    named = sandbox.named_sockets(dict(os.environ))
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    hidden = [str(seal.key_dir()), "/run", *([runtime] if runtime else [])]
+    hidden += [str(p.parent) for paths in named.values() for p in paths if not p.is_dir()]
+    return {
+        "root": os.geteuid() == 0,
+        "bwrap": found.bwrap,
+        "sandbox": usable,
+        "refused": sandbox.unavailable(),
+        "capabilities": dict(found.caps),
+        "capabilities_kept": dict(found.kept),
+        "namespaces": {
+            "user": found.user_ns,
+            "pid": usable,
+            "ipc": usable,
+            "uts": usable,
+            "net": usable,
+        },
+        "hidden": list(dict.fromkeys(hidden)),
+        "dropped_variables": sorted(named),
+        "cgroup": str(cgroups.delegated() or "") or None,
+        "fallbacks": fallbacks(usable, found),
+    }
+
+
+def fallbacks(usable: bool, found: sandbox.Probe) -> list[str]:
+    out = []
+    if found.bwrap is None:
+        out.append(f"no bubblewrap: `sandbox = true` is refused ({sandbox.HOW_TO_GET})")
+    elif not usable:
+        out.append("`sandbox = true` is refused: " + (sandbox.unavailable() or ""))
+    elif not found.user_ns:
+        out.append(
+            "no user namespace: capabilities are dropped by --cap-drop ALL alone "
+            "(checked: none is kept)"
+        )
+    if cgroups.delegated() is None:
+        out.append(
+            "no delegated cgroup: processes a command leaves are found by process "
+            "group, forge's tag and working folder (" + (cgroups.why_not() or "") + ")"
+        )
+    return out
+
+
+def render(data: dict[str, Any]) -> str:
+    yes = {True: "yes", False: "no"}
+    lines = [
+        f"running as root: {yes[data['root']]}",
+        f"bubblewrap: {data['bwrap'] or 'not installed'}",
+        f"sandbox: {'usable' if data['sandbox'] else 'refused: ' + str(data['refused'])}",
+    ]
+    if data["capabilities"]:
+        kept = data["capabilities_kept"]
+        held = ", ".join(f"{k}={v}" for k, v in kept.items()) if kept else "none"
+        lines.append(f"capabilities inside the sandbox: {held}")
+        spaces = ", ".join(f"{k} {yes[v]}" for k, v in data["namespaces"].items())
+        lines.append(f"namespaces: {spaces}")
+        lines.append("read-only: / (all but the worktree, /tmp and agent state), /proc/sys")
+        lines.append("hidden: " + ", ".join(data["hidden"]))
+        if data["dropped_variables"]:
+            lines.append("variables dropped: " + ", ".join(data["dropped_variables"]))
+        lines.append("network: an agent keeps it; checks and lanes only with `network = true`")
+    lines.append(f"cgroup for commands: {data['cgroup'] or 'none'}")
+    lines += [f"fallback: {line}" for line in data["fallbacks"]]
+    return "".join(f"{line}\n" for line in lines)

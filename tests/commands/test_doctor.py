@@ -1,0 +1,48 @@
+"""`forge doctor` says what the sandbox holds on this machine, and what forge falls
+back to where something is missing; it always exits 0."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from helpers.gitkit import run_forge
+
+from forge.base import sandbox
+
+
+def test_doctor_says_what_the_sandbox_holds(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SSH_AUTH_SOCK", "/nowhere/agent.sock")
+    cp = run_forge(repo, "doctor")
+    assert cp.returncode == 0, cp.stderr
+    assert f"running as root: {'yes' if os.geteuid() == 0 else 'no'}" in cp.stdout
+    data = json.loads(run_forge(repo, "doctor", "--json").stdout)
+    assert "SSH_AUTH_SOCK" in data["dropped_variables"]
+    if sandbox.unavailable() is None:
+        assert "capabilities inside the sandbox: none" in cp.stdout
+        assert data["capabilities_kept"] == {} and data["namespaces"]["pid"] is True
+        assert "/run" in data["hidden"]
+
+
+def test_doctor_without_bubblewrap_names_the_fallback(repo: Path, tmp_path: Path) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    git_bin = shutil.which("git")
+    assert git_bin is not None
+    (bin_dir / "git").symlink_to(git_bin)
+    cp = subprocess.run(
+        [sys.executable, "-m", "forge", "doctor"],
+        cwd=repo,
+        env={**os.environ, "PATH": str(bin_dir)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert cp.returncode == 0, cp.stderr
+    assert "bubblewrap: not installed" in cp.stdout
+    assert "fallback: no bubblewrap: `sandbox = true` is refused" in cp.stdout

@@ -1,0 +1,37 @@
+"""The plan keys of the sandbox: `sockets` (variables or absolute paths), a task's
+`network`, a lane table's `network`; each mistake is one line naming the key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from helpers.gitkit import run_forge
+from helpers.runkit import write_plan
+
+TASK = '[[task]]\nid = "a"\nrun = "true"\nfiles = ["a"]\n'
+
+
+def _check(repo: Path, tmp_path: Path, body: str) -> tuple[int, str]:
+    cp = run_forge(repo, "plan", "--check", str(write_plan(tmp_path, body)))
+    return cp.returncode, cp.stdout + cp.stderr
+
+
+def test_sockets_name_variables_or_absolute_paths(repo: Path, tmp_path: Path) -> None:
+    code, out = _check(repo, tmp_path, 'sockets = ["SSH_AUTH_SOCK", "/run/x.sock"]\n' + TASK)
+    assert code == 0, out
+    code, out = _check(repo, tmp_path, 'sockets = ["run/x.sock"]\n' + TASK)
+    assert code == 2 and "neither a variable name nor an absolute path" in out, out
+
+
+def test_network_is_true_or_false_on_a_task_and_a_lane(repo: Path, tmp_path: Path) -> None:
+    code, out = _check(repo, tmp_path, TASK + 'check = "true"\nnetwork = true\n')
+    assert code == 0, out
+    code, out = _check(repo, tmp_path, TASK + 'network = "yes"\n')
+    assert code == 2 and "network" in out, out
+    lane = '[verify.lanes.net]\ncommand = "true"\nnetwork = "yes"\n'
+    code, out = _check(repo, tmp_path, TASK + lane)
+    assert code == 2 and "`network` must be true or false" in out, out
+    code, out = _check(
+        repo, tmp_path, TASK + '[verify.lanes.net]\ncommand = "true"\nnetwork = true\n'
+    )
+    assert code == 0, out
