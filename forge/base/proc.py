@@ -90,7 +90,10 @@ def run(
             stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
-            text=True,
+            # File names are bytes: a name that is not UTF-8 survives the round trip
+            # (os functions take it back as it was) instead of stopping forge.
+            encoding="utf-8",
+            errors="surrogateescape",
         )
     except FileNotFoundError as exc:
         raise ForgeError(f"cannot run `{argv[0]}`: not found on PATH") from exc

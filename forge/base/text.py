@@ -36,6 +36,18 @@ _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 # In a one-line place (a path in a message, a table cell) newline and tab too.
 _CONTROL_IN_LINE = re.compile("[\x00-\x1f\x7f-\x9f]")
 _NAMED = {"\n": "\\n", "\t": "\\t", "\r": "\\r"}
+# A byte of a file name that is not UTF-8, as Python reads it (surrogateescape):
+# shown as git shows it, `\377`, and never an error when written out.
+_RAW_BYTE = re.compile("[\udc80-\udcff]")
+
+
+def _octal(m: re.Match[str]) -> str:
+    return f"\\{ord(m.group()) - 0xDC00:03o}"
+
+
+def bytes_shown(text: str) -> str:
+    """`text` with each byte that is not UTF-8 (a surrogate escape) as `\\ooo`."""
+    return _RAW_BYTE.sub(_octal, text)
 
 
 def _caret(m: re.Match[str]) -> str:
@@ -51,7 +63,7 @@ def _caret(m: re.Match[str]) -> str:
 def printable(text: str) -> str:
     """`text` with every control character but newline and tab made visible
     (`\\x1b` -> `^[`): safe to write to a terminal."""
-    return _CONTROL.sub(_caret, text)
+    return _CONTROL.sub(_caret, bytes_shown(text))
 
 
 def _in_line(m: re.Match[str]) -> str:
@@ -61,7 +73,7 @@ def _in_line(m: re.Match[str]) -> str:
 def one_line(text: str) -> str:
     """`text` on one line, every control character visible (newline -> `\\n`): for a
     file name in a message or a cell of a table."""
-    return _CONTROL_IN_LINE.sub(_in_line, text)
+    return _CONTROL_IN_LINE.sub(_in_line, bytes_shown(text))
 
 
 class PrintableStream(io.TextIOBase):

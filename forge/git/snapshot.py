@@ -17,6 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from forge.base.text import one_line
 from forge.git import objstore
 from forge.git.repo import Repository
 
@@ -189,7 +190,7 @@ def _diff(before: dict[str, str], after: dict[str, str]) -> list[str]:
 
 
 def _names(keys: list[str], *, strip: str = "") -> str:
-    shown = [k.removeprefix(strip) for k in keys[:_LIMIT]]
+    shown = [one_line(k.removeprefix(strip)) for k in keys[:_LIMIT]]
     more = f" and {len(keys) - _LIMIT} more" if len(keys) > _LIMIT else ""
     return ", ".join(shown) + more
 

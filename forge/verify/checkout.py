@@ -25,6 +25,7 @@ from pathlib import Path
 
 from forge.base.files import read_json_or, write_json
 from forge.base.liveness import Owner
+from forge.base.text import one_line
 from forge.errors import Busy, ForgeError
 from forge.git import contained, worktrees
 from forge.git.contained import Contained
@@ -56,8 +57,9 @@ class Fingerprint:
         return any(e.startswith(HIDDEN) for e in self.entries)
 
     def changes_since(self, before: Fingerprint) -> list[str]:
-        """The paths that differ between two fingerprints (HEAD named when it moved)."""
-        paths = {e[3:] for e in self.entries ^ before.entries}
+        """The paths that differ between two fingerprints (HEAD named when it moved),
+        as shown to people (a byte that is not UTF-8 as `\\377`)."""
+        paths = {one_line(e[3:]) for e in self.entries ^ before.entries}
         out = sorted(paths)
         if self.head != before.head:
             out.insert(0, f"HEAD (moved to {short_sha(self.head) or 'nothing'})")
@@ -174,7 +176,7 @@ def prepare(
     found = co.fingerprint()
     dirty = {e for e in found.entries if not e.startswith(HIDDEN)}
     if dirty and not marker.exists():
-        sample = ", ".join(sorted(e[3:] for e in dirty)[:5])
+        sample = ", ".join(sorted(one_line(e[3:]) for e in dirty)[:5])
         raise ForgeError(
             f"verification checkout {path} holds changes forge did not make ({sample}); "
             f"remove the folder (forge creates it again) or undo them with "
