@@ -7,8 +7,11 @@ checks, verification lanes) run in a process group of their own
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
 import subprocess
+import tempfile
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -155,3 +158,28 @@ def passthrough(argv: Sequence[str], *, cwd: Path, input: bytes | None = None) -
     except OSError as exc:
         raise ForgeError(f"cannot run `{argv[0]}`: {exc.strerror or exc}") from exc
     return cp.returncode
+
+
+# A shell command as the argv that runs it: `bash -c COMMAND`, or for a long one
+# `bash FILE`. Linux caps one argument at 128 KiB (MAX_ARG_STRLEN), so a plan's 5 MB
+# `run` would not start at all under `bash -c`.
+ARG_LIMIT = 100_000  # bytes of a command passed as one argument (the cap is 131072)
+SCRIPT = "forge-command.sh"
+
+
+def shell_args(
+    command: str, *, stack: contextlib.ExitStack, folder: Path | None = None, seen_as: str = ""
+) -> list[str]:
+    """The argv that runs `command`. A long one goes into `folder` (a temp folder of
+    the command's own, seen by the command as `seen_as`: a sandbox's /tmp), or into
+    a temp folder made here and removed when `stack` closes."""
+    data = command.encode("utf-8", "surrogateescape")
+    if len(data) <= ARG_LIMIT:
+        return ["bash", "-c", command]
+    if folder is None:
+        folder = Path(tempfile.mkdtemp(prefix="forge-command-"))
+        stack.callback(shutil.rmtree, folder, ignore_errors=True)
+        seen_as = ""
+    path = folder / SCRIPT
+    path.write_bytes(data)
+    return ["bash", f"{seen_as}/{SCRIPT}" if seen_as else str(path)]

@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from forge.base import cgroups
+from forge.base import cgroups, proc
 from forge.base.logs import Drain, append_line, log_cap
 from forge.base.proc import clean_env
 from forge.base.sandbox import Sandbox
@@ -311,12 +311,16 @@ def run_group(
     if not spec.cwd.is_absolute():
         raise ValueError(f"cwd must be absolute: {spec.cwd}")
     spec.log_path.parent.mkdir(parents=True, exist_ok=True)
-    args = ["bash", "-c", spec.argv] if isinstance(spec.argv, str) else list(spec.argv)
     with contextlib.ExitStack() as outer:
+        args = list(spec.argv) if not isinstance(spec.argv, str) else []
         if spec.sandbox is not None:
             tmp = Path(tempfile.mkdtemp(prefix="forge-sandbox-"))
             outer.callback(shutil.rmtree, tmp, ignore_errors=True)
+            if isinstance(spec.argv, str):
+                args = proc.shell_args(spec.argv, stack=outer, folder=tmp, seen_as="/tmp")
             args = spec.sandbox.wrap(args, tmp=tmp)
+        elif isinstance(spec.argv, str):
+            args = proc.shell_args(spec.argv, stack=outer)
         group = _cgroup(spec.tag)
         if group is not None:
             args = group.wrap(args)

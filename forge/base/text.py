@@ -81,9 +81,10 @@ class PrintableStream(io.TextIOBase):
     the wrapped stream, for a writer whose own control sequences are wanted (rich's
     live display, which is given only escaped text)."""
 
-    def __init__(self, raw: TextIO) -> None:
+    def __init__(self, raw: TextIO, *, complain: bool = False) -> None:
         super().__init__()
         self.raw = raw
+        self.complain = complain  # say once on stderr when writing here fails
         self.gone = False  # the reader went away (a broken pipe): writes go nowhere
 
     def write(self, text: str) -> int:
@@ -102,11 +103,18 @@ class PrintableStream(io.TextIOBase):
                 self._lost(exc)
 
     def _lost(self, exc: OSError) -> None:
-        if not is_broken_pipe(exc):
-            raise exc
+        """The output cannot be written: a reader that went away, or a full disk
+        (`> /dev/full`). The rest goes nowhere and the command carries on; a failure
+        other than a closed pipe is said once, in one line, on stderr."""
         self.gone = True
         with contextlib.suppress(OSError, ValueError):
             silence(self.raw.fileno())
+        if self.complain and not is_broken_pipe(exc):
+            with contextlib.suppress(OSError, ValueError):
+                sys.stderr.write(
+                    f"forge: cannot write to standard output ({exc.strerror or exc}); "
+                    "the rest of it is dropped\n"
+                )
 
     def isatty(self) -> bool:
         return self.raw.isatty()
@@ -210,7 +218,7 @@ def guard_standard_streams() -> None:
     no control character of it reaching the user's terminal whichever path prints it."""
     open_closed_standard_fds()
     if not isinstance(sys.stdout, PrintableStream):
-        sys.stdout = PrintableStream(sys.stdout)
+        sys.stdout = PrintableStream(sys.stdout, complain=True)
     if not isinstance(sys.stderr, PrintableStream):
         sys.stderr = PrintableStream(sys.stderr)
 

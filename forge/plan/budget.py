@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 
 _BUDGET = re.compile(r"^\s*\$?\s*(\d+(?:\.\d+)?)\s*(?:usd|\$)?\s*$", re.IGNORECASE)
@@ -15,6 +16,8 @@ def parse_budget(value: object) -> float:
         amount = float(m.group(1))
     else:
         raise ValueError(f'a budget is an amount in USD, like "20 USD" (got {value!r})')
+    if not math.isfinite(amount):  # nan is never reached and never passed: no limit at all
+        raise ValueError(f"a budget must be a finite amount in USD (got {value!r})")
     if amount <= 0:
         raise ValueError(f"a budget must be above 0 USD (got {value!r})")
     return amount

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import shutil
 import threading
 import time
 from collections.abc import Callable
@@ -27,14 +28,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from forge.base import logs as logfiles
-from forge.base import procgroup
+from forge.base import proc, procgroup
 from forge.base.sandbox import Sandbox
+from forge.base.text import one_line
 from forge.git.contained import ceiling_env
 from forge.git.repo import Repository, short_sha
 from forge.plan.repo_config import VerifyConfig
 from forge.verify import environment
 from forge.verify import records as verify_records
-from forge.verify.checkout import Checkout, check_key, key_lock, prepare
+from forge.verify.checkout import Checkout, check_key, checkout_path, key_lock, prepare
 from forge.verify.failures import Failure, failures_from_log
 from forge.verify.flakes import Fixed, Reruns
 from forge.verify.records import LaneResult, LaneRun, Verdict, VerifyRecord, worst
@@ -163,16 +165,27 @@ def _run_lanes(
     # contend for the same administrative files.
     checkouts: dict[str, Checkout] = {}
     setup = environment.setup_hash(config.setup, config.env) if config.setup else None
-    for name, _cmd in config.lanes:
+    results: dict[str, LaneResult] = {}
+    for name, cmd in config.lanes:
         if stop.is_set():
             break
-        checkouts[name] = prepare(repo, key=base.key, lane=name, commit=base.commit, setup=setup)
-    results: dict[str, LaneResult] = {}
+        try:
+            checkouts[name] = prepare(
+                repo, key=base.key, lane=name, commit=base.commit, setup=setup
+            )
+        except proc.CommandError as exc:
+            # git cannot make the commit's files (a required filter that fails on
+            # them, a path this file system refuses): the commit's failure, blamed
+            # like any other, never the run's.
+            results[name] = _unmade(repo, base, name, cmd, exc)
+            emit(f"lane {name}: {results[name].verdict} ({results[name].reason})")
     errors: list[BaseException] = []
 
     def lane_main(name: str, command: str) -> None:
         try:
             co = checkouts.get(name)
+            if name in results:
+                return
             if co is None:
                 results[name] = LaneResult(name, command, Verdict.INTERRUPTED, ())
             else:
@@ -196,6 +209,28 @@ def _run_lanes(
     if errors:
         raise errors[0]
     return tuple(results[name] for name, _cmd in config.lanes)
+
+
+def _unmade(
+    repo: Repository, base: VerifyRecord, name: str, command: str, exc: proc.CommandError
+) -> LaneResult:
+    """A lane whose checkout of the commit could not be made: FAIL, git's own words
+    in its log and its reason; the half-made checkout is made again next time."""
+    log = verify_records.logs_dir(repo.state, base.id) / f"{name}-checkout.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.write_text(f"$ {' '.join(exc.argv)}\n{exc.output}", errors="backslashreplace")
+    path = checkout_path(repo, base.key, name)
+    shutil.rmtree(path, ignore_errors=True)
+    said = one_line(proc.tail(exc.output, 1)) or f"git exited {exc.returncode}"
+    run = LaneRun(
+        kind="checkout",
+        exit_code=exc.returncode,
+        duration=0.0,
+        changed=(),
+        log=str(log),
+        failures=(Failure(name, "", said),),
+    )
+    return LaneResult(name, command, Verdict.FAIL, (run,))
 
 
 @dataclass(frozen=True)
