@@ -129,12 +129,24 @@ class Checkout:
         """Put the checkout back to exactly `commit` plus setup's products: undo
         edits and index flags, remove every other untracked or ignored path.
         `unflag=False`: the last fingerprint showed nothing hidden (a call saved)."""
-        Contained(self.repo, self.path, strict=False).guard()
+        own = Contained(self.repo, self.path, strict=False)
+        own.guard()
         if unflag:
             hermetic.unflag(self.path, self.git_dir)
+        was = own.head()
         self.git("checkout", "--quiet", "--force", "--detach", commit)
         self.git("reset", "--quiet", "--hard", commit)
+        if was != commit and self._attributes_moved(was, commit):
+            # git rewrites only the files whose blobs differ; a new `*.sh eol=crlf`
+            # changes none of them, and the checkout would not be what a clone is. An
+            # index without stat data makes every file differ: all are written anew.
+            self.git("read-tree", commit)
+            self.git("checkout-index", "--all", "--force", "--index")
         self.scrub()
+
+    def _attributes_moved(self, was: str, commit: str) -> bool:
+        changed = self.git("diff", "--name-only", "-z", "--no-renames", was, commit)
+        return any(p.rsplit("/", 1)[-1] == ".gitattributes" for p in changed.split("\0"))
 
     def begin_run(self) -> None:
         write_json(self.marker, {"path": str(self.path)})
