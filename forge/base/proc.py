@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -177,9 +178,53 @@ def shell_args(
     if len(data) <= ARG_LIMIT:
         return ["bash", "-c", command]
     if folder is None:
-        folder = Path(tempfile.mkdtemp(prefix="forge-command-"))
+        folder = private_tmp("command")
         stack.callback(shutil.rmtree, folder, ignore_errors=True)
         seen_as = ""
     path = folder / SCRIPT
     path.write_bytes(data)
     return ["bash", f"{seen_as}/{SCRIPT}" if seen_as else str(path)]
+
+
+# A command's own temp folder (a sandbox's /tmp, a long command's script) names the
+# forge process that made it, so that one a `kill -9` left is removed by the next.
+_PRIVATE = re.compile(r"^forge-(?:sandbox|command)-(\d+)-")
+
+
+def private_tmp(kind: str) -> Path:
+    """A new temp folder of forge process's own (`kind`: "sandbox" or "command")."""
+    return Path(tempfile.mkdtemp(prefix=f"forge-{kind}-{os.getpid()}-"))
+
+
+def sweep_private_tmp(where: Path | None = None) -> list[Path]:
+    """Remove the private temp folders whose forge process is gone (only ours: the
+    same user's). Returns what was removed."""
+    root = Path(where or tempfile.gettempdir())
+    gone: list[Path] = []
+    try:
+        names = os.listdir(root)
+    except OSError:
+        return gone
+    for name in names:
+        m = _PRIVATE.match(name)
+        if m is None or _alive(int(m.group(1))):
+            continue
+        path = root / name
+        try:
+            if path.is_symlink() or path.lstat().st_uid != os.getuid():
+                continue
+        except OSError:
+            continue
+        shutil.rmtree(path, ignore_errors=True)
+        gone.append(path)
+    return gone
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # someone else's: not ours to judge
+    return True

@@ -15,7 +15,6 @@ import select
 import shutil
 import signal
 import subprocess
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -314,7 +313,7 @@ def run_group(
     with contextlib.ExitStack() as outer:
         args = list(spec.argv) if not isinstance(spec.argv, str) else []
         if spec.sandbox is not None:
-            tmp = Path(tempfile.mkdtemp(prefix="forge-sandbox-"))
+            tmp = proc.private_tmp("sandbox")
             outer.callback(shutil.rmtree, tmp, ignore_errors=True)
             if isinstance(spec.argv, str):
                 args = proc.shell_args(spec.argv, stack=outer, folder=tmp, seen_as="/tmp")

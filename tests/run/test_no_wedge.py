@@ -168,3 +168,30 @@ def test_a_five_megabyte_run_runs(repo: Path, tmp_path: Path) -> None:
     assert "Traceback" not in cp.stdout + cp.stderr
     assert cp.returncode == 0, cp.stdout + cp.stderr
     assert statuses(repo) == {"a": "MERGED"}
+
+
+def test_a_private_tmp_left_by_a_killed_forge_is_removed_at_the_next_run(
+    repo: Path, tmp_path: Path
+) -> None:
+    """A sandbox's private /tmp (or a long command's script folder) outlives a
+    `kill -9` of forge; the next run removes it, and leaves a live process's alone."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    dead = tmp / "forge-sandbox-999999999-abc"  # above any pid_max: no such process
+    (dead / "sub").mkdir(parents=True)
+    (dead / "sub" / "left").write_text("x")
+    live = tmp / f"forge-command-{os.getpid()}-abc"
+    live.mkdir()
+    assert run_forge(repo, "plan", str(write_plan(tmp_path, ONE))).returncode == 0
+    cp = subprocess.run(
+        forge_cmd("run"),
+        cwd=repo,
+        env={**os.environ, "TMPDIR": str(tmp)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    assert not dead.exists()
+    assert live.exists()
