@@ -96,9 +96,19 @@ class Checkout:
 
     def record_products(self) -> None:
         """Call after the setup ran on a scrubbed checkout: what is untracked now is
-        what it made."""
+        what it made, and what it made as it was when setup ended."""
         paths = hermetic.untracked(self.path, self.git_dir)
-        write_json(self.setup_file, {"setup": self.setup, "paths": paths})
+        sums = hermetic.products_fingerprint(self.path, paths)
+        write_json(self.setup_file, {"setup": self.setup, "paths": paths, "sums": sums})
+
+    def products_intact(self) -> bool:
+        """Setup's products are as setup left them (a run that wrote a `.pth` into
+        setup's `.venv` has changed them: setup is run again before the next run)."""
+        data = read_json_or(self.setup_file, None, what="setup products")
+        if not isinstance(data, dict) or not isinstance(data.get("sums"), str):
+            return False
+        paths = [str(p) for p in data.get("paths", [])]
+        return bool(hermetic.products_fingerprint(self.path, paths) == data["sums"])
 
     def scrub(self, *, keep: list[str] | None = None) -> None:
         """Remove every untracked and ignored path but setup's products (or `keep`)."""

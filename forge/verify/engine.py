@@ -306,6 +306,11 @@ def _run_lane(lane: _Lane, command: str) -> LaneResult:
             # What the failed run left must not decide the rerun (it set no index
             # flag: that would have changed its checkout, and it would not be rerun).
             co.restore(lane.base.commit, unflag=False)
+            failed_setup = _setup(lane)  # setup's products as setup left them
+            if failed_setup is not None:
+                runs.append(failed_setup)
+                verdict = Verdict.INTERRUPTED if failed_setup.stopped else Verdict.FAIL
+                break
         log = logs / f"{name}-{n}.log"
         emit(f"lane {name}: {kind} run {n} started (log {log})")
         run = lane.run(kind, command, log=log, timeout=lane.config.timeout)
@@ -337,7 +342,11 @@ def _setup(lane: _Lane) -> LaneRun | None:
     if not config.setup:
         return None
     digest = environment.setup_hash(config.setup, config.env)
-    if environment.is_set_up(co.path, digest) and co.products() is not None:
+    if (
+        environment.is_set_up(co.path, digest)
+        and co.products() is not None
+        and co.products_intact()
+    ):
         return None
     # Setup runs on the bare commit, so what is untracked after it is what it made.
     co.scrub(keep=[])
