@@ -99,18 +99,24 @@ def write_json(path: Path, data: Any, *, compact: bool = False) -> None:
 def read_json(path: Path, *, what: str = "state file") -> Any:
     """Read a JSON file forge wrote; a corrupt one is a StateError naming it."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8", errors="surrogateescape")
     except FileNotFoundError:
         raise
     except OSError as exc:
         raise StateError(f"cannot read {what} {path}: {exc.strerror}") from exc
     try:
         data = json.loads(text)
-    except json.JSONDecodeError as exc:
+    except (json.JSONDecodeError, RecursionError) as exc:
+        # RecursionError: nested deeper than the parser goes (`[[[...]]]`)
+        why = (
+            f"{exc.msg} at line {exc.lineno}"
+            if isinstance(exc, json.JSONDecodeError)
+            else "nested too deep"
+        )
         raise StateError(
-            f"{what} {path} is corrupt ({exc.msg} at line {exc.lineno}); "
+            f"{what} {path} is corrupt ({why}); "
             f"move it aside and run `forge plan` again to start from a fresh record"
-        ) from exc
+        ) from None
     version = data.get("schema_version", SCHEMA_VERSION) if isinstance(data, dict) else None
     if version is not None and (isinstance(version, bool) or not isinstance(version, int)):
         raise StateError(

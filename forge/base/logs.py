@@ -33,6 +33,7 @@ def tail(path: Path, limit: int = TAIL_BYTES) -> str:
 # A log is capped where it is written: a task printing without end must neither
 # fill the disk nor, read back later, forge's memory. FORGE_LOG_CAP overrides.
 DEFAULT_LOG_CAP = 50 * 1024 * 1024
+LOG_CAP_VAR = "FORGE_LOG_CAP"
 _CHUNK = 64 * 1024
 
 
@@ -41,7 +42,7 @@ def log_cap(override: int | None = None) -> int:
     `log_cap`), else FORGE_LOG_CAP (bytes, or with a K, M or G suffix), else 50 MB."""
     if override is not None:
         return override
-    raw = os.environ.get("FORGE_LOG_CAP", "").strip()
+    raw = os.environ.get(LOG_CAP_VAR, "").strip()
     return parse_size(raw) if raw else DEFAULT_LOG_CAP
 
 
@@ -58,7 +59,7 @@ def parse_size(text: str | int) -> int:
         digits = t[:-1] if scale > 1 else t
         try:
             value = int(float(digits) * scale)
-        except ValueError:
+        except (ValueError, OverflowError):  # OverflowError: inf; nan is a ValueError
             raise ValueError(f"expected a size such as 50M, got {text!r}") from None
     if value <= 0:
         raise ValueError(f"a size must be more than zero, got {text!r}")

@@ -7,8 +7,12 @@ checks, verification lanes) run in a process group of their own
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
+import shutil
 import subprocess
+import tempfile
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -90,7 +94,10 @@ def run(
             stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
-            text=True,
+            # File names are bytes: a name that is not UTF-8 survives the round trip
+            # (os functions take it back as it was) instead of stopping forge.
+            encoding="utf-8",
+            errors="surrogateescape",
         )
     except FileNotFoundError as exc:
         raise ForgeError(f"cannot run `{argv[0]}`: not found on PATH") from exc
@@ -152,3 +159,72 @@ def passthrough(argv: Sequence[str], *, cwd: Path, input: bytes | None = None) -
     except OSError as exc:
         raise ForgeError(f"cannot run `{argv[0]}`: {exc.strerror or exc}") from exc
     return cp.returncode
+
+
+# A shell command as the argv that runs it: `bash -c COMMAND`, or for a long one
+# `bash FILE`. Linux caps one argument at 128 KiB (MAX_ARG_STRLEN), so a plan's 5 MB
+# `run` would not start at all under `bash -c`.
+ARG_LIMIT = 100_000  # bytes of a command passed as one argument (the cap is 131072)
+SCRIPT = "forge-command.sh"
+
+
+def shell_args(
+    command: str, *, stack: contextlib.ExitStack, folder: Path | None = None, seen_as: str = ""
+) -> list[str]:
+    """The argv that runs `command`. A long one goes into `folder` (a temp folder of
+    the command's own, seen by the command as `seen_as`: a sandbox's /tmp), or into
+    a temp folder made here and removed when `stack` closes."""
+    data = command.encode("utf-8", "surrogateescape")
+    if len(data) <= ARG_LIMIT:
+        return ["bash", "-c", command]
+    if folder is None:
+        folder = private_tmp("command")
+        stack.callback(shutil.rmtree, folder, ignore_errors=True)
+        seen_as = ""
+    path = folder / SCRIPT
+    path.write_bytes(data)
+    return ["bash", f"{seen_as}/{SCRIPT}" if seen_as else str(path)]
+
+
+# A command's own temp folder (a sandbox's /tmp, a long command's script) names the
+# forge process that made it, so that one a `kill -9` left is removed by the next.
+_PRIVATE = re.compile(r"^forge-(?:sandbox|command)-(\d+)-")
+
+
+def private_tmp(kind: str) -> Path:
+    """A new temp folder of forge process's own (`kind`: "sandbox" or "command")."""
+    return Path(tempfile.mkdtemp(prefix=f"forge-{kind}-{os.getpid()}-"))
+
+
+def sweep_private_tmp(where: Path | None = None) -> list[Path]:
+    """Remove the private temp folders whose forge process is gone (only ours: the
+    same user's). Returns what was removed."""
+    root = Path(where or tempfile.gettempdir())
+    gone: list[Path] = []
+    try:
+        names = os.listdir(root)
+    except OSError:
+        return gone
+    for name in names:
+        m = _PRIVATE.match(name)
+        if m is None or _alive(int(m.group(1))):
+            continue
+        path = root / name
+        try:
+            if path.is_symlink() or path.lstat().st_uid != os.getuid():
+                continue
+        except OSError:
+            continue
+        shutil.rmtree(path, ignore_errors=True)
+        gone.append(path)
+    return gone
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # someone else's: not ours to judge
+    return True

@@ -15,7 +15,6 @@ import select
 import shutil
 import signal
 import subprocess
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -23,7 +22,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from forge.base import cgroups
+from forge.base import cgroups, proc
 from forge.base.logs import Drain, append_line, log_cap
 from forge.base.proc import clean_env
 from forge.base.sandbox import Sandbox
@@ -312,12 +311,16 @@ def run_group(
     if not spec.cwd.is_absolute():
         raise ValueError(f"cwd must be absolute: {spec.cwd}")
     spec.log_path.parent.mkdir(parents=True, exist_ok=True)
-    args = ["bash", "-c", spec.argv] if isinstance(spec.argv, str) else list(spec.argv)
     with contextlib.ExitStack() as outer:
+        args = list(spec.argv) if not isinstance(spec.argv, str) else []
         if spec.sandbox is not None:
-            tmp = Path(tempfile.mkdtemp(prefix="forge-sandbox-"))
+            tmp = proc.private_tmp("sandbox")
             outer.callback(shutil.rmtree, tmp, ignore_errors=True)
+            if isinstance(spec.argv, str):
+                args = proc.shell_args(spec.argv, stack=outer, folder=tmp, seen_as="/tmp")
             args = spec.sandbox.wrap(args, tmp=tmp, env=clean_env(spec.env))
+        elif isinstance(spec.argv, str):
+            args = proc.shell_args(spec.argv, stack=outer)
         group = _cgroup(spec.tag)
         if group is not None:
             args = group.wrap(args)

@@ -67,7 +67,7 @@ def _read(path: Path) -> bytes | None:
 def _digest(secret: bytes, data: dict[str, Any]) -> str:
     body = {k: v for k, v in data.items() if k != FIELD}
     text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hmac.new(secret, text.encode(), hashlib.sha256).hexdigest()
+    return hmac.new(secret, text.encode("utf-8", "surrogatepass"), hashlib.sha256).hexdigest()
 
 
 def sealed(data: dict[str, Any]) -> dict[str, Any]:

@@ -8,6 +8,9 @@ writes the environment: a child that must see a setting gets it in its own env.
     FORGE_WORKTREES      where task worktrees and verification checkouts live
     FORGE_GRACE          seconds between TERM and KILL when stopping an agent
     FORGE_INFRA_BACKOFF  first wait after an infrastructure failure, doubled each time
+    FORGE_LOG_CAP        bytes of one command's output kept in its log (read where
+                         the log is written, forge/base/logs.py; checked here, at
+                         start, so a bad value is one line, not every attempt spent)
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from forge.base.durations import parse_duration
+from forge.base.logs import LOG_CAP_VAR, parse_size
 from forge.errors import ExitCode, ForgeError
 
 DEFAULT_GRACE = 5.0  # seconds between TERM and KILL, for agents and verification lanes
@@ -42,6 +46,12 @@ class Settings:
         variable. A bad value is a ForgeError naming the variable (exit 2)."""
         env = os.environ if environ is None else environ
         root = worktree_root if worktree_root is not None else _path(env.get(WORKTREES_VAR))
+        if worktree_root is None and root is not None and root.exists() and not root.is_dir():
+            raise ForgeError(
+                f"{WORKTREES_VAR}={str(root)!r} is not a folder: name a folder for forge's worktrees",
+                code=ExitCode.USAGE,
+            )
+        _size(env, LOG_CAP_VAR)
         return cls(
             worktree_root=root.resolve() if root is not None else None,
             grace=_seconds(env, GRACE_VAR, DEFAULT_GRACE),
@@ -78,6 +88,16 @@ def _seconds(env: Mapping[str, str], var: str, default: float) -> float:
             f"{var}={raw!r}: expected seconds or a duration (e.g. 5, 0.5 or 500ms)",
             code=ExitCode.USAGE,
         ) from None
+
+
+def _size(env: Mapping[str, str], var: str) -> None:
+    raw = env.get(var, "").strip()
+    if not raw:
+        return
+    try:
+        parse_size(raw)
+    except ValueError as exc:
+        raise ForgeError(f"{var}={raw!r}: {exc}", code=ExitCode.USAGE) from None
 
 
 def _is_zero(raw: str) -> bool:

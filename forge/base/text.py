@@ -36,6 +36,18 @@ _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 # In a one-line place (a path in a message, a table cell) newline and tab too.
 _CONTROL_IN_LINE = re.compile("[\x00-\x1f\x7f-\x9f]")
 _NAMED = {"\n": "\\n", "\t": "\\t", "\r": "\\r"}
+# A byte of a file name that is not UTF-8, as Python reads it (surrogateescape):
+# shown as git shows it, `\377`, and never an error when written out.
+_RAW_BYTE = re.compile("[\udc80-\udcff]")
+
+
+def _octal(m: re.Match[str]) -> str:
+    return f"\\{ord(m.group()) - 0xDC00:03o}"
+
+
+def bytes_shown(text: str) -> str:
+    """`text` with each byte that is not UTF-8 (a surrogate escape) as `\\ooo`."""
+    return _RAW_BYTE.sub(_octal, text)
 
 
 def _caret(m: re.Match[str]) -> str:
@@ -51,7 +63,7 @@ def _caret(m: re.Match[str]) -> str:
 def printable(text: str) -> str:
     """`text` with every control character but newline and tab made visible
     (`\\x1b` -> `^[`): safe to write to a terminal."""
-    return _CONTROL.sub(_caret, text)
+    return _CONTROL.sub(_caret, bytes_shown(text))
 
 
 def _in_line(m: re.Match[str]) -> str:
@@ -61,7 +73,7 @@ def _in_line(m: re.Match[str]) -> str:
 def one_line(text: str) -> str:
     """`text` on one line, every control character visible (newline -> `\\n`): for a
     file name in a message or a cell of a table."""
-    return _CONTROL_IN_LINE.sub(_in_line, text)
+    return _CONTROL_IN_LINE.sub(_in_line, bytes_shown(text))
 
 
 class PrintableStream(io.TextIOBase):
@@ -69,9 +81,10 @@ class PrintableStream(io.TextIOBase):
     the wrapped stream, for a writer whose own control sequences are wanted (rich's
     live display, which is given only escaped text)."""
 
-    def __init__(self, raw: TextIO) -> None:
+    def __init__(self, raw: TextIO, *, complain: bool = False) -> None:
         super().__init__()
         self.raw = raw
+        self.complain = complain  # say once on stderr when writing here fails
         self.gone = False  # the reader went away (a broken pipe): writes go nowhere
 
     def write(self, text: str) -> int:
@@ -90,11 +103,18 @@ class PrintableStream(io.TextIOBase):
                 self._lost(exc)
 
     def _lost(self, exc: OSError) -> None:
-        if not is_broken_pipe(exc):
-            raise exc
+        """The output cannot be written: a reader that went away, or a full disk
+        (`> /dev/full`). The rest goes nowhere and the command carries on; a failure
+        other than a closed pipe is said once, in one line, on stderr."""
         self.gone = True
         with contextlib.suppress(OSError, ValueError):
             silence(self.raw.fileno())
+        if self.complain and not is_broken_pipe(exc):
+            with contextlib.suppress(OSError, ValueError):
+                sys.stderr.write(
+                    f"forge: cannot write to standard output ({exc.strerror or exc}); "
+                    "the rest of it is dropped\n"
+                )
 
     def isatty(self) -> bool:
         return self.raw.isatty()
@@ -206,7 +226,7 @@ def guard_standard_streams() -> None:
     no control character of it reaching the user's terminal whichever path prints it."""
     open_closed_standard_fds()
     if not isinstance(sys.stdout, PrintableStream):
-        sys.stdout = PrintableStream(sys.stdout)
+        sys.stdout = PrintableStream(sys.stdout, complain=True)
     if not isinstance(sys.stderr, PrintableStream):
         sys.stderr = PrintableStream(sys.stderr)
 

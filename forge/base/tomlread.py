@@ -10,6 +10,7 @@ key's line) instead of raising, so one pass reports every mistake. Plans,
 from __future__ import annotations
 
 import re
+import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -83,6 +84,9 @@ class TomlSource:
         return line_of
 
 
+_QUOTES = ('"""', "'''", '"', "'")
+
+
 def _lines_inside_strings(lines: list[str]) -> list[bool]:
     """For each line, whether it starts inside a multi-line string (three quotes)."""
     inside: list[bool] = []
@@ -92,10 +96,10 @@ def _lines_inside_strings(lines: list[str]) -> list[bool]:
         i = 0
         while i < len(line):
             if quote is not None:
-                if line.startswith(quote, i):
-                    quote, i = None, i + 3
-                else:  # a backslash escapes the next character in a basic string
-                    i += 2 if quote == '"""' and line[i] == "\\" else 1
+                end = _closing(line, i, quote)
+                if end < 0:
+                    break  # the string goes on past this line
+                quote, i = None, end
                 continue
             if line[i] == "#":
                 break
@@ -108,14 +112,26 @@ def _lines_inside_strings(lines: list[str]) -> list[bool]:
     return inside
 
 
+# What ends a string, or what a backslash escapes (in a basic string), found at
+# once: a plan's command may be megabytes long.
+_ENDS = {q: re.compile(r"\\.|" + q, re.S) if q[0] == '"' else re.compile(q) for q in _QUOTES}
+
+
+def _closing(line: str, start: int, quote: str) -> int:
+    """The index after the `quote` that closes a string at or after `start` (a
+    backslash escapes the next character in a basic string); -1: none on this line."""
+    pattern = _ENDS[quote]
+    while (m := pattern.search(line, start)) is not None:
+        if m.group() == quote:
+            return m.end()
+        start = m.end()
+    return -1
+
+
 def _string_end(line: str, start: int) -> int:
     """The index after the one-line string opening at `start`."""
-    quote, i = line[start], start + 1
-    while i < len(line):
-        if line[i] == quote:
-            return i + 1
-        i += 2 if quote == '"' and line[i] == "\\" else 1
-    return i
+    end = _closing(line, start + 1, line[start])
+    return len(line) if end < 0 else end
 
 
 @dataclass
@@ -255,3 +271,39 @@ class TableReader:
                 f"got {value!r}",
             )
             return None
+
+
+def parse_toml(text: str, problems: Problems) -> dict[str, Any]:
+    """`text` parsed, or every problem with it raised (PlanError): a syntax error at
+    its line, nesting deeper than the parser goes, a NUL character in a string
+    (no command, argument or file name can carry one)."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        m = re.search(r"at line (\d+)", str(exc))
+        problems.add(f"TOML syntax error: {exc}", line=int(m.group(1)) if m else None)
+    except RecursionError:
+        problems.add("TOML nested too deep to read")
+    else:
+        for where in _holding_nul(data):
+            problems.add(f"{where} holds a NUL character, which no command can carry")
+        problems.raise_if_any()
+        return data
+    problems.raise_if_any()
+    raise AssertionError("unreachable")
+
+
+def _holding_nul(data: Any) -> list[str]:
+    """The keys (dotted, `task[2].run`) of the strings in `data` that hold a NUL."""
+    found = []
+    todo: list[tuple[str, Any]] = [("", data)]
+    while todo:
+        where, value = todo.pop()
+        if isinstance(value, str) and "\0" in value:
+            found.append(f"`{where}`")
+        elif isinstance(value, dict):
+            todo += [(f"{where}.{k}" if where else str(k), v) for k, v in value.items()]
+            found += [f"the key {k!r}" for k in value if "\0" in str(k)]
+        elif isinstance(value, list):
+            todo += [(f"{where}[{i + 1}]", v) for i, v in enumerate(value)]
+    return sorted(found)

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from forge.base import faults, proc
 from forge.errors import ForgeError
-from forge.git import known
+from forge.git import known, mergedir
 from forge.git.identity import identity_env
 from forge.git.repo import Repository
 
@@ -115,9 +115,21 @@ def _merged_tree(repo: Repository, head: str, task_commit: str) -> MergeResult |
 
 
 def _merge_tree(repo: Repository, head: str, task_commit: str) -> proc.Completed:
-    return repo.try_git(
-        "merge-tree", "--write-tree", "--name-only", "--no-messages", "-z", head, task_commit
+    # In a git dir of forge's: no attributes from the user's working tree or info/.
+    return mergedir.merge_tree(
+        repo,
+        _oid(repo, head),
+        _oid(repo, task_commit),
+        "--write-tree",
+        "--name-only",
+        "--no-messages",
+        "-z",
     )
+
+
+def _oid(repo: Repository, rev: str) -> str:
+    """`rev` as a commit id (forge's merge git dir has no refs of the user's)."""
+    return rev if _OID.match(rev) else repo.rev_parse(rev)
 
 
 def _merged_or_conflicts(cp: proc.Completed, head: str) -> MergeResult | str:

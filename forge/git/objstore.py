@@ -20,10 +20,13 @@ import os
 import zlib
 from pathlib import Path
 
+from forge.base import proc
+
 _HEX = frozenset("0123456789abcdef")
 _PACK_SUFFIXES = (".pack", ".idx")
 _LIMIT = 4  # objects named per kind
 CHANGED = "object store changed"  # how the fingerprint's line starts
+REPACKED = "object store repacked (git gc or git repack)"  # no object lost: no change
 
 
 # (size, mtime_ns, inode, a pack's trailing checksum or ""): a plain tuple, as
@@ -101,12 +104,43 @@ def changes(objects: Path, before: dict[str, Entry], after: dict[str, Entry]) ->
             rewritten.append(name)
     if not rewritten and not removed:
         return []
+    if not rewritten and _moved(objects, removed):
+        return [f"{REPACKED}: {_count(removed)} gone, every object still there"]
     parts = []
     if rewritten:
         parts.append(f"{_count(rewritten)} rewritten ({_names(rewritten)})")
     if removed:
         parts.append(f"{_count(removed)} removed ({_names(removed)})")
     return [f"{CHANGED}: " + ", ".join(parts)]
+
+
+def _moved(objects: Path, removed: list[str]) -> bool:
+    """The removed object files' objects are all still in the store (`git gc`, `git
+    repack` by the user): each removed loose object is there (in a pack now), and
+    when a pack went, every object a ref reaches is there (`fsck --connectivity-only`:
+    a pack's own list went with it)."""
+    git = ["git", f"--git-dir={objects.parent}", "-c", "core.hooksPath=/dev/null"]
+    env = {"GIT_NO_REPLACE_OBJECTS": "1", "GIT_CONFIG_NOSYSTEM": "1", "GIT_OPTIONAL_LOCKS": "0"}
+    loose = [n.replace("/", "") for n in removed if not n.startswith("pack/")]
+    if loose:
+        cp = proc.run(
+            [*git, "cat-file", "--batch-check=%(objectname)"],
+            cwd=objects.parent,
+            env=env,
+            input="".join(f"{oid}\n" for oid in loose),
+            check=False,
+        )
+        if cp.returncode != 0 or "missing" in cp.stdout:
+            return False
+    if len(loose) < len(removed):
+        cp = proc.run(
+            [*git, "fsck", "--connectivity-only", "--no-dangling", "--no-progress"],
+            cwd=objects.parent,
+            env=env,
+            check=False,
+        )
+        return cp.returncode == 0
+    return True
 
 
 def _freshened(path: Path, was: Entry, now: Entry) -> bool:

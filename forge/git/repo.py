@@ -22,6 +22,10 @@ from forge.base.settings import Settings
 from forge.errors import ForgeError
 from forge.git import known
 
+# forge's own git in the user's repository reads objects as they are: a replace ref
+# (`refs/replace/`, which a task may write outside the sandbox) would make a commit
+# or a file read as another, and `forge accept` write what was never verified.
+OWN = {"GIT_NO_REPLACE_OBJECTS": "1"}
 MIN_GIT = (2, 38)  # `git merge-tree --write-tree` arrived in 2.38
 ZERO = "0" * 40
 SHORT_SHA = 12  # enough to be unique in any repository people read
@@ -67,11 +71,15 @@ class Repository:
         env: Mapping[str, str] | None = None,
     ) -> str:
         return proc.run(
-            ["git", *args], cwd=cwd or self.root, input=input, check=check, env=env
+            ["git", *args],
+            cwd=cwd or self.root,
+            input=input,
+            check=check,
+            env={**OWN, **(env or {})},
         ).stdout
 
     def try_git(self, *args: str, cwd: Path | None = None) -> proc.Completed:
-        return proc.run(["git", *args], cwd=cwd or self.root, check=False)
+        return proc.run(["git", *args], cwd=cwd or self.root, check=False, env=OWN)
 
     @cached_property
     def state(self) -> StateDir:

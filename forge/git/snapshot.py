@@ -17,6 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from forge.base.text import one_line
 from forge.git import objstore
 from forge.git.repo import Repository
 
@@ -109,7 +110,12 @@ def take(repo: Repository) -> Snapshot:
 def _refs(repo: Repository) -> dict[str, str]:
     """The user's branches, tags and stash; forge's own branches left out."""
     out = repo.git(
-        "for-each-ref", "--format=%(objectname) %(refname)", "refs/heads", "refs/tags", "refs/stash"
+        "for-each-ref",
+        "--format=%(objectname) %(refname)",
+        "refs/heads",
+        "refs/tags",
+        "refs/stash",
+        "refs/replace",  # a replace ref changes what every git command reads
     )
     refs = {}
     for line in out.splitlines():
@@ -151,13 +157,27 @@ def _status(repo: Repository) -> str:
     )
 
 
+# Files of the user's git dir that change what git runs or answers: its config, where
+# objects are also looked for (an alternate that lends a task's objects, gone when
+# its slot is), what history is cut or grafted, what attributes and ignores apply.
+_ANSWERS = (
+    "config",
+    "objects/info/alternates",
+    "objects/info/http-alternates",
+    "info/grafts",
+    "shallow",
+    "info/attributes",
+    "info/exclude",
+)
+
+
 def _git_files(repo: Repository) -> dict[str, str]:
-    """The user's config and hooks: a task must not change what runs on their next
-    git command."""
+    """The user's config, hooks and what else changes git's answers: a task must not
+    change what runs on, or what is seen by, their next git command."""
     found = {}
     common = repo.common_dir
-    config = common / "config"
-    found["config"] = _hash(config)
+    for name in _ANSWERS:
+        found[name] = _hash(common / name)
     hooks = common / "hooks"
     try:
         names = sorted(os.listdir(hooks))
@@ -189,7 +209,7 @@ def _diff(before: dict[str, str], after: dict[str, str]) -> list[str]:
 
 
 def _names(keys: list[str], *, strip: str = "") -> str:
-    shown = [k.removeprefix(strip) for k in keys[:_LIMIT]]
+    shown = [one_line(k.removeprefix(strip)) for k in keys[:_LIMIT]]
     more = f" and {len(keys) - _LIMIT} more" if len(keys) > _LIMIT else ""
     return ", ".join(shown) + more
 

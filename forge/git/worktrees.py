@@ -200,14 +200,14 @@ def move(
     short = refs.branch_name(branch)
     slot.git("checkout", "--quiet", "--force", "--no-recurse-submodules", "-B", short, target)
     if clean_all:
-        slot.git("clean", "-fdqx")
+        slot.git("clean", "-ffdqx")  # -ff: a nested repository too
 
 
 def restore(repo: Repository, path: Path, commit: str | None = None) -> None:
     """The slot at `path` back to its committed work (or to `commit`), nothing else
     in its tree but ignored files."""
     git(repo, path, "reset", "--quiet", "--hard", *([commit] if commit else []), check=False)
-    git(repo, path, "clean", "-fdq", check=False)
+    git(repo, path, "clean", "-ffdq", check=False)  # -ff: a nested repository too
 
 
 def detach(repo: Repository, path: Path) -> None:

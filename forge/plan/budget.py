@@ -3,6 +3,7 @@ and model prices (`[prices]` in forge.toml)."""
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable
 from typing import Any
@@ -20,6 +21,8 @@ def parse_budget(value: object) -> float:
         amount = float(m.group(1))
     else:
         raise ValueError(f'a budget is an amount in USD, like "20 USD" (got {value!r})')
+    if not math.isfinite(amount):  # nan is never reached and never passed: no limit at all
+        raise ValueError(f"a budget must be a finite amount in USD (got {value!r})")
     if amount <= 0:
         raise ValueError(f"a budget must be above 0 USD (got {value!r})")
     return amount

@@ -7,12 +7,11 @@ task. Nothing here writes anything.
 from __future__ import annotations
 
 import re
-import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, cast
 
-from forge.base.tomlread import Problems, TableReader, TomlSource
+from forge.base.tomlread import Problems, TableReader, TomlSource, parse_toml
 from forge.errors import ForgeError
 from forge.plan.candidates import read_best_of
 from forge.plan.lanes import read_mode
@@ -41,66 +40,20 @@ from forge.plan.repo_config import (
     parse_agents,
     parse_verify,
     ref_part_problem,
-    toml_error_line,
 )
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
-PLAN_KEYS = (
-    "name",
-    "base",
-    "max_parallel",
-    "setup",
-    "setup_timeout",
-    "env",
-    "verify",
-    "verify_reruns",
-    "gate",
-    "batch_max",
-    "batch_window",
-    "gate_on",
-    "verify_parallel",
-    "quarantine",
-    "release_after",
-    "agent",
-    "fallback",
-    "review",
-    "timeout",
-    "log_cap",
-    "budget",
-    "escalate_after",
-    "escalate_effort",
-    "scope",
-    "clean",
-    "sandbox",
-    "sockets",
-    "strict_model",
-    "notify",
-    "auto",
-    "candidates",
-    "best_of",
-    "select",
-    "judge",
-    "agents",
-    "task",
+PLAN_KEYS: tuple[str, ...] = tuple(
+    "name base max_parallel setup setup_timeout env verify verify_reruns gate "
+    "batch_max batch_window gate_on verify_parallel quarantine release_after agent "
+    "fallback review timeout log_cap budget escalate_after escalate_effort scope "
+    "clean sandbox sockets strict_model notify auto candidates best_of select judge "
+    "agents task".split()
 )
-TASK_KEYS = (
-    "id",
-    "title",
-    "prompt",
-    "run",
-    "files",
-    "deps",
-    "check",
-    "agent",
-    "timeout",
-    "estimate",
-    "review",
-    "candidates",
-    "best_of",
-    "select",
-    "judge",
-    "network",
+TASK_KEYS: tuple[str, ...] = tuple(
+    "id title prompt run files deps check agent timeout estimate review candidates "
+    "best_of select judge network".split()
 )
 
 
@@ -131,12 +84,7 @@ def parse_plan(raw: bytes, *, source: Path, shown: str) -> Plan:
         problems.add(f"not UTF-8 text ({exc.reason} at byte {exc.start})")
         problems.raise_if_any()
         raise AssertionError("unreachable") from exc
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        problems.add(f"TOML syntax error: {exc}", line=toml_error_line(exc))
-        problems.raise_if_any()
-        raise AssertionError("unreachable") from exc
+    data = parse_toml(text, problems)
     plan = _Checker(data, TomlSource(text), problems, source).plan()
     problems.raise_if_any()
     assert plan is not None

@@ -7,7 +7,6 @@ import difflib
 import hashlib
 import json
 import re
-import tomllib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,7 +14,7 @@ from typing import Any
 
 from forge.agents.names import agent_name_problem
 from forge.base.settings import DEFAULT_GRACE
-from forge.base.tomlread import LineOf, Problems, TableReader, TomlSource
+from forge.base.tomlread import LineOf, Problems, TableReader, TomlSource, parse_toml
 from forge.errors import ForgeError
 from forge.plan.budget import parse_prices
 from forge.plan.cluster_table import parse_cluster
@@ -392,12 +391,7 @@ def load_repo_config(repo_root: Path, *, read_agents: bool = True) -> RepoConfig
     except (OSError, UnicodeDecodeError) as exc:
         raise ForgeError(f"cannot read {path}: {exc}") from exc
     problems = Problems(str(path))
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        problems.add(f"TOML syntax error: {exc}", line=toml_error_line(exc))
-        problems.raise_if_any()
-        raise AssertionError("unreachable") from exc
+    data = parse_toml(text, problems)
     src = TomlSource(text)
 
     def top(key: str) -> int | None:
@@ -462,9 +456,3 @@ def load_repo_config(repo_root: Path, *, read_agents: bool = True) -> RepoConfig
         draft_agent=planner.strip() or None if isinstance(planner, str) else None,
         notify=notify,
     )
-
-
-def toml_error_line(exc: tomllib.TOMLDecodeError) -> int | None:
-    """tomllib puts "(at line N, column M)" in its message; pull the line out."""
-    m = re.search(r"at line (\d+)", str(exc))
-    return int(m.group(1)) if m else None

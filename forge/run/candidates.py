@@ -481,7 +481,7 @@ class Candidates:
             if ref is not None:
                 kept.append(ref)
             worktrees.git(repo, path, "reset", "--quiet", "--hard", check=False)
-            worktrees.git(repo, path, "clean", "-fdq", check=False)
+            worktrees.git(repo, path, "clean", "-ffdq", check=False)
             self.ctx.slots.release(cts.id)
         head = repo.ref_value(cts.branch) if cts.branch else None
         if not kept and head is not None and head != cts.base:

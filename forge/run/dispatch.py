@@ -17,6 +17,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from forge.base.text import one_line
+from forge.errors import ForgeError
 from forge.plan.model import Task
 from forge.plan.registry import Recorded
 from forge.run.attempt.context import Outcome, RunContext
@@ -84,6 +86,7 @@ class Dispatcher:
             on_event=on_event,
         )
         self.no_auto: set[str] = set()  # tasks the policy says not to retry automatically
+        self.fatal: ForgeError | None = None  # an attempt could not start: the run stops
         self.forced = options.only  # `forge retry`: dispatch it even though it failed
         self.budget = Budget.of(ctx, options.budget)
         from forge.run.state.replan import LivePlan
@@ -105,7 +108,7 @@ class Dispatcher:
             while True:
                 self._drain(block=False)
                 self.cands.poll()
-                if self.ctx.stop.is_set():
+                if self.ctx.stop.is_set() or self.fatal is not None:
                     break
                 self.live.open()  # a `forge plan` checks against what this starts
                 self._take_up()
@@ -134,9 +137,11 @@ class Dispatcher:
                     self._drain(block=True)
         self.live.close(self.running, finished=True)
         self.cands.close()
-        if not self.ctx.state.paused and not self.ctx.stop.is_set():
+        if not self.ctx.state.paused and not self.ctx.stop.is_set() and self.fatal is None:
             self._mark_blocked()
         self.ctx.save()
+        if self.fatal is not None:
+            raise self.fatal
 
     def _take_up(self) -> None:
         """A newer version of the plan, recorded by `forge plan` while this runs."""
@@ -365,6 +370,8 @@ class Dispatcher:
         if is_unit(task.id):
             self.cands.started(task.id)
 
+        counted = len(ts.attempts)
+
         def work() -> None:
             try:
                 outcome = run_attempt(
@@ -372,6 +379,12 @@ class Dispatcher:
                 )
             except Exception as exc:  # noqa: BLE001 never let a worker die silently: the loop waits for it
                 outcome = Outcome(Status.FAILED, f"forge error: {exc}")
+                if len(ts.attempts) == counted:
+                    # No attempt was counted (its logs folder cannot be made, ...): the
+                    # next dispatch would fail the same way at once, forever. Stop.
+                    self.fatal = ForgeError(
+                        f"cannot start an attempt of {task.id}: {one_line(str(exc))}"
+                    )
             except BaseException:
                 # Ctrl-C or SystemExit is a stop, not a failed task (the attempt
                 # recorded itself INTERRUPTED): stop the run, let the loop see it end.
@@ -398,6 +411,11 @@ class Dispatcher:
                 return
 
     def _after(self, tid: str, outcome: Outcome) -> None:
+        if self.fatal is not None and self.fatal.message.startswith(
+            f"cannot start an attempt of {tid}:"
+        ):
+            self.capacity.finished(tid)  # it never ran: said once, by the run's end
+            return
         self.budget.add(self.ctx.state.record(tid).last)
         if not is_unit(tid):  # (a candidate's end is told by forge/run/candidates.py)
             self.on_event(

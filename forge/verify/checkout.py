@@ -25,6 +25,7 @@ from pathlib import Path
 
 from forge.base.files import read_json_or, write_json
 from forge.base.liveness import Owner
+from forge.base.text import one_line
 from forge.errors import Busy, ForgeError
 from forge.git import contained, worktrees
 from forge.git.contained import Contained
@@ -56,8 +57,9 @@ class Fingerprint:
         return any(e.startswith(HIDDEN) for e in self.entries)
 
     def changes_since(self, before: Fingerprint) -> list[str]:
-        """The paths that differ between two fingerprints (HEAD named when it moved)."""
-        paths = {e[3:] for e in self.entries ^ before.entries}
+        """The paths that differ between two fingerprints (HEAD named when it moved),
+        as shown to people (a byte that is not UTF-8 as `\\377`)."""
+        paths = {one_line(e[3:]) for e in self.entries ^ before.entries}
         out = sorted(paths)
         if self.head != before.head:
             out.insert(0, f"HEAD (moved to {short_sha(self.head) or 'nothing'})")
@@ -94,9 +96,19 @@ class Checkout:
 
     def record_products(self) -> None:
         """Call after the setup ran on a scrubbed checkout: what is untracked now is
-        what it made."""
+        what it made, and what it made as it was when setup ended."""
         paths = hermetic.untracked(self.path, self.git_dir)
-        write_json(self.setup_file, {"setup": self.setup, "paths": paths})
+        sums = hermetic.products_fingerprint(self.path, paths)
+        write_json(self.setup_file, {"setup": self.setup, "paths": paths, "sums": sums})
+
+    def products_intact(self) -> bool:
+        """Setup's products are as setup left them (a run that wrote a `.pth` into
+        setup's `.venv` has changed them: setup is run again before the next run)."""
+        data = read_json_or(self.setup_file, None, what="setup products")
+        if not isinstance(data, dict) or not isinstance(data.get("sums"), str):
+            return False
+        paths = [str(p) for p in data.get("paths", [])]
+        return bool(hermetic.products_fingerprint(self.path, paths) == data["sums"])
 
     def scrub(self, *, keep: list[str] | None = None) -> None:
         """Remove every untracked and ignored path but setup's products (or `keep`)."""
@@ -127,12 +139,24 @@ class Checkout:
         """Put the checkout back to exactly `commit` plus setup's products: undo
         edits and index flags, remove every other untracked or ignored path.
         `unflag=False`: the last fingerprint showed nothing hidden (a call saved)."""
-        Contained(self.repo, self.path, strict=False).guard()
+        own = Contained(self.repo, self.path, strict=False)
+        own.guard()
         if unflag:
             hermetic.unflag(self.path, self.git_dir)
+        was = own.head()
         self.git("checkout", "--quiet", "--force", "--detach", commit)
         self.git("reset", "--quiet", "--hard", commit)
+        if was != commit and self._attributes_moved(was, commit):
+            # git rewrites only the files whose blobs differ; a new `*.sh eol=crlf`
+            # changes none of them, and the checkout would not be what a clone is. An
+            # index without stat data makes every file differ: all are written anew.
+            self.git("read-tree", commit)
+            self.git("checkout-index", "--all", "--force", "--index")
         self.scrub()
+
+    def _attributes_moved(self, was: str, commit: str) -> bool:
+        changed = self.git("diff", "--name-only", "-z", "--no-renames", was, commit)
+        return any(p.rsplit("/", 1)[-1] == ".gitattributes" for p in changed.split("\0"))
 
     def begin_run(self) -> None:
         write_json(self.marker, {"path": str(self.path)})
@@ -189,7 +213,7 @@ def prepare(
     found = co.fingerprint()
     dirty = {e for e in found.entries if not e.startswith(HIDDEN)}
     if dirty and not marker.exists():
-        sample = ", ".join(sorted(e[3:] for e in dirty)[:5])
+        sample = ", ".join(sorted(one_line(e[3:]) for e in dirty)[:5])
         raise ForgeError(
             f"verification checkout {path} holds changes forge did not make ({sample}); "
             f"remove the folder (forge creates it again) or undo them with "

@@ -22,6 +22,7 @@ from __future__ import annotations
 import functools
 import itertools
 import os
+import shutil
 import threading
 import time
 from collections.abc import Callable
@@ -30,14 +31,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from forge.base import logs as logfiles
-from forge.base import procgroup
+from forge.base import proc, procgroup
 from forge.base.sandbox import Sandbox
+from forge.base.text import one_line
 from forge.git.contained import ceiling_env
 from forge.git.repo import Repository, short_sha
 from forge.plan.repo_config import VerifyConfig
 from forge.verify import environment, pool, quarantine, reports, testdb
 from forge.verify import records as verify_records
-from forge.verify.checkout import Checkout, check_key, key_lock, prepare
+from forge.verify.checkout import Checkout, check_key, checkout_path, key_lock, prepare
 from forge.verify.failures import Failure, failures_from_log
 from forge.verify.flakes import Fixed, Reruns
 from forge.verify.records import LaneResult, LaneRun, Verdict, VerifyRecord, worst
@@ -180,23 +182,32 @@ def _run_lanes(
     # contend for the same administrative files.
     checkouts: dict[str, Checkout] = {}
     setup = environment.setup_hash(config.setup, config.env) if config.setup else None
-    for name, _cmd in config.lanes:
+    results: dict[str, LaneResult] = {}
+    for name, cmd in config.lanes:
         if stop.is_set():
             break
-        checkouts[name] = prepare(
-            repo,
-            key=place,
-            lane=name,
-            commit=base.commit,
-            setup=setup,
-            say=functools.partial(_say_lane, emit, name),
-        )
-    results: dict[str, LaneResult] = {}
+        try:
+            checkouts[name] = prepare(
+                repo,
+                key=place,
+                lane=name,
+                commit=base.commit,
+                setup=setup,
+                say=functools.partial(_say_lane, emit, name),
+            )
+        except proc.CommandError as exc:
+            # git cannot make the commit's files (a required filter that fails on
+            # them, a path this file system refuses): the commit's failure, blamed
+            # like any other, never the run's.
+            results[name] = _unmade(repo, base, (place, name), cmd, exc)
+            emit(f"lane {name}: {results[name].verdict} ({results[name].reason})")
     errors: list[BaseException] = []
 
     def lane_main(name: str, command: str) -> None:
         try:
             co = checkouts.get(name)
+            if name in results:
+                return
             if co is None:
                 results[name] = LaneResult(name, command, Verdict.INTERRUPTED, ())
             else:
@@ -230,6 +241,34 @@ def _lane_box(repo: Repository, co: Checkout, network: bool, reports: Path) -> S
     no agent folder, no network unless the lane says `network = true` (its setup
     keeps it: see _Lane.run)."""
     return Sandbox((co.path, reports), (repo.root, repo.common_dir), agents=False, network=network)
+
+
+def _unmade(
+    repo: Repository,
+    base: VerifyRecord,
+    where: tuple[str, str],
+    command: str,
+    exc: proc.CommandError,
+) -> LaneResult:
+    """A lane whose checkout of the commit could not be made: FAIL, git's own words
+    in its log and its reason; the half-made checkout (`where`: its checkout key
+    and lane) is made again next time."""
+    place, name = where
+    log = verify_records.logs_dir(repo.state, base.id) / f"{name}-checkout.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.write_text(f"$ {' '.join(exc.argv)}\n{exc.output}", errors="backslashreplace")
+    path = checkout_path(repo, place, name)
+    shutil.rmtree(path, ignore_errors=True)
+    said = one_line(proc.tail(exc.output, 1)) or f"git exited {exc.returncode}"
+    run = LaneRun(
+        kind="checkout",
+        exit_code=exc.returncode,
+        duration=0.0,
+        changed=(),
+        log=str(log),
+        failures=(Failure(name, "", said),),
+    )
+    return LaneResult(name, command, Verdict.FAIL, (run,))
 
 
 @dataclass(frozen=True)
@@ -331,6 +370,11 @@ def _run_lane(lane: _Lane, command: str) -> LaneResult:
             # What the failed run left must not decide the rerun (it set no index
             # flag: that would have changed its checkout, and it would not be rerun).
             co.restore(lane.base.commit, unflag=False)
+            failed_setup = _setup(lane)  # setup's products as setup left them
+            if failed_setup is not None:
+                runs.append(failed_setup)
+                verdict = Verdict.INTERRUPTED if failed_setup.stopped else Verdict.FAIL
+                break
         log = logs / f"{name}-{n}.log"
         emit(f"lane {name}: {kind} run {n} started (log {log})")
         run = lane.run(kind, command, log=log, timeout=lane.config.timeout, n=n)
@@ -388,7 +432,11 @@ def _setup(lane: _Lane) -> LaneRun | None:
     if not config.setup:
         return None
     digest = environment.setup_hash(config.setup, config.env)
-    if environment.is_set_up(co.path, digest) and co.products() is not None:
+    if (
+        environment.is_set_up(co.path, digest)
+        and co.products() is not None
+        and co.products_intact()
+    ):
         return None
     # Setup runs on the bare commit, so what is untracked after it is what it made.
     co.scrub(keep=[])

@@ -21,7 +21,10 @@ Everything here takes the checkout's work tree and git dir, nothing else.
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import os
 import re
+import stat
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -89,3 +92,51 @@ def _pattern(path: str) -> str:
     text = _GLOB.sub(r"\\\1", path)
     stripped = text.rstrip(" ")
     return stripped + "\\ " * (len(text) - len(stripped))
+
+
+# Files whose content decides what Python runs at start (or a command's entry
+# script): hashed whatever their size. Every other file of setup's products is
+# known by its path, size, mode and modification time, and hashed when small;
+# bytecode in `__pycache__` (which every import may write) is left out.
+_RUN_AT_START = re.compile(r"(\.pth|^sitecustomize\.py|^usercustomize\.py)$")
+_SMALL = 64 * 1024
+
+
+def products_fingerprint(work_tree: Path, paths: Sequence[str]) -> str:
+    """One hash over what setup made (`paths`, as `untracked` lists them)."""
+    digest = hashlib.sha256()
+    for top in sorted(paths):
+        for path in _walk(work_tree / top.rstrip("/")):
+            if path.parent.name == "__pycache__" and path.suffix == ".pyc":
+                continue  # Python's own caches, written by every import: not a change
+            try:
+                st = path.lstat()
+            except OSError:
+                continue
+            rel = str(path.relative_to(work_tree)).encode("utf-8", "surrogateescape")
+            if stat.S_ISDIR(st.st_mode):  # (its mtime moves with any cache written in it)
+                digest.update(b"%s\0%o\0" % (rel, st.st_mode))
+                continue
+            digest.update(b"%s\0%d %o %d\0" % (rel, st.st_size, st.st_mode, st.st_mtime_ns))
+            if stat.S_ISLNK(st.st_mode):
+                digest.update(os.readlink(path).encode("utf-8", "surrogateescape"))
+            elif stat.S_ISREG(st.st_mode) and (
+                st.st_size <= _SMALL
+                or _RUN_AT_START.search(path.name)
+                or path.parent.name in ("bin", "Scripts")
+            ):
+                with contextlib.suppress(OSError):
+                    digest.update(hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()
+
+
+def _walk(top: Path) -> list[Path]:
+    if not top.is_dir() or top.is_symlink():
+        return [top]
+    found = [top]
+    for folder, dirs, files in os.walk(top):
+        dirs.sort()
+        base = Path(folder)
+        found += [base / n for n in dirs if (base / n).is_symlink()]
+        found += [base / n for n in sorted(files)]
+    return found

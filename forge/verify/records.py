@@ -63,7 +63,8 @@ def _listed(tests: tuple[str, ...]) -> str:
 
 @dataclass(frozen=True)
 class LaneRun:
-    kind: str  # "initial", "rerun", or "setup" (the plan's setup in the checkout failed)
+    kind: str  # "initial", "rerun", "setup" (the plan's setup in the checkout failed)
+    # or "checkout" (git could not make the commit's files)
     exit_code: int | None
     duration: float
     changed: tuple[str, ...]  # paths the run changed in the checkout
@@ -148,6 +149,8 @@ class LaneResult:
                 else f"exit {last.exit_code}"
             )
             return f"setup failed in its checkout: {why}"
+        if last.kind == "checkout":
+            return f"could not check the commit out: {describe(last.failures)}"
         if last.changed:
             return f"changed the checkout: {', '.join(last.changed[:8])}"
         if last.empty:

@@ -31,7 +31,10 @@ def test_setup_products_survive_and_nothing_else_does(r: Repository, tmp_path: P
     setups = tmp_path / "setups"
     setup = f"mkdir -p .venv && echo made > .venv/made && echo ran >> {setups}"
     # stray.pyc, left by the first run, is gone before the second one.
-    lane = "test -f .venv/made && test ! -e stray.pyc && touch stray.pyc .venv/cache.pyc"
+    lane = (
+        "test -f .venv/made && test ! -e stray.pyc && mkdir -p .venv/__pycache__"
+        " && touch stray.pyc .venv/__pycache__/cache.pyc"
+    )
     config = cfg(lane, setup=setup)
     assert verify_commit(r, "HEAD", config, key="k").verdict == Verdict.PASS
     (r.root / "README.md").write_text("changed\n")
@@ -39,7 +42,7 @@ def test_setup_products_survive_and_nothing_else_does(r: Repository, tmp_path: P
     assert verify_commit(r, "HEAD", config, key="k").verdict == Verdict.PASS
     assert setups.read_text() == "ran\n", "setup ran once: its .venv survived"
     co = checkout_path(r, "k", "unit")
-    assert (co / ".venv" / "cache.pyc").exists()  # inside setup's products: kept
+    assert (co / ".venv" / "__pycache__" / "cache.pyc").exists()  # Python's cache: kept
 
 
 def test_a_rerun_starts_from_a_scrubbed_checkout(r: Repository, tmp_path: Path) -> None:

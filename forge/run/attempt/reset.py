@@ -62,7 +62,7 @@ def reset_for_attempt(
         salvaged = worktrees.salvage(repo, path, plan=plan.name, task=ts.id, dirty=dirty)
     if salvaged and path is not None:  # its work is safe in the ref: clear the tree
         worktrees.git(repo, path, "reset", "--quiet", "--hard")
-        worktrees.git(repo, path, "clean", "-fdq")
+        worktrees.git(repo, path, "clean", "-ffdq")
     head = repo.ref_value(ts.branch) or ts.base
     if path is not None and not known_clean and not salvaged:
         # Commits the agent made in its slot that never came back (the run was

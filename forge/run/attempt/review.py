@@ -224,7 +224,7 @@ def _read_verdict(path: Path) -> tuple[str, str] | None:
     usable one (then the exit code decides)."""
     try:
         data = json.loads(path.read_text(errors="replace"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):  # a reviewer's file: anything at all
         return None
     if not isinstance(data, dict):
         return None

@@ -223,7 +223,7 @@ def _judge(
 def _read_answer(path: Path) -> tuple[str, str]:
     try:
         data = json.loads(path.read_text(errors="replace"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):  # a judge's file: anything at all
         return "", ""
     if not isinstance(data, dict):
         return "", ""

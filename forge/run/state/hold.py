@@ -86,7 +86,7 @@ def _parse(path: Path, plan: str | None, raw: bytes) -> Hold:
             _scope(plan),
             str(data.get("by", "")),
         )
-    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
         return _unreadable(path, plan, f"not a valid hold record: {exc}")
 
 

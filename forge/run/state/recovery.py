@@ -158,7 +158,7 @@ def drop_task(repo: Repository, plan: Plan, state: RunState, tid: str) -> list[s
         if ref:
             notes.append(f"{tid} (no longer in the plan): its work is kept in {ref}")
             worktrees.git(repo, path, "reset", "--quiet", "--hard", check=False)
-            worktrees.git(repo, path, "clean", "-fdq", check=False)
+            worktrees.git(repo, path, "clean", "-ffdq", check=False)
         worktrees.detach(repo, path)
         slot.task = None
         slot.clean = ref is not None or not worktrees.dirty_paths(path, repo)

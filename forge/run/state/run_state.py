@@ -421,7 +421,7 @@ def read_state(path: Path) -> Any:
     for line in lines:
         try:
             entry = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):
             break  # the end, or a line a killed writer left half-written
         if entry.get("task") is not None:
             tasks[entry["task"]] = entry["data"]

@@ -59,6 +59,7 @@ class SlotPool:
         self._stop_making = threading.Event()
         worktrees.prune(repo)  # registrations of worktrees whose folders are gone
         worktrees.sweep_discarded(root)
+        proc.sweep_private_tmp()  # a sandbox's /tmp a `kill -9` of forge left
 
     def reserve(self, task: str) -> bool:
         """Give `task` a slot that exists now (its own, or a free one), recorded. False
