@@ -101,3 +101,8 @@ def with_body(message: str, text: str) -> str:
 def tasks_phrase(tasks: list[str]) -> str:
     """`task a`, or `tasks a, b` (four at most): how a reason names other tasks."""
     return f"task {tasks[0]}" if len(tasks) == 1 else "tasks " + ", ".join(tasks[:4])
+
+
+def merge_message(plan: str, task: str, attempt: int, title: str) -> str:
+    """The message of the merge commit that lands a task's attempt."""
+    return task_message(title, plan=plan, task=task, attempt=attempt)

@@ -76,8 +76,8 @@ def name_problems(path: Path, defined: Collection[str]) -> list[str]:
     try:
         text = path.read_text(encoding="utf-8")
         data = tomllib.loads(text)
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
-        return []
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, RecursionError):
+        return []  # the plan's own reading says what is wrong with the file
     src = TomlSource(text)
     own: dict[str, Any] = data["agents"] if isinstance(data.get("agents"), dict) else {}
     known = sorted({*PRESET_TABLES, *defined, *own})
@@ -91,7 +91,8 @@ def name_problems(path: Path, defined: Collection[str]) -> list[str]:
             line = src.key_line(key, header) or header
             at = f"{path}:{line}" if line else str(path)
             out.append(
-                f"{at}: {label}{key} '{spec}': unknown agent '{name}'{did_you_mean(name, known)}: "
+                f"{at}: {label}{key}{'' if key == 'agent' else ' agent'} '{spec}': unknown agent "
+                f"'{name}'{did_you_mean(name, known)}: "
                 f"use one of {', '.join(known)}, or define [agents.{name}] in forge.toml or the plan"
             )
 

@@ -37,6 +37,11 @@ KEY_HELP: dict[str, str] = {
     "budget": 'stop when the plan has spent this ("20 USD")',
     "escalate_after": "failed attempts before a stronger model",
     "escalate_effort": "at the top of the ladder, more effort",
+    "gate_on": '"regressions" (default): a test already failing blames nobody; "green"',
+    "quarantine": '"auto" (default): a flaky test blames nobody; "off"',
+    "release_after": "passes that release a quarantined test (default 20)",
+    "notify": "a command told when the run pauses, needs a person, or ends",
+    "sockets": "sockets the sandbox lets a task reach",
     "scope": "a change outside a task's files: error or warn",
     "clean": "what a reused worktree drops: untracked or all",
     "sandbox": "every command under bubblewrap",
@@ -56,6 +61,7 @@ KEY_HELP: dict[str, str] = {
     "deps": "ids of tasks whose work it needs first",
     "check": "a command run in its worktree after the agent (e.g. its tests)",
     "estimate": "a relative size (default 1): orders the critical path",
+    "network": "the task's check keeps the network in the sandbox",
 }
 
 EXAMPLE = """[[task]]

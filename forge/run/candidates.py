@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from forge.git import worktrees
+from forge.git.trailers import merge_message
 from forge.plan.candidates import (
     LOST,
     Candidate,
@@ -43,7 +44,7 @@ from forge.plan.specs import DEFAULT_AGENT
 from forge.run.attempt import phases
 from forge.run.attempt.context import Outcome, RunContext
 from forge.run.gate.selection import Selection
-from forge.run.state.run_state import FAILURES, Status, TaskState, merge_message
+from forge.run.state.run_state import FAILURES, Status, TaskState
 
 if TYPE_CHECKING:
     from forge.plan.repo_config import VerifyConfig

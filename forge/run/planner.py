@@ -13,7 +13,7 @@ import threading
 import time
 from collections.abc import Mapping
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -175,7 +175,7 @@ def run_try(planner: Planner, number: int, prompt: str) -> Try:
     if answer is None:
         answer = answer_in_output(logs.tail(log, logs.ANALYSIS_BYTES))
     if failure is not None:
-        attempt.status, attempt.reason = failure.status, failure.reason
+        attempt = replace(attempt, status=failure.status, reason=failure.reason)
     return Try(number, str(spec), answer, failure, changed, read_only, log, answered_in, attempt)
 
 

@@ -20,6 +20,7 @@ from forge.git import snapshot, worktrees
 from forge.git.merge import ensure_integration
 from forge.git.repo import Repository
 from forge.git.snapshot import Snapshot
+from forge.git.trailers import merge_message
 from forge.plan.model import Gate as GateMode
 from forge.plan.model import Plan
 from forge.plan.registry import Recorded
@@ -28,7 +29,7 @@ from forge.run.attempt.context import Remote, RunContext
 from forge.run.options import RunOptions
 from forge.run.state import accepted, reconcile, recovery
 from forge.run.state.invocations import KEPT, Invocation
-from forge.run.state.run_state import RunState, StateStore, Status, merge_message
+from forge.run.state.run_state import RunState, StateStore, Status
 from forge.run.state.slots import SlotPool
 from forge.verify.records import Verdict, VerifyRecord
 

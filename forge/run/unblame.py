@@ -64,6 +64,4 @@ def _give_back(ts: TaskState) -> None:
     tests = ", ".join(sorted({f.get("test", "") for f in last.failures}))
     note = f"blame cleared: {tests} proved flaky; the same change goes to the gate again"
     ts.warnings.append(note)
-    last.status, last.reason, last.feedback_source = Status.QUEUED, note, None
-    last.failures = []
-    ts.status, ts.reason, ts.verified_by = Status.QUEUED, note, None
+    ts.give_back(note)

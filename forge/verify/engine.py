@@ -19,6 +19,7 @@ gate, which judges a person's retry again).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import itertools
 import os
@@ -211,12 +212,14 @@ def _run_lanes(
             if co is None:
                 results[name] = LaneResult(name, command, Verdict.INTERRUPTED, ())
             else:
-                # The reports forge asks for are written beside the lane's logs.
+                # The reports forge asks for are written beside the lane's logs: in the
+                # sandbox that folder must exist to be writable (and goes when empty).
                 made = reports.reports_dir(verify_records.logs_dir(repo.state, base.id) / "x")
-                made.mkdir(parents=True, exist_ok=True)
                 box = _lane_box(repo, co, name in config.networked, made) if sandbox else None
                 lane = _Lane(repo, base, config, co, name, stop, emit, box, policy)
                 results[name] = _run_lane(lane, command)
+                with contextlib.suppress(OSError):
+                    made.rmdir()
         except BaseException as exc:  # noqa: BLE001 re-raised by the caller's thread after the join
             errors.append(exc)
             results[name] = LaneResult(name, command, Verdict.FAIL, ())
@@ -240,6 +243,7 @@ def _lane_box(repo: Repository, co: Checkout, network: bool, reports: Path) -> S
     """A lane writes only its checkout and the folder of the reports forge asked for:
     no agent folder, no network unless the lane says `network = true` (its setup
     keeps it: see _Lane.run)."""
+    reports.mkdir(parents=True, exist_ok=True)  # (a folder bound must exist)
     return Sandbox((co.path, reports), (repo.root, repo.common_dir), agents=False, network=network)
 
 

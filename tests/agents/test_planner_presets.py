@@ -26,7 +26,7 @@ CASES = {
     "gemini": (
         ["--approval-mode=default", "-o", "json"],
         "--approval-mode=yolo",
-        "cost unknown (no price for its model)",
+        "cost $0.0010",  # priced as the model it reports (gemini-2.5-flash)
     ),
     "aider": (["--chat-mode", "ask", "--no-auto-commits"], None, "cost $0.0042"),
 }

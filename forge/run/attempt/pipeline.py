@@ -22,7 +22,7 @@ from forge.base.text import one_line
 from forge.git import merge as integrate
 from forge.git.contained import Tampered
 from forge.git.refs import task_ref
-from forge.git.trailers import tasks_phrase
+from forge.git.trailers import merge_message, tasks_phrase
 from forge.plan.model import Task
 from forge.run import history, routing
 from forge.run.attempt import local, messages, phases
@@ -30,7 +30,7 @@ from forge.run.attempt.context import AttemptScope, Outcome, RunContext
 from forge.run.attempt.local import LocalSlot
 from forge.run.attempt.order import order_for
 from forge.run.attempt.steps import run_steps
-from forge.run.state.run_state import Attempt, Status, merge_message
+from forge.run.state.run_state import Attempt, Status
 
 if TYPE_CHECKING:
     from forge.agents.spec import AgentSpec

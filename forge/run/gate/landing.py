@@ -24,6 +24,7 @@ from forge.git.merge import (
     landed_tasks,
     merge_onto,
 )
+from forge.git.trailers import merge_message
 from forge.plan.repo_config import VerifyConfig
 from forge.run import history, unblame
 from forge.run.attempt import phases
@@ -33,7 +34,7 @@ from forge.run.gate import fanout, story
 from forge.run.gate.speculation import Speculator
 from forge.run.gate.subsets import GateProbe, SubsetFirst
 from forge.run.state.gate_record import GateRecord, Landing
-from forge.run.state.run_state import Status, merge_message
+from forge.run.state.run_state import Status
 from forge.verify import engine as verify
 from forge.verify import flakes, testdb
 from forge.verify.quarantine import tests_known_flaky

@@ -1,15 +1,11 @@
 """A plan's run state: task statuses, attempts, slots and the last verification.
 
 Written on every change and always *before* the action it records, so a `kill -9`
-at any instant leaves a state the next run resumes from. On disk: a snapshot
-(state.json, replaced atomically) and a journal of the changes since
-(state-journal-<id>.jsonl, named in the snapshot). A change of one task appends
-one line holding that task and the plan-wide part (slots, verification, pause):
-its cost does not grow with the plan. The journal is folded into a new snapshot
-when it holds as many lines as the plan has tasks (a transition costs O(1)
-amortised), and whenever a change concerns the whole plan. A line a killed writer
-left half-written was never acted on: reading stops before it. A snapshot without
-a journal id (what forge wrote before) is read as it is."""
+leaves a state the next run resumes from. On disk: a snapshot (state.json, replaced
+atomically) and a journal of the changes since (state-journal-<id>.jsonl): a change
+of one task appends one line (that task and the plan-wide part), folded into a new
+snapshot when it holds as many lines as the plan has tasks, or when a change concerns
+the whole plan. A half-written last line was never acted on: reading stops there."""
 
 from __future__ import annotations
 
@@ -29,7 +25,6 @@ from forge.base.liveness import Owner
 from forge.errors import StateError
 from forge.git.merge import conflict_reason
 from forge.git.refs import integration_ref
-from forge.git.trailers import task_message
 from forge.run.state.gate_record import GateRecord
 from forge.run.state.invocations import Invocation
 from forge.verify.records import VerifyRecord
@@ -230,6 +225,17 @@ class TaskState:
             self.last.status, self.last.reason = status, reason
             self.last.log, self.last.feedback_source = log, source
 
+    def give_back(self, note: str) -> None:
+        """The gate's blame withdrawn (its tests proved flaky): QUEUED, the same change."""
+        if self.last is not None:
+            self.last.status, self.last.reason, self.last.feedback_source = (
+                Status.QUEUED,
+                note,
+                None,
+            )
+            self.last.failures = []
+        self.status, self.reason, self.verified_by = Status.QUEUED, note, None
+
     def mark_interrupted(self, reason: str) -> None:
         """Its runner is gone: the attempt spent nothing."""
         if self.last is not None:
@@ -261,11 +267,6 @@ class TaskState:
         self.status, self.reason = Status.PENDING, reason
         self.base = None
         self.merged_commit = self.merged_definition = None
-
-
-def merge_message(plan: str, task: str, attempt: int, title: str) -> str:
-    """The message of the merge commit that lands a task's attempt."""
-    return task_message(title, plan=plan, task=task, attempt=attempt)
 
 
 def _attempt_dict(attempt: Attempt) -> dict[str, Any]:
