@@ -40,32 +40,19 @@ def test_a_half_flaky_test_blames_no_innocent_and_the_culprit_is_named_with_its_
     assert flaky["flaky"] and flaky["quarantined"] and 0 < flaky["flake_rate"] <= 1
 
 
-def test_a_blame_a_flaky_test_laid_is_given_back_and_the_task_lands(
-    repo: Path, tmp_path: Path
-) -> None:
-    # The flaky test fails twice in a row on the batch (confirmed, as any failure
-    # of a test with no flaky history), then passes: the bisection blames the last task.
+def test_a_flaky_test_failing_twice_on_the_batch_blames_nobody(repo: Path, tmp_path: Path) -> None:
+    # The flaky test fails on the batch and again when run on the head: the head's
+    # own failure, not the batch's, so every task lands with no new attempt.
     pytest_suite(repo, tmp_path / "n", "FFP")
     body = task("a") + task("b") + task("c")
     plan = write_plan(
         tmp_path, f"verify = '''{PYTEST}'''\nverify_reruns = 1\ngate = \"end\"\n" + body
     )
     cp = plan_and_run(repo, plan)
-    assert cp.returncode == 5, cp.stdout + cp.stderr
-    assert statuses(repo) == {"a": "MERGED", "b": "MERGED", "c": "FAILED"}
-    blamed = state(repo)["tasks"]["c"]
-    assert FLAKY in blamed["reason"]
-    # forge learns it is flaky: the tree it failed on passes it.
-    again = run_forge(repo, "verify", blamed["verified_by"]["commit"])
-    assert again.returncode == 0, again.stdout + again.stderr
-    shown = run_forge(repo, "status", "c", "--json")
-    assert json.loads(shown.stdout)["status"] == "FAILED"  # until the next run
-    cp = run_forge(repo, "run")
     assert cp.returncode == 0, cp.stdout + cp.stderr
     assert statuses(repo) == {"a": "MERGED", "b": "MERGED", "c": "MERGED"}
-    landed = state(repo)["tasks"]["c"]
-    assert len(landed["attempts"]) == 1  # no new attempt: the same change, verified again
-    assert any(w.startswith(f"blame cleared: {FLAKY} proved flaky") for w in landed["warnings"])
+    assert all(len(t["attempts"]) == 1 for t in state(repo)["tasks"].values())
+    assert f"already failing on the head: {FLAKY}" in cp.stdout
 
 
 def test_a_flaky_or_quarantined_verdict_names_its_tests_in_status_and_summary(
@@ -78,17 +65,15 @@ def test_a_flaky_or_quarantined_verdict_names_its_tests_in_status_and_summary(
     )
     cp = plan_and_run(repo, plan)
     assert cp.returncode == 0, cp.stdout + cp.stderr
-    assert f"FLAKY (flaky: {FLAKY})" in cp.stdout
-    covered = json.loads(run_forge(repo, "status", "a", "--json").stdout)["verified_by"]
-    assert covered["verdict"] == "FLAKY" and covered["flaky"] == [FLAKY]
-    assert f"FLAKY (flaky: {FLAKY})" in run_forge(repo, "status").stdout
-    # The next task's batch fails it again: quarantined now, it blames nobody.
-    plan.write_text(plan.read_text() + task("c"))
-    cp = plan_and_run(repo, plan)
-    assert cp.returncode == 0, cp.stdout + cp.stderr
-    assert f"PASS (quarantined: {FLAKY} failed)" in cp.stdout
-    covered = json.loads(run_forge(repo, "status", "c", "--json").stdout)["verified_by"]
-    assert covered["verdict"] == "PASS" and covered["quarantined"] == [FLAKY]
+    assert statuses(repo) == {"a": "MERGED", "b": "MERGED"}
+    # Failed, then passed on one tree: flaky on evidence, quarantined, named.
+    said = f"PASS (quarantined: {FLAKY} failed)"
+    assert said in cp.stdout and said in run_forge(repo, "status").stdout
+    covered = json.loads(run_forge(repo, "status", "b", "--json").stdout)["verified_by"]
+    assert covered["verdict"] in ("PASS", "FLAKY")
+    assert FLAKY in covered.get("quarantined", []) + covered.get("flaky", [])
+    listed = {r["test"]: r for r in json.loads(run_forge(repo, "tests", "--json").stdout)}
+    assert listed[FLAKY]["flaky"] and listed[FLAKY]["quarantined"]
 
 
 def test_a_lane_that_ran_no_test_lands_nothing_blames_nobody_and_pauses(
@@ -146,8 +131,5 @@ def test_a_blame_given_back_in_the_same_run_is_judged_again_not_remembered(
     assert cp.returncode == 5, cp.stdout + cp.stderr
     assert statuses(repo) == {"a": "MERGED", "b": "MERGED", "culprit": "FAILED"}
     b = state(repo)["tasks"]["b"]
-    assert len(b["attempts"]) == 1
-    assert any(w.startswith(f"blame cleared: {FLAKY} proved flaky") for w in b["warnings"]), (
-        cp.stderr
-    )
+    assert len(b["attempts"]) == 1  # never blamed, or its blame given back: no new attempt
     assert ADD in state(repo)["tasks"]["culprit"]["reason"]

@@ -93,7 +93,9 @@ def test_bisection_runs_only_the_failing_tests(repo: Path, tmp_path: Path) -> No
     whole = SUITE + k
     # Two whole-suite runs (the tip, the tree that lands), the failing tests' reruns,
     # and the whole-suite run of the tasks rebuilt after the culprit.
-    bound = 2 * whole + k * (2 + math.ceil(math.log2(n))) + whole
+    # (k more than the issue's first bound: the culprit's failing tests once more on
+    # its own tree before it is blamed, which tells a flake from a regression)
+    bound = 2 * whole + k * (3 + math.ceil(math.log2(n))) + whole
     ran = executions(count)
     assert len(ran) <= bound, (len(ran), bound)
     # Only three runs ran the whole suite.

@@ -242,6 +242,8 @@ class Gate:
         else:
             if out.landed:
                 self._land(out, head)
+            if out.culprit is not None:  # a flake shows here, before anyone is blamed
+                probe.recheck(out.culprit.commit, story.as_record(out.culprit_record))
             if out.culprit is not None and not unblame.excused(
                 ctx.repo, self.config, story.as_record(out.culprit_record)
             ):
@@ -424,7 +426,7 @@ class Gate:
         tip = out.tip
         record = story.as_record(out.tip_record)
         assert tip is not None
-        verification, covered = story.landing_verdict(record, tip, flaky=bool(out.flaky))
+        verification, covered = story.landing_verdict(record, tip, flaky=out.flaky)
         verdict = verification.verdict
         with ctx.store.lock:
             assert ctx.state.gate is not None

@@ -319,10 +319,11 @@ def tell(
 
 
 def landing_verdict(
-    record: VerifyRecord, tip: str, *, flaky: bool
+    record: VerifyRecord, tip: str, *, flaky: Mapping[str, frozenset[str]]
 ) -> tuple[VerifyRecord, dict[str, Any]]:
     """The verification a landing records, and what covers each task it lands. A
-    FAIL whose failures were the head's own, or flakes, lands as PASS or FLAKY."""
+    FAIL whose failures were the head's own, or flakes (`flaky`: by lane, the tests
+    that failed and passed when run again), lands as PASS or FLAKY."""
     verdict = record.verdict
     if verdict == Verdict.FAIL:
         verdict = Verdict.FLAKY if flaky else Verdict.PASS
@@ -332,6 +333,9 @@ def landing_verdict(
         "verdict": str(verdict),
         **named_tests(record),
     }
+    again = sorted({t for tests in flaky.values() for t in tests} - set(covered.get("flaky", [])))
+    if again:
+        covered["flaky"] = sorted([*covered.get("flaky", []), *again])
     return replace(record, commit=tip, verdict=verdict), covered
 
 

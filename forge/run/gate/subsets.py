@@ -248,3 +248,11 @@ class GateProbe:
         if known is None:
             known = self._seen[(commit, test)] = exists_at(self.repo, commit, test)
         return known
+
+    def recheck(self, commit: str, record: VerifyRecord) -> None:
+        """The culprit's failing tests once more on its own tree before it is blamed:
+        a test that fails there and now passes is flaky on evidence (the history
+        holds both), and blames nobody."""
+        failing = self.failing(record)
+        if failing:
+            self.subset(commit, failing, first=False, why="the culprit's failing tests again")
