@@ -91,7 +91,7 @@ def name_problems(path: Path, defined: Collection[str]) -> list[str]:
             line = src.key_line(key, header) or header
             at = f"{path}:{line}" if line else str(path)
             out.append(
-                f"{at}: {label}{key}{'' if key == 'agent' else ' agent'} '{spec}': unknown agent "
+                f"{at}: {label}{key}{_agent_word(label, key)} '{spec}': unknown agent "
                 f"'{name}'{did_you_mean(name, known)}: "
                 f"use one of {', '.join(known)}, or define [agents.{name}] in forge.toml or the plan"
             )
@@ -112,3 +112,9 @@ def _resolve(spec: str, defs: Mapping[str, Mapping[str, Any]]) -> None:
     from forge.agents import spec as agents
 
     agents.resolve(spec, defs)
+
+
+def _agent_word(label: str, key: str) -> str:
+    """The words earlier forges used: `fallback agent 'x'` and `review agent 'x'` at
+    the plan's top, `task 't': review 'x'` and `candidates 'x'` elsewhere."""
+    return " agent" if not label and key not in ("agent", "candidates") else ""
