@@ -214,7 +214,9 @@ def test_a_sandboxed_planner_answers_in_its_plan_file(repo: Path) -> None:
     # and its try's folder (where FORGE_PLAN_FILE is): its answer lives in the repo.
     answer = repo / ".git" / "answer.toml"
     answer.write_text(SOUND)
-    command = [sys.executable, str(FAKES / "planner.py"), "--touch", "x.py", str(answer)]
+    # A shell planner: the interpreter of the tests may live under the /tmp the
+    # sandbox makes private (a clone there), where the sandbox cannot see it.
+    command = ["bash", "-c", f'touch x.py && cp {answer} "$FORGE_PLAN_FILE"']
     (repo / "forge.toml").write_text(f"[agents.planner]\ncommand = {json.dumps(command)}\n")
     cp = run_forge(repo, "draft", GOAL, "--agent", "planner", "--sandbox")
     assert cp.returncode == 0, cp.stderr
