@@ -267,7 +267,9 @@ def clean(
     ] = False,
     pool: Annotated[
         bool,
-        typer.Option("--pool", help="Empty the verification checkouts of forge verify and hooks."),
+        typer.Option(
+            "--pool", help="Empty the shared verification checkouts (plans, forge verify, hooks)."
+        ),
     ] = False,
 ) -> None:
     """Remove a plan's worktrees and branches (unmerged work is salvaged to a ref first)."""

@@ -251,7 +251,18 @@ def parse_verify(
 PREPARE_KEYS = ("setup", "setup_timeout", "env")
 # The keys each table accepts (docs/reference/ is generated from them).
 VERIFY_KEYS = ("command", "lanes", "reruns", "timeout", "grace", "gate_on", *PREPARE_KEYS)
-FORGE_TOML_KEYS = ("agents", "verify", "cluster", "prices", "auto", "draft", "notify", "tests")
+FORGE_TOML_KEYS = (
+    "agents",
+    "verify",
+    "cluster",
+    "prices",
+    "auto",
+    "draft",
+    "notify",
+    "tests",
+    "verify_pool_max",
+)
+DEFAULT_POOL_MAX = 3  # verification checkouts kept per (setup, env): forge.toml `verify_pool_max`
 GATE_ON = ("regressions", "green")  # what the gate lands on: no new failures, or all pass
 
 
@@ -376,6 +387,7 @@ class RepoConfig:
     notify: str | None = None  # the command told of a run's pauses and end (a plan's wins)
     cluster_tls: tuple[str, str, str] | None = None  # [cluster] tls_ca, tls_cert, tls_key
     cluster_insecure: bool = False  # [cluster] insecure: a scheduler reached without TLS
+    verify_pool_max: int = DEFAULT_POOL_MAX  # shared verification checkouts kept per key
 
 
 def load_repo_config(repo_root: Path, *, read_agents: bool = True) -> RepoConfig:
@@ -442,8 +454,12 @@ def load_repo_config(repo_root: Path, *, read_agents: bool = True) -> RepoConfig
         if "tests" in data
         else TestsWord()
     )
+    pool_max = TableReader(data, problems, what="", line_of=top, quote=True).integer(
+        "verify_pool_max", low=1, default=DEFAULT_POOL_MAX
+    )
     problems.raise_if_any()
     return RepoConfig(
+        verify_pool_max=pool_max,
         tests=tests,
         agents=agents,
         verify=verify,

@@ -377,23 +377,22 @@ class Prewarm:
         config = verify_config(self.repo, self.plan)
         lanes = [lane for lane, _ in (config.lanes if config else ())]
         self.started = True  # once: never start again
-        if not lanes:
+        if not lanes or config is None:
             return
-        from forge.verify import checkout
-
-        missing = [
-            lane
-            for lane in lanes
-            if not checkout.checkout_path(self.repo, self.plan.name, lane).exists()
-        ]
-        if not missing:
-            return
+        from forge.verify import checkout, pool
 
         def work() -> None:
-            # Best effort: the verification makes what is missing anyway.
-            with contextlib.suppress(Exception), checkout.key_lock(self.repo, self.plan.name):
-                for lane in missing:
-                    checkout.prepare(self.repo, key=self.plan.name, lane=lane, commit=commit)
+            # Best effort: the verification makes what is missing anyway. The member
+            # of the verification pool made ready is the one the gate's first
+            # verification takes (the most recently used free one).
+            with (
+                contextlib.suppress(Exception),
+                checkout.key_lock(self.repo, self.plan.name),
+                pool.checkouts_for(self.repo, self.plan.name, config) as place,
+            ):
+                for lane in lanes:
+                    if not checkout.checkout_path(self.repo, place, lane).exists():
+                        checkout.prepare(self.repo, key=place, lane=lane, commit=commit)
 
         self.thread = threading.Thread(target=work, name="prewarm", daemon=True)
         self.thread.start()

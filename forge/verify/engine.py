@@ -93,8 +93,9 @@ def verify_commit(
 ) -> VerifyRecord:
     """Verify the commit `rev` names; the record is stored before it is returned.
 
-    `key` names the checkouts used (a plan name, `cli`, `hook`): one verification
-    per key at a time (Busy otherwise). `reruns` decides whether a failing lane runs
+    `key` names the verification (a plan name, `cli`, `hook`): one verification
+    per key at a time (Busy otherwise), in a member of the verification pool
+    (forge/verify/pool.py) shared by every key with the same setup and env. `reruns` decides whether a failing lane runs
     again (default: up to the config's `reruns` times). `remember=False` (a run of
     some tests only) neither enters the verdict cache nor becomes the key's latest.
     `remembered_fail`: a confirmed FAIL of the same tree and config answers too (a
@@ -177,8 +178,8 @@ def _run_lanes(
     *,
     sandbox: bool = False,
 ) -> tuple[LaneResult, ...]:
-    """The lanes run in the checkouts of `place` (the key's own, or a member of the
-    shared pool forge/verify/pool.py holds for this verification)."""
+    """The lanes run in the checkouts of `place` (the member of the verification
+    pool, forge/verify/pool.py, held for this verification)."""
     # Checkouts are prepared one after another: concurrent `git worktree add` calls
     # contend for the same administrative files.
     checkouts: dict[str, Checkout] = {}

@@ -5,6 +5,7 @@ plan is left on disk."""
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import sys
 from pathlib import Path
@@ -16,8 +17,8 @@ PY = shlex.quote(sys.executable)
 
 
 def _body(log: Path, ids: list[str]) -> str:
-    """Speculation on (checkouts keyed `p.spec1` beside `p`); setup writes 200 KB of
-    ignored files in every slot and checkout."""
+    """Speculation on (a second member of the verification pool beside the gate's);
+    setup writes 200 KB of ignored files in every slot and checkout."""
     verify = f"{PY} {FAKES / 'verify_spec.py'} {log} 0.6"
     out = (
         "setup = 'mkdir -p big && head -c 200000 /dev/zero > big/blob'\n"
@@ -34,11 +35,12 @@ def _body(log: Path, ids: list[str]) -> str:
 
 def _forge_paths(repo: Path) -> list[Path]:
     """What of plan p is on disk, wherever forge puts it."""
-    root = repo.parent / ".forge-worktrees"
-    found = [p for p in root.rglob("*") if "/p/" in f"{p}/" or "/p.spec" in str(p)]
+    root = Path(os.environ["FORGE_WORKTREES"]) / repo.name
+    found = [p for p in root.rglob("*") if "/p/" in f"{p}/" or "/.verify/shared-" in str(p)]
     state = repo / ".git" / "forge"
     found += [p for p in (state / "cluster").glob("p.git")]
-    found += [p for p in (state / "verify" / "checkouts").glob("p*")]
+    found += [p for p in (state / "verify" / "checkouts").glob("*")]
+    found += [p for p in (state / "verify" / "pool").glob("*")]
     found += [p for p in (state / "plans" / "p").glob("logs")]
     return found
 
@@ -58,7 +60,8 @@ def test_disk_counts_every_folder_and_clean_leaves_nothing(repo: Path, tmp_path:
     assert sum(disk.values()) > slots
     text = run_forge(repo, "status", "--disk").stdout
     assert "disk (measured now): " in text and "verification checkouts" in text
-    assert any(p.name == "p.spec1" for p in _forge_paths(repo)), _forge_paths(repo)
+    members = {p.name for p in _forge_paths(repo) if p.parent.name == ".verify"}
+    assert len(members) == 2, members  # the gate's and the speculation's
     assert run_forge(repo, "accept").returncode == 0
     cp = run_forge(repo, "clean", "p")
     assert cp.returncode == 0, cp.stdout + cp.stderr

@@ -15,7 +15,7 @@ from pathlib import Path
 
 log, seconds = Path(sys.argv[1]), float(sys.argv[2])
 fail_if = sys.argv[3] if len(sys.argv) > 3 else None
-key = Path.cwd().parent.name  # checkouts live in .verify/<key>/<lane>
+key = os.environ["FORGE_PROC_TAG"].rsplit(":", 2)[1]  # forge-verify:<repo>:<key>:<lane>
 files = sorted(p.name for p in Path.cwd().glob("*.txt"))
 fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
 os.write(fd, f"{key} {' '.join(files)}\n".encode())

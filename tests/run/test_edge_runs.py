@@ -84,8 +84,8 @@ def test_clean_stops_a_killed_runs_agent_and_removes_verification_checkouts(
         ).returncode
         == 0
     )
-    checkouts = Path(os.environ["FORGE_WORKTREES"]) / "repo" / ".verify" / "q"
-    assert any(checkouts.iterdir())
+    checkouts = Path(os.environ["FORGE_WORKTREES"]) / "repo" / ".verify"
+    assert any(checkouts.glob("shared-*/verify"))
     started = tmp_path / "started"
     plan = write_plan(
         tmp_path,

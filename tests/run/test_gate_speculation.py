@@ -101,9 +101,9 @@ def test_a_failing_batch_throws_the_speculation_on_it_away(repo: Path, tmp_path:
 def test_sigint_stops_both_verifications_and_lands_nothing(repo: Path, tmp_path: Path) -> None:
     marks = tmp_path / "marks"
     marks.mkdir()
-    # Each checkout's first verification hangs (its key names the checkout); later ones pass.
+    # Each key's first verification hangs (its process tag names the key); later ones pass.
     hang = (
-        'k=$(basename "$(dirname "$PWD")"); '
+        "k=$(echo \"$FORGE_PROC_TAG\" | awk -F: '{print $(NF-1)}'); "
         f"if [ ! -f {marks}/$k ]; then echo $$ > {marks}/$k; sleep 600; fi; exit 0"
     )
     text = body(tmp_path / "log", ["a", "b", "c"], first="a", verify=hang, started=marks / "p")

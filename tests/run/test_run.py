@@ -355,6 +355,6 @@ def test_worktree_root_flag_places_the_slots_and_reaches_the_tasks(
     cp = plan_and_run(repo, write_plan(tmp_path, body), "--worktree-root", str(root))
     assert cp.returncode == 0, cp.stdout + cp.stderr
     assert (root / "repo" / "p").is_dir()  # the slots, not under FORGE_WORKTREES
-    assert (root / "repo" / ".verify" / "p").is_dir()  # nor the verification checkouts
+    assert list((root / "repo" / ".verify").glob("shared-*"))  # nor the verification checkouts
     seen = git(repo, "show", "forge/p-integration:a.txt")
     assert seen == str(root.resolve())  # a task's own forge calls see the same root

@@ -69,7 +69,9 @@ def test_a_broken_commit_fails_verification_written_the_documented_way(
     assert verification["lanes"]["unit"]["verdict"] == "FAIL"
     # Each lane imported the code of its own checkout, through its own environment.
     where = Path(verification["lanes"]["where"]["runs"][0]["log"]).read_text()
-    lane_checkout = Path(os.environ["FORGE_WORKTREES"]) / repo.name / ".verify" / "p" / "where"
+    # (in the plan's member of the verification pool: `.verify/shared-<setup>-1/<lane>`)
+    pool = Path(os.environ["FORGE_WORKTREES"]) / repo.name / ".verify"
+    (lane_checkout,) = pool.glob("shared-*-1/where")
     assert f"{lane_checkout}/src/mini/__init__.py" in where
     assert f"{os.environ['HOME']}-x" in where
     # setup ran once in the slot and once in each lane's checkout

@@ -20,11 +20,13 @@ from forge.git.repo import Repository
 from forge.run.state.folders import is_plan_key, verification_keys
 from forge.run.state.recovery import stop_leftovers, sweep_salvage_indexes
 from forge.run.state.run_state import RunState, StateStore, Status
+from forge.verify.pool import release, remove, used_by
 
 
 def empty_pool(repo: Repository) -> list[str]:
-    """`forge clean --pool`: the shared verification checkouts of `forge verify` and
-    the hooks (forge/verify/pool.py), those no verification is using."""
+    """`forge clean --pool`: the shared verification checkouts of every plan, of
+    `forge verify` and of the hooks (forge/verify/pool.py), those no verification is
+    using."""
     from forge.verify.pool import empty
 
     return empty(repo)
@@ -44,6 +46,7 @@ def clean_plan(repo: Repository, plan: str, *, dry_run: bool = False) -> list[st
             notes += _stop_leftovers(repo, state)
             notes += _remove_slots(repo, plan, state, store, emptied)
         notes += _remove_verification_checkouts(repo, plan, emptied)
+        notes += release(repo, plan)  # its members of the pool no other plan uses
         # A branch checked out in a worktree (the user's own, or one they added) is
         # theirs to move first: deleting it would leave that worktree on nothing.
         checked_out = worktrees.checked_out(repo)
@@ -69,6 +72,8 @@ def clean_plan(repo: Repository, plan: str, *, dry_run: bool = False) -> list[st
             # Its checkouts are gone: so is what their setup made and their run markers.
             shutil.rmtree(books / key, ignore_errors=True)
         _remove_empty(books, up=1)
+        _remove_empty(repo.state.verify_dir / "pool", up=1)  # the pool's books
+        emptied.setdefault(root / ".verify", 2)
         for folder, up in emptied.items():
             _remove_empty(folder, up=up)
     return notes
@@ -282,9 +287,13 @@ def would_clean(repo: Repository, plan: str) -> list[str]:
             reset = True
         else:
             notes.append(f"would keep branch {branch}: it holds work not accepted yet")
+    pooled = set(used_by(repo, plan))
     for folder in plan_folders(repo, plan):
+        if folder.path in pooled:
+            continue  # said below: kept while another plan or the hooks use it
         if folder.kind != "logs" or (reset and state is not None):
             notes.append(f"would remove {folder.kind}: {folder.path}")
+    notes += release(repo, plan, dry_run=True)
     return notes or ["nothing to remove"]
 
 
@@ -296,7 +305,6 @@ def clean_shared(repo: Repository, plans: list[str], *, dry_run: bool = False) -
 
     root = repo.worktrees_root() / ".verify"
     keys = sorted(p.name for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
-    books = repo.state.verify_dir / "checkouts"
     notes = []
     for key in [k for k in keys if not any(is_plan_key(plan, k) for plan in plans)]:
         folder = root / key
@@ -304,12 +312,8 @@ def clean_shared(repo: Repository, plans: list[str], *, dry_run: bool = False) -
             notes.append(f"would remove verification checkouts {folder}")
             continue
         try:
-            with key_lock(repo, key):
-                for path in sorted(folder.iterdir()):
-                    if not path.name.endswith(VIEW_SUFFIX):
-                        worktrees.remove(repo, path)
-                shutil.rmtree(folder, ignore_errors=True)
-                shutil.rmtree(books / key, ignore_errors=True)
+            with key_lock(repo, key):  # (a pool member's lock too)
+                remove(repo, key)
         except Busy as busy:
             notes.append(f"kept verification checkouts {folder}: {busy.message}")
             continue

@@ -3,14 +3,18 @@ and `forge clean` removes.
 
     task worktrees           <worktrees root>/<plan>/slot-*
     cluster cache            <worktrees root>/<plan>/.cluster (local:N workers' mirror, slots)
-    verification checkouts   <worktrees root>/.verify/<plan> and .verify/<plan>.spec<i>
+    verification checkouts   the members of the verification pool the plan used
+                             (<worktrees root>/.verify/shared-*, forge/verify/pool.py),
+                             and .verify/<plan>, .verify/<plan>.spec<i> an older forge made
     cluster remote           <git common dir>/forge/cluster/<plan>.git
     agent state              $XDG_STATE_HOME/forge/<repository>/<plan> (the agents' homes)
     logs                     <git common dir>/forge/plans/<plan>/logs
 
 The repository's total (`repository_use`) counts these for every plan, and what
 belongs to no plan: the checkouts of the hooks and of `forge verify` outside a
-plan, and forge's records (verdicts, history, every plan's logs).
+plan, and forge's records (verdicts, history, every plan's logs). A member of the
+verification pool is counted once: with the plans' checkouts when only plans used
+it, else with the other checkouts.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from pathlib import Path
 
 from forge.git import worktrees
 from forge.git.repo import Repository
+from forge.verify.pool import plan_of, used_by, users
 
 CLUSTER_CACHE = ".cluster"  # cluster/coordinator.py's LOCAL_CACHE (not imported: it is slow)
 KINDS = (
@@ -63,6 +68,7 @@ def plan_folders(repo: Repository, plan: str) -> list[Folder]:
         )
     for key in verification_keys(repo, plan):
         out.append(Folder("verification checkouts", repo.worktrees_root() / ".verify" / key))
+    out += [Folder("verification checkouts", path) for path in used_by(repo, plan)]
     for kind, path in (
         ("cluster remote", repo.state.root / "cluster" / f"{plan}.git"),
         ("agent state", agent_state_dir(repo, plan).parent),
@@ -101,8 +107,11 @@ def repository_use(repo: Repository) -> dict[str, int]:
         if path.name != ".verify":
             kinds[path] = "task worktrees"
     verify = root / ".verify"
+    # A member of the verification pool only plans used is theirs; one the hooks or
+    # `forge verify` used too is counted with the other checkouts.
+    pooled = {member for member, keys in users(repo).items() if keys and all(map(plan_of, keys))}
     for path in sorted(verify.iterdir()) if verify.is_dir() else []:
-        ours = any(is_plan_key(plan, path.name) for plan in plans)
+        ours = path.name in pooled or any(is_plan_key(plan, path.name) for plan in plans)
         kinds[path] = "plans' verification checkouts" if ours else "other checkouts"
     kinds[repo.state.root] = "records and logs"
     kinds[agent_state_dir(repo, "-").parent.parent] = "agent state"
