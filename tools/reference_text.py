@@ -67,6 +67,8 @@ KEYS: dict[str, dict[str, str]] = {
         "draft": '`[draft] agent = "SPEC"`: the planner `forge draft` asks',
         "notify": "the command told of every plan's runs (a plan's own `notify` wins)",
         "tests": "`[tests]`: a team's word on tests (quarantine)",
+        "verify_pool_max": "verification checkouts kept per setup and env, shared by every "
+        "plan and the hooks (default 3; the least recently used idle one goes)",
     },
     "[verify]": {
         "command": "one verification command (or `lanes`)",

@@ -193,7 +193,7 @@ def release(repo: Repository, plan: str, *, dry_run: bool = False) -> list[str]:
         others = _others(keys, plan)
         if others:
             verb = "would keep" if dry_run else "kept"
-            notes.append(f"{verb} shared verification checkouts {folder}: {others} use them")
+            notes.append(f"{verb} shared verification checkouts {folder}: used by {others} too")
             if not dry_run:
                 used, _ = _read(repo, member)
                 rest = sorted(k for k in keys if plan_of(k) != plan)
