@@ -14,6 +14,7 @@ from forge.plan.repo_config import VerifyConfig
 from forge.verify import hermetic
 from forge.verify.checkout import checkout_path
 from forge.verify.engine import Verdict, verify_commit
+from forge.verify.pool import pool_name
 
 
 @pytest.fixture
@@ -41,7 +42,7 @@ def test_setup_products_survive_and_nothing_else_does(r: Repository, tmp_path: P
     commit_all(r.root, "another tree")
     assert verify_commit(r, "HEAD", config, key="k").verdict == Verdict.PASS
     assert setups.read_text() == "ran\n", "setup ran once: its .venv survived"
-    co = checkout_path(r, "k", "unit")
+    co = checkout_path(r, f"{pool_name(config)}-1", "unit")  # the pool's first member
     assert (co / ".venv" / "__pycache__" / "cache.pyc").exists()  # Python's cache: kept
 
 
@@ -62,7 +63,7 @@ def test_a_lane_that_marks_a_file_assume_unchanged_changed_its_checkout(r: Repos
     # The flag is set in the checkout's own `.git`, which forge's git never reads:
     # it hides nothing, and the edit itself is named.
     assert rec.lanes[0].reason == "changed the checkout: README.md"
-    co = checkout_path(r, "k", "unit")
+    co = checkout_path(r, f"{pool_name(cfg('true'))}-1", "unit")  # the pool's first member
     assert (co / "README.md").read_text() == "# test repo\n"  # restored, flag cleared
     assert verify_commit(r, "HEAD", cfg("true"), key="k").verdict == Verdict.PASS
 

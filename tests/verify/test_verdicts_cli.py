@@ -18,7 +18,6 @@ from helpers.runkit import plan_and_run, state, statuses, write_plan
 
 from forge.git.repo import discover
 from forge.verify.checkout import checkout_path
-from forge.verify.pool import SHARED_KEYS
 
 PY = shlex.quote(sys.executable)
 PYTEST = f"{PY} -m pytest -q -p no:cacheprovider tests"
@@ -44,12 +43,10 @@ def project(repo: Path) -> Path:
     return repo
 
 
-def checkout(repo: Path, key: str) -> Path:
-    """The lane's checkout; `forge verify` outside a plan and the hooks share a pool's."""
-    if key in SHARED_KEYS:
-        (member,) = (checkout_path(discover(repo), "x", "unit").parents[1]).glob("shared-*-1")
-        return member / "unit"
-    return checkout_path(discover(repo), key, "unit")
+def checkout(repo: Path) -> Path:
+    """The lane's checkout: plans, `forge verify` and the hooks share a pool's member."""
+    (member,) = (checkout_path(discover(repo), "x", "unit").parents[1]).glob("shared-*-1")
+    return member / "unit"
 
 
 def in_checkout(path: Path, *args: str) -> str:
@@ -123,7 +120,7 @@ def test_what_an_earlier_run_left_in_a_checkout_does_not_fool_the_gate(
     plan = write_plan(tmp_path, first)
     cp = plan_and_run(project, plan)
     assert cp.returncode == 0, cp.stdout + cp.stderr
-    path = checkout(project, "p")
+    path = checkout(project)
     plant_stale_pyc(path)
     plant_skip_worktree(path)
     plan.write_text(
@@ -140,7 +137,7 @@ def test_what_an_earlier_run_left_in_a_checkout_does_not_fool_the_gate(
 
 def test_a_stale_pyc_left_in_a_checkout_is_removed(project: Path) -> None:
     assert run_forge(project, "verify").returncode == 0
-    path = checkout(project, "cli")
+    path = checkout(project)
     plant_stale_pyc(path)
     break_calc(project)
     res = run_forge(project, "verify", "--force")
@@ -150,7 +147,7 @@ def test_a_stale_pyc_left_in_a_checkout_is_removed(project: Path) -> None:
 
 def test_an_edit_hidden_by_an_index_flag_in_a_checkout_is_refused(project: Path) -> None:
     assert run_forge(project, "verify").returncode == 0
-    plant_skip_worktree(checkout(project, "cli"))
+    plant_skip_worktree(checkout(project))
     break_calc(project)
     res = run_forge(project, "verify")
     assert res.returncode == 2, res.stdout + res.stderr

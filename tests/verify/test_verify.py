@@ -16,9 +16,13 @@ from forge.git.repo import Repository, discover
 from forge.plan.repo_config import VerifyConfig
 from forge.verify.checkout import checkout_path
 from forge.verify.engine import Verdict, VerifyRecord, cached_verdict, latest_record, verify_commit
+from forge.verify.pool import pool_name
 
 FAKES = Path(__file__).resolve().parents[1] / "fakes"
 PY = sys.executable
+
+
+FIRST = pool_name(VerifyConfig(lanes=())) + "-1"  # the pool's first member: no setup, no env
 
 
 def cfg(*lanes: tuple[str, str], reruns: int = 2, timeout: float = 3600) -> VerifyConfig:
@@ -41,7 +45,7 @@ def test_pass_runs_in_a_checkout_of_its_own(r: Repository, tmp_path: Path) -> No
     rec = verify_commit(r, "HEAD", cfg(("unit", f"pwd > {out}")), key="t")
     assert rec.verdict == Verdict.PASS and not rec.cached
     where = Path(out.read_text().strip())
-    assert where == checkout_path(r, "t", "unit")
+    assert where == checkout_path(r, FIRST, "unit")
     assert where != r.root and r.root not in where.parents
     assert status_of(r.root) == ""
     assert latest_record(r, "t") == rec
@@ -75,7 +79,7 @@ def test_edit_of_tracked_file_fails_without_rerun(r: Repository) -> None:
     assert rec.verdict == Verdict.FAIL
     (run,) = rec.lanes[0].runs
     assert run.exit_code == 0 and run.changed == ("README.md",)
-    co = checkout_path(r, "t", "unit")
+    co = checkout_path(r, FIRST, "unit")
     assert status_of(co) == ""  # restored
     assert status_of(r.root) == ""
     # The restored checkout is usable: the next verification is not refused.
@@ -95,7 +99,7 @@ def test_new_file_fails_but_ignored_file_does_not(r: Repository, repo: Path) -> 
 
 def test_dirty_checkout_is_refused(r: Repository) -> None:
     verify_commit(r, "HEAD", cfg(("unit", "true")), key="t")
-    (checkout_path(r, "t", "unit") / "README.md").write_text("hand edit\n")
+    (checkout_path(r, FIRST, "unit") / "README.md").write_text("hand edit\n")
     with pytest.raises(ForgeError, match="holds changes forge did not make"):
         verify_commit(r, "HEAD", cfg(("unit", "true")), key="t", force=True)
 
