@@ -42,6 +42,10 @@ def status(
     from forge.commands.target import status_target
 
     repo = repo_here()
+    if disk and target is None and plan_ref is None and len(repo.state.recorded_plans()) > 1:
+        overview = views.disk_overview(repo)  # every plan's and the repository's
+        answer(overview if as_json else views.render_disk_overview(overview))
+        return
     plan_name, task = status_target(repo, target, plan_ref, task=task_arg)
     if not as_json:
         answer(views.render(repo, plan_name, task, disk=disk))

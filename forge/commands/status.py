@@ -464,3 +464,20 @@ def _bytes(n: int) -> str:
 
 
 __all__ = ["Status", "render_history", "render_status", "status_data"]
+
+
+def disk_overview(repo: Repository) -> dict[str, Any]:
+    """`forge status --disk` with several plans and none named: each plan's folders
+    by kind (a member of the verification pool counted for every plan that used it)
+    and the repository's total, each folder once."""
+    plans = repo.state.recorded_plans()
+    return {
+        "plans": {plan: disk_use(repo, plan) for plan in plans},
+        "repository_disk": repository_use(repo),
+    }
+
+
+def render_disk_overview(data: dict[str, Any]) -> list[str]:
+    uses = data["plans"].items()
+    out = [f"{plan}: {line}" for plan, use in uses for line in disk_lines(use, _bytes)]
+    return out + repository_lines(data["repository_disk"], _bytes)

@@ -57,6 +57,12 @@ def test_two_plans_share_a_verification_checkout_and_clean_leaves_it(
     disk = json.loads(run_forge(repo, "status", "b", "--disk", "--json").stdout)
     assert disk["disk"]["verification checkouts"] > 0
     assert disk["repository_disk"]["plans' verification checkouts"] > 0
+    # no plan named: each plan's (the shared member counted for both) and the total
+    every = json.loads(run_forge(repo, "status", "--disk", "--json").stdout)
+    assert [every["plans"][p]["verification checkouts"] > 0 for p in "ab"] == [True, True]
+    assert set(every["repository_disk"]) == set(disk["repository_disk"])
+    text = run_forge(repo, "status", "--disk").stdout.splitlines()
+    assert [line.split(":")[0] for line in text] == ["a", "b", "repository (measured now)"]
 
     dry = run_forge(repo, "clean", "a", "--dry-run")
     said = f"would keep shared verification checkouts {member}: used by plan b too"
