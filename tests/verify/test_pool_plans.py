@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -120,3 +121,20 @@ def test_a_bad_verify_pool_max_is_one_line(repo: Path) -> None:
             cp.stderr.strip() == f"forge: {repo / 'forge.toml'}:1: `verify_pool_max` must be {want}"
         )
         assert _members(repo) == []
+
+
+def test_a_plans_pool_checkout_that_must_be_rebuilt_says_so(repo: Path, tmp_path: Path) -> None:
+    for name in "ab":
+        body = f'verify = "true"\n[[task]]\nid = "{name}1"\nrun = "echo > {name}.txt"\n'
+        plan = write_plan(tmp_path, body + f'files = ["{name}.txt"]\n', name=name)
+        cp = plan_and_run(repo, plan, name)
+        assert cp.returncode == 0, cp.stdout + cp.stderr
+        if name == "a":
+            (member,) = _members(repo)
+            shutil.rmtree(member / "verify" / ".git")  # what a lane's `rm -rf .git` leaves
+    said = [line for line in (cp.stdout + cp.stderr).splitlines() if "rebuilt" in line]
+    assert len(said) == 1, said
+    assert (
+        f"lane verify: checkout {member / 'verify'} must be rebuilt: its `.git` is gone" in said[0]
+    )
+    assert _members(repo) == [member]
