@@ -5,9 +5,10 @@ its test, and a blame a flaky test laid is given back once forge learns it."""
 from __future__ import annotations
 
 import json
+import sqlite3
 from pathlib import Path
 
-from helpers.gitkit import git, run_forge
+from helpers.gitkit import commit_all, git, run_forge
 from helpers.runkit import plan_and_run, state, statuses, write_plan
 from helpers.suites import ADD, FLAKY, PYTEST, pytest_suite
 
@@ -126,21 +127,114 @@ def test_a_quarantined_test_is_released_after_passing_on_landed_trees(
     assert run_forge(repo, "tests", "--plan", "nope").returncode == 2
 
 
-def test_a_blame_given_back_in_the_same_run_is_judged_again_not_remembered(
+# The flaky test of the tests below is driven by files, not by runs' luck or order:
+# on a tree that holds b.txt it fails while the marker exists; on a tree that holds
+# c.txt (and no b.txt) it fails at its first run there and passes after.
+MARKED = """import pathlib
+
+from lib import add
+
+ROOT = pathlib.Path(__file__).parent.parent
+MARKER = pathlib.Path({marker!r})
+COUNTER = pathlib.Path({counter!r})
+
+
+def test_add():
+    assert add(2, 2) == 4, "add is broken"
+
+
+def test_clock_skew():
+    if (ROOT / "b.txt").exists():
+        assert not MARKER.exists(), "clock skew while the marker is there"
+    elif (ROOT / "c.txt").exists():
+        n = int(COUNTER.read_text()) if COUNTER.exists() else 0
+        COUNTER.write_text(str(n + 1))
+        assert n > 0, "clock skew at the first run"
+"""
+CULPRIT = (
+    '[[task]]\nid = "culprit"\n'
+    f'run = "{BREAK_ADD} && echo c > c.txt"\nfiles = ["lib.py", "c.txt"]\n'
+)
+GATED = f"verify = '''{PYTEST}'''\nverify_reruns = 1\ngate = \"end\"\n"
+
+
+def marked_suite(repo: Path, tmp_path: Path) -> Path:
+    """The suite above, committed; the marker (made)."""
+    marker = tmp_path / "marker"
+    marker.write_text("")
+    pytest_suite(repo, tmp_path / "unused")
+    suite = MARKED.format(marker=str(marker), counter=str(tmp_path / "c-runs"))
+    (repo / "tests" / "test_lib.py").write_text(suite)
+    commit_all(repo, "a suite with a test driven by a marker")
+    return marker
+
+
+def attempt_row(repo: Path, task: str) -> tuple[str, int, int]:
+    """The history's record of the task's last attempt: (outcome, culprit, landed)."""
+    con = sqlite3.connect(repo / ".git" / "forge" / "history.sqlite")
+    try:
+        row = con.execute(
+            "SELECT outcome, culprit, landed FROM attempts WHERE task = ? ORDER BY number DESC",
+            (task,),
+        ).fetchone()
+    finally:
+        con.close()
+    return (str(row[0]), int(row[1]), int(row[2]))
+
+
+def test_a_blame_a_flaky_test_laid_is_given_back_and_the_next_run_lands_it(
     repo: Path, tmp_path: Path
 ) -> None:
-    # Runs: the batch fails test_add twice (the flaky test passing); the bisection's
-    # [a, b] fails the flaky test twice, [a] passes: b is blamed. The culprit alone
-    # then fails test_add with the flaky test failing, passing, failing: flaky now,
-    # so b's blame is given back, and b's tree, which failed in this run, is judged
-    # again (and passes) rather than answered from this run's memory of the FAIL.
-    pytest_suite(repo, tmp_path / "n", "PPFFPFPFP")
-    body = task("a") + task("b") + task("culprit", BREAK_ADD, "lib.py")
-    head = f"verify = '''{PYTEST}'''\ngate = \"end\"\nmax_parallel = 1\nverify_parallel = 1\n"
-    plan = write_plan(tmp_path, head + body)
-    cp = plan_and_run(repo, plan)
+    marker = marked_suite(repo, tmp_path)
+    cp = plan_and_run(repo, write_plan(tmp_path, GATED + task("a") + task("b")))
+    # The test fails on b's tree, again when run there once more, and passes
+    # without b: b is blamed.
+    assert cp.returncode == 5, cp.stdout + cp.stderr
+    assert statuses(repo) == {"a": "MERGED", "b": "FAILED"}
+    blamed = state(repo)["tasks"]["b"]
+    assert FLAKY in blamed["reason"]
+    assert attempt_row(repo, "b") == ("FAILED", 1, 0)
+    # forge learns that it is flaky: the tree it failed on passes it.
+    marker.unlink()
+    again = run_forge(repo, "verify", blamed["verified_by"]["commit"])
+    assert again.returncode == 0, again.stdout + again.stderr
+    row = {r["test"]: r for r in json.loads(run_forge(repo, "tests", "--json").stdout)}[FLAKY]
+    assert row["flaky"] and row["quarantined"]
+    # The next run gives the blame back: the same change, verified again, lands.
+    cp = run_forge(repo, "run")
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    assert statuses(repo) == {"a": "MERGED", "b": "MERGED"}
+    landed = state(repo)["tasks"]["b"]
+    assert [a["status"] for a in landed["attempts"]] == ["MERGED"]  # no new attempt
+    cleared = f"blame cleared: {FLAKY} proved flaky"
+    assert any(w.startswith(cleared) for w in landed["warnings"]), landed["warnings"]
+    assert cleared in run_forge(repo, "status").stdout
+    shown = json.loads(run_forge(repo, "status", "b", "--json").stdout)
+    assert any(w.startswith(cleared) for w in shown["warnings"])
+    # The history no longer counts it a culprit: it landed, at its first attempt.
+    assert attempt_row(repo, "b") == ("MERGED", 0, 1)
+
+
+def test_a_blame_given_back_in_the_same_run_lands_the_task_without_a_new_attempt(
+    repo: Path, tmp_path: Path
+) -> None:
+    # The batch [a, b, culprit] fails test_add and the flaky test; the bisection
+    # finds [a] passing and [a, b] failing the flaky test (it holds b.txt): b is
+    # blamed, its test failing again on its tree. The culprit, batched next on its
+    # own, fails test_add and the flaky test, which passes when run again there:
+    # flaky on evidence, so b's blame is given back and b lands with the change it
+    # made (the flaky test, failing on its tree still, is quarantined now).
+    marked_suite(repo, tmp_path)
+    plan = GATED + "max_parallel = 1\nverify_parallel = 1\n" + task("a") + task("b") + CULPRIT
+    cp = plan_and_run(repo, write_plan(tmp_path, plan))
     assert cp.returncode == 5, cp.stdout + cp.stderr
     assert statuses(repo) == {"a": "MERGED", "b": "MERGED", "culprit": "FAILED"}
     b = state(repo)["tasks"]["b"]
-    assert len(b["attempts"]) == 1  # never blamed, or its blame given back: no new attempt
-    assert ADD in state(repo)["tasks"]["culprit"]["reason"]
+    assert [a["status"] for a in b["attempts"]] == ["MERGED"]
+    assert any(w.startswith(f"blame cleared: {FLAKY} proved flaky") for w in b["warnings"]), (
+        cp.stdout + cp.stderr
+    )
+    assert attempt_row(repo, "b") == ("MERGED", 0, 1)
+    culprit = state(repo)["tasks"]["culprit"]
+    assert ADD in culprit["reason"]
+    assert ADD in [f["test"] for f in culprit["attempts"][-1]["failures"]]
