@@ -65,6 +65,12 @@ def test_a_test_flaky_on_the_head_is_a_flake_not_the_heads_own_failure(
     assert covered["verdict"] == "FLAKY" and covered["flaky"] == [FLAKY]
     listed = {r["test"]: r for r in json.loads(run_forge(repo, "tests", "--json").stdout)}
     assert listed[FLAKY]["flaky"] and listed[FLAKY]["quarantined"]
+    # The report's "Tests" section names it, with its runs and its rate.
+    out = tmp_path / "report.html"
+    assert run_forge(repo, "report", "-o", str(out)).returncode == 0
+    page = out.read_text()
+    tests = page[page.index("<h2>Tests</h2>") :]
+    assert f"<code>{FLAKY}</code>" in tests and "of its runs fail" in tests
 
 
 def test_a_flaky_or_quarantined_verdict_names_its_tests_in_status_and_summary(

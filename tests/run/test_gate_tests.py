@@ -123,6 +123,11 @@ def test_a_red_base_blames_nobody_and_a_culprit_is_still_named(repo: Path, tmp_p
     tests = data["gate"]["pre_existing"]["tests"]
     assert tests == [{"lane": "verify", "test": "tests/test_suite.py::test_red"}]
     assert all("test_red" not in (t["reason"] or "") for t in data["tasks"])
+    out = tmp_path / "report.html"
+    assert run_forge(repo, "report", "-o", str(out)).returncode == 0
+    page = out.read_text()
+    row = page[page.index("<code>tests/test_suite.py::test_red</code>") :].split("</tr>")[0]
+    assert "<h2>Tests</h2>" in page and row.endswith("<td>yes</td>"), row
 
 
 @pytest.mark.timeout(600)
