@@ -215,17 +215,22 @@ class LiveView:
 
 
 def gate_line(data: dict[str, Any]) -> str:
-    """`gate: verifying t12, t02 (batch of 2) · bisection: at most 2 more · 3 queued`."""
+    """`gate: verifying t12, t02 (batch of 2) · bisection step 1 of at most 2: running
+    1 failing test(s) (tests/test_a.py::test_b) on 1a2b3c4d5e6f (lane unit run 1) for
+    3.0s · 3 queued`: what the gate runs now (the whole suite or some failing tests,
+    the lane's setup or its run k of n, the bisection's step) and for how long."""
     batch = data.get("batch") or []
     queued = data.get("queued") or []
     if not batch and not queued:
         return ""
     parts = []
+    doing = str(data.get("doing") or "")
     if batch:
         parts.append(f"gate: verifying {', '.join(batch)} (batch of {len(batch)})")
-        if data.get("phase") == "bisecting" and data.get("left") is not None:
+        bisecting = data.get("phase") == "bisecting" and data.get("left")
+        if bisecting and not doing.startswith("bisection step"):
             parts.append(f"bisection: at most {data['left']} more")
-        if data.get("doing"):
+        if doing:
             parts.append(doing_text(data).removeprefix(": "))
     else:
         parts.append("gate: waiting")

@@ -90,6 +90,7 @@ def verify_commit(
     reruns: Reruns | None = None,
     remember: bool = True,
     remembered_fail: bool = False,
+    on_stage: Emit | None = None,
 ) -> VerifyRecord:
     """Verify the commit `rev` names; the record is stored before it is returned.
 
@@ -99,7 +100,9 @@ def verify_commit(
     again (default: up to the config's `reruns` times). `remember=False` (a run of
     some tests only) neither enters the verdict cache nor becomes the key's latest.
     `remembered_fail`: a confirmed FAIL of the same tree and config answers too (a
-    person's `forge verify`, the hooks), not only a PASS or FLAKY.
+    person's `forge verify`, the hooks), not only a PASS or FLAKY. `on_stage` hears
+    what a lane starts, in a few words (`setup of lane unit`, `lane unit run 2 of at
+    most 3`), for a view of what runs now.
     """
     emit: Emit = on_event or (lambda _msg: None)
     check_key(key)
@@ -146,7 +149,9 @@ def verify_commit(
         procgroup.become_subreaper()  # orphaned grandchildren of lanes come back to be reaped
         with key_lock(repo, key), pool.checkouts_for(repo, key, config) as place:
             policy = reruns or Fixed(config.reruns)
-            lanes = _run_lanes(repo, base, config, stop, emit, policy, place, sandbox=sandbox)
+            lanes = _run_lanes(
+                repo, base, config, stop, emit, policy, place, sandbox=sandbox, stage=on_stage
+            )
         record = replace(
             base,
             lanes=lanes,
@@ -177,6 +182,7 @@ def _run_lanes(
     place: str,
     *,
     sandbox: bool = False,
+    stage: Emit | None = None,
 ) -> tuple[LaneResult, ...]:
     """The lanes run in the checkouts of `place` (the member of the verification
     pool, forge/verify/pool.py, held for this verification)."""
@@ -217,7 +223,7 @@ def _run_lanes(
                 # sandbox that folder must exist to be writable (and goes when empty).
                 made = reports.reports_dir(verify_records.logs_dir(repo.state, base.id) / "x")
                 box = _lane_box(repo, co, name in config.networked, made) if sandbox else None
-                lane = _Lane(repo, base, config, co, name, stop, emit, box, policy)
+                lane = _Lane(repo, base, config, co, name, stop, emit, box, policy, stage)
                 results[name] = _run_lane(lane, command)
                 with contextlib.suppress(OSError):
                     made.rmdir()
@@ -289,6 +295,7 @@ class _Lane:
     emit: Emit
     box: Sandbox | None
     policy: Reruns  # whether a failed run is run again
+    stage: Emit | None = None  # hears what the lane starts (verify_commit's on_stage)
 
     def run(
         self, kind: str, command: str, *, log: Path, timeout: float | None, n: int = 0
@@ -382,6 +389,9 @@ def _run_lane(lane: _Lane, command: str) -> LaneResult:
                 break
         log = logs / f"{name}-{n}.log"
         emit(f"lane {name}: {kind} run {n} started (log {log})")
+        if lane.stage is not None:
+            most = lane.config.reruns + 1
+            lane.stage(f"lane {name} run {n}" + (f" of at most {most}" if most > 1 else ""))
         run = lane.run(kind, command, log=log, timeout=lane.config.timeout, n=n)
         if run.stopped:
             runs.append(run)
@@ -447,6 +457,8 @@ def _setup(lane: _Lane) -> LaneRun | None:
     co.scrub(keep=[])
     log = verify_records.logs_dir(lane.repo.state, lane.base.id) / f"{lane.name}-setup.log"
     lane.emit(f"lane {lane.name}: setup in its checkout (log {log})")
+    if lane.stage is not None:
+        lane.stage(f"setup of lane {lane.name}")
     # What setup makes (an environment, build output) must be ignored by git: the
     # checkout is compared before and after each lane run and restored.
     run = lane.run("setup", config.setup, log=log, timeout=config.setup_timeout)

@@ -11,7 +11,13 @@ fail for the same reason, so it asks more of a rerun (`Confirm`):
 - a failure of a test that does not exist on the integration head is not rerun:
   a new test cannot be a known flake;
 - none of this holds for a failing test with a flaky history (it passed and
-  failed on one tree, forge/verify/testdb.py): it gets every rerun.
+  failed on one tree, forge/verify/testdb.py), nor for a rerun in which some test
+  that failed before passed: it gets every rerun.
+
+The flake-evidence rule itself (a test that failed on a tree and passed when run
+again on that same tree is flaky) is `passed_again`, which the gate's reruns of
+some tests (forge/run/gate/by_tests.py, forge/run/gate/subsets.py) use too; the
+history keeps the same rule over every run it holds.
 
 Anything else fails again only after its reruns, so a flake still never ejects
 anyone. The failing test ids of a lane are a set of strings, empty when unknown.
@@ -21,7 +27,7 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -30,6 +36,15 @@ from forge.verify.records import LaneRun
 
 # a failed run of a lane -> the ids of the tests that failed (empty: unknown)
 TestsOf = Callable[[LaneRun], frozenset[str]]
+Tests = Mapping[str, frozenset[str]]  # lane -> test ids
+
+
+def passed_again(failed: Tests, again: Tests) -> dict[str, frozenset[str]]:
+    """The flake-evidence rule: of the tests that `failed` on a tree, those that did
+    not fail when run `again` on the same tree both passed and failed there, so they
+    are flaky (by lane). `again` must be a run of at least those tests."""
+    out = {lane: ids - again.get(lane, frozenset()) for lane, ids in failed.items()}
+    return {lane: ids for lane, ids in out.items() if ids}
 
 
 class Reruns(Protocol):
@@ -63,13 +78,15 @@ class Confirm:
 
     def again(self, lane: str, runs: Sequence[LaneRun]) -> bool:
         tests = self.tests_of(runs[-1])
-        if tests and self.was_flaky(lane, tests):
+        before = self.tests_of(runs[-2]) if len(runs) >= 2 else None
+        flaked = before is not None and passed_again({lane: before}, {lane: tests})
+        if tests and (flaked or self.was_flaky(lane, tests)):
             return len(runs) <= self.reruns
         key = (lane, tests)
         with self._lock:
             if key in self.confirmed:
                 return False
-        reproduced = len(runs) >= 2 and self.tests_of(runs[-2]) == tests
+        reproduced = before == tests
         new = any(self.is_new(t) for t in sorted(tests)[:MAX_LOOKED_UP])
         if reproduced or len(runs) > self.reruns or new:
             with self._lock:

@@ -75,6 +75,8 @@ class LaneRun:
     failures: tuple[Failure, ...] = ()  # the failing tests its log names
     tests: int | None = None  # tests its report says ran (None: no report)
     quarantined: tuple[str, ...] = ()  # its failing tests that were quarantined
+    # its failing tests that passed when the gate ran them again on the same tree
+    flaky: tuple[str, ...] = ()
     empty: str = ""  # why a run that exited 0 is not a pass ("ran no tests")
     allowed_empty: bool = False  # it ran no test, and its lane says `allow_empty`
 
@@ -84,6 +86,8 @@ class LaneRun:
             extra["tests"] = self.tests
         if self.quarantined:
             extra["quarantined"] = list(self.quarantined)
+        if self.flaky:
+            extra["flaky"] = list(self.flaky)
         if self.empty:
             extra["empty"] = self.empty
         if self.allowed_empty:
@@ -123,6 +127,7 @@ class LaneRun:
             failures=tuple(Failure.from_dict(f) for f in data.get("failures") or ()),
             tests=None if data.get("tests") is None else int(data["tests"]),
             quarantined=tuple(str(t) for t in data.get("quarantined") or ()),
+            flaky=tuple(str(t) for t in data.get("flaky") or ()),
             empty=str(data.get("empty") or ""),
             allowed_empty=bool(data.get("allowed_empty", False)),
         )
@@ -175,11 +180,13 @@ class LaneResult:
 
     @property
     def flaky_tests(self) -> tuple[str, ...]:
-        """For FLAKY: the tests that failed in a run before the one that passed."""
+        """For FLAKY: the tests that failed in a run before the one that passed; and
+        those of its last run that passed when the gate ran them again."""
+        again = list(self.runs[-1].flaky) if self.runs else []
         if self.verdict != Verdict.FLAKY:
-            return ()
+            return tuple(again)
         seen = [f.test for run in self.runs[:-1] for f in run.failures if f.test]
-        return tuple(t for t in dict.fromkeys(seen) if t not in self.quarantined)
+        return tuple(t for t in dict.fromkeys([*seen, *again]) if t not in self.quarantined)
 
     @property
     def named(self) -> str:

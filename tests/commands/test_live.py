@@ -12,6 +12,7 @@ import struct
 import subprocess
 import termios
 import threading
+import time
 from pathlib import Path
 
 from helpers.gitkit import forge_cmd, run_forge
@@ -195,6 +196,53 @@ def test_the_gate_has_a_line_of_its_own() -> None:
     line = gate_line({"batch": ["t12", "t02"], "phase": "bisecting", "left": 2, "queued": ["a"]})
     assert line == "gate: verifying t12, t02 (batch of 2) · bisection: at most 2 more · 1 queued"
     assert gate_line({"batch": None, "queued": []}) == ""
+    # What runs now, with the bisection's step, said once, and for how long.
+    doing = "bisection step 2 of at most 3: bisection: running 1 failing test(s) (t) on 1a2b3c"
+    line = gate_line(
+        {"batch": ["t1"], "phase": "bisecting", "left": 2, "queued": [], "doing": doing,
+         "since": time.time() - 3}
+    )  # fmt: skip
+    assert line.startswith(f"gate: verifying t1 (batch of 1) · {doing} for "), line
+    assert "at most 2 more" not in line
+
+
+def test_the_gate_says_its_bisection_step_and_what_its_lane_runs() -> None:
+    import threading
+    from types import SimpleNamespace
+    from typing import cast
+
+    from forge.run.attempt.context import RunContext
+    from forge.run.gate.doing import Doing
+
+    gate = SimpleNamespace(doing=None, since=None)
+    saved: list[str] = []
+    ctx = SimpleNamespace(
+        store=SimpleNamespace(lock=threading.Lock()),
+        state=SimpleNamespace(gate=gate),
+        save=lambda: saved.append(str(gate.doing)),
+    )
+    doing = Doing(cast(RunContext, ctx))
+    doing.now("running the whole suite on 1a2b3c")
+    doing.stage("setup of lane unit")
+    assert gate.doing == "running the whole suite on 1a2b3c (setup of lane unit)"
+    doing.bisecting(3)
+    doing.now("bisection: running 1 failing test(s) (t) on 4d5e6f")
+    doing.stage("lane unit run 1")
+    assert gate.doing == (
+        "bisection step 1 of at most 3: bisection: running 1 failing test(s) (t) on 4d5e6f "
+        "(lane unit run 1)"
+    )
+    doing.bisecting(1)
+    doing.now("bisection: running 1 failing test(s) (t) on 7a8b9c")
+    assert str(gate.doing).startswith("bisection step 2 of at most 2: ")
+    doing.bisecting(0)  # over: the tree that lands runs every test
+    doing.now("running the whole suite on 4d5e6f")
+    assert gate.doing == "running the whole suite on 4d5e6f" and gate.since is not None
+    doing.batch()
+    doing.bisecting(2)
+    doing.now("x")
+    assert gate.doing == "bisection step 1 of at most 2: x"
+    assert len(saved) == 7
 
 
 def test_the_eta_is_a_range_until_it_settles() -> None:

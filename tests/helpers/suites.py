@@ -2,6 +2,9 @@
 
 The flaky test reads how often it ran from a counter file outside the checkout and
 fails when the pattern says `F` at that run (the pattern's last letter repeats).
+With `per_tree`, it counts its runs on each tree apart (a tree told by its task
+files and lib.py), so what it does on one tree does not hang on the order in which
+the gate runs the others.
 """
 
 from __future__ import annotations
@@ -20,14 +23,24 @@ FLAKY = "tests/test_lib.py::test_clock_skew"
 ADD = "tests/test_lib.py::test_add"
 
 LIB = "def add(a, b):\n    return a + b\n"
-SUITE = """import pathlib
+SUITE = """import hashlib
+import pathlib
 
 import pytest
 
 from lib import add
 
+ROOT = pathlib.Path(__file__).parent.parent
 COUNTER = pathlib.Path({counter!r})
 PATTERN = {pattern!r}
+PER_TREE = {per_tree!r}
+
+
+def counter():
+    if not PER_TREE:
+        return COUNTER
+    tree = sorted(p.name for p in ROOT.glob("*.txt")) + [(ROOT / "lib.py").read_text()]
+    return COUNTER.with_name(COUNTER.name + "-" + hashlib.sha1(repr(tree).encode()).hexdigest())
 
 
 def test_add():
@@ -40,18 +53,21 @@ def test_sizes(size):
 
 
 def test_clock_skew():
-    n = int(COUNTER.read_text()) if COUNTER.exists() else 0
-    COUNTER.write_text(str(n + 1))
+    mine = counter()
+    n = int(mine.read_text()) if mine.exists() else 0
+    mine.write_text(str(n + 1))
     mark = PATTERN[n] if n < len(PATTERN) else PATTERN[-1]
     assert mark == "P", f"clock skew at run {{n + 1}}"
 """
 
 
-def pytest_suite(repo: Path, counter: Path, pattern: str = "P") -> str:
+def pytest_suite(repo: Path, counter: Path, pattern: str = "P", *, per_tree: bool = False) -> str:
     """Commit the suite; the commit."""
     (repo / "lib.py").write_text(LIB)
     (repo / "tests").mkdir(exist_ok=True)
-    (repo / "tests" / "test_lib.py").write_text(SUITE.format(counter=str(counter), pattern=pattern))
+    (repo / "tests" / "test_lib.py").write_text(
+        SUITE.format(counter=str(counter), pattern=pattern, per_tree=per_tree)
+    )
     (repo / "conftest.py").write_text("")
     (repo / ".gitignore").write_text("__pycache__/\n.pytest_cache/\n")
     return commit_all(repo, "a pytest suite")

@@ -1,6 +1,6 @@
 """The pre-push hook and a red base: a push whose only failing tests fail on the
 remote's old tip too is allowed (`gate_on = "regressions"`); a new failure still
-blocks it."""
+blocks it. A flaky or quarantined test is named."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from helpers.gitkit import commit_all, git, run_forge
+from helpers.suites import FLAKY, PYTEST, pytest_suite
 
 from forge.git.repo import discover
 from forge.verify import background as verify_bg
@@ -79,3 +80,24 @@ def test_pre_push_allows_a_push_whose_failures_the_remote_has(repo: Path, tmp_pa
     blocked = push(repo)
     assert blocked.returncode != 0
     assert "push blocked" in blocked.stderr and "test_guard" in blocked.stderr
+
+
+@pytest.mark.timeout(600)
+def test_pre_push_names_a_flaky_and_a_quarantined_test(repo: Path, tmp_path: Path) -> None:
+    bare = tmp_path / "remote.git"
+    git(tmp_path, "init", "-q", "--bare", str(bare))
+    git(repo, "remote", "add", "origin", str(bare))
+    pytest_suite(repo, tmp_path / "n", "FPF")
+    (repo / "forge.toml").write_text(f"[verify]\nreruns = 1\ncommand = {json.dumps(PYTEST)}\n")
+    commit_all(repo, "forge.toml")
+    assert run_forge(repo, "hooks", "install").returncode == 0
+    # Failed, then passed when run again: FLAKY, named.
+    flaky = push(repo)
+    assert flaky.returncode == 0, flaky.stderr
+    assert f"FLAKY (flaky: {FLAKY})" in flaky.stderr, flaky.stderr
+    # It fails again on the next commit: quarantined, named, and the push goes.
+    (repo / "note.txt").write_text("a note\n")
+    commit_all(repo, "a note")
+    held = push(repo)
+    assert held.returncode == 0, held.stderr
+    assert f"PASS (quarantined: {FLAKY} failed)" in held.stderr, held.stderr

@@ -123,6 +123,11 @@ def test_a_red_base_blames_nobody_and_a_culprit_is_still_named(repo: Path, tmp_p
     tests = data["gate"]["pre_existing"]["tests"]
     assert tests == [{"lane": "verify", "test": "tests/test_suite.py::test_red"}]
     assert all("test_red" not in (t["reason"] or "") for t in data["tasks"])
+    out = tmp_path / "report.html"
+    assert run_forge(repo, "report", "-o", str(out)).returncode == 0
+    page = out.read_text()
+    row = page[page.index("<code>tests/test_suite.py::test_red</code>") :].split("</tr>")[0]
+    assert "<h2>Tests</h2>" in page and row.endswith("<td>yes</td>"), row
 
 
 @pytest.mark.timeout(600)
@@ -172,8 +177,14 @@ def test_status_says_what_the_gate_runs_now(repo: Path, tmp_path: Path) -> None:
             data = json.loads(run_forge(repo, "status", "--json").stdout)
             return str(data["gate"]["doing"] or "")
 
-        wait_for(lambda: "running the whole suite" in doing(), timeout=300, what="the gate")
-        assert "running the whole suite on " in run_forge(repo, "status").stdout
+        # What runs (the whole suite), what its lane is at, and for how long.
+        wait_for(lambda: "(lane verify run 1 of at most 2)" in doing(), timeout=300, what="run")
+        assert "running the whole suite on " in doing()
+        shown = run_forge(repo, "status").stdout
+        assert (
+            "running the whole suite on " in shown
+            and "(lane verify run 1 of at most 2) for " in shown
+        )
     finally:
         hold.unlink()
         proc.wait(timeout=300)

@@ -19,7 +19,7 @@ from typing import Any
 
 from forge.base.text import write_output_file
 from forge.commands.candidate_view import summary, timeline_attempts
-from forge.commands.report import svg
+from forge.commands.report import svg, tests_section
 from forge.commands.report.axis import Clock, clock
 from forge.commands.report.template import PAGE
 from forge.commands.status import fmt_seconds
@@ -55,7 +55,8 @@ def build(
     path = (out or default_path(repo, plan.name)).resolve()
     store = StateStore(repo.state, plan.name)
     state = store.load_existing() or store.load([t.id for t in plan.tasks])
-    html = render(recorded, state, folder=path.parent, prices=prices or {})
+    tests = tests_section.rows_for(repo, recorded, state.pre_existing)
+    html = render(recorded, state, folder=path.parent, prices=prices or {}, tests=tests)
     return Page(html, path)
 
 
@@ -74,7 +75,9 @@ def render(
     *,
     folder: Path,
     prices: dict[str, tuple[float, float]],
+    tests: list[dict[str, Any]] | None = None,
 ) -> str:
+    """The page (`tests`: the rows of its "Tests" section, tests_section.py)."""
     plan = recorded.plan
     wave_of = {tid: n for n, wave in enumerate(recorded.waves, start=1) for tid in wave}
     spend = plan_spend(state, prices)
@@ -112,6 +115,7 @@ def render(
         "</section>",
         _verification(record, folder),
         _gate_section(state, folder),
+        tests_section.section(tests or []),
         _task_table(recorded, state, wave_of, folder, prices),
     ]
     return PAGE.format(title=escape(f"forge report: {plan.name}"), body="\n".join(body))

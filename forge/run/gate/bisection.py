@@ -199,6 +199,7 @@ def run_batch(
     probe: by_tests.Probe | None = None,
     regressions: bool = False,
     confirm: bool = False,
+    red: by_tests.Tests | None = None,
 ) -> Outcome:
     """Build the candidate chain of `tasks` on `head`, judge it, bisect a failure.
 
@@ -206,7 +207,8 @@ def run_batch(
     (forge/run/gate/by_tests.py); `regressions` (`gate_on`) lets failures the head
     has too land, `confirm` reruns the failing tests once. Nothing here moves a
     ref: the caller lands `landed` (its tip) when it is not empty, and acts on the
-    culprit, the conflicts and the tasks to queue again.
+    culprit, the conflicts and the tasks to queue again. `red`: the tests known to
+    fail on the head already.
     """
     chain = build(tasks)
     out = Outcome(chain=chain)
@@ -230,7 +232,7 @@ def run_batch(
         return out
     if probe is not None:
         found = _by_tests(
-            out, steps, head, records[len(steps)], probe, progress, regressions, confirm
+            out, steps, head, records[len(steps)], probe, progress, regressions, confirm, red
         )
         if found is not None:
             return found
@@ -285,6 +287,7 @@ def _by_tests(
     progress: Progress,
     regressions: bool,
     confirm: bool,
+    red: by_tests.Tests | None,
 ) -> Outcome | None:
     """A failed chain judged by its failing tests; None when they are not known."""
     fails = probe.failing(tip)
@@ -299,6 +302,7 @@ def _by_tests(
             probe,
             regressions=regressions,
             confirm=confirm,
+            red=red,
             on_bisect=lambda size, good, bad: progress("bisecting", Bisection(size, good, bad)),
         )
     except by_tests.Interrupted:

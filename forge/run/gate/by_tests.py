@@ -7,9 +7,13 @@ The candidate chain's tip ran the whole lane and failed the tests T. Then:
 
 1. (`gate_on = "regressions"`) T runs on the integration head itself: the tests
    that fail there too are pre-existing, and blame nobody; a test absent from the
-   head is new and is not run there.
+   head is new and is not run there. With reruns allowed, a test failing on the
+   head that is not known there already (`red`) runs there once more: one that
+   passes now is flaky on the head (a flake, never a pre-existing failure).
 2. (reruns allowed) what is left of T runs again on the tip: a test that passes
    now was a flake. A new test is not rerun.
+
+A flake is told by one rule, forge/verify/flakes.py's `passed_again`.
 3. Nothing left: the whole chain lands (its failures were pre-existing or flakes).
 4. Otherwise the prefixes are bisected running only what is left of T, stopping
    at the first failure. The first prefix that fails names the culprit; the
@@ -27,6 +31,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Protocol
 
+from forge.verify.flakes import passed_again
 from forge.verify.records import Verdict
 
 Tests = Mapping[str, frozenset[str]]  # lane -> test ids
@@ -123,14 +128,16 @@ def settle(
     *,
     regressions: bool,
     confirm: bool,
+    red: Tests | None = None,
     on_bisect: Callable[[int, int, int], None] = lambda _size, _good, _bad: None,
 ) -> Found:
-    """`commits[k-1]` is prefix k; `tip` (prefix len(commits)) failed `fails`.
+    """`commits[k-1]` is prefix k; `tip` (prefix len(commits)) failed `fails`;
+    `red`: the tests known to fail on the head already (not run there twice).
     Raises Interrupted or Unreadable."""
     found = Found()
     end, record = len(commits), tip
     while True:
-        new = _new(found, commits[end - 1], head, fails, probe, regressions, confirm)
+        new = _new(found, commits[end - 1], head, fails, probe, regressions, confirm, red or {})
         if not new:  # pre-existing failures and flakes only: the chain lands
             found.landed, found.tip_record = end, record
             return found
@@ -164,18 +171,27 @@ def _new(
     probe: Probe,
     regressions: bool,
     confirm: bool,
+    red: Tests,
 ) -> dict[str, frozenset[str]]:
     """What of `fails` is neither the head's own failure nor a flake (steps 1-2)."""
-    new = minus(fails, found.pre_existing)
+    new = minus(minus(fails, found.pre_existing), found.flaky)
     if regressions and (asked := _known(new, probe, head)):
         on_head = _failed(probe, probe.subset(head, asked, first=False, why="head"), asked)
+        if confirm and (doubt := minus(on_head, red)):
+            # Failing on the head once is no proof that the head fails it: run again
+            # there, a test that passes now is flaky, not the head's own failure.
+            why = "head again"
+            again = _failed(probe, probe.subset(head, doubt, first=False, why=why), doubt)
+            flaked = passed_again(doubt, again)
+            found.flaky = union(found.flaky, flaked)
+            on_head = minus(on_head, flaked)
         found.pre_existing = union(found.pre_existing, on_head)
-        new = minus(new, on_head)
+        new = minus(minus(new, on_head), found.flaky)
     if new and confirm and (asked := _known(new, probe, head)):
         again = _failed(probe, probe.subset(tip, asked, first=False, why="rerun"), asked)
-        passed = minus(asked, again)
-        found.flaky = union(found.flaky, passed)
-        new = minus(new, passed)
+        flaked = passed_again(asked, again)
+        found.flaky = union(found.flaky, flaked)
+        new = minus(new, flaked)
     return new
 
 
@@ -203,4 +219,5 @@ def _bisect(
             bad, bad_record = k, judged
         else:
             good = k
+    on_bisect(end, good, bad)  # the bisection is over
     return bad - 1, bad_record

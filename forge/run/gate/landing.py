@@ -31,6 +31,7 @@ from forge.run.attempt import phases
 from forge.run.attempt.context import RunContext
 from forge.run.gate import bisection as gate
 from forge.run.gate import fanout, story
+from forge.run.gate.doing import Doing
 from forge.run.gate.speculation import Speculator
 from forge.run.gate.subsets import GateProbe, SubsetFirst
 from forge.run.state.gate_record import GateRecord, Landing
@@ -68,8 +69,9 @@ class Gate:
         self.on_event = on_event
         self.before_verify = before_verify
         self.wake: Callable[[], None] = lambda: None
-        # Tasks left QUEUED by an earlier run come first, in plan order (with those a
-        # flaky test blamed, given back).
+        self.doing = Doing(ctx)  # what the gate runs now, for status and the live view
+        # Tasks left QUEUED by an earlier run come first, in plan order (and those a
+        # flaky test blamed, given back)
         unblame.clear(ctx.repo, ctx.state, config)
         self.queue = [tid for tid, ts in ctx.state.tasks.items() if ts.status == Status.QUEUED]
         self.error: BaseException | None = None
@@ -186,6 +188,7 @@ class Gate:
         with ctx.store.lock:
             ctx.state.gate = GateRecord(batch=list(batch), head=head)
             ctx.save()
+        self.doing.batch()
         confirm = flakes.Confirm(
             self.config.reruns,
             flakes.failing_tests,
@@ -202,7 +205,8 @@ class Gate:
             judge=self._judge,
             on_event=self.on_event,
             on_step=lambda name, started, record: self._step(ctx.plan.name, started, record, name),
-            on_doing=self._doing,
+            on_doing=self.doing.now,
+            on_stage=self.doing.stage,
         )
         self.on_event(f"gate: verifying {', '.join(batch)}")
         try:
@@ -217,6 +221,7 @@ class Gate:
                 probe=probe,
                 regressions=self.regressions,
                 confirm=self.config.reruns > 0,
+                red=story.known_red(ctx.state),
             )
         finally:
             self.subset_runs += probe.runs
@@ -242,14 +247,8 @@ class Gate:
         else:
             if out.landed:
                 self._land(out, head)
-            if out.culprit is not None:  # a flake shows here, before anyone is blamed
-                probe.recheck(out.culprit.commit, story.as_record(out.culprit_record))
-            if out.culprit is not None and not unblame.excused(
-                ctx.repo, self.config, story.as_record(out.culprit_record)
-            ):
-                self._blame(out.culprit.task, story.as_record(out.culprit_record))
-            elif out.culprit is not None:  # its failing tests proved flaky meanwhile
-                requeue.insert(0, out.culprit.task)
+            if out.culprit is not None:
+                self._culprit(out.culprit.task, out.culprit.commit, out, probe, requeue)
             (self.window.failed if out.culprit else self.window.passed)()
         with ctx.store.lock:
             requeue += unblame.clear(ctx.repo, ctx.state, self.config)
@@ -258,6 +257,19 @@ class Gate:
         with ctx.store.lock:
             ctx.state.gate = None
             ctx.save()
+
+    def _culprit(
+        self, tid: str, commit: str, out: gate.Outcome, probe: GateProbe, requeue: list[str]
+    ) -> None:
+        """Blame the culprit, unless its failing tests prove flaky run once more on its
+        tree (before anyone is blamed) or are quarantined by now: then it is queued."""
+        record = story.as_record(out.culprit_record)
+        failing = probe.failing(record) or {}
+        flaked = probe.recheck(commit, record)
+        if (failing and flaked == failing) or unblame.excused(self.ctx.repo, self.config, record):
+            requeue.insert(0, tid)
+        else:
+            self._blame(tid, record)
 
     def _build(self, head: str, tasks: Sequence[str]) -> gate.Chain:
         ctx = self.ctx
@@ -335,7 +347,7 @@ class Gate:
         self.before_verify()
         where = "" if key == self.ctx.plan.name else f" [{key.rsplit('.', 1)[-1]}]"
         if not where:
-            self._doing(f"running the whole suite on {commit[:12]}")
+            self.doing.now(f"running the whole suite on {commit[:12]}")
         started = time.time()
         record = verify.verify_commit(
             self.ctx.repo,
@@ -346,19 +358,13 @@ class Gate:
             on_event=lambda msg: self.on_event(f"gate{where}: {msg}"),
             sandbox=self.ctx.sandbox,
             reruns=self._reruns,
+            on_stage=None if where else self.doing.stage,
         )
         if not record.cached:
             with self._runs_lock:
                 self.runs += 1
             self._step(key, started, record)
         return record
-
-    def _doing(self, what: str) -> None:
-        """What the gate runs now, for `forge status` and the live view."""
-        with self.ctx.store.lock:
-            if self.ctx.state.gate is not None:
-                self.ctx.state.gate.doing, self.ctx.state.gate.since = what, time.time()
-                self.ctx.save()
 
     def _step(self, key: str, started: float, record: VerifyRecord, name: str = "") -> None:
         """Keep one verification the gate ran (`name`: a run of some tests only)."""
@@ -373,18 +379,19 @@ class Gate:
 
     def _progress(self, phase: str, search: gate.Bisection | None) -> None:
         ctx = self.ctx
+        left = 0 if search is None else search.rounds(self.parallel)
         with ctx.store.lock:
             assert ctx.state.gate is not None
             ctx.state.gate.phase = phase
-            ctx.state.gate.left = None if search is None else search.rounds(self.parallel)
+            ctx.state.gate.left = None if search is None else left
             ctx.save()
         if phase == "verifying":
             faults.point("gate-candidate-built")
         else:
+            self.doing.bisecting(left)
             with self._cond:  # built on a candidate that failed: thrown away
                 tip, self._tip = self._tip, None
                 self.spec.discard(tip)
-        left = 0 if search is None else search.rounds(self.parallel)
         if left:
             self.on_event(f"gate: bisecting, at most {left} verification(s) left")
             faults.point("gate-bisect")
@@ -427,7 +434,6 @@ class Gate:
         record = story.as_record(out.tip_record)
         assert tip is not None
         verification, covered = story.landing_verdict(record, tip, flaky=out.flaky)
-        verdict = verification.verdict
         with ctx.store.lock:
             assert ctx.state.gate is not None
             ctx.state.gate.landing = Landing(
@@ -461,19 +467,15 @@ class Gate:
         history.settle(ctx, names)
         for tid in names:
             ctx.on_change(tid)
-        self.on_event(f"gate: landed {', '.join(names)} ({verdict}, {tip[:12]})")
+        said = covered.get("summary") or verification.verdict
+        self.on_event(f"gate: landed {', '.join(names)} ({said}, {tip[:12]})")
         for line in story.known_lines(out.pre_existing, fixed, names):
             self.on_event(f"gate: {line}")
 
     def _empty(self, record: VerifyRecord) -> None:
         """A lane that runs tests ran none: nothing lands, nobody is blamed, the run
         pauses (exit 8) naming the lane."""
-        lanes = [lane for lane in record.lanes if lane.verdict == Verdict.EMPTY]
-        said = "; ".join(f"lane {lane.name} {lane.reason}" for lane in lanes)
-        why = (
-            f"verification of {record.commit[:12]}: {said}: fix the lane's command, or set "
-            f"`allow_empty = true` in its [verify.lanes.NAME] table"
-        )
+        why = story.empty_reason(record)
         self.broken = record
         with self.ctx.store.lock:
             self.ctx.state.paused = why

@@ -23,7 +23,7 @@ from forge.run.gate.bisection import Outcome
 from forge.run.state.run_state import RunState, Status
 from forge.verify import flakes
 from forge.verify.flakes import TestsOf
-from forge.verify.records import Verdict, VerifyRecord, named_tests
+from forge.verify.records import LaneResult, Verdict, VerifyRecord, named_tests
 
 
 def failures(record: VerifyRecord, tests_of: TestsOf) -> list[dict[str, str]]:
@@ -197,6 +197,24 @@ def _pairs(tests: Mapping[str, frozenset[str]]) -> list[dict[str, str]]:
     return [{"lane": lane, "test": t} for lane in sorted(tests) for t in sorted(tests[lane])]
 
 
+def empty_reason(record: VerifyRecord) -> str:
+    """Why a verification whose test runner ran no test lands nothing."""
+    lanes = [lane for lane in record.lanes if lane.verdict == Verdict.EMPTY]
+    said = "; ".join(f"lane {lane.name} {lane.reason}" for lane in lanes)
+    return (
+        f"verification of {record.commit[:12]}: {said}: fix the lane's command, or set "
+        f"`allow_empty = true` in its [verify.lanes.NAME] table"
+    )
+
+
+def known_red(state: RunState) -> dict[str, frozenset[str]]:
+    """The tests the integration head was last seen to fail on its own, by lane."""
+    out: dict[str, frozenset[str]] = {}
+    for t in (state.pre_existing or {}).get("tests") or []:
+        out[str(t["lane"])] = out.get(str(t["lane"]), frozenset()) | {str(t["test"])}
+    return out
+
+
 def landed(
     state: RunState,
     tasks: Sequence[str],
@@ -323,20 +341,33 @@ def landing_verdict(
 ) -> tuple[VerifyRecord, dict[str, Any]]:
     """The verification a landing records, and what covers each task it lands. A
     FAIL whose failures were the head's own, or flakes (`flaky`: by lane, the tests
-    that failed and passed when run again), lands as PASS or FLAKY."""
-    verdict = record.verdict
-    if verdict == Verdict.FAIL:
+    that failed and passed when run again), lands as PASS or FLAKY, its flakes set
+    apart in each lane's last run (so its summary names them)."""
+    landed = record
+    if record.verdict == Verdict.FAIL:
+        lanes = tuple(_flaked(lane, flaky.get(lane.name, frozenset())) for lane in record.lanes)
         verdict = Verdict.FLAKY if flaky else Verdict.PASS
+        landed = replace(record, lanes=lanes, verdict=verdict)
+    landed = replace(landed, commit=tip)
     covered: dict[str, Any] = {
         "record": record.id,
         "commit": tip,
-        "verdict": str(verdict),
-        **named_tests(record),
+        "verdict": str(landed.verdict),
+        **named_tests(landed),
     }
-    again = sorted({t for tests in flaky.values() for t in tests} - set(covered.get("flaky", [])))
-    if again:
-        covered["flaky"] = sorted([*covered.get("flaky", []), *again])
-    return replace(record, commit=tip, verdict=verdict), covered
+    return landed, covered
+
+
+def _flaked(lane: LaneResult, tests: frozenset[str]) -> LaneResult:
+    """A failed lane whose last run's failing `tests` passed when run again."""
+    if lane.verdict != Verdict.FAIL or not tests or not lane.runs:
+        return lane
+    last = lane.runs[-1]
+    moved = tuple(sorted({f.test for f in last.failures if f.test in tests}))
+    rest = tuple(f for f in last.failures if f.test not in tests)
+    verdict = Verdict.FAIL if rest else Verdict.FLAKY
+    runs = (*lane.runs[:-1], replace(last, failures=rest, flaky=moved))
+    return replace(lane, verdict=verdict, runs=runs)
 
 
 def as_record(judged: Any) -> VerifyRecord:

@@ -25,7 +25,7 @@ from typing import Any
 from forge.git.repo import Repository
 from forge.plan.repo_config import VerifyConfig
 from forge.verify import engine as verify
-from forge.verify.flakes import Fixed, Reruns, exists_at, failing_tests
+from forge.verify.flakes import Fixed, Reruns, exists_at, failing_tests, passed_again
 from forge.verify.records import LaneRun, Verdict, VerifyRecord
 
 Tests = Mapping[str, frozenset[str]]  # lane -> the ids of some of its tests
@@ -137,6 +137,7 @@ def run_subset(
     stop: threading.Event,
     on_event: Callable[[str], None],
     sandbox: bool,
+    on_stage: Callable[[str], None] | None = None,
 ) -> VerifyRecord | None:
     """Run `tests` (lane by lane) on `commit`, each lane once (None: some lane cannot
     run a subset)."""
@@ -163,6 +164,7 @@ def run_subset(
         sandbox=sandbox,
         reruns=Fixed(0),
         remember=False,
+        on_stage=on_stage,
     )
 
 
@@ -209,6 +211,7 @@ class GateProbe:
     on_event: Callable[[str], None]
     on_step: Callable[[str, float, VerifyRecord], None]
     on_doing: Callable[[str], None] = lambda _what: None
+    on_stage: Callable[[str], None] | None = None
     runs: int = 0  # subset runs made
     _seen: dict[tuple[str, str], bool] = field(default_factory=dict)
 
@@ -237,6 +240,7 @@ class GateProbe:
             stop=self.stop,
             on_event=lambda msg: self.on_event(f"gate [{why}]: {msg}"),
             sandbox=self.sandbox,
+            on_stage=self.on_stage,
         )
         if record is not None:
             self.runs += 1
@@ -249,10 +253,15 @@ class GateProbe:
             known = self._seen[(commit, test)] = exists_at(self.repo, commit, test)
         return known
 
-    def recheck(self, commit: str, record: VerifyRecord) -> None:
+    def recheck(self, commit: str, record: VerifyRecord) -> dict[str, frozenset[str]]:
         """The culprit's failing tests once more on its own tree before it is blamed:
-        a test that fails there and now passes is flaky on evidence (the history
-        holds both), and blames nobody."""
+        those that fail there and now pass are flaky on evidence (returned, by lane;
+        the history holds both runs too), and blame nobody."""
         failing = self.failing(record)
-        if failing:
-            self.subset(commit, failing, first=False, why="the culprit's failing tests again")
+        if not failing:
+            return {}
+        again = self.subset(commit, failing, first=False, why="the culprit's failing tests again")
+        if again is None or again.verdict == Verdict.INTERRUPTED:
+            return {}
+        failed = (self.failing(again) or {}) if again.verdict == Verdict.FAIL else {}
+        return passed_again(failing, failed)
