@@ -52,9 +52,15 @@ def setup(
     order: WorkOrder, place: Place, attempt: Attempt, env: Mapping[str, str]
 ) -> Outcome | None:
     """The plan's setup in the slot when it needs it: once per slot, and again when
-    the setup or env changed, or when `clean = "all"` removed what it made."""
+    the setup or env changed, when `clean = "all"` removed what it made, or when
+    what it made changed since (named in the task's warnings)."""
     digest = environment.setup_hash(order.setup, order.env)
-    if order.setup and (order.clean_all or not environment.is_set_up(place.slot, digest)):
+    done = bool(order.setup) and environment.is_set_up(place.slot, digest)
+    changed = environment.products_changed(place.slot) if done and not order.clean_all else []
+    if changed:  # (an earlier task wrote into them: a `.pth` would run in this one)
+        place.warn(environment.products_warning(changed))
+        environment.remove_products(place.slot)
+    if order.setup and (order.clean_all or changed or not done):
         log = place.logs / "setup.log"
         limit = order.setup_timeout
         with place.phase("setup", save=True):
@@ -68,6 +74,7 @@ def setup(
             attempt.log = str(log)
             return Outcome(Status.FAILED, messages.setup_failed(last_line(log)))
         environment.mark_set_up(place.slot, digest)
+        environment.record_products(place.slot)
     place.set_up()
     return None
 

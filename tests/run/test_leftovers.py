@@ -1,0 +1,88 @@
+"""Nothing one task leaves runs in the next: what an earlier task wrote into setup's
+products in a reused slot, a daemon it started, a repository it hid in its work.
+Each case attacks through the CLI, as whoever runs the tests (root here)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from helpers.gitkit import commit_all, git, run_forge
+from helpers.runkit import plan_and_run, state, statuses, write_plan
+
+PTH = "import os; open('injected.txt', 'a').write('x')"
+
+
+def test_a_pth_written_into_a_slots_setup_products_does_not_reach_the_next_task(
+    repo: Path, tmp_path: Path
+) -> None:
+    """Task a writes a `.pth` into the slot's `.venv` (made by setup); task b, next in
+    the same slot, runs Python: the change is named, setup runs again, and b's work
+    holds only b's file."""
+    (repo / ".gitignore").write_text(".venv/\n")
+    commit_all(repo, "ignore the venv")
+    setup = f"{sys.executable} -m venv --without-pip .venv"
+    plant = (
+        'sp=$(.venv/bin/python -c "import sysconfig; print(sysconfig.get_paths()[\\"purelib\\"])")'
+        f' && echo "{PTH}" > $sp/evil.pth && echo a > a.txt'
+    )
+    plan = write_plan(
+        tmp_path,
+        f"max_parallel = 1\nsetup = '''{setup}'''\n"
+        '[[task]]\nid = "a"\nfiles = ["a.txt"]\n'
+        f"run = '''{plant}'''\n"
+        '[[task]]\nid = "b"\nfiles = ["b.txt"]\ndeps = ["a"]\n'
+        "run = '''.venv/bin/python -c pass && echo b > b.txt'''\n",
+    )
+    cp = plan_and_run(repo, plan)
+    out = cp.stdout + cp.stderr
+    assert cp.returncode == 0, out
+    assert statuses(repo) == {"a": "MERGED", "b": "MERGED"}, out
+    tasks = state(repo)["tasks"]
+    assert tasks["a"]["slot"] == tasks["b"]["slot"], "the test needs one slot reused"
+    warnings = " ".join(tasks["b"]["warnings"])
+    assert "setup's products changed since setup ran (" in warnings, warnings
+    assert "evil.pth" in warnings, warnings
+    files = git(repo, "ls-tree", "-r", "--name-only", "forge/p-integration").split()
+    assert "injected.txt" not in files and "b.txt" in files, files
+
+
+def test_an_alternate_into_a_slot_leaves_integration_with_all_its_objects(
+    repo: Path, tmp_path: Path
+) -> None:
+    """Task a (no sandbox) makes the user's store borrow its slot's objects, then
+    commits its work there: forge's copies of its objects would be skipped ("already
+    there"), and the integration branch would lose them with the slot. The objects
+    are real in the user's store: once the slot is gone, `git fsck` is clean and
+    `forge accept` works."""
+    trick = (
+        f"echo $PWD/.git/objects >> {repo}/.git/objects/info/alternates"
+        " && echo 'only in this task' > out.txt && git add out.txt"
+        " && git -c user.name=a -c user.email=a@a commit -qm mine"
+    )
+    plan = write_plan(
+        tmp_path,
+        'verify = "grep -q only out.txt"\n[[task]]\nid = "a"\nfiles = ["out.txt"]\n'
+        f"run = '''{trick}'''\n",
+    )
+    cp = plan_and_run(repo, plan)
+    out = cp.stdout + cp.stderr
+    assert "git files changed: objects/info/alternates" in out, out
+    assert statuses(repo) == {"a": "MERGED"}, out
+    slot = Path(state(repo)["slots"]["slot-1"]["path"])
+    for gone in (slot, slot.with_name(slot.name + ".git")):
+        shutil.rmtree(gone)
+    fsck = subprocess.run(
+        ["git", "fsck", "--connectivity-only", "--no-dangling"],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert "missing" not in fsck.stdout + fsck.stderr, fsck.stdout + fsck.stderr
+    assert git(repo, "cat-file", "-p", "forge/p-integration:out.txt") == "only in this task"
+    accepted = run_forge(repo, "accept")
+    assert accepted.returncode == 0, accepted.stdout + accepted.stderr
+    assert (repo / "out.txt").read_text() == "only in this task\n"
