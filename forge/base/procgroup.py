@@ -95,6 +95,7 @@ class GroupResult:
     duration: float
     pgid: int  # 0 when the command could not be started at all
     last_output: float | None = None  # when the command last wrote (epoch seconds)
+    left: tuple[str, ...] = ()  # `name (pid N)` of each process it left running, stopped
 
 
 def _read_proc(path: str) -> bytes:
@@ -169,6 +170,12 @@ def find_tagged(tag: str, stats: Sequence[ProcStat] | None = None) -> list[int]:
         for info in (_all_stats() if stats is None else stats)
         if info.pid != me and not info.zombie and _environ_has(info.pid, needle)
     ]
+
+
+def describe(pid: int) -> str:
+    """A process as people know it: its command's name and its pid."""
+    name = _read_proc(f"/proc/{pid}/comm").decode("utf-8", "replace").strip() or "?"
+    return f"{name} (pid {pid})"
 
 
 def _signal_all(pgid: int, pids: Sequence[int], sig: int) -> None:
@@ -364,11 +371,16 @@ def _run_group(
             on_start(pgid)
         timed_out, stopped = _wait(spec, child, started=started, stop=stop)
         # Daemons the leader left behind must not outlive the run.
-        if _survivors(pgid, spec.tag, None, spec.cwd):
+        left: tuple[str, ...] = ()
+        if found := _survivors(pgid, spec.tag, None, spec.cwd):
             if not (stopped or timed_out):
-                spec.log(f"forge: the command exited but left processes behind in group {pgid}")
+                left = tuple(describe(pid) for pid in found)
+                said = f"left processes behind in group {pgid}: {', '.join(left)}"
+                spec.log(f"forge: the command exited but {said}")
             _stop(pgid, grace=spec.grace, tag=spec.tag, log=spec.log, confine=spec.cwd)
-        result = GroupResult(child.returncode, timed_out, stopped, time.monotonic() - started, pgid)
+        result = GroupResult(
+            child.returncode, timed_out, stopped, time.monotonic() - started, pgid, left=left
+        )
     finally:
         if child.returncode is None:  # on_start raised, or a KeyboardInterrupt
             _stop(

@@ -4,6 +4,7 @@ Each case attacks through the CLI, as whoever runs the tests (root here)."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -86,3 +87,65 @@ def test_an_alternate_into_a_slot_leaves_integration_with_all_its_objects(
     accepted = run_forge(repo, "accept")
     assert accepted.returncode == 0, accepted.stdout + accepted.stderr
     assert (repo / "out.txt").read_text() == "only in this task\n"
+
+
+def _running(mark: str) -> list[int]:
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if mark.encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
+                found.append(int(pid))
+        except OSError:
+            continue
+    return found
+
+
+def _daemon(loop: str, mark: str) -> str:
+    """A daemon that leaves forge's process group and drops its tag (no sandbox)."""
+    return f"setsid -f env -i sh -c '{loop}; : {mark}' > /dev/null 2>&1"
+
+
+def test_a_daemon_a_task_leaves_is_stopped_and_named_before_the_next_task(
+    repo: Path, tmp_path: Path
+) -> None:
+    """Task a leaves a daemon appending to b.txt in its slot; task b, next in that
+    slot, writes b.txt: b's work is its own, a's result names the daemon, nothing
+    of it runs after the run."""
+    mark = f"forge-daemon-{os.getpid()}-a"
+    loop = "while :; do [ -e b.txt ] && echo evil >> b.txt; sleep 0.01; done"
+    plan = write_plan(
+        tmp_path,
+        "max_parallel = 1\n"
+        '[[task]]\nid = "a"\nfiles = ["a.txt"]\n'
+        f"run = '''{_daemon(loop, mark)}; echo a > a.txt'''\n"
+        '[[task]]\nid = "b"\nfiles = ["b.txt"]\ndeps = ["a"]\n'
+        "run = '''echo b > b.txt'''\n",
+    )
+    cp = plan_and_run(repo, plan)
+    out = cp.stdout + cp.stderr
+    left = _running(mark)
+    for pid in left:
+        os.kill(pid, 9)
+    assert not left, "the daemon outlived its task"
+    assert statuses(repo) == {"a": "MERGED", "b": "MERGED"}, out
+    warnings = " ".join(state(repo)["tasks"]["a"]["warnings"])
+    assert "left processes running, stopped: sh (pid " in warnings, warnings
+    assert git(repo, "show", "forge/p-integration:b.txt") == "b"
+
+
+def test_a_daemon_a_verification_leaves_is_stopped_and_named(repo: Path, tmp_path: Path) -> None:
+    """A lane's daemon that would plant a file in the checkout for the next run."""
+    mark = f"forge-daemon-{os.getpid()}-v"
+    loop = "sleep 1; while :; do touch planted.pyc; sleep 0.01; done"
+    plan = write_plan(
+        tmp_path,
+        f"verify = '''{_daemon(loop, mark)}; true'''\n"
+        '[[task]]\nid = "a"\nfiles = ["a.txt"]\nrun = "echo a > a.txt"\n',
+    )
+    cp = plan_and_run(repo, plan)
+    out = cp.stdout + cp.stderr
+    left = _running(mark)
+    for pid in left:
+        os.kill(pid, 9)
+    assert not left, "the daemon outlived its verification"
+    assert "lane verify: left processes running, stopped: sh (pid " in out, out

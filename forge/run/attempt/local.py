@@ -32,7 +32,7 @@ class LocalSlot:
 
     def group(self, command: Command) -> procgroup.GroupResult:
         c = command
-        return group(
+        res = group(
             self.scope.ctx,
             c.argv,
             cwd=self.slot,
@@ -45,6 +45,9 @@ class LocalSlot:
             writable=c.writable,
             network=c.network,
         )
+        if res.left:  # stopped: named, so the task's result says what tried to stay
+            self.warn(f"{c.log.stem} left processes running, stopped: {', '.join(res.left)}")
+        return res
 
     def phase(self, name: str, *, save: bool = False) -> AbstractContextManager[object]:
         return phase(self.scope.ctx, self.scope.task.id, self.scope.attempt, name, save=save)
