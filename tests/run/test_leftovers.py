@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from helpers.gitkit import commit_all, git, run_forge
 from helpers.runkit import plan_and_run, state, statuses, write_plan
 
@@ -149,3 +150,30 @@ def test_a_daemon_a_verification_leaves_is_stopped_and_named(repo: Path, tmp_pat
         os.kill(pid, 9)
     assert not left, "the daemon outlived its verification"
     assert "lane verify: left processes running, stopped: sh (pid " in out, out
+
+
+NESTED = {
+    "nested-repository": "git init -q sub && echo x > sub/f.txt && git -C sub add f.txt"
+    " && git -C sub -c user.name=a -c user.email=a@a commit -qm x",
+    "git-file": "mkdir -p sub && echo x > sub/f.txt && echo 'gitdir: {outside}' > sub/.git",
+}
+
+
+@pytest.mark.parametrize("trick", sorted(NESTED), ids=str)
+def test_a_hidden_git_in_a_tasks_work_is_not_committed_as_a_gitlink(
+    repo: Path, tmp_path: Path, trick: str
+) -> None:
+    """A repository (or a `.git` file naming one elsewhere) inside a task's work would
+    land as a gitlink to a commit the user's store lacks: it is refused, named."""
+    outside = tmp_path / "outside"
+    git(tmp_path, "init", "-q", str(outside))
+    run = NESTED[trick].format(outside=outside / ".git") + " && echo done > out.txt"
+    plan = write_plan(
+        tmp_path,
+        f"verify = \"true\"\n[[task]]\nid = \"a\"\nfiles = [\".\"]\nrun = '''{run}'''\n",
+    )
+    cp = plan_and_run(repo, plan)
+    out = cp.stdout + cp.stderr
+    tree = git(repo, "ls-tree", "-r", "forge/p-integration")
+    assert "160000" not in tree, tree
+    assert "holds a git repository of its own: sub" in out, out

@@ -19,6 +19,7 @@ from pathlib import Path
 from forge.base import faults
 from forge.base.text import one_line
 from forge.git import trailers
+from forge.git.worktrees import NestedRepository
 from forge.plan.patterns import out_of_scope
 from forge.run.attempt import messages
 from forge.run.attempt.context import Command, Outcome, Place, last_line
@@ -103,7 +104,10 @@ def _cli_error(order: WorkOrder, attempt: Attempt) -> str | None:
 def commit_and_judge(order: WorkOrder, place: Place, attempt: Attempt, start: str) -> str | Outcome:
     """Commit the work and judge the change itself: empty, out of scope, or the same
     as a rejected one. Returns the commit, or the outcome that ends the attempt."""
-    head = place.commit(order.message)
+    try:
+        head = place.commit(order.message)
+    except NestedRepository as exc:  # (its `.git` removed: a retry starts from its files)
+        return Outcome(Status.FAILED, str(exc))
     faults.point("after-commit")
     if head == start:
         said = _cli_error(order, attempt)
