@@ -14,6 +14,8 @@ import pytest
 from helpers.gitkit import commit_all, git, run_forge
 from helpers.runkit import plan_and_run, state, statuses, write_plan
 
+from forge.base import sandbox
+
 PTH = "import os; open('injected.txt', 'a').write('x')"
 
 
@@ -177,3 +179,21 @@ def test_a_hidden_git_in_a_tasks_work_is_not_committed_as_a_gitlink(
     tree = git(repo, "ls-tree", "-r", "forge/p-integration")
     assert "160000" not in tree, tree
     assert "holds a git repository of its own: sub" in out, out
+
+
+def test_a_sandboxed_command_stopped_gets_its_grace(repo: Path, tmp_path: Path) -> None:
+    """TERM reaches the command in its pid namespace, not bubblewrap first (whose end
+    would KILL the whole namespace at once): its TERM handler finishes."""
+    missing = sandbox.unavailable()
+    if missing:
+        pytest.skip(missing)
+    run = 'trap "sleep 0.2; echo cleaned > cleaned.txt; exit 1" TERM; sleep 600 & wait'
+    plan = write_plan(
+        tmp_path,
+        'sandbox = true\ntimeout = "1s"\n[[task]]\nid = "a"\nfiles = ["cleaned.txt"]\n'
+        f"run = '''{run}'''\n",
+    )
+    cp = plan_and_run(repo, plan)
+    assert statuses(repo) == {"a": "TIMEOUT"}, cp.stdout + cp.stderr
+    slot = Path(state(repo)["slots"]["slot-1"]["path"])
+    assert (slot / "cleaned.txt").is_file(), "the TERM handler did not run to its end"
