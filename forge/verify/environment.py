@@ -116,7 +116,7 @@ def record_products(worktree: Path) -> None:
     if not taskgit.is_dir(admin):
         return
     paths = hermetic.untracked(worktree, admin, ignored=True)
-    entries = hermetic.products_entries(worktree, paths)
+    entries = hermetic.products_entries(worktree, paths, by_ctime=True)
     (admin / _PRODUCTS).write_text(json.dumps({"paths": paths, "entries": entries}))
 
 
@@ -135,7 +135,7 @@ def products_changed(worktree: Path) -> list[str]:
     if found is None:
         return []
     paths, was = found
-    now = hermetic.products_entries(worktree, paths)
+    now = hermetic.products_entries(worktree, paths, by_ctime=True)
     return sorted(p for p in now.keys() | was.keys() if now.get(p) != was.get(p))
 
 
