@@ -15,6 +15,7 @@ import contextlib
 import functools
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -88,3 +89,22 @@ class Group:
     def remove(self) -> None:
         with contextlib.suppress(OSError):
             self.path.rmdir()
+
+
+def for_command(tag: str | None) -> Group | None:
+    """A cgroup of its own for one command, where cgroup v2 is delegated (else None)."""
+    parent = delegated()
+    if parent is None:
+        return None
+    try:
+        return Group.make(parent, tag or "command")
+    except OSError:
+        return None  # a full or read-only hierarchy: the process group still applies
+
+
+def empty(group: Group, log: Callable[[str], None]) -> None:
+    """Kill what the command left in its cgroup, said in its log."""
+    left = group.pids()
+    if left:
+        log(f"forge: killed {len(left)} process(es) left in the command's cgroup")
+        group.kill()

@@ -95,6 +95,7 @@ class GroupResult:
     duration: float
     pgid: int  # 0 when the command could not be started at all
     last_output: float | None = None  # when the command last wrote (epoch seconds)
+    left: tuple[str, ...] = ()  # `name (pid N)` of each process it left running, stopped
 
 
 def _read_proc(path: str) -> bytes:
@@ -171,6 +172,15 @@ def find_tagged(tag: str, stats: Sequence[ProcStat] | None = None) -> list[int]:
     ]
 
 
+def _comm(pid: int) -> str:
+    return _read_proc(f"/proc/{pid}/comm").decode("utf-8", "replace").strip()
+
+
+def describe(pid: int) -> str:
+    """A process as people know it: its command's name and its pid."""
+    return f"{_comm(pid) or '?'} (pid {pid})"
+
+
 def _signal_all(pgid: int, pids: Sequence[int], sig: int) -> None:
     if pgid > 0:
         with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -224,6 +234,16 @@ def _survivors(
     return sorted(alive)
 
 
+def _term_targets(pgid: int, alive: Sequence[int]) -> tuple[int, list[int]]:
+    """Whom TERM goes to: the group and what escaped it; under bubblewrap, whose end
+    KILLs its pid namespace at once, each process inside instead (their handlers
+    get the grace; bwrap ends when they have)."""
+    boxed = [pid for pid in alive if _comm(pid) != "bwrap"]
+    if boxed and len(boxed) < len(alive):
+        return 0, boxed
+    return pgid, [pid for pid in alive if (info := read_stat(pid)) and info.pgid != pgid]
+
+
 def _stop(
     pgid: int,
     *,
@@ -237,10 +257,10 @@ def _stop(
     if not alive:
         return
     log(f"forge: sent TERM to group {pgid} ({len(alive)} process(es))")
-    escaped = [pid for pid in alive if (info := read_stat(pid)) and info.pgid != pgid]
-    _signal_all(pgid, escaped, signal.SIGTERM)
+    target = _term_targets(pgid, alive)
+    _signal_all(*target, signal.SIGTERM)
     # A stopped (SIGSTOP) process only acts on TERM once it runs again.
-    _signal_all(pgid, escaped, signal.SIGCONT)
+    _signal_all(*target, signal.SIGCONT)
     deadline = time.monotonic() + grace
     while time.monotonic() < deadline:
         alive = _survivors(pgid, tag, leader, confine)
@@ -298,15 +318,12 @@ def run_group(
     """Run a long command in a process group of its own, output appended to its log
     (at most `spec.cap` bytes of it, see `log_cap`).
 
-    Waits until the leader exits, the timeout passes or `stop` is set; in the last two
-    cases the group is stopped (TERM, grace, KILL). Members left behind by a leader
-    that exited by itself are stopped too. A command that cannot be started at all
-    returns exit code 127, as a shell would, with the reason in the log.
-
-    Processes left behind are found by the group, by `tag` in their environment,
-    as our orphans still working in `cwd` (forge is a subreaper) and, where cgroup
-    v2 is delegated, in the command's own cgroup. With a `sandbox`, the command
-    runs under bubblewrap (forge/base/sandbox.py).
+    Waits until the leader exits, the timeout passes or `stop` is set; then the group
+    is stopped (TERM, grace, KILL), and so is what a leader that exited left: found
+    by the group, by `tag` in their environment, as our orphans still working in
+    `cwd` (forge is a subreaper) and, where cgroup v2 is delegated, in the command's
+    cgroup. A command that cannot start returns 127, the reason in the log. With a
+    `sandbox`, the command runs under bubblewrap (forge/base/sandbox.py).
     """
     if not spec.cwd.is_absolute():
         raise ValueError(f"cwd must be absolute: {spec.cwd}")
@@ -321,29 +338,12 @@ def run_group(
             args = spec.sandbox.wrap(args, tmp=tmp, env=clean_env(spec.env))
         elif isinstance(spec.argv, str):
             args = proc.shell_args(spec.argv, stack=outer)
-        group = _cgroup(spec.tag)
+        group = cgroups.for_command(spec.tag)
         if group is not None:
             args = group.wrap(args)
             outer.callback(group.remove)
-            outer.callback(_empty, group, spec.log)  # runs first: escapees of every kind
+            outer.callback(cgroups.empty, group, spec.log)  # runs first: escapees of every kind
         return _run_group(replace(spec, argv=args), stop=stop, on_start=on_start)
-
-
-def _cgroup(tag: str | None) -> cgroups.Group | None:
-    parent = cgroups.delegated()
-    if parent is None:
-        return None
-    try:
-        return cgroups.Group.make(parent, tag or "command")
-    except OSError:
-        return None  # a full or read-only hierarchy: the process group still applies
-
-
-def _empty(group: cgroups.Group, log: Callable[[str], None]) -> None:
-    left = group.pids()
-    if left:
-        log(f"forge: killed {len(left)} process(es) left in the command's cgroup")
-        group.kill()
 
 
 def _run_group(
@@ -364,11 +364,16 @@ def _run_group(
             on_start(pgid)
         timed_out, stopped = _wait(spec, child, started=started, stop=stop)
         # Daemons the leader left behind must not outlive the run.
-        if _survivors(pgid, spec.tag, None, spec.cwd):
+        left: tuple[str, ...] = ()
+        if found := _survivors(pgid, spec.tag, None, spec.cwd):
             if not (stopped or timed_out):
-                spec.log(f"forge: the command exited but left processes behind in group {pgid}")
+                left = tuple(describe(pid) for pid in found)
+                said = f"left processes behind in group {pgid}: {', '.join(left)}"
+                spec.log(f"forge: the command exited but {said}")
             _stop(pgid, grace=spec.grace, tag=spec.tag, log=spec.log, confine=spec.cwd)
-        result = GroupResult(child.returncode, timed_out, stopped, time.monotonic() - started, pgid)
+        result = GroupResult(
+            child.returncode, timed_out, stopped, time.monotonic() - started, pgid, left=left
+        )
     finally:
         if child.returncode is None:  # on_start raised, or a KeyboardInterrupt
             _stop(

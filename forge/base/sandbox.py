@@ -9,8 +9,10 @@ and so are the user's sockets: a tmpfs over /run, $XDG_RUNTIME_DIR and the folde
 of the sockets the environment names, whose variables are dropped (the plan's
 `sockets = [...]` passes one). A verification lane or a task's check has no
 network unless it says `network = true`; an agent keeps it (it needs its API).
-The process group is shared (forge stops the group as usual; `--new-session`
-would take the command out of it). forge checks at start that a command inside
+The process group is shared (`--new-session` would take the command out of it);
+bubblewrap's end KILLs its pid namespace, so forge sends TERM to the processes
+inside, not to bwrap (forge/base/procgroup.py), and their handlers get the grace.
+A pid inside (`$$`) is the namespace's, not the machine's. forge checks at start that a command inside
 holds no capability (`check`), and refuses a sandbox that keeps one.
 """
 

@@ -214,7 +214,7 @@ class WorkerSlot:
         # to the next attempt's sweep (forge.cluster.worker.sweep_orphans).
         env = {**c.env, WORKER_PID_VAR: str(os.getpid())}
         stop = self.stop if c.stop is None else c.stop
-        return run_contained(
+        res = run_contained(
             c.argv,
             repo=self.repo,
             cwd=self.slot,
@@ -228,6 +228,9 @@ class WorkerSlot:
             input_path=c.input_path,
             sandbox=self.sandbox(c.writable, c.network),
         )
+        if res.left:  # as a local slot says it (forge.run.attempt.local)
+            self.warn(f"{c.log.stem} left processes running, stopped: {', '.join(res.left)}")
+        return res
 
     @contextlib.contextmanager
     def phase(self, name: str, *, save: bool = False) -> Iterator[object]:

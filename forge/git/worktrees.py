@@ -24,7 +24,7 @@ from pathlib import Path
 from forge.base import proc
 from forge.base.text import one_line
 from forge.errors import ForgeError
-from forge.git import contained, known, refs
+from forge.git import contained, known, refs, taskgit
 from forge.git.contained import Contained
 from forge.git.identity import identity_env
 from forge.git.repo import Repository
@@ -247,6 +247,14 @@ def commit_all(
     slot = Contained(repo, path)
     slot.guard()
     head = slot.base()
+    nested = scrub_nested(slot)
+    if nested:
+        raise NestedRepository(
+            "its work holds a git repository of its own: "
+            + ", ".join(one_line(p) for p in nested[:8])
+            + " (a `.git` in a folder would land as a link to commits your repository"
+            " lacks; removed, its files left)"
+        )
     slot.git("add", "--all")
     tree = slot.git("write-tree").strip()
     head_tree = known.tree(head) or slot.git("rev-parse", f"{head}^{{tree}}").strip()
@@ -260,6 +268,25 @@ def commit_all(
     if result != old:
         repo.update_ref(branch, result, old, message=message)
     return result
+
+
+class NestedRepository(ForgeError):
+    """A task's work holds a git repository of its own (its `.git` now removed)."""
+
+
+def scrub_nested(slot: Contained, *, env: Mapping[str, str] | None = None) -> list[str]:
+    """Remove every `.git` (a folder or a file) inside the new folders of the work in
+    `slot`, where `git add` would make it a gitlink (or fail on a `.git` file naming
+    no repository); the folders that held one."""
+    out = slot.git("ls-files", "-z", "--others", "--exclude-standard", "--directory", env=env)
+    found: list[str] = []
+    for entry in (p for p in out.split("\0") if p.endswith("/")):
+        for folder, dirs, files in os.walk(slot.path / entry):
+            if ".git" in dirs or ".git" in files:
+                taskgit.remove(Path(folder) / ".git")
+                found.append(os.path.relpath(folder, slot.path))
+            dirs[:] = [d for d in dirs if d != ".git"]
+    return sorted(found)
 
 
 def salvage(
@@ -284,6 +311,7 @@ def salvage(
         slot.guard()
         head = slot.base()
         slot.git("read-tree", head, env=env)
+        scrub_nested(slot, env=env)
         slot.git("add", "--all", env=env)
         tree = slot.git("write-tree", env=env).strip()
         commit = slot.git(

@@ -328,6 +328,8 @@ class _Lane:
             ),
             stop=self.stop,
         )
+        if res.left:
+            self.emit(f"lane {self.name}: left processes running, stopped: {', '.join(res.left)}")
         tests = report.read() if report is not None else None
         changed = co.fingerprint().changes_since(before)
         if changed:

@@ -42,10 +42,11 @@ def _git(work_tree: Path, git_dir: Path, *args: str, input: str | None = None) -
     return proc.run(argv, cwd=work_tree, env=env, input=input).stdout
 
 
-def untracked(work_tree: Path, git_dir: Path) -> list[str]:
-    """Every untracked path, ignored ones included; a folder holding nothing tracked
-    is one entry ending in `/`."""
-    out = _git(work_tree, git_dir, "ls-files", "-z", "--others", "--directory")
+def untracked(work_tree: Path, git_dir: Path, *, ignored: bool = False) -> list[str]:
+    """Every untracked path, ignored ones included (`ignored`: only those); a folder
+    holding nothing tracked is one entry ending in `/`."""
+    only = ("--ignored", "--exclude-standard") if ignored else ()
+    out = _git(work_tree, git_dir, "ls-files", "-z", "--others", "--directory", *only)
     return sorted(p for p in out.split("\0") if p)
 
 
@@ -105,38 +106,57 @@ _SMALL = 64 * 1024
 def products_fingerprint(work_tree: Path, paths: Sequence[str]) -> str:
     """One hash over what setup made (`paths`, as `untracked` lists them)."""
     digest = hashlib.sha256()
-    for top in sorted(paths):
-        for path in _walk(work_tree / top.rstrip("/")):
-            if path.parent.name == "__pycache__" and path.suffix == ".pyc":
-                continue  # Python's own caches, written by every import: not a change
-            try:
-                st = path.lstat()
-            except OSError:
-                continue
-            rel = str(path.relative_to(work_tree)).encode("utf-8", "surrogateescape")
-            if stat.S_ISDIR(st.st_mode):  # (its mtime moves with any cache written in it)
-                digest.update(b"%s\0%o\0" % (rel, st.st_mode))
-                continue
-            digest.update(b"%s\0%d %o %d\0" % (rel, st.st_size, st.st_mode, st.st_mtime_ns))
-            if stat.S_ISLNK(st.st_mode):
-                digest.update(os.readlink(path).encode("utf-8", "surrogateescape"))
-            elif stat.S_ISREG(st.st_mode) and (
-                st.st_size <= _SMALL
-                or _RUN_AT_START.search(path.name)
-                or path.parent.name in ("bin", "Scripts")
-            ):
-                with contextlib.suppress(OSError):
-                    digest.update(hashlib.sha256(path.read_bytes()).digest())
+    for rel, entry in products_entries(work_tree, paths).items():
+        digest.update(b"%s\0%s\0" % (rel.encode("utf-8", "surrogateescape"), entry.encode()))
     return digest.hexdigest()
 
 
-def _walk(top: Path) -> list[Path]:
-    if not top.is_dir() or top.is_symlink():
+def products_entries(
+    work_tree: Path, paths: Sequence[str], *, by_ctime: bool = False
+) -> dict[str, str]:
+    """What setup made (`paths`, as `untracked` lists them), file by file: each
+    path (relative to `work_tree`) with its kind, size, mode, time and, for what is
+    small or runs at start, the hash of its content. `by_ctime`: files that stay
+    where they are (a slot's), known by their inode and change time, which no
+    write, `chmod` or `touch` leaves as it was: only what runs at start is hashed."""
+    out: dict[str, str] = {}
+    root = len(str(work_tree)) + 1
+    for top in sorted(paths):
+        for path in _walk(os.path.join(work_tree, top.rstrip("/"))):
+            folder, name = os.path.split(path)
+            parent = os.path.basename(folder)
+            if parent == "__pycache__" and name.endswith(".pyc"):
+                continue  # Python's own caches, written by every import: not a change
+            try:
+                st = os.lstat(path)
+            except OSError:
+                continue
+            rel = path[root:]
+            if stat.S_ISDIR(st.st_mode):  # (its mtime moves with any cache written in it)
+                out[rel] = f"{st.st_mode:o}"
+                continue
+            entry = f"{st.st_size} {st.st_mode:o} {st.st_mtime_ns}"
+            if by_ctime:
+                entry += f" {st.st_ino} {st.st_ctime_ns}"
+            if stat.S_ISLNK(st.st_mode):
+                entry += " " + hashlib.sha256(os.fsencode(os.readlink(path))).hexdigest()
+            elif stat.S_ISREG(st.st_mode) and (
+                (st.st_size <= _SMALL and not by_ctime)
+                or _RUN_AT_START.search(name)
+                or parent in ("bin", "Scripts")
+            ):
+                with contextlib.suppress(OSError), open(path, "rb") as f:
+                    entry += " " + hashlib.sha256(f.read()).hexdigest()
+            out[rel] = entry
+    return out
+
+
+def _walk(top: str) -> list[str]:
+    if not os.path.isdir(top) or os.path.islink(top):
         return [top]
     found = [top]
     for folder, dirs, files in os.walk(top):
         dirs.sort()
-        base = Path(folder)
-        found += [base / n for n in dirs if (base / n).is_symlink()]
-        found += [base / n for n in sorted(files)]
+        found += [os.path.join(folder, n) for n in dirs if os.path.islink(os.path.join(folder, n))]
+        found += [os.path.join(folder, n) for n in sorted(files)]
     return found

@@ -10,8 +10,8 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 
 from forge.base import procgroup
+from forge.git import borrowed, worktrees
 from forge.git import merge as integrate
-from forge.git import worktrees
 from forge.run.attempt.confinement import agent_state_dir
 from forge.run.attempt.context import AttemptScope, Command, group
 from forge.run.attempt.phases import phase
@@ -32,7 +32,7 @@ class LocalSlot:
 
     def group(self, command: Command) -> procgroup.GroupResult:
         c = command
-        return group(
+        res = group(
             self.scope.ctx,
             c.argv,
             cwd=self.slot,
@@ -45,6 +45,9 @@ class LocalSlot:
             writable=c.writable,
             network=c.network,
         )
+        if res.left:  # stopped: named, so the task's result says what tried to stay
+            self.warn(f"{c.log.stem} left processes running, stopped: {', '.join(res.left)}")
+        return res
 
     def phase(self, name: str, *, save: bool = False) -> AbstractContextManager[object]:
         return phase(self.scope.ctx, self.scope.task.id, self.scope.attempt, name, save=save)
@@ -54,10 +57,12 @@ class LocalSlot:
             self.scope.ctx.slots.mark_setup(self._pooled)
 
     def commit(self, message: str) -> str:
-        assert self.scope.ts.branch is not None
-        return worktrees.commit_all(
-            self.scope.ctx.repo, self.slot, message, branch=self.scope.ts.branch
-        )
+        ts = self.scope.ts
+        assert ts.branch is not None and ts.base is not None
+        head = worktrees.commit_all(self.scope.ctx.repo, self.slot, message, branch=ts.branch)
+        # Its objects are the user's own, not borrowed from the slot (forge.git.borrowed).
+        borrowed.make_real(self.scope.ctx.repo, [head], since=[ts.base])
+        return head
 
     def shares_history(self, base: str, head: str) -> bool:
         return integrate.shares_history(self.scope.ctx.repo, base, head)

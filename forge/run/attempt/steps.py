@@ -19,6 +19,7 @@ from pathlib import Path
 from forge.base import faults
 from forge.base.text import one_line
 from forge.git import trailers
+from forge.git.worktrees import NestedRepository
 from forge.plan.patterns import out_of_scope
 from forge.run.attempt import messages
 from forge.run.attempt.context import Command, Outcome, Place, last_line
@@ -52,9 +53,15 @@ def setup(
     order: WorkOrder, place: Place, attempt: Attempt, env: Mapping[str, str]
 ) -> Outcome | None:
     """The plan's setup in the slot when it needs it: once per slot, and again when
-    the setup or env changed, or when `clean = "all"` removed what it made."""
+    the setup or env changed, when `clean = "all"` removed what it made, or when
+    what it made changed since (named in the task's warnings)."""
     digest = environment.setup_hash(order.setup, order.env)
-    if order.setup and (order.clean_all or not environment.is_set_up(place.slot, digest)):
+    done = bool(order.setup) and environment.is_set_up(place.slot, digest)
+    changed = environment.products_changed(place.slot) if done and not order.clean_all else []
+    if changed:  # (an earlier task wrote into them: a `.pth` would run in this one)
+        place.warn(environment.products_warning(changed))
+        environment.remove_products(place.slot)
+    if order.setup and (order.clean_all or changed or not done):
         log = place.logs / "setup.log"
         limit = order.setup_timeout
         with place.phase("setup", save=True):
@@ -68,6 +75,7 @@ def setup(
             attempt.log = str(log)
             return Outcome(Status.FAILED, messages.setup_failed(last_line(log)))
         environment.mark_set_up(place.slot, digest)
+        environment.record_products(place.slot)
     place.set_up()
     return None
 
@@ -96,7 +104,10 @@ def _cli_error(order: WorkOrder, attempt: Attempt) -> str | None:
 def commit_and_judge(order: WorkOrder, place: Place, attempt: Attempt, start: str) -> str | Outcome:
     """Commit the work and judge the change itself: empty, out of scope, or the same
     as a rejected one. Returns the commit, or the outcome that ends the attempt."""
-    head = place.commit(order.message)
+    try:
+        head = place.commit(order.message)
+    except NestedRepository as exc:  # (its `.git` removed: a retry starts from its files)
+        return Outcome(Status.FAILED, str(exc))
     faults.point("after-commit")
     if head == start:
         said = _cli_error(order, attempt)
