@@ -53,7 +53,8 @@ def write_cost(n: int, *, journal: bool) -> float:
     import tempfile
 
     from forge.base.files import StateDir
-    from forge.run.state.run_state import Attempt, RunState, StateStore, Status, TaskState
+    from forge.run.state.run_state import Attempt, RunState, Status, TaskState
+    from forge.run.state.store import StateStore
 
     with tempfile.TemporaryDirectory() as tmp:
         state_dir = StateDir(Path(tmp))

@@ -8,7 +8,8 @@ import json
 from pathlib import Path
 
 from forge.base.files import StateDir
-from forge.run.state.run_state import JOURNAL_PREFIX, RunState, StateStore, Status, TaskState
+from forge.run.state.run_state import RunState, Status, TaskState
+from forge.run.state.store import JOURNAL_PREFIX, StateStore
 
 
 def _state(n: int) -> RunState:

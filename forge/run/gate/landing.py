@@ -33,6 +33,7 @@ from forge.run.gate import bisection as gate
 from forge.run.gate import fanout, story
 from forge.run.gate.speculation import Speculator
 from forge.run.gate.subsets import GateProbe, SubsetFirst
+from forge.run.state import events as ev
 from forge.run.state.gate_record import GateRecord, Landing
 from forge.run.state.run_state import Status
 from forge.verify import engine as verify
@@ -70,7 +71,7 @@ class Gate:
         self.wake: Callable[[], None] = lambda: None
         # Tasks left QUEUED by an earlier run come first, in plan order (with those a
         # flaky test blamed, given back).
-        unblame.clear(ctx.repo, ctx.state, config)
+        unblame.clear(ctx.repo, ctx.state, config, ctx.apply)
         self.queue = [tid for tid, ts in ctx.state.tasks.items() if ts.status == Status.QUEUED]
         self.error: BaseException | None = None
         self.broken: VerifyRecord | None = None  # the head fails on its own
@@ -183,9 +184,7 @@ class Gate:
         ctx = self.ctx
         head = ctx.repo.ref_value(ctx.state.integration)
         assert head is not None
-        with ctx.store.lock:
-            ctx.state.gate = GateRecord(batch=list(batch), head=head)
-            ctx.save()
+        ctx.emit(ev.GateRecorded(GateRecord(batch=list(batch), head=head)))
         confirm = flakes.Confirm(
             self.config.reruns,
             flakes.failing_tests,
@@ -232,8 +231,7 @@ class Gate:
             self._empty(story.as_record(out.empty))
         elif out.broken_head is not None:
             self.broken = story.as_record(out.broken_head)
-            with ctx.store.lock:
-                ctx.state.verification = self.broken  # the head's own verdict
+            ctx.apply(ev.VerificationRecorded(self.broken))  # the head's own verdict
             requeue = [s.task for s in out.chain.steps]
             self.on_event(
                 f"gate: the integration head {head[:12]} fails verification on its own "
@@ -252,20 +250,18 @@ class Gate:
                 requeue.insert(0, out.culprit.task)
             (self.window.failed if out.culprit else self.window.passed)()
         with ctx.store.lock:
-            requeue += unblame.clear(ctx.repo, ctx.state, self.config)
+            requeue += unblame.clear(ctx.repo, ctx.state, self.config, ctx.apply)
         with self._cond:
             self.queue[:0] = requeue
-        with ctx.store.lock:
-            ctx.state.gate = None
-            ctx.save()
+        ctx.emit(ev.GateRecorded(None))
 
     def _build(self, head: str, tasks: Sequence[str]) -> gate.Chain:
         ctx = self.ctx
         chain = self._chain(head, tasks)
         with ctx.store.lock:
             assert ctx.state.gate is not None
-            ctx.state.gate.chain = [[s.task, s.commit] for s in chain.steps]
-            ctx.save()
+            chained = [[s.task, s.commit] for s in chain.steps]
+            ctx.emit(ev.GateRecorded(replace(ctx.state.gate, chain=chained)))
         if chain.steps:
             with self._cond:
                 self._tip = chain.steps[-1].commit
@@ -357,8 +353,8 @@ class Gate:
         """What the gate runs now, for `forge status` and the live view."""
         with self.ctx.store.lock:
             if self.ctx.state.gate is not None:
-                self.ctx.state.gate.doing, self.ctx.state.gate.since = what, time.time()
-                self.ctx.save()
+                gate = replace(self.ctx.state.gate, doing=what, since=time.time())
+                self.ctx.emit(ev.GateRecorded(gate))
 
     def _step(self, key: str, started: float, record: VerifyRecord, name: str = "") -> None:
         """Keep one verification the gate ran (`name`: a run of some tests only)."""
@@ -375,9 +371,8 @@ class Gate:
         ctx = self.ctx
         with ctx.store.lock:
             assert ctx.state.gate is not None
-            ctx.state.gate.phase = phase
-            ctx.state.gate.left = None if search is None else search.rounds(self.parallel)
-            ctx.save()
+            left = None if search is None else search.rounds(self.parallel)
+            ctx.emit(ev.GateRecorded(replace(ctx.state.gate, phase=phase, left=left)))
         if phase == "verifying":
             faults.point("gate-candidate-built")
         else:
@@ -401,13 +396,10 @@ class Gate:
             log.parent.mkdir(parents=True, exist_ok=True)
             log.write_text(f"{what or 'not merged'}:\n" + "\n".join(paths) + "\n")
             with ctx.store.lock:
-                phases.end(last)
-                if what:
-                    why = conflict_reason(paths, self._conflict_by.pop(tid, ()))
-                    ts.mark_failed(why, log=str(log), source="merge", status=Status.CONFLICT)
-                else:  # refused: the one line says why
-                    ts.mark_failed(paths[0], log=str(log), source="merge", status=Status.CONFLICT)
-                ctx.save(tid)
+                # (refused: the one line says why)
+                why = conflict_reason(paths, self._conflict_by.pop(tid, ())) if what else paths[0]
+                failed = ev.Failed(tid, Status.CONFLICT, why, str(log), "merge")
+                ctx.emit(*phases.end(tid, last), failed)
             history.settle(ctx, [tid])
             self.on_event(f"{tid}: CONFLICT ({ts.reason})")
 
@@ -416,9 +408,9 @@ class Gate:
         for tid in chain.already:
             ts = ctx.state.tasks[tid]
             with ctx.store.lock:
-                ts.mark_merged(head, definition=ctx.plan.task(tid).definition())
-                phases.end(ts.last)
-                ctx.save(tid)
+                ctx.emit(
+                    ev.Merged(tid, head, ctx.plan.task(tid).definition()), *phases.end(tid, ts.last)
+                )
             history.settle(ctx, [tid])
 
     def _land(self, out: gate.Outcome, head: str) -> None:
@@ -430,14 +422,14 @@ class Gate:
         verdict = verification.verdict
         with ctx.store.lock:
             assert ctx.state.gate is not None
-            ctx.state.gate.landing = Landing(
+            landing = Landing(
                 to=tip,
                 tasks={s.task: s.commit for s in out.landed},
                 verified_by=covered,
                 verification=verification.to_dict(),
                 head=head,
             )
-            ctx.save()
+            ctx.emit(ev.GateRecorded(replace(ctx.state.gate, landing=landing)))
         names = [s.task for s in out.landed]
         faults.point("gate-before-land")
         ctx.repo.update_ref(
@@ -449,15 +441,18 @@ class Gate:
         faults.point("gate-after-land")
         testdb.landed(ctx.repo.state, ctx.repo.tree_of(tip))
         with ctx.store.lock:
+            said: list[ev.Event] = []
             for step in out.landed:
                 ts = ctx.state.tasks[step.task]
                 definition = ctx.plan.task(step.task).definition()
-                ts.mark_merged(step.commit, definition=definition, verified_by=dict(covered))
-                phases.end(ts.last)
-            ctx.state.verification = verification
-            ctx.state.gate.landing = None
-            fixed = story.landed(ctx.state, names, tip, out.pre_existing, flaky=out.flaky)
-            ctx.save()
+                said.append(ev.Merged(step.task, step.commit, definition, dict(covered)))
+                said += phases.end(step.task, ts.last)
+            said.append(ev.VerificationRecorded(verification))
+            assert ctx.state.gate is not None
+            said.append(ev.GateRecorded(replace(ctx.state.gate, landing=None)))
+            fixed, known = story.landed(ctx.state, names, tip, out.pre_existing, flaky=out.flaky)
+            said += known
+            ctx.store.emit(ctx.state, *said)
         history.settle(ctx, names)
         for tid in names:
             ctx.on_change(tid)
@@ -475,9 +470,7 @@ class Gate:
             f"`allow_empty = true` in its [verify.lanes.NAME] table"
         )
         self.broken = record
-        with self.ctx.store.lock:
-            self.ctx.state.paused = why
-            self.ctx.state.verification = record
+        self.ctx.apply(ev.Paused(why), ev.VerificationRecorded(record))
         self.on_event(f"gate: {why}: nothing lands, nobody is blamed")
 
     def _blame(self, tid: str, record: VerifyRecord) -> None:
@@ -487,12 +480,17 @@ class Gate:
         last = ts.last
         assert last is not None
         with ctx.store.lock:
-            phases.end(last)
-            ts.mark_failed(reason, log=log, source=f"verify:{lane}")
-            last.failures = [f.to_dict() for f in record.failures]
-            # (for a culprit: the verification that failed it)
-            ts.verified_by = {"record": record.id, "commit": record.commit, "verdict": "FAIL"}
-            ctx.save(tid)
+            failed = ev.Failed(
+                tid,
+                Status.FAILED,
+                reason,
+                log,
+                f"verify:{lane}",
+                failures=tuple(f.to_dict() for f in record.failures),
+                # (for a culprit: the verification that failed it)
+                verified_by={"record": record.id, "commit": record.commit, "verdict": "FAIL"},
+            )
+            ctx.emit(*phases.end(tid, last), failed)
         history.settle(ctx, [tid])
         if last.candidate is None:  # (a candidate's is told by forge/run/candidates.py,
             self.on_event(f"{tid}: FAILED ({reason})")  # which may land another)
