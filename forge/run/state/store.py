@@ -22,7 +22,7 @@ from forge.base.files import StateDir, read_json, write_json
 from forge.errors import StateError
 from forge.git.refs import integration_ref
 from forge.run.state import events, reducer
-from forge.run.state.run_state import RunState, TaskState, state_problem
+from forge.run.state.run_state import RunState, state_problem
 
 JOURNAL_PREFIX = "state-journal-"
 
@@ -96,11 +96,11 @@ class StateStore:
             st = self._read()
         except FileNotFoundError:
             st = RunState(plan=self.plan, integration=integration_ref(self.plan), tasks={})
-        for tid in task_ids:
-            st.tasks.setdefault(tid, TaskState(id=tid))
         # Plan order, so every table lists tasks as the plan does.
         order = {tid: i for i, tid in enumerate(task_ids)}
-        st.tasks = dict(sorted(st.tasks.items(), key=lambda kv: order.get(kv[0], len(order))))
+        every = [*st.tasks, *(tid for tid in task_ids if tid not in st.tasks)]
+        every.sort(key=lambda tid: order.get(tid, len(order)))
+        reducer.apply(st, events.TasksKept(tuple(every)))
         return st
 
     def load_existing(self) -> RunState | None:
