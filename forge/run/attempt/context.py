@@ -62,10 +62,9 @@ class RunContext:
     def settings(self) -> Settings:
         return self.repo.settings
 
-    def save(self, task: str | None = None) -> None:
-        self.store.save(self.state, task=task)
-        if task is not None:
-            self.on_change(task)
+    def save(self) -> None:
+        """Fold the state into a new snapshot (forge/run/state/store.py)."""
+        self.store.save(self.state)
 
     def emit(self, *said: ev.Event) -> None:
         """Apply and journal what happened (forge/run/state/store.py), then tell the

@@ -143,17 +143,11 @@ class StateStore:
                     fh.write("\n".join(lines) + "\n")
                 self._lines += len(lines)
 
-    def save(self, st: RunState, *, task: str | None = None) -> None:
-        """Fold the state into a new snapshot (after a change of the whole plan);
-        with `task`, journal that task's whole record instead."""
+    def save(self, st: RunState) -> None:
+        """Fold the state into a new snapshot (after a change of the whole plan, or
+        of a state no run is writing)."""
         with self._lock:
-            if task is None or self._journal is None:
-                self._snapshot(st)
-                return
-            task = st.owner(task)
-            line = {"task": task, "data": st.tasks[task].to_dict(), "plan_wide": st.plan_wide()}
-            self._pending.append(json.dumps(line, separators=(",", ":")))
-            self.emit(st)
+            self._snapshot(st)
 
     def _snapshot(self, st: RunState) -> None:
         # A fresh journal id each time: a journal left by a killed writer can never
