@@ -18,15 +18,20 @@ from typing import Any
 from forge.base import seal
 from forge.base.liveness import Owner
 from forge.run.state.gate_record import GateRecord
-from forge.run.state.invocations import Invocation
 from forge.run.state.run_state import Attempt, Slot, Stall, Status
 from forge.verify.records import VerifyRecord
+
+
+@dataclass(frozen=True)
+class Event:
+    """What happened to a run (each kind below is one)."""
+
 
 # -- an attempt: its start, its steps, its end -----------------------------------
 
 
 @dataclass(frozen=True)
-class AttemptStarted:
+class AttemptStarted(Event):
     """A new attempt of the task starts, run by `runner`."""
 
     task: str
@@ -35,7 +40,7 @@ class AttemptStarted:
 
 
 @dataclass(frozen=True)
-class Pinned:
+class Pinned(Event):
     """The task's base (pinned at its first attempt) and its branch."""
 
     task: str
@@ -44,7 +49,7 @@ class Pinned:
 
 
 @dataclass(frozen=True)
-class PhaseStarted:
+class PhaseStarted(Event):
     task: str
     attempt: int | None
     name: str
@@ -52,7 +57,7 @@ class PhaseStarted:
 
 
 @dataclass(frozen=True)
-class PhaseEnded:
+class PhaseEnded(Event):
     """The attempt's open phase ends (`name`: the last open phase of that name)."""
 
     task: str
@@ -62,7 +67,7 @@ class PhaseEnded:
 
 
 @dataclass(frozen=True)
-class ProcessGroup:
+class ProcessGroup(Event):
     """The attempt's process group while it runs (None: it is stopped)."""
 
     task: str
@@ -71,7 +76,7 @@ class ProcessGroup:
 
 
 @dataclass(frozen=True)
-class FeedbackNoted:
+class FeedbackNoted(Event):
     """What failed the attempt (or will, if it fails here) and the log saying why
     (None: unchanged)."""
 
@@ -82,7 +87,7 @@ class FeedbackNoted:
 
 
 @dataclass(frozen=True)
-class Committed:
+class Committed(Event):
     """The task branch head the attempt produced, and its change's hash."""
 
     task: str
@@ -92,7 +97,7 @@ class Committed:
 
 
 @dataclass(frozen=True)
-class AttemptUsage:
+class AttemptUsage(Event):
     """Spend the agent (or its reviewer, or a judge) reported: added to the attempt's."""
 
     task: str
@@ -103,7 +108,7 @@ class AttemptUsage:
 
 
 @dataclass(frozen=True)
-class ModelsReported:
+class ModelsReported(Event):
     task: str
     attempt: int | None
     models: tuple[str, ...] | None
@@ -111,7 +116,7 @@ class ModelsReported:
 
 
 @dataclass(frozen=True)
-class Reviewed:
+class Reviewed(Event):
     """The reviewer's verdict on the attempt (forge/run/attempt/review.py)."""
 
     task: str
@@ -120,7 +125,7 @@ class Reviewed:
 
 
 @dataclass(frozen=True)
-class RanIn:
+class RanIn(Event):
     """Where the attempt ran: its slot here, or the cluster worker (`where`)."""
 
     task: str
@@ -130,7 +135,7 @@ class RanIn:
 
 
 @dataclass(frozen=True)
-class AttemptEnded:
+class AttemptEnded(Event):
     """The last attempt ended as `status` (the task too)."""
 
     task: str
@@ -144,7 +149,7 @@ class AttemptEnded:
 
 
 @dataclass(frozen=True)
-class Merged:
+class Merged(Event):
     """Its work is on the integration branch, landed by the merge `commit`."""
 
     task: str
@@ -154,7 +159,7 @@ class Merged:
 
 
 @dataclass(frozen=True)
-class Failed:
+class Failed(Event):
     """Its last attempt failed after it ended (at the merge or the gate): `source`
     says what failed it, `log` where to read why; the gate's verification names
     the failing tests (`failures`) and itself (`verified_by`)."""
@@ -169,7 +174,7 @@ class Failed:
 
 
 @dataclass(frozen=True)
-class GivenBack:
+class GivenBack(Event):
     """The gate's blame withdrawn (its tests proved flaky): QUEUED, the same change."""
 
     task: str
@@ -177,7 +182,7 @@ class GivenBack:
 
 
 @dataclass(frozen=True)
-class Interrupted:
+class Interrupted(Event):
     """Its runner is gone: the attempt spent nothing."""
 
     task: str
@@ -185,18 +190,18 @@ class Interrupted:
 
 
 @dataclass(frozen=True)
-class Blocked:
+class Blocked(Event):
     task: str
     reason: str
 
 
 @dataclass(frozen=True)
-class Unblocked:
+class Unblocked(Event):
     task: str
 
 
 @dataclass(frozen=True)
-class Reopened:
+class Reopened(Event):
     """PENDING again, its merge forgotten: it runs again on what integration is then."""
 
     task: str
@@ -204,7 +209,7 @@ class Reopened:
 
 
 @dataclass(frozen=True)
-class Rebased:
+class Rebased(Event):
     """Its base moves (its slot was reset onto the integration head)."""
 
     task: str
@@ -212,7 +217,7 @@ class Rebased:
 
 
 @dataclass(frozen=True)
-class Advised:
+class Advised(Event):
     """The escalation policy stops: why (kept when one is said), and what to do."""
 
     task: str
@@ -221,7 +226,7 @@ class Advised:
 
 
 @dataclass(frozen=True)
-class AgentSet:
+class AgentSet(Event):
     """`forge retry --agent`: the spec the task runs with from now on."""
 
     task: str
@@ -229,13 +234,13 @@ class AgentSet:
 
 
 @dataclass(frozen=True)
-class Warned:
+class Warned(Event):
     task: str
     message: str
 
 
 @dataclass(frozen=True)
-class Salvaged:
+class Salvaged(Event):
     """Refs holding the task's salvaged work (each kept once)."""
 
     task: str
@@ -246,14 +251,14 @@ class Salvaged:
 
 
 @dataclass(frozen=True)
-class CandidateAdded:
+class CandidateAdded(Event):
     task: str
     unit: str
     label: str
 
 
 @dataclass(frozen=True)
-class CandidatesRunning:
+class CandidatesRunning(Event):
     """A best-of-N task whose candidate runs: RUNNING, with no attempt of its own."""
 
     task: str
@@ -261,7 +266,7 @@ class CandidatesRunning:
 
 
 @dataclass(frozen=True)
-class Queued:
+class Queued(Event):
     """A candidate's work waits for the gate as the task's `landing` attempt."""
 
     task: str
@@ -271,7 +276,7 @@ class Queued:
 
 
 @dataclass(frozen=True)
-class Outrun:
+class Outrun(Event):
     """A candidate that lost to another (its reason says which)."""
 
     task: str
@@ -279,7 +284,7 @@ class Outrun:
 
 
 @dataclass(frozen=True)
-class Concluded:
+class Concluded(Event):
     """Its candidates ended (or stopped) with none left to land: the task's verdict."""
 
     task: str
@@ -291,17 +296,17 @@ class Concluded:
 
 
 @dataclass(frozen=True)
-class SlotAdded:
+class SlotAdded(Event):
     slot: Slot
 
 
 @dataclass(frozen=True)
-class SlotRemoved:
+class SlotRemoved(Event):
     name: str
 
 
 @dataclass(frozen=True)
-class SlotTaken:
+class SlotTaken(Event):
     """The slot holds `task`'s work (`dirty`: from now on it may hold uncommitted work)."""
 
     name: str
@@ -310,13 +315,13 @@ class SlotTaken:
 
 
 @dataclass(frozen=True)
-class SlotSetUp:
+class SlotSetUp(Event):
     name: str
     done: bool
 
 
 @dataclass(frozen=True)
-class SlotFreed:
+class SlotFreed(Event):
     """The slot holds no task's work (`clean`: nor anything uncommitted); `task`, if
     given, no longer has a slot."""
 
@@ -326,7 +331,7 @@ class SlotFreed:
 
 
 @dataclass(frozen=True)
-class SlotMeasured:
+class SlotMeasured(Event):
     name: str
     bytes: int | None
 
@@ -335,7 +340,7 @@ class SlotMeasured:
 
 
 @dataclass(frozen=True)
-class RunStarted:
+class RunStarted(Event):
     """A `forge run` (or retry) starts; `kept` invocations stay recorded."""
 
     started: str
@@ -343,27 +348,27 @@ class RunStarted:
 
 
 @dataclass(frozen=True)
-class RunFinished:
+class RunFinished(Event):
     finished: str
     wall_seconds: float
 
 
 @dataclass(frozen=True)
-class Touched:
+class Touched(Event):
     """What changed in the user's checkout while the run ran (None: not measured)."""
 
     touched: tuple[str, ...] | None
 
 
 @dataclass(frozen=True)
-class Paused:
+class Paused(Event):
     """Why the run paused (None: it is not paused)."""
 
     reason: str | None
 
 
 @dataclass(frozen=True)
-class VerificationRecorded:
+class VerificationRecorded(Event):
     """The integration head's verification (`sealed`: it carries forge's seal)."""
 
     verification: VerifyRecord | None
@@ -371,31 +376,31 @@ class VerificationRecorded:
 
 
 @dataclass(frozen=True)
-class GateRecorded:
+class GateRecorded(Event):
     """The batch under verification and a landing's intent (None: no batch)."""
 
     gate: GateRecord | None
 
 
 @dataclass(frozen=True)
-class GateStepKept:
+class GateStepKept(Event):
     """One verification the gate ran (forge/run/gate/story.py)."""
 
     step: dict[str, Any]
 
 
 @dataclass(frozen=True)
-class GateLastRecorded:
+class GateLastRecorded(Event):
     last: dict[str, Any] | None
 
 
 @dataclass(frozen=True)
-class PreExistingRecorded:
+class PreExistingRecorded(Event):
     pre_existing: dict[str, Any] | None
 
 
 @dataclass(frozen=True)
-class TasksKept:
+class TasksKept(Event):
     """The plan's tasks, in its order: those not named are forgotten, those new start
     PENDING."""
 
@@ -403,7 +408,7 @@ class TasksKept:
 
 
 @dataclass(frozen=True)
-class Recorded:
+class Recorded(Event):
     """A journal line of earlier forges: the whole record of one task (None: no
     task) and the plan-wide part, as dicts."""
 
@@ -412,56 +417,7 @@ class Recorded:
     plan_wide: dict[str, Any]
 
 
-Event = (
-    AttemptStarted
-    | Pinned
-    | PhaseStarted
-    | PhaseEnded
-    | ProcessGroup
-    | FeedbackNoted
-    | Committed
-    | AttemptUsage
-    | ModelsReported
-    | Reviewed
-    | RanIn
-    | AttemptEnded
-    | Merged
-    | Failed
-    | GivenBack
-    | Interrupted
-    | Blocked
-    | Unblocked
-    | Reopened
-    | Rebased
-    | Advised
-    | AgentSet
-    | Warned
-    | Salvaged
-    | CandidateAdded
-    | CandidatesRunning
-    | Queued
-    | Outrun
-    | Concluded
-    | SlotAdded
-    | SlotRemoved
-    | SlotTaken
-    | SlotSetUp
-    | SlotFreed
-    | SlotMeasured
-    | RunStarted
-    | RunFinished
-    | Touched
-    | Paused
-    | VerificationRecorded
-    | GateRecorded
-    | GateStepKept
-    | GateLastRecorded
-    | PreExistingRecorded
-    | TasksKept
-    | Recorded
-)
-
-KINDS: dict[str, type[Event]] = {cls.__name__: cls for cls in Event.__args__}
+KINDS: dict[str, type[Event]] = {cls.__name__: cls for cls in Event.__subclasses__()}
 
 
 def _attempt_dict(attempt: Attempt) -> dict[str, Any]:
@@ -522,6 +478,3 @@ def from_dict(data: dict[str, Any]) -> Event:
         verification = data.get("verification")
         kwargs["sealed"] = not verification or seal.valid(verification)
     return cls(**kwargs)
-
-
-__all__ = ["Event", "Invocation", "from_dict", "to_dict"]

@@ -13,19 +13,19 @@ from typing import Any
 from forge.git.merge import conflict_reason
 from forge.run.state import events as ev
 from forge.run.state.invocations import Invocation
-from forge.run.state.run_state import Attempt, RunState, Slot, Stall, Status, TaskState
+from forge.run.state.run_state import Attempt, RunState, Status, TaskState
 
 
 def apply(st: RunState, event: ev.Event) -> None:
     """Apply one event to the state."""
     case = _TASK.get(type(event))
     if case is not None:
-        case(st.record(event.task), event)  # type: ignore[union-attr,arg-type]
+        case(st.record(event.task), event)  # type: ignore[attr-defined]
         return
     on_attempt = _ATTEMPT.get(type(event))
     if on_attempt is not None:
-        ts = st.record(event.task)  # type: ignore[union-attr,arg-type]
-        found = _attempt(ts, event.attempt)  # type: ignore[union-attr]
+        ts = st.record(event.task)  # type: ignore[attr-defined]
+        found = _attempt(ts, event.attempt)  # type: ignore[attr-defined]
         if found is not None:
             on_attempt(found, event)
         return
@@ -371,5 +371,3 @@ _PLAN: dict[type, Callable[[RunState, Any], None]] = {
     ev.TasksKept: _tasks_kept,
     ev.Recorded: _recorded,
 }
-
-__all__ = ["Slot", "Stall", "apply", "apply_attempt", "conflicted"]
