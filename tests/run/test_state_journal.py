@@ -121,9 +121,9 @@ def test_the_journal_is_folded_into_a_snapshot(tmp_path: Path) -> None:
     store = StateStore(StateDir(tmp_path), "p")
     st = _state(100)
     store.save(st)
-    for i in range(400):
+    for i in range(256):
         store.emit(st, ev.Blocked(f"t{i % 100}", f"reason {i}"))
-    # 400 lines fill the journal; the next change writes a new snapshot instead
+    # 256 lines fill the journal; the next change writes a new snapshot instead
     store.emit(st, ev.Reopened("t0", "again"))
     assert [p.stat().st_size for p in _journals(store)] in ([], [0])
     raw = json.loads(store.path.read_text())

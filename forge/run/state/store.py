@@ -134,7 +134,7 @@ class StateStore:
         with self._lock:
             for event in said:
                 self.apply(st, event)
-            if self._journal is None or self._lines >= max(256, 4 * len(st.tasks)):
+            if self._journal is None or self._lines >= max(256, 2 * len(st.tasks)):
                 self._snapshot(st)
                 return
             lines, self._pending = self._pending, []
