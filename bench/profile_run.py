@@ -48,7 +48,7 @@ def caller() -> str:
 
 def instrument(by_cmd: Totals, by_caller: Totals, other: Totals) -> None:
     from forge.base import proc, procgroup
-    from forge.run.state import run_state as runstate
+    from forge.run.state import store as runstate
 
     lock = threading.Lock()
     real_run = proc.run
@@ -85,7 +85,7 @@ def instrument(by_cmd: Totals, by_caller: Totals, other: Totals) -> None:
                 other["task command (process group)"].append(time.perf_counter() - t0)
 
     procgroup.run_group = run_group
-    real_save = runstate.StateStore.save
+    real_save, real_emit = runstate.StateStore.save, runstate.StateStore.emit
 
     def save(self: Any, st: Any, **kw: Any) -> None:
         t0 = time.perf_counter()
@@ -95,7 +95,16 @@ def instrument(by_cmd: Totals, by_caller: Totals, other: Totals) -> None:
             with lock:
                 other["state.json save (fsync)"].append(time.perf_counter() - t0)
 
+    def emit(self: Any, st: Any, *said: Any) -> None:
+        t0 = time.perf_counter()
+        try:
+            real_emit(self, st, *said)
+        finally:
+            with lock:
+                other["state journal write"].append(time.perf_counter() - t0)
+
     runstate.StateStore.save = save  # type: ignore[method-assign]
+    runstate.StateStore.emit = emit  # type: ignore[method-assign]
 
 
 def report(title: str, totals: Totals, wall: float, tasks: int, top: int) -> None:

@@ -42,6 +42,7 @@ from forge.run.attempt import messages
 from forge.run.attempt.context import AttemptScope, Outcome, RunContext
 from forge.run.attempt.order import order_for
 from forge.run.attempt.reset import reset_for_attempt
+from forge.run.state import events as ev
 from forge.run.state.run_state import UNCOUNTED, Status
 
 INSTALL_HINT = "the cluster needs Dask distributed and cryptography: pip install 'forge[cluster]'"
@@ -213,9 +214,10 @@ class Cluster:
             known_clean=True,
             integration_head=repo.ref_value(ctx.state.integration),
             shell=task.run is not None,
+            record=ctx.apply,
         )
         if salvaged:
-            ctx.save(task.id)
+            ctx.emit()
         job = self._job(scope, start)
         self.publish(start, job.job_ref)
         result = self._wait(ctx, job)
@@ -303,38 +305,45 @@ class Cluster:
         ctx, ts, attempt = scope.ctx, scope.ts, scope.attempt
         repo = ctx.repo
         assert ts.branch is not None
-        attempt.where = result.where or None
-        attempt.phases.extend(dict(p) for p in result.phases)  # the worker's, as they ran
-        attempt.cost_usd = result.cost_usd
-        attempt.input_tokens = result.input_tokens
-        attempt.output_tokens = result.output_tokens
-        attempt.models = list(result.models) or None
-        attempt.model_mismatch = result.model_mismatch
-        attempt.feedback_source = result.feedback_source
+        tid, number = scope.task.id, attempt.number
+        said: list[ev.Event] = [ev.RanIn(tid, number, where=result.where or None)]
+        for p in map(dict[str, Any], result.phases):  # the worker's, as they ran
+            said.append(ev.PhaseStarted(tid, number, p["name"], p["start"]))
+            if p.get("end") is not None:
+                said.append(ev.PhaseEnded(tid, number, p["end"], p["name"]))
+        said.append(
+            ev.AttemptUsage(tid, number, result.cost_usd, result.input_tokens, result.output_tokens)
+        )
+        said.append(
+            ev.ModelsReported(tid, number, tuple(result.models) or None, result.model_mismatch)
+        )
         for name, text in result.logs.items():
             (scope.dir / name).write_text(text)
-        attempt.log = str(scope.dir / (result.log or "agent.log"))
+        log = str(scope.dir / (result.log or "agent.log"))
+        said.append(ev.FeedbackNoted(tid, number, log=log, source=result.feedback_source))
         if result.review is not None:  # its log is here now, with the attempt's others
-            attempt.review = {**result.review, "log": str(scope.dir / "review.log")}
-        ts.warnings.extend(result.warnings)
+            review = {**result.review, "log": str(scope.dir / "review.log")}
+            said.append(ev.Reviewed(tid, number, review))
+        said += [ev.Warned(tid, warning) for warning in result.warnings]
         self.lost = self.lost or result.refused
         if self.lost:
-            with ctx.store.lock:
-                ctx.state.paused = (
+            said.append(
+                ev.Paused(
                     f"cluster: {self.lost}; run `forge run {ctx.plan.name}` again "
                     "(here, or with --cluster)"
                 )
+            )
+        ctx.apply(*said)
         outcome = result.outcome
         commit = self.fetch(job.result_ref) if result.commit else None
         if commit is not None and outcome is not None and outcome.status in UNCOUNTED:
             # A void attempt: its work is kept, named, and not built upon.
             salvage = worktrees.keep(repo, commit, plan=ctx.plan.name, task=scope.task.id)
-            ts.salvage.append(salvage)
+            ctx.apply(ev.Salvaged(tid, (salvage,)))
             commit = None
         if commit is not None:
             repo.update_ref(ts.branch, commit, job.start, message="forge: attempt on the cluster")
-            attempt.commit = commit
-            attempt.diff_hash = result.diff_hash
+            ctx.apply(ev.Committed(tid, number, commit, result.diff_hash))
         if outcome is not None:
             return outcome
         assert commit is not None, "work that passed its steps is a commit"

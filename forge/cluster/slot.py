@@ -33,6 +33,9 @@ from forge.git.contained import HARDENED, Contained
 from forge.git.repo import Repository
 from forge.run.attempt.confinement import run_contained
 from forge.run.attempt.context import Command
+from forge.run.state import events as ev
+from forge.run.state import reducer
+from forge.run.state.run_state import Attempt
 
 CACHE_VAR = "FORGE_WORKER_CACHE"
 WORKER_PID_VAR = "FORGE_WORKER_PID"
@@ -169,6 +172,7 @@ class WorkerSlot:
         self.state_dir = where.home / "agent-state"
         self.warnings: list[str] = []
         self.phases: list[dict[str, object]] = []
+        self.attempt: Attempt | None = None  # the record the steps fill in, sent back
 
     def start(self) -> None:
         """The slot at the job's start, nothing in its tree but ignored files (all
@@ -268,3 +272,7 @@ class WorkerSlot:
 
     def saved(self) -> None:
         pass  # the record goes back with the result
+
+    def record(self, event: ev.Event) -> None:
+        assert self.attempt is not None
+        reducer.apply_attempt(self.attempt, event)

@@ -73,7 +73,7 @@ def _attempt(place: WorkerSlot, where: str) -> JobResult:
     result ref."""
     job, order = place.job, place.job.order
     model = order.agent[1].model if order.agent is not None else None
-    attempt = Attempt(number=order.number, agent="", model=model, tag=job.tag)
+    attempt = place.attempt = Attempt(number=order.number, agent="", model=model, tag=job.tag)
     try:
         with place.phase("worktree"):
             place.start()
@@ -122,7 +122,8 @@ def reviewed(place: WorkerSlot, attempt: Attempt, head: str) -> Outcome | None:
         diff=review.diff_text(place.repo, place.job.order.base, head),
     )
     place.restore(head)
-    return review.outcome_of(verdict, attempt, place.logs / review.FINDINGS)
+    task = place.job.order.task
+    return review.outcome_of(verdict, place, task, attempt, place.logs / review.FINDINGS)
 
 
 def _where() -> str:

@@ -80,7 +80,7 @@ def record(repo: Repository, plan_file: Path, *, note: Callable[[str], None]) ->
     is not forge's is refused."""
     from forge.plan.repo_config import load_repo_config
     from forge.run.state import reconcile, replan
-    from forge.run.state.run_state import StateStore
+    from forge.run.state.store import StateStore
 
     new = registry.load_plan_told(plan_file, load_repo_config(repo.root).agents)[0]
     reconcile.check_integration_is_ours(

@@ -22,7 +22,8 @@ from forge.run.gate import story
 from forge.run.spend import Spend, attempt_usd, cost_usd, per_landed, spend_data
 from forge.run.state import hold as holds
 from forge.run.state.folders import disk_lines, disk_use, repository_lines, repository_use
-from forge.run.state.run_state import UNCOUNTED, RunState, StateStore, Status, TaskState
+from forge.run.state.run_state import UNCOUNTED, RunState, Status, TaskState
+from forge.run.state.store import StateStore
 from forge.verify.records import VerifyRecord
 
 if TYPE_CHECKING:

@@ -75,7 +75,9 @@ def record_in_plan(repo: Repository, plan: str, record: VerifyRecord) -> bool:
     """Make the plan's state carry this verification (what `forge accept` checks),
     and say whether it did. Only a verification of the integration head counts:
     `forge verify --plan P OLDER_COMMIT` must not vouch for what accept would land."""
-    from forge.run.state.run_state import StateStore
+    from forge.run.state import events as ev
+    from forge.run.state import reducer
+    from forge.run.state.store import StateStore
 
     store = StateStore(repo.state, plan)
     state = store.load_existing()
@@ -84,7 +86,7 @@ def record_in_plan(repo: Repository, plan: str, record: VerifyRecord) -> bool:
     head = repo.ref_value(f"{state.integration}^{{commit}}")
     if head is None or head != record.commit:
         return False
-    state.verification = record
+    reducer.apply(state, ev.VerificationRecorded(record))
     store.save(state)
     return True
 

@@ -44,6 +44,8 @@ from forge.plan.specs import DEFAULT_AGENT
 from forge.run.attempt import phases
 from forge.run.attempt.context import Outcome, RunContext
 from forge.run.gate.selection import Selection
+from forge.run.state import events as ev
+from forge.run.state import reducer
 from forge.run.state.run_state import FAILURES, Status, TaskState
 
 if TYPE_CHECKING:
@@ -104,9 +106,7 @@ class Candidates:
         ts = self.ctx.state.tasks[task.id]
         missing = [c for c in self.of(task) if c.unit not in ts.candidates]
         if missing:
-            with self.ctx.store.lock:  # (another thread may be saving the state)
-                for c in missing:
-                    ts.candidates[c.unit] = TaskState(id=c.unit, candidate=c.label)
+            self.ctx.apply(*(ev.CandidateAdded(task.id, c.unit, c.label) for c in missing))
         return ts.candidates
 
     def eligible(self, task: Task) -> bool | None:
@@ -150,9 +150,7 @@ class Candidates:
         self.rounds.setdefault(tid, set()).add(unit)
         ts = self.ctx.state.tasks[tid]
         if ts.status != Status.RUNNING and ts.status != Status.QUEUED:
-            with self.ctx.store.lock:
-                ts.candidates_run(self.ctx.owner)
-                self.ctx.save(tid)
+            self.ctx.emit(ev.CandidatesRunning(tid, self.ctx.owner))
 
     def skipped(self, unit: str) -> None:
         """A candidate the escalation policy will not run: it counts as ended."""
@@ -163,10 +161,7 @@ class Candidates:
         cts = self.ctx.state.record(unit)
         winner = self.lost.pop(unit, None)
         if winner is not None and outcome.status == Status.INTERRUPTED:
-            with self.ctx.store.lock:
-                cts.reason = f"{LOST}{winner}"
-                if cts.last is not None:
-                    cts.last.reason = cts.reason
+            self.ctx.apply(ev.Outrun(unit, f"{LOST}{winner}"))
             if cts.last is not None:  # (its row said "stopped by the user")
                 from forge.run import history
 
@@ -212,11 +207,9 @@ class Candidates:
             self.settle(task)
             ts = self.ctx.state.tasks[tid]
             if tid in self.rounds and ts.status == Status.RUNNING:
-                with self.ctx.store.lock:
-                    stopped = self.ctx.stop.is_set()
-                    status = Status.INTERRUPTED if stopped else Status.PENDING
-                    ts.conclude(status, "not every candidate ran")
-                    self.ctx.save(tid)
+                stopped = self.ctx.stop.is_set()
+                status = Status.INTERRUPTED if stopped else Status.PENDING
+                self.ctx.emit(ev.Concluded(tid, status, "not every candidate ran"))
 
     # -- the task's status from its candidates' ---------------------------------
 
@@ -244,9 +237,7 @@ class Candidates:
             return
         if live or pending:
             if live and ts.status != Status.RUNNING:  # (else: when one starts)
-                with self.ctx.store.lock:
-                    ts.candidates_run(self.ctx.owner)
-                    self.ctx.save(task.id)
+                self.ctx.emit(ev.CandidatesRunning(task.id, self.ctx.owner))
             return
         if (passed or task.id in self.choosing) and self._best(task, ts, passed, recs):
             return
@@ -279,10 +270,8 @@ class Candidates:
             return True  # stopped while verifying: nothing is judged (close() says so)
         for unit, why in done.failed.items():
             cts = recs[unit]
-            with self.ctx.store.lock:
-                log = cts.last.log if cts.last is not None else None
-                cts.mark_failed(why, log=log, source="verify:selection")
-                self.ctx.save(task.id)
+            log = cts.last.log if cts.last is not None else None
+            self.ctx.emit(ev.Failed(unit, Status.FAILED, why, log, "verify:selection"))
         if done.chosen is None:
             return False
         self._promote(task, ts, done.chosen, recs[done.chosen.unit], done)
@@ -343,11 +332,10 @@ class Candidates:
         assert gate_attempt is not None
         with self.ctx.store.lock:
             source = gate_attempt.feedback_source or "verify"
-            cts.mark_failed(ts.reason, log=gate_attempt.log, source=source, status=ts.status)
-            cts.verified_by = ts.verified_by
-            if own is not None:
-                phases.end(own)
-            self.ctx.save(ts.id)
+            failed = ev.Failed(
+                cts.id, ts.status, ts.reason, gate_attempt.log, source, verified_by=ts.verified_by
+            )
+            self.ctx.emit(failed, *phases.end(cts.id, own))
         self.on_event(f"{ts.id}: candidate {cts.candidate} {ts.status} ({ts.reason})")
 
     def _promote(
@@ -372,11 +360,8 @@ class Candidates:
             phases=[],
             review=None,
         )
-        phases.begin(landing, "queue")
-        with self.ctx.store.lock:
-            ts.queue(landing)
-            ts.base, ts.branch = cts.base, cts.branch
-            self.ctx.save(task.id)
+        queued = ev.Queued(task.id, landing, cts.base, cts.branch)
+        self.ctx.emit(queued, phases.begin(task.id, landing.number, "queue"))
         why = f" ({chosen.why})" if chosen and chosen.why else ""
         self.on_event(f"{task.id}: candidate {c.label} passed; queued{why}")
         if self.gate is not None:
@@ -398,13 +383,11 @@ class Candidates:
                 task_commit=last.commit,
                 message=merge_message(self.ctx.plan.name, task.id, last.number, task.title),
             )
-            with self.ctx.store.lock:
-                phases.end(last)
-                if res.merged:
-                    ts.mark_merged(res.commit, definition=task.definition())
-                else:
-                    ts.mark_conflict(res.conflicts, log=last.log)
-                self.ctx.save(task.id)
+            if res.merged:
+                verdict: ev.Event = ev.Merged(task.id, res.commit, task.definition())
+            else:
+                verdict = reducer.conflicted(task.id, res.conflicts, log=last.log)
+            self.ctx.emit(*phases.end(task.id, last), verdict)
         from forge.run import history
 
         history.settle(self.ctx, [task.id])  # (the winner's own row: it shares its tag)
@@ -419,11 +402,8 @@ class Candidates:
             cts = recs[c.unit]
             if c.label == label:
                 if cts.status != Status.MERGED:
-                    with self.ctx.store.lock:
-                        cts.mark_merged(cts.merged_commit, definition=cts.merged_definition)
-                        if cts.last is not None:
-                            phases.end(cts.last)
-                        self.ctx.save(task.id)
+                    merged = ev.Merged(c.unit, cts.merged_commit, cts.merged_definition)
+                    self.ctx.emit(merged, *phases.end(c.unit, cts.last))
             elif c in live:
                 if c.unit not in self.lost:
                     self.lost[c.unit] = label or "another candidate"
@@ -434,12 +414,9 @@ class Candidates:
             elif cts.status == Status.QUEUED:
                 # It passed and another landed: it ends here (never QUEUED for good),
                 # its attempt spent and not landed.
-                with self.ctx.store.lock:
-                    log = cts.last.log if cts.last is not None else None
-                    cts.mark_failed(NOT_CHOSEN, log=log, source="selection")
-                    if cts.last is not None:
-                        phases.end(cts.last)
-                    self.ctx.save(task.id)
+                log = cts.last.log if cts.last is not None else None
+                failed = ev.Failed(c.unit, Status.FAILED, NOT_CHOSEN, log, "selection")
+                self.ctx.emit(failed, *phases.end(c.unit, cts.last))
                 if cts.last is not None:
                     from forge.run import history
 
@@ -449,24 +426,25 @@ class Candidates:
             self.on_settled(task.id)
 
     def _conclude(
-        self, task: Task, ts: TaskState, cands: tuple[Candidate, ...], recs: dict[str, TaskState]
+        self, task: Task, _ts: TaskState, cands: tuple[Candidate, ...], recs: dict[str, TaskState]
     ) -> None:
         """Every candidate ended and none is left to land: the task's own verdict."""
         ended = [recs[c.unit] for c in cands]
         with self.ctx.store.lock:
             if self.ctx.stop.is_set() and any(r.status == Status.INTERRUPTED for r in ended):
-                ts.conclude(Status.INTERRUPTED, "stopped by the user")
+                verdict = ev.Concluded(task.id, Status.INTERRUPTED, "stopped by the user")
             elif all(r.status == Status.INFRA for r in ended):
-                ts.conclude(Status.INFRA, ended[0].reason)
+                verdict = ev.Concluded(task.id, Status.INFRA, ended[0].reason)
             else:
-                ts.conclude(
+                verdict = ev.Concluded(
+                    task.id,
                     Status.FAILED,
                     f"all {len(cands)} candidates failed: "
                     + "; ".join(
                         f"{c.label} {recs[c.unit].reason or recs[c.unit].status}" for c in cands
                     ),
                 )
-            self.ctx.save(task.id)
+            self.ctx.emit(verdict)
         self.rounds.pop(task.id, None)
         self.on_settled(task.id)
 
@@ -488,6 +466,4 @@ class Candidates:
         if not kept and head is not None and head != cts.base:
             kept.append(worktrees.keep(repo, head, plan=plan, task=cts.id))
         if kept:
-            with self.ctx.store.lock:
-                cts.salvage += [r for r in kept if r not in cts.salvage]
-                self.ctx.save(cts.id)
+            self.ctx.emit(ev.Salvaged(cts.id, tuple(kept)))

@@ -26,6 +26,7 @@ from forge.run.attempt.pipeline import run_attempt
 from forge.run.budget import Budget
 from forge.run.candidates import Candidates, is_unit, task_of_unit
 from forge.run.capacity import Capacity
+from forge.run.state import events as ev
 from forge.run.state import hold as holds
 from forge.run.state.run_state import FAILURES, REDISPATCH, Stall, Status
 
@@ -115,9 +116,10 @@ class Dispatcher:
                 held = holds.active(self.ctx.repo.state, self.plan.name)
                 if held is not None and self._ready():
                     # Only a hold that keeps something from starting pauses the run.
-                    state.paused = f"hold: {held.describe()}; `{held.resume}` lifts it"
+                    why = f"hold: {held.describe()}; `{held.resume}` lifts it"
+                    self.ctx.apply(ev.Paused(why))
                 if not state.paused and self.budget.spent_out() and self._ready():
-                    state.paused = self.budget.describe()
+                    self.ctx.apply(ev.Paused(self.budget.describe()))
                 if not state.paused:
                     self._mark_blocked()
                     self._dispatch(pool)
@@ -214,11 +216,7 @@ class Dispatcher:
         forced = self.forced == task_of_unit(task.id)
         decision = escalate_run.next_spec(self.ctx, task, ts, forced=forced)
         if decision.spec is None:
-            with self.ctx.store.lock:
-                if decision.suggestion:
-                    ts.suggestion = decision.suggestion
-                ts.reason = ts.reason or decision.reason
-                self.ctx.save(task.id)
+            self.ctx.emit(ev.Advised(task.id, decision.reason, decision.suggestion))
             self.no_auto.add(task.id)
             if is_unit(task.id):
                 self.cands.skipped(task.id)
@@ -276,10 +274,11 @@ class Dispatcher:
             blocked_by = [d for d in bad if self._finally_unmerged(d)]
             if blocked_by and ts.status != Status.BLOCKED:
                 d = blocked_by[0]
-                ts.mark_blocked(f"dependency {d} did not merge ({state.tasks[d].status})")
+                why = f"dependency {d} did not merge ({state.tasks[d].status})"
+                self.ctx.apply(ev.Blocked(task.id, why))
                 changed = True
             elif not bad and ts.status == Status.BLOCKED:
-                ts.unblock()
+                self.ctx.apply(ev.Unblocked(task.id))
                 changed = True
         if changed:
             self.ctx.save()
@@ -333,11 +332,8 @@ class Dispatcher:
                 slots.grow(base, wanted=waiting)
 
     def _pause(self, why: str) -> None:
-        with self.ctx.store.lock:
-            self.ctx.state.paused = (
-                f"infrastructure: {why}; {_what_now(why, self.plan.name, self.plan.source)}"
-            )
-            self.ctx.save()
+        what_now = _what_now(why, self.plan.name, self.plan.source)
+        self.ctx.emit(ev.Paused(f"infrastructure: {why}; {what_now}"))
 
     def _start(
         self,

@@ -26,6 +26,8 @@ from forge.run.attempt.confinement import agent_state_dir, run_contained, sandbo
 from forge.run.attempt.context import Command, Outcome
 from forge.run.attempt.order import WorkOrder
 from forge.run.attempt.work import run_work
+from forge.run.state import events as ev
+from forge.run.state import reducer
 from forge.run.state.run_state import Attempt
 
 TASK = "draft"  # the task name a planner is told ({task}, FORGE_TASK)
@@ -77,7 +79,7 @@ class DraftPlace:
         p, c = self.planner, command
 
         def started(pgid: int) -> None:
-            self._attempt.pgid = pgid
+            self.record(ev.ProcessGroup("", self._attempt.number, pgid))
 
         return run_contained(
             c.argv,
@@ -130,6 +132,9 @@ class DraftPlace:
     def saved(self) -> None:
         pass
 
+    def record(self, event: ev.Event) -> None:
+        reducer.apply_attempt(self._attempt, event)
+
 
 def run_try(planner: Planner, number: int, prompt: str) -> Try:
     """Run the planner once on `prompt` in a new checkout of the base, removed after."""
@@ -141,9 +146,9 @@ def run_try(planner: Planner, number: int, prompt: str) -> Try:
     folder = planner.logs / f"try-{number}"
     folder.mkdir(parents=True, exist_ok=True)
     plan_file = folder / "plan.toml"
-    attempt = Attempt(number=number, agent=str(spec), model=spec.model, effort=spec.effort)
     # A colon is in no plan's name: no task attempt's tag (plan/task/n/pid) is this one.
-    attempt.tag = f"draft:{planner.name}/{number}/{os.getpid()}/{time.time_ns()}"
+    tag = f"draft:{planner.name}/{number}/{os.getpid()}/{time.time_ns()}"
+    attempt = Attempt(number=number, agent=str(spec), model=spec.model, effort=spec.effort, tag=tag)
     me = Owner.me()
     drafts = planner.repo.worktrees_root() / ".drafts"
     _sweep(planner.repo, drafts)
@@ -165,7 +170,7 @@ def run_try(planner: Planner, number: int, prompt: str) -> Try:
         place = DraftPlace(planner, slot, folder, attempt)
         started = time.monotonic()
         failure = run_work(order, place, attempt, {"FORGE_PLAN_FILE": str(plan_file)})
-        attempt.duration = round(time.monotonic() - started, 3)
+        attempt = replace(attempt, duration=round(time.monotonic() - started, 3))
         changed = tuple(worktrees.dirty_paths(slot, planner.repo))
     finally:
         worktrees.remove(planner.repo, slot)

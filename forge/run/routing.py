@@ -23,7 +23,7 @@ import os
 import random
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from forge.agents.prices import Price, price_of
@@ -229,10 +229,10 @@ def router_of(ctx: RunContext) -> Router:
     return router
 
 
-def stamp(ctx: RunContext, task: str, attempt: Attempt) -> None:
-    """Record on a new attempt the choice that put it on its spec, if one did."""
+def stamp(ctx: RunContext, task: str, attempt: Attempt) -> Attempt:
+    """The new attempt, with the choice that put it on its spec, if one did."""
     router: Router | None = ctx.router
     got = router.pending.pop(task, None) if router is not None else None
     if got is not None and attempt.agent == got.spec:
-        attempt.propensity = got.propensity
-        attempt.chosen_from = list(got.chosen_from)
+        return replace(attempt, propensity=got.propensity, chosen_from=list(got.chosen_from))
+    return attempt

@@ -27,10 +27,12 @@ from forge.plan.registry import Recorded
 from forge.plan.repo_config import VerifyConfig
 from forge.run.attempt.context import Remote, RunContext
 from forge.run.options import RunOptions
-from forge.run.state import accepted, reconcile, recovery
-from forge.run.state.invocations import KEPT, Invocation
-from forge.run.state.run_state import RunState, StateStore, Status
+from forge.run.state import accepted, reconcile, recovery, reducer
+from forge.run.state import events as ev
+from forge.run.state.invocations import KEPT
+from forge.run.state.run_state import RunState, Status
 from forge.run.state.slots import SlotPool
+from forge.run.state.store import StateStore
 from forge.verify.records import Verdict, VerifyRecord
 
 if TYPE_CHECKING:
@@ -93,7 +95,7 @@ def run_plan(
         before = snapshot.take(repo)
         accepted.forget(repo.state, plan.name)
         state, integration = _open_state(repo, recorded, store)
-        state.touched = None
+        reducer.apply(state, ev.Touched(None))
         logs = repo.state.logs_dir(plan.name)
         report = RunReport(plan.name, state, ExitCode.OK, logs, integration)
         try:
@@ -156,10 +158,7 @@ def _open_state(repo: Repository, recorded: Recorded, store: StateStore) -> tupl
     had_state = store.load_existing() is not None
     state = store.load([t.id for t in recorded.plan.tasks])
     reconcile.check_integration_is_ours(repo, recorded.plan.name, state if had_state else None)
-    state.started = now_iso()
-    state.finished = None
-    state.paused = None
-    state.invocations = [*state.invocations[-(KEPT - 1) :], Invocation(started=state.started)]
+    reducer.apply(state, ev.RunStarted(now_iso(), KEPT))
     existed = repo.ref_value(state.integration) is not None
     integration = ensure_integration(repo, state.integration, recorded.base_commit)
     if not existed:
@@ -188,13 +187,14 @@ def _merge_left_queued(
         message = merge_message(plan.name, ts.id, last.number, task.title)
         res = merge_task(repo, ref=state.integration, task_commit=last.commit, message=message)
         if res.merged:
-            ts.mark_merged(res.commit, definition=task.definition())
+            reducer.apply(state, ev.Merged(ts.id, res.commit, task.definition()))
             notes.append(f"{ts.id}: was queued for a gate that is off now: merged")
         else:
             if res.refused:
-                ts.mark_failed(res.refused, log=None, source="merge", status=Status.CONFLICT)
+                refused = ev.Failed(ts.id, Status.CONFLICT, res.refused, None, "merge")
+                reducer.apply(state, refused)
             else:
-                ts.mark_conflict(res.conflicts, log=None)
+                reducer.apply(state, reducer.conflicted(ts.id, res.conflicts, log=None))
             notes.append(f"{ts.id}: was queued for a gate that is off now: {ts.reason}")
         store.save(state)
     for note in notes:
@@ -221,7 +221,7 @@ def _recover(
                 on_event(note)
     store.save(state)
     if options.agent and options.only:
-        state.tasks[options.only].agent = options.agent
+        reducer.apply(state, ev.AgentSet(options.only, options.agent))
         store.save(state)
     if options.only and options.fresh:
         only = plan.find_task(options.only)
@@ -309,7 +309,7 @@ def _conclude(
             report.verification = _verify(
                 repo, plan, report.integration_head, stop, on_event, sandbox=sandbox
             )
-            state.verification = report.verification
+            reducer.apply(state, ev.VerificationRecorded(report.verification))
         if stop.is_set():
             report.interrupted = True
 
@@ -331,15 +331,11 @@ def _close_state(
         sizes = pool.submit(_close_slots, repo, [Path(slot.path) for slot in slots])
         after = snapshot.take(repo)
         for slot in slots:
-            slot.bytes = sizes.result()[Path(slot.path)]
+            reducer.apply(state, ev.SlotMeasured(slot.name, sizes.result()[Path(slot.path)]))
     # `forge accept --now` moved the user's branch during the run: forge did that.
     before = accepted.replay(repo, store.plan, before)
-    state.touched = after.changes_since(before)
-    state.finished = now_iso()
-    state.wall_seconds = round(time.monotonic() - started, 3)
-    if state.invocations:
-        state.invocations[-1].finished = state.finished
-        state.invocations[-1].wall_seconds = state.wall_seconds
+    reducer.apply(state, ev.Touched(tuple(after.changes_since(before))))
+    reducer.apply(state, ev.RunFinished(now_iso(), round(time.monotonic() - started, 3)))
     store.save(state)
 
 
@@ -357,7 +353,8 @@ def _forget_lost_merges(state: RunState) -> None:
     count as merged into a branch that does not hold them."""
     for ts in state.tasks.values():
         if ts.status == Status.MERGED:
-            ts.reopen("its merge was on an integration branch that has been deleted")
+            why = "its merge was on an integration branch that has been deleted"
+            reducer.apply(state, ev.Reopened(ts.id, why))
 
 
 class Prewarm:

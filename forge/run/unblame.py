@@ -11,8 +11,11 @@ made), and the task's warnings say why.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from forge.git.repo import Repository
 from forge.plan.repo_config import VerifyConfig
+from forge.run.state import events as ev
 from forge.run.state.run_state import RunState, Status, TaskState
 from forge.verify.quarantine import quarantined
 from forge.verify.records import VerifyRecord
@@ -37,14 +40,20 @@ def excused(repo: Repository, config: VerifyConfig | None, record: VerifyRecord)
     return _excused(repo, config, [(f.lane, f.test) for f in record.failures])
 
 
-def clear(repo: Repository, state: RunState, config: VerifyConfig | None) -> list[str]:
+def clear(
+    repo: Repository,
+    state: RunState,
+    config: VerifyConfig | None,
+    apply: Callable[[ev.Event], None],
+) -> list[str]:
     """Give back every blame of `state` whose failing tests are now known flaky: the
-    tasks QUEUED again with their change (the ids, in plan order). The caller holds
-    the state's lock and saves it."""
+    tasks QUEUED again with their change (the ids, in plan order), each change
+    `apply`ed. The caller holds the state's lock and saves it."""
     cleared = []
     for tid, ts in state.tasks.items():
         if _blamed_by_flake(repo, config, ts):
-            _give_back(ts)
+            for event in _give_back(ts):
+                apply(event)
             cleared.append(tid)
     return cleared
 
@@ -58,10 +67,9 @@ def _blamed_by_flake(repo: Repository, config: VerifyConfig | None, ts: TaskStat
     return _excused(repo, config, [(f.get("lane", ""), f.get("test", "")) for f in last.failures])
 
 
-def _give_back(ts: TaskState) -> None:
+def _give_back(ts: TaskState) -> list[ev.Event]:
     last = ts.last
     assert last is not None
     tests = ", ".join(sorted({f.get("test", "") for f in last.failures}))
     note = f"blame cleared: {tests} proved flaky; the same change goes to the gate again"
-    ts.warnings.append(note)
-    ts.give_back(note)
+    return [ev.Warned(ts.id, note), ev.GivenBack(ts.id, note)]

@@ -21,7 +21,8 @@ from forge.errors import ForgeError
 from forge.git.refs import integration_ref
 from forge.git.repo import Repository, check_git_version, discover
 from forge.plan.registry import record
-from forge.run.state.run_state import RunState, StateStore, Status, TaskState
+from forge.run.state.run_state import RunState, Status, TaskState
+from forge.run.state.store import StateStore
 from forge.verify.records import VerifyRecord
 
 SHELL_PLAN = """\

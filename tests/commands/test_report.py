@@ -20,7 +20,8 @@ from helpers.runkit import plan_and_run, write_plan
 from forge.git.refs import integration_ref
 from forge.git.repo import discover
 from forge.plan.registry import record
-from forge.run.state.run_state import Attempt, RunState, StateStore, Status, TaskState
+from forge.run.state.run_state import Attempt, RunState, Status, TaskState
+from forge.run.state.store import StateStore
 
 AGENT = json.dumps([sys.executable, str(FAKES / "agent_edit.py"), "c.txt", "--usage"])
 

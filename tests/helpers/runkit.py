@@ -28,7 +28,7 @@ def plan_and_run(repo: Path, plan: Path, *args: str) -> subprocess.CompletedProc
 
 def state(repo: Path, plan: str = "p") -> dict[str, Any]:
     """The run state as forge reads it: the snapshot with its journal replayed."""
-    from forge.run.state.run_state import read_state
+    from forge.run.state.store import read_state
 
     data: dict[str, Any] = read_state(repo / ".git" / "forge" / "plans" / plan / "state.json")
     return data

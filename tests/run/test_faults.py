@@ -5,6 +5,7 @@ no process left behind, and every salvaged attempt's work in its salvage ref."""
 
 from __future__ import annotations
 
+import functools
 import os
 import shlex
 import subprocess
@@ -30,7 +31,8 @@ from helpers.runkit import (
 from forge.git import worktrees
 from forge.git.repo import discover
 from forge.run.attempt.reset import reset_for_attempt
-from forge.run.state.run_state import TaskState
+from forge.run.state import reducer
+from forge.run.state.run_state import RunState, TaskState
 
 TASKS = ("a", "b", "c", "d")
 PY = shlex.quote(sys.executable)
@@ -322,13 +324,24 @@ def test_salvages_at_once_keep_each_tasks_own_work(repo: Path) -> None:
         worktrees.add(r, paths[t], base)
     for _round in range(3):
         states = {t: TaskState(id=t, base=base, branch=f"refs/heads/forge/p/{t}") for t in tasks}
+        st = RunState(plan="p", integration="refs/heads/forge/p-integration", tasks=states)
         for t in tasks:
             (paths[t] / f"{t}.txt").write_text(f"work of {t}\n")
         barrier = threading.Barrier(len(tasks))
 
-        def salvage(ts: TaskState, path: Path, barrier: threading.Barrier) -> None:
+        def salvage(
+            ts: TaskState, path: Path, barrier: threading.Barrier, st: RunState = st
+        ) -> None:
             barrier.wait()
-            reset_for_attempt(r, plan, ts, path, fresh=False, known_clean=False)  # type: ignore[arg-type]
+            reset_for_attempt(
+                r,
+                plan,  # type: ignore[arg-type]
+                ts,
+                path,
+                fresh=False,
+                known_clean=False,
+                record=functools.partial(reducer.apply, st),
+            )
 
         threads = [
             threading.Thread(target=salvage, args=(states[t], paths[t], barrier)) for t in tasks

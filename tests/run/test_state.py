@@ -6,7 +6,8 @@ import json
 from pathlib import Path
 
 from forge.base.files import StateDir
-from forge.run.state.run_state import RunState, StateStore
+from forge.run.state.run_state import RunState
+from forge.run.state.store import StateStore
 from forge.verify.records import Verdict, VerifyRecord
 
 OLD = {

@@ -1,14 +1,24 @@
-"""The run state on disk: a snapshot plus a journal of one line per task change.
-Read back whole, a half-written last line ignored, old single-file state read, the
-journal folded into a new snapshot once it is as long as the plan."""
+"""The run state on disk: a snapshot plus a journal of typed events. Events read
+back (the state replayed equals the state written), a half-written last event
+ignored, old single-file state and old journal lines (a task's whole record a line)
+read, the journal folded into a new snapshot once it is long, every event's JSON
+codec a round trip."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
+import pytest
+
 from forge.base.files import StateDir
-from forge.run.state.run_state import JOURNAL_PREFIX, RunState, StateStore, Status, TaskState
+from forge.base.liveness import Owner
+from forge.errors import StateError
+from forge.run.state import events as ev
+from forge.run.state.gate_record import GateRecord
+from forge.run.state.run_state import Attempt, RunState, Slot, Stall, Status, TaskState
+from forge.run.state.store import JOURNAL_PREFIX, StateStore, read_state
+from forge.verify.records import Verdict, VerifyRecord
 
 
 def _state(n: int) -> RunState:
@@ -20,35 +30,62 @@ def _journals(store: StateStore) -> list[Path]:
     return sorted(store.path.parent.glob(f"{JOURNAL_PREFIX}*.jsonl"))
 
 
-def test_task_changes_are_journal_lines_read_back_whole(tmp_path: Path) -> None:
+def _back(tmp_path: Path) -> RunState:
+    back = StateStore(StateDir(tmp_path), "p").load_existing()
+    assert back is not None
+    return back
+
+
+def test_events_are_journal_lines_read_back_whole(tmp_path: Path) -> None:
     store = StateStore(StateDir(tmp_path), "p")
     st = _state(3)
     store.save(st)
     snapshot = store.path.read_bytes()
-    st.tasks["t1"].status, st.tasks["t1"].reason = Status.FAILED, "boom"
-    st.paused = "hold: test"
-    store.save(st, task="t1")
+    store.emit(st, ev.AttemptStarted("t1", Attempt(number=1, agent="run"), Owner.me()))
+    store.apply(st, ev.PhaseStarted("t1", 1, "run", 1.0))  # written with the next emit
+    store.apply(st, ev.PhaseEnded("t1", 1, 2.0, "run"))
+    store.emit(
+        st,
+        ev.Committed("t1", 1, "c0ffee", "hash"),
+        ev.AttemptEnded("t1", Status.FAILED, "boom", Stall.NO_PROGRESS, 2.5),
+        ev.Paused("hold: test"),
+        ev.SlotAdded(Slot(name="slot-1", path="/x")),
+        ev.SlotTaken("slot-1", "t1"),
+    )
     assert store.path.read_bytes() == snapshot  # the snapshot is not rewritten
     [journal] = _journals(store)
-    assert len(journal.read_text().splitlines()) == 1
-    back = StateStore(StateDir(tmp_path), "p").load_existing()
-    assert back is not None
-    assert (back.tasks["t1"].status, back.tasks["t1"].reason) == (Status.FAILED, "boom")
+    kinds = [json.loads(line)["kind"] for line in journal.read_text().splitlines()]
+    assert kinds[:3] == ["AttemptStarted", "PhaseStarted", "PhaseEnded"]
+    back = _back(tmp_path)
+    assert back.to_dict() == st.to_dict()
+    t1 = back.tasks["t1"]
+    assert (t1.status, t1.reason, t1.slot) == (Status.FAILED, "boom", "slot-1")
+    assert t1.attempts[0].phases == [{"name": "run", "start": 1.0, "end": 2.0}]
     assert back.paused == "hold: test" and back.tasks["t0"].status == Status.PENDING
 
 
-def test_a_half_written_line_is_ignored(tmp_path: Path) -> None:
+def test_a_half_written_event_is_ignored(tmp_path: Path) -> None:
     store = StateStore(StateDir(tmp_path), "p")
     st = _state(2)
     store.save(st)
-    st.tasks["t0"].status = Status.RUNNING
-    store.save(st, task="t0")
+    store.emit(st, ev.Blocked("t0", "dependency"))
     [journal] = _journals(store)
     with journal.open("a") as fh:  # what a writer killed mid-line leaves
-        fh.write('{"task":"t1","data":{"id":"t1","status":"MER')
-    back = StateStore(StateDir(tmp_path), "p").load_existing()
-    assert back is not None
-    assert back.tasks["t0"].status == Status.RUNNING and back.tasks["t1"].status == Status.PENDING
+        fh.write('{"kind":"Merged","task":"t1","commit":"ab')
+    back = _back(tmp_path)
+    assert back.tasks["t0"].status == Status.BLOCKED and back.tasks["t1"].status == Status.PENDING
+
+
+def test_an_event_of_another_shape_is_a_state_error(tmp_path: Path) -> None:
+    store = StateStore(StateDir(tmp_path), "p")
+    st = _state(1)
+    store.save(st)
+    store.emit(st, ev.Blocked("t0", "dependency"))
+    [journal] = _journals(store)
+    with journal.open("a") as fh:
+        fh.write('{"kind":"NoSuchEvent","task":"t0"}\n')
+    with pytest.raises(StateError, match="journal line of an unexpected shape"):
+        StateStore(StateDir(tmp_path), "p").load_existing()
 
 
 def test_old_single_file_state_is_read(tmp_path: Path) -> None:
@@ -61,16 +98,63 @@ def test_old_single_file_state_is_read(tmp_path: Path) -> None:
     assert back is not None and back.tasks["t1"].status == Status.MERGED
 
 
+def test_old_journal_lines_are_read(tmp_path: Path) -> None:
+    """A journal an earlier forge wrote: each line one task's whole record and the
+    plan-wide part."""
+    store = StateStore(StateDir(tmp_path), "p")
+    st = _state(2)
+    store.save(st)
+    journal = json.loads(store.path.read_text())["journal"]
+    old = _state(2)
+    old.tasks["t1"].status, old.tasks["t1"].reason = Status.FAILED, "boom"
+    old.paused = "hold: old"
+    line = {"task": "t1", "data": old.tasks["t1"].to_dict(), "plan_wide": old.plan_wide()}
+    path = store.path.with_name(f"{JOURNAL_PREFIX}{journal}.jsonl")
+    path.write_text(json.dumps(line) + "\n" + '{"task":"t0","data":{"id":"t0","sta')
+    back = _back(tmp_path)
+    assert (back.tasks["t1"].status, back.tasks["t1"].reason) == (Status.FAILED, "boom")
+    assert back.paused == "hold: old" and back.tasks["t0"].status == Status.PENDING
+    assert read_state(store.path)["tasks"]["t1"]["reason"] == "boom"
+
+
 def test_the_journal_is_folded_into_a_snapshot(tmp_path: Path) -> None:
     store = StateStore(StateDir(tmp_path), "p")
     st = _state(100)
     store.save(st)
-    for i in range(100):
-        st.tasks[f"t{i}"].status = Status.MERGED
-        store.save(st, task=f"t{i}")
-    # 100 lines fill the journal; the 101st change writes a new snapshot instead
-    st.tasks["t0"].reason = "again"
-    store.save(st, task="t0")
+    for i in range(256):
+        store.emit(st, ev.Blocked(f"t{i % 100}", f"reason {i}"))
+    # 256 lines fill the journal; the next change writes a new snapshot instead
+    store.emit(st, ev.Reopened("t0", "again"))
     assert [p.stat().st_size for p in _journals(store)] in ([], [0])
     raw = json.loads(store.path.read_text())
-    assert raw["tasks"]["t0"]["reason"] == "again" and raw["tasks"]["t99"]["status"] == "MERGED"
+    assert raw["tasks"]["t0"]["reason"] == "again" and raw["tasks"]["t99"]["status"] == "BLOCKED"
+    assert _back(tmp_path).to_dict() == st.to_dict()
+
+
+SAMPLES: list[ev.Event] = [
+    ev.AttemptStarted("t", Attempt(number=1, agent="a:m", phases=[{"name": "x"}]), Owner.me()),
+    ev.Pinned("t", "base", "refs/heads/b"),
+    ev.PhaseEnded("t", None, 3.0),
+    ev.ProcessGroup("t", 1, None),
+    ev.ModelsReported("t", 1, ("m1", "m2"), "asked x, ran y"),
+    ev.Reviewed("t", 1, {"agent": "r", "verdict": "approve"}),
+    ev.AttemptEnded("t", Status.FAILED, "no progress", Stall.NO_PROGRESS, 1.5),
+    ev.Failed("t", Status.FAILED, "why", None, "verify:unit", ({"lane": "l", "test": "x"},)),
+    ev.Queued("t", Attempt(number=2, agent="a", candidate="b"), "base", "branch"),
+    ev.SlotAdded(Slot(name="slot-1", path="/x", clean=True)),
+    ev.SlotFreed(None, True, "t"),
+    ev.VerificationRecorded(
+        VerifyRecord("id", "key", "c0", "tree", "cfg", Verdict.PASS, (), "2026-01-01", 1.0)
+    ),
+    ev.GateRecorded(GateRecord(batch=["t"], head="h")),
+    ev.Touched(("a.txt",)),
+    ev.TasksKept(("t", "u")),
+]
+
+
+@pytest.mark.parametrize("event", SAMPLES, ids=lambda e: type(e).__name__)
+def test_every_event_reads_back(event: ev.Event) -> None:
+    data = json.loads(json.dumps(ev.to_dict(event)))
+    assert data["kind"] == type(event).__name__
+    back = ev.from_dict(data)
+    assert ev.to_dict(back) == ev.to_dict(event)

@@ -131,7 +131,7 @@ def test_sigterm_is_a_stop_too(repo: Path, tmp_path: Path) -> None:
 
 def test_plan_records_only_a_verification_of_its_integration_head(repo: Path) -> None:
     from forge.git.repo import discover
-    from forge.run.state.run_state import StateStore
+    from forge.run.state.store import StateStore
 
     configure(repo, {"done": "test -f done.txt"}, reruns=0)
     (repo / "plans").mkdir()

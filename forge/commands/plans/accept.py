@@ -23,7 +23,8 @@ from forge.git import objstore, refs, trailers
 from forge.git.merge import is_ancestor
 from forge.git.repo import Repository, short_sha
 from forge.run.state import accepted
-from forge.run.state.run_state import RunState, StateStore, Status, TaskState
+from forge.run.state.run_state import RunState, Status, TaskState
+from forge.run.state.store import StateStore
 from forge.verify.records import Verdict
 
 if TYPE_CHECKING:

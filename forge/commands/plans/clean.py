@@ -17,9 +17,12 @@ from forge.git import refs, worktrees
 from forge.git.contained import VIEW_SUFFIX
 from forge.git.merge import is_ancestor
 from forge.git.repo import Repository
+from forge.run.state import events as ev
+from forge.run.state import reducer
 from forge.run.state.folders import is_plan_key, verification_keys
 from forge.run.state.recovery import stop_leftovers, sweep_salvage_indexes
-from forge.run.state.run_state import RunState, StateStore, Status
+from forge.run.state.run_state import RunState, Status
+from forge.run.state.store import StateStore
 from forge.verify.pool import release, remove, used_by
 
 
@@ -117,7 +120,7 @@ def _stop_leftovers(repo: Repository, state: RunState) -> list[str]:
     notes = []
     for ts in state.tasks.values():
         if ts.status == Status.RUNNING:  # a run killed with its agent still going
-            stopped = stop_leftovers(ts, grace=repo.settings.grace)
+            stopped = stop_leftovers(state, ts, grace=repo.settings.grace)
             if stopped:
                 notes.append(f"stopped {stopped} leftover process(es) of {ts.id}")
     return notes
@@ -136,14 +139,16 @@ def _remove_slots(
         if ref:
             notes.append(f"salvaged uncommitted work in {path} to {ref}")
             if slot.task and slot.task in state.tasks:
-                state.tasks[slot.task].salvage.append(ref)
+                reducer.apply(state, ev.Salvaged(slot.task, (ref,)))
             store.save(state)
         faults.point("clean-after-salvage")
         worktrees.remove(repo, path)
-        del state.slots[slot.name]
-        for ts in state.tasks.values():
-            if ts.slot == slot.name:
-                ts.slot = None
+        said: list[ev.Event] = [ev.SlotRemoved(slot.name)]
+        said += [
+            ev.SlotFreed(None, None, ts.id) for ts in state.tasks.values() if ts.slot == slot.name
+        ]
+        for event in said:
+            reducer.apply(state, event)
         store.save(state)
         notes.append(f"removed worktree {path}")
         emptied[path.parent] = 2  # the plan's folder, the repository's folder
@@ -169,7 +174,7 @@ def _drop_task_branches(
             kept = worktrees.keep(repo, head, plan=plan, task=task)
             notes.append(f"branch {refs.branch_name(ref)} held unmerged work: kept in {kept}")
             if state is not None and task in state.tasks and kept not in state.tasks[task].salvage:
-                state.tasks[task].salvage.append(kept)
+                reducer.apply(state, ev.Salvaged(task, (kept,)))
                 store.save(state)
         repo.try_git("update-ref", "-d", ref, head)
         notes.append(f"deleted branch {refs.branch_name(ref)}")

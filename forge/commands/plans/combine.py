@@ -23,7 +23,8 @@ from forge.git.repo import Repository
 from forge.plan import registry
 from forge.plan.registry import Recorded
 from forge.plan.repo_config import VerifyConfig, load_repo_config
-from forge.run.state.run_state import RunState, StateStore
+from forge.run.state.run_state import RunState
+from forge.run.state.store import StateStore
 from forge.verify.records import VerifyRecord
 
 GOOD = ("PASS", "FLAKY", "UNVERIFIED")

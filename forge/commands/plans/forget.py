@@ -14,7 +14,7 @@ from forge.errors import ForgeError
 from forge.git import refs
 from forge.git.repo import Repository
 from forge.run.state.folders import plan_folders
-from forge.run.state.run_state import StateStore
+from forge.run.state.store import StateStore
 
 
 def forget(repo: Repository, plan: str) -> str:

@@ -24,7 +24,8 @@ from forge.plan.load import parse_plan
 from forge.plan.model import Plan
 from forge.plan.registry import Recorded
 from forge.plan.tables import wave_table
-from forge.run.state.run_state import StateStore, Status
+from forge.run.state.run_state import Status
+from forge.run.state.store import StateStore
 
 
 @dataclass(frozen=True)

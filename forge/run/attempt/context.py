@@ -19,8 +19,11 @@ from forge.git.repo import Repository
 from forge.plan.model import Plan, Task
 from forge.run.attempt.confinement import run_contained, sandbox_for
 from forge.run.attempt.reason import reason_line
-from forge.run.state.run_state import Attempt, RunState, Stall, StateStore, Status, TaskState
+from forge.run.state import events as ev
+from forge.run.state import reducer
+from forge.run.state.run_state import Attempt, RunState, Stall, Status, TaskState
 from forge.run.state.slots import SlotPool
+from forge.run.state.store import StateStore
 
 if TYPE_CHECKING:
     from forge.agents.spec import AgentSpec
@@ -59,10 +62,22 @@ class RunContext:
     def settings(self) -> Settings:
         return self.repo.settings
 
-    def save(self, task: str | None = None) -> None:
-        self.store.save(self.state, task=task)
-        if task is not None:
+    def save(self) -> None:
+        """Fold the state into a new snapshot (forge/run/state/store.py)."""
+        self.store.save(self.state)
+
+    def emit(self, *said: ev.Event) -> None:
+        """Apply and journal what happened (forge/run/state/store.py), then tell the
+        live view of each task it concerns."""
+        self.store.emit(self.state, *said)
+        tasks = [getattr(e, "task", None) for e in said]
+        for task in dict.fromkeys(self.state.owner(t) for t in tasks if isinstance(t, str)):
             self.on_change(task)
+
+    def apply(self, *said: ev.Event) -> None:
+        """Apply what happened now; journaled with the next `emit`."""
+        for event in said:
+            self.store.apply(self.state, event)
 
 
 @dataclass(frozen=True)
@@ -125,6 +140,10 @@ class Place(Protocol):
     def saved(self) -> None:
         """The attempt's record changed: save it where the run keeps it."""
 
+    def record(self, event: ev.Event) -> None:
+        """Something happened to the attempt (its log, its commit, its spend...):
+        applied to its record where the run keeps it."""
+
 
 @dataclass
 class AttemptScope:
@@ -163,6 +182,7 @@ def group(
     stop: threading.Event | None = None,
     writable: tuple[Path, ...] = (),
     network: bool = True,
+    task: str | None = None,
 ) -> procgroup.GroupResult:
     """Run a command of the attempt (setup, agent, check, reviewer) in `cwd`; the
     sandbox, when the run has one, lets it write the slot and `writable`, and
@@ -171,7 +191,10 @@ def group(
     def started(pgid: int) -> None:
         # Kept in memory and saved with the next change: crash recovery finds the
         # processes by their tag, which was saved before the spawn.
-        attempt.pgid = pgid
+        if task is None:  # an attempt of no task's record (a judge's)
+            reducer.apply_attempt(attempt, ev.ProcessGroup("", attempt.number, pgid))
+        else:
+            ctx.store.apply(ctx.state, ev.ProcessGroup(task, attempt.number, pgid))
 
     return run_contained(
         argv,

@@ -16,6 +16,7 @@ from forge.run.attempt.confinement import agent_state_dir
 from forge.run.attempt.context import AttemptScope, Command, group
 from forge.run.attempt.phases import phase
 from forge.run.attempt.reset import reset_for_attempt
+from forge.run.state import events as ev
 from forge.run.state.run_state import Slot
 from forge.verify import environment
 
@@ -44,6 +45,7 @@ class LocalSlot:
             stop=c.stop,
             writable=c.writable,
             network=c.network,
+            task=self.scope.task.id,
         )
         if res.left:  # stopped: named, so the task's result says what tried to stay
             self.warn(f"{c.log.stem} left processes running, stopped: {', '.join(res.left)}")
@@ -78,11 +80,14 @@ class LocalSlot:
         worktrees.restore(self.scope.ctx.repo, self.slot, commit)
 
     def warn(self, message: str) -> None:
-        self.scope.ts.warnings.append(message)
+        self.scope.ctx.apply(ev.Warned(self.scope.task.id, message))
 
     def saved(self) -> None:
-        with self.scope.ctx.store.lock:
-            self.scope.ctx.save(self.scope.task.id)
+        self.scope.ctx.emit()
+        self.scope.ctx.on_change(self.scope.task.id)
+
+    def record(self, event: ev.Event) -> None:
+        self.scope.ctx.apply(event)
 
 
 def prepare(scope: AttemptScope) -> tuple[LocalSlot, str]:
@@ -96,7 +101,7 @@ def prepare(scope: AttemptScope) -> tuple[LocalSlot, str]:
     with phase(ctx, task.id, attempt, "worktree"):
         got = ctx.slots.acquire(task.id, ts.base)
         slot, new = got.slot, not got.slot.setup_done
-        attempt.slot = slot.name
+        ctx.apply(ev.RanIn(task.id, attempt.number, slot=slot.name))
         path = Path(slot.path)
         # One look at the slot per attempt, none when it is clean by construction; after
         # reset_for_attempt it is clean (anything found was salvaged, then cleared).
@@ -109,9 +114,11 @@ def prepare(scope: AttemptScope) -> tuple[LocalSlot, str]:
             known_clean=got.clean,
             integration_head=repo.ref_value(ctx.state.integration),
             shell=task.run is not None,
+            record=ctx.apply,
         )
         if salvaged:
-            ctx.save(task.id)
+            ctx.emit()
+            ctx.on_change(task.id)
         # A slot taken over from another plan holds what setup made at its old folder
         # (a virtualenv's scripts name it): removed, and the setup runs again here.
         moved = environment.moved(path)

@@ -15,7 +15,9 @@ import time
 from collections.abc import Iterator
 from typing import Any, Protocol
 
-from forge.run.state.run_state import Attempt, RunState, StateStore
+from forge.run.state import events as ev
+from forge.run.state.run_state import Attempt, RunState
+from forge.run.state.store import StateStore
 
 
 class _Run(Protocol):
@@ -30,18 +32,17 @@ class _Run(Protocol):
 @contextlib.contextmanager
 def phase(
     ctx: _Run, task: str, attempt: Attempt, name: str, *, save: bool = False
-) -> Iterator[dict[str, Any]]:
-    entry: dict[str, Any] = {"name": name, "start": round(time.time(), 3), "end": None}
-    with ctx.store.lock:
-        attempt.phases.append(entry)
-        if save:
-            ctx.store.save(ctx.state, task=task)
+) -> Iterator[None]:
+    started = ev.PhaseStarted(task, attempt.number, name, round(time.time(), 3))
+    if save:
+        ctx.store.emit(ctx.state, started)
+    else:
+        ctx.store.apply(ctx.state, started)
     ctx.on_change(task)
     try:
-        yield entry
+        yield
     finally:
-        with ctx.store.lock:
-            entry["end"] = round(time.time(), 3)
+        ctx.store.apply(ctx.state, ev.PhaseEnded(task, attempt.number, round(time.time(), 3), name))
 
 
 def current(attempt: Attempt | None) -> dict[str, Any] | None:
@@ -52,14 +53,14 @@ def current(attempt: Attempt | None) -> dict[str, Any] | None:
     return last if last.get("end") is None else None
 
 
-def begin(attempt: Attempt, name: str) -> None:
-    """Open a phase that another thread ends (the gate's `queue`): saved with the
-    attempt's next save."""
-    attempt.phases.append({"name": name, "start": round(time.time(), 3), "end": None})
+def begin(task: str, attempt: int | None, name: str) -> ev.PhaseStarted:
+    """A phase that another thread ends (the gate's `queue`)."""
+    return ev.PhaseStarted(task, attempt, name, round(time.time(), 3))
 
 
-def end(attempt: Attempt | None) -> None:
-    """End the attempt's open phase, if any (the caller holds the store's lock)."""
-    now = current(attempt)
-    if now is not None:
-        now["end"] = round(time.time(), 3)
+def end(task: str, attempt: Attempt | None) -> list[ev.Event]:
+    """The end of the attempt's open phase, if any."""
+    if current(attempt) is None:
+        return []
+    assert attempt is not None
+    return [ev.PhaseEnded(task, attempt.number, round(time.time(), 3))]

@@ -30,6 +30,7 @@ from forge.run.attempt.context import AttemptScope, Outcome, RunContext
 from forge.run.attempt.local import LocalSlot
 from forge.run.attempt.order import order_for
 from forge.run.attempt.steps import run_steps
+from forge.run.state import events as ev
 from forge.run.state.run_state import Attempt, Status
 
 if TYPE_CHECKING:
@@ -71,15 +72,15 @@ def run_attempt(
         tag=tag,
         fallback=fallback,
     )
-    routing.stamp(ctx, task.id, attempt)
+    attempt = routing.stamp(ctx, task.id, attempt)
     attempt_dir = ctx.logs / task.id / f"attempt-{number}"
     attempt_dir.mkdir(parents=True, exist_ok=True)
     with ctx.store.lock:
-        ts.start(attempt, ctx.owner)
-        if ts.base is None:
-            ts.base = ctx.repo.ref_value(ctx.state.integration)
-        ts.branch = task_ref(ctx.plan.name, task.id)
-        ctx.save(task.id)
+        base = ts.base if ts.base is not None else ctx.repo.ref_value(ctx.state.integration)
+        ctx.emit(
+            ev.AttemptStarted(task.id, attempt, ctx.owner),
+            ev.Pinned(task.id, base, task_ref(ctx.plan.name, task.id)),
+        )
     scope = AttemptScope(ctx, task, ts, attempt, attempt_dir, spec, fresh, person)
     try:
         outcome = _steps(scope)
@@ -112,14 +113,13 @@ def _keep_traceback(attempt_dir: Path, exc: Exception) -> str:
 
 
 def _finish(scope: AttemptScope, outcome: Outcome, started: float) -> Outcome:
-    ctx, task, ts, attempt = scope.ctx, scope.task, scope.ts, scope.attempt
+    ctx, task, attempt = scope.ctx, scope.task, scope.attempt
     if outcome.status in (Status.MERGED, Status.QUEUED) and ctx.remote is None:
         # Its work is committed on its branch (and merged, or queued for the gate).
         ctx.slots.release(task.id)
+    duration = round(time.monotonic() - started, 3)
     with ctx.store.lock:
-        attempt.duration = round(time.monotonic() - started, 3)
-        ts.finish(outcome.status, outcome.reason, stall=outcome.stall)
-        ctx.save(task.id)
+        ctx.emit(ev.AttemptEnded(task.id, outcome.status, outcome.reason, outcome.stall, duration))
     history.record(ctx, task, attempt)
     return outcome
 
@@ -133,7 +133,8 @@ def _steps(scope: AttemptScope) -> Outcome:
     faults.point("before-merge")
     _check_stop(ctx)
     if ctx.gated:
-        phases.begin(attempt, "queue")  # ended by the gate when the task leaves it
+        # ended by the gate when the task leaves it
+        ctx.apply(phases.begin(scope.task.id, attempt.number, "queue"))
         return Outcome(Status.QUEUED, "")  # the gate verifies it with others, then lands it
     with phases.phase(ctx, scope.task.id, attempt, "merge"):
         return _merge(scope, done)
@@ -188,7 +189,7 @@ def _review(scope: AttemptScope, place: LocalSlot, head: str, start_head: str) -
         assert ts.branch is not None
         if ctx.repo.ref_value(ts.branch) == head:  # the slot's branch is not the user's
             ctx.repo.update_ref(ts.branch, start_head, head, message="forge: review could not run")
-    return review.outcome_of(verdict, attempt, scope.dir / review.FINDINGS)
+    return review.outcome_of(verdict, place, scope.task.id, attempt, scope.dir / review.FINDINGS)
 
 
 def _merge(scope: AttemptScope, head: str) -> Outcome:
@@ -206,14 +207,11 @@ def _merge(scope: AttemptScope, head: str) -> Outcome:
             log = scope.dir / "merge.log"
             shown = [one_line(p) for p in res.conflicts]
             log.write_text("conflicting paths:\n" + "\n".join(shown) + "\n")
-            attempt.log = str(log)
-            attempt.feedback_source = "merge"
+            ctx.apply(ev.FeedbackNoted(task.id, attempt.number, str(log), "merge"))
             since = f"{ts.base}..{ctx.state.integration}"
             by = integrate.landed_tasks(ctx.repo, since, res.conflicts, plan=ctx.plan.name)
             return Outcome(Status.CONFLICT, integrate.conflict_reason(shown, by))
-        with ctx.store.lock:
-            ts.mark_merged(res.commit, definition=task.definition())
-            ctx.save(task.id)
+        ctx.emit(ev.Merged(task.id, res.commit, task.definition()))
     return Outcome(Status.MERGED, "")
 
 

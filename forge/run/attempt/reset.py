@@ -3,12 +3,14 @@ attempt left, then put the task's branch on the last judged work or the base).""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from forge.git import worktrees
 from forge.git.merge import is_ancestor, merge_onto
 from forge.git.repo import Repository
 from forge.plan.model import Plan
+from forge.run.state import events as ev
 from forge.run.state.run_state import FAILURES, Attempt, Status, TaskState
 
 
@@ -22,6 +24,7 @@ def reset_for_attempt(
     known_clean: bool,
     integration_head: str | None = None,
     shell: bool = False,
+    record: Callable[[ev.Event], None],
 ) -> tuple[str, str | None]:
     """Bring the task's branch to where the next attempt starts, in its slot at `path`.
 
@@ -39,7 +42,7 @@ def reset_for_attempt(
         # A conflict comes back on every retry from the old base: start again on
         # what integration holds now (so do --fresh and a shell command, which
         # starts from scratch anyway). The diff is measured against the new base.
-        ts.base = integration_head
+        record(ev.Rebased(ts.id, integration_head))
     judged = [a for a in failures if a.commit]
     # A shell command re-run on its own output would apply itself twice: shell
     # tasks always start from the base; agents fix their own last work.
@@ -55,7 +58,8 @@ def reset_for_attempt(
             message=f"forge: {plan.name}/{ts.id} onto the integration head",
         )
         if onto.merged and not onto.already and onto.commit:
-            ts.base, start = integration_head, onto.commit
+            record(ev.Rebased(ts.id, integration_head))
+            start = onto.commit
     salvaged = None
     if path is not None:
         dirty = [] if known_clean else worktrees.dirty_paths(path, repo)
@@ -77,7 +81,7 @@ def reset_for_attempt(
     ):
         salvaged = worktrees.keep(repo, head, plan=plan.name, task=ts.id)
     if salvaged:
-        ts.salvage.append(salvaged)
+        record(ev.Salvaged(ts.id, (salvaged,)))
     if head != start:
         if path is not None:
             worktrees.detach(repo, path)

@@ -12,6 +12,7 @@ the attempt is INFRA and the reviewer's agent backs off as a task's would.
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +22,7 @@ from forge.agents.output import cli_message
 from forge.base import proc
 from forge.git.repo import Repository
 from forge.run.attempt.context import AttemptScope, Command, Outcome, Place, RunContext
+from forge.run.state import events as ev
 from forge.run.state.run_state import Attempt, Status
 
 if TYPE_CHECKING:
@@ -93,10 +95,12 @@ def run_review(order: ReviewOrder, place: Place, attempt: Attempt, *, diff: str)
     verdict_file = place.logs / "review.json"
     # Replaced whole, never changed in place: another thread may be saving the state.
     record: dict[str, Any] = {"agent": str(spec), "verdict": "running", "log": str(log)}
-    attempt.review = record
+    place.record(ev.Reviewed(order.task, attempt.number, record))
     missing = agents.check_binary(defn)
     if missing:
         return _done(
+            place,
+            order.task,
             attempt,
             record,
             Verdict("infra", f"binary-missing: {missing}", defn.name, "binary-missing"),
@@ -147,49 +151,44 @@ def run_review(order: ReviewOrder, place: Place, attempt: Attempt, *, diff: str)
             "input_tokens": usage.input_tokens,
             "output_tokens": usage.output_tokens,
         }
-        attempt.cost_usd = _add(attempt.cost_usd, usage.cost_usd)
-        attempt.input_tokens = _add(attempt.input_tokens, usage.input_tokens)
-        attempt.output_tokens = _add(attempt.output_tokens, usage.output_tokens)
+        place.record(
+            ev.AttemptUsage(
+                order.task, attempt.number, usage.cost_usd, usage.input_tokens, usage.output_tokens
+            )
+        )
+    done = functools.partial(_done, place, order.task, attempt, record)
     if res.stopped:
-        return _done(attempt, record, Verdict("stopped", "stopped by the user", defn.name))
+        return done(Verdict("stopped", "stopped by the user", defn.name))
     written = _read_verdict(verdict_file)
     if written is not None:
-        return _done(attempt, record, Verdict(written[0], written[1], defn.name))
+        return done(Verdict(written[0], written[1], defn.name))
     rc = None if res.timed_out else res.returncode
     infra = agents.classify_failure(defn, returncode=rc, output=output, said_at=res.last_output)
     if infra is not None:
         message = f"{infra.kind}: {infra.message}"
-        return _done(
-            attempt, record, Verdict("infra", message, defn.name, infra.kind, infra.retry_after)
-        )
+        return done(Verdict("infra", message, defn.name, infra.kind, infra.retry_after))
     if res.timed_out:
-        return _done(
-            attempt, record, Verdict("infra", f"timed out after {timeout:g}s", defn.name, "timeout")
-        )
+        return done(Verdict("infra", f"timed out after {timeout:g}s", defn.name, "timeout"))
     if res.returncode == 0:
-        return _done(attempt, record, Verdict("approve", "", defn.name))
+        return done(Verdict("approve", "", defn.name))
     # A JSON CLI's own message says it; else the output's tail.
     findings = cli_message(output) or proc.tail(output, FINDINGS_LINES)
-    return _done(
-        attempt,
-        record,
-        Verdict("reject", findings or f"reviewer exited {res.returncode}", defn.name),
-    )
+    return done(Verdict("reject", findings or f"reviewer exited {res.returncode}", defn.name))
 
 
-def _done(attempt: Attempt, record: dict[str, Any], verdict: Verdict) -> Verdict:
+def _done(
+    place: Place, task: str, attempt: Attempt, record: dict[str, Any], verdict: Verdict
+) -> Verdict:
     done = {**record, "verdict": verdict.verdict}
     if verdict.findings:
         done["findings"] = verdict.findings
-    attempt.review = done
+    place.record(ev.Reviewed(task, attempt.number, done))
     return verdict
 
 
-def _add(a: Any, b: Any) -> Any:
-    return b if a is None else a if b is None else a + b
-
-
-def outcome_of(verdict: Verdict, attempt: Attempt, findings: Path) -> Outcome | None:
+def outcome_of(
+    verdict: Verdict, place: Place, task: str, attempt: Attempt, findings: Path
+) -> Outcome | None:
     """What a verdict makes of the attempt: None when it approves; a rejection's
     findings are written to `findings`, the feedback of the next attempt."""
     if verdict.verdict == "approve":
@@ -205,8 +204,7 @@ def outcome_of(verdict: Verdict, attempt: Attempt, findings: Path) -> Outcome | 
             infra_agent=verdict.agent,
         )
     findings.write_text((verdict.findings or "(no findings given)") + "\n")
-    attempt.log = str(findings)
-    attempt.feedback_source = "review"
+    place.record(ev.FeedbackNoted(task, attempt.number, str(findings), "review"))
     line = " ".join(verdict.findings.split())[:200] or "rejected without findings"
     return Outcome(Status.FAILED, f"review: {line}")
 

@@ -25,6 +25,7 @@ from forge.run.attempt import messages
 from forge.run.attempt.context import Command, Outcome, Place, last_line
 from forge.run.attempt.order import WorkOrder
 from forge.run.attempt.work import run_work
+from forge.run.state import events as ev
 from forge.run.state.run_state import Attempt, Stall, Status
 from forge.verify import environment
 
@@ -69,10 +70,10 @@ def setup(
         if res.stopped:
             return Outcome(Status.INTERRUPTED, messages.SETUP_STOPPED)
         if res.timed_out:
-            attempt.log = str(log)
+            place.record(ev.FeedbackNoted(order.task, attempt.number, log=str(log)))
             return Outcome(Status.TIMEOUT, messages.setup_timed_out(limit))
         if res.returncode != 0:
-            attempt.log = str(log)
+            place.record(ev.FeedbackNoted(order.task, attempt.number, log=str(log)))
             return Outcome(Status.FAILED, messages.setup_failed(last_line(log)))
         environment.mark_set_up(place.slot, digest)
         environment.record_products(place.slot)
@@ -87,8 +88,8 @@ def keep_judged_work(
     if outcome.status in (Status.FAILED, Status.TIMEOUT):
         commit = place.commit(trailers.with_body(order.message, "(failed attempt)"))
         if commit != start:
-            attempt.commit = commit
-            attempt.diff_hash = change_hash(order.base, place.tree(commit))
+            diff_hash = change_hash(order.base, place.tree(commit))
+            place.record(ev.Committed(order.task, attempt.number, commit, diff_hash))
 
 
 def _cli_error(order: WorkOrder, attempt: Attempt) -> str | None:
@@ -116,8 +117,8 @@ def commit_and_judge(order: WorkOrder, place: Place, attempt: Attempt, start: st
         return Outcome(Status.FAILED, messages.NO_CHANGES, stall=Stall.NO_CHANGES)
     if not place.shares_history(order.base, head):  # re-inited, or a parentless commit
         return Outcome(Status.CONFLICT, messages.NO_SHARED_HISTORY)
-    attempt.commit = head
-    attempt.diff_hash = change_hash(order.base, place.tree(head))
+    diff_hash = change_hash(order.base, place.tree(head))
+    place.record(ev.Committed(order.task, attempt.number, head, diff_hash))
     changed = place.changed(order.base, head)
     if not changed:
         return Outcome(Status.FAILED, messages.NO_NET_CHANGES, stall=Stall.NO_CHANGES)
@@ -125,7 +126,7 @@ def commit_and_judge(order: WorkOrder, place: Place, attempt: Attempt, start: st
     if outside:
         msg = messages.out_of_scope(", ".join(one_line(p) for p in outside[:8]))
         if not order.scope_warn:
-            attempt.feedback_source = "scope"
+            place.record(ev.FeedbackNoted(order.task, attempt.number, source="scope"))
             return Outcome(Status.FAILED, msg)
         place.warn(msg)
     if order.judged_hash is not None and order.judged_hash == attempt.diff_hash:
@@ -149,7 +150,7 @@ def check(
     limit = order.timeout
     left = limit - (time.monotonic() - work_started)
     if left <= 0:
-        attempt.feedback_source = "check"
+        place.record(ev.FeedbackNoted(order.task, attempt.number, source="check"))
         return Outcome(Status.TIMEOUT, messages.check_not_run(limit))
     with place.phase("check"):
         res = place.group(Command(order.check, log, left, env, network=order.check_network))
@@ -158,10 +159,10 @@ def check(
     if res.stopped:
         return Outcome(Status.INTERRUPTED, messages.CHECK_STOPPED)
     if res.timed_out:
-        attempt.log, attempt.feedback_source = str(log), "check"
+        place.record(ev.FeedbackNoted(order.task, attempt.number, str(log), "check"))
         return Outcome(Status.TIMEOUT, messages.check_timed_out(limit))
     if res.returncode != 0:
-        attempt.log, attempt.feedback_source = str(log), "check"
+        place.record(ev.FeedbackNoted(order.task, attempt.number, str(log), "check"))
         return Outcome(Status.FAILED, messages.check_failed(last_line(log)))
     return None
 

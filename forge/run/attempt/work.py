@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from forge.base import logs, procgroup
 from forge.run.attempt import messages
 from forge.run.attempt.context import Command, Outcome, Place, last_line
+from forge.run.state import events as ev
 from forge.run.state.run_state import Attempt, Status
 
 if TYPE_CHECKING:
@@ -26,8 +27,7 @@ def run_work(
     """Run the agent or the shell command for at most the order's timeout. None when
     it succeeded."""
     log = place.logs / "agent.log"
-    attempt.log = str(log)
-    attempt.feedback_source = "agent"
+    place.record(ev.FeedbackNoted(order.task, attempt.number, str(log), "agent"))
     timeout = order.timeout
     if order.agent is None:
         assert order.run is not None
@@ -38,7 +38,7 @@ def run_work(
         if isinstance(started, Outcome):
             return started
         defn, res = started
-    output = _read_agent_output(defn, attempt, place.slot, log) if defn is not None else ""
+    output = _read_agent_output(defn, order, place, attempt, log) if defn is not None else ""
     if res.stopped:
         return Outcome(Status.INTERRUPTED, messages.STOPPED)
     if defn is not None and attempt.model_mismatch:
@@ -116,7 +116,9 @@ def _run_agent(
     return defn, res
 
 
-def _read_agent_output(defn: AgentDef, attempt: Attempt, path: Path, log: Path) -> str:
+def _read_agent_output(
+    defn: AgentDef, order: WorkOrder, place: Place, attempt: Attempt, log: Path
+) -> str:
     """The end of the agent's log, with its usage recorded in the attempt."""
     from forge.agents import spec as agents
 
@@ -125,16 +127,23 @@ def _read_agent_output(defn: AgentDef, attempt: Attempt, path: Path, log: Path) 
     output = logs.tail(log, logs.ANALYSIS_BYTES)
     # Before any return: an INFRA or stopped attempt's worktree is salvaged
     # later, and a CLI's cache (aider's tags) is never the task's work.
-    drop_ignored(path, defn.ignore_paths)
+    drop_ignored(place.slot, defn.ignore_paths)
     from forge.agents import models
 
-    attempt.models = models.reported_models(defn, output) or None
-    attempt.model_mismatch = models.mismatch(attempt.model, attempt.models or [])
+    reported = models.reported_models(defn, output) or None
+    mismatch = models.mismatch(attempt.model, reported or [])
+    number = attempt.number
+    shown = None if reported is None else tuple(reported)
+    said: list[ev.Event] = [ev.ModelsReported(order.task, number, shown, mismatch)]
     usage = agents.parse_usage(defn, output)
     if usage is not None:
-        attempt.cost_usd = usage.cost_usd
-        attempt.input_tokens = usage.input_tokens
-        attempt.output_tokens = usage.output_tokens
+        said.append(
+            ev.AttemptUsage(
+                order.task, number, usage.cost_usd, usage.input_tokens, usage.output_tokens
+            )
+        )
+    for event in said:
+        place.record(event)
     return output
 
 

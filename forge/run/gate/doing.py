@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import threading
 import time
+from dataclasses import replace
 
 from forge.run.attempt.context import RunContext
+from forge.run.state import events as ev
 
 
 class Doing:
@@ -54,6 +56,6 @@ class Doing:
             step = f"bisection step {self._step} of at most {self._most}: " if self._most else ""
             text = step + self._what + (f" ({stage})" if stage else "")
         with self.ctx.store.lock:
-            if self.ctx.state.gate is not None:
-                self.ctx.state.gate.doing, self.ctx.state.gate.since = text, time.time()
-                self.ctx.save()
+            gate = self.ctx.state.gate
+            if gate is not None:
+                self.ctx.emit(ev.GateRecorded(replace(gate, doing=text, since=time.time())))

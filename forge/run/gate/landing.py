@@ -34,6 +34,7 @@ from forge.run.gate import fanout, story
 from forge.run.gate.doing import Doing
 from forge.run.gate.speculation import Speculator
 from forge.run.gate.subsets import GateProbe, SubsetFirst
+from forge.run.state import events as ev
 from forge.run.state.gate_record import GateRecord, Landing
 from forge.run.state.run_state import Status
 from forge.verify import engine as verify
@@ -70,9 +71,9 @@ class Gate:
         self.before_verify = before_verify
         self.wake: Callable[[], None] = lambda: None
         self.doing = Doing(ctx)  # what the gate runs now, for status and the live view
-        # Tasks left QUEUED by an earlier run come first, in plan order (and those a
-        # flaky test blamed, given back)
-        unblame.clear(ctx.repo, ctx.state, config)
+        # Tasks left QUEUED by an earlier run come first, in plan order (with those a
+        # flaky test blamed, given back).
+        unblame.clear(ctx.repo, ctx.state, config, ctx.apply)
         self.queue = [tid for tid, ts in ctx.state.tasks.items() if ts.status == Status.QUEUED]
         self.error: BaseException | None = None
         self.broken: VerifyRecord | None = None  # the head fails on its own
@@ -185,9 +186,7 @@ class Gate:
         ctx = self.ctx
         head = ctx.repo.ref_value(ctx.state.integration)
         assert head is not None
-        with ctx.store.lock:
-            ctx.state.gate = GateRecord(batch=list(batch), head=head)
-            ctx.save()
+        ctx.emit(ev.GateRecorded(GateRecord(batch=list(batch), head=head)))
         self.doing.batch()
         confirm = flakes.Confirm(
             self.config.reruns,
@@ -237,8 +236,7 @@ class Gate:
             self._empty(story.as_record(out.empty))
         elif out.broken_head is not None:
             self.broken = story.as_record(out.broken_head)
-            with ctx.store.lock:
-                ctx.state.verification = self.broken  # the head's own verdict
+            ctx.apply(ev.VerificationRecorded(self.broken))  # the head's own verdict
             requeue = [s.task for s in out.chain.steps]
             self.on_event(
                 f"gate: the integration head {head[:12]} fails verification on its own "
@@ -251,12 +249,10 @@ class Gate:
                 self._culprit(out.culprit.task, out.culprit.commit, out, probe, requeue)
             (self.window.failed if out.culprit else self.window.passed)()
         with ctx.store.lock:
-            requeue += unblame.clear(ctx.repo, ctx.state, self.config)
+            requeue += unblame.clear(ctx.repo, ctx.state, self.config, ctx.apply)
         with self._cond:
             self.queue[:0] = requeue
-        with ctx.store.lock:
-            ctx.state.gate = None
-            ctx.save()
+        ctx.emit(ev.GateRecorded(None))
 
     def _culprit(
         self, tid: str, commit: str, out: gate.Outcome, probe: GateProbe, requeue: list[str]
@@ -276,8 +272,8 @@ class Gate:
         chain = self._chain(head, tasks)
         with ctx.store.lock:
             assert ctx.state.gate is not None
-            ctx.state.gate.chain = [[s.task, s.commit] for s in chain.steps]
-            ctx.save()
+            chained = [[s.task, s.commit] for s in chain.steps]
+            ctx.emit(ev.GateRecorded(replace(ctx.state.gate, chain=chained)))
         if chain.steps:
             with self._cond:
                 self._tip = chain.steps[-1].commit
@@ -382,9 +378,7 @@ class Gate:
         left = 0 if search is None else search.rounds(self.parallel)
         with ctx.store.lock:
             assert ctx.state.gate is not None
-            ctx.state.gate.phase = phase
-            ctx.state.gate.left = None if search is None else left
-            ctx.save()
+            ctx.emit(ev.GateRecorded(replace(ctx.state.gate, phase=phase, left=left)))
         if phase == "verifying":
             faults.point("gate-candidate-built")
         else:
@@ -408,13 +402,10 @@ class Gate:
             log.parent.mkdir(parents=True, exist_ok=True)
             log.write_text(f"{what or 'not merged'}:\n" + "\n".join(paths) + "\n")
             with ctx.store.lock:
-                phases.end(last)
-                if what:
-                    why = conflict_reason(paths, self._conflict_by.pop(tid, ()))
-                    ts.mark_failed(why, log=str(log), source="merge", status=Status.CONFLICT)
-                else:  # refused: the one line says why
-                    ts.mark_failed(paths[0], log=str(log), source="merge", status=Status.CONFLICT)
-                ctx.save(tid)
+                # (refused: the one line says why)
+                why = conflict_reason(paths, self._conflict_by.pop(tid, ())) if what else paths[0]
+                failed = ev.Failed(tid, Status.CONFLICT, why, str(log), "merge")
+                ctx.emit(*phases.end(tid, last), failed)
             history.settle(ctx, [tid])
             self.on_event(f"{tid}: CONFLICT ({ts.reason})")
 
@@ -423,9 +414,9 @@ class Gate:
         for tid in chain.already:
             ts = ctx.state.tasks[tid]
             with ctx.store.lock:
-                ts.mark_merged(head, definition=ctx.plan.task(tid).definition())
-                phases.end(ts.last)
-                ctx.save(tid)
+                ctx.emit(
+                    ev.Merged(tid, head, ctx.plan.task(tid).definition()), *phases.end(tid, ts.last)
+                )
             history.settle(ctx, [tid])
 
     def _land(self, out: gate.Outcome, head: str) -> None:
@@ -436,14 +427,14 @@ class Gate:
         verification, covered = story.landing_verdict(record, tip, flaky=out.flaky)
         with ctx.store.lock:
             assert ctx.state.gate is not None
-            ctx.state.gate.landing = Landing(
+            landing = Landing(
                 to=tip,
                 tasks={s.task: s.commit for s in out.landed},
                 verified_by=covered,
                 verification=verification.to_dict(),
                 head=head,
             )
-            ctx.save()
+            ctx.emit(ev.GateRecorded(replace(ctx.state.gate, landing=landing)))
         names = [s.task for s in out.landed]
         faults.point("gate-before-land")
         ctx.repo.update_ref(
@@ -455,20 +446,23 @@ class Gate:
         faults.point("gate-after-land")
         testdb.landed(ctx.repo.state, ctx.repo.tree_of(tip))
         with ctx.store.lock:
+            said: list[ev.Event] = []
             for step in out.landed:
                 ts = ctx.state.tasks[step.task]
                 definition = ctx.plan.task(step.task).definition()
-                ts.mark_merged(step.commit, definition=definition, verified_by=dict(covered))
-                phases.end(ts.last)
-            ctx.state.verification = verification
-            ctx.state.gate.landing = None
-            fixed = story.landed(ctx.state, names, tip, out.pre_existing, flaky=out.flaky)
-            ctx.save()
+                said.append(ev.Merged(step.task, step.commit, definition, dict(covered)))
+                said += phases.end(step.task, ts.last)
+            said.append(ev.VerificationRecorded(verification))
+            assert ctx.state.gate is not None
+            said.append(ev.GateRecorded(replace(ctx.state.gate, landing=None)))
+            fixed, known = story.landed(ctx.state, names, tip, out.pre_existing, flaky=out.flaky)
+            said += known
+            ctx.store.emit(ctx.state, *said)
         history.settle(ctx, names)
         for tid in names:
             ctx.on_change(tid)
-        said = covered.get("summary") or verification.verdict
-        self.on_event(f"gate: landed {', '.join(names)} ({said}, {tip[:12]})")
+        summary = covered.get("summary") or verification.verdict
+        self.on_event(f"gate: landed {', '.join(names)} ({summary}, {tip[:12]})")
         for line in story.known_lines(out.pre_existing, fixed, names):
             self.on_event(f"gate: {line}")
 
@@ -477,9 +471,7 @@ class Gate:
         pauses (exit 8) naming the lane."""
         why = story.empty_reason(record)
         self.broken = record
-        with self.ctx.store.lock:
-            self.ctx.state.paused = why
-            self.ctx.state.verification = record
+        self.ctx.apply(ev.Paused(why), ev.VerificationRecorded(record))
         self.on_event(f"gate: {why}: nothing lands, nobody is blamed")
 
     def _blame(self, tid: str, record: VerifyRecord) -> None:
@@ -489,12 +481,17 @@ class Gate:
         last = ts.last
         assert last is not None
         with ctx.store.lock:
-            phases.end(last)
-            ts.mark_failed(reason, log=log, source=f"verify:{lane}")
-            last.failures = [f.to_dict() for f in record.failures]
-            # (for a culprit: the verification that failed it)
-            ts.verified_by = {"record": record.id, "commit": record.commit, "verdict": "FAIL"}
-            ctx.save(tid)
+            failed = ev.Failed(
+                tid,
+                Status.FAILED,
+                reason,
+                log,
+                f"verify:{lane}",
+                failures=tuple(f.to_dict() for f in record.failures),
+                # (for a culprit: the verification that failed it)
+                verified_by={"record": record.id, "commit": record.commit, "verdict": "FAIL"},
+            )
+            ctx.emit(*phases.end(tid, last), failed)
         history.settle(ctx, [tid])
         if last.candidate is None:  # (a candidate's is told by forge/run/candidates.py,
             self.on_event(f"{tid}: FAILED ({reason})")  # which may land another)

@@ -20,6 +20,7 @@ from typing import Any
 
 from forge.run.attempt.context import RunContext
 from forge.run.gate.bisection import Outcome
+from forge.run.state import events as ev
 from forge.run.state.run_state import RunState, Status
 from forge.verify import flakes
 from forge.verify.flakes import TestsOf
@@ -222,10 +223,10 @@ def landed(
     pre_existing: Mapping[str, frozenset[str]],
     *,
     flaky: Mapping[str, frozenset[str]],
-) -> list[dict[str, Any]]:
+) -> tuple[list[dict[str, Any]], list[ev.Event]]:
     """The head moved to `tip` (every test run there): what it still fails is what
     the head fails already; what it failed before and no longer does is fixed,
-    credited to `tasks`. Returns those fixed now."""
+    credited to `tasks`. Returns those fixed now, and the event that records it."""
     known = state.pre_existing or {}
     now = _pairs(pre_existing)
     was = [(t["lane"], t["test"]) for t in known.get("tests") or []]
@@ -236,13 +237,10 @@ def landed(
         for lane, test in was
         if (lane, test) not in still and (lane, test) not in flaked
     ]
-    if now or fixed or known:
-        state.pre_existing = {
-            "head": tip,
-            "tests": now,
-            "fixed": list(known.get("fixed") or []) + fixed,
-        }
-    return fixed
+    if not (now or fixed or known):
+        return fixed, []
+    recorded = {"head": tip, "tests": now, "fixed": list(known.get("fixed") or []) + fixed}
+    return fixed, [ev.PreExistingRecorded(recorded)]
 
 
 def known_lines(
@@ -307,7 +305,7 @@ def keep_step(
         name = "bisection"
     kept = step(name, started, record, tasks=tasks, tests_of=flakes.failing_tests)
     kept["run"] = len(ctx.state.invocations) - 1
-    ctx.state.gate_steps.append(kept)
+    ctx.apply(ev.GateStepKept(kept))
 
 
 def tell(
@@ -333,7 +331,7 @@ def tell(
         last = failed(batch, record, culprit=culprit, tasks=tasks, tests_of=flakes.failing_tests)
     elif last and last.get("verdict") == Verdict.INTERRUPTED:
         last = None  # verified since: the interruption is history
-    ctx.state.gate_last = last
+    ctx.apply(ev.GateLastRecorded(last))
 
 
 def landing_verdict(

@@ -27,7 +27,10 @@ from forge.base.files import plan_lock
 from forge.errors import ForgeError
 from forge.git import contained, worktrees
 from forge.git.repo import Repository
-from forge.run.state.run_state import Slot, StateStore, Status, TaskState
+from forge.run.state import events as ev
+from forge.run.state import reducer
+from forge.run.state.run_state import Slot, Status, TaskState
+from forge.run.state.store import StateStore
 
 _LOOK_AT = 16  # other plans looked at, most recently run first
 # One taking at a time in this process: slots sought side by side would each find
@@ -82,7 +85,7 @@ def _take_from(
             return
         into[0].parent.mkdir(parents=True, exist_ok=True)
         for slot in taken:
-            del state.slots[slot.name]
+            reducer.apply(state, ev.SlotRemoved(slot.name))
         store.save(state)  # that plan forgets them before they move
         kept = list(taken)  # still that plan's, unless moved
         try:
@@ -97,7 +100,8 @@ def _take_from(
                     kept.remove(slot)
         finally:
             if kept:  # nothing of them moved: still that plan's
-                state.slots.update({s.name: s for s in kept})
+                for slot in kept:
+                    reducer.apply(state, ev.SlotAdded(slot))
                 store.save(state)
 
 

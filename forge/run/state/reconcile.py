@@ -13,7 +13,10 @@ from forge.errors import ForgeError
 from forge.git.refs import integration_ref
 from forge.git.repo import Repository
 from forge.plan.model import Plan, Task
-from forge.run.state.run_state import RunState, StateStore, Status, TaskState
+from forge.run.state import events as ev
+from forge.run.state import reducer
+from forge.run.state.run_state import RunState, Status, TaskState
+from forge.run.state.store import StateStore
 
 START_MESSAGE = "forge: start integration"  # the reflog subject of the branch's creation
 
@@ -78,5 +81,7 @@ def reopen_changed(state: RunState, task: Task) -> bool:
     if not changed_since_merge(ts, task):
         return False
     # Pinned at dispatch on the integration head, which holds the old work.
-    ts.reopen("its definition changed since it merged: running it again")
+    reducer.apply(
+        state, ev.Reopened(ts.id, "its definition changed since it merged: running it again")
+    )
     return True

@@ -19,7 +19,10 @@ from forge.git import worktrees
 from forge.git.merge import is_ancestor
 from forge.git.repo import Repository
 from forge.plan.model import Plan
-from forge.run.state.run_state import RunState, StateStore, Status, TaskState
+from forge.run.state import events as ev
+from forge.run.state import reducer
+from forge.run.state.run_state import RunState, Status, TaskState
+from forge.run.state.store import StateStore
 from forge.verify.records import VerifyRecord
 
 
@@ -41,12 +44,13 @@ def recover(
     for ts in state.tasks.values():
         for cts in ts.candidates.values():  # best-of-N: each candidate ran on its own
             if cts.status == Status.RUNNING:
-                notes += _recover_running(repo, cts)
+                notes += _recover_running(repo, state, cts)
         if ts.status == Status.RUNNING:
-            notes += _recover_running(repo, ts)
+            notes += _recover_running(repo, state, ts)
         if ts.status != Status.MERGED and integration and _landed(repo, ts, integration):
             task = plan.find_task(ts.id)
-            ts.mark_merged(integration, definition=task.definition() if task else None)
+            definition = task.definition() if task else None
+            reducer.apply(state, ev.Merged(ts.id, integration, definition))
             notes.append(f"{ts.id}: its merge had landed before the crash; recorded as MERGED")
     for note in notes:
         on_event(note)
@@ -62,7 +66,7 @@ def _recover_landing(
     before the ref moved, so a ref that did move is recorded as the landing it was,
     and one that did not lands nothing."""
     landing = state.gate.landing if state.gate else None
-    state.gate = None
+    reducer.apply(state, ev.GateRecorded(None))
     if not landing or not integration or not is_ancestor(repo, landing.to, integration):
         return []
     notes = []
@@ -72,10 +76,10 @@ def _recover_landing(
             continue
         task = plan.find_task(tid)
         definition = task.definition() if task is not None else None
-        ts.mark_merged(commit, definition=definition, verified_by=landing.verified_by)
+        reducer.apply(state, ev.Merged(tid, commit, definition, landing.verified_by))
         notes.append(f"{tid}: its landing had happened before the crash; recorded as MERGED")
     if integration == landing.to and landing.verification:
-        state.verification = VerifyRecord.from_dict(landing.verification)
+        reducer.apply(state, ev.VerificationRecorded(VerifyRecord.from_dict(landing.verification)))
     return notes
 
 
@@ -90,7 +94,8 @@ def _forget_rewritten(repo: Repository, state: RunState, integration: str) -> li
             continue
         if is_ancestor(repo, ts.merged_commit, integration):
             continue
-        ts.reopen(f"its merge {ts.merged_commit[:12]} is no longer on {branch} (rewritten)")
+        why = f"its merge {ts.merged_commit[:12]} is no longer on {branch} (rewritten)"
+        reducer.apply(state, ev.Reopened(ts.id, why))
         notes.append(f"{ts.id}: {ts.reason}; it runs again")
     return notes
 
@@ -124,7 +129,7 @@ def _landed(repo: Repository, ts: TaskState, integration: str) -> bool:
     return is_ancestor(repo, last.commit, integration)
 
 
-def stop_leftovers(ts: TaskState, *, grace: float) -> int:
+def stop_leftovers(state: RunState, ts: TaskState, *, grace: float) -> int:
     """Stop what the task's last attempt left running; returns how many were alive.
 
     Processes are found by the tag in their environment, never by a recorded pgid
@@ -139,7 +144,7 @@ def stop_leftovers(ts: TaskState, *, grace: float) -> int:
             groups.add(os.getpgid(pid))
     for pgid in groups:
         procgroup.stop_group(pgid, grace=grace, tag=last.tag)
-    last.pgid = None
+    reducer.apply(state, ev.ProcessGroup(ts.id, last.number, None))
     return len(pids)
 
 
@@ -147,8 +152,8 @@ def drop_task(repo: Repository, plan: Plan, state: RunState, tid: str) -> list[s
     """A task removed from the plan since the last run: stop what it left running,
     save its uncommitted work under its own name, give its slot back clean."""
     notes = []
-    ts = state.tasks.pop(tid)
-    stopped = stop_leftovers(ts, grace=repo.settings.grace)
+    ts = state.tasks[tid]
+    stopped = stop_leftovers(state, ts, grace=repo.settings.grace)
     if stopped:
         notes.append(f"{tid} (no longer in the plan): stopped {stopped} leftover process(es)")
     slot = state.slots.get(ts.slot or "")
@@ -160,19 +165,20 @@ def drop_task(repo: Repository, plan: Plan, state: RunState, tid: str) -> list[s
             worktrees.git(repo, path, "reset", "--quiet", "--hard", check=False)
             worktrees.git(repo, path, "clean", "-ffdq", check=False)
         worktrees.detach(repo, path)
-        slot.task = None
-        slot.clean = ref is not None or not worktrees.dirty_paths(path, repo)
+        clean = ref is not None or not worktrees.dirty_paths(path, repo)
+        reducer.apply(state, ev.SlotFreed(slot.name, clean))
+    reducer.apply(state, ev.TasksKept(tuple(t for t in state.tasks if t != tid)))
     return notes
 
 
-def _recover_running(repo: Repository, ts: TaskState) -> list[str]:
+def _recover_running(repo: Repository, state: RunState, ts: TaskState) -> list[str]:
     notes = []
     runner = ts.runner
     who = runner.describe() if runner else "an earlier run"
     last = ts.last
     if last is not None:
-        stopped = stop_leftovers(ts, grace=repo.settings.grace)
+        stopped = stop_leftovers(state, ts, grace=repo.settings.grace)
         if stopped:
             notes.append(f"{ts.id}: stopped {stopped} leftover process(es)")
-    ts.mark_interrupted(f"the run was killed ({who} is gone)")
+    reducer.apply(state, ev.Interrupted(ts.id, f"the run was killed ({who} is gone)"))
     return notes

@@ -24,7 +24,10 @@ from forge.git.repo import Repository
 from forge.plan import registry
 from forge.plan.model import Plan
 from forge.plan.registry import Recorded
-from forge.run.state.run_state import RunState, StateStore, Status, TaskState
+from forge.run.state import events as ev
+from forge.run.state import reducer
+from forge.run.state.run_state import RunState, Status
+from forge.run.state.store import StateStore
 
 LIVE_FILE = "live.json"  # what the running forge run has started, and if it still starts
 # Statuses of work that is under way: a change to such a task cannot be taken up.
@@ -272,11 +275,8 @@ def take_up(
         for tid in dropped:
             notes += recovery.drop_task(repo, plan, scratch, tid)
         added = [tid for tid in ids if tid not in scratch.tasks]
-        for tid in added:
-            scratch.tasks[tid] = TaskState(id=tid)
         order = {tid: i for i, tid in enumerate(ids)}
-        state.tasks = dict(
-            sorted(scratch.tasks.items(), key=lambda kv: order.get(kv[0], len(order)))
-        )
+        kept = sorted([*scratch.tasks, *added], key=lambda tid: order.get(tid, len(order)))
+        reducer.apply(state, ev.TasksKept(tuple(kept)))  # (swapped in whole)
         store.save(state)
     return notes

@@ -1,30 +1,19 @@
 """A plan's run state: task statuses, attempts, slots and the last verification.
 
-Written on every change and always *before* the action it records, so a `kill -9`
-leaves a state the next run resumes from. On disk: a snapshot (state.json, replaced
-atomically) and a journal of the changes since (state-journal-<id>.jsonl): a change
-of one task appends one line (that task and the plan-wide part), folded into a new
-snapshot when it holds as many lines as the plan has tasks, or when a change concerns
-the whole plan. A half-written last line was never acted on: reading stops there."""
+The records only: what changes them is an event (forge/run/state/events.py)
+applied by the reducer (forge/run/state/reducer.py), and the store
+(forge/run/state/store.py) journals each before the action it records."""
 
 from __future__ import annotations
 
-import contextlib
-import json
-import os
-import threading
 from dataclasses import dataclass, field, fields
 from enum import StrEnum
-from pathlib import Path
 from typing import Any
 
 from forge.base import seal, shape
 from forge.base.clock import now_iso
-from forge.base.files import SCHEMA_VERSION, StateDir, read_json, write_json
+from forge.base.files import SCHEMA_VERSION
 from forge.base.liveness import Owner
-from forge.errors import StateError
-from forge.git.merge import conflict_reason
-from forge.git.refs import integration_ref
 from forge.run.state.gate_record import GateRecord
 from forge.run.state.invocations import Invocation
 from forge.verify.records import VerifyRecord
@@ -182,92 +171,6 @@ class TaskState:
         candidate's work and carry no cost of their own)."""
         return self.attempts + [a for c in self.candidates.values() for a in c.attempts]
 
-    # Every status change goes through these: a status and its fields never drift apart.
-
-    def start(self, attempt: Attempt, runner: Owner) -> None:
-        """A new attempt starts, run by `runner`."""
-        self.attempts.append(attempt)
-        self.status, self.reason, self.runner = Status.RUNNING, "", runner
-
-    def finish(self, status: Status, reason: str, *, stall: Stall | None = None) -> None:
-        """The last attempt ended as `status` (the task too)."""
-        last = self.last
-        if last is not None:
-            last.status, last.reason, last.stall, last.pgid = status, reason, stall, None
-        self.status, self.reason, self.runner = status, reason, None
-
-    def mark_merged(
-        self,
-        commit: str | None,
-        *,
-        definition: str | None,
-        verified_by: dict[str, Any] | None = None,
-    ) -> None:
-        """Its work is on the integration branch, landed by the merge `commit`."""
-        self.status, self.reason = Status.MERGED, ""
-        self.merged_commit, self.merged_definition = commit, definition
-        if verified_by is not None:
-            self.verified_by = verified_by
-        if self.last is not None:
-            self.last.status, self.last.reason = Status.MERGED, ""
-
-    def mark_conflict(self, paths: list[str] | tuple[str, ...], *, log: str | None) -> None:
-        """Its last attempt does not merge: `paths` conflict (listed in `log`)."""
-        self.mark_failed(conflict_reason(paths), log=log, source="merge", status=Status.CONFLICT)
-
-    def mark_failed(
-        self, reason: str, *, log: str | None, source: str, status: Status = Status.FAILED
-    ) -> None:
-        """Its last attempt failed after it ended (at the merge or the gate):
-        `source` says what failed it, `log` where to read why."""
-        self.status, self.reason = status, reason
-        if self.last is not None:
-            self.last.status, self.last.reason = status, reason
-            self.last.log, self.last.feedback_source = log, source
-
-    def give_back(self, note: str) -> None:
-        """The gate's blame withdrawn (its tests proved flaky): QUEUED, the same change."""
-        if self.last is not None:
-            self.last.status, self.last.reason, self.last.feedback_source = (
-                Status.QUEUED,
-                note,
-                None,
-            )
-            self.last.failures = []
-        self.status, self.reason, self.verified_by = Status.QUEUED, note, None
-
-    def mark_interrupted(self, reason: str) -> None:
-        """Its runner is gone: the attempt spent nothing."""
-        if self.last is not None:
-            self.last.status, self.last.reason, self.last.pgid = Status.INTERRUPTED, reason, None
-        self.status, self.reason, self.runner = Status.INTERRUPTED, reason, None
-
-    def candidates_run(self, runner: Owner) -> None:
-        """A best-of-N task whose candidate runs: RUNNING, with no attempt of its own."""
-        self.status, self.reason, self.runner = Status.RUNNING, "", runner
-
-    def queue(self, landing: Attempt) -> None:
-        """A candidate's work waits for the gate as the task's `landing` attempt."""
-        self.attempts.append(landing)
-        self.status, self.reason, self.runner = Status.QUEUED, "", None
-
-    def conclude(self, status: Status, reason: str) -> None:
-        """Its candidates ended (or stopped) with none left to land: the task's verdict."""
-        self.status, self.reason, self.runner = status, reason, None
-
-    def mark_blocked(self, reason: str) -> None:
-        self.status, self.reason = Status.BLOCKED, reason
-
-    def unblock(self) -> None:
-        self.status, self.reason = Status.PENDING, ""
-
-    def reopen(self, reason: str) -> None:
-        """PENDING again, its merge forgotten (gone, or of an old definition): it
-        runs again on what integration is at its next dispatch."""
-        self.status, self.reason = Status.PENDING, reason
-        self.base = None
-        self.merged_commit = self.merged_definition = None
-
 
 def _attempt_dict(attempt: Attempt) -> dict[str, Any]:
     data = dict(vars(attempt))
@@ -400,100 +303,3 @@ def state_problem(data: Any) -> str | None:
 
 def _verification(data: Any) -> VerifyRecord | None:
     return VerifyRecord.from_dict(data) if isinstance(data, dict) and data else None
-
-
-JOURNAL_PREFIX = "state-journal-"
-
-
-def read_state(path: Path) -> Any:
-    """The state as data: the snapshot with its journal replayed over it."""
-    data: Any = read_json(path, what="plan state")
-    if not isinstance(data, dict):
-        return data  # a wrong shape: the caller names it
-    journal = data.pop("journal", None)
-    if not journal:
-        return data
-    try:
-        with open(path.with_name(f"{JOURNAL_PREFIX}{journal}.jsonl"), "rb") as fh:
-            lines = fh.read().split(b"\n")
-    except FileNotFoundError:
-        return data  # nothing changed since the snapshot
-    tasks = data.setdefault("tasks", {})
-    for line in lines:
-        try:
-            entry = json.loads(line)
-        except (ValueError, RecursionError):
-            break  # the end, or a line a killed writer left half-written
-        if entry.get("task") is not None:
-            tasks[entry["task"]] = entry["data"]
-        data.update(entry["plan_wide"])
-    return data
-
-
-class StateStore:
-    """The one writer of a plan's state; every save is atomic and serialised."""
-
-    def __init__(self, state_dir: StateDir, plan: str) -> None:
-        self.path: Path = state_dir.state_file(plan)
-        self.plan = plan
-        self._lock = threading.RLock()
-        self._journal: Path | None = None  # the journal of the snapshot this store wrote
-        self._lines = 0
-
-    def load(self, task_ids: list[str]) -> RunState:
-        """The saved state, or a fresh one; tasks added to the plan since start PENDING."""
-        try:
-            st = self._read()
-        except FileNotFoundError:
-            st = RunState(plan=self.plan, integration=integration_ref(self.plan), tasks={})
-        for tid in task_ids:
-            st.tasks.setdefault(tid, TaskState(id=tid))
-        # Plan order, so every table lists tasks as the plan does.
-        order = {tid: i for i, tid in enumerate(task_ids)}
-        st.tasks = dict(sorted(st.tasks.items(), key=lambda kv: order.get(kv[0], len(order))))
-        return st
-
-    def load_existing(self) -> RunState | None:
-        try:
-            return self._read()
-        except FileNotFoundError:
-            return None
-
-    def _read(self) -> RunState:
-        data = read_state(self.path)
-        why = state_problem(data)
-        if why:
-            raise StateError(
-                f"plan state {self.path} has an unexpected shape ({why}); move it aside "
-                f"and run `forge plan` again to start from a fresh record"
-            )
-        return RunState.from_dict(data)
-
-    def save(self, st: RunState, *, task: str | None = None) -> None:
-        """Save the state; `task` says the change concerns that task (and the
-        plan-wide part) only, so a journal line records it."""
-        with self._lock:
-            if task is None or self._journal is None or self._lines >= max(64, len(st.tasks)):
-                self._snapshot(st)
-                return
-            task = st.owner(task)  # a candidate's record is saved with its task's
-            line = {"task": task, "data": st.tasks[task].to_dict(), "plan_wide": st.plan_wide()}
-            with open(self._journal, "a", encoding="utf-8") as fh:
-                fh.write(json.dumps(line, separators=(",", ":")) + "\n")
-            self._lines += 1
-
-    def _snapshot(self, st: RunState) -> None:
-        # A fresh journal id each time: a journal left by a killed writer can never
-        # be mistaken for the new snapshot's.
-        journal = os.urandom(6).hex()  # (not `secrets`: its import costs `forge status`)
-        write_json(self.path, {**st.to_dict(), "journal": journal}, compact=True)
-        self._journal = self.path.with_name(f"{JOURNAL_PREFIX}{journal}.jsonl")
-        self._lines = 0
-        for old in self.path.parent.glob(f"{JOURNAL_PREFIX}*.jsonl"):
-            if old != self._journal:
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(old)
-
-    @property
-    def lock(self) -> threading.RLock:
-        return self._lock

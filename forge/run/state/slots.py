@@ -17,8 +17,10 @@ from pathlib import Path
 from forge.base import proc
 from forge.git import worktrees
 from forge.git.repo import Repository
+from forge.run.state import events as ev
 from forge.run.state.adopt import adopt, may_adopt
-from forge.run.state.run_state import RunState, Slot, StateStore, Status
+from forge.run.state.run_state import RunState, Slot, Status
+from forge.run.state.store import StateStore
 
 
 class SlotPool:
@@ -71,9 +73,7 @@ class SlotPool:
                 return True  # a retry in its own slot (acquire remakes it if it is gone)
             for slot in sorted(self.state.slots.values(), key=_order):
                 if slot.task is None and slot.name not in self._making:
-                    slot.task = task
-                    ts.slot = slot.name
-                    self.store.save(self.state, task=task)
+                    self.store.emit(self.state, ev.SlotTaken(slot.name, task, dirty=False))
                     return True
         return False
 
@@ -91,11 +91,12 @@ class SlotPool:
                 while f"slot-{n}" in self.state.slots:
                     n += 1
                 slot = Slot(name=f"slot-{n}", path=str(self.root / f"slot-{n}"), clean=True)
-                self.state.slots[slot.name] = slot  # recorded before the folder exists
+                # recorded before the folder exists
+                self.store.apply(self.state, ev.SlotAdded(slot))
                 self._making.add(slot.name)
                 made.append(slot)
             if made:
-                self.store.save(self.state)
+                self.store.emit(self.state)
         # Taken from other plans in one go (one hold of each one's lock), else each
         # checked out in a thread of its own.
         batches = [made] if self._may_adopt else [[slot] for slot in made]
@@ -134,8 +135,7 @@ class SlotPool:
         except proc.Stopped:
             with self._lock, self.store.lock:  # no task took it: it never was
                 if self.state.slots.get(slot.name) is slot and slot.task is None:
-                    del self.state.slots[slot.name]
-                    self.store.save(self.state)
+                    self.store.emit(self.state, ev.SlotRemoved(slot.name))
         except Exception as exc:  # noqa: BLE001 the dispatcher makes it in the task instead, and says why
             self.error = str(exc)
         finally:
@@ -171,29 +171,26 @@ class SlotPool:
                     n += 1
                 name = f"slot-{n}"
                 slot = Slot(name=name, path=str(self.root / name))
-                self.state.slots[name] = slot
+                self.store.apply(self.state, ev.SlotAdded(slot))
             was_clean = slot.clean
-            slot.task = task
-            slot.clean = False  # from now on it may hold the task's uncommitted work
-            ts.slot = slot.name
-            self.store.save(self.state, task=task)
+            # from now on it may hold the task's uncommitted work
+            self.store.emit(self.state, ev.SlotTaken(slot.name, task, dirty=True))
         path = Path(slot.path)
         created = False
         broken = worktrees.usable(self.repo, path)
         if broken is not None:
             aside = worktrees.set_aside(path)
-            ts.warnings.append(
-                f"slot {slot.name} was unusable ({broken}); its files are in {aside}"
-            )
+            said = f"slot {slot.name} was unusable ({broken}); its files are in {aside}"
+            self.store.apply(self.state, ev.Warned(task, said))
         if not worktrees.is_worktree(path):
-            slot.setup_done = False
+            self.store.apply(self.state, ev.SlotSetUp(slot.name, False))
             worktrees.add(self.repo, path, base)
             created = True
         return Acquired(slot, created=created, clean=created or was_clean)
 
     def mark_setup(self, slot: Slot) -> None:
         # Not saved on its own: losing it to a crash only runs the setup once more.
-        slot.setup_done = True
+        self.store.apply(self.state, ev.SlotSetUp(slot.name, True))
 
     def release(self, task: str) -> None:
         """Give the merged task's slot back to the pool. Its work is committed and
@@ -206,19 +203,17 @@ class SlotPool:
             # marked free, the next task may be checking out its own branch there.
             worktrees.detach(self.repo, Path(slot.path))
         with self._lock, self.store.lock:
-            ts.slot = None
-            if slot is not None and slot.task == task:
-                slot.task = None
-                slot.clean = True
+            held = slot is not None and slot.task == task
+            freed = ev.SlotFreed(slot.name if held and slot else None, True, task)
+            self.store.apply(self.state, freed)
 
     def free_merged(self) -> None:
         """Slots still held by merged tasks (a run killed before it released them)."""
         for slot in self.state.slots.values():
             owner = self.state.tasks.get(slot.task or "")
             if slot.task is not None and (owner is None or owner.status == Status.MERGED):
-                slot.task = None
-                if owner is not None:
-                    owner.slot = None
+                freed = ev.SlotFreed(slot.name, None, None if owner is None else owner.id)
+                self.store.apply(self.state, freed)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,480 @@
+"""What happens to a run, as typed events: the run journal's lines.
+
+A plan's run state is what these events leave when applied in order
+(forge/run/state/reducer.py, the one place that sets the state's fields). Each
+event is a frozen record of one change, with a JSON codec: `to_dict` gives a dict
+with its `kind`, `from_dict` reads one back (a line of the journal).
+
+An event of a task names the task's record (`<task>+<n>` for a best-of-N
+candidate's); one of an attempt also names the attempt by its number (None: the
+task's last attempt)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, fields
+from typing import Any
+
+from forge.base import seal
+from forge.base.liveness import Owner
+from forge.run.state.gate_record import GateRecord
+from forge.run.state.run_state import Attempt, Slot, Stall, Status
+from forge.verify.records import VerifyRecord
+
+
+@dataclass(frozen=True)
+class Event:
+    """What happened to a run (each kind below is one)."""
+
+
+# -- an attempt: its start, its steps, its end -----------------------------------
+
+
+@dataclass(frozen=True)
+class AttemptStarted(Event):
+    """A new attempt of the task starts, run by `runner`."""
+
+    task: str
+    record: Attempt
+    runner: Owner
+
+
+@dataclass(frozen=True)
+class Pinned(Event):
+    """The task's base (pinned at its first attempt) and its branch."""
+
+    task: str
+    base: str | None
+    branch: str | None
+
+
+@dataclass(frozen=True)
+class PhaseStarted(Event):
+    task: str
+    attempt: int | None
+    name: str
+    start: float
+
+
+@dataclass(frozen=True)
+class PhaseEnded(Event):
+    """The attempt's open phase ends (`name`: the last open phase of that name)."""
+
+    task: str
+    attempt: int | None
+    end: float
+    name: str | None = None
+
+
+@dataclass(frozen=True)
+class ProcessGroup(Event):
+    """The attempt's process group while it runs (None: it is stopped)."""
+
+    task: str
+    attempt: int | None
+    pgid: int | None
+
+
+@dataclass(frozen=True)
+class FeedbackNoted(Event):
+    """What failed the attempt (or will, if it fails here) and the log saying why
+    (None: unchanged)."""
+
+    task: str
+    attempt: int | None
+    log: str | None = None
+    source: str | None = None
+
+
+@dataclass(frozen=True)
+class Committed(Event):
+    """The task branch head the attempt produced, and its change's hash."""
+
+    task: str
+    attempt: int | None
+    commit: str
+    diff_hash: str | None
+
+
+@dataclass(frozen=True)
+class AttemptUsage(Event):
+    """Spend the agent (or its reviewer, or a judge) reported: added to the attempt's."""
+
+    task: str
+    attempt: int | None
+    cost_usd: float | None
+    input_tokens: int | None
+    output_tokens: int | None
+
+
+@dataclass(frozen=True)
+class ModelsReported(Event):
+    task: str
+    attempt: int | None
+    models: tuple[str, ...] | None
+    mismatch: str | None
+
+
+@dataclass(frozen=True)
+class Reviewed(Event):
+    """The reviewer's verdict on the attempt (forge/run/attempt/review.py)."""
+
+    task: str
+    attempt: int | None
+    review: dict[str, Any] | None
+
+
+@dataclass(frozen=True)
+class RanIn(Event):
+    """Where the attempt ran: its slot here, or the cluster worker (`where`)."""
+
+    task: str
+    attempt: int | None
+    slot: str | None = None
+    where: str | None = None
+
+
+@dataclass(frozen=True)
+class AttemptEnded(Event):
+    """The last attempt ended as `status` (the task too)."""
+
+    task: str
+    status: Status
+    reason: str
+    stall: Stall | None = None
+    duration: float | None = None
+
+
+# -- a task's verdicts after its attempt ---------------------------------------
+
+
+@dataclass(frozen=True)
+class Merged(Event):
+    """Its work is on the integration branch, landed by the merge `commit`."""
+
+    task: str
+    commit: str | None
+    definition: str | None
+    verified_by: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class Failed(Event):
+    """Its last attempt failed after it ended (at the merge or the gate): `source`
+    says what failed it, `log` where to read why; the gate's verification names
+    the failing tests (`failures`) and itself (`verified_by`)."""
+
+    task: str
+    status: Status
+    reason: str
+    log: str | None
+    source: str
+    failures: tuple[dict[str, str], ...] | None = None
+    verified_by: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class GivenBack(Event):
+    """The gate's blame withdrawn (its tests proved flaky): QUEUED, the same change."""
+
+    task: str
+    note: str
+
+
+@dataclass(frozen=True)
+class Interrupted(Event):
+    """Its runner is gone: the attempt spent nothing."""
+
+    task: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Blocked(Event):
+    task: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Unblocked(Event):
+    task: str
+
+
+@dataclass(frozen=True)
+class Reopened(Event):
+    """PENDING again, its merge forgotten: it runs again on what integration is then."""
+
+    task: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Rebased(Event):
+    """Its base moves (its slot was reset onto the integration head)."""
+
+    task: str
+    base: str | None
+
+
+@dataclass(frozen=True)
+class Advised(Event):
+    """The escalation policy stops: why (kept when one is said), and what to do."""
+
+    task: str
+    reason: str
+    suggestion: str | None
+
+
+@dataclass(frozen=True)
+class AgentSet(Event):
+    """`forge retry --agent`: the spec the task runs with from now on."""
+
+    task: str
+    agent: str | None
+
+
+@dataclass(frozen=True)
+class Warned(Event):
+    task: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Salvaged(Event):
+    """Refs holding the task's salvaged work (each kept once)."""
+
+    task: str
+    refs: tuple[str, ...]
+
+
+# -- best-of-N -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CandidateAdded(Event):
+    task: str
+    unit: str
+    label: str
+
+
+@dataclass(frozen=True)
+class CandidatesRunning(Event):
+    """A best-of-N task whose candidate runs: RUNNING, with no attempt of its own."""
+
+    task: str
+    runner: Owner
+
+
+@dataclass(frozen=True)
+class Queued(Event):
+    """A candidate's work waits for the gate as the task's `landing` attempt."""
+
+    task: str
+    landing: Attempt
+    base: str | None
+    branch: str | None
+
+
+@dataclass(frozen=True)
+class Outrun(Event):
+    """A candidate that lost to another (its reason says which)."""
+
+    task: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Concluded(Event):
+    """Its candidates ended (or stopped) with none left to land: the task's verdict."""
+
+    task: str
+    status: Status
+    reason: str
+
+
+# -- slots -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SlotAdded(Event):
+    slot: Slot
+
+
+@dataclass(frozen=True)
+class SlotRemoved(Event):
+    name: str
+
+
+@dataclass(frozen=True)
+class SlotTaken(Event):
+    """The slot holds `task`'s work (`dirty`: from now on it may hold uncommitted work)."""
+
+    name: str
+    task: str
+    dirty: bool = True
+
+
+@dataclass(frozen=True)
+class SlotSetUp(Event):
+    name: str
+    done: bool
+
+
+@dataclass(frozen=True)
+class SlotFreed(Event):
+    """The slot holds no task's work (`clean`: nor anything uncommitted); `task`, if
+    given, no longer has a slot."""
+
+    name: str | None
+    clean: bool | None
+    task: str | None = None
+
+
+@dataclass(frozen=True)
+class SlotMeasured(Event):
+    name: str
+    bytes: int | None
+
+
+# -- the plan-wide part ---------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RunStarted(Event):
+    """A `forge run` (or retry) starts; `kept` invocations stay recorded."""
+
+    started: str
+    kept: int
+
+
+@dataclass(frozen=True)
+class RunFinished(Event):
+    finished: str
+    wall_seconds: float
+
+
+@dataclass(frozen=True)
+class Touched(Event):
+    """What changed in the user's checkout while the run ran (None: not measured)."""
+
+    touched: tuple[str, ...] | None
+
+
+@dataclass(frozen=True)
+class Paused(Event):
+    """Why the run paused (None: it is not paused)."""
+
+    reason: str | None
+
+
+@dataclass(frozen=True)
+class VerificationRecorded(Event):
+    """The integration head's verification (`sealed`: it carries forge's seal)."""
+
+    verification: VerifyRecord | None
+    sealed: bool = True
+
+
+@dataclass(frozen=True)
+class GateRecorded(Event):
+    """The batch under verification and a landing's intent (None: no batch)."""
+
+    gate: GateRecord | None
+
+
+@dataclass(frozen=True)
+class GateStepKept(Event):
+    """One verification the gate ran (forge/run/gate/story.py)."""
+
+    step: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class GateLastRecorded(Event):
+    last: dict[str, Any] | None
+
+
+@dataclass(frozen=True)
+class PreExistingRecorded(Event):
+    pre_existing: dict[str, Any] | None
+
+
+@dataclass(frozen=True)
+class TasksKept(Event):
+    """The plan's tasks, in its order: those not named are forgotten, those new start
+    PENDING."""
+
+    order: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Recorded(Event):
+    """A journal line of earlier forges: the whole record of one task (None: no
+    task) and the plan-wide part, as dicts."""
+
+    task: str | None
+    data: dict[str, Any] | None
+    plan_wide: dict[str, Any]
+
+
+KINDS: dict[str, type[Event]] = {cls.__name__: cls for cls in Event.__subclasses__()}
+
+
+def _attempt_dict(attempt: Attempt) -> dict[str, Any]:
+    return {**vars(attempt), "phases": [dict(p) for p in attempt.phases]}
+
+
+# How a field's value is written and read back, by the field's name; the rest are
+# JSON already (a tuple is written as a list and read back as a tuple).
+_ENCODE: dict[str, Callable[[Any], Any]] = {
+    "record": _attempt_dict,
+    "landing": _attempt_dict,
+    "runner": lambda o: o.to_dict(),
+    "slot": lambda s: s if isinstance(s, str) or s is None else dict(vars(s)),
+    "verification": lambda v: None if v is None else seal.sealed(v.to_dict()),
+    "gate": lambda g: None if g is None else g.to_dict(),
+}
+_DECODE: dict[str, Callable[[Any], Any]] = {
+    "record": Attempt.from_dict,
+    "landing": Attempt.from_dict,
+    "runner": Owner.from_dict,
+    "verification": lambda v: None if not v else VerifyRecord.from_dict(v),
+    "gate": lambda g: None if not g else GateRecord.from_dict(g),
+    "status": Status,
+    "stall": lambda s: Stall(s) if s else None,
+}
+
+
+def to_dict(event: Event) -> dict[str, Any]:
+    out: dict[str, Any] = {"kind": type(event).__name__}
+    for f in fields(event):
+        value = getattr(event, f.name)
+        encode = _ENCODE.get(f.name)
+        out[f.name] = encode(value) if encode is not None and value is not None else value
+    return out
+
+
+def from_dict(data: dict[str, Any]) -> Event:
+    """An event read back; a line without a `kind` is an earlier forge's (Recorded).
+    Raises KeyError, TypeError or ValueError on a line of another shape."""
+    kind = data.get("kind")
+    if kind is None:
+        return Recorded(task=data.get("task"), data=data.get("data"), plan_wide=data["plan_wide"])
+    cls = KINDS[kind]
+    kwargs: dict[str, Any] = {}
+    for f in fields(cls):
+        if f.name not in data:
+            continue
+        value = data[f.name]
+        decode = _DECODE.get(f.name)
+        if f.name == "slot" and isinstance(value, dict):
+            value = Slot(**value)
+        elif decode is not None and value is not None:
+            value = decode(value)
+        elif isinstance(value, list):
+            value = tuple(value)
+        kwargs[f.name] = value
+    if cls is VerificationRecorded:
+        verification = data.get("verification")
+        kwargs["sealed"] = not verification or seal.valid(verification)
+    return cls(**kwargs)

@@ -1,0 +1,373 @@
+"""The one place that sets the fields of a run's state: `apply(state, event)`.
+
+Every writer says what happened as an event (forge/run/state/events.py); the store
+applies it here and journals it (forge/run/state/store.py), and replaying a
+journal is applying its events again over the snapshot. A status and its fields
+never drift apart: each case sets all that its event means."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from forge.git.merge import conflict_reason
+from forge.run.state import events as ev
+from forge.run.state.invocations import Invocation
+from forge.run.state.run_state import Attempt, RunState, Status, TaskState
+
+
+def apply(st: RunState, event: ev.Event) -> None:
+    """Apply one event to the state."""
+    case = _TASK.get(type(event))
+    if case is not None:
+        case(st.record(event.task), event)  # type: ignore[attr-defined]
+        return
+    on_attempt = _ATTEMPT.get(type(event))
+    if on_attempt is not None:
+        ts = st.record(event.task)  # type: ignore[attr-defined]
+        found = _attempt(ts, event.attempt)  # type: ignore[attr-defined]
+        if found is not None:
+            on_attempt(found, event)
+        return
+    _PLAN[type(event)](st, event)
+
+
+def apply_attempt(attempt: Attempt, event: ev.Event) -> None:
+    """Apply an attempt's event to an attempt outside any run state (a cluster
+    worker's, a planner's, a judge's)."""
+    _ATTEMPT[type(event)](attempt, event)
+
+
+def conflicted(task: str, paths: list[str] | tuple[str, ...], *, log: str | None) -> ev.Failed:
+    """Its last attempt does not merge: `paths` conflict (listed in `log`)."""
+    return ev.Failed(task, Status.CONFLICT, conflict_reason(paths), log, "merge")
+
+
+def _attempt(ts: TaskState, number: int | None) -> Attempt | None:
+    if number is None:
+        return ts.last
+    return next((a for a in reversed(ts.attempts) if a.number == number), None)
+
+
+# -- an attempt's own fields ------------------------------------------------------
+
+
+def _phase_started(a: Attempt, e: ev.PhaseStarted) -> None:
+    a.phases.append({"name": e.name, "start": e.start, "end": None})
+
+
+def _phase_ended(a: Attempt, e: ev.PhaseEnded) -> None:
+    for phase in reversed(a.phases):
+        if phase.get("end") is None and e.name in (None, phase.get("name")):
+            phase["end"] = e.end
+            return
+
+
+def _process(a: Attempt, e: ev.ProcessGroup) -> None:
+    a.pgid = e.pgid
+
+
+def _feedback(a: Attempt, e: ev.FeedbackNoted) -> None:
+    if e.log is not None:
+        a.log = e.log
+    if e.source is not None:
+        a.feedback_source = e.source
+
+
+def _committed(a: Attempt, e: ev.Committed) -> None:
+    a.commit, a.diff_hash = e.commit, e.diff_hash
+
+
+def _add(a: float | None, b: float | None) -> Any:
+    return b if a is None else a if b is None else a + b
+
+
+def _usage(a: Attempt, e: ev.AttemptUsage) -> None:
+    a.cost_usd = _add(a.cost_usd, e.cost_usd)
+    a.input_tokens = _add(a.input_tokens, e.input_tokens)
+    a.output_tokens = _add(a.output_tokens, e.output_tokens)
+
+
+def _models(a: Attempt, e: ev.ModelsReported) -> None:
+    a.models = None if e.models is None else list(e.models)
+    a.model_mismatch = e.mismatch
+
+
+def _reviewed(a: Attempt, e: ev.Reviewed) -> None:
+    a.review = e.review
+
+
+def _ran_in(a: Attempt, e: ev.RanIn) -> None:
+    if e.slot is not None:
+        a.slot = e.slot
+    if e.where is not None:
+        a.where = e.where
+
+
+_ATTEMPT: dict[type, Callable[[Attempt, Any], None]] = {
+    ev.PhaseStarted: _phase_started,
+    ev.PhaseEnded: _phase_ended,
+    ev.ProcessGroup: _process,
+    ev.FeedbackNoted: _feedback,
+    ev.Committed: _committed,
+    ev.AttemptUsage: _usage,
+    ev.ModelsReported: _models,
+    ev.Reviewed: _reviewed,
+    ev.RanIn: _ran_in,
+}
+
+# -- a task's record ---------------------------------------------------------------
+
+
+def _started(ts: TaskState, e: ev.AttemptStarted) -> None:
+    ts.attempts.append(e.record)
+    ts.status, ts.reason, ts.runner = Status.RUNNING, "", e.runner
+
+
+def _pinned(ts: TaskState, e: ev.Pinned) -> None:
+    ts.base, ts.branch = e.base, e.branch
+
+
+def _ended(ts: TaskState, e: ev.AttemptEnded) -> None:
+    last = ts.last
+    if last is not None:
+        last.status, last.reason, last.stall, last.pgid = e.status, e.reason, e.stall, None
+        if e.duration is not None:
+            last.duration = e.duration
+    ts.status, ts.reason, ts.runner = e.status, e.reason, None
+
+
+def _merged(ts: TaskState, e: ev.Merged) -> None:
+    ts.status, ts.reason = Status.MERGED, ""
+    ts.merged_commit, ts.merged_definition = e.commit, e.definition
+    if e.verified_by is not None:
+        ts.verified_by = e.verified_by
+    if ts.last is not None:
+        ts.last.status, ts.last.reason = Status.MERGED, ""
+
+
+def _failed(ts: TaskState, e: ev.Failed) -> None:
+    ts.status, ts.reason = e.status, e.reason
+    last = ts.last
+    if last is not None:
+        last.status, last.reason = e.status, e.reason
+        last.log, last.feedback_source = e.log, e.source
+        if e.failures is not None:
+            last.failures = [dict(f) for f in e.failures]
+    if e.verified_by is not None:
+        ts.verified_by = e.verified_by
+
+
+def _given_back(ts: TaskState, e: ev.GivenBack) -> None:
+    last = ts.last
+    if last is not None:
+        last.status, last.reason, last.feedback_source = Status.QUEUED, e.note, None
+        last.failures = []
+    ts.status, ts.reason, ts.verified_by = Status.QUEUED, e.note, None
+
+
+def _interrupted(ts: TaskState, e: ev.Interrupted) -> None:
+    if ts.last is not None:
+        ts.last.status, ts.last.reason, ts.last.pgid = Status.INTERRUPTED, e.reason, None
+    ts.status, ts.reason, ts.runner = Status.INTERRUPTED, e.reason, None
+
+
+def _blocked(ts: TaskState, e: ev.Blocked) -> None:
+    ts.status, ts.reason = Status.BLOCKED, e.reason
+
+
+def _unblocked(ts: TaskState, _e: ev.Unblocked) -> None:
+    ts.status, ts.reason = Status.PENDING, ""
+
+
+def _reopened(ts: TaskState, e: ev.Reopened) -> None:
+    ts.status, ts.reason = Status.PENDING, e.reason
+    ts.base = None
+    ts.merged_commit = ts.merged_definition = None
+
+
+def _rebased(ts: TaskState, e: ev.Rebased) -> None:
+    ts.base = e.base
+
+
+def _advised(ts: TaskState, e: ev.Advised) -> None:
+    if e.suggestion:
+        ts.suggestion = e.suggestion
+    ts.reason = ts.reason or e.reason
+
+
+def _agent_set(ts: TaskState, e: ev.AgentSet) -> None:
+    ts.agent = e.agent
+
+
+def _warned(ts: TaskState, e: ev.Warned) -> None:
+    ts.warnings.append(e.message)
+
+
+def _salvaged(ts: TaskState, e: ev.Salvaged) -> None:
+    ts.salvage.extend(r for r in e.refs if r not in ts.salvage)
+
+
+def _candidate_added(ts: TaskState, e: ev.CandidateAdded) -> None:
+    ts.candidates[e.unit] = TaskState(id=e.unit, candidate=e.label)
+
+
+def _candidates_running(ts: TaskState, e: ev.CandidatesRunning) -> None:
+    ts.status, ts.reason, ts.runner = Status.RUNNING, "", e.runner
+
+
+def _queued(ts: TaskState, e: ev.Queued) -> None:
+    ts.attempts.append(e.landing)
+    ts.status, ts.reason, ts.runner = Status.QUEUED, "", None
+    ts.base, ts.branch = e.base, e.branch
+
+
+def _outrun(ts: TaskState, e: ev.Outrun) -> None:
+    ts.reason = e.reason
+    if ts.last is not None:
+        ts.last.reason = e.reason
+
+
+def _concluded(ts: TaskState, e: ev.Concluded) -> None:
+    ts.status, ts.reason, ts.runner = e.status, e.reason, None
+
+
+_TASK: dict[type, Callable[[TaskState, Any], None]] = {
+    ev.AttemptStarted: _started,
+    ev.Pinned: _pinned,
+    ev.AttemptEnded: _ended,
+    ev.Merged: _merged,
+    ev.Failed: _failed,
+    ev.GivenBack: _given_back,
+    ev.Interrupted: _interrupted,
+    ev.Blocked: _blocked,
+    ev.Unblocked: _unblocked,
+    ev.Reopened: _reopened,
+    ev.Rebased: _rebased,
+    ev.Advised: _advised,
+    ev.AgentSet: _agent_set,
+    ev.Warned: _warned,
+    ev.Salvaged: _salvaged,
+    ev.CandidateAdded: _candidate_added,
+    ev.CandidatesRunning: _candidates_running,
+    ev.Queued: _queued,
+    ev.Outrun: _outrun,
+    ev.Concluded: _concluded,
+}
+
+# -- slots and the plan-wide part ------------------------------------------------
+
+
+def _slot_added(st: RunState, e: ev.SlotAdded) -> None:
+    st.slots[e.slot.name] = e.slot
+
+
+def _slot_removed(st: RunState, e: ev.SlotRemoved) -> None:
+    st.slots.pop(e.name, None)
+
+
+def _slot_taken(st: RunState, e: ev.SlotTaken) -> None:
+    slot = st.slots[e.name]
+    slot.task = e.task
+    if e.dirty:
+        slot.clean = False
+    st.record(e.task).slot = e.name
+
+
+def _slot_set_up(st: RunState, e: ev.SlotSetUp) -> None:
+    st.slots[e.name].setup_done = e.done
+
+
+def _slot_freed(st: RunState, e: ev.SlotFreed) -> None:
+    slot = st.slots.get(e.name or "")
+    if slot is not None:
+        slot.task = None
+        if e.clean is not None:
+            slot.clean = e.clean
+    if e.task is not None and st.owner(e.task) in st.tasks:
+        st.record(e.task).slot = None
+
+
+def _slot_measured(st: RunState, e: ev.SlotMeasured) -> None:
+    st.slots[e.name].bytes = e.bytes
+
+
+def _run_started(st: RunState, e: ev.RunStarted) -> None:
+    st.started, st.finished, st.paused = e.started, None, None
+    st.invocations = [*st.invocations[-(e.kept - 1) :], Invocation(started=e.started)]
+
+
+def _touched(st: RunState, e: ev.Touched) -> None:
+    st.touched = None if e.touched is None else list(e.touched)
+
+
+def _run_finished(st: RunState, e: ev.RunFinished) -> None:
+    st.finished, st.wall_seconds = e.finished, e.wall_seconds
+    if st.invocations:
+        st.invocations[-1].finished = e.finished
+        st.invocations[-1].wall_seconds = e.wall_seconds
+
+
+def _paused(st: RunState, e: ev.Paused) -> None:
+    st.paused = e.reason
+
+
+def _verification(st: RunState, e: ev.VerificationRecorded) -> None:
+    st.verification, st.verification_sealed = e.verification, e.sealed
+
+
+def _gate(st: RunState, e: ev.GateRecorded) -> None:
+    st.gate = e.gate
+
+
+def _gate_step(st: RunState, e: ev.GateStepKept) -> None:
+    st.gate_steps.append(e.step)
+
+
+def _gate_last(st: RunState, e: ev.GateLastRecorded) -> None:
+    st.gate_last = e.last
+
+
+def _pre_existing(st: RunState, e: ev.PreExistingRecorded) -> None:
+    st.pre_existing = e.pre_existing
+
+
+def _tasks_kept(st: RunState, e: ev.TasksKept) -> None:
+    st.tasks = {tid: st.tasks.get(tid) or TaskState(id=tid) for tid in e.order}
+
+
+def _recorded(st: RunState, e: ev.Recorded) -> None:
+    if e.task is not None and e.data is not None:
+        st.tasks[e.task] = TaskState.from_dict(e.data)
+    wide = RunState.from_dict({"plan": st.plan, "integration": st.integration, **e.plan_wide})
+    for name in e.plan_wide:
+        if name in _PLAN_WIDE:
+            setattr(st, name, getattr(wide, name))
+    if "verification" in e.plan_wide:
+        st.verification_sealed = wide.verification_sealed
+
+
+_PLAN_WIDE = frozenset(
+    {"slots", "verification", "paused", "gate", "gate_steps", "gate_last", "pre_existing"}
+    | {"started", "finished", "wall_seconds", "invocations", "touched"}
+)
+
+_PLAN: dict[type, Callable[[RunState, Any], None]] = {
+    ev.SlotAdded: _slot_added,
+    ev.SlotRemoved: _slot_removed,
+    ev.SlotTaken: _slot_taken,
+    ev.SlotSetUp: _slot_set_up,
+    ev.SlotFreed: _slot_freed,
+    ev.SlotMeasured: _slot_measured,
+    ev.RunStarted: _run_started,
+    ev.RunFinished: _run_finished,
+    ev.Touched: _touched,
+    ev.Paused: _paused,
+    ev.VerificationRecorded: _verification,
+    ev.GateRecorded: _gate,
+    ev.GateStepKept: _gate_step,
+    ev.GateLastRecorded: _gate_last,
+    ev.PreExistingRecorded: _pre_existing,
+    ev.TasksKept: _tasks_kept,
+    ev.Recorded: _recorded,
+}
