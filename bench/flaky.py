@@ -193,7 +193,7 @@ def _run(
     path = plan.write(ctx.tmp(f"plan-flaky-{tag}"))
     forge(repo, "plan", str(path))
     t0 = time.perf_counter()
-    cp = forge(repo, "run", plan.name, ok=range(0, 10), timeout=600)
+    cp = forge(repo, "run", plan.name, ok=range(0, 10), timeout=1800)
     wall = time.perf_counter() - t0
     st = json.loads((repo / ".git" / "forge" / "plans" / plan.name / "state.json").read_text())
     status = {tid: t["status"] for tid, t in st["tasks"].items()}
