@@ -197,6 +197,7 @@ def write_results(
     wall: float,
     load: tuple[str, str],
     pending: list[str] | None = None,
+    failed: list[str] | None = None,
 ) -> Path:
     """Write bench/RESULTS.md; `pending`: the benchmarks not run yet (a partial write,
     kept as the suite goes so that a run stopped half way leaves what it measured)."""
@@ -215,6 +216,7 @@ def write_results(
             if pending
             else []
         ),
+        *([f"FAILED so far (no figures): {', '.join(failed)}.", ""] if failed else []),
         "Machine: " + ", ".join(f"{k} {v}" for k, v in info.items()) + ".",
         "",
         load_note(*load),
@@ -287,7 +289,7 @@ def main(argv: list[str] | None = None) -> int:
                 )
             ctx.log(f"  ({time.perf_counter() - t0:.1f} s)")
             figures += got
-            if args.write_results and not failed:
+            if args.write_results:
                 left = names[names.index(name) + 1 :]
                 if left:
                     write_results(
@@ -297,6 +299,7 @@ def main(argv: list[str] | None = None) -> int:
                         wall=time.perf_counter() - started,
                         load=(load_before, loadavg()),
                         pending=left,
+                        failed=failed,
                     )
     finally:
         wall = time.perf_counter() - started

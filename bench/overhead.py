@@ -50,13 +50,15 @@ TARGET_EXTRA = 0.050
 TARGET_OWN = 0.050
 PAIRS = 5
 
-# One worker of the floor: its slot (made unless it is kept from an earlier round),
+# One worker of the floor: its slot (made unless it is kept from an earlier round,
+# one worker at a time, as forge makes its slots one at a time),
 # then its share of the tasks, one per line as "branch path". Merges are serialised
 # with flock, as forge serialises them.
 FLOOR_WORKER = r"""
 set -euo pipefail
 slot=$1; base=$2; integ=$3; lock=$4; tasks=$5
-[ -e "$slot/.git" ] || git worktree add -q --detach "$slot" "$base"
+# git's worktree registry does not take adds side by side: one at a time
+( flock 8; [ -e "$slot/.git" ] || git worktree add -q --detach "$slot" "$base" ) 8>"$lock.add"
 cd "$slot"
 while read -r branch path; do
   git checkout -q --force -B "$branch" "$base"
