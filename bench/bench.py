@@ -26,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import best_of
 import cluster
 import fastpath
+import flaky
 import gate
 import hermetic
 import live
@@ -52,6 +53,7 @@ BENCHES: dict[str, Callable[[Context], list[Figure]]] = {
     "gate": gate.run,
     "gate-parallel": gate.speculation,
     "gate-window": window.run,
+    "flaky": flaky.run,
     "cluster": cluster.run,
     "routing": routing.run,
     "hermetic": hermetic.run,
@@ -136,8 +138,15 @@ def sections(figures: list[Figure]) -> list[str]:
             "## Comparisons against an alternative",
             "",
             "forge against another way of doing the same work, measured at the same warmth "
-            "on both sides (cold: a fresh copy of the repository for each side of each pair; "
-            "warm: both sides keep their worktrees), pairs in ABBA order.",
+            "on both sides and reported both ways, pairs in ABBA order (the alternative "
+            "first, then forge first, and so on): cold, a fresh copy of the repository for "
+            "each side of each pair (no idle slot for forge to take over, no worktree for "
+            "the alternative); warm, both sides reuse (forge takes over its earlier plan's "
+            "slots, the alternative keeps its worktrees between pairs) after a round that "
+            "is not measured. The medians come with their spread (min to max over the "
+            "pairs) in the details below. `merge`, `hermetic` and `objects` time one "
+            "operation repeated in one process on one repository, both sides warm (no "
+            "slot or worktree is made inside the clock).",
             "",
             table(against),
             "",
@@ -155,7 +164,43 @@ def sections(figures: list[Figure]) -> list[str]:
     return out
 
 
-def write_results(figures: list[Figure], *, quick: bool, names: list[str], wall: float) -> Path:
+def loadavg() -> str:
+    """The 1, 5 and 15-minute load averages, as /proc/loadavg gives them."""
+    try:
+        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    except OSError:
+        return "?"
+
+
+def load_note(before: str, after: str) -> str:
+    """What RESULTS.md says of the load the figures were taken under."""
+    cpus = os.cpu_count() or 1
+    try:
+        worst = max(float(x) for x in (before + " " + after).split())
+    except ValueError:
+        return f"Load average (1, 5, 15 min): {before} before, {after} after."
+    said = f"Load average (1, 5, 15 min): {before} before the suite, {after} after."
+    if worst > cpus:
+        said += (
+            f" The machine is shared and was loaded (above its {cpus} cores): the figures "
+            "were taken under load, so wall times are longer and noisier than on an idle "
+            "machine; ratios of two sides measured in the same pairs suffer least."
+        )
+    return said
+
+
+def write_results(
+    figures: list[Figure],
+    *,
+    quick: bool,
+    names: list[str],
+    wall: float,
+    load: tuple[str, str],
+    pending: list[str] | None = None,
+    failed: list[str] | None = None,
+) -> Path:
+    """Write bench/RESULTS.md; `pending`: the benchmarks not run yet (a partial write,
+    kept as the suite goes so that a run stopped half way leaves what it measured)."""
     info = machine()
     cmd = "python bench/bench.py" + (" --quick" if quick else "") + " --write-results"
     if names != list(BENCHES):
@@ -166,7 +211,15 @@ def write_results(figures: list[Figure], *, quick: bool, names: list[str], wall:
         f"Written by `{cmd}` on {time.strftime('%Y-%m-%d %H:%M %Z')} "
         f"(the suite took {wall:.0f} s).",
         "",
+        *(
+            [f"PARTIAL: the suite had not run {', '.join(pending)} yet when this was written.", ""]
+            if pending
+            else []
+        ),
+        *([f"FAILED so far (no figures): {', '.join(failed)}.", ""] if failed else []),
         "Machine: " + ", ".join(f"{k} {v}" for k, v in info.items()) + ".",
+        "",
+        load_note(*load),
         "",
     ]
     out += sections(figures)
@@ -218,6 +271,7 @@ def main(argv: list[str] | None = None) -> int:
     figures: list[Figure] = []
     failed: list[str] = []
     started = time.perf_counter()
+    load_before = loadavg()
     try:
         for name in names:
             ctx.log(f"== {name}")
@@ -235,6 +289,18 @@ def main(argv: list[str] | None = None) -> int:
                 )
             ctx.log(f"  ({time.perf_counter() - t0:.1f} s)")
             figures += got
+            if args.write_results:
+                left = names[names.index(name) + 1 :]
+                if left:
+                    write_results(
+                        figures,
+                        quick=args.quick,
+                        names=names,
+                        wall=time.perf_counter() - started,
+                        load=(load_before, loadavg()),
+                        pending=left,
+                        failed=failed,
+                    )
     finally:
         wall = time.perf_counter() - started
         if args.keep:
@@ -246,14 +312,16 @@ def main(argv: list[str] | None = None) -> int:
             print(f"removed the temp dir in {time.perf_counter() - t0:.0f} s")
     print()
     print("\n".join(sections(figures)))
-    print(f"\n{len(figures)} figures in {wall:.0f} s")
+    print(f"\n{len(figures)} figures in {wall:.0f} s; load average {load_before} -> {loadavg()}")
     if args.quick:
         print(QUICK_NOTE)
     if failed:
         print(f"FAILED: {', '.join(failed)} (see the errors above); RESULTS.md not written")
         return 1
     if args.write_results:
-        print(f"wrote {write_results(figures, quick=args.quick, names=names, wall=wall)}")
+        load = (load_before, loadavg())
+        path = write_results(figures, quick=args.quick, names=names, wall=wall, load=load)
+        print(f"wrote {path}")
     return 0
 
 

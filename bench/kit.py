@@ -18,6 +18,10 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
+
+A = TypeVar("A")
+B = TypeVar("B")
 
 FIXED_DATE = "2026-01-01T00:00:00+00:00"
 ALTERNATIVE = "alternative"  # a Figure's kind: forge against another way of doing it
@@ -180,6 +184,70 @@ def abba(pairs: int) -> list[tuple[str, str]]:
     """The order of each pair's two sides, ABBA: ("A", "B"), ("B", "A"), ... so that
     neither side always runs first (and warms the page cache for the other)."""
     return [("A", "B") if i % 2 == 0 else ("B", "A") for i in range(pairs)]
+
+
+@dataclass(frozen=True)
+class Round:
+    """One round of a comparison: the order its two sides run in (ABBA), the
+    repository of each side (A: the alternative, B: forge) and, when warm, the folder
+    where the alternative keeps its worktrees between rounds (as forge keeps its slots)."""
+
+    index: int  # 0, 1, ... for the measured pairs; -1 for the warm-up round
+    sides: tuple[str, str]
+    repos: tuple[Path, Path]
+    kept: Path | None  # warm: the alternative's worktrees; cold: None (fresh ones)
+
+    @property
+    def measured(self) -> bool:
+        return self.index >= 0
+
+    @property
+    def order(self) -> str:
+        return "".join(self.sides)
+
+    def run(self, alternative: Callable[[], A], by_forge: Callable[[], B]) -> tuple[A, B]:
+        """Both sides in this round's order: (the alternative's result, forge's)."""
+        if self.sides[0] == "A":
+            a = alternative()
+            b = by_forge()
+        else:
+            b = by_forge()
+            a = alternative()
+        return a, b
+
+
+def rounds(ctx: Context, source: Path, tag: str, pairs: int, *, cold: bool) -> Iterator[Round]:
+    """The rounds of a comparison at one warmth, in ABBA order.
+
+    cold: a fresh copy of the repository for each side of each pair (forge finds no
+    idle slot to take over, the alternative makes its worktrees), discarded after it.
+    warm: one copy for each side kept through every round, forge keeping its slots
+    and the alternative its worktrees (in `Round.kept`), after a first round that
+    warms both and is not measured (`Round.measured` is False)."""
+    if cold:
+        for i, sides in enumerate(abba(pairs)):
+            repos = (
+                fresh_copy(ctx, source, f"{tag}-cold-{i}-alt"),
+                fresh_copy(ctx, source, f"{tag}-cold-{i}-forge"),
+            )
+            try:
+                yield Round(i, sides, repos, None)
+            finally:
+                discard(repos[0])
+                discard(repos[1])
+        return
+    repos = (
+        fresh_copy(ctx, source, f"{tag}-warm-alt"),
+        fresh_copy(ctx, source, f"{tag}-warm-forge"),
+    )
+    kept = ctx.tmp(f"{tag}-warm-worktrees")
+    try:
+        for i, sides in [(-1, ("A", "B")), *enumerate(abba(pairs))]:
+            yield Round(i, sides, repos, kept)
+    finally:
+        discard(repos[0])
+        discard(repos[1])
+        subprocess.run(["rm", "-rf", "--", str(kept)], check=False)
 
 
 def spread(values: Sequence[float], scale: float = 1.0, fmt: str = "{:+.0f}") -> str:

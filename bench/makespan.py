@@ -1,6 +1,7 @@
 """makespan: random DAGs of tasks that sleep 0.2 to 1.0 s, run by forge with
-max_parallel 4. The figure is the wall time of `forge run` divided by the lower
-bound max(critical path, total work / max_parallel).
+max_parallel 4. The figure is the wall time of `forge run` divided by the makespan
+of the greedy schedule paying bare git's per-task cost (below); the note gives the
+ratio to the lower bound max(critical path, total work / max_parallel) too.
 
 Each task's `estimate` is its sleep, as a user would size tasks. For reference the
 note gives the makespan of an overhead-free greedy schedule (critical path first),
@@ -9,8 +10,8 @@ which separates the scheduling policy's loss from forge's per-task cost.
 The alternative is the greedy schedule paying bare git's per-task cost, measured
 the way forge's runs pay it: a checkout, the edit, a commit and a merge in a
 worktree that already exists (no `git worktree add` per task, which forge does not
-make). Both warmths, in ABBA pairs: cold (a fresh copy of the repository for each
-pair; the schedule also pays one `git worktree add`, its slots made side by side,
+make). Both warmths, in ABBA pairs (kit.rounds): cold (a fresh copy of the
+repository for each side of each pair; the schedule also pays one `git worktree add`, its slots made side by side,
 as forge makes its slots) and warm (forge takes over the idle slots of the plan
 before, bare git's worktree is kept).
 """
@@ -22,6 +23,7 @@ import json
 import random
 import statistics
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import repogen
@@ -29,11 +31,9 @@ from kit import (
     ALTERNATIVE,
     Context,
     Figure,
-    abba,
-    discard,
     forge,
-    fresh_copy,
     git,
+    rounds,
     secs,
     settle,
     spread,
@@ -146,6 +146,11 @@ def _worktree_add(ctx: Context, repo: Path) -> float:
     return took
 
 
+def _git_cost(ctx: Context, repo: Path, paths: list[str], tag: str, kept: Path | None) -> float:
+    """Bare git's seconds a task in one worktree made before the clock starts."""
+    return floor(ctx, repo, paths, tag, slots=1, keep=kept, premade=True) / len(paths)
+
+
 @dataclass
 class _Pairs:
     """Each pair's forge makespan, bare git's per-task cost and the schedule's makespan."""
@@ -162,40 +167,32 @@ class _Pairs:
 def _measure(
     ctx: Context, source: Path, dag: Dag, plan: BenchPlan, pairs: int, *, cold: bool
 ) -> _Pairs:
+    """Each measured pair at one warmth (kit.rounds): forge's run in its copy, bare git's
+    per-task cost in the other's (cold: each side a fresh copy; warm: both keep theirs)."""
     k = 6 if ctx.quick else 12
     warmth = "cold" if cold else "warm"
     out = _Pairs([], [], [])
-    repo = kept = None
-    if not cold:
-        repo = fresh_copy(ctx, source, f"makespan-{dag.name}-warm")
-        kept = ctx.tmp(f"makespan-{dag.name}-worktree")
-        _forge_run(repo, ctx, plan, f"{plan.name}-warmup")  # slots to take over: not measured
-    for rep, sides in enumerate(abba(pairs)):
-        here = repo or fresh_copy(ctx, source, f"makespan-{dag.name}-{rep}")
-        tag = f"makespan-{dag.name}-{warmth}-{rep}"
-        offset = 7 + 31 * rep + (0 if dag.name == "sparse" else 500)
-        add = _worktree_add(ctx, here) if cold else 0.0
-        wall = cost = 0.0
-        for side in sides:
-            if side == "A":
-                paths = paths_for(k, 1000, offset=offset)
-                cost = floor(ctx, here, paths, tag, slots=1, keep=kept, premade=True) / k
-            else:
-                wall = _forge_run(here, ctx, plan, f"{plan.name}-{warmth}-{rep}")
+    for rnd in rounds(ctx, source, f"makespan-{dag.name}", pairs, cold=cold):
+        tag = f"makespan-{dag.name}-{warmth}-{rnd.index + 1}"
+        offset = 7 + 31 * (rnd.index + 1) + (0 if dag.name == "sparse" else 500)
+        paths = paths_for(k, 1000, offset=offset)
+        add = _worktree_add(ctx, rnd.repos[0]) if cold else 0.0
+        cost, wall = rnd.run(
+            partial(_git_cost, ctx, rnd.repos[0], paths, tag, rnd.kept),
+            partial(_forge_run, rnd.repos[1], ctx, plan, tag),
+        )
+        if not rnd.measured:  # warm: the round that leaves slots and a worktree to reuse
+            continue
         schedule = greedy(dag, PARALLEL, extra=cost) + add
         out.walls.append(wall)
         out.costs.append(cost)
         out.schedules.append(schedule)
         ctx.log(
-            f"  {dag.name} {warmth} pair {rep + 1} ({''.join(sides)}): forge run {secs(wall)}; "
+            f"  {dag.name} {warmth} pair {rnd.index + 1} ({rnd.order}): forge run {secs(wall)}; "
             f"greedy paying bare git's {cost * 1000:.0f} ms a task"
             + (f" and a worktree add of {add * 1000:.0f} ms" if cold else "")
             + f" {secs(schedule)} (ratio {wall / schedule:.2f})"
         )
-        if repo is None:
-            discard(here)
-    if repo is not None:
-        discard(repo)
     return out
 
 

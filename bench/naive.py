@@ -18,6 +18,7 @@ import json
 import os
 import statistics
 import subprocess
+from functools import partial
 from pathlib import Path
 
 import repogen
@@ -25,11 +26,9 @@ from kit import (
     ALTERNATIVE,
     Context,
     Figure,
-    abba,
-    discard,
     forge,
-    fresh_copy,
     git,
+    rounds,
     secs,
     settle,
     spread,
@@ -158,48 +157,26 @@ def by_forge(ctx: Context, repo: Path, paths: list[str], tag: str) -> tuple[floa
 def _pairs(
     ctx: Context, source: Path, files: int, n: int, pairs: int, *, careful: bool, cold: bool
 ) -> list[tuple[float, float, str]]:
-    """(script seconds, forge seconds, forge's verdict) of each pair, in ABBA order."""
+    """(script seconds, forge seconds, forge's verdict) of each measured pair at one
+    warmth (kit.rounds), in ABBA order."""
     form = "careful" if careful else "naive"
     warmth = "cold" if cold else "warm"
     script = CAREFUL if careful else SCRIPT
-    kept_repos: tuple[Path, Path] | None = None
-    kept = None
-    rounds: list[tuple[int, tuple[str, str]]] = list(enumerate(abba(pairs)))
-    if not cold:
-        kept_repos = (
-            fresh_copy(ctx, source, f"{form}-warm-script"),
-            fresh_copy(ctx, source, f"{form}-warm-forge"),
-        )
-        kept = ctx.tmp(f"{form}-warm-worktrees")
-        rounds.insert(0, (-1, ("A", "B")))  # the round that warms both: not measured
     out = []
-    for rep, sides in rounds:
-        tag = f"{form}-{warmth}-{rep + 1}"
-        paths = paths_for(n, files, offset=5 + 2 * (rep + 1))
-        repos = kept_repos or (
-            fresh_copy(ctx, source, f"{tag}-script"),
-            fresh_copy(ctx, source, f"{tag}-forge"),
+    for rnd in rounds(ctx, source, f"{form}-{files}", pairs, cold=cold):
+        tag = f"{form}-{warmth}-{rnd.index + 1}"
+        paths = paths_for(n, files, offset=7 + 2 * rnd.index)
+        sc, (fo, verdict) = rnd.run(
+            partial(by_script, ctx, rnd.repos[0], paths, tag, script=script, kept=rnd.kept),
+            partial(by_forge, ctx, rnd.repos[1], paths, tag),
         )
-        took: dict[str, tuple[float, str]] = {}
-        for side in sides:
-            if side == "A":
-                took[side] = (by_script(ctx, repos[0], paths, tag, script=script, kept=kept), "")
-            else:
-                took[side] = by_forge(ctx, repos[1], paths, tag)
-        if kept_repos is None:
-            discard(repos[0])
-            discard(repos[1])
-        if rep < 0:
+        if not rnd.measured:
             continue
-        out.append((took["A"][0], took["B"][0], took["B"][1]))
+        out.append((sc, fo, verdict))
         ctx.log(
-            f"  {form} script, {warmth} pair {rep + 1} ({''.join(sides)}): forge "
-            f"{secs(took['B'][0])} (verdict {took['B'][1]}); script {secs(took['A'][0])}"
+            f"  {form} script, {warmth} pair {rnd.index + 1} ({rnd.order}): forge "
+            f"{secs(fo)} (verdict {verdict}); script {secs(sc)}"
         )
-    if kept_repos is not None:
-        discard(kept_repos[0])
-        discard(kept_repos[1])
-        subprocess.run(["rm", "-rf", "--", str(kept)], check=False)
     return out
 
 

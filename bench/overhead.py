@@ -23,6 +23,7 @@ import json
 import statistics
 import subprocess
 import sys
+from functools import partial
 from pathlib import Path
 
 import repogen
@@ -31,11 +32,9 @@ from kit import (
     REGRESSION,
     Context,
     Figure,
-    abba,
-    discard,
     forge,
-    fresh_copy,
     git,
+    rounds,
     secs,
     settle,
     spread,
@@ -51,13 +50,15 @@ TARGET_EXTRA = 0.050
 TARGET_OWN = 0.050
 PAIRS = 5
 
-# One worker of the floor: its slot (made unless it is kept from an earlier round),
+# One worker of the floor: its slot (made unless it is kept from an earlier round,
+# one worker at a time, as forge makes its slots one at a time),
 # then its share of the tasks, one per line as "branch path". Merges are serialised
 # with flock, as forge serialises them.
 FLOOR_WORKER = r"""
 set -euo pipefail
 slot=$1; base=$2; integ=$3; lock=$4; tasks=$5
-[ -e "$slot/.git" ] || git worktree add -q --detach "$slot" "$base"
+# git's worktree registry does not take adds side by side: one at a time
+( flock 8; [ -e "$slot/.git" ] || git worktree add -q --detach "$slot" "$base" ) 8>"$lock.add"
 cd "$slot"
 while read -r branch path; do
   git checkout -q --force -B "$branch" "$base"
@@ -186,60 +187,30 @@ def inside(files: int, n: int) -> dict[str, float]:
     return data
 
 
-def _pair(
-    ctx: Context,
-    sides: tuple[str, str],
-    repos: tuple[Path, Path],
-    paths: list[str],
-    tag: str,
-    *,
-    keep: Path | None = None,
-) -> tuple[float, float]:
-    """(bare git's seconds, forge's seconds: plan + run), bare git in `repos[0]` and
-    forge in `repos[1]`, run in the order `sides` gives ("A" is bare git)."""
-    got: dict[str, float] = {}
-    for side in sides:
-        if side == "A":
-            got[side] = floor(ctx, repos[0], paths, tag, keep=keep)
-        else:
-            plan_s, run_s, _ = through_forge(ctx, repos[1], paths, tag)
-            got[side] = plan_s + run_s
-    return got["A"], got["B"]
+def _forge_seconds(ctx: Context, repo: Path, paths: list[str], tag: str) -> float:
+    plan_s, run_s, _ = through_forge(ctx, repo, paths, tag)
+    return plan_s + run_s
 
 
-def _cold(ctx: Context, source: Path, files: int, n: int, pairs: int) -> list[tuple[float, float]]:
-    """(bare git, forge) seconds of each cold pair: a fresh copy for each side."""
+def _pairs(
+    ctx: Context, source: Path, files: int, n: int, pairs: int, *, cold: bool
+) -> list[tuple[float, float]]:
+    """(bare git, forge: plan + run) seconds of each measured pair at one warmth
+    (kit.rounds: a fresh copy for each side of each cold pair; warm, both keep theirs)."""
+    warmth = "cold" if cold else "warm"
     out = []
-    for rep, sides in enumerate(abba(pairs)):
-        tag = f"cold-{files}-{rep}"
-        paths = paths_for(n, files, offset=1 + rep)
-        floor_repo = fresh_copy(ctx, source, f"{tag}-git")
-        forge_repo = fresh_copy(ctx, source, f"{tag}-forge")
-        fl, fo = _pair(ctx, sides, (floor_repo, forge_repo), paths, tag)
-        discard(floor_repo)
-        discard(forge_repo)
-        out.append((fl, fo))
-        ctx.log(f"  {files} files, cold pair {rep + 1} ({''.join(sides)}): {_said(fl, fo, n)}")
-    return out
-
-
-def _warm(ctx: Context, source: Path, files: int, n: int, pairs: int) -> list[tuple[float, float]]:
-    """(bare git, forge) seconds of each warm pair: each side in a copy of its own that
-    keeps its worktrees or slots from the round before (one round not measured)."""
-    floor_repo = fresh_copy(ctx, source, f"warm-{files}-git")
-    forge_repo = fresh_copy(ctx, source, f"warm-{files}-forge")
-    kept = ctx.tmp(f"warm-{files}-worktrees")
-    out = []
-    for rep, sides in [(-1, ("A", "B")), *enumerate(abba(pairs))]:
-        tag = f"warm-{files}-{rep + 1}"
-        paths = paths_for(n, files, offset=1 + 2 * (rep + 1))
-        fl, fo = _pair(ctx, sides, (floor_repo, forge_repo), paths, tag, keep=kept)
-        if rep >= 0:
+    for rnd in rounds(ctx, source, f"ovh-{files}", pairs, cold=cold):
+        tag = f"{warmth}-{files}-{rnd.index + 1}"
+        paths = paths_for(n, files, offset=2 + 2 * rnd.index + (0 if cold else 100))
+        fl, fo = rnd.run(
+            partial(floor, ctx, rnd.repos[0], paths, tag, keep=rnd.kept),
+            partial(_forge_seconds, ctx, rnd.repos[1], paths, tag),
+        )
+        if rnd.measured:
             out.append((fl, fo))
-            ctx.log(f"  {files} files, warm pair {rep + 1} ({''.join(sides)}): {_said(fl, fo, n)}")
-    discard(floor_repo)
-    discard(forge_repo)
-    subprocess.run(["rm", "-rf", "--", str(kept)], check=False)
+            ctx.log(
+                f"  {files} files, {warmth} pair {rnd.index + 1} ({rnd.order}): {_said(fl, fo, n)}"
+            )
     return out
 
 
@@ -280,8 +251,8 @@ def run(ctx: Context) -> list[Figure]:
     figures = []
     for files, n in sizes:
         source = repogen.repo(ctx, files)
-        figures.append(_figure(files, n, "cold", _cold(ctx, source, files, n, pairs)))
-        figures.append(_figure(files, n, "warm", _warm(ctx, source, files, n, pairs)))
+        figures.append(_figure(files, n, "cold", _pairs(ctx, source, files, n, pairs, cold=True)))
+        figures.append(_figure(files, n, "warm", _pairs(ctx, source, files, n, pairs, cold=False)))
         own = inside(files, n)
         figures.append(
             Figure(
