@@ -39,9 +39,10 @@ from forge.git import worktrees
 from forge.git.repo import Repository
 from forge.plan.model import Plan
 from forge.run.attempt import messages
-from forge.run.attempt.context import AttemptScope, Outcome, RunContext
+from forge.run.attempt.context import AttemptScope, Outcome
 from forge.run.attempt.order import order_for
 from forge.run.attempt.reset import reset_for_attempt
+from forge.run.context import RunContext
 from forge.run.state.run_state import UNCOUNTED, Status
 
 INSTALL_HINT = "the cluster needs Dask distributed and cryptography: pip install 'forge[cluster]'"

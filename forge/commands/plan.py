@@ -17,7 +17,7 @@ from forge.plan.registry import Recorded
 from forge.run.state.replan import TakenUp
 
 if TYPE_CHECKING:  # the forecast (and the attempts history it reads) only for agent tasks
-    from forge.run.forecast import Forecast
+    from forge.run.records.forecast import Forecast
 
 
 @dataclass(frozen=True)
@@ -108,7 +108,7 @@ def record(repo: Repository, plan_file: Path, *, note: Callable[[str], None]) ->
 def _forecast(repo: Repository, plan: Plan) -> Forecast | None:
     if all(t.run is not None for t in plan.tasks):
         return None  # shell commands only: there is nothing to forecast
-    from forge.run.forecast import forecast
+    from forge.run.records.forecast import forecast
 
     try:
         return forecast(repo, plan)

@@ -31,7 +31,7 @@ def execute(
     from forge.commands.live import LiveView
     from forge.plan.repo_config import load_repo_config
     from forge.run import runner
-    from forge.run.spend import spend_data
+    from forge.run.records.spend import spend_data
 
     plan = recorded.plan
     config = load_repo_config(repo.root)

@@ -42,7 +42,8 @@ from forge.plan.candidates import (
 from forge.plan.model import Task
 from forge.plan.specs import DEFAULT_AGENT
 from forge.run.attempt import phases
-from forge.run.attempt.context import Outcome, RunContext
+from forge.run.attempt.context import Outcome
+from forge.run.context import RunContext
 from forge.run.gate.selection import Selection
 from forge.run.state.run_state import FAILURES, Status, TaskState
 
@@ -168,7 +169,7 @@ class Candidates:
                 if cts.last is not None:
                     cts.last.reason = cts.reason
             if cts.last is not None:  # (its row said "stopped by the user")
-                from forge.run import history
+                from forge.run.records import history
 
                 history.restate(self.ctx, cts.last)
             self._salvage(cts, uncommitted=True)
@@ -405,7 +406,7 @@ class Candidates:
                 else:
                     ts.mark_conflict(res.conflicts, log=last.log)
                 self.ctx.save(task.id)
-        from forge.run import history
+        from forge.run.records import history
 
         history.settle(self.ctx, [task.id])  # (the winner's own row: it shares its tag)
 
@@ -441,7 +442,7 @@ class Candidates:
                         phases.end(cts.last)
                     self.ctx.save(task.id)
                 if cts.last is not None:
-                    from forge.run import history
+                    from forge.run.records import history
 
                     history.restate(self.ctx, cts.last)
                 self._salvage(cts, uncommitted=False)

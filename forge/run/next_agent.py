@@ -12,7 +12,7 @@ from forge.run.state.run_state import Stall, TaskState
 
 if TYPE_CHECKING:
     from forge.agents.spec import AgentSpec
-    from forge.run.attempt.context import RunContext
+    from forge.run.context import RunContext
 
 
 @dataclass(frozen=True)
@@ -26,7 +26,7 @@ class NextSpec:
 def base_spec_text(ctx: RunContext, task: Task, ts: TaskState) -> str:
     text = ts.agent or task.agent or ctx.plan.agent or DEFAULT_AGENT
     if text == AUTO:  # chosen from the pool by cost per landed task
-        from forge.run import routing
+        from forge.run.records import routing
 
         return routing.router_of(ctx).spec_for(task, ts)
     return text

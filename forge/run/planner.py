@@ -22,10 +22,11 @@ from forge.base.liveness import Owner
 from forge.errors import ForgeError
 from forge.git import worktrees
 from forge.git.repo import Repository
-from forge.run.attempt.confinement import agent_state_dir, run_contained, sandbox_for
+from forge.run.attempt.confinement import run_contained, sandbox_for
 from forge.run.attempt.context import Command, Outcome
 from forge.run.attempt.order import WorkOrder
 from forge.run.attempt.work import run_work
+from forge.run.state.folders import agent_state_dir
 from forge.run.state.run_state import Attempt
 
 TASK = "draft"  # the task name a planner is told ({task}, FORGE_TASK)

@@ -25,7 +25,8 @@ from forge.plan.model import Gate as GateMode
 from forge.plan.model import Plan
 from forge.plan.registry import Recorded
 from forge.plan.repo_config import VerifyConfig
-from forge.run.attempt.context import Remote, RunContext
+from forge.run.attempt.context import Remote
+from forge.run.context import RunContext
 from forge.run.options import RunOptions
 from forge.run.state import accepted, reconcile, recovery
 from forge.run.state.invocations import KEPT, Invocation
@@ -266,8 +267,8 @@ def _dispatch(
         )
         gate.start()
     try:
-        with remote(ctx.plan) if remote else contextlib.nullcontext() as ctx.remote:
-            Dispatcher(ctx, recorded, options, on_event, gate=gate).loop()
+        with remote(ctx.plan) if remote else contextlib.nullcontext() as where:
+            Dispatcher(ctx, recorded, options, on_event, gate=gate, remote=where).loop()
     finally:
         if gate is not None:
             gate.close()

@@ -1,5 +1,5 @@
 """What every verification run did to each test, in the history database
-(`.git/forge/history.sqlite`, beside the attempts forge/run/history.py keeps).
+(`.git/forge/history.sqlite`, beside the attempts forge/run/records/history.py keeps).
 
     test_runs    one row a test a lane's run reported: its outcome (passed, failed,
                  error, skipped), the tree, the lane, the verification and the run

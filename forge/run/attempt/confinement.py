@@ -4,8 +4,6 @@ check and reviewer of an attempt, in a local slot or on a cluster worker."""
 
 from __future__ import annotations
 
-import hashlib
-import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -14,21 +12,9 @@ from forge.base import procgroup
 from forge.base.sandbox import Sandbox
 from forge.git.contained import Contained, ceiling_env, is_contained
 from forge.git.repo import Repository
+from forge.run.state.folders import agent_state_dir
 
-__all__ = ["agent_state_dir", "ceiling_env", "run_contained", "sandbox_for"]
-
-
-def agent_state_dir(repo: Repository, plan: str) -> Path:
-    """The agents' own per-task state (their CLI homes: `agent_env`'s `state_dir`),
-    under `$XDG_STATE_HOME/forge` (default ~/.local/state/forge), one folder per
-    repository and plan. Never under the repository: a task's git must not reach
-    it, and Codex refuses to make its sandbox helper under a temporary folder."""
-    root = os.environ.get("XDG_STATE_HOME") or os.path.join(
-        os.path.expanduser("~"), ".local", "state"
-    )
-    where = str(repo.common_dir.resolve())
-    key = f"{repo.root.name}-{hashlib.sha256(where.encode()).hexdigest()[:12]}"
-    return Path(root) / "forge" / key / plan / "agent-state"
+__all__ = ["ceiling_env", "run_contained", "sandbox_for"]
 
 
 def sandbox_for(

@@ -1,26 +1,22 @@
-"""What every attempt of a run shares (the run context), one attempt's scope, how an
-attempt ends (its Outcome), where its steps run (a Place: a local slot or a cluster
+"""One attempt's scope (with the run context, forge.run.context), how an attempt ends (its Outcome), where its steps run (a Place: a local slot or a cluster
 worker's), and the one way an attempt runs a command here: in a process group of
 its own, in its worktree's environment, under the sandbox when the plan asks for it."""
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from forge.base import logs, procgroup
-from forge.base.liveness import Owner
-from forge.base.settings import Settings
-from forge.git.repo import Repository
-from forge.plan.model import Plan, Task
+from forge.plan.model import Task
 from forge.run.attempt.confinement import run_contained, sandbox_for
 from forge.run.attempt.reason import reason_line
-from forge.run.state.run_state import Attempt, RunState, Stall, StateStore, Status, TaskState
-from forge.run.state.slots import SlotPool
+from forge.run.context import RunContext
+from forge.run.state.run_state import Attempt, Stall, Status, TaskState
 
 if TYPE_CHECKING:
     from forge.agents.spec import AgentSpec
@@ -32,37 +28,6 @@ class Remote(Protocol):
     (on the task branch)."""
 
     def attempt(self, scope: AttemptScope) -> Outcome | str: ...
-
-
-@dataclass
-class RunContext:
-    """What every attempt of one run shares."""
-
-    repo: Repository
-    plan: Plan
-    state: RunState
-    store: StateStore
-    slots: SlotPool
-    logs: Path
-    stop: threading.Event
-    agent_defs: Mapping[str, Mapping[str, Any]]
-    owner: Owner  # this run's process, recorded as each task's runner
-    merge_lock: threading.Lock = field(default_factory=threading.Lock)
-    gated: bool = False  # finished work is QUEUED for the gate instead of merged
-    remote: Remote | None = None  # attempts run on a cluster (forge.cluster) when set
-    on_change: Callable[[str], None] = lambda _task: None
-    sandbox: bool = False  # every command under bubblewrap, only its slot writable
-    router: Any = None  # `agent = "auto"`: the run's routing (forge/run/routing.py)
-    capacity: Any = None  # the dispatcher's per-agent bookkeeping (forge/run/capacity.py)
-
-    @property
-    def settings(self) -> Settings:
-        return self.repo.settings
-
-    def save(self, task: str | None = None) -> None:
-        self.store.save(self.state, task=task)
-        if task is not None:
-            self.on_change(task)
 
 
 @dataclass(frozen=True)
@@ -138,6 +103,7 @@ class AttemptScope:
     spec: AgentSpec | None  # the agent of a prompt task; None for a `run` task
     fresh: bool = False  # start from the integration head, not the last attempt's work
     person: bool = False  # `forge retry TASK`: a person asked for this attempt
+    remote: Remote | None = None  # where it runs when not here: a cluster (forge.cluster)
 
 
 @dataclass(frozen=True)

@@ -12,10 +12,10 @@ from pathlib import Path
 from forge.base import procgroup
 from forge.git import merge as integrate
 from forge.git import worktrees
-from forge.run.attempt.confinement import agent_state_dir
 from forge.run.attempt.context import AttemptScope, Command, group
 from forge.run.attempt.phases import phase
 from forge.run.attempt.reset import reset_for_attempt
+from forge.run.state.folders import agent_state_dir
 from forge.run.state.run_state import Slot
 from forge.verify import environment
 

@@ -24,12 +24,13 @@ from forge.git.contained import Tampered
 from forge.git.refs import task_ref
 from forge.git.trailers import merge_message, tasks_phrase
 from forge.plan.model import Task
-from forge.run import history, routing
 from forge.run.attempt import local, messages, phases
-from forge.run.attempt.context import AttemptScope, Outcome, RunContext
+from forge.run.attempt.context import AttemptScope, Outcome, Remote
 from forge.run.attempt.local import LocalSlot
 from forge.run.attempt.order import order_for
 from forge.run.attempt.steps import run_steps
+from forge.run.context import RunContext
+from forge.run.records import history, routing
 from forge.run.state.run_state import Attempt, Status
 
 if TYPE_CHECKING:
@@ -52,12 +53,14 @@ def run_attempt(
     fresh: bool = False,
     fallback: str | None = None,
     person: bool = False,
+    remote: Remote | None = None,
 ) -> Outcome:
     """Run one attempt of `task` and leave its outcome in the state.
 
     `spec` is the agent spec of a prompt task (None for a `run` task); `fallback`
     says why it is a fallback agent, when it is one; `person` says a person asked
-    for it (`forge retry TASK`).
+    for it (`forge retry TASK`); `remote`, where it runs when not on this machine
+    (a cluster: the dispatcher's).
     """
     ts = ctx.state.record(task.id)  # (a best-of-N candidate's record is its own)
     started = time.monotonic()
@@ -80,7 +83,7 @@ def run_attempt(
             ts.base = ctx.repo.ref_value(ctx.state.integration)
         ts.branch = task_ref(ctx.plan.name, task.id)
         ctx.save(task.id)
-    scope = AttemptScope(ctx, task, ts, attempt, attempt_dir, spec, fresh, person)
+    scope = AttemptScope(ctx, task, ts, attempt, attempt_dir, spec, fresh, person, remote)
     try:
         outcome = _steps(scope)
     except _Stop as stop:
@@ -113,7 +116,7 @@ def _keep_traceback(attempt_dir: Path, exc: Exception) -> str:
 
 def _finish(scope: AttemptScope, outcome: Outcome, started: float) -> Outcome:
     ctx, task, ts, attempt = scope.ctx, scope.task, scope.ts, scope.attempt
-    if outcome.status in (Status.MERGED, Status.QUEUED) and ctx.remote is None:
+    if outcome.status in (Status.MERGED, Status.QUEUED) and scope.remote is None:
         # Its work is committed on its branch (and merged, or queued for the gate).
         ctx.slots.release(task.id)
     with ctx.store.lock:
@@ -127,7 +130,7 @@ def _finish(scope: AttemptScope, outcome: Outcome, started: float) -> Outcome:
 def _steps(scope: AttemptScope) -> Outcome:
     ctx, attempt = scope.ctx, scope.attempt
     assert scope.ts.base is not None and scope.ts.branch is not None
-    done = _here(scope) if ctx.remote is None else ctx.remote.attempt(scope)
+    done = _here(scope) if scope.remote is None else scope.remote.attempt(scope)
     if isinstance(done, Outcome):
         return _said_why_nothing(scope, done)
     faults.point("before-merge")

@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING, Any
 from forge.agents.output import cli_message
 from forge.base import proc
 from forge.git.repo import Repository
-from forge.run.attempt.context import AttemptScope, Command, Outcome, Place, RunContext
+from forge.run.attempt.context import AttemptScope, Command, Outcome, Place
+from forge.run.context import RunContext
 from forge.run.state.run_state import Attempt, Status
 
 if TYPE_CHECKING:

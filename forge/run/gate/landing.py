@@ -26,13 +26,13 @@ from forge.git.merge import (
 )
 from forge.git.trailers import merge_message
 from forge.plan.repo_config import VerifyConfig
-from forge.run import history, unblame
 from forge.run.attempt import phases
-from forge.run.attempt.context import RunContext
+from forge.run.context import RunContext
 from forge.run.gate import bisection as gate
-from forge.run.gate import fanout, story
+from forge.run.gate import fanout, story, unblame
 from forge.run.gate.speculation import Speculator
 from forge.run.gate.subsets import GateProbe, SubsetFirst
+from forge.run.records import history
 from forge.run.state.gate_record import GateRecord, Landing
 from forge.run.state.run_state import Status
 from forge.verify import engine as verify

@@ -30,7 +30,7 @@ from forge.run.state.run_state import TaskState
 from forge.verify.records import Verdict
 
 if TYPE_CHECKING:
-    from forge.run.attempt.context import RunContext
+    from forge.run.context import RunContext
 
 DIFF_LIMIT = 60_000  # characters of each candidate's diff in the judge's prompt
 

@@ -25,7 +25,7 @@ from forge.run.state.run_state import UNCOUNTED, Attempt, Status
 if TYPE_CHECKING:
     from forge.base.files import StateDir
     from forge.plan.model import Task
-    from forge.run.attempt.context import RunContext
+    from forge.run.context import RunContext
 
 SCHEMA_VERSION = 2  # 2: the `drafts` table
 SCHEMA = """
@@ -165,7 +165,7 @@ def _kind(attempt: Attempt) -> str | None:
 
 def record(ctx: RunContext, task: Task, attempt: Attempt) -> None:
     """Write (or rewrite) the row of an attempt that just ended."""
-    from forge.run.spend import attempt_usd
+    from forge.run.records.spend import attempt_usd
 
     if attempt.tag is None:
         return
