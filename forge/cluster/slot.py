@@ -214,20 +214,19 @@ class WorkerSlot:
         # to the next attempt's sweep (forge.cluster.worker.sweep_orphans).
         env = {**c.env, WORKER_PID_VAR: str(os.getpid())}
         stop = self.stop if c.stop is None else c.stop
-        return run_contained(
+        spec = procgroup.GroupSpec(
             c.argv,
-            repo=self.repo,
             cwd=self.slot,
-            log=c.log,
+            log_path=c.log,
             env=env,
             timeout=c.timeout,
             grace=job.grace,
             tag=job.tag,
-            cap=job.log_cap,
-            stop=stop,
             input_path=c.input_path,
+            cap=job.log_cap,
             sandbox=self.sandbox(c.writable, c.network),
         )
+        return run_contained(self.repo, spec, stop=stop)
 
     @contextlib.contextmanager
     def phase(self, name: str, *, save: bool = False) -> Iterator[object]:

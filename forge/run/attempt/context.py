@@ -117,50 +117,42 @@ class Outcome:
 
 
 def group(
-    ctx: RunContext,
-    argv: Sequence[str] | str,
-    *,
-    cwd: Path,
-    log: Path,
-    attempt: Attempt,
-    timeout: float | None,
-    env: Mapping[str, str] | None = None,
-    input_path: Path | None = None,
-    stop: threading.Event | None = None,
-    writable: tuple[Path, ...] = (),
-    network: bool = True,
+    ctx: RunContext, command: Command, *, cwd: Path, attempt: Attempt
 ) -> procgroup.GroupResult:
     """Run a command of the attempt (setup, agent, check, reviewer) in `cwd`; the
-    sandbox, when the run has one, lets it write the slot and `writable`, and
-    reach the network when `network`."""
+    sandbox, when the run has one, lets it write the slot and the command's
+    `writable`, and reach the network when the command's `network`."""
 
     def started(pgid: int) -> None:
         # Kept in memory and saved with the next change: crash recovery finds the
         # processes by their tag, which was saved before the spawn.
         attempt.pgid = pgid
 
-    return run_contained(
-        argv,
-        repo=ctx.repo,
-        cwd=cwd,
-        log=log,
-        env={**ctx.settings.child_env(), **(env or {})},
-        timeout=timeout,
-        grace=ctx.settings.grace,
-        tag=attempt.tag,
-        cap=ctx.plan.log_cap,
-        stop=ctx.stop if stop is None else stop,
-        input_path=input_path,
-        sandbox=sandbox_for(
+    c = command
+    sandbox = None
+    if ctx.sandbox:
+        sandbox = sandbox_for(
             ctx.repo,
             ctx.logs,
             cwd,
-            on=ctx.sandbox,
-            writable=writable,
-            network=network,
+            writable=c.writable,
+            network=c.network,
             sockets=ctx.plan.sockets,
-        ),
-        on_start=started,
+        )
+    spec = procgroup.GroupSpec(
+        c.argv,
+        cwd=cwd,
+        log_path=c.log,
+        env={**ctx.settings.child_env(), **c.env},
+        timeout=c.timeout,
+        grace=ctx.settings.grace,
+        tag=attempt.tag,
+        input_path=c.input_path,
+        cap=ctx.plan.log_cap,
+        sandbox=sandbox,
+    )
+    return run_contained(
+        ctx.repo, spec, stop=ctx.stop if c.stop is None else c.stop, on_start=started
     )
 
 

@@ -31,20 +31,7 @@ class LocalSlot:
         self._new = new
 
     def group(self, command: Command) -> procgroup.GroupResult:
-        c = command
-        return group(
-            self.scope.ctx,
-            c.argv,
-            cwd=self.slot,
-            log=c.log,
-            attempt=self.scope.attempt,
-            timeout=c.timeout,
-            env=c.env,
-            input_path=c.input_path,
-            stop=c.stop,
-            writable=c.writable,
-            network=c.network,
-        )
+        return group(self.scope.ctx, command, cwd=self.slot, attempt=self.scope.attempt)
 
     def phase(self, name: str, *, save: bool = False) -> AbstractContextManager[object]:
         return phase(self.scope.ctx, self.scope.task.id, self.scope.attempt, name, save=save)

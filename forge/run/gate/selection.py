@@ -174,7 +174,7 @@ def _judge(
 ) -> None:
     """Ask the judge agent; its answer wins when it names one of `ranked`."""
     from forge.agents import spec as agents
-    from forge.run.attempt.context import group
+    from forge.run.attempt.context import Command, group
     from forge.run.state.run_state import Attempt
 
     folder = ctx.logs / task.id / "judge"
@@ -186,27 +186,20 @@ def _judge(
     argv, stdin = agents.render_command(
         defn, spec, prompt_file=prompt_file, task=task.id, worktree=folder
     )
-    env = agents.agent_env(
-        defn,
-        spec,
-        task=task.id,
-        attempt=1,
-        prompt_file=prompt_file,
-        feedback_file=None,
-        state_dir=ctx.logs.parent / "agent-state",
-        worktree=folder,
+    call = agents.AgentCall(
+        task.id, 1, prompt_file, ctx.logs.parent / "agent-state", worktree=folder
     )
+    env = agents.agent_env(defn, spec, call)
     # The one way a run's command runs: a process group, the log cap, the sandbox.
-    group(
-        ctx,
+    command = Command(
         argv,
-        cwd=folder,
         log=log,
-        attempt=Attempt(number=1, agent=spec_text, tag=f"{ctx.plan.name}/{task.id}/judge"),
         timeout=ctx.plan.timeout_of(task, defn.timeout),
         env={**env, "FORGE_JUDGE_FILE": str(answer)},
         input_path=stdin,
     )
+    judge = Attempt(number=1, agent=spec_text, tag=f"{ctx.plan.name}/{task.id}/judge")
+    group(ctx, command, cwd=folder, attempt=judge)
     usage = agents.parse_usage(defn, log.read_text(errors="replace") if log.exists() else "")
     if usage is not None:  # the judge's spend is the task's
         out.cost_usd, out.input_tokens = usage.cost_usd, usage.input_tokens
