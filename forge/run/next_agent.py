@@ -62,14 +62,14 @@ def next_spec(
     ]
     model = mine[-1].model or base.model
     effort = mine[-1].effort or base.effort
+    ladder = escalation.Ladder(
+        defn.models, defn.efforts, ctx.plan.escalate_after, ctx.plan.escalate_effort
+    )
     decision = escalation.next_step(
         history,
-        models=defn.models,
-        efforts=defn.efforts,
+        ladder,
         model=model,
         effort=effort,
-        escalate_after=ctx.plan.escalate_after,
-        escalate_effort=ctx.plan.escalate_effort,
         retry=f"forge retry {task.id} --plan {ctx.plan.name}",
     )
     if decision.action == "split":

@@ -328,7 +328,7 @@ def test_salvages_at_once_keep_each_tasks_own_work(repo: Path) -> None:
 
         def salvage(ts: TaskState, path: Path, barrier: threading.Barrier) -> None:
             barrier.wait()
-            reset_for_attempt(r, plan, ts, path, fresh=False, known_clean=False)  # type: ignore[arg-type]
+            reset_for_attempt(r, plan, ts, path, known_clean=False)  # type: ignore[arg-type]
 
         threads = [
             threading.Thread(target=salvage, args=(states[t], paths[t], barrier)) for t in tasks

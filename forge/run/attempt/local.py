@@ -14,7 +14,7 @@ from forge.git import merge as integrate
 from forge.git import worktrees
 from forge.run.attempt.context import AttemptScope, Command, group
 from forge.run.attempt.phases import phase
-from forge.run.attempt.reset import reset_for_attempt
+from forge.run.attempt.reset import Start, reset_for_attempt
 from forge.run.state.folders import agent_state_dir
 from forge.run.state.run_state import Slot
 from forge.verify import environment
@@ -87,10 +87,12 @@ def prepare(scope: AttemptScope) -> tuple[LocalSlot, str]:
             ctx.plan,
             ts,
             path,
-            fresh=scope.fresh,
             known_clean=got.clean,
-            integration_head=repo.ref_value(ctx.state.integration),
-            shell=task.run is not None,
+            start=Start(
+                fresh=scope.fresh,
+                shell=task.run is not None,
+                integration_head=repo.ref_value(ctx.state.integration),
+            ),
         )
         if salvaged:
             ctx.save(task.id)
