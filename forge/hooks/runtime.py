@@ -328,7 +328,7 @@ def _verdict_for(repo: Repository, commit: str, config: VerifyConfig) -> VerifyR
     """Wait for a background verification of this commit, or run one now."""
     from forge.base import interrupt
     from forge.verify import background as verify_bg
-    from forge.verify.engine import verify_commit
+    from forge.verify.engine import Ask, verify_commit
 
     current = verify_bg.running(repo)
     if current is not None and current.commit == commit:
@@ -340,7 +340,12 @@ def _verdict_for(repo: Repository, commit: str, config: VerifyConfig) -> VerifyR
     _say(f"verifying {short_sha(commit)} before the push")
     with interrupt.on_stop_signals() as stop:
         record = verify_commit(
-            repo, commit, config, key=PUSH_KEY, stop=stop, on_event=_say, remembered_fail=True
+            repo,
+            commit,
+            config,
+            key=PUSH_KEY,
+            stop=stop,
+            ask=Ask(on_event=_say, remembered_fail=True),
         )
     if stop.is_set():
         _say("verification interrupted: push blocked")

@@ -422,8 +422,7 @@ def _verify(
         verify_config(repo, plan),
         key=plan.name,
         stop=stop,
-        on_event=on_event,
-        sandbox=sandbox,
+        ask=verify.Ask(on_event=on_event, sandbox=sandbox),
     )
 
 

@@ -173,10 +173,12 @@ def combine(
             "dry run: nothing was written",
         ]
     with plan_lock(repo.state, name, command="forge combine"):
-        from forge.verify.engine import describe_failure, verify_commit
+        from forge.verify.engine import Ask, describe_failure, verify_commit
 
         on_event(f"combination {combo.commit[:12]}: {how}")
-        record = verify_commit(repo, combo.commit, config, key=name, stop=stop, on_event=on_event)
+        record = verify_commit(
+            repo, combo.commit, config, key=name, stop=stop, ask=Ask(on_event=on_event)
+        )
         if stop.is_set() or record.verdict == "INTERRUPTED":
             raise Interrupted(f"verification interrupted: {short} was not moved")
         if record.verdict not in GOOD:

@@ -343,9 +343,11 @@ class Gate:
             self.config,
             key=key,
             stop=stop,
-            on_event=lambda msg: self.on_event(f"gate{where}: {msg}"),
-            sandbox=self.ctx.sandbox,
-            reruns=self._reruns,
+            ask=verify.Ask(
+                on_event=lambda msg: self.on_event(f"gate{where}: {msg}"),
+                sandbox=self.ctx.sandbox,
+                reruns=self._reruns,
+            ),
         )
         if not record.cached:
             with self._runs_lock:

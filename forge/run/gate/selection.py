@@ -128,8 +128,10 @@ def _verified(
                 config,
                 key=key,
                 stop=ctx.stop,
-                on_event=lambda msg: on_event(f"{task.id} [{c.label}]: {msg}"),
-                sandbox=ctx.sandbox,
+                ask=verify.Ask(
+                    on_event=lambda msg: on_event(f"{task.id} [{c.label}]: {msg}"),
+                    sandbox=ctx.sandbox,
+                ),
             )
             if record.verdict == Verdict.FAIL and regressions(ctx.plan.gate_on, config):
                 # failures the integration head has too blame no candidate

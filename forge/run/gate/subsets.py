@@ -158,11 +158,9 @@ def run_subset(
         only,
         key=key,
         stop=stop,
-        force=True,
-        on_event=on_event,
-        sandbox=sandbox,
-        reruns=Fixed(0),
-        remember=False,
+        ask=verify.Ask(
+            force=True, on_event=on_event, sandbox=sandbox, reruns=Fixed(0), remember=False
+        ),
     )
 
 
