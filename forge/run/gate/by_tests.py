@@ -25,6 +25,7 @@ blames nobody (as without tests).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Protocol
 
 from forge.verify.records import Verdict
@@ -101,6 +102,17 @@ def _failed(probe: Probe, judged: Judged | None, asked: Tests) -> dict[str, froz
     return {lane: ids & asked.get(lane, frozenset()) for lane, ids in named.items()}
 
 
+@dataclass(frozen=True)
+class ByTests:
+    """How a failure is judged by its tests: the `probe` that runs them; with
+    `regressions` (`gate_on`) failures the head has too land; with `confirm` the
+    failing tests run once more."""
+
+    probe: Probe
+    regressions: bool = False
+    confirm: bool = False
+
+
 class Found:
     """What came of it, for the caller's Outcome."""
 
@@ -119,18 +131,17 @@ def settle(
     head: str,
     tip: Judged,
     fails: Tests,
-    probe: Probe,
+    by: ByTests,
     *,
-    regressions: bool,
-    confirm: bool,
     on_bisect: Callable[[int, int, int], None] = lambda _size, _good, _bad: None,
 ) -> Found:
     """`commits[k-1]` is prefix k; `tip` (prefix len(commits)) failed `fails`.
     Raises Interrupted or Unreadable."""
+    probe, regressions = by.probe, by.regressions
     found = Found()
     end, record = len(commits), tip
     while True:
-        new = _new(found, commits[end - 1], head, fails, probe, regressions, confirm)
+        new = _new(found, commits[end - 1], head, fails, by)
         if not new:  # pre-existing failures and flakes only: the chain lands
             found.landed, found.tip_record = end, record
             return found
@@ -156,16 +167,9 @@ def settle(
         fails = named
 
 
-def _new(
-    found: Found,
-    tip: str,
-    head: str,
-    fails: Tests,
-    probe: Probe,
-    regressions: bool,
-    confirm: bool,
-) -> dict[str, frozenset[str]]:
+def _new(found: Found, tip: str, head: str, fails: Tests, by: ByTests) -> dict[str, frozenset[str]]:
     """What of `fails` is neither the head's own failure nor a flake (steps 1-2)."""
+    probe, regressions, confirm = by.probe, by.regressions, by.confirm
     new = minus(fails, found.pre_existing)
     if regressions and (asked := _known(new, probe, head)):
         on_head = _failed(probe, probe.subset(head, asked, first=False, why="head"), asked)

@@ -30,6 +30,7 @@ from forge.run.attempt import phases
 from forge.run.context import RunContext
 from forge.run.gate import bisection as gate
 from forge.run.gate import fanout, story, unblame
+from forge.run.gate.by_tests import ByTests
 from forge.run.gate.speculation import Speculator
 from forge.run.gate.subsets import GateProbe, SubsetFirst
 from forge.run.records import history
@@ -206,17 +207,18 @@ class Gate:
         )
         self.on_event(f"gate: verifying {', '.join(batch)}")
         try:
+            judges = gate.Judges(
+                self._judge,
+                many=self._judge_many if self.parallel > 1 else None,
+                width=self.parallel,
+                tests=ByTests(probe, self.regressions, confirm=self.config.reruns > 0),
+            )
             out = gate.run_batch(
                 batch,
                 head=head,
                 build=lambda tasks: self._build(head, tasks),
-                judge=self._judge,
+                judges=judges,
                 progress=self._progress,
-                width=self.parallel,
-                judge_many=self._judge_many if self.parallel > 1 else None,
-                probe=probe,
-                regressions=self.regressions,
-                confirm=self.config.reruns > 0,
             )
         finally:
             self.subset_runs += probe.runs
