@@ -309,12 +309,10 @@ def _already_failing(
     if repo.try_git("cat-file", "-e", f"{tip.old}^{{commit}}").returncode != 0:
         return False
     from forge.base import interrupt
-    from forge.run.gate.subsets import head_has_them
+    from forge.run.gate.subsets import Where, head_has_them
 
     with interrupt.on_stop_signals() as stop:
-        same = head_has_them(
-            repo, tip.old, config, record, key=PUSH_KEY, stop=stop, on_event=_say, sandbox=False
-        )
+        same = head_has_them(repo, tip.old, config, record, Where(PUSH_KEY, stop, _say))
     if not same:
         return False
     tests = ", ".join(f.test for f in record.failures[:10])

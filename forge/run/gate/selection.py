@@ -76,7 +76,8 @@ def choose(
     out = Selection()
     standing = list(passed)
     if config is not None and config.lanes:
-        standing = _verified(ctx, task, standing, recs, config, out, on_event)
+        standing, failed = _verified(ctx, task, standing, recs, config, on_event)
+        out.failed.update(failed)
     if not standing:
         return out
     ranked = sorted(standing, key=lambda c: (changed_lines(ctx, recs[c.unit]), cost(recs[c.unit])))
@@ -96,12 +97,12 @@ def _verified(
     passed: list[Candidate],
     recs: Mapping[str, TaskState],
     config: VerifyConfig,
-    out: Selection,
     on_event: Callable[[str], None],
-) -> list[Candidate]:
-    """The candidates whose work, merged onto the integration head, passes."""
+) -> tuple[list[Candidate], dict[str, str]]:
+    """The candidates whose work, merged onto the integration head, passes, and
+    why each other one cannot land (by unit)."""
     from forge.git.merge import merge_onto
-    from forge.run.gate.subsets import head_has_them, regressions
+    from forge.run.gate.subsets import Where, head_has_them, regressions
     from forge.verify import engine as verify
 
     head = ctx.repo.ref_value(ctx.state.integration)
@@ -136,16 +137,8 @@ def _verified(
             if record.verdict == Verdict.FAIL and regressions(ctx.plan.gate_on, config):
                 # failures the integration head has too blame no candidate
                 said = lambda msg: on_event(f"{task.id} [{c.label}]: {msg}")  # noqa: E731
-                if head_has_them(
-                    ctx.repo,
-                    head,
-                    config,
-                    record,
-                    key=key,
-                    stop=ctx.stop,
-                    on_event=said,
-                    sandbox=ctx.sandbox,
-                ):
+                where = Where(key, ctx.stop, said, sandbox=ctx.sandbox)
+                if head_has_them(ctx.repo, head, config, record, where):
                     return c, None
         finally:
             keys.put(key)
@@ -157,13 +150,13 @@ def _verified(
 
     with ThreadPoolExecutor(max_workers=width, thread_name_prefix="best") as pool:
         results = list(pool.map(judge, passed))
-    standing = []
+    standing, failed = [], {}
     for c, why in results:
         if why is None:
             standing.append(c)
         else:
-            out.failed[c.unit] = why
-    return standing
+            failed[c.unit] = why
+    return standing, failed
 
 
 def _judge(
