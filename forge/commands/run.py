@@ -54,9 +54,7 @@ def execute(
             recorded,
             options,
             stop=stop,
-            on_change=view.on_change,
-            on_event=view.on_event,
-            remote=remote,
+            around=runner.Around(view.on_change, view.on_event, remote),
         )
     from forge.commands.next_step import next_steps
     from forge.run.notify import notify_end

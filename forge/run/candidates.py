@@ -67,6 +67,16 @@ class LinkedStop(threading.Event):
         return super().is_set() or self.outer.is_set()
 
 
+@dataclasses.dataclass(frozen=True)
+class Told:
+    """Whom the candidates tell: the run's events, the dispatcher that a task's round
+    ended (it is no longer forced), and its loop that it should look again."""
+
+    on_event: Callable[[str], None]
+    on_settled: Callable[[str], None]
+    wake: Callable[[], None] = lambda: None
+
+
 class Candidates:
     """The best-of-N tasks of one run. Called from the dispatcher's loop thread only."""
 
@@ -77,21 +87,19 @@ class Candidates:
         gate: Gate | None,
         retries: dict[str, int],
         running: set[str],
-        on_event: Callable[[str], None],
-        on_settled: Callable[[str], None],
-        wake: Callable[[], None] = lambda: None,
+        told: Told,
     ) -> None:
         self.ctx = ctx
         self.gate = gate
         self.retries = retries  # the dispatcher's: a round of a failed task is a retry
         self.running = running  # the dispatcher's: the tasks and units running now
-        self.on_event = on_event
-        self.on_settled = on_settled  # a round ended: the task is no longer forced
+        self.on_event = told.on_event
+        self.on_settled = told.on_settled  # a round ended: the task is no longer forced
         self.rounds: dict[str, set[str]] = {}  # task -> units started (or passed) this round
         self.stops: dict[str, LinkedStop] = {}  # running unit -> its stop
         self.lost: dict[str, str] = {}  # unit stopped because this candidate won
         self.passed_at: dict[str, int] = {}  # unit -> order it passed in (this run)
-        self.wake = wake  # the dispatcher looks again (a selection ended)
+        self.wake = told.wake  # the dispatcher looks again (a selection ended)
         self.choosing: set[str] = set()  # `best` tasks whose selection runs
         self.selections: dict[str, Selection] = {}  # its result, set by its thread
 

@@ -21,10 +21,10 @@ from forge.base.text import one_line
 from forge.errors import ForgeError
 from forge.plan.model import Task
 from forge.plan.registry import Recorded
-from forge.run.attempt.context import Outcome, Remote
+from forge.run.attempt.context import Asked, Outcome, Remote
 from forge.run.attempt.pipeline import run_attempt
 from forge.run.budget import Budget
-from forge.run.candidates import Candidates, is_unit, task_of_unit
+from forge.run.candidates import Candidates, Told, is_unit, task_of_unit
 from forge.run.capacity import Capacity
 from forge.run.context import RunContext
 from forge.run.state import hold as holds
@@ -100,9 +100,13 @@ class Dispatcher:
             gate=gate,
             retries=self.retries,
             running=self.running,
-            on_event=on_event,
-            on_settled=lambda tid: setattr(self, "forced", None) if self.forced == tid else None,
-            wake=lambda: self.done.put(("", None)),
+            told=Told(
+                on_event,
+                on_settled=lambda tid: (
+                    setattr(self, "forced", None) if self.forced == tid else None
+                ),
+                wake=lambda: self.done.put(("", None)),
+            ),
         )
 
     def loop(self) -> None:
@@ -381,9 +385,7 @@ class Dispatcher:
                     ctx,
                     task,
                     spec=spec,
-                    fresh=fresh,
-                    fallback=why,
-                    person=person,
+                    asked=Asked(fresh=fresh, fallback=why, person=person),
                     remote=self.remote,
                 )
             except Exception as exc:  # noqa: BLE001 never let a worker die silently: the loop waits for it

@@ -91,6 +91,17 @@ class Place(Protocol):
         """The attempt's record changed: save it where the run keeps it."""
 
 
+@dataclass(frozen=True)
+class Asked:
+    """How an attempt is asked for: `fresh`, from the integration head instead of
+    the last attempt's work; `fallback`, why its agent is a fallback, when it is
+    one; `person`, a person asked for it (`forge retry TASK`)."""
+
+    fresh: bool = False
+    fallback: str | None = None
+    person: bool = False
+
+
 @dataclass
 class AttemptScope:
     """One attempt of one task in this run: what its steps share."""

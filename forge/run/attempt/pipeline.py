@@ -25,7 +25,7 @@ from forge.git.refs import task_ref
 from forge.git.trailers import merge_message, tasks_phrase
 from forge.plan.model import Task
 from forge.run.attempt import local, messages, phases
-from forge.run.attempt.context import AttemptScope, Outcome, Remote
+from forge.run.attempt.context import Asked, AttemptScope, Outcome, Remote
 from forge.run.attempt.local import LocalSlot
 from forge.run.attempt.order import order_for
 from forge.run.attempt.steps import run_steps
@@ -50,16 +50,13 @@ def run_attempt(
     task: Task,
     *,
     spec: AgentSpec | None,
-    fresh: bool = False,
-    fallback: str | None = None,
-    person: bool = False,
+    asked: Asked = Asked(),
     remote: Remote | None = None,
 ) -> Outcome:
     """Run one attempt of `task` and leave its outcome in the state.
 
-    `spec` is the agent spec of a prompt task (None for a `run` task); `fallback`
-    says why it is a fallback agent, when it is one; `person` says a person asked
-    for it (`forge retry TASK`); `remote`, where it runs when not on this machine
+    `spec` is the agent spec of a prompt task (None for a `run` task); `asked`,
+    how the attempt was asked for; `remote`, where it runs when not on this machine
     (a cluster: the dispatcher's).
     """
     ts = ctx.state.record(task.id)  # (a best-of-N candidate's record is its own)
@@ -72,7 +69,7 @@ def run_attempt(
         model=None if spec is None else spec.model,
         effort=None if spec is None else spec.effort,
         tag=tag,
-        fallback=fallback,
+        fallback=asked.fallback,
     )
     routing.stamp(ctx, task.id, attempt)
     attempt_dir = ctx.logs / task.id / f"attempt-{number}"
@@ -83,7 +80,9 @@ def run_attempt(
             ts.base = ctx.repo.ref_value(ctx.state.integration)
         ts.branch = task_ref(ctx.plan.name, task.id)
         ctx.save(task.id)
-    scope = AttemptScope(ctx, task, ts, attempt, attempt_dir, spec, fresh, person, remote)
+    scope = AttemptScope(
+        ctx, task, ts, attempt, attempt_dir, spec, asked.fresh, asked.person, remote
+    )
     try:
         outcome = _steps(scope)
     except _Stop as stop:
