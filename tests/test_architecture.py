@@ -4,7 +4,8 @@ Every `import` and `from ... import` in every module under forge/ counts: module
 level, inside functions, and under `if TYPE_CHECKING:` (a cycle there is a cycle in
 the design). Imports go only down the layers; `forge.errors` is importable from
 anywhere; within one layer any import is fine as long as the graph has no cycle.
-Inside run/ its parts are layers too (RUN_LAYERS).
+Inside run/ its parts are layers too (RUN_LAYERS), and no function of the package
+takes more than 6 parameters (a command's options in forge/cli/ aside).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ ANYWHERE = "forge.errors"
 # candidates, ...), the gate, one attempt, the records (history, routing, spend,
 # forecast), the run context every part is handed, the state.
 RUN_LAYERS = ("run", "gate", "attempt", "records", "context", "state")
+MAX_PARAMS = 6
 
 
 @dataclass(frozen=True)
@@ -196,6 +198,46 @@ def test_an_upward_import_is_named(tmp_path: Path) -> None:
         "forge.run.runner",
         "forge.run.state.run_state",
     ]
+
+
+def _parameters(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
+    a = fn.args
+    names = [*a.posonlyargs, *a.args, *a.kwonlyargs]
+    return len([n for n in names if n.arg not in ("self", "cls")]) + bool(a.vararg) + bool(a.kwarg)
+
+
+def wide_functions(path: Path) -> list[str]:
+    """The functions of a module taking more than MAX_PARAMS parameters."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    return [
+        f"{path.name}:{node.lineno} {node.name} ({_parameters(node)})"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+        and _parameters(node) > MAX_PARAMS
+    ]
+
+
+def test_no_function_takes_more_than_6_parameters() -> None:
+    """Several values that travel together are a small frozen record. A command's
+    options in forge/cli/ are its parameters (typer reads them there)."""
+    wide = [
+        f"{path.parent.relative_to(PACKAGE.parent)}/{w}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if path.relative_to(PACKAGE).parts[0] != "cli"
+        for w in wide_functions(path)
+    ]
+    assert not wide, f"more than {MAX_PARAMS} parameters:\n" + "\n".join(wide)
+
+
+def test_a_wide_function_is_named(tmp_path: Path) -> None:
+    planted = tmp_path / "planted.py"
+    planted.write_text(
+        "class A:\n"
+        "    def ok(self, a, b, c, d, e, f): ...\n"
+        "def wide(a, b, c, d, e, f, *, g): ...\n"
+        "def rest(a, b, c, d, e, *args, **kwargs): ...\n"
+    )
+    assert wide_functions(planted) == ["planted.py:3 wide (7)", "planted.py:4 rest (7)"]
 
 
 def test_the_checker_sees_function_level_and_package_imports() -> None:

@@ -40,15 +40,8 @@ def plan(
     """Validate a plan, build its DAG, compute waves, record it; print the wave table."""
     from forge.commands import plan as plan_command
 
-    reply = plan_command.answer(
-        plan_file,
-        check_only=check,
-        graph=graph,
-        graph_format=graph_format,
-        as_json=as_json,
-        repo=repo_here,
-        say=say,
-    )
+    shown = plan_command.Shown(as_json=as_json, graph=graph, graph_format=graph_format)
+    reply = plan_command.answer(plan_file, shown, check_only=check, repo=repo_here, say=say)
     answer(reply)
 
 
@@ -219,13 +212,13 @@ def combine(
 ) -> None:
     """Merge several plans' integration heads into one verified integration branch."""
     from forge.base import interrupt
+    from forge.commands.plans.combine import Combining
     from forge.commands.plans.combine import combine as do_combine
 
     repo = repo_here()
+    how = Combining(verify=verify, dry_run=dry_run)
     with interrupt.on_stop_signals() as stop:
-        lines = do_combine(
-            repo, new, plans, verify=verify, dry_run=dry_run, stop=stop, on_event=say
-        )
+        lines = do_combine(repo, new, plans, how, stop=stop, on_event=say)
     answer(lines)
 
 

@@ -165,19 +165,29 @@ def _missing_binaries(plan: Plan, root: Path | None) -> list[str]:
     return list(said.values())
 
 
+@dataclass(frozen=True)
+class Shown:
+    """What `forge plan` answers with: its JSON, its graph (in `graph_format`), or
+    the wave table."""
+
+    as_json: bool = False
+    graph: bool = False
+    graph_format: str = "mermaid"
+
+
 def answer(
     plan_file: Path,
+    shown: Shown,
     *,
     check_only: bool,
-    graph: bool,
-    graph_format: str,
-    as_json: bool,
     repo: Callable[[], Repository],
     say: Callable[[str], None],
 ) -> dict[str, Any] | str:
-    """`forge plan`: check (and record) the plan; the answer is its JSON, its graph
-    (`graph_format`), or the wave table. Notes and warnings go to `say`."""
+    """`forge plan`: check (and record) the plan; the answer is what `shown` asks
+    for. Notes and warnings go to `say`."""
     from forge.plan.graph import FORMATS, render
+
+    as_json, graph, graph_format = shown.as_json, shown.graph, shown.graph_format
 
     if graph_format not in FORMATS:
         raise ForgeError(f"--format: '{graph_format}' is not one of {', '.join(FORMATS)}")

@@ -69,8 +69,7 @@ class LinkedStop(threading.Event):
 
 @dataclasses.dataclass(frozen=True)
 class Told:
-    """Whom the candidates tell: the run's events, the dispatcher that a task's round
-    ended (it is no longer forced), and its loop that it should look again."""
+    """Whom the candidates tell: the run's events, the dispatcher (a task's round ended)."""
 
     on_event: Callable[[str], None]
     on_settled: Callable[[str], None]
@@ -93,13 +92,12 @@ class Candidates:
         self.gate = gate
         self.retries = retries  # the dispatcher's: a round of a failed task is a retry
         self.running = running  # the dispatcher's: the tasks and units running now
-        self.on_event = told.on_event
+        self.on_event, self.wake = told.on_event, told.wake  # wake: the dispatcher looks again
         self.on_settled = told.on_settled  # a round ended: the task is no longer forced
         self.rounds: dict[str, set[str]] = {}  # task -> units started (or passed) this round
         self.stops: dict[str, LinkedStop] = {}  # running unit -> its stop
         self.lost: dict[str, str] = {}  # unit stopped because this candidate won
         self.passed_at: dict[str, int] = {}  # unit -> order it passed in (this run)
-        self.wake = told.wake  # the dispatcher looks again (a selection ended)
         self.choosing: set[str] = set()  # `best` tasks whose selection runs
         self.selections: dict[str, Selection] = {}  # its result, set by its thread
 

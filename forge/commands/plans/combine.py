@@ -133,17 +133,26 @@ def _config(repo: Repository, first: Recorded, command: str | None) -> VerifyCon
     return load_repo_config(repo.root).verify
 
 
+@dataclass(frozen=True)
+class Combining:
+    """How plans are combined: `verify`, a command to verify with instead of the
+    configured verification (`--verify`); `dry_run`, say what would happen only."""
+
+    verify: str | None = None
+    dry_run: bool = False
+
+
 def combine(
     repo: Repository,
     name: str,
     refs: list[str],
+    asked: Combining,
     *,
-    verify: str | None,
-    dry_run: bool,
     stop: threading.Event,
     on_event: Callable[[str], None],
 ) -> list[str]:
     """Combine, verify, land and record; the lines that say what happened."""
+    verify, dry_run = asked.verify, asked.dry_run
     if len(refs) < 2:
         raise ForgeError("name at least two plans to combine")
     plans = [_recorded(repo, ref) for ref in refs]

@@ -57,15 +57,12 @@ class Gate:
         on_event: Callable[[str], None],
         before_verify: Callable[[], None] = lambda: None,
     ) -> None:
-        """`mode`, the plan's gate; its `batch_max`, `batch_window` and
-        `verify_parallel` shape the batches."""
         self.ctx = ctx
         self.config = config
         self.mode = mode
-        plan = ctx.plan
+        plan, parallel = ctx.plan, ctx.plan.verify_parallel
         # halves after a culprit, one more after a pass (`batch_window = "adaptive"`)
         self.window = gate.Window(plan.batch_max, fixed=plan.batch_window != "adaptive")
-        parallel = plan.verify_parallel
         self.parallel = parallel  # bisection judges up to this many prefixes at once
         self.on_event = on_event
         self.before_verify = before_verify
