@@ -11,9 +11,11 @@ import typer
 from forge.cli.kit import (
     BudgetOpt,
     ClusterOpt,
+    DryRunOpt,
     JsonOpt,
     PlanArg,
     PlanOpt,
+    SandboxOpt,
     answer,
     app,
     exit_with,
@@ -61,9 +63,7 @@ def run(
         Path | None, typer.Option("--worktree-root", help="Where task worktrees live.")
     ] = None,
     budget: BudgetOpt = None,
-    sandbox: Annotated[
-        bool, typer.Option("--sandbox", help="Run every command under bubblewrap.")
-    ] = False,
+    sandbox: SandboxOpt = False,
     cluster: ClusterOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -185,11 +185,10 @@ def split(
         str, typer.Option("--tasks", help="The tasks to move, comma-separated: a,b.")
     ] = "",
     into: Annotated[str, typer.Option("--into", help="Name of the new plan.")] = "",
-    dry_run: Annotated[
-        bool, typer.Option("--dry-run", help="Print both plans' waves; write nothing.")
-    ] = False,
+    dry_run: DryRunOpt = False,
 ) -> None:
-    """Move tasks that have not merged into a new plan (file and record)."""
+    """Move tasks that have not merged into a new plan (file and record); with
+    --dry-run, print both plans' waves."""
     from forge.commands.plans.split import split as do_split
 
     if not into:
@@ -206,9 +205,7 @@ def combine(
     verify: Annotated[
         str | None, typer.Option("--verify", help="Verify with this command instead.")
     ] = None,
-    dry_run: Annotated[
-        bool, typer.Option("--dry-run", help="Say what would happen; write nothing.")
-    ] = False,
+    dry_run: DryRunOpt = False,
 ) -> None:
     """Merge several plans' integration heads into one verified integration branch."""
     from forge.base import interrupt
@@ -255,9 +252,7 @@ def clean(
     all_plans: Annotated[
         bool, typer.Option("--all", help="Clean every plan, and the hooks' checkouts.")
     ] = False,
-    dry_run: Annotated[
-        bool, typer.Option("--dry-run", help="Say what would be removed; remove nothing.")
-    ] = False,
+    dry_run: DryRunOpt = False,
     pool: Annotated[
         bool,
         typer.Option("--pool", help="Empty the verification checkouts of forge verify and hooks."),
