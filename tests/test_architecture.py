@@ -166,7 +166,8 @@ def test_imports_only_go_down_the_layers() -> None:
 
 
 def test_run_has_its_own_layers() -> None:
-    """Every folder of run/ (and its context) is one of RUN_LAYERS, in that order."""
+    """Every folder of run/ is one of RUN_LAYERS (a new one is given its place in the
+    order), and so is the run context."""
     run = PACKAGE / "run"
     parts = {p.name for p in run.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
     assert parts | {"run", "context"} == set(RUN_LAYERS)
