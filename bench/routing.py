@@ -5,7 +5,7 @@ cheapest spec and always the strongest, on simulated specs whose land rates
 Each task is given a size; a spec lands it with its rate for that size, and a
 task that fails is retried on the same spec (as forge retries on the agent it
 chose), moving to the strongest after three failures (escalation). `auto`
-chooses with forge's own policy (forge/run/routing.py) from the history the
+chooses with forge's own policy (forge/run/records/routing.py) from the history the
 simulation has built so far. Figures after 50, 200 and 1000 tasks; the ratio
 is auto's cost per landed task over the better of the two fixed policies
 (below 1: auto beats both).
@@ -19,8 +19,8 @@ from collections.abc import Callable
 from kit import Context, Figure
 
 from forge.agents.prices import DEFAULT_PRICES
-from forge.run.history import Row
-from forge.run.routing import arms_for, pick
+from forge.run.records.history import Row
+from forge.run.records.routing import arms_for, pick
 
 # spec -> (USD per attempt, land rate for a small, medium, large task). An
 # attempt costs what 10k tokens in and out cost at the model's list price.

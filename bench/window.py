@@ -77,7 +77,7 @@ def simulate(n: int, culprits: set[int], *, batch_max: int, adaptive: bool) -> R
                 confirmed.add(failing)
             return Judged(Verdict.FAIL)
 
-        out = gate.run_batch(batch, head="head", build=build, judge=judge)
+        out = gate.run_batch(batch, head="head", build=build, judges=gate.Judges(judge))
         runs, now = runs + spent, now + spent
         landed += len(out.landed)
         queue[:0] = [int(t[1:]) for t in out.requeue]

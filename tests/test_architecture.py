@@ -4,6 +4,8 @@ Every `import` and `from ... import` in every module under forge/ counts: module
 level, inside functions, and under `if TYPE_CHECKING:` (a cycle there is a cycle in
 the design). Imports go only down the layers; `forge.errors` is importable from
 anywhere; within one layer any import is fine as long as the graph has no cycle.
+Inside run/ its parts are layers too (RUN_LAYERS), and no function of the package
+takes more than 6 parameters (a command's options in forge/cli/ aside).
 """
 
 from __future__ import annotations
@@ -19,6 +21,11 @@ PACKAGE = Path(__file__).resolve().parents[1] / "forge"
 LAYERS = ("cli", "commands", "hooks", "cluster", "run", "verify", "plan", "agents", "git", "base")
 TOP = {"forge", "forge.cli", "forge.__main__"}  # the entry points sit with cli
 ANYWHERE = "forge.errors"
+# run/'s own layers, top to bottom: the run's own modules (runner, dispatch,
+# candidates, ...), the gate, one attempt, the records (history, routing, spend,
+# forecast), the run context every part is handed, the state.
+RUN_LAYERS = ("run", "gate", "attempt", "records", "context", "state")
+MAX_PARAMS = 6
 
 
 @dataclass(frozen=True)
@@ -58,27 +65,32 @@ def _absolute(node: ast.ImportFrom, module: str, is_package: bool) -> str:
     return ".".join([*base, *([node.module] if node.module else [])])
 
 
+def imports_in(module: str, path: Path, modules: dict[str, Path]) -> list[Import]:
+    """The imports of one module (`path`) of forge's, each to the module it reaches."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    rel = path.relative_to(PACKAGE.parent) if path.is_relative_to(PACKAGE.parent) else path
+    found: list[Import] = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Import | ast.ImportFrom):
+            continue
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        else:
+            mod = _absolute(node, module, path.name == "__init__.py")
+            # `from forge import x` and `from forge.run import runner` import modules.
+            targets = [
+                f"{mod}.{a.name}" if f"{mod}.{a.name}" in modules else mod for a in node.names
+            ]
+        for target in targets:
+            owner = _owner(target, modules) if target.startswith("forge") else None
+            if owner and owner != module:
+                found.append(Import(module, owner, f"{rel}:{node.lineno}"))
+    return found
+
+
 def imports() -> list[Import]:
     modules = module_names()
-    found: list[Import] = []
-    for module, path in modules.items():
-        tree = ast.parse(path.read_text(), filename=str(path))
-        rel = path.relative_to(PACKAGE.parent)
-        for node in ast.walk(tree):
-            if not isinstance(node, ast.Import | ast.ImportFrom):
-                continue
-            if isinstance(node, ast.Import):
-                targets = [a.name for a in node.names]
-            else:
-                mod = _absolute(node, module, path.name == "__init__.py")
-                # `from forge import x` and `from forge.run import runner` import modules.
-                targets = [
-                    f"{mod}.{a.name}" if f"{mod}.{a.name}" in modules else mod for a in node.names
-                ]
-            for target in targets:
-                owner = _owner(target, modules) if target.startswith("forge") else None
-                if owner and owner != module:
-                    found.append(Import(module, owner, f"{rel}:{node.lineno}"))
+    found = [i for module, path in modules.items() for i in imports_in(module, path, modules)]
     return list(dict.fromkeys(found))
 
 
@@ -89,6 +101,31 @@ def layer(module: str) -> int | None:
     if module in TOP:
         return 0
     return LAYERS.index(module.split(".")[1])
+
+
+def run_layer(module: str) -> int | None:
+    """The index in RUN_LAYERS (0 is the top) of a module of run/; None outside it."""
+    parts = module.split(".")
+    if parts[:2] != ["forge", "run"]:
+        return None
+    inner = parts[2] if len(parts) > 2 else "run"
+    return RUN_LAYERS.index(inner) if inner in RUN_LAYERS else 0
+
+
+def upward(found: list[Import]) -> list[Import]:
+    """The imports against an order: the package's layers, and run/'s inside it."""
+    against = []
+    for imp in found:
+        src, dst = layer(imp.source), layer(imp.target)
+        if imp.source == ANYWHERE and imp.target != ANYWHERE:
+            against.append(imp)  # errors is imported by everything: it imports nothing
+        elif src is not None and dst is not None and dst < src:
+            against.append(imp)
+        else:
+            inner_src, inner_dst = run_layer(imp.source), run_layer(imp.target)
+            if inner_src is not None and inner_dst is not None and inner_dst < inner_src:
+                against.append(imp)
+    return against
 
 
 def test_every_module_belongs_to_a_layer() -> None:
@@ -115,18 +152,93 @@ def test_the_import_graph_has_no_cycle() -> None:
 
 
 def test_imports_only_go_down_the_layers() -> None:
-    against = []
-    for imp in imports():
-        src, dst = layer(imp.source), layer(imp.target)
-        if imp.source == ANYWHERE and imp.target != ANYWHERE:
-            against.append(imp)  # errors is imported by everything: it imports nothing
-        elif src is not None and dst is not None and dst < src:
-            against.append(imp)
+    against = upward(imports())
     lines = [str(i) for i in against]
     print("\n".join(lines))
     assert not against, (
-        "imports against the layer order " + " -> ".join(LAYERS) + ":\n" + ("\n".join(lines))
+        "imports against the layer order "
+        + " -> ".join(LAYERS)
+        + " (inside run/: "
+        + " -> ".join(RUN_LAYERS)
+        + "):\n"
+        + "\n".join(lines)
     )
+
+
+def test_run_has_its_own_layers() -> None:
+    """Every folder of run/ is one of RUN_LAYERS (a new one is given its place in the
+    order), and so is the run context."""
+    run = PACKAGE / "run"
+    parts = {p.name for p in run.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    assert parts | {"run", "context"} == set(RUN_LAYERS)
+    assert (run / "context.py").is_file()
+
+
+def test_an_upward_import_is_named(tmp_path: Path) -> None:
+    """The checker itself: an import planted in the records that reaches up to the
+    attempt, and one in run/'s state that reaches up to the run, are both named."""
+    modules = module_names()
+    planted = tmp_path / "planted.py"
+    planted.write_text(
+        "from forge.run.attempt.context import Outcome\n"
+        "def f() -> None:\n"
+        "    from forge.run import runner\n"
+        "from forge.run.state import run_state\n"
+    )
+    found = imports_in("forge.run.records.planted", planted, modules)
+    assert sorted((i.target, i.where) for i in upward(found)) == [
+        ("forge.run.attempt.context", f"{planted}:1"),
+        ("forge.run.runner", f"{planted}:3"),
+    ]
+    deep = imports_in("forge.run.state.planted", planted, modules)
+    assert {i.target for i in upward(deep)} == {"forge.run.attempt.context", "forge.run.runner"}
+    # Between the package's layers as before: the plan may not reach up to run/.
+    plan = imports_in("forge.plan.planted", planted, modules)
+    assert sorted(i.target for i in upward(plan)) == [
+        "forge.run.attempt.context",
+        "forge.run.runner",
+        "forge.run.state.run_state",
+    ]
+
+
+def _parameters(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
+    a = fn.args
+    names = [*a.posonlyargs, *a.args, *a.kwonlyargs]
+    return len([n for n in names if n.arg not in ("self", "cls")]) + bool(a.vararg) + bool(a.kwarg)
+
+
+def wide_functions(path: Path) -> list[str]:
+    """The functions of a module taking more than MAX_PARAMS parameters."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    return [
+        f"{path.name}:{node.lineno} {node.name} ({_parameters(node)})"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+        and _parameters(node) > MAX_PARAMS
+    ]
+
+
+def test_no_function_takes_more_than_6_parameters() -> None:
+    """Several values that travel together are a small frozen record. A command's
+    options in forge/cli/ are its parameters (typer reads them there)."""
+    wide = [
+        f"{path.parent.relative_to(PACKAGE.parent)}/{w}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if path.relative_to(PACKAGE).parts[0] != "cli"
+        for w in wide_functions(path)
+    ]
+    assert not wide, f"more than {MAX_PARAMS} parameters:\n" + "\n".join(wide)
+
+
+def test_a_wide_function_is_named(tmp_path: Path) -> None:
+    planted = tmp_path / "planted.py"
+    planted.write_text(
+        "class A:\n"
+        "    def ok(self, a, b, c, d, e, f): ...\n"
+        "def wide(a, b, c, d, e, f, *, g): ...\n"
+        "def rest(a, b, c, d, e, *args, **kwargs): ...\n"
+    )
+    assert wide_functions(planted) == ["planted.py:3 wide (7)", "planted.py:4 rest (7)"]
 
 
 def test_the_checker_sees_function_level_and_package_imports() -> None:

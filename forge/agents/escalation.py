@@ -44,6 +44,17 @@ class Outcome:
 
 
 @dataclass(frozen=True)
+class Ladder:
+    """What an attempt can escalate to: the agent's models and efforts, weakest
+    first, and the plan's policy (`escalate_after`, `escalate_effort`)."""
+
+    models: Sequence[str]
+    efforts: Sequence[str]
+    escalate_after: int
+    escalate_effort: bool
+
+
+@dataclass(frozen=True)
 class Decision:
     action: Action
     model: str | None  # for the next attempt (for split: the current ones)
@@ -82,13 +93,10 @@ def _step_up(ladder: Sequence[str], current: str | None) -> str | None:
 
 def next_step(
     history: Sequence[Outcome],
+    ladder: Ladder,
     *,
-    models: Sequence[str],
-    efforts: Sequence[str],
     model: str | None,
     effort: str | None,
-    escalate_after: int,
-    escalate_effort: bool,
     retry: str = "forge retry TASK",
 ) -> Decision:
     """What the next attempt should run with, given the attempts so far (oldest
@@ -96,15 +104,7 @@ def next_step(
     command that runs the task again, as a person types it."""
     counted = _counted(history)
     no_progress = bool(counted) and counted[-1].status == NO_PROGRESS
-    decision = _escalate(
-        history,
-        models=models,
-        efforts=efforts,
-        model=model,
-        effort=effort,
-        escalate_after=escalate_after,
-        escalate_effort=escalate_effort,
-    )
+    decision = _escalate(history, ladder, model=model, effort=effort)
     if no_progress and decision.action != "split":
         return Decision(
             "stop",
@@ -117,15 +117,9 @@ def next_step(
 
 
 def _escalate(
-    history: Sequence[Outcome],
-    *,
-    models: Sequence[str],
-    efforts: Sequence[str],
-    model: str | None,
-    effort: str | None,
-    escalate_after: int,
-    escalate_effort: bool,
+    history: Sequence[Outcome], ladder: Ladder, *, model: str | None, effort: str | None
 ) -> Decision:
+    escalate_after, escalate_effort = ladder.escalate_after, ladder.escalate_effort
     here = _label(model, effort)
     if escalate_after <= 0:
         return Decision("same", model, effort, "escalation is off (escalate_after = 0)")
@@ -135,11 +129,11 @@ def _escalate(
             "same", model, effort, f"{failed} of {escalate_after} failed attempts on {here}"
         )
     full = f"{failed} failed attempts in a row on {here}"
-    stronger_model = _step_up(models, model)
+    stronger_model = _step_up(ladder.models, model)
     if stronger_model is not None:
         return Decision("model", stronger_model, effort, f"{full}: next model {stronger_model}")
     if escalate_effort:
-        stronger_effort = _step_up(efforts, effort)
+        stronger_effort = _step_up(ladder.efforts, effort)
         if stronger_effort is not None:
             return Decision(
                 "effort",

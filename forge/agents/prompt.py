@@ -58,20 +58,24 @@ def _source(source: str) -> str:
     return _SOURCES.get(source, source)
 
 
-def render_prompt(
-    *,
-    plan: str,
-    task_id: str,
-    title: str,
-    prompt: str,
-    files: Sequence[str],
-    attempt: int,
-    feedback: Feedback | None,
-) -> str:
+@dataclass(frozen=True)
+class TaskText:
+    """What a prompt says of a task: its plan, id, title, prompt and the files it may
+    change."""
+
+    plan: str
+    task_id: str
+    title: str
+    prompt: str
+    files: Sequence[str]
+
+
+def render_prompt(task: TaskText, *, attempt: int, feedback: Feedback | None) -> str:
+    task_id, title, prompt, files = task.task_id, task.title, task.prompt, task.files
     heading = f"# Task `{task_id}`: {title}" if title else f"# Task `{task_id}`"
     parts = [
         heading,
-        f"Plan `{plan}`, attempt {attempt}.",
+        f"Plan `{task.plan}`, attempt {attempt}.",
         prompt.strip(),
         "## Files you may change",
         "\n".join(f"- `{f}`" for f in files) or "- (none declared)",
@@ -98,30 +102,11 @@ def render_prompt(
 
 
 def write_prompt_file(
-    path: Path,
-    *,
-    plan: str,
-    task_id: str,
-    title: str,
-    prompt: str,
-    files: Sequence[str],
-    attempt: int,
-    feedback: Feedback | None,
+    path: Path, task: TaskText, *, attempt: int, feedback: Feedback | None
 ) -> None:
     """The prompt of one attempt: task id, title, prompt, declared files and, on a
     retry, the last failure (status, reason, log tail, diff summary)."""
-    atomic_write_text(
-        path,
-        render_prompt(
-            plan=plan,
-            task_id=task_id,
-            title=title,
-            prompt=prompt,
-            files=files,
-            attempt=attempt,
-            feedback=feedback,
-        ),
-    )
+    atomic_write_text(path, render_prompt(task, attempt=attempt, feedback=feedback))
 
 
 def write_script_file(path: Path, *, script: str) -> None:
@@ -131,46 +116,21 @@ def write_script_file(path: Path, *, script: str) -> None:
 
 
 def write_attempt_file(
-    defn: AgentDef,
-    path: Path,
-    *,
-    plan: str,
-    task_id: str,
-    title: str,
-    prompt: str,
-    files: Sequence[str],
-    attempt: int,
-    feedback: Feedback | None,
+    defn: AgentDef, path: Path, task: TaskText, *, attempt: int, feedback: Feedback | None
 ) -> None:
     """What the runner calls: a script file for a script agent, else a prompt file."""
     if defn.script:
-        write_script_file(path, script=prompt)
+        write_script_file(path, script=task.prompt)
     else:
-        write_prompt_file(
-            path,
-            plan=plan,
-            task_id=task_id,
-            title=title,
-            prompt=prompt,
-            files=files,
-            attempt=attempt,
-            feedback=feedback,
-        )
+        write_prompt_file(path, task, attempt=attempt, feedback=feedback)
 
 
-def write_review_file(
-    path: Path,
-    *,
-    plan: str,
-    task_id: str,
-    title: str,
-    prompt: str,
-    files: Sequence[str],
-    diff: str,
-    review_file: Path,
-) -> None:
+def write_review_file(path: Path, task: TaskText, *, diff: str, review_file: Path) -> None:
     """The prompt of a reviewer: the task as its agent was given it, the files it
     may change, the diff it made, and where and how to give the verdict."""
+    plan, task_id, title, prompt, files = (
+        task.plan, task.task_id, task.title, task.prompt, task.files
+    )  # fmt: skip
     heading = f"# Review of task `{task_id}`: {title}" if title else f"# Review of task `{task_id}`"
     parts = [
         heading,

@@ -5,9 +5,9 @@ The runner's sequence for one attempt of a prompt task::
 
     defn, spec = resolve(task_spec, agent_tables)          # ForgeError on a bad spec
     reason = check_binary(defn)                            # not None -> INFRA, no attempt
-    write_attempt_file(defn, prompt_path, ...)             # a new file per attempt
+    write_attempt_file(defn, prompt_path, TaskText(...), ...)  # a new file per attempt
     argv, stdin = render_command(defn, spec, prompt_file=prompt_path, task=..., worktree=...)
-    env = agent_env(defn, spec, task=..., attempt=..., ...)  # extra vars, on top of clean_env
+    env = agent_env(defn, spec, AgentCall(task, attempt, ...))  # extra vars, on top of clean_env
     ... run argv in the worktree, stdin from `stdin` (else DEVNULL), output to the log ...
     classify_failure(defn, returncode=rc, output=log_text)  # InfraFailure -> INFRA
     parse_usage(defn, log_text)                            # cost/tokens for the attempt record
@@ -38,6 +38,7 @@ from forge.agents.output import (
 from forge.agents.presets import PRESET_TABLES, over_preset
 from forge.agents.prompt import (
     Feedback,
+    TaskText,
     write_attempt_file,
     write_prompt_file,
     write_review_file,
@@ -48,10 +49,12 @@ from forge.errors import ForgeError
 
 __all__ = [
     "PRESETS",
+    "AgentCall",
     "AgentDef",
     "AgentSpec",
     "Feedback",
     "InfraFailure",
+    "TaskText",
     "Usage",
     "agent_env",
     "check_binary",
@@ -189,23 +192,30 @@ def render_command(
     return argv, (prompt_file if defn.prompt_on_stdin else None)
 
 
+@dataclass(frozen=True)
+class AgentCall:
+    """One call of an agent: which task and attempt, and the files it is given."""
+
+    task: str
+    attempt: int
+    prompt_file: Path
+    state_dir: Path  # the agents' own state (their CLI homes), outside any worktree
+    feedback_file: Path | None = None  # a retry's feedback
+    worktree: Path | None = None
+    review_file: Path | None = None  # where a reviewer writes its verdict
+
+
 def agent_env(
     defn: AgentDef,
     spec: AgentSpec,
+    call: AgentCall,
     *,
-    task: str,
-    attempt: int,
-    prompt_file: Path,
-    feedback_file: Path | None,
-    state_dir: Path,
-    worktree: Path | None = None,
     environ: Mapping[str, str] | None = None,
     as_root: bool | None = None,
-    review_file: Path | None = None,
 ) -> dict[str, str]:
     """The variables an attempt adds to `proc.clean_env()`.
 
-    `state_dir` is a directory of the runner's for agents' state, outside any
+    `call.state_dir` is a directory of the runner's for agents' state, outside any
     worktree; all tasks of a plan may share it (the presets put `{task}` in the
     paths under it). It is created, with the directories of `isolate_env` and
     the parents of `env` paths that use it.
@@ -221,6 +231,13 @@ def agent_env(
     """
     environ = os.environ if environ is None else environ
     as_root = (os.geteuid() == 0) if as_root is None else as_root
+    task, attempt, prompt_file, state_dir = (
+        call.task,
+        call.attempt,
+        call.prompt_file,
+        call.state_dir,
+    )
+    worktree, feedback_file, review_file = call.worktree, call.feedback_file, call.review_file
     values = {
         "prompt_file": str(prompt_file),
         "model": spec.model or "",

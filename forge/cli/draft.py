@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from forge.cli.kit import JsonOpt, answer, app, exit_with, repo_here, say
+from forge.cli.kit import JsonOpt, SandboxOpt, answer, app, exit_with, repo_here, say
 from forge.errors import ExitCode
 
 
@@ -43,9 +43,7 @@ def draft(
         typer.Option("--base", metavar="REV", help="The commit the planner reads (default HEAD)."),
     ] = None,
     force: Annotated[bool, typer.Option("--force", help="Replace FILE when it exists.")] = False,
-    sandbox: Annotated[
-        bool, typer.Option("--sandbox", help="Run the planner under bubblewrap.")
-    ] = False,
+    sandbox: SandboxOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Ask a planner agent for a plan, check it, send the problems back; write it when sound."""

@@ -66,6 +66,15 @@ PlanArg = Annotated[
     ),
 ]
 PlanOpt = Annotated[str | None, typer.Option("--plan", help="Plan name or plan file.")]
+DryRunOpt = Annotated[
+    bool, typer.Option("--dry-run", help="Say what would happen; change nothing.")
+]
+SandboxOpt = Annotated[
+    bool,
+    typer.Option(
+        "--sandbox", help="Run every command under bubblewrap (only its folder writable)."
+    ),
+]
 BudgetOpt = Annotated[
     str | None,
     typer.Option(

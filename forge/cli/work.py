@@ -11,9 +11,11 @@ import typer
 from forge.cli.kit import (
     BudgetOpt,
     ClusterOpt,
+    DryRunOpt,
     JsonOpt,
     PlanArg,
     PlanOpt,
+    SandboxOpt,
     answer,
     app,
     exit_with,
@@ -40,15 +42,8 @@ def plan(
     """Validate a plan, build its DAG, compute waves, record it; print the wave table."""
     from forge.commands import plan as plan_command
 
-    reply = plan_command.answer(
-        plan_file,
-        check_only=check,
-        graph=graph,
-        graph_format=graph_format,
-        as_json=as_json,
-        repo=repo_here,
-        say=say,
-    )
+    shown = plan_command.Shown(as_json=as_json, graph=graph, graph_format=graph_format)
+    reply = plan_command.answer(plan_file, shown, check_only=check, repo=repo_here, say=say)
     answer(reply)
 
 
@@ -68,9 +63,7 @@ def run(
         Path | None, typer.Option("--worktree-root", help="Where task worktrees live.")
     ] = None,
     budget: BudgetOpt = None,
-    sandbox: Annotated[
-        bool, typer.Option("--sandbox", help="Run every command under bubblewrap.")
-    ] = False,
+    sandbox: SandboxOpt = False,
     cluster: ClusterOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -192,11 +185,10 @@ def split(
         str, typer.Option("--tasks", help="The tasks to move, comma-separated: a,b.")
     ] = "",
     into: Annotated[str, typer.Option("--into", help="Name of the new plan.")] = "",
-    dry_run: Annotated[
-        bool, typer.Option("--dry-run", help="Print both plans' waves; write nothing.")
-    ] = False,
+    dry_run: DryRunOpt = False,
 ) -> None:
-    """Move tasks that have not merged into a new plan (file and record)."""
+    """Move tasks that have not merged into a new plan (file and record); with
+    --dry-run, print both plans' waves."""
     from forge.commands.plans.split import split as do_split
 
     if not into:
@@ -213,19 +205,17 @@ def combine(
     verify: Annotated[
         str | None, typer.Option("--verify", help="Verify with this command instead.")
     ] = None,
-    dry_run: Annotated[
-        bool, typer.Option("--dry-run", help="Say what would happen; write nothing.")
-    ] = False,
+    dry_run: DryRunOpt = False,
 ) -> None:
     """Merge several plans' integration heads into one verified integration branch."""
     from forge.base import interrupt
+    from forge.commands.plans.combine import Combining
     from forge.commands.plans.combine import combine as do_combine
 
     repo = repo_here()
+    how = Combining(verify=verify, dry_run=dry_run)
     with interrupt.on_stop_signals() as stop:
-        lines = do_combine(
-            repo, new, plans, verify=verify, dry_run=dry_run, stop=stop, on_event=say
-        )
+        lines = do_combine(repo, new, plans, how, stop=stop, on_event=say)
     answer(lines)
 
 
@@ -262,9 +252,7 @@ def clean(
     all_plans: Annotated[
         bool, typer.Option("--all", help="Clean every plan, and the hooks' checkouts.")
     ] = False,
-    dry_run: Annotated[
-        bool, typer.Option("--dry-run", help="Say what would be removed; remove nothing.")
-    ] = False,
+    dry_run: DryRunOpt = False,
     pool: Annotated[
         bool,
         typer.Option(

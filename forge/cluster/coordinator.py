@@ -39,9 +39,10 @@ from forge.git import worktrees
 from forge.git.repo import Repository
 from forge.plan.model import Plan
 from forge.run.attempt import messages
-from forge.run.attempt.context import AttemptScope, Outcome, RunContext
+from forge.run.attempt.context import AttemptScope, Outcome
 from forge.run.attempt.order import order_for
-from forge.run.attempt.reset import reset_for_attempt
+from forge.run.attempt.reset import Start, reset_for_attempt
+from forge.run.context import RunContext
 from forge.run.state import events as ev
 from forge.run.state.run_state import UNCOUNTED, Status
 
@@ -210,10 +211,12 @@ class Cluster:
             ctx.plan,
             ts,
             None,
-            fresh=scope.fresh,
-            known_clean=True,
-            integration_head=repo.ref_value(ctx.state.integration),
-            shell=task.run is not None,
+            start=Start(
+                fresh=scope.fresh,
+                shell=task.run is not None,
+                integration_head=repo.ref_value(ctx.state.integration),
+                known_clean=True,
+            ),
             record=ctx.apply,
         )
         if salvaged:

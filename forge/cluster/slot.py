@@ -218,20 +218,19 @@ class WorkerSlot:
         # to the next attempt's sweep (forge.cluster.worker.sweep_orphans).
         env = {**c.env, WORKER_PID_VAR: str(os.getpid())}
         stop = self.stop if c.stop is None else c.stop
-        res = run_contained(
+        spec = procgroup.GroupSpec(
             c.argv,
-            repo=self.repo,
             cwd=self.slot,
-            log=c.log,
+            log_path=c.log,
             env=env,
             timeout=c.timeout,
             grace=job.grace,
             tag=job.tag,
-            cap=job.log_cap,
-            stop=stop,
             input_path=c.input_path,
+            cap=job.log_cap,
             sandbox=self.sandbox(c.writable, c.network),
         )
+        res = run_contained(self.repo, spec, stop=stop)
         if res.left:  # as a local slot says it (forge.run.attempt.local)
             self.warn(f"{c.log.stem} left processes running, stopped: {', '.join(res.left)}")
         return res

@@ -49,7 +49,7 @@ def candidate_rows(
     (Codex reports no USD); `cost_known` is false when some of it is unknown (a
     loser stopped before its CLI said what it spent, or tokens without a price)."""
     from forge.agents.prices import DEFAULT_PRICES
-    from forge.run.spend import spend_of
+    from forge.run.records.spend import spend_of
 
     rows = []
     for cts in ts.candidates.values():

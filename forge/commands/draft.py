@@ -343,8 +343,8 @@ def _judge(
 def _record(repo: Repository, name: str, one: Try, result: Drafted, *, prompt_chars: int) -> None:
     """The try's row in the history, and its cost added to the draft's."""
     from forge.plan.repo_config import load_repo_config
-    from forge.run import history
-    from forge.run.spend import attempt_usd
+    from forge.run.records import history
+    from forge.run.records.spend import attempt_usd
 
     prices: Mapping[str, tuple[float, float]]
     try:

@@ -28,7 +28,7 @@ from forge.commands.candidate_view import live_lines
 from forge.commands.status import doing_text, fmt_seconds, gate_data
 from forge.run.attempt.phases import current
 from forge.run.capacity import CAP_EVENT
-from forge.run.spend import Spend, spend_of
+from forge.run.records.spend import Spend, spend_of
 from forge.run.state.run_state import FAILURES, RunState, Status, TaskState
 
 RECENT = 50  # finished tasks remembered for the view (a screen holds fewer)

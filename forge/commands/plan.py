@@ -17,7 +17,7 @@ from forge.plan.registry import Recorded
 from forge.run.state.replan import TakenUp
 
 if TYPE_CHECKING:  # the forecast (and the attempts history it reads) only for agent tasks
-    from forge.run.forecast import Forecast
+    from forge.run.records.forecast import Forecast
 
 
 @dataclass(frozen=True)
@@ -108,7 +108,7 @@ def record(repo: Repository, plan_file: Path, *, note: Callable[[str], None]) ->
 def _forecast(repo: Repository, plan: Plan) -> Forecast | None:
     if all(t.run is not None for t in plan.tasks):
         return None  # shell commands only: there is nothing to forecast
-    from forge.run.forecast import forecast
+    from forge.run.records.forecast import forecast
 
     try:
         return forecast(repo, plan)
@@ -165,19 +165,29 @@ def _missing_binaries(plan: Plan, root: Path | None) -> list[str]:
     return list(said.values())
 
 
+@dataclass(frozen=True)
+class Shown:
+    """What `forge plan` answers with: its JSON, its graph (in `graph_format`), or
+    the wave table."""
+
+    as_json: bool = False
+    graph: bool = False
+    graph_format: str = "mermaid"
+
+
 def answer(
     plan_file: Path,
+    shown: Shown,
     *,
     check_only: bool,
-    graph: bool,
-    graph_format: str,
-    as_json: bool,
     repo: Callable[[], Repository],
     say: Callable[[str], None],
 ) -> dict[str, Any] | str:
-    """`forge plan`: check (and record) the plan; the answer is its JSON, its graph
-    (`graph_format`), or the wave table. Notes and warnings go to `say`."""
+    """`forge plan`: check (and record) the plan; the answer is what `shown` asks
+    for. Notes and warnings go to `say`."""
     from forge.plan.graph import FORMATS, render
+
+    as_json, graph, graph_format = shown.as_json, shown.graph, shown.graph_format
 
     if graph_format not in FORMATS:
         raise ForgeError(f"--format: '{graph_format}' is not one of {', '.join(FORMATS)}")

@@ -31,7 +31,7 @@ def execute(
     from forge.commands.live import LiveView
     from forge.plan.repo_config import load_repo_config
     from forge.run import runner
-    from forge.run.spend import spend_data
+    from forge.run.records.spend import spend_data
 
     plan = recorded.plan
     config = load_repo_config(repo.root)
@@ -54,9 +54,7 @@ def execute(
             recorded,
             options,
             stop=stop,
-            on_change=view.on_change,
-            on_event=view.on_event,
-            remote=remote,
+            around=runner.Around(view.on_change, view.on_event, remote),
         )
     from forge.commands.next_step import next_steps
     from forge.run.notify import notify_end

@@ -22,7 +22,7 @@ from forge.base.files import StateDir
 from forge.base.text import text_table, usd
 from forge.errors import ForgeError
 from forge.plan.candidates import LOST
-from forge.run import history
+from forge.run.records import history
 
 
 def _k(n: int) -> str:

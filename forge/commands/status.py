@@ -19,7 +19,7 @@ from forge.git import refs, worktrees
 from forge.git.repo import Repository, short_sha
 from forge.run.attempt.phases import current
 from forge.run.gate import story
-from forge.run.spend import Spend, attempt_usd, cost_usd, per_landed, spend_data
+from forge.run.records.spend import Spend, attempt_usd, cost_usd, per_landed, spend_data
 from forge.run.state import hold as holds
 from forge.run.state.folders import disk_lines, disk_use, repository_lines, repository_use
 from forge.run.state.run_state import UNCOUNTED, RunState, Status, TaskState

@@ -109,7 +109,7 @@ def verify(
     """`forge verify`: verify the target under the plan's lock (Ctrl-C stops every
     lane) and record the verdict in the plan when it judged its integration head."""
     from forge.base import interrupt
-    from forge.verify.engine import verify_commit
+    from forge.verify.engine import Ask, verify_commit
 
     target = resolve_target(repo, rev=rev, plan_ref=plan_ref)
     with interrupt.on_stop_signals() as stop, plan_context(repo, target.plan):
@@ -119,10 +119,7 @@ def verify(
             target.config,
             key=target.key,
             stop=stop,
-            force=force,
-            on_event=on_event,
-            sandbox=target.sandbox,
-            remembered_fail=True,
+            ask=Ask(force=force, on_event=on_event, sandbox=target.sandbox, remembered_fail=True),
         )
         if target.plan is not None and not record_in_plan(repo, target.plan, record):
             warn(

@@ -344,15 +344,14 @@ class Contained:
                 oid = cp.stdout.strip() if cp.returncode == 0 else None
             if oid:
                 branch = (ref, oid)
-        taskgit.replace(
-            self.task_git,
-            gd / "handover",
-            head_text=head_text,
-            branch=branch,
+        text = taskgit.GitDirText(
+            head_text,
+            branch,
             config=config_text(self.repo),
             alternates=f"{self.repo.common_dir / 'objects'}\n",
             index=gd / "index",
         )
+        taskgit.replace(self.task_git, gd / "handover", text)
         taskgit.remove(self._owed)
 
 

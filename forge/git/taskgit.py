@@ -24,6 +24,7 @@ import shutil
 import stat
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 _OID = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")
@@ -150,21 +151,31 @@ def remove(path: Path) -> None:
             os.unlink(path)
 
 
-def replace(
-    git_dir: Path,
-    staging: Path,
-    *,
-    head_text: str,
-    branch: tuple[str, str] | None,
-    config: str,
-    alternates: str,
-    index: Path | None,
-) -> None:
+@dataclass(frozen=True)
+class GitDirText:
+    """What a fresh git dir holds: HEAD's text, the one branch it names (ref, oid),
+    its config, its alternates, and the index to copy (when there is one)."""
+
+    head_text: str
+    branch: tuple[str, str] | None
+    config: str
+    alternates: str
+    index: Path | None = None
+
+
+def replace(git_dir: Path, staging: Path, text: GitDirText) -> None:
     """Put a fresh git dir at `git_dir`, built in `staging` (a folder of forge's on the
     same file system): HEAD, the one branch it names (in `packed-refs`: no folders to
-    make), forge's config, alternates to the user's objects, and `index` copied. The
-    old one is removed in the background (removing folders is slow on some file
+    make), forge's config, alternates to the user's objects, and the index copied.
+    The old one is removed in the background (removing folders is slow on some file
     systems, and nothing waits for it)."""
+    head_text, branch, config, alternates = (
+        text.head_text,
+        text.branch,
+        text.config,
+        text.alternates,
+    )
+    index = text.index
     new = staging / "new"
     remove(new)
     staging.mkdir(parents=True, exist_ok=True)

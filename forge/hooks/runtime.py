@@ -309,12 +309,10 @@ def _already_failing(
     if repo.try_git("cat-file", "-e", f"{tip.old}^{{commit}}").returncode != 0:
         return False
     from forge.base import interrupt
-    from forge.run.gate.subsets import head_has_them
+    from forge.run.gate.subsets import Where, head_has_them
 
     with interrupt.on_stop_signals() as stop:
-        same = head_has_them(
-            repo, tip.old, config, record, key=PUSH_KEY, stop=stop, on_event=_say, sandbox=False
-        )
+        same = head_has_them(repo, tip.old, config, record, Where(PUSH_KEY, stop, _say))
     if not same:
         return False
     tests = ", ".join(f.test for f in record.failures[:10])
@@ -328,7 +326,7 @@ def _verdict_for(repo: Repository, commit: str, config: VerifyConfig) -> VerifyR
     """Wait for a background verification of this commit, or run one now."""
     from forge.base import interrupt
     from forge.verify import background as verify_bg
-    from forge.verify.engine import verify_commit
+    from forge.verify.engine import Ask, verify_commit
 
     current = verify_bg.running(repo)
     if current is not None and current.commit == commit:
@@ -340,7 +338,12 @@ def _verdict_for(repo: Repository, commit: str, config: VerifyConfig) -> VerifyR
     _say(f"verifying {short_sha(commit)} before the push")
     with interrupt.on_stop_signals() as stop:
         record = verify_commit(
-            repo, commit, config, key=PUSH_KEY, stop=stop, on_event=_say, remembered_fail=True
+            repo,
+            commit,
+            config,
+            key=PUSH_KEY,
+            stop=stop,
+            ask=Ask(on_event=_say, remembered_fail=True),
         )
     if stop.is_set():
         _say("verification interrupted: push blocked")

@@ -107,7 +107,7 @@ def split_text(
             moving.append(chunk if chunk.endswith("\n") else chunk + "\n")
     head = f'name = "{new_name}"\nbase = "{new_base}"  # {base_note}\n'
     old_text, new_text = "".join(keep), head + settings + "".join(moving)
-    _check(text, old_text, new_text, moved, new_name, new_base, new_deps)
+    _check(text, (old_text, new_text), moved, new_name, new_base, new_deps)
     return old_text, new_text
 
 
@@ -118,15 +118,16 @@ def _deps_of(chunk: str) -> list[str]:
 
 def _check(
     text: str,
-    old_text: str,
-    new_text: str,
+    cut: tuple[str, str],
     moved: Sequence[str],
     new_name: str,
     new_base: str,
     new_deps: Mapping[str, Sequence[str]],
 ) -> None:
     """The edit must leave exactly what was meant; a file too unusual to cut by its
-    text (a header inside a multi-line string, say) is refused, not mangled."""
+    text (a header inside a multi-line string, say) is refused, not mangled. `cut`:
+    the old file's text and the new one's, as split_text made them."""
+    old_text, new_text = cut
     try:
         before, old, new = (tomllib.loads(t) for t in (text, old_text, new_text))
     except tomllib.TOMLDecodeError as exc:

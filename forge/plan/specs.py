@@ -12,7 +12,7 @@ from forge.errors import ForgeError, PlanError
 from forge.plan.model import Plan
 
 DEFAULT_AGENT = "claude"
-AUTO = "auto"  # the agent chosen per task by cost per landed task (forge/run/routing.py)
+AUTO = "auto"  # the agent chosen per task by cost per landed task (forge/run/records/routing.py)
 
 
 def check_specs(

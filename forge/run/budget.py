@@ -12,11 +12,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from forge.plan.budget import describe
-from forge.run.spend import attempt_spend, plan_spend
+from forge.run.records.spend import attempt_spend, plan_spend
 from forge.run.state.run_state import Attempt
 
 if TYPE_CHECKING:
-    from forge.run.attempt.context import RunContext
+    from forge.run.context import RunContext
 
 
 @dataclass

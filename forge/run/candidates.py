@@ -42,7 +42,8 @@ from forge.plan.candidates import (
 from forge.plan.model import Task
 from forge.plan.specs import DEFAULT_AGENT
 from forge.run.attempt import phases
-from forge.run.attempt.context import Outcome, RunContext
+from forge.run.attempt.context import Outcome
+from forge.run.context import RunContext
 from forge.run.gate.selection import Selection
 from forge.run.state import events as ev
 from forge.run.state import reducer
@@ -68,6 +69,15 @@ class LinkedStop(threading.Event):
         return super().is_set() or self.outer.is_set()
 
 
+@dataclasses.dataclass(frozen=True)
+class Told:
+    """Whom the candidates tell: the run's events, the dispatcher (a task's round ended)."""
+
+    on_event: Callable[[str], None]
+    on_settled: Callable[[str], None]
+    wake: Callable[[], None] = lambda: None
+
+
 class Candidates:
     """The best-of-N tasks of one run. Called from the dispatcher's loop thread only."""
 
@@ -78,21 +88,18 @@ class Candidates:
         gate: Gate | None,
         retries: dict[str, int],
         running: set[str],
-        on_event: Callable[[str], None],
-        on_settled: Callable[[str], None],
-        wake: Callable[[], None] = lambda: None,
+        told: Told,
     ) -> None:
         self.ctx = ctx
         self.gate = gate
         self.retries = retries  # the dispatcher's: a round of a failed task is a retry
         self.running = running  # the dispatcher's: the tasks and units running now
-        self.on_event = on_event
-        self.on_settled = on_settled  # a round ended: the task is no longer forced
+        self.on_event, self.wake = told.on_event, told.wake  # wake: the dispatcher looks again
+        self.on_settled = told.on_settled  # a round ended: the task is no longer forced
         self.rounds: dict[str, set[str]] = {}  # task -> units started (or passed) this round
         self.stops: dict[str, LinkedStop] = {}  # running unit -> its stop
         self.lost: dict[str, str] = {}  # unit stopped because this candidate won
         self.passed_at: dict[str, int] = {}  # unit -> order it passed in (this run)
-        self.wake = wake  # the dispatcher looks again (a selection ended)
         self.choosing: set[str] = set()  # `best` tasks whose selection runs
         self.selections: dict[str, Selection] = {}  # its result, set by its thread
 
@@ -163,7 +170,7 @@ class Candidates:
         if winner is not None and outcome.status == Status.INTERRUPTED:
             self.ctx.apply(ev.Outrun(unit, f"{LOST}{winner}"))
             if cts.last is not None:  # (its row said "stopped by the user")
-                from forge.run import history
+                from forge.run.records import history
 
                 history.restate(self.ctx, cts.last)
             self._salvage(cts, uncommitted=True)
@@ -388,7 +395,7 @@ class Candidates:
             else:
                 verdict = reducer.conflicted(task.id, res.conflicts, log=last.log)
             self.ctx.emit(*phases.end(task.id, last), verdict)
-        from forge.run import history
+        from forge.run.records import history
 
         history.settle(self.ctx, [task.id])  # (the winner's own row: it shares its tag)
 
@@ -418,7 +425,7 @@ class Candidates:
                 failed = ev.Failed(c.unit, Status.FAILED, NOT_CHOSEN, log, "selection")
                 self.ctx.emit(failed, *phases.end(c.unit, cts.last))
                 if cts.last is not None:
-                    from forge.run import history
+                    from forge.run.records import history
 
                     history.restate(self.ctx, cts.last)
                 self._salvage(cts, uncommitted=False)

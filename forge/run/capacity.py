@@ -26,7 +26,7 @@ from forge.run.state.run_state import TaskState
 
 if TYPE_CHECKING:
     from forge.agents.spec import AgentSpec
-    from forge.run.attempt.context import RunContext
+    from forge.run.context import RunContext
 
 CAP_EVENT = "concurrency: "  # how a cap's change is said (the live view keeps the last)
 

@@ -21,11 +21,12 @@ from forge.base.text import one_line
 from forge.errors import ForgeError
 from forge.plan.model import Task
 from forge.plan.registry import Recorded
-from forge.run.attempt.context import Outcome, RunContext
+from forge.run.attempt.context import Asked, Outcome, Remote
 from forge.run.attempt.pipeline import run_attempt
 from forge.run.budget import Budget
-from forge.run.candidates import Candidates, is_unit, task_of_unit
+from forge.run.candidates import Candidates, Told, is_unit, task_of_unit
 from forge.run.capacity import Capacity
+from forge.run.context import RunContext
 from forge.run.state import events as ev
 from forge.run.state import hold as holds
 from forge.run.state.run_state import FAILURES, REDISPATCH, Stall, Status
@@ -58,6 +59,7 @@ class Dispatcher:
         options: RunOptions,
         on_event: Callable[[str], None],
         gate: Gate | None = None,
+        remote: Remote | None = None,
     ) -> None:
         from forge.plan import dag
 
@@ -72,6 +74,7 @@ class Dispatcher:
         self.done: queue.Queue[tuple[str, Outcome | None]] = queue.Queue()
         ctx.slots.on_ready = lambda: self.done.put(("", None))
         self.gate = gate  # verifies QUEUED tasks and lands them (None: tasks merge)
+        self.remote = remote  # where attempts run when not here: a cluster (forge.cluster)
         if gate is not None:
             gate.wake = lambda: self.done.put(("", None))
         self.notes: dict[str, str] = {}  # escalation notes, said when the task starts
@@ -98,9 +101,13 @@ class Dispatcher:
             gate=gate,
             retries=self.retries,
             running=self.running,
-            on_event=on_event,
-            on_settled=lambda tid: setattr(self, "forced", None) if self.forced == tid else None,
-            wake=lambda: self.done.put(("", None)),
+            told=Told(
+                on_event,
+                on_settled=lambda tid: (
+                    setattr(self, "forced", None) if self.forced == tid else None
+                ),
+                wake=lambda: self.done.put(("", None)),
+            ),
         )
 
     def loop(self) -> None:
@@ -321,7 +328,7 @@ class Dispatcher:
                         return
                     continue
                 spec, why = choice.spec, choice.why
-            if self.ctx.remote is not None or slots.reserve(task.id) or slots.error is not None:
+            if self.remote is not None or slots.reserve(task.id) or slots.error is not None:
                 # (with an error, the attempt makes its slot itself, or fails saying why)
                 self._start(pool, task, spec, why=why)
             else:
@@ -371,7 +378,11 @@ class Dispatcher:
         def work() -> None:
             try:
                 outcome = run_attempt(
-                    ctx, task, spec=spec, fresh=fresh, fallback=why, person=person
+                    ctx,
+                    task,
+                    spec=spec,
+                    asked=Asked(fresh=fresh, fallback=why, person=person),
+                    remote=self.remote,
                 )
             except Exception as exc:  # noqa: BLE001 never let a worker die silently: the loop waits for it
                 outcome = Outcome(Status.FAILED, f"forge error: {exc}")

@@ -12,7 +12,7 @@ from forge.run.state.run_state import Stall, TaskState
 
 if TYPE_CHECKING:
     from forge.agents.spec import AgentSpec
-    from forge.run.attempt.context import RunContext
+    from forge.run.context import RunContext
 
 
 @dataclass(frozen=True)
@@ -26,7 +26,7 @@ class NextSpec:
 def base_spec_text(ctx: RunContext, task: Task, ts: TaskState) -> str:
     text = ts.agent or task.agent or ctx.plan.agent or DEFAULT_AGENT
     if text == AUTO:  # chosen from the pool by cost per landed task
-        from forge.run import routing
+        from forge.run.records import routing
 
         return routing.router_of(ctx).spec_for(task, ts)
     return text
@@ -62,14 +62,14 @@ def next_spec(
     ]
     model = mine[-1].model or base.model
     effort = mine[-1].effort or base.effort
+    ladder = escalation.Ladder(
+        defn.models, defn.efforts, ctx.plan.escalate_after, ctx.plan.escalate_effort
+    )
     decision = escalation.next_step(
         history,
-        models=defn.models,
-        efforts=defn.efforts,
+        ladder,
         model=model,
         effort=effort,
-        escalate_after=ctx.plan.escalate_after,
-        escalate_effort=ctx.plan.escalate_effort,
         retry=f"forge retry {task.id} --plan {ctx.plan.name}",
     )
     if decision.action == "split":

@@ -22,12 +22,13 @@ from forge.base.liveness import Owner
 from forge.errors import ForgeError
 from forge.git import worktrees
 from forge.git.repo import Repository
-from forge.run.attempt.confinement import agent_state_dir, run_contained, sandbox_for
+from forge.run.attempt.confinement import run_contained, sandbox_for
 from forge.run.attempt.context import Command, Outcome
 from forge.run.attempt.order import WorkOrder
 from forge.run.attempt.work import run_work
 from forge.run.state import events as ev
 from forge.run.state import reducer
+from forge.run.state.folders import agent_state_dir
 from forge.run.state.run_state import Attempt
 
 TASK = "draft"  # the task name a planner is told ({task}, FORGE_TASK)
@@ -81,23 +82,22 @@ class DraftPlace:
         def started(pgid: int) -> None:
             self.record(ev.ProcessGroup("", self._attempt.number, pgid))
 
-        return run_contained(
+        # The try's folder holds FORGE_PLAN_FILE; its parent is named as the plan,
+        # whose agents' state folder the sandbox lets the planner write too.
+        sandbox = sandbox_for(p.repo, self.logs, self.slot, writable=(self.logs,))
+        spec = procgroup.GroupSpec(
             c.argv,
-            repo=p.repo,
             cwd=self.slot,
-            log=c.log,
+            log_path=c.log,
             env={**p.repo.settings.child_env(), **c.env},
             timeout=c.timeout,
             grace=p.repo.settings.grace,
             tag=self._attempt.tag,
-            cap=None,
-            stop=self.stop if c.stop is None else c.stop,
             input_path=c.input_path,
-            # The try's folder holds FORGE_PLAN_FILE; its parent is named as the plan,
-            # whose agents' state folder the sandbox lets the planner write too.
-            sandbox=sandbox_for(p.repo, self.logs, self.slot, on=p.sandbox, writable=(self.logs,)),
-            on_start=started,
+            sandbox=sandbox if p.sandbox else None,
         )
+        stop = self.stop if c.stop is None else c.stop
+        return run_contained(p.repo, spec, stop=stop, on_start=started)
 
     def phase(self, name: str, *, save: bool = False) -> AbstractContextManager[object]:
         del name, save  # a try is no task's attempt: no phases recorded

@@ -25,7 +25,8 @@ from forge.plan.model import Gate as GateMode
 from forge.plan.model import Plan
 from forge.plan.registry import Recorded
 from forge.plan.repo_config import VerifyConfig
-from forge.run.attempt.context import Remote, RunContext
+from forge.run.attempt.context import Remote
+from forge.run.context import RunContext
 from forge.run.options import RunOptions
 from forge.run.state import accepted, reconcile, recovery, reducer
 from forge.run.state import events as ev
@@ -66,17 +67,26 @@ def verify_config(repo: Repository, plan: Plan) -> VerifyConfig | None:
     return plan.verify_config(load_repo_config(repo.root).verify)
 
 
+@dataclass(frozen=True)
+class Around:
+    """What surrounds a run: who is told when a task changes and of each event (the
+    live view), and where attempts run when not here (a cluster, per plan)."""
+
+    on_change: Callable[[RunState, str], None] = lambda _s, _t: None
+    on_event: Callable[[str], None] = lambda _m: None
+    remote: Callable[[Plan], contextlib.AbstractContextManager[Remote]] | None = None
+
+
 def run_plan(
     repo: Repository,
     recorded: Recorded,
     options: RunOptions,
     *,
     stop: threading.Event,
-    on_change: Callable[[RunState, str], None] = lambda _s, _t: None,
-    on_event: Callable[[str], None] = lambda _m: None,
-    remote: Callable[[Plan], contextlib.AbstractContextManager[Remote]] | None = None,
+    around: Around = Around(),
 ) -> RunReport:
     plan = recorded.plan
+    on_change, on_event = around.on_change, around.on_event
     boxed = options.sandbox or plan.sandbox
     if boxed:
         sandbox.require()
@@ -126,19 +136,8 @@ def run_plan(
             # wait for the gate changes none before its first verdict.
             for tid in list(state.tasks)[:1]:
                 on_change(state, tid)
-            gate = _dispatch(
-                ctx,
-                recorded,
-                options,
-                integration,
-                config=config,
-                mode=mode,
-                on_event=on_event,
-                remote=remote,
-            )
-            _conclude(
-                repo, plan, report, options, stop, gate=gate, on_event=on_event, sandbox=boxed
-            )
+            gate = _dispatch(ctx, recorded, options, integration, config, around)
+            _conclude(ctx, report, options, gate=gate, on_event=on_event)
         finally:
             _close_state(repo, state, store, started, before)
         report.exit_code = exit_code(state, report, only=options.only)
@@ -235,14 +234,12 @@ def _dispatch(
     recorded: Recorded,
     options: RunOptions,
     integration: str,
-    *,
     config: VerifyConfig | None,
-    mode: GateMode,
-    on_event: Callable[[str], None],
-    remote: Callable[[Plan], contextlib.AbstractContextManager[Remote]] | None,
+    around: Around,
 ) -> Gate | None:
     """Run the dispatch loop to its end, with the verification checkouts made
     meanwhile and, when work lands through the gate, the gate's thread."""
+    mode, on_event, remote = gate_mode(ctx.plan, config), around.on_event, around.remote
     prewarm = Prewarm(ctx.repo, ctx.plan)
     if options.verify and integration:
         # From the start: slots are made one or two at a time, so a core is
@@ -258,16 +255,13 @@ def _dispatch(
             ctx,
             config,
             mode=mode,
-            batch_max=ctx.plan.batch_max,
-            adaptive=ctx.plan.batch_window == "adaptive",
-            parallel=ctx.plan.verify_parallel,
             on_event=on_event,
             before_verify=prewarm.join,
         )
         gate.start()
     try:
-        with remote(ctx.plan) if remote else contextlib.nullcontext() as ctx.remote:
-            Dispatcher(ctx, recorded, options, on_event, gate=gate).loop()
+        with remote(ctx.plan) if remote else contextlib.nullcontext() as where:
+            Dispatcher(ctx, recorded, options, on_event, gate=gate, remote=where).loop()
     finally:
         if gate is not None:
             gate.close()
@@ -279,19 +273,17 @@ def _dispatch(
 
 
 def _conclude(
-    repo: Repository,
-    plan: Plan,
+    ctx: RunContext,
     report: RunReport,
     options: RunOptions,
-    stop: threading.Event,
     *,
     gate: Gate | None,
     on_event: Callable[[str], None],
-    sandbox: bool,
 ) -> None:
     """After the dispatch: the verdict. Through the gate it is the last landed
     batch's (no second verification of a head just judged); otherwise the
     integration head is verified now, unless stopped or paused."""
+    repo, plan, stop, sandbox = ctx.repo, ctx.plan, ctx.stop, ctx.sandbox
     state = report.state
     report.paused = state.paused
     report.integration_head = repo.ref_value(state.integration)
@@ -417,8 +409,7 @@ def _verify(
         verify_config(repo, plan),
         key=plan.name,
         stop=stop,
-        on_event=on_event,
-        sandbox=sandbox,
+        ask=verify.Ask(on_event=on_event, sandbox=sandbox),
     )
 
 

@@ -110,7 +110,7 @@ def run(
     """The body of a background verification (runs in the detached process)."""
     from filelock import FileLock
 
-    from forge.verify.engine import lane_tag, verify_commit
+    from forge.verify.engine import Ask, lane_tag, verify_commit
 
     tags = tuple(lane_tag(repo, KEY, name) for name, _cmd in config.lanes)
     lock = FileLock(str(repo.state.verify_dir / "background.lock"))
@@ -137,7 +137,12 @@ def run(
         )
     try:
         record = verify_commit(
-            repo, commit, config, key=KEY, stop=stop, on_event=lambda m: print(f"forge: {m}")
+            repo,
+            commit,
+            config,
+            key=KEY,
+            stop=stop,
+            ask=Ask(on_event=lambda m: print(f"forge: {m}")),
         )
         print(
             f"forge: background verification of {short_sha(commit)}: {record.verdict}", flush=True

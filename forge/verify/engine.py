@@ -77,6 +77,29 @@ def _new_id(commit: str) -> str:
     return f"{time.strftime('%Y%m%d-%H%M%S')}-{commit[:8]}-{os.urandom(3).hex()}"
 
 
+@dataclass(frozen=True)
+class Ask:
+    """How a verification is asked for (verify_commit).
+
+    `force`: run even when a verdict of the same tree and config is remembered.
+    `on_event`: told each step, a line each. `sandbox`: lanes under bubblewrap.
+    `reruns` decides whether a failing lane runs again (default: up to the config's
+    `reruns` times). `remember=False` (a run of some tests only) neither enters the
+    verdict cache nor becomes the key's latest. `remembered_fail`: a confirmed FAIL
+    of the same tree and config answers too (a person's `forge verify`, the hooks),
+    not only a PASS or FLAKY. `on_stage` hears what a lane starts, in a few words
+    (`setup of lane unit`, `lane unit run 2 of at most 3`), for a view of what runs now.
+    """
+
+    force: bool = False
+    on_event: Emit | None = None
+    sandbox: bool = False
+    reruns: Reruns | None = None
+    remember: bool = True
+    remembered_fail: bool = False
+    on_stage: Emit | None = None
+
+
 def verify_commit(
     repo: Repository,
     rev: str,
@@ -84,27 +107,18 @@ def verify_commit(
     *,
     key: str,
     stop: threading.Event | None = None,
-    force: bool = False,
-    on_event: Emit | None = None,
-    sandbox: bool = False,
-    reruns: Reruns | None = None,
-    remember: bool = True,
-    remembered_fail: bool = False,
-    on_stage: Emit | None = None,
+    ask: Ask = Ask(),
 ) -> VerifyRecord:
-    """Verify the commit `rev` names; the record is stored before it is returned.
+    """Verify the commit `rev` names, as `ask` says; the record is stored before
+    it is returned.
 
     `key` names the verification (a plan name, `cli`, `hook`): one verification
     per key at a time (Busy otherwise), in a member of the verification pool
-    (forge/verify/pool.py) shared by every key with the same setup and env. `reruns` decides whether a failing lane runs
-    again (default: up to the config's `reruns` times). `remember=False` (a run of
-    some tests only) neither enters the verdict cache nor becomes the key's latest.
-    `remembered_fail`: a confirmed FAIL of the same tree and config answers too (a
-    person's `forge verify`, the hooks), not only a PASS or FLAKY. `on_stage` hears
-    what a lane starts, in a few words (`setup of lane unit`, `lane unit run 2 of at
-    most 3`), for a view of what runs now.
+    (forge/verify/pool.py) shared by every key with the same setup and env.
     """
-    emit: Emit = on_event or (lambda _msg: None)
+    force = ask.force
+    remember, remembered_fail = ask.remember, ask.remembered_fail
+    emit: Emit = ask.on_event or (lambda _msg: None)
     check_key(key)
     commit = repo.rev_parse(rev)
     tree = repo.tree_of(commit)
@@ -148,10 +162,7 @@ def verify_commit(
     else:
         procgroup.become_subreaper()  # orphaned grandchildren of lanes come back to be reaped
         with key_lock(repo, key), pool.checkouts_for(repo, key, config) as place:
-            policy = reruns or Fixed(config.reruns)
-            lanes = _run_lanes(
-                repo, base, config, stop, emit, policy, place, sandbox=sandbox, stage=on_stage
-            )
+            lanes = _run_lanes(repo, base, config, place, stop, ask)
         record = replace(
             base,
             lanes=lanes,
@@ -176,16 +187,14 @@ def _run_lanes(
     repo: Repository,
     base: VerifyRecord,
     config: VerifyConfig,
-    stop: threading.Event,
-    emit: Emit,
-    policy: Reruns,
     place: str,
-    *,
-    sandbox: bool = False,
-    stage: Emit | None = None,
+    stop: threading.Event,
+    ask: Ask,
 ) -> tuple[LaneResult, ...]:
     """The lanes run in the checkouts of `place` (the member of the verification
     pool, forge/verify/pool.py, held for this verification)."""
+    emit: Emit = ask.on_event or (lambda _msg: None)
+    policy, sandbox, stage = ask.reruns or Fixed(config.reruns), ask.sandbox, ask.on_stage
     # Checkouts are prepared one after another: concurrent `git worktree add` calls
     # contend for the same administrative files.
     checkouts: dict[str, Checkout] = {}

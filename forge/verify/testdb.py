@@ -1,5 +1,5 @@
 """What every verification run did to each test, in the history database
-(`.git/forge/history.sqlite`, beside the attempts forge/run/history.py keeps).
+(`.git/forge/history.sqlite`, beside the attempts forge/run/records/history.py keeps).
 
     test_runs    one row a test a lane's run reported: its outcome (passed, failed,
                  error, skipped), the tree, the lane, the verification and the run
@@ -17,12 +17,12 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
-from forge.base.files import StateDir
+from forge.base.files import StateDir, connect_sqlite
 from forge.verify.junit import TestOutcome
 
 SCHEMA = """
@@ -52,9 +52,7 @@ CREATE TABLE IF NOT EXISTS landed_trees (
     at REAL NOT NULL
 );
 """
-_BUSY_MS = 10_000
 _FAILED = "('failed', 'error')"
-_ready: set[Path] = set()
 T = TypeVar("T")
 
 
@@ -62,35 +60,9 @@ def path_of(state: StateDir) -> Path:
     return state.root / "history.sqlite"
 
 
-@contextlib.contextmanager
-def connect(state: StateDir) -> Iterator[sqlite3.Connection]:
-    path = path_of(state)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    con = sqlite3.connect(path, timeout=_BUSY_MS / 1000)
-    try:
-        con.execute(f"PRAGMA busy_timeout = {_BUSY_MS}")
-        con.execute("PRAGMA synchronous = NORMAL")
-        if path not in _ready:
-            _set_up(con)
-            _ready.add(path)
-        yield con
-        con.commit()
-    finally:
-        con.close()
-
-
-def _set_up(con: sqlite3.Connection) -> None:
-    deadline = time.monotonic() + _BUSY_MS / 1000
-    while True:
-        try:
-            if con.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
-                con.execute("PRAGMA journal_mode = WAL")
-            con.executescript(SCHEMA)
-            return
-        except sqlite3.OperationalError as exc:
-            if "locked" not in str(exc) or time.monotonic() > deadline:
-                raise
-            time.sleep(0.01)
+def connect(state: StateDir) -> contextlib.AbstractContextManager[sqlite3.Connection]:
+    """The history's test tables, set up (forge/base/files.py)."""
+    return connect_sqlite(path_of(state), SCHEMA)
 
 
 def _quietly(work: Callable[[], T], default: T) -> T:

@@ -19,9 +19,11 @@ from helpers.runkit import wait_for
 from forge.agents.output import parse_retry_duration
 from forge.agents.spec import (
     PRESETS,
+    AgentCall,
     AgentDef,
     AgentSpec,
     Feedback,
+    TaskText,
     Usage,
     agent_env,
     check_binary,
@@ -315,13 +317,11 @@ def _env(name: str, tmp_path: Path, **kw: Any) -> dict[str, str]:
         "task": "t1",
         "attempt": 1,
         "prompt_file": tmp_path / "p.md",
-        "feedback_file": None,
         "state_dir": tmp_path / "state",
-        "environ": {},
-        "as_root": False,
     }
+    environ, as_root = kw.pop("environ", {}), kw.pop("as_root", False)
     args.update(kw)
-    return agent_env(defn, spec, **args)
+    return agent_env(defn, spec, AgentCall(**args), environ=environ, as_root=as_root)
 
 
 def test_env_basics(tmp_path: Path) -> None:
@@ -377,10 +377,8 @@ def test_env_aider_history_outside_the_worktree(tmp_path: Path) -> None:
 
 def test_env_table_cannot_hide_forge_vars(tmp_path: Path) -> None:
     defn = custom(env={"FORGE_TASK": "lie", "MY_HOME": "{state_dir}/{task}/home/file"})
-    env = agent_env(
-        defn, AgentSpec("mine"), task="t1", attempt=3, prompt_file=tmp_path / "p",
-        feedback_file=None, state_dir=tmp_path / "s", environ={}, as_root=False,
-    )  # fmt: skip
+    call = AgentCall("t1", 3, tmp_path / "p", tmp_path / "s")
+    env = agent_env(defn, AgentSpec("mine"), call, environ={}, as_root=False)
     assert env["FORGE_TASK"] == "t1"
     assert env["MY_HOME"] == f"{tmp_path}/s/t1/home/file"
     assert (tmp_path / "s" / "t1" / "home").is_dir()
@@ -740,16 +738,14 @@ def test_usage_none_for_shell_and_plain_agents() -> None:
 
 
 def _prompt(path: Path, feedback: Feedback | None, attempt: int = 1) -> str:
-    write_prompt_file(
-        path,
+    task = TaskText(
         plan="health",
         task_id="route",
         title="Expose GET /health",
         prompt="Add the route in src/app/routes.py.",
         files=["src/app/routes.py", "tests/"],
-        attempt=attempt,
-        feedback=feedback,
     )
+    write_prompt_file(path, task, attempt=attempt, feedback=feedback)
     return path.read_text()
 
 
@@ -790,13 +786,11 @@ def test_script_file_is_the_prompt_verbatim(tmp_path: Path) -> None:
     path = tmp_path / "attempt-1.sh"
     write_script_file(path, script=script)
     assert path.read_text() == script + "\n"
-    kw: dict[str, Any] = {
-        "plan": "p", "task_id": "t", "title": "T", "prompt": script, "files": ["out.txt"],
-        "attempt": 2, "feedback": Feedback("FAILED", "r", "tail", "diff", "agent"),
-    }  # fmt: skip
-    write_attempt_file(PRESETS["shell"], tmp_path / "s.sh", **kw)
+    task = TaskText("p", "t", "T", script, ["out.txt"])
+    fb = Feedback("FAILED", "r", "tail", "diff", "agent")
+    write_attempt_file(PRESETS["shell"], tmp_path / "s.sh", task, attempt=2, feedback=fb)
     assert (tmp_path / "s.sh").read_text() == script + "\n"
-    write_attempt_file(PRESETS["claude"], tmp_path / "c.md", **kw)
+    write_attempt_file(PRESETS["claude"], tmp_path / "c.md", task, attempt=2, feedback=fb)
     assert "Last attempt failed" in (tmp_path / "c.md").read_text()
 
 
@@ -836,10 +830,8 @@ def test_fake_need_model_and_effort_via_agent_env(tmp_path: Path) -> None:
             spec,
             {"mine": {"command": ["x"], "models": ["small", "large"], "efforts": ["low", "high"]}},
         )
-        env = agent_env(
-            d, s, task="t", attempt=1, prompt_file=tmp_path / "p", feedback_file=None,
-            state_dir=tmp_path / "s", environ={}, as_root=False,
-        )  # fmt: skip
+        call = AgentCall("t", 1, tmp_path / "p", tmp_path / "s")
+        env = agent_env(d, s, call, environ={}, as_root=False)
         assert _run_fake("agent_need_model.py", "large", cwd=tmp_path, env=env).returncode == rc
         assert _run_fake("agent_need_effort.py", "high", cwd=tmp_path, env=env).returncode == 1 - rc
     assert defn.models == ("small", "large")

@@ -12,22 +12,13 @@ import pytest
 from helpers.gitkit import FAKES, git
 from helpers.runkit import plan_and_run, state, write_plan
 
-from forge.agents.spec import PRESETS, AgentSpec, agent_env
+from forge.agents.spec import PRESETS, AgentCall, AgentSpec, agent_env
 
 
 def env_for(name: str, tmp_path: Path, environ: dict[str, str], task: str = "t1") -> dict[str, str]:
     defn = PRESETS[name]
-    return agent_env(
-        defn,
-        AgentSpec(name),
-        task=task,
-        attempt=1,
-        prompt_file=tmp_path / "p.md",
-        feedback_file=None,
-        state_dir=tmp_path / "state",
-        environ=environ,
-        as_root=False,
-    )
+    call = AgentCall(task, 1, tmp_path / "p.md", tmp_path / "state")
+    return agent_env(defn, AgentSpec(name), call, environ=environ, as_root=False)
 
 
 def test_codex_keeps_the_users_config_and_login(tmp_path: Path) -> None:

@@ -8,7 +8,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from forge.agents.escalation import Decision, Outcome, next_step, split_suggestion, streak
+from forge.agents.escalation import (
+    Decision,
+    Ladder,
+    Outcome,
+    next_step,
+    split_suggestion,
+    streak,
+)
 
 MODELS = ("small", "medium", "large")
 EFFORTS = ("low", "high")
@@ -28,15 +35,7 @@ def step(
     models: Sequence[str] = MODELS,
     efforts: Sequence[str] = EFFORTS,
 ) -> Decision:
-    return next_step(
-        history,
-        models=models,
-        efforts=efforts,
-        model=model,
-        effort=effort,
-        escalate_after=after,
-        escalate_effort=effort_up,
-    )
+    return next_step(history, Ladder(models, efforts, after, effort_up), model=model, effort=effort)
 
 
 F, T, M, C, INF, X, N = (

@@ -12,7 +12,7 @@ from forge.agents.output import cli_message, failure_reason
 from forge.agents.prices import DEFAULT_PRICES
 from forge.agents.spec import PRESETS, classify_failure
 from forge.commands.status import spend_line, task_row
-from forge.run.spend import spend_of
+from forge.run.records.spend import spend_of
 from forge.run.state.run_state import Attempt, Status, TaskState
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "agents"

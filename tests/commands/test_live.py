@@ -211,7 +211,7 @@ def test_the_gate_says_its_bisection_step_and_what_its_lane_runs() -> None:
     from types import SimpleNamespace
     from typing import cast
 
-    from forge.run.attempt.context import RunContext
+    from forge.run.context import RunContext
     from forge.run.gate.doing import Doing
 
     gate = SimpleNamespace(doing=None, since=None)

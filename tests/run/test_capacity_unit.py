@@ -11,7 +11,7 @@ from forge.run.capacity import Capacity
 from forge.run.state.run_state import TaskState
 
 if TYPE_CHECKING:
-    from forge.run.attempt.context import RunContext
+    from forge.run.context import RunContext
 
 
 class Clock:

@@ -338,8 +338,6 @@ def test_salvages_at_once_keep_each_tasks_own_work(repo: Path) -> None:
                 plan,  # type: ignore[arg-type]
                 ts,
                 path,
-                fresh=False,
-                known_clean=False,
                 record=functools.partial(reducer.apply, st),
             )
 

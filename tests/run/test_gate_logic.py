@@ -88,7 +88,7 @@ def _run(
         failed = any(group <= held for group in bad)
         return Judged(Verdict.FAIL if failed else Verdict.PASS, commit)
 
-    return gate.run_batch(tasks, head="head", build=build, judge=judge), judged
+    return gate.run_batch(tasks, head="head", build=build, judges=gate.Judges(judge)), judged
 
 
 def test_a_passing_batch_lands_whole_with_one_verification() -> None:
@@ -176,7 +176,8 @@ def test_run_batch_judges_prefixes_at_once() -> None:
         rounds.append(list(commits))
         return [judge(c) for c in commits]
 
-    out = gate.run_batch(tasks, head="head", build=build, judge=judge, width=3, judge_many=many)
+    judges = gate.Judges(judge, many=many, width=3)
+    out = gate.run_batch(tasks, head="head", build=build, judges=judges)
     assert out.culprit is not None and out.culprit.task == "t11"
     assert [s.task for s in out.landed] == tasks[:11]
     assert len(rounds) == 2 and all(len(r) <= 3 for r in rounds)  # log4(16)

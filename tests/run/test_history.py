@@ -10,13 +10,13 @@ from pathlib import Path
 from helpers.runkit import wait_for
 
 from forge.base.files import StateDir
-from forge.run import history
+from forge.run.records import history
 
 WRITER = """
 import sys
 import time
 from pathlib import Path
-from forge.run.history import connect
+from forge.run.records.history import connect
 
 path, plan = Path(sys.argv[1]), sys.argv[2]
 Path(sys.argv[3]).touch()

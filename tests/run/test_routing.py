@@ -11,7 +11,7 @@ from helpers.gitkit import FAKES, run_forge
 from helpers.runkit import plan_and_run, write_plan
 
 from forge.agents.prices import DEFAULT_PRICES
-from forge.run.routing import Arm, cheapest, pick, probabilities
+from forge.run.records.routing import Arm, cheapest, pick, probabilities
 
 POOL = ["cheap:gpt-5-nano", "dear:opus"]
 

@@ -15,7 +15,14 @@ from forge.errors import ForgeError
 from forge.git.repo import Repository, discover
 from forge.plan.repo_config import VerifyConfig
 from forge.verify.checkout import checkout_path
-from forge.verify.engine import Verdict, VerifyRecord, cached_verdict, latest_record, verify_commit
+from forge.verify.engine import (
+    Ask,
+    Verdict,
+    VerifyRecord,
+    cached_verdict,
+    latest_record,
+    verify_commit,
+)
 from forge.verify.pool import pool_name
 
 FAKES = Path(__file__).resolve().parents[1] / "fakes"
@@ -101,7 +108,7 @@ def test_dirty_checkout_is_refused(r: Repository) -> None:
     verify_commit(r, "HEAD", cfg(("unit", "true")), key="t")
     (checkout_path(r, FIRST, "unit") / "README.md").write_text("hand edit\n")
     with pytest.raises(ForgeError, match="holds changes forge did not make"):
-        verify_commit(r, "HEAD", cfg(("unit", "true")), key="t", force=True)
+        verify_commit(r, "HEAD", cfg(("unit", "true")), key="t", ask=Ask(force=True))
 
 
 def test_two_lanes_run_in_parallel_one_failing(r: Repository, tmp_path: Path) -> None:
@@ -126,7 +133,7 @@ def test_cache_answers_without_running_and_force_runs(r: Repository, tmp_path: P
     second = verify_commit(r, "HEAD", config, key="other")
     assert second.cached and second.id == first.id
     assert marker.read_text() == "run\n"
-    third = verify_commit(r, "HEAD", config, key="t", force=True)
+    third = verify_commit(r, "HEAD", config, key="t", ask=Ask(force=True))
     assert not third.cached and marker.read_text() == "run\nrun\n"
     # Another config is another question.
     fourth = verify_commit(r, "HEAD", cfg(("unit", f"echo other >> {marker}")), key="t")

@@ -70,12 +70,10 @@ def _accept(
     orig_head = repo.ref_value("ORIG_HEAD")
     if squash is not None:
         made = squash_into(
-            repo, plan, state, head=head, user_head=user_head, merge=merge, one=squash == "plan"
+            repo, state, head=head, user_head=user_head, merge=merge, one=squash == "plan"
         )
         return (
-            _bring_in(
-                repo, plan, branch, made, user_head=user_head, orig_head=orig_head, running=running
-            )
+            _bring_in(repo, branch, made, user_head=user_head, orig_head=orig_head, running=running)
             + note
             + _not_landed(unmerged)
         )
@@ -146,7 +144,6 @@ def _verified_head(repo: Repository, plan: str, state: RunState) -> tuple[str, V
 
 def _bring_in(
     repo: Repository,
-    plan: str,
     branch: str,
     made: SquashMade,
     *,
@@ -156,7 +153,7 @@ def _bring_in(
 ) -> str:
     """Move the user's branch (and checkout) onto the squashed commits, as git would:
     a fast-forward onto commits built on its tip, or a merge of them."""
-    tip = made.commits[-1]
+    plan, tip = made.plan, made.commits[-1]
     if made.onto == user_head:
         cp = repo.try_git("merge", "--ff-only", "--quiet", tip)
     else:
@@ -237,6 +234,7 @@ def _restore_orig_head(repo: Repository, old: str | None) -> None:
 
 @dataclass(frozen=True)
 class SquashMade:
+    plan: str
     head: str  # the integration head squashed
     onto: str  # the commit the first squashed commit sits on
     commits: list[str]
@@ -245,7 +243,6 @@ class SquashMade:
 
 def squash_into(
     repo: Repository,
-    plan: str,
     state: RunState,
     *,
     head: str,
@@ -256,6 +253,7 @@ def squash_into(
     """The plan's landed work as new commits (one a task, or `one` for all) built with
     plumbing on the user's tip (on the fork point when the user's branch moved and
     `merge` allows a merge of them)."""
+    plan = state.plan
     if is_ancestor(repo, user_head, head):
         onto = user_head
     elif merge:
@@ -303,7 +301,8 @@ def squash_into(
         all_of += [(trailers.VERIFIED, verified), *end]
         subject = trailers.subject(f"{plan}: {titles}", plan)
         steps = [(repo.tree_of(head), trailers.compose(subject, all_of, body=listing))]
-    return SquashMade(head, onto, commit_chain(repo, onto, steps), [tid for tid, _ in landed])
+    chain = commit_chain(repo, onto, steps)
+    return SquashMade(plan, head, onto, chain, [tid for tid, _ in landed])
 
 
 def _digest(task: Task) -> str:

@@ -98,7 +98,7 @@ def _remove_leftovers(repo: Repository, plan: str, *, state_reset: bool) -> list
 
 def _remove_agent_state(repo: Repository, plan: str) -> list[str]:
     """The agents' per-task homes (under $XDG_STATE_HOME/forge): sessions, history."""
-    from forge.run.attempt.confinement import agent_state_dir
+    from forge.run.state.folders import agent_state_dir
 
     folder = agent_state_dir(repo, plan)
     if not folder.exists():

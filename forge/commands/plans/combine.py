@@ -134,17 +134,26 @@ def _config(repo: Repository, first: Recorded, command: str | None) -> VerifyCon
     return load_repo_config(repo.root).verify
 
 
+@dataclass(frozen=True)
+class Combining:
+    """How plans are combined: `verify`, a command to verify with instead of the
+    configured verification (`--verify`); `dry_run`, say what would happen only."""
+
+    verify: str | None = None
+    dry_run: bool = False
+
+
 def combine(
     repo: Repository,
     name: str,
     refs: list[str],
+    asked: Combining,
     *,
-    verify: str | None,
-    dry_run: bool,
     stop: threading.Event,
     on_event: Callable[[str], None],
 ) -> list[str]:
     """Combine, verify, land and record; the lines that say what happened."""
+    verify, dry_run = asked.verify, asked.dry_run
     if len(refs) < 2:
         raise ForgeError("name at least two plans to combine")
     plans = [_recorded(repo, ref) for ref in refs]
@@ -174,10 +183,12 @@ def combine(
             "dry run: nothing was written",
         ]
     with plan_lock(repo.state, name, command="forge combine"):
-        from forge.verify.engine import describe_failure, verify_commit
+        from forge.verify.engine import Ask, describe_failure, verify_commit
 
         on_event(f"combination {combo.commit[:12]}: {how}")
-        record = verify_commit(repo, combo.commit, config, key=name, stop=stop, on_event=on_event)
+        record = verify_commit(
+            repo, combo.commit, config, key=name, stop=stop, ask=Ask(on_event=on_event)
+        )
         if stop.is_set() or record.verdict == "INTERRUPTED":
             raise Interrupted(f"verification interrupted: {short} was not moved")
         if record.verdict not in GOOD:

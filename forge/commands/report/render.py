@@ -26,7 +26,7 @@ from forge.commands.status import fmt_seconds
 from forge.git.repo import Repository
 from forge.plan.registry import Recorded
 from forge.run.gate import story
-from forge.run.spend import Spend, attempt_spend, per_landed, plan_spend
+from forge.run.records.spend import Spend, attempt_spend, per_landed, plan_spend
 from forge.run.state.run_state import Attempt, RunState, Status
 from forge.run.state.store import StateStore
 from forge.verify.failures import Failure

@@ -4,31 +4,18 @@ check and reviewer of an attempt, in a local slot or on a cluster worker."""
 
 from __future__ import annotations
 
-import hashlib
-import os
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 from forge.base import procgroup
 from forge.base.sandbox import Sandbox
 from forge.git.contained import Contained, ceiling_env, is_contained
 from forge.git.repo import Repository
+from forge.run.state.folders import agent_state_dir
 
-__all__ = ["agent_state_dir", "ceiling_env", "run_contained", "sandbox_for"]
-
-
-def agent_state_dir(repo: Repository, plan: str) -> Path:
-    """The agents' own per-task state (their CLI homes: `agent_env`'s `state_dir`),
-    under `$XDG_STATE_HOME/forge` (default ~/.local/state/forge), one folder per
-    repository and plan. Never under the repository: a task's git must not reach
-    it, and Codex refuses to make its sandbox helper under a temporary folder."""
-    root = os.environ.get("XDG_STATE_HOME") or os.path.join(
-        os.path.expanduser("~"), ".local", "state"
-    )
-    where = str(repo.common_dir.resolve())
-    key = f"{repo.root.name}-{hashlib.sha256(where.encode()).hexdigest()[:12]}"
-    return Path(root) / "forge" / key / plan / "agent-state"
+__all__ = ["ceiling_env", "run_contained", "sandbox_for"]
 
 
 def sandbox_for(
@@ -36,16 +23,13 @@ def sandbox_for(
     logs: Path,
     cwd: Path,
     *,
-    on: bool,
     writable: tuple[Path, ...] = (),
     network: bool = True,
     sockets: tuple[str, ...] = (),
-) -> Sandbox | None:
-    """The sandbox of a command run in the slot `cwd` (None when the run has none):
-    the slot, forge's per-plan agent state folder and `writable` may be written;
-    the network is there when `network`, and the `sockets` the plan passes."""
-    if not on:
-        return None
+) -> Sandbox:
+    """The sandbox of a command run in the slot `cwd` (when the run has one): the
+    slot, forge's per-plan agent state folder and `writable` may be written; the
+    network is there when `network`, and the `sockets` the plan passes."""
     state_dir = agent_state_dir(repo, logs.parent.name)  # the agents' own state (agent_env)
     state_dir.mkdir(parents=True, exist_ok=True)
     return Sandbox(
@@ -57,39 +41,17 @@ def sandbox_for(
 
 
 def run_contained(
-    argv: Sequence[str] | str,
-    *,
     repo: Repository,
-    cwd: Path,
-    log: Path,
-    env: Mapping[str, str],
-    timeout: float | None,
-    grace: float,
-    tag: str | None,
-    cap: int | None,
+    spec: procgroup.GroupSpec,
+    *,
     stop: threading.Event,
-    input_path: Path | None = None,
-    sandbox: Sandbox | None = None,
     on_start: Callable[[int], None] | None = None,
 ) -> procgroup.GroupResult:
     """The one way an attempt runs a command: in a process group of its own, tagged,
-    its output capped in its log, its git kept from climbing out of `cwd`, and the
+    its output capped in its log, its git kept from climbing out of its `cwd`, and the
     `.git` of the slot `cwd` (whose objects `repo` holds) saying what forge's does."""
+    cwd = spec.cwd
     if is_contained(cwd):
         Contained(repo, cwd, strict=False).settle()
-    return procgroup.run_group(
-        procgroup.GroupSpec(
-            argv,
-            cwd=cwd,
-            log_path=log,
-            env={**ceiling_env(cwd), **env},
-            timeout=timeout,
-            grace=grace,
-            tag=tag,
-            input_path=input_path,
-            cap=cap,
-            sandbox=sandbox,
-        ),
-        stop=stop,
-        on_start=on_start,
-    )
+    env = {**ceiling_env(cwd), **(spec.env or {})}
+    return procgroup.run_group(replace(spec, env=env), stop=stop, on_start=on_start)

@@ -1,29 +1,24 @@
-"""What every attempt of a run shares (the run context), one attempt's scope, how an
-attempt ends (its Outcome), where its steps run (a Place: a local slot or a cluster
+"""One attempt's scope (with the run context, forge.run.context), how an attempt ends (its Outcome), where its steps run (a Place: a local slot or a cluster
 worker's), and the one way an attempt runs a command here: in a process group of
 its own, in its worktree's environment, under the sandbox when the plan asks for it."""
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from forge.base import logs, procgroup
-from forge.base.liveness import Owner
-from forge.base.settings import Settings
-from forge.git.repo import Repository
-from forge.plan.model import Plan, Task
+from forge.plan.model import Task
 from forge.run.attempt.confinement import run_contained, sandbox_for
 from forge.run.attempt.reason import reason_line
+from forge.run.context import RunContext
 from forge.run.state import events as ev
 from forge.run.state import reducer
-from forge.run.state.run_state import Attempt, RunState, Stall, Status, TaskState
-from forge.run.state.slots import SlotPool
-from forge.run.state.store import StateStore
+from forge.run.state.run_state import Attempt, Stall, Status, TaskState
 
 if TYPE_CHECKING:
     from forge.agents.spec import AgentSpec
@@ -35,49 +30,6 @@ class Remote(Protocol):
     (on the task branch)."""
 
     def attempt(self, scope: AttemptScope) -> Outcome | str: ...
-
-
-@dataclass
-class RunContext:
-    """What every attempt of one run shares."""
-
-    repo: Repository
-    plan: Plan
-    state: RunState
-    store: StateStore
-    slots: SlotPool
-    logs: Path
-    stop: threading.Event
-    agent_defs: Mapping[str, Mapping[str, Any]]
-    owner: Owner  # this run's process, recorded as each task's runner
-    merge_lock: threading.Lock = field(default_factory=threading.Lock)
-    gated: bool = False  # finished work is QUEUED for the gate instead of merged
-    remote: Remote | None = None  # attempts run on a cluster (forge.cluster) when set
-    on_change: Callable[[str], None] = lambda _task: None
-    sandbox: bool = False  # every command under bubblewrap, only its slot writable
-    router: Any = None  # `agent = "auto"`: the run's routing (forge/run/routing.py)
-    capacity: Any = None  # the dispatcher's per-agent bookkeeping (forge/run/capacity.py)
-
-    @property
-    def settings(self) -> Settings:
-        return self.repo.settings
-
-    def save(self) -> None:
-        """Fold the state into a new snapshot (forge/run/state/store.py)."""
-        self.store.save(self.state)
-
-    def emit(self, *said: ev.Event) -> None:
-        """Apply and journal what happened (forge/run/state/store.py), then tell the
-        live view of each task it concerns."""
-        self.store.emit(self.state, *said)
-        tasks = [getattr(e, "task", None) for e in said]
-        for task in dict.fromkeys(self.state.owner(t) for t in tasks if isinstance(t, str)):
-            self.on_change(task)
-
-    def apply(self, *said: ev.Event) -> None:
-        """Apply what happened now; journaled with the next `emit`."""
-        for event in said:
-            self.store.apply(self.state, event)
 
 
 @dataclass(frozen=True)
@@ -145,6 +97,17 @@ class Place(Protocol):
         applied to its record where the run keeps it."""
 
 
+@dataclass(frozen=True)
+class Asked:
+    """How an attempt is asked for: `fresh`, from the integration head instead of
+    the last attempt's work; `fallback`, why its agent is a fallback, when it is
+    one; `person`, a person asked for it (`forge retry TASK`)."""
+
+    fresh: bool = False
+    fallback: str | None = None
+    person: bool = False
+
+
 @dataclass
 class AttemptScope:
     """One attempt of one task in this run: what its steps share."""
@@ -157,6 +120,7 @@ class AttemptScope:
     spec: AgentSpec | None  # the agent of a prompt task; None for a `run` task
     fresh: bool = False  # start from the integration head, not the last attempt's work
     person: bool = False  # `forge retry TASK`: a person asked for this attempt
+    remote: Remote | None = None  # where it runs when not here: a cluster (forge.cluster)
 
 
 @dataclass(frozen=True)
@@ -171,22 +135,15 @@ class Outcome:
 
 def group(
     ctx: RunContext,
-    argv: Sequence[str] | str,
+    command: Command,
     *,
     cwd: Path,
-    log: Path,
     attempt: Attempt,
-    timeout: float | None,
-    env: Mapping[str, str] | None = None,
-    input_path: Path | None = None,
-    stop: threading.Event | None = None,
-    writable: tuple[Path, ...] = (),
-    network: bool = True,
     task: str | None = None,
 ) -> procgroup.GroupResult:
     """Run a command of the attempt (setup, agent, check, reviewer) in `cwd`; the
-    sandbox, when the run has one, lets it write the slot and `writable`, and
-    reach the network when `network`."""
+    sandbox, when the run has one, lets it write the slot and the command's
+    `writable`, and reach the network when the command's `network`."""
 
     def started(pgid: int) -> None:
         # Kept in memory and saved with the next change: crash recovery finds the
@@ -196,28 +153,31 @@ def group(
         else:
             ctx.store.apply(ctx.state, ev.ProcessGroup(task, attempt.number, pgid))
 
-    return run_contained(
-        argv,
-        repo=ctx.repo,
-        cwd=cwd,
-        log=log,
-        env={**ctx.settings.child_env(), **(env or {})},
-        timeout=timeout,
-        grace=ctx.settings.grace,
-        tag=attempt.tag,
-        cap=ctx.plan.log_cap,
-        stop=ctx.stop if stop is None else stop,
-        input_path=input_path,
-        sandbox=sandbox_for(
+    c = command
+    sandbox = None
+    if ctx.sandbox:
+        sandbox = sandbox_for(
             ctx.repo,
             ctx.logs,
             cwd,
-            on=ctx.sandbox,
-            writable=writable,
-            network=network,
+            writable=c.writable,
+            network=c.network,
             sockets=ctx.plan.sockets,
-        ),
-        on_start=started,
+        )
+    spec = procgroup.GroupSpec(
+        c.argv,
+        cwd=cwd,
+        log_path=c.log,
+        env={**ctx.settings.child_env(), **c.env},
+        timeout=c.timeout,
+        grace=ctx.settings.grace,
+        tag=attempt.tag,
+        input_path=c.input_path,
+        cap=ctx.plan.log_cap,
+        sandbox=sandbox,
+    )
+    return run_contained(
+        ctx.repo, spec, stop=ctx.stop if c.stop is None else c.stop, on_start=started
     )
 
 

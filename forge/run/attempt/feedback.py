@@ -77,14 +77,5 @@ def write_prompt(
 ) -> None:
     from forge.agents import spec as agents
 
-    agents.write_attempt_file(
-        defn,
-        path,
-        plan=plan,
-        task_id=task.id,
-        title=task.title,
-        prompt=task.prompt or "",
-        files=task.files,
-        attempt=attempt,
-        feedback=fb,
-    )
+    text = agents.TaskText(plan, task.id, task.title, task.prompt or "", task.files)
+    agents.write_attempt_file(defn, path, text, attempt=attempt, feedback=fb)

@@ -12,11 +12,11 @@ from pathlib import Path
 from forge.base import procgroup
 from forge.git import borrowed, worktrees
 from forge.git import merge as integrate
-from forge.run.attempt.confinement import agent_state_dir
 from forge.run.attempt.context import AttemptScope, Command, group
 from forge.run.attempt.phases import phase
-from forge.run.attempt.reset import reset_for_attempt
+from forge.run.attempt.reset import Start, reset_for_attempt
 from forge.run.state import events as ev
+from forge.run.state.folders import agent_state_dir
 from forge.run.state.run_state import Slot
 from forge.verify import environment
 
@@ -35,16 +35,9 @@ class LocalSlot:
         c = command
         res = group(
             self.scope.ctx,
-            c.argv,
+            command,
             cwd=self.slot,
-            log=c.log,
             attempt=self.scope.attempt,
-            timeout=c.timeout,
-            env=c.env,
-            input_path=c.input_path,
-            stop=c.stop,
-            writable=c.writable,
-            network=c.network,
             task=self.scope.task.id,
         )
         if res.left:  # stopped: named, so the task's result says what tried to stay
@@ -110,10 +103,12 @@ def prepare(scope: AttemptScope) -> tuple[LocalSlot, str]:
             ctx.plan,
             ts,
             path,
-            fresh=scope.fresh,
-            known_clean=got.clean,
-            integration_head=repo.ref_value(ctx.state.integration),
-            shell=task.run is not None,
+            start=Start(
+                fresh=scope.fresh,
+                shell=task.run is not None,
+                integration_head=repo.ref_value(ctx.state.integration),
+                known_clean=got.clean,
+            ),
             record=ctx.apply,
         )
         if salvaged:

@@ -100,7 +100,7 @@ def order_for(scope: AttemptScope) -> WorkOrder:
         env=tuple(plan.env.items()),
         judged_hash=last_judged_hash(ts.attempts[:-1], person=scope.person),
         strict_model=plan.strict_model,
-        review=_review_order(scope) if ctx.remote is not None else None,
+        review=_review_order(scope) if scope.remote is not None else None,
     )
     if scope.spec is None:
         return order

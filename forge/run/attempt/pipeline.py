@@ -24,12 +24,13 @@ from forge.git.contained import Tampered
 from forge.git.refs import task_ref
 from forge.git.trailers import merge_message, tasks_phrase
 from forge.plan.model import Task
-from forge.run import history, routing
 from forge.run.attempt import local, messages, phases
-from forge.run.attempt.context import AttemptScope, Outcome, RunContext
+from forge.run.attempt.context import Asked, AttemptScope, Outcome, Remote
 from forge.run.attempt.local import LocalSlot
 from forge.run.attempt.order import order_for
 from forge.run.attempt.steps import run_steps
+from forge.run.context import RunContext
+from forge.run.records import history, routing
 from forge.run.state import events as ev
 from forge.run.state.run_state import Attempt, Status
 
@@ -50,15 +51,14 @@ def run_attempt(
     task: Task,
     *,
     spec: AgentSpec | None,
-    fresh: bool = False,
-    fallback: str | None = None,
-    person: bool = False,
+    asked: Asked = Asked(),
+    remote: Remote | None = None,
 ) -> Outcome:
     """Run one attempt of `task` and leave its outcome in the state.
 
-    `spec` is the agent spec of a prompt task (None for a `run` task); `fallback`
-    says why it is a fallback agent, when it is one; `person` says a person asked
-    for it (`forge retry TASK`).
+    `spec` is the agent spec of a prompt task (None for a `run` task); `asked`,
+    how the attempt was asked for; `remote`, where it runs when not on this machine
+    (a cluster: the dispatcher's).
     """
     ts = ctx.state.record(task.id)  # (a best-of-N candidate's record is its own)
     started = time.monotonic()
@@ -70,7 +70,7 @@ def run_attempt(
         model=None if spec is None else spec.model,
         effort=None if spec is None else spec.effort,
         tag=tag,
-        fallback=fallback,
+        fallback=asked.fallback,
     )
     attempt = routing.stamp(ctx, task.id, attempt)
     attempt_dir = ctx.logs / task.id / f"attempt-{number}"
@@ -81,7 +81,9 @@ def run_attempt(
             ev.AttemptStarted(task.id, attempt, ctx.owner),
             ev.Pinned(task.id, base, task_ref(ctx.plan.name, task.id)),
         )
-    scope = AttemptScope(ctx, task, ts, attempt, attempt_dir, spec, fresh, person)
+    scope = AttemptScope(
+        ctx, task, ts, attempt, attempt_dir, spec, asked.fresh, asked.person, remote
+    )
     try:
         outcome = _steps(scope)
     except _Stop as stop:
@@ -114,7 +116,7 @@ def _keep_traceback(attempt_dir: Path, exc: Exception) -> str:
 
 def _finish(scope: AttemptScope, outcome: Outcome, started: float) -> Outcome:
     ctx, task, attempt = scope.ctx, scope.task, scope.attempt
-    if outcome.status in (Status.MERGED, Status.QUEUED) and ctx.remote is None:
+    if outcome.status in (Status.MERGED, Status.QUEUED) and scope.remote is None:
         # Its work is committed on its branch (and merged, or queued for the gate).
         ctx.slots.release(task.id)
     duration = round(time.monotonic() - started, 3)
@@ -127,7 +129,7 @@ def _finish(scope: AttemptScope, outcome: Outcome, started: float) -> Outcome:
 def _steps(scope: AttemptScope) -> Outcome:
     ctx, attempt = scope.ctx, scope.attempt
     assert scope.ts.base is not None and scope.ts.branch is not None
-    done = _here(scope) if ctx.remote is None else ctx.remote.attempt(scope)
+    done = _here(scope) if scope.remote is None else scope.remote.attempt(scope)
     if isinstance(done, Outcome):
         return _said_why_nothing(scope, done)
     faults.point("before-merge")

@@ -4,6 +4,7 @@ attempt left, then put the task's branch on the last judged work or the base).""
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from forge.git import worktrees
@@ -14,16 +15,25 @@ from forge.run.state import events as ev
 from forge.run.state.run_state import FAILURES, Attempt, Status, TaskState
 
 
+@dataclass(frozen=True)
+class Start:
+    """How the next attempt is asked to start: `fresh` (from the base, `--fresh`),
+    as a `shell` task (a command always starts from the base), and the
+    `integration_head` a retry may start on instead of its old base."""
+
+    fresh: bool = False
+    shell: bool = False
+    integration_head: str | None = None
+    known_clean: bool = False  # the slot holds nothing uncommitted: no look needed
+
+
 def reset_for_attempt(
     repo: Repository,
     plan: Plan,
     ts: TaskState,
     path: Path | None,
     *,
-    fresh: bool,
-    known_clean: bool,
-    integration_head: str | None = None,
-    shell: bool = False,
+    start: Start = Start(),
     record: Callable[[ev.Event], None],
 ) -> tuple[str, str | None]:
     """Bring the task's branch to where the next attempt starts, in its slot at `path`.
@@ -36,6 +46,8 @@ def reset_for_attempt(
     runs elsewhere (a cluster worker): there is no slot here to look at or clear.
     """
     assert ts.base is not None and ts.branch is not None
+    fresh, shell, integration_head = start.fresh, start.shell, start.integration_head
+    known_clean = start.known_clean
     failures = [a for a in ts.attempts[:-1] if a.status in FAILURES]
     conflicted = bool(failures) and failures[-1].status == Status.CONFLICT
     if integration_head and failures and (fresh or conflicted or shell):
@@ -47,19 +59,19 @@ def reset_for_attempt(
     # A shell command re-run on its own output would apply itself twice: shell
     # tasks always start from the base; agents fix their own last work.
     continue_work = judged and not (fresh or conflicted or shell)
-    start = str(judged[-1].commit) if continue_work else ts.base
+    begin = str(judged[-1].commit) if continue_work else ts.base
     if continue_work and integration_head and _broke_verification(failures[-1]):
         # It broke the verification with what landed before it: it has to adapt to
         # that work, so it continues on its own work merged onto the landed head.
         onto = merge_onto(
             repo,
             integration_head,
-            start,
+            begin,
             message=f"forge: {plan.name}/{ts.id} onto the integration head",
         )
         if onto.merged and not onto.already and onto.commit:
             record(ev.Rebased(ts.id, integration_head))
-            start = onto.commit
+            begin = onto.commit
     salvaged = None
     if path is not None:
         dirty = [] if known_clean else worktrees.dirty_paths(path, repo)
@@ -75,18 +87,18 @@ def reset_for_attempt(
     recorded = {a.commit for a in judged}  # a judged attempt's work: named in its record
     if (
         salvaged is None
-        and head != start
+        and head != begin
         and head not in recorded
-        and not is_ancestor(repo, head, start)
+        and not is_ancestor(repo, head, begin)
     ):
         salvaged = worktrees.keep(repo, head, plan=plan.name, task=ts.id)
     if salvaged:
         record(ev.Salvaged(ts.id, (salvaged,)))
-    if head != start:
+    if head != begin:
         if path is not None:
             worktrees.detach(repo, path)
-        repo.update_ref(ts.branch, start, head, message="forge: reset task branch")
-    return start, salvaged
+        repo.update_ref(ts.branch, begin, head, message="forge: reset task branch")
+    return begin, salvaged
 
 
 def _broke_verification(attempt: Attempt) -> bool:

@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, Any
 from forge.agents.output import cli_message
 from forge.base import proc
 from forge.git.repo import Repository
-from forge.run.attempt.context import AttemptScope, Command, Outcome, Place, RunContext
+from forge.run.attempt.context import AttemptScope, Command, Outcome, Place
+from forge.run.context import RunContext
 from forge.run.state import events as ev
 from forge.run.state.run_state import Attempt, Status
 
@@ -106,16 +107,8 @@ def run_review(order: ReviewOrder, place: Place, attempt: Attempt, *, diff: str)
             Verdict("infra", f"binary-missing: {missing}", defn.name, "binary-missing"),
         )
     prompt_file = place.logs / "review-prompt.md"
-    agents.write_review_file(
-        prompt_file,
-        plan=order.plan,
-        task_id=order.task,
-        title=order.title,
-        prompt=order.prompt,
-        files=order.files,
-        diff=diff,
-        review_file=verdict_file,
-    )
+    text = agents.TaskText(order.plan, order.task, order.title, order.prompt, order.files)
+    agents.write_review_file(prompt_file, text, diff=diff, review_file=verdict_file)
     verdict_file.unlink(missing_ok=True)
     worktree = place.slot
     argv, stdin = agents.render_command(
@@ -126,17 +119,15 @@ def run_review(order: ReviewOrder, place: Place, attempt: Attempt, *, diff: str)
         worktree=worktree,
         review_file=verdict_file,
     )
-    env = agents.agent_env(
-        defn,
-        spec,
-        task=order.task,
-        attempt=attempt.number,
-        prompt_file=prompt_file,
-        feedback_file=None,
-        state_dir=place.state_dir,
+    call = agents.AgentCall(
+        order.task,
+        attempt.number,
+        prompt_file,
+        place.state_dir,
         worktree=worktree,
         review_file=verdict_file,
     )
+    env = agents.agent_env(defn, spec, call)
     timeout = order.timeout
     # The attempt's one runner: its tag, the log cap, the sandbox (which lets the
     # reviewer write its verdict file).

@@ -97,16 +97,15 @@ def _run_agent(
     argv, stdin = agents.render_command(
         defn, spec, prompt_file=prompt_file, task=order.task, worktree=place.slot
     )
-    agent_env = agents.agent_env(
-        defn,
-        spec,
-        task=order.task,
-        attempt=order.told,
-        prompt_file=prompt_file,
+    call = agents.AgentCall(
+        order.task,
+        order.told,
+        prompt_file,
+        place.state_dir,
         feedback_file=feedback_file,
-        state_dir=place.state_dir,
         worktree=place.slot,
     )
+    agent_env = agents.agent_env(defn, spec, call)
     with infra_watch(log, defn, place.stop) as watch:
         command = Command(argv, log, order.timeout, {**env, **agent_env}, stdin, watch.event)
         res = place.group(command)

@@ -177,6 +177,18 @@ Progress = Callable[[str, Bisection | None], None]
 JudgeMany = Callable[[Sequence[str]], Sequence[Judged]]  # commits judged at once, in order
 
 
+@dataclass(frozen=True)
+class Judges:
+    """How a batch's candidates are judged: `judge`, one commit; `many`, up to
+    `width` commits at once (parallel bisection); `tests`, a failure whose tests
+    are named judged by those tests (forge/run/gate/by_tests.py)."""
+
+    judge: Callable[[str], Judged]
+    many: JudgeMany | None = None
+    width: int = 1
+    tests: by_tests.ByTests | None = None
+
+
 def _halts(out: Outcome, judged: Sequence[Judged]) -> bool:
     """Whether a verdict ends the batch here: one was stopped (INTERRUPTED), or a test
     runner ran no test (EMPTY: nothing lands, nobody is blamed)."""
@@ -192,24 +204,17 @@ def run_batch(
     *,
     head: str,
     build: Callable[[Sequence[str]], Chain],
-    judge: Callable[[str], Judged],
+    judges: Judges,
     progress: Progress = lambda _phase, _b: None,
-    width: int = 1,
-    judge_many: JudgeMany | None = None,
-    probe: by_tests.Probe | None = None,
-    regressions: bool = False,
-    confirm: bool = False,
-    red: by_tests.Tests | None = None,
 ) -> Outcome:
     """Build the candidate chain of `tasks` on `head`, judge it, bisect a failure.
 
-    With a `probe`, a failure whose tests are named is judged by those tests
-    (forge/run/gate/by_tests.py); `regressions` (`gate_on`) lets failures the head
-    has too land, `confirm` reruns the failing tests once. Nothing here moves a
-    ref: the caller lands `landed` (its tip) when it is not empty, and acts on the
-    culprit, the conflicts and the tasks to queue again. `red`: the tests known to
-    fail on the head already.
+    With `judges.tests`, a failure whose tests are named is judged by those tests
+    (forge/run/gate/by_tests.py). Nothing here moves a ref: the caller lands
+    `landed` (its tip) when it is not empty, and acts on the culprit, the conflicts
+    and the tasks to queue again.
     """
+    judge, judge_many, width = judges.judge, judges.many, judges.width
     chain = build(tasks)
     out = Outcome(chain=chain)
     steps = list(chain.steps)
@@ -230,10 +235,8 @@ def run_batch(
     if tip != Verdict.FAIL:
         out.landed, out.tip_record = steps, records[len(steps)]
         return out
-    if probe is not None:
-        found = _by_tests(
-            out, steps, head, records[len(steps)], probe, progress, regressions, confirm, red
-        )
+    if judges.tests is not None:
+        found = _by_tests(out, steps, head, records[len(steps)], judges.tests, progress)
         if found is not None:
             return found
     search = Bisection(len(steps))
@@ -283,14 +286,11 @@ def _by_tests(
     steps: list[Step],
     head: str,
     tip: Judged,
-    probe: by_tests.Probe,
+    by: by_tests.ByTests,
     progress: Progress,
-    regressions: bool,
-    confirm: bool,
-    red: by_tests.Tests | None,
 ) -> Outcome | None:
     """A failed chain judged by its failing tests; None when they are not known."""
-    fails = probe.failing(tip)
+    fails = by.probe.failing(tip)
     if not fails:
         return None
     try:
@@ -299,10 +299,7 @@ def _by_tests(
             head,
             tip,
             fails,
-            probe,
-            regressions=regressions,
-            confirm=confirm,
-            red=red,
+            by,
             on_bisect=lambda size, good, bad: progress("bisecting", Bisection(size, good, bad)),
         )
     except by_tests.Interrupted:

@@ -29,6 +29,7 @@ blames nobody (as without tests).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Protocol
 
 from forge.verify.flakes import passed_again
@@ -106,6 +107,19 @@ def _failed(probe: Probe, judged: Judged | None, asked: Tests) -> dict[str, froz
     return {lane: ids & asked.get(lane, frozenset()) for lane, ids in named.items()}
 
 
+@dataclass(frozen=True)
+class ByTests:
+    """How a failure is judged by its tests: the `probe` that runs them; with
+    `regressions` (`gate_on`) failures the head has too land; with `confirm` the
+    failing tests run once more; `red`: the tests known to fail on the head already
+    (not run there twice)."""
+
+    probe: Probe
+    regressions: bool = False
+    confirm: bool = False
+    red: Tests | None = None
+
+
 class Found:
     """What came of it, for the caller's Outcome."""
 
@@ -124,20 +138,17 @@ def settle(
     head: str,
     tip: Judged,
     fails: Tests,
-    probe: Probe,
+    by: ByTests,
     *,
-    regressions: bool,
-    confirm: bool,
-    red: Tests | None = None,
     on_bisect: Callable[[int, int, int], None] = lambda _size, _good, _bad: None,
 ) -> Found:
     """`commits[k-1]` is prefix k; `tip` (prefix len(commits)) failed `fails`;
-    `red`: the tests known to fail on the head already (not run there twice).
     Raises Interrupted or Unreadable."""
+    probe, regressions = by.probe, by.regressions
     found = Found()
     end, record = len(commits), tip
     while True:
-        new = _new(found, commits[end - 1], head, fails, probe, regressions, confirm, red or {})
+        new = _new(found, commits[end - 1], head, fails, by)
         if not new:  # pre-existing failures and flakes only: the chain lands
             found.landed, found.tip_record = end, record
             return found
@@ -163,17 +174,9 @@ def settle(
         fails = named
 
 
-def _new(
-    found: Found,
-    tip: str,
-    head: str,
-    fails: Tests,
-    probe: Probe,
-    regressions: bool,
-    confirm: bool,
-    red: Tests,
-) -> dict[str, frozenset[str]]:
+def _new(found: Found, tip: str, head: str, fails: Tests, by: ByTests) -> dict[str, frozenset[str]]:
     """What of `fails` is neither the head's own failure nor a flake (steps 1-2)."""
+    probe, regressions, confirm, red = by.probe, by.regressions, by.confirm, by.red or {}
     new = minus(minus(fails, found.pre_existing), found.flaky)
     if regressions and (asked := _known(new, probe, head)):
         on_head = _failed(probe, probe.subset(head, asked, first=False, why="head"), asked)

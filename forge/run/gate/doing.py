@@ -14,7 +14,7 @@ import threading
 import time
 from dataclasses import replace
 
-from forge.run.attempt.context import RunContext
+from forge.run.context import RunContext
 from forge.run.state import events as ev
 
 

@@ -26,14 +26,15 @@ from forge.git.merge import (
 )
 from forge.git.trailers import merge_message
 from forge.plan.repo_config import VerifyConfig
-from forge.run import history, unblame
 from forge.run.attempt import phases
-from forge.run.attempt.context import RunContext
+from forge.run.context import RunContext
 from forge.run.gate import bisection as gate
-from forge.run.gate import fanout, story
+from forge.run.gate import fanout, story, unblame
+from forge.run.gate.by_tests import ByTests
 from forge.run.gate.doing import Doing
 from forge.run.gate.speculation import Speculator
 from forge.run.gate.subsets import GateProbe, SubsetFirst
+from forge.run.records import history
 from forge.run.state import events as ev
 from forge.run.state.gate_record import GateRecord, Landing
 from forge.run.state.run_state import Status
@@ -55,17 +56,15 @@ class Gate:
         config: VerifyConfig,
         *,
         mode: gate.Mode,
-        batch_max: int,
-        adaptive: bool = True,
-        parallel: int = 1,
         on_event: Callable[[str], None],
         before_verify: Callable[[], None] = lambda: None,
     ) -> None:
         self.ctx = ctx
         self.config = config
         self.mode = mode
+        plan, parallel = ctx.plan, ctx.plan.verify_parallel
         # halves after a culprit, one more after a pass (`batch_window = "adaptive"`)
-        self.window = gate.Window(batch_max, fixed=not adaptive)
+        self.window = gate.Window(plan.batch_max, fixed=plan.batch_window != "adaptive")
         self.parallel = parallel  # bisection judges up to this many prefixes at once
         self.on_event = on_event
         self.before_verify = before_verify
@@ -209,18 +208,23 @@ class Gate:
         )
         self.on_event(f"gate: verifying {', '.join(batch)}")
         try:
+            judges = gate.Judges(
+                self._judge,
+                many=self._judge_many if self.parallel > 1 else None,
+                width=self.parallel,
+                tests=ByTests(
+                    probe,
+                    self.regressions,
+                    confirm=self.config.reruns > 0,
+                    red=story.known_red(ctx.state),
+                ),
+            )
             out = gate.run_batch(
                 batch,
                 head=head,
                 build=lambda tasks: self._build(head, tasks),
-                judge=self._judge,
+                judges=judges,
                 progress=self._progress,
-                width=self.parallel,
-                judge_many=self._judge_many if self.parallel > 1 else None,
-                probe=probe,
-                regressions=self.regressions,
-                confirm=self.config.reruns > 0,
-                red=story.known_red(ctx.state),
             )
         finally:
             self.subset_runs += probe.runs
@@ -351,10 +355,12 @@ class Gate:
             self.config,
             key=key,
             stop=stop,
-            on_event=lambda msg: self.on_event(f"gate{where}: {msg}"),
-            sandbox=self.ctx.sandbox,
-            reruns=self._reruns,
-            on_stage=None if where else self.doing.stage,
+            ask=verify.Ask(
+                on_event=lambda msg: self.on_event(f"gate{where}: {msg}"),
+                sandbox=self.ctx.sandbox,
+                reruns=self._reruns,
+                on_stage=None if where else self.doing.stage,
+            ),
         )
         if not record.cached:
             with self._runs_lock:

@@ -30,7 +30,7 @@ from forge.run.state.run_state import TaskState
 from forge.verify.records import Verdict
 
 if TYPE_CHECKING:
-    from forge.run.attempt.context import RunContext
+    from forge.run.context import RunContext
 
 DIFF_LIMIT = 60_000  # characters of each candidate's diff in the judge's prompt
 
@@ -76,7 +76,8 @@ def choose(
     out = Selection()
     standing = list(passed)
     if config is not None and config.lanes:
-        standing = _verified(ctx, task, standing, recs, config, out, on_event)
+        standing, failed = _verified(ctx, task, standing, recs, config, on_event)
+        out.failed.update(failed)
     if not standing:
         return out
     ranked = sorted(standing, key=lambda c: (changed_lines(ctx, recs[c.unit]), cost(recs[c.unit])))
@@ -96,12 +97,12 @@ def _verified(
     passed: list[Candidate],
     recs: Mapping[str, TaskState],
     config: VerifyConfig,
-    out: Selection,
     on_event: Callable[[str], None],
-) -> list[Candidate]:
-    """The candidates whose work, merged onto the integration head, passes."""
+) -> tuple[list[Candidate], dict[str, str]]:
+    """The candidates whose work, merged onto the integration head, passes, and
+    why each other one cannot land (by unit)."""
     from forge.git.merge import merge_onto
-    from forge.run.gate.subsets import head_has_them, regressions
+    from forge.run.gate.subsets import Where, head_has_them, regressions
     from forge.verify import engine as verify
 
     head = ctx.repo.ref_value(ctx.state.integration)
@@ -128,22 +129,16 @@ def _verified(
                 config,
                 key=key,
                 stop=ctx.stop,
-                on_event=lambda msg: on_event(f"{task.id} [{c.label}]: {msg}"),
-                sandbox=ctx.sandbox,
+                ask=verify.Ask(
+                    on_event=lambda msg: on_event(f"{task.id} [{c.label}]: {msg}"),
+                    sandbox=ctx.sandbox,
+                ),
             )
             if record.verdict == Verdict.FAIL and regressions(ctx.plan.gate_on, config):
                 # failures the integration head has too blame no candidate
                 said = lambda msg: on_event(f"{task.id} [{c.label}]: {msg}")  # noqa: E731
-                if head_has_them(
-                    ctx.repo,
-                    head,
-                    config,
-                    record,
-                    key=key,
-                    stop=ctx.stop,
-                    on_event=said,
-                    sandbox=ctx.sandbox,
-                ):
+                where = Where(key, ctx.stop, said, sandbox=ctx.sandbox)
+                if head_has_them(ctx.repo, head, config, record, where):
                     return c, None
         finally:
             keys.put(key)
@@ -155,13 +150,13 @@ def _verified(
 
     with ThreadPoolExecutor(max_workers=width, thread_name_prefix="best") as pool:
         results = list(pool.map(judge, passed))
-    standing = []
+    standing, failed = [], {}
     for c, why in results:
         if why is None:
             standing.append(c)
         else:
-            out.failed[c.unit] = why
-    return standing
+            failed[c.unit] = why
+    return standing, failed
 
 
 def _judge(
@@ -174,7 +169,7 @@ def _judge(
 ) -> None:
     """Ask the judge agent; its answer wins when it names one of `ranked`."""
     from forge.agents import spec as agents
-    from forge.run.attempt.context import group
+    from forge.run.attempt.context import Command, group
     from forge.run.state.run_state import Attempt
 
     folder = ctx.logs / task.id / "judge"
@@ -186,27 +181,20 @@ def _judge(
     argv, stdin = agents.render_command(
         defn, spec, prompt_file=prompt_file, task=task.id, worktree=folder
     )
-    env = agents.agent_env(
-        defn,
-        spec,
-        task=task.id,
-        attempt=1,
-        prompt_file=prompt_file,
-        feedback_file=None,
-        state_dir=ctx.logs.parent / "agent-state",
-        worktree=folder,
+    call = agents.AgentCall(
+        task.id, 1, prompt_file, ctx.logs.parent / "agent-state", worktree=folder
     )
+    env = agents.agent_env(defn, spec, call)
     # The one way a run's command runs: a process group, the log cap, the sandbox.
-    group(
-        ctx,
+    command = Command(
         argv,
-        cwd=folder,
         log=log,
-        attempt=Attempt(number=1, agent=spec_text, tag=f"{ctx.plan.name}/{task.id}/judge"),
         timeout=ctx.plan.timeout_of(task, defn.timeout),
         env={**env, "FORGE_JUDGE_FILE": str(answer)},
         input_path=stdin,
     )
+    judge = Attempt(number=1, agent=spec_text, tag=f"{ctx.plan.name}/{task.id}/judge")
+    group(ctx, command, cwd=folder, attempt=judge)
     usage = agents.parse_usage(defn, log.read_text(errors="replace") if log.exists() else "")
     if usage is not None:  # the judge's spend is the task's
         out.cost_usd, out.input_tokens = usage.cost_usd, usage.input_tokens

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from forge.run.attempt.context import RunContext
+from forge.run.context import RunContext
 from forge.run.gate.bisection import Outcome
 from forge.run.state import events as ev
 from forge.run.state.run_state import RunState, Status

@@ -84,16 +84,20 @@ def regressions(gate_on: str | None, config: VerifyConfig) -> bool:
     return (gate_on or config.gate_on or "regressions") == "regressions"
 
 
+@dataclass(frozen=True)
+class Where:
+    """Where and how a verification of some tests runs: in the checkouts of `key`,
+    stopped by `stop`, telling `on_event`, under the sandbox when `sandbox`."""
+
+    key: str
+    stop: threading.Event
+    on_event: Callable[[str], None]
+    sandbox: bool = False
+    on_stage: Callable[[str], None] | None = None  # hears what a lane starts
+
+
 def head_has_them(
-    repo: Repository,
-    head: str,
-    config: VerifyConfig,
-    record: VerifyRecord,
-    *,
-    key: str,
-    stop: threading.Event,
-    on_event: Callable[[str], None],
-    sandbox: bool,
+    repo: Repository, head: str, config: VerifyConfig, record: VerifyRecord, where: Where
 ) -> bool:
     """Whether every failing test of `record` (a FAIL) fails on `head` too, run there."""
     failing = failing_by_lane(config, record)
@@ -104,17 +108,7 @@ def head_has_them(
     }
     if asked != failing:
         return False  # a test the head does not have is new
-    judged = run_subset(
-        repo,
-        head,
-        config,
-        asked,
-        first=False,
-        key=key,
-        stop=stop,
-        on_event=on_event,
-        sandbox=sandbox,
-    )
+    judged = run_subset(repo, head, config, asked, first=False, where=where)
     if judged is None or judged.verdict != Verdict.FAIL:
         return False
     on_head = failing_by_lane(config, judged) or {}
@@ -133,11 +127,7 @@ def run_subset(
     tests: Tests,
     *,
     first: bool,
-    key: str,
-    stop: threading.Event,
-    on_event: Callable[[str], None],
-    sandbox: bool,
-    on_stage: Callable[[str], None] | None = None,
+    where: Where,
 ) -> VerifyRecord | None:
     """Run `tests` (lane by lane) on `commit`, each lane once (None: some lane cannot
     run a subset)."""
@@ -157,14 +147,16 @@ def run_subset(
         repo,
         commit,
         only,
-        key=key,
-        stop=stop,
-        force=True,
-        on_event=on_event,
-        sandbox=sandbox,
-        reruns=Fixed(0),
-        remember=False,
-        on_stage=on_stage,
+        key=where.key,
+        stop=where.stop,
+        ask=verify.Ask(
+            force=True,
+            on_event=where.on_event,
+            sandbox=where.sandbox,
+            reruns=Fixed(0),
+            remember=False,
+            on_stage=where.on_stage,
+        ),
     )
 
 
@@ -236,11 +228,13 @@ class GateProbe:
             self.config,
             tests,
             first=first,
-            key=self.key,
-            stop=self.stop,
-            on_event=lambda msg: self.on_event(f"gate [{why}]: {msg}"),
-            sandbox=self.sandbox,
-            on_stage=self.on_stage,
+            where=Where(
+                self.key,
+                self.stop,
+                lambda msg: self.on_event(f"gate [{why}]: {msg}"),
+                sandbox=self.sandbox,
+                on_stage=self.on_stage,
+            ),
         )
         if record is not None:
             self.runs += 1

@@ -19,6 +19,8 @@ it, else with the other checkouts.
 
 from __future__ import annotations
 
+import hashlib
+import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -45,6 +47,19 @@ class Folder:
     path: Path
 
 
+def agent_state_dir(repo: Repository, plan: str) -> Path:
+    """The agents' own per-task state (their CLI homes: `agent_env`'s `state_dir`),
+    under `$XDG_STATE_HOME/forge` (default ~/.local/state/forge), one folder per
+    repository and plan. Never under the repository: a task's git must not reach
+    it, and Codex refuses to make its sandbox helper under a temporary folder."""
+    root = os.environ.get("XDG_STATE_HOME") or os.path.join(
+        os.path.expanduser("~"), ".local", "state"
+    )
+    where = str(repo.common_dir.resolve())
+    key = f"{repo.root.name}-{hashlib.sha256(where.encode()).hexdigest()[:12]}"
+    return Path(root) / "forge" / key / plan / "agent-state"
+
+
 def is_plan_key(plan: str, key: str) -> bool:
     """Whether verification checkout key `key` is the plan's or its speculations'."""
     return key == plan or re.fullmatch(re.escape(plan) + r"\.spec\d+", key) is not None
@@ -58,8 +73,6 @@ def verification_keys(repo: Repository, plan: str) -> list[str]:
 
 
 def plan_folders(repo: Repository, plan: str) -> list[Folder]:
-    from forge.run.attempt.confinement import agent_state_dir
-
     out = []
     slots = repo.worktrees_root() / plan
     for path in sorted(slots.iterdir()) if slots.is_dir() else []:
@@ -98,8 +111,6 @@ REPOSITORY_KINDS = (
 
 def repository_use(repo: Repository) -> dict[str, int]:
     """Bytes per kind of everything forge keeps for the repository, measured now."""
-    from forge.run.attempt.confinement import agent_state_dir
-
     root = repo.worktrees_root()
     plans = repo.state.recorded_plans()
     kinds: dict[Path, str] = {}

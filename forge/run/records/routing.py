@@ -31,8 +31,8 @@ from forge.run.state.run_state import UNCOUNTED, Attempt, Status, TaskState
 
 if TYPE_CHECKING:
     from forge.plan.model import Task
-    from forge.run.attempt.context import RunContext
-    from forge.run.history import Row
+    from forge.run.context import RunContext
+    from forge.run.records.history import Row
 
 DRAWS = 400  # Monte Carlo draws that estimate each spec's probability of being chosen
 RECHECK_AFTER = 24 * 3600.0  # an agent that never ran is left out of choices this long
@@ -205,7 +205,7 @@ class Router:
             down = getattr(self.ctx.capacity, "down", {})
             first = next(iter(self.pool))
             return self.pool[next((s for s in self.pool if s.split(":")[0] not in down), first)]
-        from forge.run import history
+        from forge.run.records import history
 
         rows = history.rows(self.ctx.repo.state)
         dead = only_failed(rows, time.time())

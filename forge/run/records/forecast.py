@@ -2,7 +2,7 @@
 time, and the tasks that may bounce.
 
 `forecast: ~$4.10 and ~35m for 12 tasks (from 80 attempts); may bounce: t3, t7`.
-Per prompt task, its spec's record on tasks of its size (forge/run/routing.py
+Per prompt task, its spec's record on tasks of its size (forge/run/records/routing.py
 weighs them): the attempts it likely takes (one over the land rate), each at the
 spec's mean cost and time; the time spread over the plan's parallelism. A task
 whose first attempt is more likely to fail than to land may bounce. It needs
@@ -19,7 +19,7 @@ from typing import Any
 from forge.git.repo import Repository
 from forge.plan.model import Plan, Task
 from forge.plan.specs import AUTO, DEFAULT_AGENT
-from forge.run import history, routing
+from forge.run.records import history, routing
 
 BOUNCE = 0.5  # a first attempt's land rate below this: the task may bounce
 

@@ -15,17 +15,18 @@ import contextlib
 import json
 import sqlite3
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from forge.base.files import connect_sqlite, read_sqlite
 from forge.run.state.run_state import UNCOUNTED, Attempt, Status
 
 if TYPE_CHECKING:
     from forge.base.files import StateDir
     from forge.plan.model import Task
-    from forge.run.attempt.context import RunContext
+    from forge.run.context import RunContext
 
 SCHEMA_VERSION = 2  # 2: the `drafts` table
 SCHEMA = """
@@ -79,7 +80,6 @@ CREATE TABLE IF NOT EXISTS drafts (
     seconds REAL
 );
 """
-_BUSY_MS = 10_000
 _prices: dict[Path, Mapping[str, tuple[float, float]]] = {}
 
 
@@ -87,44 +87,9 @@ def path_of(state: StateDir) -> Path:
     return state.root / "history.sqlite"
 
 
-_ready: set[Path] = set()  # history files this process has set up (schema, WAL)
-
-
-@contextlib.contextmanager
-def connect(path: Path) -> Iterator[sqlite3.Connection]:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fresh = path not in _ready or not path.exists()
-    con = sqlite3.connect(path, timeout=_BUSY_MS / 1000)
-    try:
-        con.execute(f"PRAGMA busy_timeout = {_BUSY_MS}")
-        # A row a crash of the machine (not of forge) loses is a row of history, not
-        # of state: no flush to the disk at every attempt (each one cost ~4 ms).
-        con.execute("PRAGMA synchronous = NORMAL")
-        if fresh:
-            _set_up(con)
-            _ready.add(path)
-        yield con
-        con.commit()
-    finally:
-        con.close()
-
-
-def _set_up(con: sqlite3.Connection) -> None:
-    """WAL (kept in the file once set) and the schema. Switching to WAL answers
-    "database is locked" at once, without the busy timeout, while another process
-    sets the same new file up: asked again until the timeout."""
-    deadline = time.monotonic() + _BUSY_MS / 1000
-    while True:
-        try:
-            if con.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
-                con.execute("PRAGMA journal_mode = WAL")
-            con.executescript(SCHEMA)
-            con.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-            return
-        except sqlite3.OperationalError as exc:
-            if "locked" not in str(exc) or time.monotonic() > deadline:
-                raise
-            time.sleep(0.01)
+def connect(path: Path) -> contextlib.AbstractContextManager[sqlite3.Connection]:
+    """The history at `path`, its schema set up (forge/base/files.py)."""
+    return connect_sqlite(path, SCHEMA, version=SCHEMA_VERSION)
 
 
 def _quietly(write: Any) -> None:
@@ -165,7 +130,7 @@ def _kind(attempt: Attempt) -> str | None:
 
 def record(ctx: RunContext, task: Task, attempt: Attempt) -> None:
     """Write (or rewrite) the row of an attempt that just ended."""
-    from forge.run.spend import attempt_usd
+    from forge.run.records.spend import attempt_usd
 
     if attempt.tag is None:
         return
@@ -370,7 +335,7 @@ def _where(column: tuple[str, str | None], since: float | None) -> tuple[str, li
 
 def _select(path: Path, sql: str, args: list[str | float]) -> list[Any]:
     try:
-        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=_BUSY_MS / 1000)
+        con = read_sqlite(path)
         try:
             return con.execute(sql, args).fetchall()
         finally:

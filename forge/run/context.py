@@ -1,0 +1,64 @@
+"""What every part of one run shares: the run context.
+
+The run hands it down to its parts (the attempts, the gate, the records) and they
+read it; so it sits low in run/, above the state alone, and knows nothing of how
+an attempt runs (the dispatcher hands the pipeline where it runs)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from forge.base.liveness import Owner
+from forge.base.settings import Settings
+from forge.git.repo import Repository
+from forge.plan.model import Plan
+from forge.run.state import events as ev
+from forge.run.state.run_state import RunState
+from forge.run.state.slots import SlotPool
+from forge.run.state.store import StateStore
+
+
+@dataclass
+class RunContext:
+    """What every attempt of one run shares."""
+
+    repo: Repository
+    plan: Plan
+    state: RunState
+    store: StateStore
+    slots: SlotPool
+    logs: Path
+    stop: threading.Event
+    agent_defs: Mapping[str, Mapping[str, Any]]
+    owner: Owner  # this run's process, recorded as each task's runner
+    merge_lock: threading.Lock = field(default_factory=threading.Lock)
+    gated: bool = False  # finished work is QUEUED for the gate instead of merged
+    on_change: Callable[[str], None] = lambda _task: None
+    sandbox: bool = False  # every command under bubblewrap, only its slot writable
+    router: Any = None  # `agent = "auto"`: the run's routing (forge/run/records/routing.py)
+    capacity: Any = None  # the dispatcher's per-agent bookkeeping (forge/run/capacity.py)
+
+    @property
+    def settings(self) -> Settings:
+        return self.repo.settings
+
+    def save(self) -> None:
+        """Fold the state into a new snapshot (forge/run/state/store.py)."""
+        self.store.save(self.state)
+
+    def emit(self, *said: ev.Event) -> None:
+        """Apply and journal what happened (forge/run/state/store.py), then tell the
+        live view of each task it concerns."""
+        self.store.emit(self.state, *said)
+        tasks = [getattr(e, "task", None) for e in said]
+        for task in dict.fromkeys(self.state.owner(t) for t in tasks if isinstance(t, str)):
+            self.on_change(task)
+
+    def apply(self, *said: ev.Event) -> None:
+        """Apply what happened now; journaled with the next `emit`."""
+        for event in said:
+            self.store.apply(self.state, event)
