@@ -19,7 +19,6 @@ from forge.base.text import one_line
 from forge.errors import ForgeError
 from forge.git.merge import (
     MergeResult,
-    conflict_reason,
     is_ancestor,
     landed_tasks,
     merge_onto,
@@ -29,7 +28,7 @@ from forge.plan.repo_config import VerifyConfig
 from forge.run.attempt import phases
 from forge.run.context import RunContext
 from forge.run.gate import bisection as gate
-from forge.run.gate import fanout, story, unblame
+from forge.run.gate import fanout, story, unblame, verdicts
 from forge.run.gate.by_tests import ByTests
 from forge.run.gate.doing import Doing
 from forge.run.gate.speculation import Speculator
@@ -229,8 +228,8 @@ class Gate:
         finally:
             self.subset_runs += probe.runs
         requeue = list(out.requeue)
-        self._conflicts(out.chain)
-        self._already(out.chain, head)
+        verdicts.conflicts(ctx, out.chain, self._conflict_by, self.on_event)
+        verdicts.already(ctx, out.chain, head)
         self._tell(batch, out)
         if out.interrupted or ctx.stop.is_set():
             # Nothing of the batch lands: its tasks stay QUEUED for the next run.
@@ -384,7 +383,8 @@ class Gate:
         left = 0 if search is None else search.rounds(self.parallel)
         with ctx.store.lock:
             assert ctx.state.gate is not None
-            ctx.emit(ev.GateRecorded(replace(ctx.state.gate, phase=phase, left=left)))
+            gate_left = None if search is None else left
+            ctx.emit(ev.GateRecorded(replace(ctx.state.gate, phase=phase, left=gate_left)))
         if phase == "verifying":
             faults.point("gate-candidate-built")
         else:
@@ -395,35 +395,6 @@ class Gate:
         if left:
             self.on_event(f"gate: bisecting, at most {left} verification(s) left")
             faults.point("gate-bisect")
-
-    def _conflicts(self, chain: gate.Chain) -> None:
-        ctx = self.ctx
-        found = {tid: ("conflicting paths", paths) for tid, paths in chain.conflicts.items()}
-        found |= {tid: ("", (why,)) for tid, why in chain.refused.items()}
-        for tid, (what, paths) in found.items():
-            ts = ctx.state.tasks[tid]
-            last = ts.last
-            assert last is not None
-            log = ctx.logs / tid / f"attempt-{last.number}" / "merge.log"
-            log.parent.mkdir(parents=True, exist_ok=True)
-            log.write_text(f"{what or 'not merged'}:\n" + "\n".join(paths) + "\n")
-            with ctx.store.lock:
-                # (refused: the one line says why)
-                why = conflict_reason(paths, self._conflict_by.pop(tid, ())) if what else paths[0]
-                failed = ev.Failed(tid, Status.CONFLICT, why, str(log), "merge")
-                ctx.emit(*phases.end(tid, last), failed)
-            history.settle(ctx, [tid])
-            self.on_event(f"{tid}: CONFLICT ({ts.reason})")
-
-    def _already(self, chain: gate.Chain, head: str) -> None:
-        ctx = self.ctx
-        for tid in chain.already:
-            ts = ctx.state.tasks[tid]
-            with ctx.store.lock:
-                ctx.emit(
-                    ev.Merged(tid, head, ctx.plan.task(tid).definition()), *phases.end(tid, ts.last)
-                )
-            history.settle(ctx, [tid])
 
     def _land(self, out: gate.Outcome, head: str) -> None:
         ctx = self.ctx
