@@ -13,6 +13,7 @@ kit.app.registered_groups  # read by typer when it builds the app (forge.cli._ap
 TaskState.merged_commit  # written to state.json for people and tests
 subreaper  # pytest fixtures used by name or autouse
 hermetic
+bytecode
 no_background_left
 quick_backoff
 from bench.model_server import Handler  # http.server calls these by name

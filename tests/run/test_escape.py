@@ -359,7 +359,17 @@ def _run_case(case: Case, repo: Path, tmp_path: Path, *, boxed: bool) -> tuple[s
     return case.id, expect
 
 
-@pytest.mark.parametrize("case", [c for c in CASES if not c.sandbox_only], ids=lambda c: c.id)
+# A cluster case without the sandbox is slow (a scheduler and a worker each time); the
+# same case runs in the sandbox by default, and every case runs here without one.
+@pytest.mark.parametrize(
+    "case",
+    [
+        pytest.param(c, marks=pytest.mark.slow) if c.cluster else c
+        for c in CASES
+        if not c.sandbox_only
+    ],
+    ids=lambda c: c.id,
+)
 def test_escape_without_sandbox(case: Case, repo: Path, tmp_path: Path) -> None:
     _run_case(case, repo, tmp_path, boxed=False)
 

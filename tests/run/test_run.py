@@ -221,6 +221,7 @@ files = ["h.txt"]
     assert merge_count(repo, "quick") == 1 and merge_count(repo, "hang") == 1
 
 
+@pytest.mark.slow
 def test_kill9_mid_task_then_resume_merges_each_task_once(repo: Path, tmp_path: Path) -> None:
     go, started = tmp_path / "go", tmp_path / "started"
     body = f"""
