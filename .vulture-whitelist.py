@@ -35,4 +35,4 @@ from tests.commands.test_report import Page
 
 Page.handle_starttag  # html.parser calls these by name
 Page.handle_data
-pytestmark  # tests/run/test_sandbox_root.py: pytest reads it
+pytestmark  # tests/run/contain/test_sandbox_root.py: pytest reads it

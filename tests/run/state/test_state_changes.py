@@ -6,7 +6,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parents[2] / "forge"
+PACKAGE = Path(__file__).resolve().parents[3] / "forge"
 OWNER = PACKAGE / "run" / "state" / "run_state.py"
 
 
