@@ -42,7 +42,7 @@ def test_bisect_finds_the_first_failing_prefix_for_every_pattern() -> None:
     for size in range(1, 11):
         # Every monotone pattern (prefixes from k on fail): the culprit is k - 1.
         for first_bad in range(1, size + 1):
-            culprit, probes = _culprit(size, lambda k, first_bad=first_bad: k < first_bad)
+            culprit, probes = _culprit(size, range(first_bad).__contains__)
             assert culprit == first_bad - 1
             assert len(probes) <= math.ceil(math.log2(size)) if size > 1 else not probes
             assert len(set(probes)) == len(probes), "a prefix judged twice"
