@@ -13,6 +13,7 @@ kit.app.registered_groups  # read by typer when it builds the app (forge.cli._ap
 TaskState.merged_commit  # written to state.json for people and tests
 subreaper  # pytest fixtures used by name or autouse
 hermetic
+bytecode
 no_background_left
 quick_backoff
 from bench.model_server import Handler  # http.server calls these by name
@@ -34,4 +35,4 @@ from tests.commands.test_report import Page
 
 Page.handle_starttag  # html.parser calls these by name
 Page.handle_data
-pytestmark  # tests/run/test_sandbox_root.py: pytest reads it
+pytestmark  # tests/run/contain/test_sandbox_root.py: pytest reads it

@@ -2,12 +2,23 @@
 
 from __future__ import annotations
 
+import compileall
 import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from helpers.gitkit import commit_all, git
+
+FORGE = Path(__file__).resolve().parents[1] / "forge"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def bytecode() -> None:
+    """forge's modules compiled once for the session: every test starts `forge`
+    processes, and where PYTHONDONTWRITEBYTECODE is set (or after an edit) each of
+    them would compile the package again from source. Only stale files are written."""
+    compileall.compile_dir(FORGE, quiet=1)
 
 
 @pytest.fixture(autouse=True)

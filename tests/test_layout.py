@@ -1,11 +1,12 @@
-"""Sizes that keep the package readable: no module over 500 lines, no folder over
-16 modules (a bigger one is split by concern)."""
+"""Sizes that keep the package and its tests readable: no module over 500 lines, no
+folder over 16 modules (a bigger one is split by concern, the tests as the package)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "forge"
+TESTS = Path(__file__).resolve().parent
 MAX_LINES = 500
 MAX_MODULES = 16
 
@@ -26,3 +27,12 @@ def test_no_folder_holds_over_16_modules() -> None:
         if (n := sum(1 for m in d.glob("*.py") if m.name != "__init__.py")) > MAX_MODULES
     }
     assert crowded == {}, f"split these folders (at most {MAX_MODULES} modules): {crowded}"
+
+
+def test_no_test_folder_holds_over_16_test_modules() -> None:
+    crowded = {
+        str(d.relative_to(TESTS.parent)): n
+        for d in [TESTS, *(p for p in TESTS.rglob("*") if p.is_dir())]
+        if (n := sum(1 for _ in d.glob("test_*.py"))) > MAX_MODULES
+    }
+    assert crowded == {}, f"split these test folders (at most {MAX_MODULES} modules): {crowded}"

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import subprocess
 import sys
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -14,7 +12,6 @@ from zoneinfo import ZoneInfo
 
 import pytest
 from helpers.gitkit import FAKES
-from helpers.runkit import wait_for
 
 from forge.agents.output import parse_retry_duration
 from forge.agents.spec import (
@@ -809,20 +806,6 @@ def test_fakes_are_executable_scripts() -> None:
         assert script.read_text().startswith("#!/usr/bin/env python3\n"), script
 
 
-def test_fake_edit_and_fail(tmp_path: Path) -> None:
-    res = _run_fake(
-        "agent_edit.py", "src/x.txt", cwd=tmp_path, env={"FORGE_TASK": "t", "FORGE_ATTEMPT": "2"}
-    )
-    assert res.returncode == 0
-    assert (tmp_path / "src" / "x.txt").read_text() == "edit by t attempt 2\n"
-    _run_fake("agent_edit.py", "src/x.txt", "same", "--overwrite", cwd=tmp_path)
-    assert (tmp_path / "src" / "x.txt").read_text() == "same\n"
-    usage = _run_fake("agent_edit.py", "--usage", cwd=tmp_path)
-    assert parse_usage(custom(usage_format="claude"), usage.stdout) == Usage(0.0123, 100, 20)
-    res = _run_fake("agent_fail.py", "boom", "--code", "3", cwd=tmp_path)
-    assert (res.returncode, res.stdout.strip()) == (3, "boom")
-
-
 def test_fake_need_model_and_effort_via_agent_env(tmp_path: Path) -> None:
     defn = custom(models=["small", "large"], efforts=["low", "high"])
     for spec, rc in (("mine:small:high", 1), ("mine:large:low", 0)):
@@ -844,54 +827,6 @@ def test_fake_ratelimit_is_classified(tmp_path: Path) -> None:
     res = _run_fake("agent_ratelimit.py", "--json", cwd=tmp_path)
     failure = classify_failure(PRESETS["claude"], returncode=res.returncode, output=res.stdout)
     assert failure is not None and failure.kind == "rate-limit" and failure.retry_after is None
-
-
-def test_fake_copy_prompt_and_flaky(tmp_path: Path) -> None:
-    prompt = tmp_path / "prompt.md"
-    prompt.write_text("the prompt\n")
-    wt = tmp_path / "wt"
-    wt.mkdir()
-    env = {"FORGE_PROMPT_FILE": str(prompt), "FORGE_ATTEMPT": "4"}
-    res = _run_fake(
-        "agent_copy_prompt.py", str(tmp_path / "copies" / "p{attempt}.md"), cwd=wt, env=env
-    )
-    assert res.returncode == 0
-    assert (tmp_path / "copies" / "p4.md").read_text() == "the prompt\n"
-    assert (wt / "agent-edit.txt").read_text() == "attempt 4\n"
-    counter = tmp_path / "counter"
-    codes = [
-        _run_fake("agent_flaky.py", "2", str(counter), "f.txt", cwd=wt).returncode for _ in range(3)
-    ]
-    assert codes == [1, 1, 0]
-    assert (wt / "f.txt").exists()
-
-
-def _gone(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return True
-    return stat.rsplit(")", 1)[1].split()[0] == "Z"
-
-
-def test_fake_hang_ignores_term_until_killed(tmp_path: Path) -> None:
-    pidfile = tmp_path / "pids"
-    child = subprocess.Popen(
-        [PY, str(FAKES / "agent_hang.py"), str(pidfile)],
-        cwd=tmp_path, start_new_session=True, stdout=subprocess.DEVNULL,
-    )  # fmt: skip
-    try:
-        wait_for(lambda: pidfile.exists() or child.poll() is not None, what="the pid file")
-        pids = [int(p) for p in pidfile.read_text().split()]
-        assert pids[0] == child.pid and len(pids) == 2
-        os.killpg(child.pid, signal.SIGTERM)
-        with pytest.raises(subprocess.TimeoutExpired):
-            child.wait(timeout=0.5)  # TERM is ignored: still running
-        assert not _gone(pids[1])
-    finally:
-        os.killpg(child.pid, signal.SIGKILL)
-        child.wait(timeout=10)
-    wait_for(lambda: _gone(pids[1]), what="the grandchild to die")
 
 
 @pytest.mark.parametrize(

@@ -57,6 +57,7 @@ def _plan(repo: Path, body: str) -> None:
     assert cp.returncode == 0, cp.stderr
 
 
+@pytest.mark.slow
 def test_a_cluster_run_lands_what_a_local_run_lands(repo: Path, tmp_path: Path) -> None:
     local = _copy(repo, tmp_path / "local")
     for where in (repo, local):
@@ -132,6 +133,7 @@ files = ["slow.txt"]
 """
 
 
+@pytest.mark.slow
 def test_sigint_stops_the_attempts_on_every_worker(repo: Path, tmp_path: Path) -> None:
     pids = tmp_path / "pids"
     pids.mkdir()
@@ -150,6 +152,7 @@ def test_sigint_stops_the_attempts_on_every_worker(repo: Path, tmp_path: Path) -
     assert statuses(repo)["slow"] == "INTERRUPTED"
 
 
+@pytest.mark.slow
 def test_a_worker_killed_mid_task_costs_no_attempt_and_lands_once(
     repo: Path, tmp_path: Path
 ) -> None:

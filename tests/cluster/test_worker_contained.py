@@ -90,6 +90,7 @@ def _reviewed(reviewer: list[str]) -> str:
     )
 
 
+@pytest.mark.slow
 def test_a_reviewer_approves_on_the_worker(repo: Path, tmp_path: Path) -> None:
     copy = tmp_path / "review-prompt.md"
     reviewer = [*REVIEWER, "t.txt", "edit by t", "--copy-prompt", str(copy)]

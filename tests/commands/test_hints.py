@@ -10,6 +10,7 @@ import shlex
 import sys
 from pathlib import Path
 
+import pytest
 from helpers.gitkit import FAKES, run_forge
 from helpers.runkit import write_plan
 
@@ -82,6 +83,7 @@ def _out(repo: Path, *args: str, code: int) -> str:
     return cp.stdout + cp.stderr
 
 
+@pytest.mark.slow
 def test_every_suggested_command_runs_as_written(repo: Path, tmp_path: Path) -> None:
     said: list[str] = []
     plans = (("p", FAILING), ("s", EXHAUSTED), ("c", PRICED), ("r", LIMITED), ("h", HELD))

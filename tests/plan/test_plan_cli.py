@@ -301,7 +301,7 @@ def test_resolve(repo: Path) -> None:
 def test_record_refuses_while_another_command_holds_the_plan(repo: Path) -> None:
     """A `forge clean` (or `forge verify`) holds the plan's run lock: a re-plan must
     not change the plan underneath it. (A running `forge run` takes a new version up:
-    tests/run/test_replan.py.)"""
+    tests/run/state/test_replan.py.)"""
     import sys
 
     from forge.base.files import StateDir

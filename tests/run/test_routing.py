@@ -7,6 +7,7 @@ import random
 import sys
 from pathlib import Path
 
+import pytest
 from helpers.gitkit import FAKES, run_forge
 from helpers.runkit import plan_and_run, write_plan
 
@@ -79,6 +80,7 @@ def test_a_chosen_spec_still_escalates_after_failures(repo: Path, tmp_path: Path
     assert history[0]["propensity"] == 1.0 and history[1]["propensity"] is None
 
 
+@pytest.mark.slow
 def test_an_agent_that_only_ever_failed_on_its_provider_is_not_chosen_again(
     repo: Path, tmp_path: Path
 ) -> None:

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 from helpers.gitkit import git, run_forge
+from helpers.plans import plan as plan_body
+from helpers.plans import shell, task
 from helpers.runkit import (
     alive,
     kill9,
@@ -21,21 +23,9 @@ from helpers.runkit import (
     write_plan,
 )
 
-TWO = """
-max_parallel = 2
-
-[[task]]
-id = "a"
-run = "echo a > a.txt"
-files = ["a.txt"]
-
-[[task]]
-id = "b"
-run = "echo b > b.txt"
-files = ["b.txt"]
-deps = ["a"]
-check = "test -f a.txt && test -f b.txt"
-"""
+TWO = plan_body(
+    shell("a"), shell("b", deps=["a"], check="test -f a.txt && test -f b.txt"), max_parallel=2
+)
 
 
 def test_success_merges_and_leaves_the_user_untouched(repo: Path, tmp_path: Path) -> None:
@@ -94,7 +84,7 @@ deps = ["a"]
 
 
 def test_no_change_is_a_failure(repo: Path, tmp_path: Path) -> None:
-    plan = write_plan(tmp_path, '[[task]]\nid = "a"\nrun = "true"\nfiles = ["a.txt"]\n')
+    plan = write_plan(tmp_path, task("a", run="true", files=["a.txt"]))
     cp = plan_and_run(repo, plan)
     assert cp.returncode == 5
     assert state(repo)["tasks"]["a"]["reason"] == "no changes"
@@ -221,6 +211,7 @@ files = ["h.txt"]
     assert merge_count(repo, "quick") == 1 and merge_count(repo, "hang") == 1
 
 
+@pytest.mark.slow
 def test_kill9_mid_task_then_resume_merges_each_task_once(repo: Path, tmp_path: Path) -> None:
     go, started = tmp_path / "go", tmp_path / "started"
     body = f"""

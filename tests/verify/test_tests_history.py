@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from helpers.gitkit import commit_all, run_forge
 from helpers.suites import ADD, FLAKY, PYTEST, pytest_suite
 
@@ -62,6 +63,7 @@ def test_each_test_is_recorded_with_its_full_id_and_a_flake_is_named_then_quaran
     assert [r["test"] for r in listed(repo, "--failing")] == [FLAKY]
 
 
+@pytest.mark.slow
 def test_a_persons_release_and_quarantine_are_heard(repo: Path, tmp_path: Path) -> None:
     pytest_suite(repo, tmp_path / "n", "FPF")
     forge_toml(repo, f"[verify]\ncommand = '''{PYTEST}'''\nreruns = 1\n")
@@ -95,6 +97,7 @@ def test_a_teams_quarantine_in_forge_toml_and_quarantine_off(repo: Path, tmp_pat
     assert row["quarantined"] and not row["flaky"] and row["why"] == "forge.toml"
 
 
+@pytest.mark.slow
 def test_known_flaky_test_fails_the_verification_with_quarantine_off(
     repo: Path, tmp_path: Path
 ) -> None:

@@ -113,6 +113,7 @@ def test_a_task_that_breaks_a_test_is_named_everywhere(project: Path, tmp_path: 
     assert "push blocked" in push.stderr and f"{TEST} (assert 50 == 48)" in push.stderr
 
 
+@pytest.mark.slow
 def test_what_an_earlier_run_left_in_a_checkout_does_not_fool_the_gate(
     project: Path, tmp_path: Path
 ) -> None:
@@ -190,6 +191,7 @@ def test_every_lane_has_a_time_limit_and_forge_plan_says_it(project: Path, tmp_p
     assert "verification: forge.toml's [verify], if it has one" in out, out
 
 
+@pytest.mark.slow
 def test_the_culprits_retry_prompt_shows_its_failing_tests(project: Path, tmp_path: Path) -> None:
     (project / "tests" / "test_extra.py").write_text(
         "import os\n\n\ndef test_no_extra():\n    assert not os.path.exists('extra.txt')\n"

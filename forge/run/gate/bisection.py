@@ -50,12 +50,6 @@ class Bisection:
         if self.bad < 0:
             self.bad = self.size
 
-    def probe(self) -> int | None:
-        """The prefix to judge next; None when the culprit is known."""
-        if self.bad - self.good <= 1:
-            return None
-        return (self.good + self.bad) // 2
-
     def probes(self, width: int) -> list[int]:
         """Up to `width` prefixes to judge at once, evenly spread between the last
         known pass and the first known failure; [] when the culprit is known."""
@@ -81,13 +75,9 @@ class Bisection:
             if ok and k < self.bad:
                 self.record(k, True)
 
-    @property
-    def left(self) -> int:
-        """Verifications at most still needed to name the culprit (rounds of probes,
-        judged at once, under `width`)."""
-        return self.rounds(1)
-
     def rounds(self, width: int) -> int:
+        """Rounds of probes at most still needed to name the culprit, `width` judged
+        at once."""
         span, n = self.bad - self.good, 0
         while span > 1:
             span, n = math.ceil(span / (min(width, span - 1) + 1)), n + 1
@@ -95,17 +85,8 @@ class Bisection:
 
     @property
     def culprit(self) -> int:
-        """The culprit's index in the chain (once `probe` says None)."""
+        """The culprit's index in the chain (once `probes` says [])."""
         return self.bad - 1
-
-
-def bisect(size: int, passes: Callable[[int], bool]) -> int:
-    """The index of the culprit in a failed chain of `size` steps; `passes(k)` judges
-    prefix k. At most ceil(log2 size) calls."""
-    search = Bisection(size)
-    while (k := search.probe()) is not None:
-        search.record(k, passes(k))
-    return search.culprit
 
 
 @dataclass

@@ -1,5 +1,5 @@
 """Containment through the real CLI: what forge refuses, what it measures, what it
-believes (the escape corpus is tests/run/test_escape.py)."""
+believes (the escape corpus is tests/run/contain/test_escape.py)."""
 
 from __future__ import annotations
 

@@ -61,6 +61,7 @@ def test_a_hold_stops_a_run_before_it_starts_anything(repo: Path, tmp_path: Path
     assert statuses(repo) == {"a": "MERGED", "b": "MERGED"}
 
 
+@pytest.mark.slow
 def test_a_plan_hold_holds_only_that_plan(repo: Path, tmp_path: Path) -> None:
     _record(repo, tmp_path, name="p")
     _record(repo, tmp_path, TWO.replace("a.txt", "qa.txt").replace("b.txt", "qb.txt"), name="q")

@@ -126,6 +126,7 @@ def body3() -> str:
     return task("a") + task("b") + task("c")
 
 
+@pytest.mark.slow
 def test_one_deterministic_culprit_among_eight_costs_six_runs(repo: Path, tmp_path: Path) -> None:
     counter = tmp_path / "n"
     ids = [f"t{i}" for i in range(8)]
@@ -173,6 +174,7 @@ def test_a_failing_new_test_is_not_rerun(repo: Path, tmp_path: Path) -> None:
     assert [f["test"] for f in last["failures"]] == ["t.py::test_new"]
 
 
+@pytest.mark.slow
 def test_a_culprit_last_in_the_batch_costs_no_more(repo: Path, tmp_path: Path) -> None:
     counter = tmp_path / "n"
     ids = [f"t{i}" for i in range(8)]

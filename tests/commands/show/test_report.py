@@ -14,7 +14,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-from helpers.gitkit import FAKES, run_forge
+from helpers.gitkit import FAKES, git, run_forge
 from helpers.runkit import plan_and_run, write_plan
 
 from forge.git.refs import integration_ref
@@ -107,7 +107,9 @@ def test_report_of_a_run(repo: Path, tmp_path: Path) -> None:
     text = " ".join(page.text)
     assert "command exited 4: it broke" in text  # bad's reason
     assert "$0.0123" in text  # the fake agent's reported cost
-    assert "PASS" not in text or "verify" in text
+    # the verification of what landed: its verdict on the integration head
+    head = git(repo, "rev-parse", "forge/p-integration")
+    assert f"<h2>Verification</h2><p><b>PASS</b> on <code>{head[:12]}</code>" in html
     for phase in ("setup", "run", "check", "merge", "agent"):
         assert phase in text, phase  # the timeline's legend
     # the default place: beside the logs, links relative to it

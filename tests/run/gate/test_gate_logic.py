@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import pytest
@@ -21,17 +21,29 @@ class Judged:
     commit: str
 
 
+def _culprit(size: int, passes: Callable[[int], bool]) -> tuple[int, list[int]]:
+    """The culprit `run_batch` names in a failed chain of `size` steps whose prefix k
+    passes when `passes(k)`, and the prefixes its bisection judged (the tip and the
+    head's own check aside)."""
+    judged: list[int] = []
+
+    def judge(commit: str) -> Judged:
+        judged.append(int(commit))
+        return Judged(Verdict.PASS if passes(int(commit)) else Verdict.FAIL, commit)
+
+    chain = gate.Chain(tuple(gate.Step(f"t{k}", str(k)) for k in range(1, size + 1)))
+    tasks = [s.task for s in chain.steps]
+    out = gate.run_batch(tasks, head="0", build=lambda _names: chain, judges=gate.Judges(judge))
+    assert out.culprit is not None and judged[0] == size
+    return int(out.culprit.commit) - 1, [k for k in judged[1:] if k != 0]
+
+
 def test_bisect_finds_the_first_failing_prefix_for_every_pattern() -> None:
     for size in range(1, 11):
         # Every monotone pattern (prefixes from k on fail): the culprit is k - 1.
         for first_bad in range(1, size + 1):
-            probes: list[int] = []
-
-            def passes(k: int, first_bad: int = first_bad, probes: list[int] = probes) -> bool:
-                probes.append(k)
-                return k < first_bad
-
-            assert gate.bisect(size, passes) == first_bad - 1
+            culprit, probes = _culprit(size, range(first_bad).__contains__)
+            assert culprit == first_bad - 1
             assert len(probes) <= math.ceil(math.log2(size)) if size > 1 else not probes
             assert len(set(probes)) == len(probes), "a prefix judged twice"
 
@@ -43,17 +55,17 @@ def test_bisect_on_any_pattern_names_a_pass_fail_boundary() -> None:
     for size in range(1, 8):
         for pattern in itertools.product([True, False], repeat=size - 1):
             ok = [True, *pattern, False]  # prefix 0 passes, the whole chain fails
-            culprit = gate.bisect(size, ok.__getitem__)
+            culprit, _ = _culprit(size, ok.__getitem__)
             assert ok[culprit] and not ok[culprit + 1]
 
 
 def test_bisection_counts_what_is_left() -> None:
     search = gate.Bisection(16)
-    assert search.left == 4
+    assert search.rounds(1) == 4
     search.record(8, True)
-    assert search.left == 3
+    assert search.rounds(1) == 3
     search.record(12, False)
-    assert (search.good, search.bad, search.left) == (8, 12, 2)
+    assert (search.good, search.bad, search.rounds(1)) == (8, 12, 2)
 
 
 def _run(

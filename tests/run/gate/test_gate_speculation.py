@@ -61,6 +61,7 @@ def judged(log: Path) -> list[tuple[str, set[str]]]:
     return out
 
 
+@pytest.mark.slow
 def test_speculation_lands_what_serial_verification_lands(repo: Path, tmp_path: Path) -> None:
     log = tmp_path / "log"
     ids = [f"t{i}" for i in range(6)]

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from forge.run.state.run_state import Attempt, RunState, Slot, TaskState
 
-PACKAGE = Path(__file__).resolve().parents[2] / "forge"
+PACKAGE = Path(__file__).resolve().parents[3] / "forge"
 REDUCER = "run/state/reducer.py"
 STATE_CLASSES = frozenset({"RunState", "TaskState", "Attempt", "Slot"})
 FIELDS = frozenset(f.name for cls in (RunState, TaskState, Attempt, Slot) for f in fields(cls))

@@ -79,6 +79,7 @@ def executions(count: Path) -> list[str]:
     return count.read_text().splitlines() if count.exists() else []
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_bisection_runs_only_the_failing_tests(repo: Path, tmp_path: Path) -> None:
     count = tmp_path / "executed"
@@ -104,6 +105,7 @@ def test_bisection_runs_only_the_failing_tests(repo: Path, tmp_path: Path) -> No
     assert head["verdict"] == "PASS"
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_a_red_base_blames_nobody_and_a_culprit_is_still_named(repo: Path, tmp_path: Path) -> None:
     count = tmp_path / "executed"
@@ -191,6 +193,7 @@ def test_status_says_what_the_gate_runs_now(repo: Path, tmp_path: Path) -> None:
     assert statuses(repo) == {"a": "MERGED"}
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_a_best_of_candidate_is_not_ruled_out_by_the_heads_own_failure(
     repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch

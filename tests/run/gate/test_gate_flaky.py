@@ -8,6 +8,7 @@ import json
 import sqlite3
 from pathlib import Path
 
+import pytest
 from helpers.gitkit import commit_all, git, run_forge
 from helpers.runkit import plan_and_run, state, statuses, write_plan
 from helpers.suites import ADD, FLAKY, PYTEST, pytest_suite
@@ -20,6 +21,7 @@ def task(tid: str, run: str | None = None, files: str | None = None) -> str:
     return f"[[task]]\nid = \"{tid}\"\nrun = '''{run}'''\nfiles = [\"{files or tid + '.txt'}\"]\n"
 
 
+@pytest.mark.slow
 def test_a_half_flaky_test_blames_no_innocent_and_the_culprit_is_named_with_its_test(
     repo: Path, tmp_path: Path
 ) -> None:
@@ -119,6 +121,7 @@ def test_a_lane_that_ran_no_test_lands_nothing_blames_nobody_and_pauses(
     assert "ran no tests" in cp.stdout + cp.stderr
 
 
+@pytest.mark.slow
 def test_a_quarantined_test_is_released_after_passing_on_landed_trees(
     repo: Path, tmp_path: Path
 ) -> None:

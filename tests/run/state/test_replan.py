@@ -7,6 +7,7 @@ import json
 import subprocess
 from pathlib import Path
 
+import pytest
 from helpers.gitkit import run_forge
 from helpers.runkit import merge_count, spawn_forge, state, statuses, wait_for, write_plan
 
@@ -71,6 +72,7 @@ def test_a_task_added_while_the_run_waits_lands_in_the_same_run(repo: Path, tmp_
     assert state(repo)["tasks"]["b"]["base"] is not None
 
 
+@pytest.mark.slow
 def test_a_change_to_a_running_task_is_refused_and_nothing_recorded(
     repo: Path, tmp_path: Path
 ) -> None:

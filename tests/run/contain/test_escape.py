@@ -3,7 +3,7 @@ user's repository or forge's records changed, nothing left running) or detected 
 named in forge's report. Run without the sandbox, and with it where bubblewrap and
 user namespaces work. The table in docs/security.md is this list: keep them in step.
 
-`python -m pytest tests/run/test_escape.py -s` prints the table.
+`python -m pytest tests/run/contain/test_escape.py -s` prints the table.
 """
 
 from __future__ import annotations
@@ -15,12 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from helpers.gitkit import commit_all, git, run_forge
+from helpers.gitkit import FAKES, commit_all, git, run_forge
 from helpers.runkit import write_plan
 
 from forge.base import sandbox, seal
 
-FAKES = Path(__file__).resolve().parents[1] / "fakes"
 USER_GIT = '"$(cat .git/objects/info/alternates)/.."'  # how a task finds the user's .git
 
 
@@ -359,7 +358,17 @@ def _run_case(case: Case, repo: Path, tmp_path: Path, *, boxed: bool) -> tuple[s
     return case.id, expect
 
 
-@pytest.mark.parametrize("case", [c for c in CASES if not c.sandbox_only], ids=lambda c: c.id)
+# A cluster case without the sandbox is slow (a scheduler and a worker each time); the
+# same case runs in the sandbox by default, and every case runs here without one.
+@pytest.mark.parametrize(
+    "case",
+    [
+        pytest.param(c, marks=pytest.mark.slow) if c.cluster else c
+        for c in CASES
+        if not c.sandbox_only
+    ],
+    ids=lambda c: c.id,
+)
 def test_escape_without_sandbox(case: Case, repo: Path, tmp_path: Path) -> None:
     _run_case(case, repo, tmp_path, boxed=False)
 
