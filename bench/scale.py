@@ -53,6 +53,7 @@ def write_cost(n: int, *, journal: bool) -> float:
     import tempfile
 
     from forge.base.files import StateDir
+    from forge.run.state.records import Phase
     from forge.run.state.run_state import Attempt, RunState, StateStore, Status, TaskState
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -68,7 +69,7 @@ def write_cost(n: int, *, journal: bool) -> float:
                     status=Status.MERGED,
                     duration=1.0,
                     log=f"/x/logs/t{i}/attempt-1/agent.log",
-                    phases=[{"name": "run", "start": 1.0, "end": 2.0}],
+                    phases=[Phase("run", 1.0, 2.0)],
                 )
             )
             tasks[ts.id] = ts

@@ -30,6 +30,8 @@ def _checker(hint: Any) -> Callable[[Any], bool]:
     `_value_problem` finds no fault with), made once per hint."""
     if hint is Any:
         return lambda _value: True
+    if hasattr(hint, "__json_shape__"):  # a record written as a value of another type
+        return _checker(hint.__json_shape__)
     origin, args, is_record = _hint(hint)
     if origin in (Union, types.UnionType):
         options = tuple(_checker(o) for o in args if o is not type(None))
@@ -120,6 +122,8 @@ def _hint(hint: Any) -> tuple[Any, tuple[Any, ...], bool]:
 def _value_problem(hint: Any, value: Any, at: str) -> str | None:
     if hint is Any:
         return None
+    if hasattr(hint, "__json_shape__"):
+        return _value_problem(hint.__json_shape__, value, at)
     origin, args, is_record = _hint(hint)
     if origin in (Union, types.UnionType):
         if any(_value_problem(o, value, at) is None for o in args):

@@ -304,18 +304,10 @@ class Cluster:
         repo = ctx.repo
         assert ts.branch is not None
         attempt.where = result.where or None
-        attempt.phases.extend(dict(p) for p in result.phases)  # the worker's, as they ran
-        attempt.cost_usd = result.cost_usd
-        attempt.input_tokens = result.input_tokens
-        attempt.output_tokens = result.output_tokens
-        attempt.models = list(result.models) or None
-        attempt.model_mismatch = result.model_mismatch
-        attempt.feedback_source = result.feedback_source
+        result.onto(attempt, logs=scope.dir)  # its review's log is here now
         for name, text in result.logs.items():
             (scope.dir / name).write_text(text)
         attempt.log = str(scope.dir / (result.log or "agent.log"))
-        if result.review is not None:  # its log is here now, with the attempt's others
-            attempt.review = {**result.review, "log": str(scope.dir / "review.log")}
         ts.warnings.extend(result.warnings)
         self.lost = self.lost or result.refused
         if self.lost:
@@ -334,7 +326,7 @@ class Cluster:
         if commit is not None:
             repo.update_ref(ts.branch, commit, job.start, message="forge: attempt on the cluster")
             attempt.commit = commit
-            attempt.diff_hash = result.diff_hash
+            attempt.diff_hash = result.attempt.diff_hash if result.attempt else None
         if outcome is not None:
             return outcome
         assert commit is not None, "work that passed its steps is a commit"

@@ -1,17 +1,31 @@
 """What the coordinator sends a cluster worker for one attempt, and what comes back.
 
 Plain frozen dataclasses of strings and numbers (the attempt's WorkOrder, its
-Outcome): they cross process and machine boundaries pickled, so they carry no
-paths of the coordinator's machine, no repository objects and no credentials
-(agents use the worker's own).
+Outcome, the worker's record of the attempt): they cross process and machine
+boundaries pickled, so they carry no paths of the coordinator's machine, no
+repository objects and no credentials (agents use the worker's own).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 from forge.run.attempt.context import Outcome
 from forge.run.attempt.order import WorkOrder
+from forge.run.state.run_state import Attempt
+
+# What the worker's record of an attempt gives the coordinator's as it is (its
+# phases are added to the coordinator's; its review's log and its commit are
+# taken where they land): an attempt field the worker sets is added here alone.
+FROM_WORKER = (
+    "feedback_source",
+    "cost_usd",
+    "input_tokens",
+    "output_tokens",
+    "models",
+    "model_mismatch",
+)
 
 
 @dataclass(frozen=True)
@@ -35,17 +49,20 @@ class JobResult:
     outcome: Outcome | None  # None: the work passed every step; `commit` is to merge
     where: str = ""  # the worker that ran it: host and Dask address
     commit: str | None = None  # pushed to the job's result_ref when set
-    diff_hash: str | None = None
-    feedback_source: str | None = None
-    cost_usd: float | None = None
-    input_tokens: int | None = None
-    output_tokens: int | None = None
-    models: tuple[str, ...] = ()  # the models the agent's CLI reported it used
-    model_mismatch: str | None = None
+    attempt: Attempt | None = None  # the worker's record of the attempt, phases and review
     warnings: tuple[str, ...] = ()
     logs: dict[str, str] = field(default_factory=dict)  # file name -> tail of its text
     log: str | None = None  # which of `logs` explains the outcome
-    review: dict[str, object] | None = None  # the attempt's review record, when it had one
     refused: str | None = None  # why this worker cannot run the run's attempts at all
-    # The attempt's phases on the worker ({"name", "start", "end"}, epoch seconds).
-    phases: tuple[dict[str, object], ...] = ()
+
+    def onto(self, attempt: Attempt, *, logs: Path) -> None:
+        """The worker's record taken into the coordinator's `attempt` (its review's
+        log now in the folder `logs`)."""
+        mine = self.attempt
+        if mine is None:
+            return
+        attempt.phases.extend(mine.phases)  # the worker's, as they ran
+        for name in FROM_WORKER:
+            setattr(attempt, name, getattr(mine, name))
+        if mine.review is not None:
+            attempt.review = replace(mine.review, log=str(logs / "review.log"))

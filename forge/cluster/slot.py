@@ -19,7 +19,6 @@ import contextlib
 import hashlib
 import os
 import threading
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +32,7 @@ from forge.git.contained import HARDENED, Contained
 from forge.git.repo import Repository
 from forge.run.attempt.confinement import run_contained
 from forge.run.attempt.context import Command
+from forge.run.state.records import Phase
 
 CACHE_VAR = "FORGE_WORKER_CACHE"
 WORKER_PID_VAR = "FORGE_WORKER_PID"
@@ -168,7 +168,7 @@ class WorkerSlot:
         self.logs.mkdir(parents=True, exist_ok=True)
         self.state_dir = where.home / "agent-state"
         self.warnings: list[str] = []
-        self.phases: list[dict[str, object]] = []
+        self.phases: list[Phase] = []
 
     def start(self) -> None:
         """The slot at the job's start, nothing in its tree but ignored files (all
@@ -233,12 +233,12 @@ class WorkerSlot:
     def phase(self, name: str, *, save: bool = False) -> Iterator[object]:
         """Recorded here and sent back with the result (the coordinator's record)."""
         del save
-        entry: dict[str, object] = {"name": name, "start": round(time.time(), 3), "end": None}
+        entry = Phase.begin(name)
         self.phases.append(entry)
         try:
             yield entry
         finally:
-            entry["end"] = round(time.time(), 3)
+            entry.close()
 
     def set_up(self) -> None:
         pass  # the setup's marker in forge's git dir of the slot says it

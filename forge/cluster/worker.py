@@ -91,22 +91,15 @@ def _attempt(place: WorkerSlot, where: str) -> JobResult:
     if commit is not None:
         place.push(commit)
     tails = {p.name: logs.tail(p, LOG_TAIL) for p in sorted(place.logs.iterdir()) if p.is_file()}
+    attempt.phases = list(place.phases)
     return JobResult(
         outcome,
         where=where,
         commit=commit,
-        diff_hash=attempt.diff_hash,
-        feedback_source=attempt.feedback_source,
-        cost_usd=attempt.cost_usd,
-        input_tokens=attempt.input_tokens,
-        output_tokens=attempt.output_tokens,
-        models=tuple(attempt.models or ()),
-        model_mismatch=attempt.model_mismatch,
+        attempt=attempt,
         warnings=tuple(place.warnings),
         logs={name: text for name, text in tails.items() if name.endswith(SENT_BACK)},
         log=Path(attempt.log).name if attempt.log else None,
-        review=attempt.review,
-        phases=tuple(place.phases),
     )
 
 

@@ -44,6 +44,7 @@ from forge.plan.specs import DEFAULT_AGENT
 from forge.run.attempt import phases
 from forge.run.attempt.context import Outcome, RunContext
 from forge.run.gate.selection import Selection
+from forge.run.state import records
 from forge.run.state.run_state import FAILURES, Status, TaskState
 
 if TYPE_CHECKING:
@@ -281,7 +282,7 @@ class Candidates:
             cts = recs[unit]
             with self.ctx.store.lock:
                 log = cts.last.log if cts.last is not None else None
-                cts.mark_failed(why, log=log, source="verify:selection")
+                cts.mark_failed(why, log=log, source=records.FeedbackSource.verify("selection"))
                 self.ctx.save(task.id)
         if done.chosen is None:
             return False
@@ -342,7 +343,7 @@ class Candidates:
         gate_attempt, own = ts.last, cts.last
         assert gate_attempt is not None
         with self.ctx.store.lock:
-            source = gate_attempt.feedback_source or "verify"
+            source = gate_attempt.feedback_source or records.FeedbackSource(records.Source.VERIFY)
             cts.mark_failed(ts.reason, log=gate_attempt.log, source=source, status=ts.status)
             cts.verified_by = ts.verified_by
             if own is not None:
@@ -436,7 +437,9 @@ class Candidates:
                 # its attempt spent and not landed.
                 with self.ctx.store.lock:
                     log = cts.last.log if cts.last is not None else None
-                    cts.mark_failed(NOT_CHOSEN, log=log, source="selection")
+                    cts.mark_failed(
+                        NOT_CHOSEN, log=log, source=records.FeedbackSource(records.Source.SELECTION)
+                    )
                     if cts.last is not None:
                         phases.end(cts.last)
                     self.ctx.save(task.id)

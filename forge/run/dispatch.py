@@ -27,6 +27,7 @@ from forge.run.budget import Budget
 from forge.run.candidates import Candidates, is_unit, task_of_unit
 from forge.run.capacity import Capacity
 from forge.run.state import hold as holds
+from forge.run.state.records import ReviewVerdict
 from forge.run.state.run_state import FAILURES, REDISPATCH, Stall, Status
 
 if TYPE_CHECKING:
@@ -245,8 +246,8 @@ class Dispatcher:
         self.capacity.worked(ran_on)
         last = self.ctx.state.record(tid).last
         review = last.review if last is not None else None
-        if review and review.get("verdict") in ("approve", "reject"):
-            self.capacity.worked(str(review["agent"]).split(":")[0])
+        if review and review.verdict in (ReviewVerdict.APPROVE, ReviewVerdict.REJECT):
+            self.capacity.worked(review.provider)
 
     def _overlaps_running(self, tid: str) -> bool:
         # A QUEUED task's work is not on integration yet: a task overlapping it waits

@@ -27,7 +27,7 @@ from forge.plan.registry import Recorded
 from forge.plan.repo_config import VerifyConfig
 from forge.run.attempt.context import Remote, RunContext
 from forge.run.options import RunOptions
-from forge.run.state import accepted, reconcile, recovery
+from forge.run.state import accepted, reconcile, records, recovery
 from forge.run.state.invocations import KEPT, Invocation
 from forge.run.state.run_state import RunState, StateStore, Status
 from forge.run.state.slots import SlotPool
@@ -192,7 +192,7 @@ def _merge_left_queued(
             notes.append(f"{ts.id}: was queued for a gate that is off now: merged")
         else:
             if res.refused:
-                ts.mark_failed(res.refused, log=None, source="merge", status=Status.CONFLICT)
+                ts.mark_failed(res.refused, log=None, source=records.MERGED, status=Status.CONFLICT)
             else:
                 ts.mark_conflict(res.conflicts, log=None)
             notes.append(f"{ts.id}: was queued for a gate that is off now: {ts.reason}")

@@ -1,7 +1,7 @@
 """The phases of an attempt (setup, agent, check, merge, ...), with their times.
 
-Data-driven: an attempt's record carries a list of `{"name", "start", "end"}`
-(epoch seconds), in the order they ran, so a new step (a review, a queue) only
+Data-driven: an attempt's record carries a list of `Phase` (name, start, end in
+epoch seconds), in the order they ran, so a new step (a review, a queue) only
 opens a phase of its own name and every view (the live view, `forge report`)
 shows it. A phase's start is announced to the live view; it is written to disk
 with the attempt's next save, not one write more per phase, except where a step
@@ -11,10 +11,10 @@ may take long enough for `forge status` to be asked about it (`save=True`).
 from __future__ import annotations
 
 import contextlib
-import time
 from collections.abc import Iterator
-from typing import Any, Protocol
+from typing import Protocol
 
+from forge.run.state.records import Phase
 from forge.run.state.run_state import Attempt, RunState, StateStore
 
 
@@ -30,8 +30,8 @@ class _Run(Protocol):
 @contextlib.contextmanager
 def phase(
     ctx: _Run, task: str, attempt: Attempt, name: str, *, save: bool = False
-) -> Iterator[dict[str, Any]]:
-    entry: dict[str, Any] = {"name": name, "start": round(time.time(), 3), "end": None}
+) -> Iterator[Phase]:
+    entry = Phase.begin(name)
     with ctx.store.lock:
         attempt.phases.append(entry)
         if save:
@@ -41,25 +41,25 @@ def phase(
         yield entry
     finally:
         with ctx.store.lock:
-            entry["end"] = round(time.time(), 3)
+            entry.close()
 
 
-def current(attempt: Attempt | None) -> dict[str, Any] | None:
+def current(attempt: Attempt | None) -> Phase | None:
     """The phase running now, if any."""
     if attempt is None or not attempt.phases:
         return None
     last = attempt.phases[-1]
-    return last if last.get("end") is None else None
+    return last if last.end is None else None
 
 
 def begin(attempt: Attempt, name: str) -> None:
     """Open a phase that another thread ends (the gate's `queue`): saved with the
     attempt's next save."""
-    attempt.phases.append({"name": name, "start": round(time.time(), 3), "end": None})
+    attempt.phases.append(Phase.begin(name))
 
 
 def end(attempt: Attempt | None) -> None:
     """End the attempt's open phase, if any (the caller holds the store's lock)."""
     now = current(attempt)
     if now is not None:
-        now["end"] = round(time.time(), 3)
+        now.close()

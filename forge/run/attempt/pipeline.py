@@ -30,6 +30,7 @@ from forge.run.attempt.context import AttemptScope, Outcome, RunContext
 from forge.run.attempt.local import LocalSlot
 from forge.run.attempt.order import order_for
 from forge.run.attempt.steps import run_steps
+from forge.run.state import records
 from forge.run.state.run_state import Attempt, Status
 
 if TYPE_CHECKING:
@@ -207,7 +208,7 @@ def _merge(scope: AttemptScope, head: str) -> Outcome:
             shown = [one_line(p) for p in res.conflicts]
             log.write_text("conflicting paths:\n" + "\n".join(shown) + "\n")
             attempt.log = str(log)
-            attempt.feedback_source = "merge"
+            attempt.feedback_source = records.MERGED
             since = f"{ts.base}..{ctx.state.integration}"
             by = integrate.landed_tasks(ctx.repo, since, res.conflicts, plan=ctx.plan.name)
             return Outcome(Status.CONFLICT, integrate.conflict_reason(shown, by))

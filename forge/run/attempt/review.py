@@ -13,14 +13,16 @@ the attempt is INFRA and the reviewer's agent backs off as a task's would.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypeVar
 
 from forge.agents.output import cli_message
 from forge.base import proc
 from forge.git.repo import Repository
 from forge.run.attempt.context import AttemptScope, Command, Outcome, Place, RunContext
+from forge.run.state import records
+from forge.run.state.records import Review, ReviewVerdict
 from forge.run.state.run_state import Attempt, Status
 
 if TYPE_CHECKING:
@@ -32,10 +34,12 @@ DIFF_LIMIT = 200_000  # characters of diff in the prompt; a bigger one is cut, a
 FINDINGS_LINES = 30
 FINDINGS = "review.md"  # a rejection's findings, in the attempt's log folder
 
+_N = TypeVar("_N", int, float)
+
 
 @dataclass(frozen=True)
 class Verdict:
-    verdict: str  # approve, reject, infra, stopped
+    verdict: ReviewVerdict
     findings: str = ""
     agent: str = ""  # the reviewer's agent name
     infra_kind: str | None = None
@@ -92,14 +96,14 @@ def run_review(order: ReviewOrder, place: Place, attempt: Attempt, *, diff: str)
     log = place.logs / "review.log"
     verdict_file = place.logs / "review.json"
     # Replaced whole, never changed in place: another thread may be saving the state.
-    record: dict[str, Any] = {"agent": str(spec), "verdict": "running", "log": str(log)}
+    record = Review(str(spec), ReviewVerdict.RUNNING, str(log))
     attempt.review = record
     missing = agents.check_binary(defn)
     if missing:
         return _done(
             attempt,
             record,
-            Verdict("infra", f"binary-missing: {missing}", defn.name, "binary-missing"),
+            Verdict(ReviewVerdict.INFRA, f"binary-missing: {missing}", defn.name, "binary-missing"),
         )
     prompt_file = place.logs / "review-prompt.md"
     agents.write_review_file(
@@ -141,62 +145,66 @@ def run_review(order: ReviewOrder, place: Place, attempt: Attempt, *, diff: str)
     usage = agents.parse_usage(defn, output)
     if usage is not None:
         # The review's spend is the task's.
-        record = {
-            **record,
-            "cost_usd": usage.cost_usd,
-            "input_tokens": usage.input_tokens,
-            "output_tokens": usage.output_tokens,
-        }
+        record = replace(
+            record,
+            cost_usd=usage.cost_usd,
+            input_tokens=usage.input_tokens,
+            output_tokens=usage.output_tokens,
+            spent=True,
+        )
         attempt.cost_usd = _add(attempt.cost_usd, usage.cost_usd)
         attempt.input_tokens = _add(attempt.input_tokens, usage.input_tokens)
         attempt.output_tokens = _add(attempt.output_tokens, usage.output_tokens)
     if res.stopped:
-        return _done(attempt, record, Verdict("stopped", "stopped by the user", defn.name))
+        return _done(
+            attempt, record, Verdict(ReviewVerdict.STOPPED, "stopped by the user", defn.name)
+        )
     written = _read_verdict(verdict_file)
     if written is not None:
-        return _done(attempt, record, Verdict(written[0], written[1], defn.name))
+        return _done(attempt, record, Verdict(ReviewVerdict(written[0]), written[1], defn.name))
     rc = None if res.timed_out else res.returncode
     infra = agents.classify_failure(defn, returncode=rc, output=output, said_at=res.last_output)
     if infra is not None:
         message = f"{infra.kind}: {infra.message}"
         return _done(
-            attempt, record, Verdict("infra", message, defn.name, infra.kind, infra.retry_after)
+            attempt,
+            record,
+            Verdict(ReviewVerdict.INFRA, message, defn.name, infra.kind, infra.retry_after),
         )
     if res.timed_out:
         return _done(
-            attempt, record, Verdict("infra", f"timed out after {timeout:g}s", defn.name, "timeout")
+            attempt,
+            record,
+            Verdict(ReviewVerdict.INFRA, f"timed out after {timeout:g}s", defn.name, "timeout"),
         )
     if res.returncode == 0:
-        return _done(attempt, record, Verdict("approve", "", defn.name))
+        return _done(attempt, record, Verdict(ReviewVerdict.APPROVE, "", defn.name))
     # A JSON CLI's own message says it; else the output's tail.
     findings = cli_message(output) or proc.tail(output, FINDINGS_LINES)
     return _done(
         attempt,
         record,
-        Verdict("reject", findings or f"reviewer exited {res.returncode}", defn.name),
+        Verdict(ReviewVerdict.REJECT, findings or f"reviewer exited {res.returncode}", defn.name),
     )
 
 
-def _done(attempt: Attempt, record: dict[str, Any], verdict: Verdict) -> Verdict:
-    done = {**record, "verdict": verdict.verdict}
-    if verdict.findings:
-        done["findings"] = verdict.findings
-    attempt.review = done
+def _done(attempt: Attempt, record: Review, verdict: Verdict) -> Verdict:
+    attempt.review = replace(record, verdict=verdict.verdict, findings=verdict.findings or None)
     return verdict
 
 
-def _add(a: Any, b: Any) -> Any:
+def _add(a: _N | None, b: _N | None) -> _N | None:
     return b if a is None else a if b is None else a + b
 
 
 def outcome_of(verdict: Verdict, attempt: Attempt, findings: Path) -> Outcome | None:
     """What a verdict makes of the attempt: None when it approves; a rejection's
     findings are written to `findings`, the feedback of the next attempt."""
-    if verdict.verdict == "approve":
+    if verdict.verdict == ReviewVerdict.APPROVE:
         return None
-    if verdict.verdict == "stopped":
+    if verdict.verdict == ReviewVerdict.STOPPED:
         return Outcome(Status.INTERRUPTED, "stopped during the review")
-    if verdict.verdict == "infra":
+    if verdict.verdict == ReviewVerdict.INFRA:
         return Outcome(
             Status.INFRA,
             f"review: {verdict.findings}",
@@ -206,7 +214,7 @@ def outcome_of(verdict: Verdict, attempt: Attempt, findings: Path) -> Outcome | 
         )
     findings.write_text((verdict.findings or "(no findings given)") + "\n")
     attempt.log = str(findings)
-    attempt.feedback_source = "review"
+    attempt.feedback_source = records.REVIEWED
     line = " ".join(verdict.findings.split())[:200] or "rejected without findings"
     return Outcome(Status.FAILED, f"review: {line}")
 

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from forge.base import logs, procgroup
 from forge.run.attempt import messages
 from forge.run.attempt.context import Command, Outcome, Place, last_line
+from forge.run.state import records
 from forge.run.state.run_state import Attempt, Status
 
 if TYPE_CHECKING:
@@ -27,7 +28,7 @@ def run_work(
     it succeeded."""
     log = place.logs / "agent.log"
     attempt.log = str(log)
-    attempt.feedback_source = "agent"
+    attempt.feedback_source = records.AGENT
     timeout = order.timeout
     if order.agent is None:
         assert order.run is not None

@@ -9,6 +9,7 @@ twice."""
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -33,7 +34,9 @@ from forge.run.gate import bisection as gate
 from forge.run.gate import fanout, story
 from forge.run.gate.speculation import Speculator
 from forge.run.gate.subsets import GateProbe, SubsetFirst
-from forge.run.state.gate_record import GateRecord, Landing
+from forge.run.state import records
+from forge.run.state.gate_record import GatePhase, GateRecord, Landing
+from forge.run.state.gate_story import StepKind
 from forge.run.state.run_state import Status
 from forge.verify import engine as verify
 from forge.verify import flakes, testdb
@@ -96,7 +99,7 @@ class Gate:
             key=ctx.plan.name,
             stop=ctx.stop,
             build=self._chain,
-            verify=self._verify,
+            verify=functools.partial(self._verify, kind=StepKind.SPECULATION),
             tree_of=ctx.repo.tree_of,
         )
 
@@ -201,7 +204,9 @@ class Gate:
             sandbox=ctx.sandbox,
             judge=self._judge,
             on_event=self.on_event,
-            on_step=lambda name, started, record: self._step(ctx.plan.name, started, record, name),
+            on_step=lambda name, started, record: self._step(
+                StepKind.SUBSET, started, record, name
+            ),
             on_doing=self._doing,
         )
         self.on_event(f"gate: verifying {', '.join(batch)}")
@@ -330,7 +335,9 @@ class Gate:
             self._failed[tree] = record
         return record
 
-    def _verify(self, commit: str, key: str, stop: threading.Event) -> VerifyRecord:
+    def _verify(
+        self, commit: str, key: str, stop: threading.Event, kind: StepKind = StepKind.BATCH
+    ) -> VerifyRecord:
         """One verification in the checkouts of `key` (the plan's, or a speculation's)."""
         self.before_verify()
         where = "" if key == self.ctx.plan.name else f" [{key.rsplit('.', 1)[-1]}]"
@@ -350,7 +357,7 @@ class Gate:
         if not record.cached:
             with self._runs_lock:
                 self.runs += 1
-            self._step(key, started, record)
+            self._step(kind, started, record)
         return record
 
     def _doing(self, what: str) -> None:
@@ -360,11 +367,11 @@ class Gate:
                 self.ctx.state.gate.doing, self.ctx.state.gate.since = what, time.time()
                 self.ctx.save()
 
-    def _step(self, key: str, started: float, record: VerifyRecord, name: str = "") -> None:
+    def _step(self, kind: StepKind, started: float, record: VerifyRecord, name: str = "") -> None:
         """Keep one verification the gate ran (`name`: a run of some tests only)."""
         with self.ctx.store.lock:
             tasks = self._tasks_of.get(record.commit, ())
-            story.keep_step(self.ctx, key, started, record, name=name, tasks=tasks)
+            story.keep_step(self.ctx, kind, started, record, name=name, tasks=tasks)
 
     def _tell(self, batch: list[str], out: gate.Outcome) -> None:
         """Keep the batch's story when it landed nothing (or named a culprit)."""
@@ -375,7 +382,7 @@ class Gate:
         ctx = self.ctx
         with ctx.store.lock:
             assert ctx.state.gate is not None
-            ctx.state.gate.phase = phase
+            ctx.state.gate.phase = GatePhase(phase)
             ctx.state.gate.left = None if search is None else search.rounds(self.parallel)
             ctx.save()
         if phase == "verifying":
@@ -404,9 +411,11 @@ class Gate:
                 phases.end(last)
                 if what:
                     why = conflict_reason(paths, self._conflict_by.pop(tid, ()))
-                    ts.mark_failed(why, log=str(log), source="merge", status=Status.CONFLICT)
+                    ts.mark_failed(why, log=str(log), source=records.MERGED, status=Status.CONFLICT)
                 else:  # refused: the one line says why
-                    ts.mark_failed(paths[0], log=str(log), source="merge", status=Status.CONFLICT)
+                    ts.mark_failed(
+                        paths[0], log=str(log), source=records.MERGED, status=Status.CONFLICT
+                    )
                 ctx.save(tid)
             history.settle(ctx, [tid])
             self.on_event(f"{tid}: CONFLICT ({ts.reason})")
@@ -452,7 +461,7 @@ class Gate:
             for step in out.landed:
                 ts = ctx.state.tasks[step.task]
                 definition = ctx.plan.task(step.task).definition()
-                ts.mark_merged(step.commit, definition=definition, verified_by=dict(covered))
+                ts.mark_merged(step.commit, definition=definition, verified_by=covered)
                 phases.end(ts.last)
             ctx.state.verification = verification
             ctx.state.gate.landing = None
@@ -488,10 +497,10 @@ class Gate:
         assert last is not None
         with ctx.store.lock:
             phases.end(last)
-            ts.mark_failed(reason, log=log, source=f"verify:{lane}")
-            last.failures = [f.to_dict() for f in record.failures]
+            ts.mark_failed(reason, log=log, source=records.FeedbackSource.verify(lane))
+            last.failures = list(record.failures)
             # (for a culprit: the verification that failed it)
-            ts.verified_by = {"record": record.id, "commit": record.commit, "verdict": "FAIL"}
+            ts.verified_by = records.VerifiedBy(record.id, record.commit, "FAIL")
             ctx.save(tid)
         history.settle(ctx, [tid])
         if last.candidate is None:  # (a candidate's is told by forge/run/candidates.py,
