@@ -17,6 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from forge.agents.names import AgentSpec
 from forge.base.text import one_line
 from forge.errors import ForgeError
 from forge.plan.model import Task
@@ -247,7 +248,7 @@ class Dispatcher:
         last = self.ctx.state.record(tid).last
         review = last.review if last is not None else None
         if review and review.verdict in (ReviewVerdict.APPROVE, ReviewVerdict.REJECT):
-            self.capacity.worked(review.provider)
+            self.capacity.worked(AgentSpec.of(review.agent).name)
 
     def _overlaps_running(self, tid: str) -> bool:
         # A QUEUED task's work is not on integration yet: a task overlapping it waits

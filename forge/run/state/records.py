@@ -169,11 +169,6 @@ class Review:
     spent: bool = False  # its CLI reported its usage (the three fields above)
     findings: str | None = None
 
-    @property
-    def provider(self) -> str:
-        """The reviewer spec's agent name."""
-        return self.agent.split(":")[0]
-
     def to_dict(self) -> dict[str, object]:
         out: dict[str, object] = {"agent": self.agent, "verdict": str(self.verdict)}
         out["log"] = self.log

@@ -25,6 +25,7 @@ from forge.base.liveness import Owner
 from forge.errors import StateError
 from forge.git.merge import conflict_reason
 from forge.git.refs import integration_ref
+from forge.plan.candidates import task_of_unit
 from forge.run.state import records
 from forge.run.state.gate_record import GateRecord
 from forge.run.state.gate_story import GateLast, GateStep, PreExisting, steps_from
@@ -316,7 +317,7 @@ class RunState:
 
     def owner(self, tid: str) -> str:
         """The task whose record holds `tid`'s: itself, or a candidate's task."""
-        return tid if tid in self.tasks else tid.rpartition("+")[0]
+        return tid if tid in self.tasks else task_of_unit(tid)
 
     def to_dict(self) -> dict[str, Any]:
         # Shallow copies, not dataclasses.asdict: this runs several times per task
