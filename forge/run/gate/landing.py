@@ -385,7 +385,7 @@ class Gate:
             ctx.state.gate.phase = GatePhase(phase)
             ctx.state.gate.left = None if search is None else search.rounds(self.parallel)
             ctx.save()
-        if phase == "verifying":
+        if GatePhase(phase) == GatePhase.VERIFYING:
             faults.point("gate-candidate-built")
         else:
             with self._cond:  # built on a candidate that failed: thrown away

@@ -20,6 +20,7 @@ from dataclasses import replace
 
 from forge.run.attempt.context import RunContext
 from forge.run.gate.bisection import Outcome
+from forge.run.state.gate_record import GatePhase
 from forge.run.state.gate_story import (
     GateFailure,
     GateLast,
@@ -81,7 +82,7 @@ def interrupted(batch: Sequence[str], steps: Sequence[GateStep], phase: str | No
     # the batch's own step before a speculation stopped with it
     last = next((s for s in reversed(stopped) if s.kind != StepKind.SPECULATION), None)
     last = last or (stopped[-1] if stopped else None)
-    name = "bisection" if phase == "bisecting" else "batch"
+    name = "bisection" if phase == GatePhase.BISECTING else "batch"
     return GateLast(
         verdict=str(Verdict.INTERRUPTED),
         at=round(time.time(), 3),
@@ -264,7 +265,7 @@ def keep_step(
     """One verification the gate ran, kept in the state's `gate_steps` with the run
     it belongs to (the caller holds the store's lock). `name`: a subset's, why it ran."""
     phase = ctx.state.gate.phase if ctx.state.gate else None
-    if kind == StepKind.BATCH and phase == "bisecting":
+    if kind == StepKind.BATCH and phase == GatePhase.BISECTING:
         kind = StepKind.BISECTION
     kept = step(
         kind, started, record, name=name or kind, tasks=tasks, tests_of=flakes.failing_tests

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
 
+from forge.base.files import JsonObject
 from forge.run.state.records import VerifiedBy
 
 
@@ -30,11 +30,11 @@ class Landing:
     to: str  # the tip the integration ref moves to
     tasks: dict[str, str]  # task id -> the commit of the chain that merges it
     verified_by: VerifiedBy | None = None  # the verification covering the tip
-    verification: dict[str, Any] | None = None  # its VerifyRecord, as saved
+    verification: JsonObject | None = None  # its VerifyRecord, as saved
     head: str | None = None  # the integration head it moves from
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Landing:
+    def from_dict(cls, data: JsonObject) -> Landing:
         return cls(
             to=data["to"],
             tasks=dict(data["tasks"]),
@@ -43,7 +43,7 @@ class Landing:
             head=data.get("head", data.get("from")),  # "from": what forge wrote before
         )
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         by = self.verified_by
         return {**vars(self), "verified_by": None if by is None else by.to_dict()}
 
@@ -62,7 +62,7 @@ class GateRecord:
     landing: Landing | None = None  # set just before the ref moves
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> GateRecord:
+    def from_dict(cls, data: JsonObject) -> GateRecord:
         landing = data.get("landing")
         return cls(
             batch=list(data["batch"]),
@@ -75,7 +75,7 @@ class GateRecord:
             landing=Landing.from_dict(landing) if landing else None,
         )
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         return {
             **vars(self),
             "batch": list(self.batch),

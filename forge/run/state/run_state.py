@@ -20,7 +20,7 @@ from typing import Any
 
 from forge.base import seal, shape
 from forge.base.clock import now_iso
-from forge.base.files import SCHEMA_VERSION, StateDir, read_json, write_json
+from forge.base.files import SCHEMA_VERSION, JsonObject, StateDir, read_json, write_json
 from forge.base.liveness import Owner
 from forge.errors import StateError
 from forge.git.merge import conflict_reason
@@ -114,7 +114,7 @@ class Attempt:
     failures: list[Failure] = field(default_factory=list)  # of the verification that failed it
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Attempt:
+    def from_dict(cls, data: JsonObject) -> Attempt:
         names = _field_names(cls)
         typed = records.typed_parts(data)
         attempt = cls(**{**{k: v for k, v in data.items() if k in names}, **typed})
@@ -123,7 +123,7 @@ class Attempt:
         return attempt
 
 
-def _old_stall(data: dict[str, Any]) -> Stall | None:
+def _old_stall(data: JsonObject) -> Stall | None:
     """A state file from before `stall` was recorded said it only in the reason."""
     reason = str(data.get("reason") or "")
     if data.get("status") != Status.FAILED or "stall" in data:
@@ -155,7 +155,7 @@ class TaskState:
     candidate: str | None = None
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> TaskState:
+    def from_dict(cls, data: JsonObject) -> TaskState:
         names = _field_names(cls)
         nested = ("attempts", "runner", "candidates")
         kwargs = {k: v for k, v in data.items() if k in names and k not in nested}
@@ -167,7 +167,7 @@ class TaskState:
         ts.runner = Owner.from_dict(runner) if isinstance(runner, dict) else None
         return ts
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         # Shallow copies, not dataclasses.asdict: this runs several times per task
         # under the store lock, and asdict's deep copy costs ~35x more.
         return {
@@ -319,7 +319,7 @@ class RunState:
         """The task whose record holds `tid`'s: itself, or a candidate's task."""
         return tid if tid in self.tasks else task_of_unit(tid)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         # Shallow copies, not dataclasses.asdict: this runs several times per task
         # under the store lock, and asdict's deep copy costs ~35x more.
         return {
@@ -330,7 +330,7 @@ class RunState:
             **self.plan_wide(),
         }
 
-    def plan_wide(self) -> dict[str, Any]:
+    def plan_wide(self) -> JsonObject:
         """Everything but the tasks: small, whatever the plan's size."""
         return {
             "slots": {name: dict(vars(slot)) for name, slot in self.slots.items()},
@@ -350,7 +350,7 @@ class RunState:
         }
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> RunState:
+    def from_dict(cls, data: JsonObject) -> RunState:
         return cls(
             plan=data["plan"],
             integration=data["integration"],
