@@ -9,7 +9,6 @@ twice."""
 
 from __future__ import annotations
 
-import functools
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -34,9 +33,9 @@ from forge.run.gate import bisection as gate
 from forge.run.gate import fanout, story
 from forge.run.gate.speculation import Speculator
 from forge.run.gate.subsets import GateProbe, SubsetFirst
-from forge.run.state import records
 from forge.run.state.gate_record import GatePhase, GateRecord, Landing
-from forge.run.state.gate_story import StepKind
+from forge.run.state.gate_story import StepKind as Kind
+from forge.run.state.records import MERGED, FeedbackSource, VerifiedBy
 from forge.run.state.run_state import Status
 from forge.verify import engine as verify
 from forge.verify import flakes, testdb
@@ -99,7 +98,7 @@ class Gate:
             key=ctx.plan.name,
             stop=ctx.stop,
             build=self._chain,
-            verify=functools.partial(self._verify, kind=StepKind.SPECULATION),
+            verify=lambda commit, key, stop: self._verify(commit, key, stop, Kind.SPECULATION),
             tree_of=ctx.repo.tree_of,
         )
 
@@ -204,9 +203,7 @@ class Gate:
             sandbox=ctx.sandbox,
             judge=self._judge,
             on_event=self.on_event,
-            on_step=lambda name, started, record: self._step(
-                StepKind.SUBSET, started, record, name
-            ),
+            on_step=lambda name, at, record: self._step(Kind.SUBSET, at, record, name),
             on_doing=self._doing,
         )
         self.on_event(f"gate: verifying {', '.join(batch)}")
@@ -330,14 +327,12 @@ class Gate:
         if record is not None:
             record = replace(record, commit=commit)
         else:
-            record = self._verify(commit, key or self.ctx.plan.name, self.ctx.stop)
+            record = self._verify(commit, key or self.ctx.plan.name, self.ctx.stop, Kind.BATCH)
         if record.verdict == Verdict.FAIL:
             self._failed[tree] = record
         return record
 
-    def _verify(
-        self, commit: str, key: str, stop: threading.Event, kind: StepKind = StepKind.BATCH
-    ) -> VerifyRecord:
+    def _verify(self, commit: str, key: str, stop: threading.Event, kind: Kind) -> VerifyRecord:
         """One verification in the checkouts of `key` (the plan's, or a speculation's)."""
         self.before_verify()
         where = "" if key == self.ctx.plan.name else f" [{key.rsplit('.', 1)[-1]}]"
@@ -367,7 +362,7 @@ class Gate:
                 self.ctx.state.gate.doing, self.ctx.state.gate.since = what, time.time()
                 self.ctx.save()
 
-    def _step(self, kind: StepKind, started: float, record: VerifyRecord, name: str = "") -> None:
+    def _step(self, kind: Kind, started: float, record: VerifyRecord, name: str = "") -> None:
         """Keep one verification the gate ran (`name`: a run of some tests only)."""
         with self.ctx.store.lock:
             tasks = self._tasks_of.get(record.commit, ())
@@ -411,11 +406,9 @@ class Gate:
                 phases.end(last)
                 if what:
                     why = conflict_reason(paths, self._conflict_by.pop(tid, ()))
-                    ts.mark_failed(why, log=str(log), source=records.MERGED, status=Status.CONFLICT)
+                    ts.mark_failed(why, log=str(log), source=MERGED, status=Status.CONFLICT)
                 else:  # refused: the one line says why
-                    ts.mark_failed(
-                        paths[0], log=str(log), source=records.MERGED, status=Status.CONFLICT
-                    )
+                    ts.mark_failed(paths[0], log=str(log), source=MERGED, status=Status.CONFLICT)
                 ctx.save(tid)
             history.settle(ctx, [tid])
             self.on_event(f"{tid}: CONFLICT ({ts.reason})")
@@ -497,10 +490,10 @@ class Gate:
         assert last is not None
         with ctx.store.lock:
             phases.end(last)
-            ts.mark_failed(reason, log=log, source=records.FeedbackSource.verify(lane))
+            ts.mark_failed(reason, log=log, source=FeedbackSource.verify(lane))
             last.failures = list(record.failures)
             # (for a culprit: the verification that failed it)
-            ts.verified_by = records.VerifiedBy(record.id, record.commit, "FAIL")
+            ts.verified_by = VerifiedBy(record.id, record.commit, "FAIL")
             ctx.save(tid)
         history.settle(ctx, [tid])
         if last.candidate is None:  # (a candidate's is told by forge/run/candidates.py,
