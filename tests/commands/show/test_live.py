@@ -19,6 +19,8 @@ from helpers.gitkit import forge_cmd, run_forge
 from helpers.runkit import plan_and_run, state, wait_for, write_plan
 
 from forge.commands.live import LiveView
+from forge.run.state.gate_story import GateStep, StepKind
+from forge.run.state.records import Phase
 from forge.run.state.run_state import Attempt, RunState, Status, TaskState
 
 
@@ -285,7 +287,7 @@ def test_the_live_view_shows_a_tasks_candidates_under_it() -> None:
         "a+2": TaskState(id="a+2", candidate="codex", status=Status.FAILED, reason="no changes"),
     }
     cands["a+1"].attempts.append(Attempt(number=1, agent="claude:opus"))
-    cands["a+1"].attempts[0].phases.append({"name": "agent", "start": 0.0, "end": None})
+    cands["a+1"].attempts[0].phases.append(Phase("agent", 0.0, None))
     ts = TaskState(id="a", status=Status.RUNNING, candidates=cands)
     st = RunState(plan="p", integration="refs/heads/x", tasks={"a": ts})
     view = LiveView(quiet=True)
@@ -307,8 +309,8 @@ def test_the_eta_counts_the_gates_verification() -> None:
         ts.attempts.append(Attempt(number=1, agent="run", duration=1.0))
     st = RunState(plan="p", integration="refs/heads/x", tasks=tasks)
     st.gate_steps = [
-        {"name": "batch", "start": 100.0, "end": 160.0},
-        {"name": "batch", "start": 200.0, "end": None},
+        GateStep(StepKind.BATCH, "batch", 100.0, 160.0, "PASS"),
+        GateStep(StepKind.BATCH, "batch", 200.0, None, "PASS"),
     ]
     eta = Eta({}, parallel=2)
     eta.update(st, 210.0)
