@@ -401,7 +401,7 @@ def _verification(record: dict[str, Any] | None, folder: Path) -> str:
             rows.append(
                 f"<tr><td>{escape(str(lane))}</td><td>{escape(str(data.get('verdict', '')))}</td>"
                 f"<td>{escape(str(run.get('kind', '')))}</td><td>{escape(what)}"
-                f"{_failures(run.get('failures') or [])}</td>"
+                f"{_failures([Failure.from_dict(f) for f in run.get('failures') or []])}</td>"
                 f"<td>{fmt_seconds(run.get('duration'))}</td>"
                 f"<td>{_log_link(run.get('log'), folder, 'log')}</td></tr>"
             )

@@ -215,35 +215,45 @@ def test_the_gate_says_its_bisection_step_and_what_its_lane_runs() -> None:
 
     from forge.run.context import RunContext
     from forge.run.gate.doing import Doing
+    from forge.run.state import events as ev
+    from forge.run.state import reducer
+    from forge.run.state.gate_record import GateRecord
 
-    gate = SimpleNamespace(doing=None, since=None)
-    saved: list[str] = []
-    ctx = SimpleNamespace(
-        store=SimpleNamespace(lock=threading.Lock()),
-        state=SimpleNamespace(gate=gate),
-        save=lambda: saved.append(str(gate.doing)),
-    )
+    state = RunState("p", "refs/heads/x", {}, gate=GateRecord(batch=["t"], head="h"))
+    saved: list[ev.Event] = []
+
+    def emit(*events: ev.Event) -> None:
+        for event in events:
+            reducer.apply(state, event)
+            saved.append(event)
+
+    ctx = SimpleNamespace(store=SimpleNamespace(lock=threading.Lock()), state=state, emit=emit)
+
+    def gate() -> GateRecord:
+        assert state.gate is not None
+        return state.gate
+
     doing = Doing(cast(RunContext, ctx))
     doing.now("running the whole suite on 1a2b3c")
     doing.stage("setup of lane unit")
-    assert gate.doing == "running the whole suite on 1a2b3c (setup of lane unit)"
+    assert gate().doing == "running the whole suite on 1a2b3c (setup of lane unit)"
     doing.bisecting(3)
     doing.now("bisection: running 1 failing test(s) (t) on 4d5e6f")
     doing.stage("lane unit run 1")
-    assert gate.doing == (
+    assert gate().doing == (
         "bisection step 1 of at most 3: bisection: running 1 failing test(s) (t) on 4d5e6f "
         "(lane unit run 1)"
     )
     doing.bisecting(1)
     doing.now("bisection: running 1 failing test(s) (t) on 7a8b9c")
-    assert str(gate.doing).startswith("bisection step 2 of at most 2: ")
+    assert str(gate().doing).startswith("bisection step 2 of at most 2: ")
     doing.bisecting(0)  # over: the tree that lands runs every test
     doing.now("running the whole suite on 4d5e6f")
-    assert gate.doing == "running the whole suite on 4d5e6f" and gate.since is not None
+    assert gate().doing == "running the whole suite on 4d5e6f" and gate().since is not None
     doing.batch()
     doing.bisecting(2)
     doing.now("x")
-    assert gate.doing == "bisection step 1 of at most 2: x"
+    assert gate().doing == "bisection step 1 of at most 2: x"
     assert len(saved) == 7
 
 
