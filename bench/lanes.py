@@ -119,7 +119,7 @@ def _schedule(dag: makespan.Dag, state: Any) -> dict[str, float]:
     spans = []
     for i in range(len(dag.durations)):
         phases = state.tasks[f"t{i:03d}"].attempts[-1].phases
-        spans.append((min(p["start"] for p in phases), max(p["end"] for p in phases)))
+        spans.append((min(p.start for p in phases), max(p.end or p.start for p in phases)))
     actual = [end - start for start, end in spans]
     return {
         "span_s": round(max(e for _, e in spans) - min(s for s, _ in spans), 3),

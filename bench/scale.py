@@ -55,6 +55,7 @@ def write_cost(n: int, *, journal: bool) -> float:
     from forge.base.files import StateDir
     from forge.run.state import events as ev
     from forge.run.state import reducer
+    from forge.run.state.records import Phase
     from forge.run.state.run_state import Attempt, RunState, Status, TaskState
     from forge.run.state.store import StateStore
 
@@ -71,7 +72,7 @@ def write_cost(n: int, *, journal: bool) -> float:
                     status=Status.MERGED,
                     duration=1.0,
                     log=f"/x/logs/t{i}/attempt-1/agent.log",
-                    phases=[{"name": "run", "start": 1.0, "end": 2.0}],
+                    phases=[Phase("run", 1.0, 2.0)],
                 )
             )
             tasks[ts.id] = ts

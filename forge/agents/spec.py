@@ -27,7 +27,7 @@ from typing import Any
 
 from forge.agents import config_home
 from forge.agents.definition import PLACEHOLDER, AgentDef
-from forge.agents.names import AGENT_NAME_RULE, agent_name_problem
+from forge.agents.names import AgentSpec
 from forge.agents.output import (
     InfraFailure,
     classify_failure,
@@ -70,34 +70,6 @@ __all__ = [
     "write_review_file",
     "write_script_file",
 ]
-
-
-@dataclass(frozen=True)
-class AgentSpec:
-    """`name[:model[:effort]]`; an empty part (`claude::high`) means the default."""
-
-    name: str
-    model: str | None = None
-    effort: str | None = None
-
-    @classmethod
-    def parse(cls, text: str) -> AgentSpec:
-        parts = text.strip().split(":")
-        if len(parts) > 3 or agent_name_problem(parts[0]):
-            raise ForgeError(
-                f"bad agent spec {text!r}: expected name[:model[:effort]], e.g. claude:sonnet:high"
-                f" ({AGENT_NAME_RULE})"
-            )
-        model = parts[1] if len(parts) > 1 and parts[1] else None
-        effort = parts[2] if len(parts) > 2 and parts[2] else None
-        return cls(parts[0], model, effort)
-
-    def __str__(self) -> str:
-        if self.effort is not None:
-            return f"{self.name}:{self.model or ''}:{self.effort}"
-        if self.model is not None:
-            return f"{self.name}:{self.model}"
-        return self.name
 
 
 PRESETS: dict[str, AgentDef] = {

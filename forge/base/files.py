@@ -40,6 +40,11 @@ if TYPE_CHECKING:
     import sqlite3
 from forge.errors import Busy, StateError
 
+# A JSON object as forge reads it from a file or writes it (a record's `from_dict`
+# and `to_dict`, the CLI's --json): the edge where typed records are parsed and
+# written, and the only place their fields are looked up by key.
+JsonObject = dict[str, Any]
+
 SCHEMA_VERSION = 1
 TEMP_SUFFIX = ".tmp"
 

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any, Union
 
 
-def problem(cls: type, data: Any, where: str = "") -> str | None:
+def problem(cls: type, data: object, where: str = "") -> str | None:
     """Why `data` cannot be read as `cls` (a dataclass), or None. Keys `cls` does not
     know are ignored (an older forge's fields); a missing key must have a default."""
     # Looked at once without words (a 1000-task state holds ~100k values), and again,
@@ -25,11 +25,14 @@ def problem(cls: type, data: Any, where: str = "") -> str | None:
 
 
 @functools.cache
-def _checker(hint: Any) -> Callable[[Any], bool]:
+def _checker(hint: object) -> Callable[[object], bool]:
     """A function telling whether a value has the shape of `hint` (what
     `_value_problem` finds no fault with), made once per hint."""
     if hint is Any:
         return lambda _value: True
+    written_as = getattr(hint, "__json_shape__", None)
+    if written_as is not None:  # a record written as a value of another type
+        return _checker(written_as)
     origin, args, is_record = _hint(hint)
     if origin in (Union, types.UnionType):
         options = tuple(_checker(o) for o in args if o is not type(None))
@@ -38,7 +41,7 @@ def _checker(hint: Any) -> Callable[[Any], bool]:
             return lambda value: value is None or inner(value)
         options = tuple(_checker(o) for o in args)
         return lambda value: any(ok(value) for ok in options)
-    if is_record:
+    if is_record and isinstance(hint, type):
         return _record_checker(hint)
     if origin is list:
         item = _checker(args[0])
@@ -59,7 +62,7 @@ def _checker(hint: Any) -> Callable[[Any], bool]:
     return lambda _value: True  # a hint this check does not model: the reader decides
 
 
-def _record_checker(cls: type) -> Callable[[Any], bool]:
+def _record_checker(cls: type) -> Callable[[object], bool]:
     hints, fields = _shape_of(cls)
     required = tuple(
         f.name
@@ -67,9 +70,9 @@ def _record_checker(cls: type) -> Callable[[Any], bool]:
         if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
     )
     # Its fields' checkers are made at its first use: a record may hold itself.
-    checks: list[tuple[str, Callable[[Any], bool]]] = []
+    checks: list[tuple[str, Callable[[object], bool]]] = []
 
-    def ok(value: Any) -> bool:
+    def ok(value: object) -> bool:
         if not isinstance(value, dict):
             return False
         for name in required:
@@ -85,7 +88,7 @@ def _record_checker(cls: type) -> Callable[[Any], bool]:
     return ok
 
 
-def _problem(cls: type, data: Any, where: str) -> str | None:
+def _problem(cls: type, data: object, where: str) -> str | None:
     label = where or "the top level"
     if not isinstance(data, dict):
         return f"{label} is {_kind(data)}, not an object"
@@ -111,15 +114,18 @@ def _shape_of(cls: type) -> tuple[dict[str, Any], tuple[dataclasses.Field[Any], 
 
 
 @functools.cache
-def _hint(hint: Any) -> tuple[Any, tuple[Any, ...], bool]:
+def _hint(hint: object) -> tuple[Any, tuple[Any, ...], bool]:
     """(origin, args, is a dataclass) of a type hint, worked out once per hint."""
     is_record = dataclasses.is_dataclass(hint) and isinstance(hint, type)
     return typing.get_origin(hint), typing.get_args(hint), is_record
 
 
-def _value_problem(hint: Any, value: Any, at: str) -> str | None:
+def _value_problem(hint: object, value: object, at: str) -> str | None:
     if hint is Any:
         return None
+    written_as = getattr(hint, "__json_shape__", None)
+    if written_as is not None:
+        return _value_problem(written_as, value, at)
     origin, args, is_record = _hint(hint)
     if origin in (Union, types.UnionType):
         if any(_value_problem(o, value, at) is None for o in args):
@@ -128,14 +134,14 @@ def _value_problem(hint: Any, value: Any, at: str) -> str | None:
         if len(others) == 1:  # an optional value: what is wrong inside it
             return _value_problem(others[0], value, at)
         return f"`{at}` is {_kind(value)}"
-    if is_record:
+    if is_record and isinstance(hint, type):
         return _problem(hint, value, at)
     if origin in (list, dict):
         return _container_problem(origin, hint, value, at)
     return _scalar_problem(hint, value, at)
 
 
-def _container_problem(origin: Any, hint: Any, value: Any, at: str) -> str | None:
+def _container_problem(origin: object, hint: object, value: object, at: str) -> str | None:
     if origin is list:
         if not isinstance(value, list):
             return f"`{at}` is {_kind(value)}, not a list"
@@ -156,7 +162,7 @@ def _container_problem(origin: Any, hint: Any, value: Any, at: str) -> str | Non
     return None
 
 
-def _scalar_problem(hint: Any, value: Any, at: str) -> str | None:
+def _scalar_problem(hint: object, value: object, at: str) -> str | None:
     if _checker(hint)(value):
         return None
     if isinstance(hint, type) and issubclass(hint, enum.Enum):
@@ -165,11 +171,11 @@ def _scalar_problem(hint: Any, value: Any, at: str) -> str | None:
 
 
 @functools.cache
-def _values(hint: type[enum.Enum]) -> frozenset[Any]:
+def _values(hint: type[enum.Enum]) -> frozenset[object]:
     return frozenset(m.value for m in hint)
 
 
-def _kind(value: Any) -> str:
+def _kind(value: object) -> str:
     if value is None:
         return "null"
     if isinstance(value, bool):

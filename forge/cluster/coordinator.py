@@ -309,24 +309,10 @@ class Cluster:
         repo = ctx.repo
         assert ts.branch is not None
         tid, number = scope.task.id, attempt.number
-        said: list[ev.Event] = [ev.RanIn(tid, number, where=result.where or None)]
-        for p in map(dict[str, Any], result.phases):  # the worker's, as they ran
-            said.append(ev.PhaseStarted(tid, number, p["name"], p["start"]))
-            if p.get("end") is not None:
-                said.append(ev.PhaseEnded(tid, number, p["end"], p["name"]))
-        said.append(
-            ev.AttemptUsage(tid, number, result.cost_usd, result.input_tokens, result.output_tokens)
-        )
-        said.append(
-            ev.ModelsReported(tid, number, tuple(result.models) or None, result.model_mismatch)
-        )
+        said = result.said(tid, number, logs=scope.dir)  # its review's log is here now
         for name, text in result.logs.items():
             (scope.dir / name).write_text(text)
-        log = str(scope.dir / (result.log or "agent.log"))
-        said.append(ev.FeedbackNoted(tid, number, log=log, source=result.feedback_source))
-        if result.review is not None:  # its log is here now, with the attempt's others
-            review = {**result.review, "log": str(scope.dir / "review.log")}
-            said.append(ev.Reviewed(tid, number, review))
+        said.append(ev.FeedbackNoted(tid, number, log=str(scope.dir / (result.log or "agent.log"))))
         said += [ev.Warned(tid, warning) for warning in result.warnings]
         self.lost = self.lost or result.refused
         if self.lost:
@@ -346,7 +332,8 @@ class Cluster:
             commit = None
         if commit is not None:
             repo.update_ref(ts.branch, commit, job.start, message="forge: attempt on the cluster")
-            ctx.apply(ev.Committed(tid, number, commit, result.diff_hash))
+            diff_hash = result.attempt.diff_hash if result.attempt else None
+            ctx.apply(ev.Committed(tid, number, commit, diff_hash))
         if outcome is not None:
             return outcome
         assert commit is not None, "work that passed its steps is a commit"

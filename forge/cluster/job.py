@@ -1,17 +1,21 @@
 """What the coordinator sends a cluster worker for one attempt, and what comes back.
 
 Plain frozen dataclasses of strings and numbers (the attempt's WorkOrder, its
-Outcome): they cross process and machine boundaries pickled, so they carry no
-paths of the coordinator's machine, no repository objects and no credentials
-(agents use the worker's own).
+Outcome, the worker's record of the attempt): they cross process and machine
+boundaries pickled, so they carry no paths of the coordinator's machine, no
+repository objects and no credentials (agents use the worker's own).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 from forge.run.attempt.context import Outcome
 from forge.run.attempt.order import WorkOrder
+from forge.run.state import events as ev
+from forge.run.state.records import Phase
+from forge.run.state.run_state import Attempt
 
 
 @dataclass(frozen=True)
@@ -35,17 +39,32 @@ class JobResult:
     outcome: Outcome | None  # None: the work passed every step; `commit` is to merge
     where: str = ""  # the worker that ran it: host and Dask address
     commit: str | None = None  # pushed to the job's result_ref when set
-    diff_hash: str | None = None
-    feedback_source: str | None = None
-    cost_usd: float | None = None
-    input_tokens: int | None = None
-    output_tokens: int | None = None
-    models: tuple[str, ...] = ()  # the models the agent's CLI reported it used
-    model_mismatch: str | None = None
+    attempt: Attempt | None = None  # the worker's record of the attempt, phases and review
     warnings: tuple[str, ...] = ()
     logs: dict[str, str] = field(default_factory=dict)  # file name -> tail of its text
     log: str | None = None  # which of `logs` explains the outcome
-    review: dict[str, object] | None = None  # the attempt's review record, when it had one
     refused: str | None = None  # why this worker cannot run the run's attempts at all
-    # The attempt's phases on the worker ({"name", "start", "end"}, epoch seconds).
-    phases: tuple[dict[str, object], ...] = ()
+    phases: tuple[Phase, ...] = ()  # the attempt's phases on the worker
+
+    def said(self, task: str, number: int, *, logs: Path) -> list[ev.Event]:
+        """The worker's record, as the events of the coordinator's attempt `number`
+        of `task` (its review's log now in the folder `logs`). An attempt field the
+        worker sets is said here alone."""
+        said: list[ev.Event] = [ev.RanIn(task, number, where=self.where or None)]
+        for p in self.phases:  # the worker's, as they ran
+            said.append(ev.PhaseStarted(task, number, p.name, p.start))
+            if p.end is not None:
+                said.append(ev.PhaseEnded(task, number, p.end, p.name))
+        mine = self.attempt
+        if mine is None:
+            return said
+        said.append(
+            ev.AttemptUsage(task, number, mine.cost_usd, mine.input_tokens, mine.output_tokens)
+        )
+        models = tuple(mine.models) if mine.models else None
+        said.append(ev.ModelsReported(task, number, models, mine.model_mismatch))
+        said.append(ev.FeedbackNoted(task, number, source=mine.feedback_source))
+        if mine.review is not None:
+            review = replace(mine.review, log=str(logs / "review.log"))
+            said.append(ev.Reviewed(task, number, review))
+        return said

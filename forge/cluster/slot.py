@@ -19,7 +19,6 @@ import contextlib
 import hashlib
 import os
 import threading
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +34,7 @@ from forge.run.attempt.confinement import run_contained
 from forge.run.attempt.context import Command
 from forge.run.state import events as ev
 from forge.run.state import reducer
+from forge.run.state.records import Phase
 from forge.run.state.run_state import Attempt
 
 CACHE_VAR = "FORGE_WORKER_CACHE"
@@ -171,7 +171,7 @@ class WorkerSlot:
         self.logs.mkdir(parents=True, exist_ok=True)
         self.state_dir = where.home / "agent-state"
         self.warnings: list[str] = []
-        self.phases: list[dict[str, object]] = []
+        self.phases: list[Phase] = []
         self.attempt: Attempt | None = None  # the record the steps fill in, sent back
 
     def start(self) -> None:
@@ -239,12 +239,12 @@ class WorkerSlot:
     def phase(self, name: str, *, save: bool = False) -> Iterator[object]:
         """Recorded here and sent back with the result (the coordinator's record)."""
         del save
-        entry: dict[str, object] = {"name": name, "start": round(time.time(), 3), "end": None}
+        entry = Phase.begin(name)
         self.phases.append(entry)
         try:
             yield entry
         finally:
-            entry["end"] = round(time.time(), 3)
+            entry.close()
 
     def set_up(self) -> None:
         pass  # the setup's marker in forge's git dir of the slot says it

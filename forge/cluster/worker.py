@@ -95,18 +95,11 @@ def _attempt(place: WorkerSlot, where: str) -> JobResult:
         outcome,
         where=where,
         commit=commit,
-        diff_hash=attempt.diff_hash,
-        feedback_source=attempt.feedback_source,
-        cost_usd=attempt.cost_usd,
-        input_tokens=attempt.input_tokens,
-        output_tokens=attempt.output_tokens,
-        models=tuple(attempt.models or ()),
-        model_mismatch=attempt.model_mismatch,
+        attempt=attempt,
+        phases=tuple(place.phases),
         warnings=tuple(place.warnings),
         logs={name: text for name, text in tails.items() if name.endswith(SENT_BACK)},
         log=Path(attempt.log).name if attempt.log else None,
-        review=attempt.review,
-        phases=tuple(place.phases),
     )
 
 

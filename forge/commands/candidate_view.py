@@ -130,7 +130,7 @@ def live_lines(ts: TaskState, wall: float) -> list[str]:
     for cts in ts.candidates.values():
         phase = current(cts.last) if cts.status == Status.RUNNING else None
         if phase is not None:
-            what = f"{phase['name']} {wall - phase['start']:.0f}s"
+            what = f"{phase.name} {wall - phase.start:.0f}s"
         else:
             what = describe(candidate_rows_one(ts, cts))
         out.append(f"    {cts.candidate or cts.id:<22} {one_line(what)}")

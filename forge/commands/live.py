@@ -185,7 +185,7 @@ class LiveView:
             for tid, ts in list(self._running.items())[: max(0, height - 1)]:
                 phase = current(ts.last)
                 what = (
-                    f"{phase['name']} {fmt_seconds(wall - phase['start'])}"
+                    f"{phase.name} {fmt_seconds(wall - phase.start)}"
                     if phase
                     else f"best of {len(ts.candidates)}"
                     if ts.candidates
@@ -292,7 +292,7 @@ class Eta:
             units += w
             last = ts.last
             if ts.status == Status.RUNNING and last is not None and last.phases:
-                running.append((w, max(0.0, now - float(last.phases[0]["start"]))))
+                running.append((w, max(0.0, now - last.phases[0].start)))
         self.rates, self.left_units, self.running, self.unsettled = rates, units, running, unsettled
         self.verify_left = _verification_left(state, now) if waiting else 0.0
 
@@ -324,21 +324,11 @@ class Eta:
 def _verification_left(state: RunState, now: float) -> float:
     """Seconds of the gate's verification still ahead: one more of the median length
     its finished verifications took, less what the one under way has taken."""
-    took = [
-        float(s["end"]) - float(s["start"])
-        for s in state.gate_steps
-        if isinstance(s, dict)
-        and isinstance(s.get("start"), int | float)
-        and isinstance(s.get("end"), int | float)
-    ]
+    took = [s.end - s.start for s in state.gate_steps if s.end is not None]
     if not took:
         return 0.0
     took.sort()
     typical = took[len(took) // 2]
-    under_way = [
-        float(s["start"])
-        for s in state.gate_steps
-        if isinstance(s, dict) and isinstance(s.get("start"), int | float) and not s.get("end")
-    ]
+    under_way = [s.start for s in state.gate_steps if not s.end]
     spent = now - max(under_way) if under_way else 0.0
     return max(0.0, typical - spent)

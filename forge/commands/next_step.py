@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from forge.plan.model import Plan
 from forge.run.runner import RunReport
+from forge.run.state.records import by_gate
 from forge.run.state.run_state import FAILURES, RunState, Status
 from forge.verify.records import Verdict
 
@@ -90,7 +91,7 @@ def _after_failures(plan: Plan, state: RunState, failed: list[str]) -> list[str]
 def _gate_blamed(state: RunState, task: str) -> bool:
     """Did the gate's verification fail the task's last attempt?"""
     last = state.tasks[task].last
-    return last is not None and (last.feedback_source or "").startswith("verify:")
+    return last is not None and by_gate(last.feedback_source)
 
 
 def _waiting_dependents(plan: Plan, state: RunState, task: str) -> list[str]:

@@ -56,6 +56,7 @@ def cut(line: str, width: int) -> str:
 
 def report_data(report: RunReport, prices: Prices | None = None) -> dict[str, Any]:
     """A finished run as data, for --json."""
+    pre_existing = report.state.pre_existing
     return {
         "plan": report.plan,
         "exit_code": int(report.exit_code),
@@ -70,7 +71,8 @@ def report_data(report: RunReport, prices: Prices | None = None) -> dict[str, An
         "wall_seconds": report.state.wall_seconds,
         "gate_verifications": report.gate_runs,  # verifications the gate ran (None: no gate)
         "gate_subset_runs": report.gate_subset_runs,  # runs of some tests only
-        "pre_existing": report.state.pre_existing,  # what the head fails already
+        # what the head fails already
+        "pre_existing": None if pre_existing is None else pre_existing.to_dict(),
         "touched": report.state.touched,
     }
 

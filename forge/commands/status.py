@@ -22,6 +22,8 @@ from forge.run.gate import story
 from forge.run.records.spend import Spend, attempt_usd, cost_usd, per_landed, spend_data
 from forge.run.state import hold as holds
 from forge.run.state.folders import disk_lines, disk_use, repository_lines, repository_use
+from forge.run.state.gate_story import GateLast, PreExisting
+from forge.run.state.records import json_parts
 from forge.run.state.run_state import UNCOUNTED, RunState, Status, TaskState
 from forge.run.state.store import StateStore
 from forge.verify.records import VerifyRecord
@@ -84,10 +86,12 @@ def task_row(ts: TaskState, prices: Prices | None = None) -> dict[str, Any]:
         "salvage": list(ts.salvage),
         "warnings": list(ts.warnings),
         "slot": ts.slot,
-        "phase": now["name"] if now else None,  # what a running task is doing
-        "phase_started": now["start"] if now else None,  # epoch seconds
-        "verified_by": ts.verified_by,  # MERGED through the gate: the verification
-        "failures": list(last.failures) if last else [],  # the failing tests that failed it
+        "phase": now.name if now else None,  # what a running task is doing
+        "phase_started": now.start if now else None,  # epoch seconds
+        # MERGED through the gate: the verification
+        "verified_by": None if ts.verified_by is None else ts.verified_by.to_dict(),
+        # the failing tests that failed it
+        "failures": [f.to_dict() for f in last.failures] if last else [],
         "candidates": candidate_rows(ts, prices),  # best-of-N: each candidate's outcome
     }
 
@@ -194,8 +198,10 @@ def gate_data(state: RunState) -> dict[str, Any]:
         "doing": current.doing if current else None,  # what runs now, since when
         "since": current.since if current else None,
         "head": current.head if current else None,
-        "last": state.gate_last,  # its last verification that landed nothing
-        "pre_existing": state.pre_existing,  # what the head fails already, and fixes
+        # its last verification that landed nothing
+        "last": None if state.gate_last is None else state.gate_last.to_dict(),
+        # what the head fails already, and fixes
+        "pre_existing": None if state.pre_existing is None else state.pre_existing.to_dict(),
     }
 
 
@@ -275,6 +281,7 @@ def _history(ts: TaskState, prices: Prices) -> list[dict[str, Any]]:
         out.append(
             {
                 **vars(a),
+                **json_parts(a),
                 "counted": n if spent else None,
                 "reported_cost_usd": a.cost_usd,
                 "cost_usd": None if usd is None else round(usd, 6),
@@ -357,11 +364,11 @@ def render_status(data: dict[str, Any]) -> str:
 def head_and_gate_lines(data: dict[str, Any]) -> list[str]:
     """The integration head's verdict, and beside it the gate's last verification
     that landed nothing (an interrupted one stands for a head never verified)."""
-    last, head = data["gate"].get("last"), data["verification"]
+    last, head = GateLast.parse(data["gate"].get("last")), data["verification"]
     out = []
     if head or not last:
         out += verification_lines(VerifyRecord.from_dict(head) if head else None)
-    out += story.pre_existing_lines(data["gate"].get("pre_existing"))
+    out += story.pre_existing_lines(PreExisting.parse(data["gate"].get("pre_existing")))
     return out + story.lines(last, head_verified=bool(head))
 
 

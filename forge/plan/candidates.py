@@ -103,7 +103,7 @@ def candidates_of(plan: Plan, task: Task, default_agent: str = "claude") -> tupl
         Candidate(
             label=f"{spec}#{n}" if repeated else spec,
             spec=spec,
-            unit=f"{task.id}{SEP}{n}",
+            unit=str(Unit(task.id, n)),
         )
         for n, spec in enumerate(specs, start=1)
     )
@@ -117,13 +117,30 @@ def judge_of(plan: Plan, task: Task) -> str | None:
     return task.judge or plan.judge
 
 
+@dataclass(frozen=True)
+class Unit:
+    """What runs as one: a task (`n` None), or its candidate `<task>+<n>`."""
+
+    task: str
+    n: int | None = None
+
+    @classmethod
+    def parse(cls, name: str) -> Unit:
+        task, sep, n = name.rpartition(SEP)
+        return cls(task, int(n)) if sep and task and n.isdigit() else cls(name)
+
+    def __str__(self) -> str:
+        return self.task if self.n is None else f"{self.task}{SEP}{self.n}"
+
+
 def task_of_unit(unit: str) -> str:
     """The task a candidate unit belongs to (a task's own id stays as it is)."""
-    return unit.rpartition(SEP)[0] or unit
+    return Unit.parse(unit).task
 
 
 def is_unit(tid: str) -> bool:
-    return SEP in tid
+    """Is `tid` a candidate's unit (not a task's own id)?"""
+    return Unit.parse(tid).n is not None
 
 
 def spec_problems(plan: Plan, defs: Mapping[str, Mapping[str, Any]]) -> list[str]:

@@ -17,6 +17,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from forge.base.files import JsonObject
 from forge.plan.model import Plan
 from forge.plan.patterns import is_glob, normalize_pattern, patterns_overlap
 
@@ -110,7 +111,7 @@ class Waves:
     deferrals: Mapping[str, str] = field(default_factory=dict)
     wave_of: Mapping[str, int] = field(default_factory=dict)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         return {"waves": [list(w) for w in self.waves], "deferrals": dict(self.deferrals)}
 
     @classmethod

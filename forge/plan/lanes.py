@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from forge.base.files import JsonObject
 from forge.base.tomlread import Problems, TableReader
 
 LANE_KEYS = ("command", "junit", "subset", "allow_empty", "network")
@@ -38,7 +39,7 @@ class LaneOptions:
     subset: str | None = None  # a command running only `{tests}` (space-separated, quoted)
     allow_empty: bool = False  # a recognised test runner that ran no test may PASS
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         out: dict[str, Any] = {}
         if self.junit:
             out["junit"] = self.junit

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from forge.base.durations import parse_duration
+from forge.base.files import JsonObject
 from forge.errors import ForgeError
 from forge.plan.repo_config import (
     DEFAULT_SETUP_TIMEOUT,
@@ -77,7 +78,7 @@ class Task:
         what = [self.prompt, self.run, list(self.files), list(self.deps), self.check]
         return hashlib.sha256(json.dumps(what).encode()).hexdigest()[:16]
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         return {
             "id": self.id,
             "title": self.title,
@@ -224,7 +225,7 @@ class Plan:
                 return seconds
         return self.timeout
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         return {
             "name": self.name,
             "source": None if self.source is None else str(self.source),

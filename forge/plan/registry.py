@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from forge.base.files import SCHEMA_VERSION, plan_lock, write_json
+from forge.base.files import SCHEMA_VERSION, JsonObject, plan_lock, write_json
 from forge.errors import Busy, ForgeError, PlanError, StateError
 from forge.git import refs
 from forge.git.repo import Repository
@@ -52,7 +52,7 @@ class Recorded:
     def as_waves(self) -> Waves:
         return Waves.of(self.waves, self.deferrals)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         return {
             "schema_version": SCHEMA_VERSION,
             "plan": self.plan.to_dict(),

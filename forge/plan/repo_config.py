@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from forge.agents.names import agent_name_problem
+from forge.base.files import JsonObject
 from forge.base.settings import DEFAULT_GRACE
 from forge.base.tomlread import LineOf, Problems, TableReader, TomlSource, parse_toml
 from forge.errors import ForgeError
@@ -57,7 +58,7 @@ class VerifyConfig:
 
     networked: tuple[str, ...] = ()  # lanes that keep the network in the sandbox
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         out: dict[str, Any] = {
             "lanes": [[name, cmd] for name, cmd in self.lanes],
             "reruns": self.reruns,
@@ -72,7 +73,7 @@ class VerifyConfig:
         return out
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> VerifyConfig:
+    def from_dict(cls, data: JsonObject) -> VerifyConfig:
         return cls(
             lanes=tuple((str(n), str(c)) for n, c in data["lanes"]),
             reruns=int(data.get("reruns", DEFAULT_RERUNS)),

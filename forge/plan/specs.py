@@ -7,6 +7,7 @@ from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from forge.agents.names import AgentSpec
 from forge.base.tomlread import TomlSource
 from forge.errors import ForgeError, PlanError
 from forge.plan.model import Plan
@@ -85,7 +86,7 @@ def name_problems(path: Path, defined: Collection[str]) -> list[str]:
 
     def check(value: Any, label: str, key: str, header: int | None) -> None:
         for spec in value if isinstance(value, list) else [value]:
-            name = spec.split(":", 1)[0] if isinstance(spec, str) else None
+            name = AgentSpec.of(spec).name if isinstance(spec, str) else None
             if not name or name == AUTO or name in known:
                 continue
             line = src.key_line(key, header) or header

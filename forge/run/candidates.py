@@ -46,7 +46,7 @@ from forge.run.attempt.context import Outcome
 from forge.run.context import RunContext
 from forge.run.gate.selection import Selection
 from forge.run.state import events as ev
-from forge.run.state import reducer
+from forge.run.state import records, reducer
 from forge.run.state.run_state import FAILURES, Status, TaskState
 
 if TYPE_CHECKING:
@@ -278,7 +278,9 @@ class Candidates:
         for unit, why in done.failed.items():
             cts = recs[unit]
             log = cts.last.log if cts.last is not None else None
-            self.ctx.emit(ev.Failed(unit, Status.FAILED, why, log, "verify:selection"))
+            self.ctx.emit(
+                ev.Failed(unit, Status.FAILED, why, log, records.FeedbackSource.verify("selection"))
+            )
         if done.chosen is None:
             return False
         self._promote(task, ts, done.chosen, recs[done.chosen.unit], done)
@@ -338,7 +340,7 @@ class Candidates:
         gate_attempt, own = ts.last, cts.last
         assert gate_attempt is not None
         with self.ctx.store.lock:
-            source = gate_attempt.feedback_source or "verify"
+            source = gate_attempt.feedback_source or records.FeedbackSource(records.Source.VERIFY)
             failed = ev.Failed(
                 cts.id, ts.status, ts.reason, gate_attempt.log, source, verified_by=ts.verified_by
             )
@@ -422,7 +424,8 @@ class Candidates:
                 # It passed and another landed: it ends here (never QUEUED for good),
                 # its attempt spent and not landed.
                 log = cts.last.log if cts.last is not None else None
-                failed = ev.Failed(c.unit, Status.FAILED, NOT_CHOSEN, log, "selection")
+                selected = records.FeedbackSource(records.Source.SELECTION)
+                failed = ev.Failed(c.unit, Status.FAILED, NOT_CHOSEN, log, selected)
                 self.ctx.emit(failed, *phases.end(c.unit, cts.last))
                 if cts.last is not None:
                     from forge.run.records import history

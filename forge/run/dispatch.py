@@ -17,6 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from forge.agents.names import AgentSpec
 from forge.base.text import one_line
 from forge.errors import ForgeError
 from forge.plan.model import Task
@@ -29,6 +30,7 @@ from forge.run.capacity import Capacity
 from forge.run.context import RunContext
 from forge.run.state import events as ev
 from forge.run.state import hold as holds
+from forge.run.state.records import ReviewVerdict
 from forge.run.state.run_state import FAILURES, REDISPATCH, Stall, Status
 
 if TYPE_CHECKING:
@@ -250,8 +252,8 @@ class Dispatcher:
         self.capacity.worked(ran_on)
         last = self.ctx.state.record(tid).last
         review = last.review if last is not None else None
-        if review and review.get("verdict") in ("approve", "reject"):
-            self.capacity.worked(str(review["agent"]).split(":")[0])
+        if review and review.verdict in (ReviewVerdict.APPROVE, ReviewVerdict.REJECT):
+            self.capacity.worked(AgentSpec.of(review.agent).name)
 
     def _overlaps_running(self, tid: str) -> bool:
         # A QUEUED task's work is not on integration yet: a task overlapping it waits

@@ -47,7 +47,7 @@ def next_spec(
 
     text = base_text or base_spec_text(ctx, task, ts)
     defn, base = agents.resolve(text, ctx.agent_defs)
-    mine = [a for a in ts.attempts if a.agent.split(":")[0] == defn.name]
+    mine = [a for a in ts.attempts if agents.AgentSpec.of(a.agent).name == defn.name]
     if base_text is None and ts.agent and mine and mine[-1].agent != str(base):
         mine = []  # `forge retry --agent` chose a new spec: it starts a fresh streak
     if not mine:

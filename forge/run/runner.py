@@ -28,7 +28,7 @@ from forge.plan.repo_config import VerifyConfig
 from forge.run.attempt.context import Remote
 from forge.run.context import RunContext
 from forge.run.options import RunOptions
-from forge.run.state import accepted, reconcile, recovery, reducer
+from forge.run.state import accepted, reconcile, records, recovery, reducer
 from forge.run.state import events as ev
 from forge.run.state.invocations import KEPT
 from forge.run.state.run_state import RunState, Status
@@ -190,7 +190,7 @@ def _merge_left_queued(
             notes.append(f"{ts.id}: was queued for a gate that is off now: merged")
         else:
             if res.refused:
-                refused = ev.Failed(ts.id, Status.CONFLICT, res.refused, None, "merge")
+                refused = ev.Failed(ts.id, Status.CONFLICT, res.refused, None, records.MERGED)
                 reducer.apply(state, refused)
             else:
                 reducer.apply(state, reducer.conflicted(ts.id, res.conflicts, log=None))

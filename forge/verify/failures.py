@@ -18,9 +18,8 @@ no test named). Pure: text in, failures out; nothing here runs or reads files.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 MAX_FAILURES = 50  # a whole suite failing names its first tests, not all of them
 MAX_MESSAGE = 200
@@ -45,7 +44,7 @@ class Failure:
         return {"lane": self.lane, "test": self.test, "message": self.message}
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Failure:
+    def from_dict(cls, data: Mapping[str, object]) -> Failure:
         return cls(
             lane=str(data.get("lane", "")),
             test=str(data.get("test", "")),

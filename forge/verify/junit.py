@@ -16,7 +16,8 @@ import shlex
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+
+from forge.base.files import JsonObject
 
 PASSED, FAILED, ERROR, SKIPPED = "passed", "failed", "error", "skipped"
 _RANK = {ERROR: 0, FAILED: 1, PASSED: 2, SKIPPED: 3}  # a test reported twice: its worst
@@ -38,7 +39,7 @@ class TestOutcome:
     def failed(self) -> bool:
         return self.outcome in (FAILED, ERROR)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         return {"test": self.test, "outcome": self.outcome, "duration": self.duration}
 
 

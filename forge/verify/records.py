@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from forge.base import seal
-from forge.base.files import SCHEMA_VERSION, StateDir, read_json_or, write_json
+from forge.base.files import SCHEMA_VERSION, JsonObject, StateDir, read_json_or, write_json
 from forge.errors import StateError
 from forge.verify.failures import Failure, describe
 
@@ -80,7 +80,7 @@ class LaneRun:
     empty: str = ""  # why a run that exited 0 is not a pass ("ran no tests")
     allowed_empty: bool = False  # it ran no test, and its lane says `allow_empty`
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         extra: dict[str, Any] = {}
         if self.tests is not None:
             extra["tests"] = self.tests
@@ -113,7 +113,7 @@ class LaneRun:
         return f"exit {self.exit_code}"
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> LaneRun:
+    def from_dict(cls, data: JsonObject) -> LaneRun:
         code = data.get("exit_code")
         return cls(
             kind=str(data["kind"]),
@@ -275,7 +275,7 @@ class VerifyRecord:
             )
         )
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         return {
             "schema_version": SCHEMA_VERSION,
             "id": self.id,
@@ -298,7 +298,7 @@ class VerifyRecord:
         }
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> VerifyRecord:
+    def from_dict(cls, data: JsonObject) -> VerifyRecord:
         """Read as `to_dict` wrote it; fields an older forge did not write get defaults."""
         lanes = tuple(
             LaneResult(

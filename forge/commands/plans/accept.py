@@ -280,7 +280,7 @@ def squash_into(
         landed.append((task.id, task.title or task.id))
         ts = state.tasks.get(task.id)
         by = ts.verified_by if ts is not None else None
-        said = f"{by.get('verdict')} {str(by.get('commit'))[:12]}" if by else verified
+        said = f"{by.verdict} {str(by.commit)[:12]}" if by else verified
         facts_of = [(trailers.PLAN, plan), (trailers.TASK, task.id)]
         if facts.attempt is not None:
             facts_of.append((trailers.ATTEMPT, str(facts.attempt)))

@@ -27,6 +27,7 @@ from forge.git.repo import Repository
 from forge.plan.registry import Recorded
 from forge.run.gate import story
 from forge.run.records.spend import Spend, attempt_spend, per_landed, plan_spend
+from forge.run.state.gate_story import GateStep
 from forge.run.state.run_state import Attempt, RunState, Status
 from forge.run.state.store import StateStore
 from forge.verify.failures import Failure
@@ -167,9 +168,7 @@ def _wall(state: RunState, axis: Clock) -> str:
 def _phase_seconds(attempt: Attempt, names: tuple[str, ...]) -> float:
     if not attempt.phases:  # recorded before phases were: the whole attempt is work
         return attempt.duration or 0.0
-    return float(
-        sum((p["end"] or p["start"]) - p["start"] for p in attempt.phases if p.get("name") in names)
-    )
+    return float(sum((p.end or p.start) - p.start for p in attempt.phases if p.name in names))
 
 
 def _epoch(iso: str | None) -> float | None:
@@ -184,8 +183,8 @@ def _epoch(iso: str | None) -> float | None:
 def _attempt_bars(attempt: Attempt) -> list[tuple[float, float, str]]:
     """(start, end, phase) in epoch seconds; one `attempt` bar when no phases were kept."""
     if attempt.phases:
-        last_end = max((p.get("end") or p["start"]) for p in attempt.phases)
-        return [(p["start"], p.get("end") or last_end, str(p["name"])) for p in attempt.phases]
+        last_end = max((p.end or p.start) for p in attempt.phases)
+        return [(p.start, p.end or last_end, p.name) for p in attempt.phases]
     start = _epoch(attempt.started)
     if start is None:
         return []
@@ -279,17 +278,14 @@ def _verification_bars(
     return rows
 
 
-def _step_bars(gate_steps: list[dict[str, Any]]) -> list[tuple[str, list[Bar]]]:
-    """The gate's verifications of every run (batches, bisection, speculation), each
-    {"name", "start", "end"} in epoch seconds: a row per step name. Drawn whether or
-    not the head's verdict was answered from the cache."""
+def _step_bars(gate_steps: list[GateStep]) -> list[tuple[str, list[Bar]]]:
+    """The gate's verifications of every run (batches, bisection, speculation): a
+    row per step name. Drawn whether or not the head's verdict was answered from the
+    cache."""
     steps: dict[str, list[Bar]] = {}
     for step in gate_steps:
-        if isinstance(step, dict) and isinstance(step.get("start"), int | float):
-            end = step.get("end") or step["start"]
-            name = str(step.get("name", "step"))
-            bar = (float(step["start"]), float(end), name, story.step_tip(step))
-            steps.setdefault(name, []).append(bar)
+        bar = (step.start, step.end or step.start, step.name, step.tip())
+        steps.setdefault(step.name, []).append(bar)
     return list(steps.items())
 
 
@@ -309,7 +305,8 @@ def _attempt_logs(attempt: Attempt, folder: Path) -> str:
             if candidate.exists() or str(candidate) == attempt.log:
                 links.append(_log_link(str(candidate), folder, name.split(".")[0]))
         if log_dir.name != f"attempt-{attempt.number}":  # a failing verification's log
-            label = (attempt.feedback_source or "log").split(":")[0]
+            source = attempt.feedback_source
+            label = "log" if source is None else str(source.kind)
             links.append(_log_link(attempt.log, folder, label))
     return " ".join(links)
 
@@ -317,9 +314,9 @@ def _attempt_logs(attempt: Attempt, folder: Path) -> str:
 _FAILURES_SHOWN = 5
 
 
-def _failures(failures: list[dict[str, Any]]) -> str:
+def _failures(failures: list[Failure]) -> str:
     """The failing tests a verification named, one line each."""
-    shown = [Failure.from_dict(f).describe() for f in failures[:_FAILURES_SHOWN]]
+    shown = [f.describe() for f in failures[:_FAILURES_SHOWN]]
     more = len(failures) - len(shown)
     lines = [f"failed: {line}" for line in shown] + ([f"and {more} more"] if more else [])
     return "".join(f'<div class="reason">{escape(line)}</div>' for line in lines)
@@ -404,7 +401,7 @@ def _verification(record: dict[str, Any] | None, folder: Path) -> str:
             rows.append(
                 f"<tr><td>{escape(str(lane))}</td><td>{escape(str(data.get('verdict', '')))}</td>"
                 f"<td>{escape(str(run.get('kind', '')))}</td><td>{escape(what)}"
-                f"{_failures(run.get('failures') or [])}</td>"
+                f"{_failures([Failure.from_dict(f) for f in run.get('failures') or []])}</td>"
                 f"<td>{fmt_seconds(run.get('duration'))}</td>"
                 f"<td>{_log_link(run.get('log'), folder, 'log')}</td></tr>"
             )
@@ -419,27 +416,23 @@ def _verification(record: dict[str, Any] | None, folder: Path) -> str:
 
 def _gate_section(state: RunState, folder: Path) -> str:
     """Every verification the gate ran, run after run, in order."""
-    steps = [s for s in state.gate_steps if isinstance(s, dict)]
+    steps = state.gate_steps
     if not steps:
         return ""
     blamed = set(story.culprits(state))
     rows = []
     for n, s in enumerate(steps, start=1):
-        tasks = [str(t) for t in s.get("tasks") or []]
-        shown = ", ".join(f"<b>{escape(t)}</b>" if t in blamed else escape(t) for t in tasks)
-        failing = "<br>".join(escape(story.failure_text(f)) for f in s.get("failures") or [])
-        logs = " ".join(
-            _log_link(str(log), folder, str(lane)) for lane, log in (s.get("logs") or {}).items()
-        )
-        took = float(s.get("end") or 0) - float(s.get("start") or 0)
-        run = s.get("run")
+        shown = ", ".join(f"<b>{escape(t)}</b>" if t in blamed else escape(t) for t in s.tasks)
+        failing = "<br>".join(escape(f.text()) for f in s.failures)
+        logs = " ".join(_log_link(log, folder, lane) for lane, log in s.logs.items())
+        took = (s.end or 0.0) - s.start
         rows.append(
-            f"<tr><td>{n}</td><td>{'-' if run is None else int(run) + 1}</td>"
-            f"<td>{escape(str(s.get('name', '')))}</td>"
-            f"<td>{escape(str(s.get('verdict', '?')))}</td>"
-            f"<td><code>{escape(str(s.get('commit') or '')[:12])}</code></td>"
+            f"<tr><td>{n}</td><td>{'-' if s.run is None else s.run + 1}</td>"
+            f"<td>{escape(s.name)}</td>"
+            f"<td>{escape(s.verdict)}</td>"
+            f"<td><code>{escape((s.commit or '')[:12])}</code></td>"
             f"<td>{shown or '-'}</td><td>{failing or '-'}</td>"
-            f"<td>{s.get('runs', '-')}</td><td>{fmt_seconds(took)}</td><td>{logs}</td></tr>"
+            f"<td>{s.runs}</td><td>{fmt_seconds(took)}</td><td>{logs}</td></tr>"
         )
     return (
         "<section><h2>Gate verifications</h2>"

@@ -11,9 +11,12 @@ from forge.errors import ForgeError
 from forge.git.repo import Repository
 from forge.plan.registry import Recorded
 from forge.plan.repo_config import load_repo_config
+from forge.run.state.gate_story import PreExisting
 
 
-def rows_for(repo: Repository, recorded: Recorded, pre_existing: Any) -> list[dict[str, Any]]:
+def rows_for(
+    repo: Repository, recorded: Recorded, pre_existing: PreExisting | None
+) -> list[dict[str, Any]]:
     """One row a test worth a look: flaky, quarantined or failing on the head (from
     the whole history, as quarantine is judged over it)."""
     from forge.commands import tests as view
@@ -23,7 +26,7 @@ def rows_for(repo: Repository, recorded: Recorded, pre_existing: Any) -> list[di
         config = recorded.plan.verify_config(repo_verify)
     except ForgeError:
         config = None
-    red = {(t["lane"], t["test"]) for t in (pre_existing or {}).get("tests") or []}
+    red = {(t.lane, t.test) for t in (pre_existing.tests if pre_existing else [])}
     rows = []
     for row in view.tests_data(repo, config=config):
         on_head = (row["lane"], row["test"]) in red

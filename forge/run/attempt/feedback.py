@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING
 from forge.base import logs, proc
 from forge.git.repo import Repository
 from forge.plan.model import Task
+from forge.run.state import records
+from forge.run.state.records import FeedbackSource
 from forge.run.state.run_state import FAILURES, TaskState
 
 if TYPE_CHECKING:
@@ -43,7 +45,7 @@ def for_retry(repo: Repository, ts: TaskState) -> Feedback | None:
         reason=last.reason,
         log_tail=log_tail,
         diff_summary=diff or "(no change was made)",
-        source=last.feedback_source or "agent",
+        source=str(last.feedback_source or records.AGENT),
         failing_tests=failing,
     )
 
@@ -51,13 +53,13 @@ def for_retry(repo: Repository, ts: TaskState) -> Feedback | None:
 FAILING_TESTS_SHOWN = 10
 
 
-def failing_tests(source: str | None, log: Path) -> str:
+def failing_tests(source: FeedbackSource | None, log: Path) -> str:
     """Each test a failing verification lane's log names, with its output there."""
     from forge.verify.failures import failures_from_log
 
-    if not (source or "").startswith("verify:"):
+    if source is None or source.lane is None:
         return ""
-    lane = (source or "").split(":", 1)[1]
+    lane = source.lane
     found = [f for f in failures_from_log(lane, logs.tail(log, 4 << 20)) if f.test]
     parts = [f"{f.test}: {f.message}" + (f"\n{f.excerpt}" if f.excerpt else "") for f in found]
     if len(parts) > FAILING_TESTS_SHOWN:

@@ -12,17 +12,13 @@ from typing import TYPE_CHECKING
 
 from forge.git import trailers
 from forge.run.attempt.context import AttemptScope
+from forge.run.state.records import by_gate
 from forge.run.state.run_state import FAILURES, Attempt, counted
 
 if TYPE_CHECKING:
     from forge.agents.definition import AgentDef
     from forge.agents.spec import AgentSpec
     from forge.run.attempt.review import ReviewOrder
-
-# What may judge and reject a change: the same change again after one of these is
-# "no progress". An agent that exited non-zero may have made the right change and
-# been cut off, so its failure does not count.
-JUDGES = ("check", "scope", "review", "merge", "verify:")
 
 
 @dataclass(frozen=True)
@@ -53,15 +49,18 @@ class WorkOrder:
 
 def last_judged_hash(attempts: list[Attempt], *, person: bool = False) -> str | None:
     """The change of the last attempt among `attempts` that a judge rejected (see
-    JUDGES), if any: making it again is no progress. Not for a person's retry when
+    FeedbackSource.judged), if any: making it again is no progress. Not for a person's retry when
     the gate rejected it: a verification's failure may be a flake or the base's, and
     a person who asks again has the same change verified again."""
     judged = [
         a
         for a in attempts
-        if a.status in FAILURES and a.diff_hash and (a.feedback_source or "").startswith(JUDGES)
+        if a.status in FAILURES
+        and a.diff_hash
+        and a.feedback_source is not None
+        and a.feedback_source.judged
     ]
-    if not judged or (person and (judged[-1].feedback_source or "").startswith("verify:")):
+    if not judged or (person and by_gate(judged[-1].feedback_source)):
         return None
     return judged[-1].diff_hash
 

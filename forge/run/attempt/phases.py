@@ -1,7 +1,7 @@
 """The phases of an attempt (setup, agent, check, merge, ...), with their times.
 
-Data-driven: an attempt's record carries a list of `{"name", "start", "end"}`
-(epoch seconds), in the order they ran, so a new step (a review, a queue) only
+Data-driven: an attempt's record carries a list of `Phase` (name, start, end in
+epoch seconds), in the order they ran, so a new step (a review, a queue) only
 opens a phase of its own name and every view (the live view, `forge report`)
 shows it. A phase's start is announced to the live view; it is written to disk
 with the attempt's next save, not one write more per phase, except where a step
@@ -13,9 +13,10 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Iterator
-from typing import Any, Protocol
+from typing import Protocol
 
 from forge.run.state import events as ev
+from forge.run.state.records import Phase
 from forge.run.state.run_state import Attempt, RunState
 from forge.run.state.store import StateStore
 
@@ -45,12 +46,12 @@ def phase(
         ctx.store.apply(ctx.state, ev.PhaseEnded(task, attempt.number, round(time.time(), 3), name))
 
 
-def current(attempt: Attempt | None) -> dict[str, Any] | None:
+def current(attempt: Attempt | None) -> Phase | None:
     """The phase running now, if any."""
     if attempt is None or not attempt.phases:
         return None
     last = attempt.phases[-1]
-    return last if last.get("end") is None else None
+    return last if last.end is None else None
 
 
 def begin(task: str, attempt: int | None, name: str) -> ev.PhaseStarted:

@@ -32,6 +32,7 @@ from forge.run.attempt.steps import run_steps
 from forge.run.context import RunContext
 from forge.run.records import history, routing
 from forge.run.state import events as ev
+from forge.run.state import records
 from forge.run.state.run_state import Attempt, Status
 
 if TYPE_CHECKING:
@@ -209,7 +210,7 @@ def _merge(scope: AttemptScope, head: str) -> Outcome:
             log = scope.dir / "merge.log"
             shown = [one_line(p) for p in res.conflicts]
             log.write_text("conflicting paths:\n" + "\n".join(shown) + "\n")
-            ctx.apply(ev.FeedbackNoted(task.id, attempt.number, str(log), "merge"))
+            ctx.apply(ev.FeedbackNoted(task.id, attempt.number, str(log), records.MERGED))
             since = f"{ts.base}..{ctx.state.integration}"
             by = integrate.landed_tasks(ctx.repo, since, res.conflicts, plan=ctx.plan.name)
             return Outcome(Status.CONFLICT, integrate.conflict_reason(shown, by))

@@ -12,6 +12,7 @@ from forge.git.merge import is_ancestor, merge_onto
 from forge.git.repo import Repository
 from forge.plan.model import Plan
 from forge.run.state import events as ev
+from forge.run.state.records import by_gate
 from forge.run.state.run_state import FAILURES, Attempt, Status, TaskState
 
 
@@ -102,4 +103,4 @@ def reset_for_attempt(
 
 
 def _broke_verification(attempt: Attempt) -> bool:
-    return (attempt.feedback_source or "").startswith("verify:")
+    return by_gate(attempt.feedback_source)

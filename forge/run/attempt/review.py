@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import functools
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from forge.agents.output import cli_message
 from forge.base import proc
@@ -24,6 +24,8 @@ from forge.git.repo import Repository
 from forge.run.attempt.context import AttemptScope, Command, Outcome, Place
 from forge.run.context import RunContext
 from forge.run.state import events as ev
+from forge.run.state import records
+from forge.run.state.records import Review, ReviewVerdict
 from forge.run.state.run_state import Attempt, Status
 
 if TYPE_CHECKING:
@@ -38,7 +40,7 @@ FINDINGS = "review.md"  # a rejection's findings, in the attempt's log folder
 
 @dataclass(frozen=True)
 class Verdict:
-    verdict: str  # approve, reject, infra, stopped
+    verdict: ReviewVerdict
     findings: str = ""
     agent: str = ""  # the reviewer's agent name
     infra_kind: str | None = None
@@ -95,7 +97,7 @@ def run_review(order: ReviewOrder, place: Place, attempt: Attempt, *, diff: str)
     log = place.logs / "review.log"
     verdict_file = place.logs / "review.json"
     # Replaced whole, never changed in place: another thread may be saving the state.
-    record: dict[str, Any] = {"agent": str(spec), "verdict": "running", "log": str(log)}
+    record = Review(str(spec), ReviewVerdict.RUNNING, str(log))
     place.record(ev.Reviewed(order.task, attempt.number, record))
     missing = agents.check_binary(defn)
     if missing:
@@ -104,7 +106,7 @@ def run_review(order: ReviewOrder, place: Place, attempt: Attempt, *, diff: str)
             order.task,
             attempt,
             record,
-            Verdict("infra", f"binary-missing: {missing}", defn.name, "binary-missing"),
+            Verdict(ReviewVerdict.INFRA, f"binary-missing: {missing}", defn.name, "binary-missing"),
         )
     prompt_file = place.logs / "review-prompt.md"
     text = agents.TaskText(order.plan, order.task, order.title, order.prompt, order.files)
@@ -136,12 +138,13 @@ def run_review(order: ReviewOrder, place: Place, attempt: Attempt, *, diff: str)
     usage = agents.parse_usage(defn, output)
     if usage is not None:
         # The review's spend is the task's.
-        record = {
-            **record,
-            "cost_usd": usage.cost_usd,
-            "input_tokens": usage.input_tokens,
-            "output_tokens": usage.output_tokens,
-        }
+        record = replace(
+            record,
+            cost_usd=usage.cost_usd,
+            input_tokens=usage.input_tokens,
+            output_tokens=usage.output_tokens,
+            spent=True,
+        )
         place.record(
             ev.AttemptUsage(
                 order.task, attempt.number, usage.cost_usd, usage.input_tokens, usage.output_tokens
@@ -149,30 +152,30 @@ def run_review(order: ReviewOrder, place: Place, attempt: Attempt, *, diff: str)
         )
     done = functools.partial(_done, place, order.task, attempt, record)
     if res.stopped:
-        return done(Verdict("stopped", "stopped by the user", defn.name))
+        return done(Verdict(ReviewVerdict.STOPPED, "stopped by the user", defn.name))
     written = _read_verdict(verdict_file)
     if written is not None:
-        return done(Verdict(written[0], written[1], defn.name))
+        return done(Verdict(ReviewVerdict(written[0]), written[1], defn.name))
     rc = None if res.timed_out else res.returncode
     infra = agents.classify_failure(defn, returncode=rc, output=output, said_at=res.last_output)
     if infra is not None:
         message = f"{infra.kind}: {infra.message}"
-        return done(Verdict("infra", message, defn.name, infra.kind, infra.retry_after))
+        return done(Verdict(ReviewVerdict.INFRA, message, defn.name, infra.kind, infra.retry_after))
     if res.timed_out:
-        return done(Verdict("infra", f"timed out after {timeout:g}s", defn.name, "timeout"))
+        return done(
+            Verdict(ReviewVerdict.INFRA, f"timed out after {timeout:g}s", defn.name, "timeout")
+        )
     if res.returncode == 0:
-        return done(Verdict("approve", "", defn.name))
+        return done(Verdict(ReviewVerdict.APPROVE, "", defn.name))
     # A JSON CLI's own message says it; else the output's tail.
     findings = cli_message(output) or proc.tail(output, FINDINGS_LINES)
-    return done(Verdict("reject", findings or f"reviewer exited {res.returncode}", defn.name))
+    return done(
+        Verdict(ReviewVerdict.REJECT, findings or f"reviewer exited {res.returncode}", defn.name)
+    )
 
 
-def _done(
-    place: Place, task: str, attempt: Attempt, record: dict[str, Any], verdict: Verdict
-) -> Verdict:
-    done = {**record, "verdict": verdict.verdict}
-    if verdict.findings:
-        done["findings"] = verdict.findings
+def _done(place: Place, task: str, attempt: Attempt, record: Review, verdict: Verdict) -> Verdict:
+    done = replace(record, verdict=verdict.verdict, findings=verdict.findings or None)
     place.record(ev.Reviewed(task, attempt.number, done))
     return verdict
 
@@ -182,11 +185,11 @@ def outcome_of(
 ) -> Outcome | None:
     """What a verdict makes of the attempt: None when it approves; a rejection's
     findings are written to `findings`, the feedback of the next attempt."""
-    if verdict.verdict == "approve":
+    if verdict.verdict == ReviewVerdict.APPROVE:
         return None
-    if verdict.verdict == "stopped":
+    if verdict.verdict == ReviewVerdict.STOPPED:
         return Outcome(Status.INTERRUPTED, "stopped during the review")
-    if verdict.verdict == "infra":
+    if verdict.verdict == ReviewVerdict.INFRA:
         return Outcome(
             Status.INFRA,
             f"review: {verdict.findings}",
@@ -195,7 +198,7 @@ def outcome_of(
             infra_agent=verdict.agent,
         )
     findings.write_text((verdict.findings or "(no findings given)") + "\n")
-    place.record(ev.FeedbackNoted(task, attempt.number, str(findings), "review"))
+    place.record(ev.FeedbackNoted(task, attempt.number, str(findings), records.REVIEWED))
     line = " ".join(verdict.findings.split())[:200] or "rejected without findings"
     return Outcome(Status.FAILED, f"review: {line}")
 

@@ -26,6 +26,7 @@ from forge.run.attempt.context import Command, Outcome, Place, last_line
 from forge.run.attempt.order import WorkOrder
 from forge.run.attempt.work import run_work
 from forge.run.state import events as ev
+from forge.run.state import records
 from forge.run.state.run_state import Attempt, Stall, Status
 from forge.verify import environment
 
@@ -126,7 +127,7 @@ def commit_and_judge(order: WorkOrder, place: Place, attempt: Attempt, start: st
     if outside:
         msg = messages.out_of_scope(", ".join(one_line(p) for p in outside[:8]))
         if not order.scope_warn:
-            place.record(ev.FeedbackNoted(order.task, attempt.number, source="scope"))
+            place.record(ev.FeedbackNoted(order.task, attempt.number, source=records.SCOPE))
             return Outcome(Status.FAILED, msg)
         place.warn(msg)
     if order.judged_hash is not None and order.judged_hash == attempt.diff_hash:
@@ -150,7 +151,7 @@ def check(
     limit = order.timeout
     left = limit - (time.monotonic() - work_started)
     if left <= 0:
-        place.record(ev.FeedbackNoted(order.task, attempt.number, source="check"))
+        place.record(ev.FeedbackNoted(order.task, attempt.number, source=records.CHECK))
         return Outcome(Status.TIMEOUT, messages.check_not_run(limit))
     with place.phase("check"):
         res = place.group(Command(order.check, log, left, env, network=order.check_network))
@@ -159,10 +160,10 @@ def check(
     if res.stopped:
         return Outcome(Status.INTERRUPTED, messages.CHECK_STOPPED)
     if res.timed_out:
-        place.record(ev.FeedbackNoted(order.task, attempt.number, str(log), "check"))
+        place.record(ev.FeedbackNoted(order.task, attempt.number, str(log), records.CHECK))
         return Outcome(Status.TIMEOUT, messages.check_timed_out(limit))
     if res.returncode != 0:
-        place.record(ev.FeedbackNoted(order.task, attempt.number, str(log), "check"))
+        place.record(ev.FeedbackNoted(order.task, attempt.number, str(log), records.CHECK))
         return Outcome(Status.FAILED, messages.check_failed(last_line(log)))
     return None
 

@@ -14,6 +14,7 @@ from forge.base import logs, procgroup
 from forge.run.attempt import messages
 from forge.run.attempt.context import Command, Outcome, Place, last_line
 from forge.run.state import events as ev
+from forge.run.state import records
 from forge.run.state.run_state import Attempt, Status
 
 if TYPE_CHECKING:
@@ -27,7 +28,7 @@ def run_work(
     """Run the agent or the shell command for at most the order's timeout. None when
     it succeeded."""
     log = place.logs / "agent.log"
-    place.record(ev.FeedbackNoted(order.task, attempt.number, str(log), "agent"))
+    place.record(ev.FeedbackNoted(order.task, attempt.number, str(log), records.AGENT))
     timeout = order.timeout
     if order.agent is None:
         assert order.run is not None

@@ -35,7 +35,9 @@ from forge.run.gate.speculation import Speculator
 from forge.run.gate.subsets import GateProbe, SubsetFirst
 from forge.run.records import history
 from forge.run.state import events as ev
-from forge.run.state.gate_record import GateRecord, Landing
+from forge.run.state.gate_record import GatePhase, GateRecord, Landing
+from forge.run.state.gate_story import StepKind as Kind
+from forge.run.state.records import FeedbackSource, VerifiedBy
 from forge.run.state.run_state import Status
 from forge.verify import engine as verify
 from forge.verify import flakes, testdb
@@ -97,7 +99,7 @@ class Gate:
             key=ctx.plan.name,
             stop=ctx.stop,
             build=self._chain,
-            verify=self._verify,
+            verify=lambda commit, key, stop: self._verify(commit, key, stop, Kind.SPECULATION),
             tree_of=ctx.repo.tree_of,
         )
 
@@ -201,7 +203,7 @@ class Gate:
             sandbox=ctx.sandbox,
             judge=self._judge,
             on_event=self.on_event,
-            on_step=lambda name, started, record: self._step(ctx.plan.name, started, record, name),
+            on_step=lambda name, at, record: self._step(Kind.SUBSET, at, record, name),
             on_doing=self.doing.now,
             on_stage=self.doing.stage,
         )
@@ -336,12 +338,12 @@ class Gate:
         if record is not None:
             record = replace(record, commit=commit)
         else:
-            record = self._verify(commit, key or self.ctx.plan.name, self.ctx.stop)
+            record = self._verify(commit, key or self.ctx.plan.name, self.ctx.stop, Kind.BATCH)
         if record.verdict == Verdict.FAIL:
             self._failed[tree] = record
         return record
 
-    def _verify(self, commit: str, key: str, stop: threading.Event) -> VerifyRecord:
+    def _verify(self, commit: str, key: str, stop: threading.Event, kind: Kind) -> VerifyRecord:
         """One verification in the checkouts of `key` (the plan's, or a speculation's)."""
         self.before_verify()
         where = "" if key == self.ctx.plan.name else f" [{key.rsplit('.', 1)[-1]}]"
@@ -364,14 +366,14 @@ class Gate:
         if not record.cached:
             with self._runs_lock:
                 self.runs += 1
-            self._step(key, started, record)
+            self._step(kind, started, record)
         return record
 
-    def _step(self, key: str, started: float, record: VerifyRecord, name: str = "") -> None:
+    def _step(self, kind: Kind, started: float, record: VerifyRecord, name: str = "") -> None:
         """Keep one verification the gate ran (`name`: a run of some tests only)."""
         with self.ctx.store.lock:
             tasks = self._tasks_of.get(record.commit, ())
-            story.keep_step(self.ctx, key, started, record, name=name, tasks=tasks)
+            story.keep_step(self.ctx, kind, started, record, name=name, tasks=tasks)
 
     def _tell(self, batch: list[str], out: gate.Outcome) -> None:
         """Keep the batch's story when it landed nothing (or named a culprit)."""
@@ -384,8 +386,9 @@ class Gate:
         with ctx.store.lock:
             assert ctx.state.gate is not None
             gate_left = None if search is None else left
-            ctx.emit(ev.GateRecorded(replace(ctx.state.gate, phase=phase, left=gate_left)))
-        if phase == "verifying":
+            gate_phase = GatePhase(phase)
+            ctx.emit(ev.GateRecorded(replace(ctx.state.gate, phase=gate_phase, left=gate_left)))
+        if GatePhase(phase) == GatePhase.VERIFYING:
             faults.point("gate-candidate-built")
         else:
             self.doing.bisecting(left)
@@ -427,7 +430,7 @@ class Gate:
             for step in out.landed:
                 ts = ctx.state.tasks[step.task]
                 definition = ctx.plan.task(step.task).definition()
-                said.append(ev.Merged(step.task, step.commit, definition, dict(covered)))
+                said.append(ev.Merged(step.task, step.commit, definition, covered))
                 said += phases.end(step.task, ts.last)
             said.append(ev.VerificationRecorded(verification))
             assert ctx.state.gate is not None
@@ -438,7 +441,7 @@ class Gate:
         history.settle(ctx, names)
         for tid in names:
             ctx.on_change(tid)
-        summary = covered.get("summary") or verification.verdict
+        summary = covered.summary or verification.verdict
         self.on_event(f"gate: landed {', '.join(names)} ({summary}, {tip[:12]})")
         for line in story.known_lines(out.pre_existing, fixed, names):
             self.on_event(f"gate: {line}")
@@ -463,10 +466,10 @@ class Gate:
                 Status.FAILED,
                 reason,
                 log,
-                f"verify:{lane}",
-                failures=tuple(f.to_dict() for f in record.failures),
+                FeedbackSource.verify(lane),
+                failures=tuple(record.failures),
                 # (for a culprit: the verification that failed it)
-                verified_by={"record": record.id, "commit": record.commit, "verdict": "FAIL"},
+                verified_by=VerifiedBy(record.id, record.commit, "FAIL"),
             )
             ctx.emit(*phases.end(tid, last), failed)
         history.settle(ctx, [tid])

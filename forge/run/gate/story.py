@@ -1,4 +1,5 @@
-"""What the gate tells of its verifications, as plain data in the run state.
+"""What the gate tells of its verifications, as records of the run state
+(forge/run/state/gate_story.py).
 
 gate_steps  every verification the gate ran in the last run (batch, bisection
             step, speculation): its verdict, candidate, tasks, failing tests
@@ -16,20 +17,29 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import Any
 
 from forge.run.context import RunContext
 from forge.run.gate.bisection import Outcome
 from forge.run.state import events as ev
+from forge.run.state.gate_record import GatePhase
+from forge.run.state.gate_story import (
+    GateFailure,
+    GateLast,
+    GateStep,
+    LaneTest,
+    PreExisting,
+    StepKind,
+)
+from forge.run.state.records import VerifiedBy, by_gate
 from forge.run.state.run_state import RunState, Status
 from forge.verify import flakes
 from forge.verify.flakes import TestsOf
 from forge.verify.records import LaneResult, Verdict, VerifyRecord, named_tests
 
 
-def failures(record: VerifyRecord, tests_of: TestsOf) -> list[dict[str, str]]:
-    """A failing lane's failing tests, one entry each ({"lane", "test", "message",
-    "log"}); one entry with `test` empty when its log names none."""
+def failures(record: VerifyRecord, tests_of: TestsOf) -> list[GateFailure]:
+    """A failing lane's failing tests, one entry each; one entry with `test` empty
+    when its log names none."""
     out = []
     for lane in record.lanes:
         if lane.verdict != Verdict.FAIL:
@@ -38,56 +48,51 @@ def failures(record: VerifyRecord, tests_of: TestsOf) -> list[dict[str, str]]:
         log = last.log if last else ""
         tests = sorted(tests_of(last)) if last else []
         said = {f.test: f.message for f in last.failures} if last else {}
-        out += [
-            {"lane": lane.name, "test": t, "message": said.get(t, ""), "log": log}
-            for t in tests or [""]
-        ]
+        out += [GateFailure(lane.name, t, said.get(t, ""), log) for t in tests or [""]]
     return out
 
 
 def step(
-    name: str,
+    kind: StepKind,
     started: float,
     record: VerifyRecord,
     *,
+    name: str,
     tasks: Sequence[str],
     tests_of: TestsOf,
-) -> dict[str, Any]:
+) -> GateStep:
     """One verification the gate ran."""
-    return {
-        "name": name,
-        "start": round(started, 3),
-        "end": round(time.time(), 3),
-        "verdict": str(record.verdict),
-        "commit": record.commit,
-        "record": record.id,
-        "tasks": list(tasks),
-        "runs": sum(len(lane.runs) for lane in record.lanes),
-        "failures": failures(record, tests_of),
-        "logs": {lane.name: lane.runs[-1].log for lane in record.lanes if lane.runs},
-    }
+    return GateStep(
+        kind=kind,
+        name=name,
+        start=round(started, 3),
+        end=round(time.time(), 3),
+        verdict=str(record.verdict),
+        commit=record.commit,
+        record=record.id,
+        tasks=list(tasks),
+        runs=sum(len(lane.runs) for lane in record.lanes),
+        failures=failures(record, tests_of),
+        logs={lane.name: lane.runs[-1].log for lane in record.lanes if lane.runs},
+    )
 
 
-def interrupted(
-    batch: Sequence[str], steps: Sequence[dict[str, Any]], phase: str | None
-) -> dict[str, Any]:
+def interrupted(batch: Sequence[str], steps: Sequence[GateStep], phase: str | None) -> GateLast:
     """The batch stopped while it was being verified: its tasks stay QUEUED."""
-    stopped = [s for s in steps if s.get("verdict") == Verdict.INTERRUPTED]
+    stopped = [s for s in steps if s.verdict == Verdict.INTERRUPTED]
     # the batch's own step before a speculation stopped with it
-    last = next((s for s in reversed(stopped) if s.get("name") != "speculation"), None)
+    last = next((s for s in reversed(stopped) if s.kind != StepKind.SPECULATION), None)
     last = last or (stopped[-1] if stopped else None)
-    name = "bisection" if phase == "bisecting" else "batch"
-    return {
-        "verdict": str(Verdict.INTERRUPTED),
-        "at": round(time.time(), 3),
-        "batch": list(batch),
-        "step": last["name"] if last else name,
-        "commit": last["commit"] if last else None,
-        "tasks": list(last["tasks"]) if last else list(batch),
-        "record": last["record"] if last else None,
-        "culprit": None,
-        "failures": [],
-    }
+    name = "bisection" if phase == GatePhase.BISECTING else "batch"
+    return GateLast(
+        verdict=str(Verdict.INTERRUPTED),
+        at=round(time.time(), 3),
+        batch=list(batch),
+        step=last.name if last else name,
+        commit=last.commit if last else None,
+        tasks=list(last.tasks) if last else list(batch),
+        record=last.record if last else None,
+    )
 
 
 def failed(
@@ -97,42 +102,42 @@ def failed(
     culprit: str | None,
     tasks: Sequence[str],
     tests_of: TestsOf,
-) -> dict[str, Any]:
+) -> GateLast:
     """The verification that named a culprit (or found the head broken)."""
-    return {
-        "verdict": str(Verdict.FAIL),
-        "at": round(time.time(), 3),
-        "batch": list(batch),
-        "step": "bisection" if culprit else "head",
-        "commit": record.commit,
-        "tasks": list(tasks),
-        "record": record.id,
-        "culprit": culprit,
-        "failures": failures(record, tests_of),
-    }
+    return GateLast(
+        verdict=str(Verdict.FAIL),
+        at=round(time.time(), 3),
+        batch=list(batch),
+        step="bisection" if culprit else "head",
+        commit=record.commit,
+        tasks=list(tasks),
+        record=record.id,
+        culprit=culprit,
+        failures=failures(record, tests_of),
+    )
 
 
-def lines(last: dict[str, Any] | None, *, head_verified: bool = True) -> list[str]:
+def lines(last: GateLast | None, *, head_verified: bool = True) -> list[str]:
     """`forge status`: the gate's last verification that did not land (when the
     integration head was never verified, an interruption is the verification)."""
     if not last:
         return []
-    commit = str(last.get("commit") or "")[:12]
+    commit = (last.commit or "")[:12]
     on = f" on {commit}" if commit else ""
-    tasks = ", ".join(last.get("tasks") or []) or "-"
-    if last.get("verdict") == Verdict.INTERRUPTED:
-        batch = ", ".join(last.get("batch") or [])
+    tasks = ", ".join(last.tasks) or "-"
+    if last.verdict == Verdict.INTERRUPTED:
+        batch = ", ".join(last.batch)
         what = "gate: verification" if head_verified else "verification:"
         return [
-            f"{what} INTERRUPTED ({last.get('step')}{on} of {tasks}); "
+            f"{what} INTERRUPTED ({last.step}{on} of {tasks}); "
             f"batch {batch} stays QUEUED for the next run"
         ]
-    who = f"culprit {last['culprit']}" if last.get("culprit") else "the head fails on its own"
+    who = f"culprit {last.culprit}" if last.culprit else "the head fails on its own"
     out = [f"gate: last failing verification FAIL{on} (candidate {tasks}; {who})"]
-    for f in last.get("failures") or []:
-        test = f" {f['test']}" if f.get("test") else ""
-        said = f": {f['message']}" if f.get("message") else ""
-        out.append(f"  failing: lane {f['lane']}{test}{said} (log {f.get('log') or '-'})")
+    for f in last.failures:
+        test = f" {f.test}" if f.test else ""
+        said = f": {f.message}" if f.message else ""
+        out.append(f"  failing: lane {f.lane}{test}{said} (log {f.log or '-'})")
     return out
 
 
@@ -146,9 +151,7 @@ def culprits(state: RunState) -> list[str]:
     return [
         tid
         for tid, ts in state.tasks.items()
-        if ts.status == Status.FAILED
-        and ts.last is not None
-        and (ts.last.feedback_source or "").startswith("verify:")
+        if ts.status == Status.FAILED and ts.last is not None and by_gate(ts.last.feedback_source)
     ]
 
 
@@ -156,8 +159,8 @@ def outcome(state: RunState) -> tuple[str, str]:
     """The badge's text and class: `PASS`, `PASS · 1 culprit`, `FAIL`,
     `INTERRUPTED`, never a bare PASS next to a task that did not land."""
     verdict = str(state.verification.verdict) if state.verification else "not verified"
-    last = state.gate_last or {}
-    if last.get("verdict") == Verdict.INTERRUPTED or any(
+    last = state.gate_last
+    if (last is not None and last.verdict == Verdict.INTERRUPTED) or any(
         ts.status == Status.INTERRUPTED for ts in state.tasks.values()
     ):
         return str(Verdict.INTERRUPTED), "fail"
@@ -177,25 +180,8 @@ def outcome(state: RunState) -> tuple[str, str]:
     return " \u00b7 ".join(parts), cls
 
 
-def step_tip(step: dict[str, Any]) -> str:
-    """A gate verification's bar tooltip: what it judged and what came of it."""
-    tasks = ", ".join(step.get("tasks") or []) or "the integration head"
-    tests = "; ".join(failure_text(f) for f in step.get("failures") or [])
-    return f"{step.get('name')}: {step.get('verdict', '?')} of {tasks}" + (
-        f"\nfailing: {tests}" if tests else ""
-    )
-
-
-def failure_text(f: dict[str, Any]) -> str:
-    return (
-        f"{f.get('lane')}"
-        + (f" {f['test']}" if f.get("test") else "")
-        + (f": {f['message']}" if f.get("message") else "")
-    )
-
-
-def _pairs(tests: Mapping[str, frozenset[str]]) -> list[dict[str, str]]:
-    return [{"lane": lane, "test": t} for lane in sorted(tests) for t in sorted(tests[lane])]
+def _pairs(tests: Mapping[str, frozenset[str]]) -> list[LaneTest]:
+    return [LaneTest(lane, t) for lane in sorted(tests) for t in sorted(tests[lane])]
 
 
 def empty_reason(record: VerifyRecord) -> str:
@@ -211,8 +197,8 @@ def empty_reason(record: VerifyRecord) -> str:
 def known_red(state: RunState) -> dict[str, frozenset[str]]:
     """The tests the integration head was last seen to fail on its own, by lane."""
     out: dict[str, frozenset[str]] = {}
-    for t in (state.pre_existing or {}).get("tests") or []:
-        out[str(t["lane"])] = out.get(str(t["lane"]), frozenset()) | {str(t["test"])}
+    for t in state.pre_existing.tests if state.pre_existing else []:
+        out[t.lane] = out.get(t.lane, frozenset()) | {t.test}
     return out
 
 
@@ -223,29 +209,29 @@ def landed(
     pre_existing: Mapping[str, frozenset[str]],
     *,
     flaky: Mapping[str, frozenset[str]],
-) -> tuple[list[dict[str, Any]], list[ev.Event]]:
+) -> tuple[list[LaneTest], list[ev.Event]]:
     """The head moved to `tip` (every test run there): what it still fails is what
     the head fails already; what it failed before and no longer does is fixed,
     credited to `tasks`. Returns those fixed now, and the event that records it."""
-    known = state.pre_existing or {}
+    known = state.pre_existing
     now = _pairs(pre_existing)
-    was = [(t["lane"], t["test"]) for t in known.get("tests") or []]
-    still = {(t["lane"], t["test"]) for t in now}
+    was = [(t.lane, t.test) for t in known.tests] if known else []
+    still = {(t.lane, t.test) for t in now}
     flaked = {(lane, t) for lane, ids in flaky.items() for t in ids}
     fixed = [
-        {"lane": lane, "test": test, "by": list(tasks)}
+        LaneTest(lane, test, list(tasks))
         for lane, test in was
         if (lane, test) not in still and (lane, test) not in flaked
     ]
     if not (now or fixed or known):
         return fixed, []
-    recorded = {"head": tip, "tests": now, "fixed": list(known.get("fixed") or []) + fixed}
+    recorded = PreExisting(tip, now, (known.fixed if known else []) + fixed)
     return fixed, [ev.PreExistingRecorded(recorded)]
 
 
 def known_lines(
     pre_existing: Mapping[str, frozenset[str]],
-    fixed: Sequence[Mapping[str, Any]],
+    fixed: Sequence[LaneTest],
     tasks: Sequence[str],
 ) -> list[str]:
     """What a landing says of the head's own failures."""
@@ -257,21 +243,21 @@ def known_lines(
     return out
 
 
-def _names(tests: Sequence[Mapping[str, Any]], most: int = 5) -> str:
-    names = [str(t["test"]) for t in tests]
+def _names(tests: Sequence[LaneTest], most: int = 5) -> str:
+    names = [t.test for t in tests]
     more = len(names) - most
     return ", ".join(names[:most]) + (f" and {more} more" if more > 0 else "")
 
 
-def pre_existing_lines(known: Mapping[str, Any] | None) -> list[str]:
+def pre_existing_lines(known: PreExisting | None) -> list[str]:
     """`forge status` and a run's summary: the head's own failures, and the fixes."""
     if not known:
         return []
     out = []
-    if known.get("tests"):
-        out.append(f"already failing on the head: {_names(known['tests'])} (blames no task)")
-    for fix in known.get("fixed") or []:
-        out.append(f"fixed by {', '.join(fix.get('by') or [])}: {fix.get('test')}")
+    if known.tests:
+        out.append(f"already failing on the head: {_names(known.tests)} (blames no task)")
+    for fix in known.fixed:
+        out.append(f"fixed by {', '.join(fix.by or [])}: {fix.test}")
     return out
 
 
@@ -289,7 +275,7 @@ def blame_reason(record: VerifyRecord) -> tuple[str, str | None, str]:
 
 def keep_step(
     ctx: RunContext,
-    key: str,
+    kind: StepKind,
     started: float,
     record: VerifyRecord,
     *,
@@ -297,14 +283,14 @@ def keep_step(
     tasks: Sequence[str],
 ) -> None:
     """One verification the gate ran, kept in the state's `gate_steps` with the run
-    it belongs to (the caller holds the store's lock)."""
+    it belongs to (the caller holds the store's lock). `name`: a subset's, why it ran."""
     phase = ctx.state.gate.phase if ctx.state.gate else None
-    if not name:
-        name = "speculation" if ".spec" in key.removeprefix(ctx.plan.name) else "batch"
-    if name == "batch" and phase == "bisecting":
-        name = "bisection"
-    kept = step(name, started, record, tasks=tasks, tests_of=flakes.failing_tests)
-    kept["run"] = len(ctx.state.invocations) - 1
+    if kind == StepKind.BATCH and phase == GatePhase.BISECTING:
+        kind = StepKind.BISECTION
+    kept = step(
+        kind, started, record, name=name or kind, tasks=tasks, tests_of=flakes.failing_tests
+    )
+    kept.run = len(ctx.state.invocations) - 1
     ctx.apply(ev.GateStepKept(kept))
 
 
@@ -329,14 +315,14 @@ def tell(
         culprit = out.culprit.task if out.culprit else None
         tasks = tasks_of.get(record.commit, ())
         last = failed(batch, record, culprit=culprit, tasks=tasks, tests_of=flakes.failing_tests)
-    elif last and last.get("verdict") == Verdict.INTERRUPTED:
+    elif last and last.verdict == Verdict.INTERRUPTED:
         last = None  # verified since: the interruption is history
     ctx.apply(ev.GateLastRecorded(last))
 
 
 def landing_verdict(
     record: VerifyRecord, tip: str, *, flaky: Mapping[str, frozenset[str]]
-) -> tuple[VerifyRecord, dict[str, Any]]:
+) -> tuple[VerifyRecord, VerifiedBy]:
     """The verification a landing records, and what covers each task it lands. A
     FAIL whose failures were the head's own, or flakes (`flaky`: by lane, the tests
     that failed and passed when run again), lands as PASS or FLAKY, its flakes set
@@ -347,12 +333,9 @@ def landing_verdict(
         verdict = Verdict.FLAKY if flaky else Verdict.PASS
         landed = replace(record, lanes=lanes, verdict=verdict)
     landed = replace(landed, commit=tip)
-    covered: dict[str, Any] = {
-        "record": record.id,
-        "commit": tip,
-        "verdict": str(landed.verdict),
-        **named_tests(landed),
-    }
+    covered = VerifiedBy.from_dict(
+        {"record": record.id, "commit": tip, "verdict": str(landed.verdict), **named_tests(landed)}
+    )
     return landed, covered
 
 
@@ -368,7 +351,7 @@ def _flaked(lane: LaneResult, tests: frozenset[str]) -> LaneResult:
     return replace(lane, verdict=verdict, runs=runs)
 
 
-def as_record(judged: Any) -> VerifyRecord:
+def as_record(judged: object) -> VerifyRecord:
     """A judged prefix's record (bisection.py keeps them as its `Judged`)."""
     assert isinstance(judged, VerifyRecord)
     return judged

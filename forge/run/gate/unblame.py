@@ -16,6 +16,7 @@ from collections.abc import Callable
 from forge.git.repo import Repository
 from forge.plan.repo_config import VerifyConfig
 from forge.run.state import events as ev
+from forge.run.state.records import by_gate
 from forge.run.state.run_state import RunState, Status, TaskState
 from forge.verify.quarantine import quarantined
 from forge.verify.records import VerifyRecord
@@ -62,14 +63,14 @@ def _blamed_by_flake(repo: Repository, config: VerifyConfig | None, ts: TaskStat
     last = ts.last
     if ts.status != Status.FAILED or last is None or last.commit is None:
         return False
-    if not (last.feedback_source or "").startswith("verify:") or not last.failures:
+    if not by_gate(last.feedback_source) or not last.failures:
         return False
-    return _excused(repo, config, [(f.get("lane", ""), f.get("test", "")) for f in last.failures])
+    return _excused(repo, config, [(f.lane, f.test) for f in last.failures])
 
 
 def _give_back(ts: TaskState) -> list[ev.Event]:
     last = ts.last
     assert last is not None
-    tests = ", ".join(sorted({f.get("test", "") for f in last.failures}))
+    tests = ", ".join(sorted({f.test for f in last.failures}))
     note = f"blame cleared: {tests} proved flaky; the same change goes to the gate again"
     return [ev.Warned(ts.id, note), ev.GivenBack(ts.id, note)]

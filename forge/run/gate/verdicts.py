@@ -12,6 +12,7 @@ from forge.run.context import RunContext
 from forge.run.gate import bisection as gate
 from forge.run.records import history
 from forge.run.state import events as ev
+from forge.run.state.records import MERGED
 from forge.run.state.run_state import Status
 
 
@@ -35,7 +36,7 @@ def conflicts(
         with ctx.store.lock:
             # (refused: the one line says why)
             why = conflict_reason(paths, conflict_by.pop(tid, ())) if what else paths[0]
-            failed = ev.Failed(tid, Status.CONFLICT, why, str(log), "merge")
+            failed = ev.Failed(tid, Status.CONFLICT, why, str(log), MERGED)
             ctx.emit(*phases.end(tid, last), failed)
         history.settle(ctx, [tid])
         on_event(f"{tid}: CONFLICT ({ts.reason})")

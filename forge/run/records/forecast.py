@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from forge.base.files import JsonObject
 from forge.git.repo import Repository
 from forge.plan.model import Plan, Task
 from forge.plan.specs import AUTO, DEFAULT_AGENT
@@ -32,7 +33,7 @@ class Forecast:
     attempts: int  # history rows it is drawn from
     bounce: tuple[str, ...]
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         return {
             "usd": None if self.usd is None else round(self.usd, 4),
             "seconds": round(self.seconds, 1),

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from forge.base.files import connect_sqlite, read_sqlite
+from forge.run.state.records import by_gate
 from forge.run.state.run_state import UNCOUNTED, Attempt, Status
 
 if TYPE_CHECKING:
@@ -116,8 +117,8 @@ def _prices_of(ctx: RunContext) -> Mapping[str, tuple[float, float]]:
 def _phases(attempt: Attempt) -> str:
     spent: dict[str, float] = {}
     for p in attempt.phases:
-        if p.get("end") is not None and p.get("start") is not None:
-            spent[p["name"]] = round(spent.get(p["name"], 0.0) + p["end"] - p["start"], 3)
+        if p.end is not None:
+            spent[p.name] = round(spent.get(p.name, 0.0) + p.end - p.start, 3)
     return json.dumps(spent)
 
 
@@ -185,9 +186,7 @@ def settle(ctx: RunContext, task_ids: Sequence[str]) -> None:
         last = ctx.state.tasks[tid].last
         if last is None or last.tag is None:
             continue
-        culprit = last.status == Status.FAILED and (last.feedback_source or "").startswith(
-            "verify:"
-        )
+        culprit = last.status == Status.FAILED and by_gate(last.feedback_source)
         landed = last.status == Status.MERGED
         status = str(last.status)
         updates.append(

@@ -26,6 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
+from forge.agents.names import AgentSpec
 from forge.agents.prices import Price, price_of
 from forge.run.state.run_state import UNCOUNTED, Attempt, Status, TaskState
 
@@ -69,8 +70,8 @@ def size_of(files: int, prompt_chars: int) -> int:
 def list_price(spec: str, prices: Mapping[str, Price]) -> float | None:
     """USD per million tokens in plus out at list price, from the spec's model (or
     its name); an alias (`flash`) takes the cheapest table entry of its family."""
-    parts = spec.split(":")
-    for name in ([parts[1]] if len(parts) > 1 else []) + [parts[0]]:
+    parts = AgentSpec.of(spec)
+    for name in ([parts.model] if parts.model else []) + [parts.name]:
         price = price_of(name, prices)
         if price is None:
             family = [p for key, p in prices.items() if name.lower() in key.lower()]
@@ -143,7 +144,7 @@ def only_failed(rows: Sequence[Row], now: float) -> set[str]:
     infra: dict[str, float] = {}
     ran: set[str] = set()
     for r in rows:
-        name = r.agent.split(":")[0]
+        name = AgentSpec.of(r.agent).name
         if r.infra:
             infra[name] = max(infra.get(name, 0.0), r.started + r.seconds)
         elif r.outcome != Status.INTERRUPTED:
@@ -188,15 +189,15 @@ class Router:
 
     def _usable(self, spec: str) -> bool:
         capacity = self.ctx.capacity  # the dispatcher's: which agents can run now
-        return capacity is None or bool(capacity.usable(spec.split(":")[0]))
+        return capacity is None or bool(capacity.usable(AgentSpec.of(spec).name))
 
     def spec_for(self, task: Task, ts: TaskState) -> str:
         """The pool text the task runs on: the one chosen for its first attempt,
         or a new choice among the specs that can run now."""
         spent = [a for a in ts.attempts if a.status not in UNCOUNTED and a.agent != "run"]
         if spent:  # retries stay on the chosen agent; escalation moves it up
-            name = spent[-1].agent.split(":")[0]
-            return next((t for s, t in self.pool.items() if s.split(":")[0] == name), name)
+            name = AgentSpec.of(spent[-1].agent).name
+            return next((t for s, t in self.pool.items() if AgentSpec.of(s).name == name), name)
         got = self.pending.get(task.id)
         if got is not None and self._usable(got.spec):
             return self.pool[got.spec]
@@ -204,12 +205,14 @@ class Router:
         if not live:  # every one waits or is paused: capacity says which
             down = getattr(self.ctx.capacity, "down", {})
             first = next(iter(self.pool))
-            return self.pool[next((s for s in self.pool if s.split(":")[0] not in down), first)]
+            return self.pool[
+                next((s for s in self.pool if AgentSpec.of(s).name not in down), first)
+            ]
         from forge.run.records import history
 
         rows = history.rows(self.ctx.repo.state)
         dead = only_failed(rows, time.time())
-        live = [s for s in live if s.split(":")[0] not in dead] or live
+        live = [s for s in live if AgentSpec.of(s).name not in dead] or live
         size = size_of(len(task.files), len(task.prompt or ""))
         spec, p = pick(arms_for(live, rows, size), self.prices, self.rng)
         self.pending[task.id] = Pick(spec, round(p, 4), tuple(self.pool[s] for s in live))

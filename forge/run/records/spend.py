@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from forge.agents.names import AgentSpec
 from forge.agents.prices import Price, main_model, token_cost
 from forge.base.text import usd
 from forge.plan.candidates import LOST
@@ -103,9 +104,7 @@ def priced_model(attempt: Attempt) -> str:
     """The model an attempt's tokens are priced as: the one its CLI reported
     serving (Gemini's `gemini-2.5-flash` for `flash`), else the one asked for."""
     ran = main_model(attempt.models or [])
-    return (
-        ran or attempt.model or attempt.agent.partition(":")[2].partition(":")[0] or attempt.agent
-    )
+    return ran or attempt.model or AgentSpec.of(attempt.agent).model or attempt.agent
 
 
 def attempt_spend(attempt: Attempt, prices: Mapping[str, Price]) -> Spend:

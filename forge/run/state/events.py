@@ -18,7 +18,9 @@ from typing import Any
 from forge.base import seal
 from forge.base.liveness import Owner
 from forge.run.state.gate_record import GateRecord
-from forge.run.state.run_state import Attempt, Slot, Stall, Status
+from forge.run.state.gate_story import GateLast, GateStep, PreExisting
+from forge.run.state.records import Failure, FeedbackSource, Review, VerifiedBy
+from forge.run.state.run_state import Attempt, Slot, Stall, Status, attempt_dict
 from forge.verify.records import VerifyRecord
 
 
@@ -83,7 +85,7 @@ class FeedbackNoted(Event):
     task: str
     attempt: int | None
     log: str | None = None
-    source: str | None = None
+    source: FeedbackSource | None = None
 
 
 @dataclass(frozen=True)
@@ -121,7 +123,7 @@ class Reviewed(Event):
 
     task: str
     attempt: int | None
-    review: dict[str, Any] | None
+    review: Review | None
 
 
 @dataclass(frozen=True)
@@ -155,7 +157,7 @@ class Merged(Event):
     task: str
     commit: str | None
     definition: str | None
-    verified_by: dict[str, Any] | None = None
+    verified_by: VerifiedBy | None = None
 
 
 @dataclass(frozen=True)
@@ -168,9 +170,9 @@ class Failed(Event):
     status: Status
     reason: str
     log: str | None
-    source: str
-    failures: tuple[dict[str, str], ...] | None = None
-    verified_by: dict[str, Any] | None = None
+    source: FeedbackSource
+    failures: tuple[Failure, ...] | None = None
+    verified_by: VerifiedBy | None = None
 
 
 @dataclass(frozen=True)
@@ -386,17 +388,17 @@ class GateRecorded(Event):
 class GateStepKept(Event):
     """One verification the gate ran (forge/run/gate/story.py)."""
 
-    step: dict[str, Any]
+    step: GateStep
 
 
 @dataclass(frozen=True)
 class GateLastRecorded(Event):
-    last: dict[str, Any] | None
+    last: GateLast | None
 
 
 @dataclass(frozen=True)
 class PreExistingRecorded(Event):
-    pre_existing: dict[str, Any] | None
+    pre_existing: PreExisting | None
 
 
 @dataclass(frozen=True)
@@ -420,15 +422,18 @@ class Recorded(Event):
 KINDS: dict[str, type[Event]] = {cls.__name__: cls for cls in Event.__subclasses__()}
 
 
-def _attempt_dict(attempt: Attempt) -> dict[str, Any]:
-    return {**vars(attempt), "phases": [dict(p) for p in attempt.phases]}
-
-
 # How a field's value is written and read back, by the field's name; the rest are
 # JSON already (a tuple is written as a list and read back as a tuple).
 _ENCODE: dict[str, Callable[[Any], Any]] = {
-    "record": _attempt_dict,
-    "landing": _attempt_dict,
+    "record": attempt_dict,
+    "landing": attempt_dict,
+    "source": str,
+    "review": lambda r: r.to_dict(),
+    "verified_by": lambda v: v.to_dict(),
+    "failures": lambda fs: [f.to_dict() for f in fs],
+    "step": lambda s: s.to_dict(),
+    "last": lambda g: g.to_dict(),
+    "pre_existing": lambda p: p.to_dict(),
     "runner": lambda o: o.to_dict(),
     "slot": lambda s: s if isinstance(s, str) or s is None else dict(vars(s)),
     "verification": lambda v: None if v is None else seal.sealed(v.to_dict()),
@@ -440,6 +445,13 @@ _DECODE: dict[str, Callable[[Any], Any]] = {
     "runner": Owner.from_dict,
     "verification": lambda v: None if not v else VerifyRecord.from_dict(v),
     "gate": lambda g: None if not g else GateRecord.from_dict(g),
+    "source": FeedbackSource.parse,
+    "review": Review.parse,
+    "verified_by": VerifiedBy.parse,
+    "failures": lambda fs: tuple(Failure.from_dict(f) for f in fs),
+    "step": GateStep.from_dict,
+    "last": GateLast.parse,
+    "pre_existing": PreExisting.parse,
     "status": Status,
     "stall": lambda s: Stall(s) if s else None,
 }

@@ -9,7 +9,18 @@ ref did move. Checked against these fields (base/shape.py) when the state is rea
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from enum import StrEnum
+
+from forge.base.files import JsonObject
+from forge.run.state.records import VerifiedBy
+
+
+class GatePhase(StrEnum):
+    """What the gate does with its batch."""
+
+    BUILDING = "building"  # merging its tasks into a candidate chain
+    VERIFYING = "verifying"  # verifying the chain's tip
+    BISECTING = "bisecting"  # looking for the culprit among its prefixes
 
 
 @dataclass
@@ -18,22 +29,23 @@ class Landing:
 
     to: str  # the tip the integration ref moves to
     tasks: dict[str, str]  # task id -> the commit of the chain that merges it
-    verified_by: dict[str, Any] | None = None  # the verification covering the tip
-    verification: dict[str, Any] | None = None  # its VerifyRecord, as saved
+    verified_by: VerifiedBy | None = None  # the verification covering the tip
+    verification: JsonObject | None = None  # its VerifyRecord, as saved
     head: str | None = None  # the integration head it moves from
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Landing:
+    def from_dict(cls, data: JsonObject) -> Landing:
         return cls(
             to=data["to"],
             tasks=dict(data["tasks"]),
-            verified_by=data.get("verified_by"),
+            verified_by=VerifiedBy.parse(data.get("verified_by")),
             verification=data.get("verification"),
             head=data.get("head", data.get("from")),  # "from": what forge wrote before
         )
 
-    def to_dict(self) -> dict[str, Any]:
-        return dict(vars(self))
+    def to_dict(self) -> JsonObject:
+        by = self.verified_by
+        return {**vars(self), "verified_by": None if by is None else by.to_dict()}
 
 
 @dataclass
@@ -42,7 +54,7 @@ class GateRecord:
 
     batch: list[str]  # its tasks, in queue order
     head: str  # the integration head it is built on
-    phase: str = "building"  # building, verifying or bisecting
+    phase: GatePhase = GatePhase.BUILDING
     left: int | None = None  # verifications the bisection may still need
     doing: str | None = None  # what runs now (the whole suite, some failing tests)
     since: float | None = None  # and since when (epoch seconds)
@@ -50,12 +62,12 @@ class GateRecord:
     landing: Landing | None = None  # set just before the ref moves
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> GateRecord:
+    def from_dict(cls, data: JsonObject) -> GateRecord:
         landing = data.get("landing")
         return cls(
             batch=list(data["batch"]),
             head=data["head"],
-            phase=data.get("phase", "building"),
+            phase=GatePhase(data.get("phase", GatePhase.BUILDING)),
             left=data.get("left"),
             doing=data.get("doing"),
             since=data.get("since"),
@@ -63,7 +75,7 @@ class GateRecord:
             landing=Landing.from_dict(landing) if landing else None,
         )
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         return {
             **vars(self),
             "batch": list(self.batch),

@@ -99,7 +99,7 @@ def set_hold(state: StateDir, plan: str | None, *, reason: str, owner: Owner | N
     if not reason.strip():
         raise ForgeError("a hold needs a reason: forge hold --reason 'why'")
     path = _path(state, plan)
-    data: dict[str, Any] = {"reason": reason, "since": now_iso(), "by": _user()}
+    data: dict[str, object] = {"reason": reason, "since": now_iso(), "by": _user()}
     if owner is not None:  # a hold a forge process takes for its own duration
         data["owner"] = owner.to_dict()
     atomic_write_text(path, json.dumps(data, indent=2) + "\n")

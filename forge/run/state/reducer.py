@@ -13,6 +13,7 @@ from typing import Any
 from forge.git.merge import conflict_reason
 from forge.run.state import events as ev
 from forge.run.state.invocations import Invocation
+from forge.run.state.records import MERGED, Phase
 from forge.run.state.run_state import Attempt, RunState, Status, TaskState
 
 
@@ -40,7 +41,7 @@ def apply_attempt(attempt: Attempt, event: ev.Event) -> None:
 
 def conflicted(task: str, paths: list[str] | tuple[str, ...], *, log: str | None) -> ev.Failed:
     """Its last attempt does not merge: `paths` conflict (listed in `log`)."""
-    return ev.Failed(task, Status.CONFLICT, conflict_reason(paths), log, "merge")
+    return ev.Failed(task, Status.CONFLICT, conflict_reason(paths), log, MERGED)
 
 
 def _attempt(ts: TaskState, number: int | None) -> Attempt | None:
@@ -53,13 +54,13 @@ def _attempt(ts: TaskState, number: int | None) -> Attempt | None:
 
 
 def _phase_started(a: Attempt, e: ev.PhaseStarted) -> None:
-    a.phases.append({"name": e.name, "start": e.start, "end": None})
+    a.phases.append(Phase(e.name, e.start))
 
 
 def _phase_ended(a: Attempt, e: ev.PhaseEnded) -> None:
     for phase in reversed(a.phases):
-        if phase.get("end") is None and e.name in (None, phase.get("name")):
-            phase["end"] = e.end
+        if phase.end is None and e.name in (None, phase.name):
+            phase.end = e.end
             return
 
 
@@ -153,7 +154,7 @@ def _failed(ts: TaskState, e: ev.Failed) -> None:
         last.status, last.reason = e.status, e.reason
         last.log, last.feedback_source = e.log, e.source
         if e.failures is not None:
-            last.failures = [dict(f) for f in e.failures]
+            last.failures = list(e.failures)
     if e.verified_by is not None:
         ts.verified_by = e.verified_by
 

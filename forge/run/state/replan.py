@@ -15,9 +15,8 @@ import contextlib
 import os
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
-from forge.base.files import read_json_or, write_json
+from forge.base.files import JsonObject, read_json_or, write_json
 from forge.base.liveness import Owner
 from forge.errors import ForgeError, StateError
 from forge.git.repo import Repository
@@ -63,7 +62,7 @@ def diff(old: Plan, new: Plan) -> Change:
     )
 
 
-def settings(plan: Plan) -> dict[str, Any]:
+def settings(plan: Plan) -> JsonObject:
     """What a running forge run has built on: everything but the tasks."""
     data = plan.to_dict()
     for key in ("tasks", "source"):
@@ -82,7 +81,7 @@ class TakenUp:
     change: Change
     dispatching: bool  # False: the run has started its last task already
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         return {
             "pid": self.pid,
             "takes_up": self.dispatching,

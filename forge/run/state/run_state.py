@@ -12,10 +12,15 @@ from typing import Any
 
 from forge.base import seal, shape
 from forge.base.clock import now_iso
-from forge.base.files import SCHEMA_VERSION
+from forge.base.files import SCHEMA_VERSION, JsonObject
 from forge.base.liveness import Owner
+from forge.plan.candidates import task_of_unit
+from forge.run.state import records
 from forge.run.state.gate_record import GateRecord
+from forge.run.state.gate_story import GateLast, GateStep, PreExisting, steps_from
 from forge.run.state.invocations import Invocation
+from forge.run.state.records import Failure, Phase, Review, VerifiedBy
+from forge.run.state.records import FeedbackSource as Feedback
 from forge.verify.records import VerifyRecord
 
 
@@ -78,37 +83,36 @@ class Attempt:
     log: str | None = None
     commit: str | None = None  # the task branch head this attempt produced
     diff_hash: str | None = None  # sha256 of the diff against the pinned base
-    feedback_source: str | None = None  # what failed: agent, check, merge, verify:<lane>
+    feedback_source: Feedback | None = None  # what failed: agent, check, merge, verify:<lane>
     cost_usd: float | None = None
     input_tokens: int | None = None
     output_tokens: int | None = None
     fallback: str | None = None  # why a fallback agent ran instead of the task's own
-    review: dict[str, Any] | None = None  # the reviewer's verdict: agent, verdict, findings
+    review: Review | None = None  # the reviewer's verdict: agent, verdict, findings
     pgid: int | None = None  # the agent's process group while it runs
     tag: str | None = None  # FORGE_PROC_TAG of its processes, for crash recovery
     stall: Stall | None = None  # FAILED because the work went nowhere
     where: str | None = None  # the cluster worker that ran it (None: this machine)
     slot: str | None = None  # the worktree slot it ran in
     candidate: str | None = None  # best-of-N: the candidate it is (label), or whose work it lands
-    # {"name", "start", "end"} (epoch seconds) per step, in order (forge/run/attempt/phases.py)
-    phases: list[dict[str, Any]] = field(default_factory=list)
+    phases: list[Phase] = field(default_factory=list)  # its steps (run/attempt/phases.py)
     models: list[str] | None = None  # the models the CLI reported it used
     model_mismatch: str | None = None  # "asked opus, ran claude-sonnet-4-5"
     propensity: float | None = None  # a chosen (`auto`) spec: the choice's probability
     chosen_from: list[str] | None = None  # the specs it was chosen from
-    # {"lane", "test", "message"} per failing test of the verification that failed it
-    failures: list[dict[str, str]] = field(default_factory=list)
+    failures: list[Failure] = field(default_factory=list)  # of the verification that failed it
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Attempt:
+    def from_dict(cls, data: JsonObject) -> Attempt:
         names = _field_names(cls)
-        attempt = cls(**{k: v for k, v in data.items() if k in names})
+        typed = records.typed_parts(data)
+        attempt = cls(**{**{k: v for k, v in data.items() if k in names}, **typed})
         attempt.status = Status(attempt.status)
         attempt.stall = Stall(attempt.stall) if attempt.stall else _old_stall(data)
         return attempt
 
 
-def _old_stall(data: dict[str, Any]) -> Stall | None:
+def _old_stall(data: JsonObject) -> Stall | None:
     """A state file from before `stall` was recorded said it only in the reason."""
     reason = str(data.get("reason") or "")
     if data.get("status") != Status.FAILED or "stall" in data:
@@ -129,7 +133,7 @@ class TaskState:
     attempts: list[Attempt] = field(default_factory=list)
     runner: Owner | None = None  # the process running it (RUNNING only)
     merged_commit: str | None = None  # the integration merge commit that landed it
-    verified_by: dict[str, Any] | None = None  # the verification that landed (or failed) it
+    verified_by: VerifiedBy | None = None  # the verification that landed (or failed) it
     merged_definition: str | None = None  # Task.definition() of the work that merged
     suggestion: str | None = None  # written when escalation is exhausted
     salvage: list[str] = field(default_factory=list)  # refs holding salvaged work
@@ -140,24 +144,25 @@ class TaskState:
     candidate: str | None = None
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> TaskState:
+    def from_dict(cls, data: JsonObject) -> TaskState:
         names = _field_names(cls)
         nested = ("attempts", "runner", "candidates")
         kwargs = {k: v for k, v in data.items() if k in names and k not in nested}
         ts = cls(**kwargs)
-        ts.status = Status(ts.status)
+        ts.status, ts.verified_by = Status(ts.status), VerifiedBy.parse(ts.verified_by)
         ts.attempts = [Attempt.from_dict(a) for a in data.get("attempts", [])]
         ts.candidates = {u: cls.from_dict(c) for u, c in (data.get("candidates") or {}).items()}
         runner = data.get("runner")
         ts.runner = Owner.from_dict(runner) if isinstance(runner, dict) else None
         return ts
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         # Shallow copies, not dataclasses.asdict: this runs several times per task
         # under the store lock, and asdict's deep copy costs ~35x more.
         return {
             **vars(self),
-            "attempts": [_attempt_dict(a) for a in self.attempts],
+            "attempts": [attempt_dict(a) for a in self.attempts],
+            "verified_by": None if self.verified_by is None else self.verified_by.to_dict(),
             "runner": None if self.runner is None else self.runner.to_dict(),
             "candidates": {u: c.to_dict() for u, c in self.candidates.items()},
         }
@@ -172,10 +177,9 @@ class TaskState:
         return self.attempts + [a for c in self.candidates.values() for a in c.attempts]
 
 
-def _attempt_dict(attempt: Attempt) -> dict[str, Any]:
-    data = dict(vars(attempt))
-    data["phases"] = [dict(p) for p in attempt.phases]  # a phase's end is set in place
-    return data
+def attempt_dict(attempt: Attempt) -> JsonObject:
+    """An attempt's record in the state file's shape."""
+    return {**vars(attempt), **records.json_parts(attempt)}
 
 
 @dataclass
@@ -197,12 +201,12 @@ class RunState:
     verification: VerifyRecord | None = None  # of the integration head, last verified
     paused: str | None = None  # why the last run paused (hold, infrastructure)
     gate: GateRecord | None = None  # the batch under verification, and a landing's intent
-    # The gate's verifications: {"name", "start", "end" (epoch s), "run" (invocation)}
-    gate_steps: list[dict[str, Any]] = field(default_factory=list)
+    # The gate's verifications, every run's (the oldest go past STEPS_KEPT)
+    gate_steps: list[GateStep] = field(default_factory=list)
     # The gate's last verification that landed nothing (INTERRUPTED, or FAIL naming a
     # culprit), and the head's own failures and their fixes: forge/run/gate/story.py
-    gate_last: dict[str, Any] | None = None
-    pre_existing: dict[str, Any] | None = None
+    gate_last: GateLast | None = None
+    pre_existing: PreExisting | None = None
     started: str | None = None
     finished: str | None = None
     wall_seconds: float | None = None
@@ -221,9 +225,9 @@ class RunState:
 
     def owner(self, tid: str) -> str:
         """The task whose record holds `tid`'s: itself, or a candidate's task."""
-        return tid if tid in self.tasks else tid.rpartition("+")[0]
+        return tid if tid in self.tasks else task_of_unit(tid)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         # Shallow copies, not dataclasses.asdict: this runs several times per task
         # under the store lock, and asdict's deep copy costs ~35x more.
         return {
@@ -234,7 +238,7 @@ class RunState:
             **self.plan_wide(),
         }
 
-    def plan_wide(self) -> dict[str, Any]:
+    def plan_wide(self) -> JsonObject:
         """Everything but the tasks: small, whatever the plan's size."""
         return {
             "slots": {name: dict(vars(slot)) for name, slot in self.slots.items()},
@@ -243,9 +247,9 @@ class RunState:
             ),
             "paused": self.paused,
             "gate": None if self.gate is None else self.gate.to_dict(),
-            "gate_steps": self.gate_steps,
-            "gate_last": self.gate_last,
-            "pre_existing": self.pre_existing,
+            "gate_steps": [s.to_dict() for s in self.gate_steps],
+            "gate_last": None if self.gate_last is None else self.gate_last.to_dict(),
+            "pre_existing": None if self.pre_existing is None else self.pre_existing.to_dict(),
             "started": self.started,
             "finished": self.finished,
             "wall_seconds": self.wall_seconds,
@@ -254,7 +258,7 @@ class RunState:
         }
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> RunState:
+    def from_dict(cls, data: JsonObject) -> RunState:
         return cls(
             plan=data["plan"],
             integration=data["integration"],
@@ -263,9 +267,9 @@ class RunState:
             verification=_verification(data.get("verification")),
             paused=data.get("paused"),
             gate=GateRecord.from_dict(data["gate"]) if data.get("gate") else None,
-            gate_steps=data.get("gate_steps") or [],
-            gate_last=data.get("gate_last"),
-            pre_existing=data.get("pre_existing"),
+            gate_steps=steps_from(data.get("gate_steps")),
+            gate_last=GateLast.parse(data.get("gate_last")),
+            pre_existing=PreExisting.parse(data.get("pre_existing")),
             started=data.get("started"),
             finished=data.get("finished"),
             wall_seconds=data.get("wall_seconds"),

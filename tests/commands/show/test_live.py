@@ -19,6 +19,8 @@ from helpers.gitkit import forge_cmd, run_forge
 from helpers.runkit import plan_and_run, state, wait_for, write_plan
 
 from forge.commands.live import LiveView
+from forge.run.state.gate_story import GateStep, StepKind
+from forge.run.state.records import Phase
 from forge.run.state.run_state import Attempt, RunState, Status, TaskState
 
 
@@ -213,40 +215,45 @@ def test_the_gate_says_its_bisection_step_and_what_its_lane_runs() -> None:
 
     from forge.run.context import RunContext
     from forge.run.gate.doing import Doing
-    from forge.run.state.events import Event, GateRecorded
+    from forge.run.state import events as ev
+    from forge.run.state import reducer
     from forge.run.state.gate_record import GateRecord
 
-    saved: list[str] = []
-    state = SimpleNamespace(gate=GateRecord(batch=["t"], head="0" * 40))
+    state = RunState("p", "refs/heads/x", {}, gate=GateRecord(batch=["t"], head="h"))
+    saved: list[ev.Event] = []
 
-    def emit(*said: Event) -> None:  # as the store applies a gate record
-        for event in said:
-            assert isinstance(event, GateRecorded)
-            state.gate = event.gate
-            saved.append(str(event.gate))
+    def emit(*events: ev.Event) -> None:
+        for event in events:
+            reducer.apply(state, event)
+            saved.append(event)
 
     ctx = SimpleNamespace(store=SimpleNamespace(lock=threading.Lock()), state=state, emit=emit)
+
+    def gate() -> GateRecord:
+        assert state.gate is not None
+        return state.gate
+
     doing = Doing(cast(RunContext, ctx))
     doing.now("running the whole suite on 1a2b3c")
     doing.stage("setup of lane unit")
-    assert state.gate.doing == "running the whole suite on 1a2b3c (setup of lane unit)"
+    assert gate().doing == "running the whole suite on 1a2b3c (setup of lane unit)"
     doing.bisecting(3)
     doing.now("bisection: running 1 failing test(s) (t) on 4d5e6f")
     doing.stage("lane unit run 1")
-    assert state.gate.doing == (
+    assert gate().doing == (
         "bisection step 1 of at most 3: bisection: running 1 failing test(s) (t) on 4d5e6f "
         "(lane unit run 1)"
     )
     doing.bisecting(1)
     doing.now("bisection: running 1 failing test(s) (t) on 7a8b9c")
-    assert str(state.gate.doing).startswith("bisection step 2 of at most 2: ")
+    assert str(gate().doing).startswith("bisection step 2 of at most 2: ")
     doing.bisecting(0)  # over: the tree that lands runs every test
     doing.now("running the whole suite on 4d5e6f")
-    assert state.gate.doing == "running the whole suite on 4d5e6f" and state.gate.since is not None
+    assert gate().doing == "running the whole suite on 4d5e6f" and gate().since is not None
     doing.batch()
     doing.bisecting(2)
     doing.now("x")
-    assert state.gate.doing == "bisection step 1 of at most 2: x"
+    assert gate().doing == "bisection step 1 of at most 2: x"
     assert len(saved) == 7
 
 
@@ -290,7 +297,7 @@ def test_the_live_view_shows_a_tasks_candidates_under_it() -> None:
         "a+2": TaskState(id="a+2", candidate="codex", status=Status.FAILED, reason="no changes"),
     }
     cands["a+1"].attempts.append(Attempt(number=1, agent="claude:opus"))
-    cands["a+1"].attempts[0].phases.append({"name": "agent", "start": 0.0, "end": None})
+    cands["a+1"].attempts[0].phases.append(Phase("agent", 0.0, None))
     ts = TaskState(id="a", status=Status.RUNNING, candidates=cands)
     st = RunState(plan="p", integration="refs/heads/x", tasks={"a": ts})
     view = LiveView(quiet=True)
@@ -312,8 +319,8 @@ def test_the_eta_counts_the_gates_verification() -> None:
         ts.attempts.append(Attempt(number=1, agent="run", duration=1.0))
     st = RunState(plan="p", integration="refs/heads/x", tasks=tasks)
     st.gate_steps = [
-        {"name": "batch", "start": 100.0, "end": 160.0},
-        {"name": "batch", "start": 200.0, "end": None},
+        GateStep(StepKind.BATCH, "batch", 100.0, 160.0, "PASS"),
+        GateStep(StepKind.BATCH, "batch", 200.0, None, "PASS"),
     ]
     eta = Eta({}, parallel=2)
     eta.update(st, 210.0)

@@ -20,6 +20,7 @@ from helpers.runkit import plan_and_run, write_plan
 from forge.git.refs import integration_ref
 from forge.git.repo import discover
 from forge.plan.registry import record
+from forge.run.state.records import Phase
 from forge.run.state.run_state import Attempt, RunState, Status, TaskState
 from forge.run.state.store import StateStore
 
@@ -148,7 +149,7 @@ def _big_state(repo: Path, tmp_path: Path, n: int) -> None:
                     cost_usd=0.05,
                     slot=f"slot-{i % 4}",
                     phases=[
-                        {"name": name, "start": start + k, "end": start + k + 1}
+                        Phase(name, start + k, start + k + 1)
                         for k, name in enumerate(("worktree", "setup", "agent", "check", "merge"))
                     ],
                 )
@@ -251,9 +252,9 @@ def _two_runs_state(repo: Path, tmp_path: Path, long_id: str) -> None:
                 duration=10.0,
                 slot=slot,
                 phases=[
-                    {"name": "worktree", "start": start, "end": start + 0.2},
-                    {"name": "run", "start": start + 0.2, "end": start + 9.8},
-                    {"name": "merge", "start": start + 9.8, "end": start + 10.0},
+                    Phase("worktree", start, start + 0.2),
+                    Phase("run", start + 0.2, start + 9.8),
+                    Phase("merge", start + 9.8, start + 10.0),
                 ],
             )
         )

@@ -113,3 +113,84 @@ def test_a_gate_record_of_the_wrong_shape_is_named(tmp_path: Path) -> None:
         assert "`gate.landing.to` is the number 7" in str(exc)
     else:
         raise AssertionError("a bad gate record was read")
+
+
+RECORDED_ATTEMPT = {
+    "number": 2,
+    "agent": "claude:opus",
+    "status": "FAILED",
+    "reason": "breaks verification: lane unit: tests/x.py::test_y (boom)",
+    "feedback_source": "verify:unit",
+    "review": {
+        "agent": "rev",
+        "verdict": "reject",
+        "log": "/l/review.log",
+        "cost_usd": 0.1,
+        "input_tokens": 5,
+        "output_tokens": 6,
+        "findings": "no",
+    },
+    "phases": [
+        {"name": "agent", "start": 1.0, "end": 2.5},
+        {"name": "queue", "start": 2.5, "end": None},
+    ],
+    "failures": [{"lane": "unit", "test": "tests/x.py::test_y", "message": "boom"}],
+}
+RECORDED_GATE = {
+    "gate_steps": [
+        {
+            "name": "the culprit's failing tests again",
+            "start": 1.0,
+            "end": 2.0,
+            "verdict": "FAIL",
+            "commit": "c",
+            "record": "r",
+            "tasks": ["a"],
+            "runs": 1,
+            "failures": [{"lane": "unit", "test": "t", "message": "m", "log": "/l"}],
+            "logs": {"unit": "/l"},
+            "run": 0,
+        }
+    ],
+    "gate_last": {
+        "verdict": "FAIL",
+        "at": 3.0,
+        "batch": ["a"],
+        "step": "bisection",
+        "commit": "c",
+        "tasks": ["a"],
+        "record": "r",
+        "culprit": "a",
+        "failures": [{"lane": "unit", "test": "t", "message": "m", "log": "/l"}],
+    },
+    "pre_existing": {
+        "head": "h",
+        "tests": [{"lane": "unit", "test": "t2"}],
+        "fixed": [{"lane": "unit", "test": "t3", "by": ["a"]}],
+    },
+}
+
+
+def test_typed_parts_of_the_state_are_written_back_as_they_were_read() -> None:
+    """An attempt's feedback source, review, phases and failures, a task's verifying
+    record and the gate's story are records in memory and the same JSON on disk."""
+    from forge.run.state.gate_story import StepKind
+    from forge.run.state.records import ReviewVerdict, Source
+
+    verified = {"record": "r", "commit": "c", "verdict": "FLAKY", "flaky": ["t"]}
+    task = {"id": "a", "status": "FAILED", "verified_by": verified, "attempts": [RECORDED_ATTEMPT]}
+    data = {**OLD, "tasks": {"a": task}, **RECORDED_GATE}
+    st = RunState.from_dict(json.loads(json.dumps(data)))
+    ts = st.tasks["a"]
+    last = ts.last
+    assert last is not None and last.feedback_source is not None and last.review is not None
+    assert (last.feedback_source.kind, last.feedback_source.lane) == (Source.VERIFY, "unit")
+    assert last.review.verdict == ReviewVerdict.REJECT and last.phases[1].end is None
+    assert ts.verified_by is not None and ts.verified_by.flaky == ["t"]
+    assert st.gate_steps[0].kind == StepKind.SUBSET and st.gate_last is not None
+    assert st.pre_existing is not None and st.pre_existing.fixed[0].by == ["a"]
+    again = st.to_dict()
+    saved = again["tasks"]["a"]
+    assert {k: saved["attempts"][0][k] for k in RECORDED_ATTEMPT} == RECORDED_ATTEMPT
+    assert saved["verified_by"] == verified
+    assert {k: again[k] for k in RECORDED_GATE} == RECORDED_GATE

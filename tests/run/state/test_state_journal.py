@@ -16,6 +16,22 @@ from forge.base.liveness import Owner
 from forge.errors import StateError
 from forge.run.state import events as ev
 from forge.run.state.gate_record import GateRecord
+from forge.run.state.gate_story import (
+    GateFailure,
+    GateLast,
+    GateStep,
+    LaneTest,
+    PreExisting,
+    StepKind,
+)
+from forge.run.state.records import (
+    Failure,
+    FeedbackSource,
+    Phase,
+    Review,
+    ReviewVerdict,
+    VerifiedBy,
+)
 from forge.run.state.run_state import Attempt, RunState, Slot, Stall, Status, TaskState
 from forge.run.state.store import JOURNAL_PREFIX, StateStore, read_state
 from forge.verify.records import Verdict, VerifyRecord
@@ -60,7 +76,7 @@ def test_events_are_journal_lines_read_back_whole(tmp_path: Path) -> None:
     assert back.to_dict() == st.to_dict()
     t1 = back.tasks["t1"]
     assert (t1.status, t1.reason, t1.slot) == (Status.FAILED, "boom", "slot-1")
-    assert t1.attempts[0].phases == [{"name": "run", "start": 1.0, "end": 2.0}]
+    assert t1.attempts[0].phases == [Phase("run", 1.0, 2.0)]
     assert back.paused == "hold: test" and back.tasks["t0"].status == Status.PENDING
 
 
@@ -132,14 +148,29 @@ def test_the_journal_is_folded_into_a_snapshot(tmp_path: Path) -> None:
 
 
 SAMPLES: list[ev.Event] = [
-    ev.AttemptStarted("t", Attempt(number=1, agent="a:m", phases=[{"name": "x"}]), Owner.me()),
+    ev.AttemptStarted("t", Attempt(number=1, agent="a:m", phases=[Phase("x", 0.0)]), Owner.me()),
     ev.Pinned("t", "base", "refs/heads/b"),
     ev.PhaseEnded("t", None, 3.0),
     ev.ProcessGroup("t", 1, None),
     ev.ModelsReported("t", 1, ("m1", "m2"), "asked x, ran y"),
-    ev.Reviewed("t", 1, {"agent": "r", "verdict": "approve"}),
+    ev.Reviewed("t", 1, Review("r", ReviewVerdict.APPROVE, findings="ok")),
+    ev.FeedbackNoted("t", 1, "/log", FeedbackSource.verify("unit")),
     ev.AttemptEnded("t", Status.FAILED, "no progress", Stall.NO_PROGRESS, 1.5),
-    ev.Failed("t", Status.FAILED, "why", None, "verify:unit", ({"lane": "l", "test": "x"},)),
+    ev.Failed(
+        "t",
+        Status.FAILED,
+        "why",
+        None,
+        FeedbackSource.verify("unit"),
+        (Failure.from_dict({"lane": "l", "test": "x"}),),
+        VerifiedBy("r1", "c1", "FAIL"),
+    ),
+    ev.Merged("t", "c2", "def", VerifiedBy("r2", "c2", "FLAKY", flaky=["x"])),
+    ev.GateStepKept(
+        GateStep(StepKind.BATCH, "batch", 1.0, 2.0, "FAIL", failures=[GateFailure("l", "x")])
+    ),
+    ev.GateLastRecorded(GateLast("FAIL", 1.0, ["t"], "batch", "c3", ["t"], culprit="t")),
+    ev.PreExistingRecorded(PreExisting("h", [LaneTest("l", "x")], [LaneTest("l", "y", ["t"])])),
     ev.Queued("t", Attempt(number=2, agent="a", candidate="b"), "base", "branch"),
     ev.SlotAdded(Slot(name="slot-1", path="/x", clean=True)),
     ev.SlotFreed(None, True, "t"),
