@@ -36,3 +36,22 @@ def test_no_test_folder_holds_over_16_test_modules() -> None:
         if (n := sum(1 for _ in d.glob("test_*.py"))) > MAX_MODULES
     }
     assert crowded == {}, f"split these test folders (at most {MAX_MODULES} modules): {crowded}"
+
+
+def test_every_package_is_installed_by_a_regular_install() -> None:
+    """`pip install .` (the README's first command) installs the packages pyproject
+    lists, not the folders on disk: one left out is a forge that fails to import."""
+    import tomllib
+
+    listed = set(
+        tomllib.loads((PACKAGE.parent / "pyproject.toml").read_text())["tool"]["setuptools"][
+            "packages"
+        ]
+    )
+    on_disk = {
+        ".".join(init.parent.relative_to(PACKAGE.parent).parts)
+        for init in PACKAGE.rglob("__init__.py")
+    }
+    assert on_disk - listed == set(), (
+        f"add these to [tool.setuptools] packages: {sorted(on_disk - listed)}"
+    )
