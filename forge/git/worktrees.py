@@ -247,17 +247,20 @@ def commit_all(
     slot = Contained(repo, path)
     slot.guard()
     head = slot.base()
-    nested = scrub_nested(slot)
-    if nested:
-        raise NestedRepository(
-            "its work holds a git repository of its own: "
-            + ", ".join(one_line(p) for p in nested[:8])
-            + " (a `.git` in a folder would land as a link to commits your repository"
-            " lacks; removed, its files left)"
-        )
-    slot.git("add", "--all")
+    # The common case pays no walk of the work's new folders: a nested repository
+    # either makes `git add` fail (a `.git` naming none, a repository without a
+    # commit) or shows as a gitlink the tree did not have, found in the diff of the
+    # two trees (as long as what changed, not the whole tree).
+    try:
+        slot.git("add", "--all")
+    except proc.CommandError:
+        _refuse_nested(slot, head)
+        raise
     tree = slot.git("write-tree").strip()
     head_tree = known.tree(head) or slot.git("rev-parse", f"{head}^{{tree}}").strip()
+    links = _gitlinks_added(slot, head_tree, tree) if tree != head_tree else []
+    if links:
+        _refuse_nested(slot, head, links)
     old = repo.ref_value(branch)
     result = head
     if tree != head_tree:
@@ -272,6 +275,37 @@ def commit_all(
 
 class NestedRepository(ForgeError):
     """A task's work holds a git repository of its own (its `.git` now removed)."""
+
+
+def _gitlinks_added(slot: Contained, old: str, new: str) -> list[str]:
+    """Where `new` holds a gitlink (a nested repository's commit) and `old` held
+    none: a submodule the task added or a folder that became one."""
+    raw = slot.git("diff-tree", "-r", "-z", "--no-renames", old, new)
+    # `-z` raw: ":<old mode> <new mode> <old oid> <new oid> <status>\0<path>\0"
+    fields = raw.split("\0")
+    return [
+        path
+        for head, path in zip(fields[0::2], fields[1::2], strict=False)
+        if head.startswith(":")
+        and head.split(" ")[1] == "160000"
+        and not head.startswith(":160000")
+    ]
+
+
+def _refuse_nested(slot: Contained, head: str, links: Sequence[str] = ()) -> None:
+    """Put the slot's index back at `head`, remove every nested `.git` in the work's
+    new folders and refuse the commit, naming the folders (or the gitlinks
+    `links`); returns when there is none (the caller's error is another)."""
+    slot.git("read-tree", head)
+    nested = scrub_nested(slot) or sorted(links)
+    if not nested:
+        return
+    raise NestedRepository(
+        "its work holds a git repository of its own: "
+        + ", ".join(one_line(p) for p in nested[:8])
+        + " (a `.git` in a folder would land as a link to commits your repository"
+        " lacks; removed, its files left)"
+    )
 
 
 def scrub_nested(slot: Contained, *, env: Mapping[str, str] | None = None) -> list[str]:
