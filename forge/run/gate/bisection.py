@@ -1,6 +1,6 @@
 """The gate's logic: which queued tasks make a batch, and how a failed batch is
 bisected. Pure: git, the verification and the run state come in as functions
-(forge/run/gate/landing.py supplies them), so every case can be tested exhaustively.
+(forge/run/gate/batch.py supplies them), so every case can be tested exhaustively.
 
 A batch is merged, task after task, onto the integration head into a candidate
 chain; prefix k of the chain is the commit after its first k merges (prefix 0 is

@@ -44,7 +44,7 @@ class Judged(Protocol):
 
 
 class Probe(Protocol):
-    """What the gate supplies (forge/run/gate/landing.py)."""
+    """What the gate supplies (forge/run/gate/subsets.py's GateProbe)."""
 
     def whole(self, commit: str) -> Judged:
         """Every lane, as a verification of the gate's."""

@@ -6,6 +6,10 @@ tests again on a tree), where a bisection is (`bisection step 2 of at most 3`), 
 what the verification's lanes started last (`setup of lane unit`, `lane unit run 2
 of at most 3`, from forge/verify/engine.py's `on_stage`); `since` is when that last
 part began, so the time shown is the time of what runs now.
+
+Each line is emitted (journaled at once), not applied to wait for the next emit as
+a phase's start is: it comes before a verification that may run for minutes, with
+nothing else written meanwhile, and `forge status` reads the state on disk.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The gate's crash record in the run state: the batch under verification, and a
-landing's intent, written before the integration ref moves (run/gate/landing.py).
+landing's intent, written before the integration ref moves (run/gate/verdicts.py).
 
 A run killed mid-batch leaves the batch's tasks QUEUED; killed mid-landing, the
 next run's recovery (run/state/recovery.py) reads the intent to tell whether the
