@@ -84,8 +84,8 @@ class Launcher:
         text = escalate_run.base_spec_text(self.ctx, task, ts)
         return agents.resolve(text, self.ctx.agent_defs)[1]
 
-    def stuck(self, task: Task, spec: AgentSpec | None) -> bool:
-        """Has `task` no agent left to run on in this run? Then the run pauses."""
+    def pause_if_stuck(self, task: Task, spec: AgentSpec | None) -> bool:
+        """Pause the run when `task` has no agent left to run on in it; whether it did."""
         why = self.capacity.stuck(task, spec) if spec is not None else None
         if why is None:
             return False

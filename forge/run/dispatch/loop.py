@@ -70,31 +70,34 @@ class Dispatcher:
         )
         self.readiness = Readiness(ctx, options, self.book, self.cands)
         self.readiness.adopt(ctx.plan, recorded.critical_path)
-        launcher = Launcher(ctx, options, self.book, self.cands, capacity)
+        book, cands, readiness, workers = self.book, self.cands, self.readiness, self.workers
+        launcher = Launcher(ctx, options, book, cands, capacity)
         self.starts = Starts(
-            ctx,
-            options,
-            on_event,
-            self.book,
-            self.cands,
-            capacity,
-            self.readiness,
-            launcher,
-            self.workers,
+            ctx=ctx,
+            options=options,
+            on_event=on_event,
+            book=book,
+            cands=cands,
+            capacity=capacity,
+            readiness=readiness,
+            launcher=launcher,
+            workers=workers,
         )
         self.outcomes = Outcomes(
-            ctx,
-            on_event,
-            self.book,
-            self.cands,
-            capacity,
-            self.budget,
-            launcher,
-            self.workers,
-            gate,
+            ctx=ctx,
+            on_event=on_event,
+            book=book,
+            cands=cands,
+            capacity=capacity,
+            budget=self.budget,
+            launcher=launcher,
+            workers=workers,
+            gate=gate,
         )
 
     def loop(self) -> None:
+        """Dispatch until nothing more can start and nothing runs (or a stop, a
+        pause, an attempt that could not start: that one is raised)."""
         state, running, workers = self.ctx.state, self.book.running, self.workers
         with workers:
             while True:

@@ -85,7 +85,7 @@ class Outcomes:
         if wait is not None:
             self.book.backoff(tid, wait)
         task = self.ctx.plan.task(tid)
-        self.launcher.stuck(task, self.launcher.primary(task))
+        self.launcher.pause_if_stuck(task, self.launcher.primary(task))
 
     def _worked(self, tid: str, ran_on: str) -> None:
         """An attempt ran on `ran_on` (and its reviewer judged it): both providers work."""

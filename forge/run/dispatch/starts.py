@@ -52,7 +52,7 @@ class Starts:
                 continue
             launch = self.launcher.now(task, wanted)
             if launch is None:  # its agents wait out a backoff, or are at their cap
-                if self.launcher.stuck(task, wanted.spec):
+                if self.launcher.pause_if_stuck(task, wanted.spec):
                     return
                 continue
             if self.workers.remote is not None or slots.reserve(task.id) or slots.error is not None:
