@@ -1,7 +1,20 @@
-"""The dispatch loop: the one thread that decides what starts when. Each pass
-takes in what ended, takes up a newer plan, pauses for a hold or a spent budget,
-marks what is blocked, starts what is ready, and lets the gate start; then it
-waits for news (an attempt's end, a slot ready, the gate's or a candidate's)."""
+"""The dispatch loop of a run: what starts when.
+
+A task starts when its dependencies have merged, a slot is free, and no running
+task overlaps its files: waves are a view, not a barrier. Among ready tasks the
+longest critical path goes first, ties in plan order. The loop is the only thread
+that decides; attempts run on worker threads and report back through a queue.
+Infrastructure failures wait out a backoff and then pause the run; a hold stops
+new starts while running tasks finish.
+
+Each pass takes in what ended, takes up a newer plan, pauses for a hold or a spent
+budget, marks what is blocked, starts what is ready, and lets the gate start; then
+it waits for news (an attempt's end, a slot ready, the gate's or a candidate's).
+Its parts, a concern each: what is ready (ready.py), which agent the next attempt
+runs on (launch.py), starting an attempt in its place (starts.py), the worker
+threads (workers.py), what an attempt's end makes of its task (outcomes.py), and
+what the dispatch remembers of each task (book.py).
+"""
 
 from __future__ import annotations
 
