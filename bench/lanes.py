@@ -64,7 +64,8 @@ def measure(files: int, dag_name: str) -> dict[str, Any]:
     from forge.base import procgroup
     from forge.git import repo as git
     from forge.plan import registry
-    from forge.run import dispatch, runner
+    from forge.run import runner
+    from forge.run.dispatch import workers
     from forge.run.options import RunOptions
 
     root = Path(tempfile.mkdtemp(prefix="forge-lanes-"))
@@ -76,7 +77,7 @@ def measure(files: int, dag_name: str) -> dict[str, Any]:
     tasks = makespan.plan_of(dag, files).tasks
     times: collections.defaultdict[str, list[float]] = collections.defaultdict(list)
     starts: list[float] = []
-    _timed(dispatch, "run_attempt", times["attempt"], first=starts)
+    _timed(workers, "run_attempt", times["attempt"], first=starts)
     _timed(procgroup, "run_group", times["command"])
     for module, name in STEPS:
         _timed(importlib.import_module(module), name, times[name])

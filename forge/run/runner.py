@@ -1,4 +1,4 @@
-"""Run (or resume) a recorded plan: lock, recover, dispatch (forge/run/dispatch.py),
+"""Run (or resume) a recorded plan: lock, recover, dispatch (forge/run/dispatch/),
 verify the integration head, and say how it ended (the exit code)."""
 
 from __future__ import annotations
@@ -245,7 +245,7 @@ def _dispatch(
         # From the start: slots are made one or two at a time, so a core is
         # free for the verification's checkouts, which then only move at the end.
         prewarm.start(integration)
-    from forge.run.dispatch import Dispatcher
+    from forge.run.dispatch.loop import Dispatcher
 
     gate = None
     if mode != "off" and config is not None:

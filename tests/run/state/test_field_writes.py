@@ -39,7 +39,7 @@ NOT_STATE = frozenset(
         ("commands/draft.py", "result.checked.warnings"),  # the draft's checked plan
         ("commands/draft.py", "result.cost_usd"),  # Drafted
         ("commands/draft.py", "checked.plan"),  # CheckedPlan
-        ("run/dispatch.py", "self.ctx.plan"),  # RunContext
+        ("run/dispatch/loop.py", "self.ctx.plan"),  # RunContext
         ("run/gate/bisection.py", "out.pre_existing"),  # the gate's Outcome
     }
 )
