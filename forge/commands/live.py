@@ -32,12 +32,12 @@ from forge.run.capacity import CAP_EVENT
 from forge.run.records.spend import Spend, spend_of
 from forge.run.state.run_state import FAILURES, RunState, Status, TaskState
 
-RECENT = 50  # finished tasks remembered for the view (a screen holds fewer)
-RECOUNT = 1.0  # seconds between two full counts of the plan's statuses
 if TYPE_CHECKING:
     from rich.live import Live
     from rich.text import Text
 
+RECENT = 50  # finished tasks remembered for the view (a screen holds fewer)
+RECOUNT = 1.0  # seconds between two full counts of the plan's statuses
 ORDER = [Status.MERGED, Status.RUNNING, *sorted(FAILURES), Status.BLOCKED, Status.PENDING]
 
 
