@@ -36,3 +36,18 @@ from tests.commands.test_report import Page
 Page.handle_starttag  # html.parser calls these by name
 Page.handle_data
 pytestmark  # tests/run/contain/test_sandbox_root.py: pytest reads it
+from forge.commands.doctor import Facts
+from forge.commands.stats import SpecStats
+
+# TypedDict keys: read by key in the text, written whole as --json
+Facts.capabilities
+Facts.capabilities_kept
+Facts.namespaces
+Facts.dropped_variables
+Facts.cgroup
+SpecStats.land_rate
+SpecStats.cost_applies
+SpecStats.unpriced_attempts
+SpecStats.cost_per_landed_usd
+SpecStats.median_seconds_to_land
+SpecStats.model_mismatches

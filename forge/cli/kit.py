@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 import typer.core
@@ -94,7 +94,7 @@ ClusterOpt = Annotated[
 ]
 
 
-def emit_json(data: Any) -> None:
+def emit_json(data: object) -> None:
     emitted.append(True)
     sys.stdout.write(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
 
@@ -117,9 +117,9 @@ def plan_name(repo: Repository, ref: str | None) -> str:
     return plan_name(repo, ref)
 
 
-def answer(answer: dict[str, Any] | str | Iterable[str]) -> None:
+def answer(answer: Mapping[str, object] | str | Iterable[str]) -> None:
     """The answer: JSON for scripts, or text for people (a string as is; lines, each ended)."""
-    if isinstance(answer, dict):
+    if isinstance(answer, Mapping):
         emit_json(answer)
     else:
         text = answer if isinstance(answer, str) else "".join(f"{line}\n" for line in answer)

@@ -8,7 +8,7 @@ import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from forge.base import proc
 from forge.errors import ExitCode
@@ -39,7 +39,7 @@ README = "# calc\n\nA tiny calculator.\n"
 # Each task is a shell command that edits the project, as an agent would. `docs`
 # and `usage` both write README.md, so forge defers one of them to a later wave
 # and never runs them at once.
-def plan_data(python: str) -> dict[str, Any]:
+def plan_data(python: str) -> dict[str, object]:
     py = shlex.quote(python)
     test_mul = (
         "import unittest\n\nfrom calc import mul\n\n\n"

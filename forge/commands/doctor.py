@@ -5,12 +5,28 @@ what forge falls back to where something is missing."""
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TypedDict
 
 from forge.base import cgroups, sandbox, seal
 
 
-def facts() -> dict[str, Any]:
+class Facts(TypedDict):
+    """What `forge doctor --json` prints, and its text is read from."""
+
+    root: bool
+    bwrap: str | None
+    sandbox: bool
+    refused: str | None
+    capabilities: dict[str, str]
+    capabilities_kept: dict[str, str]
+    namespaces: dict[str, bool]
+    hidden: list[str]
+    dropped_variables: list[str]
+    cgroup: str | None
+    fallbacks: list[str]
+
+
+def facts() -> Facts:
     """What `forge doctor --json` prints."""
     found = sandbox.probe()
     usable = sandbox.unavailable() is None
@@ -58,7 +74,7 @@ def fallbacks(usable: bool, found: sandbox.Probe) -> list[str]:
     return out
 
 
-def render(data: dict[str, Any]) -> str:
+def render(data: Facts) -> str:
     yes = {True: "yes", False: "no"}
     lines = [
         f"running as root: {yes[data['root']]}",

@@ -14,7 +14,6 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from forge.errors import ExitCode, ForgeError, Interrupted, PlanError
 from forge.git.repo import Repository, short_sha
@@ -73,7 +72,7 @@ class Drafted:
         est = {t.id: t.estimate if t.estimate is not None else 1.0 for t in plan.tasks}
         return total, sum(est[t] for t in self.chain())
 
-    def data(self) -> dict[str, Any]:
+    def data(self) -> dict[str, object]:
         waves = self.checked.waves
         total, path = self.parallelism() if self.sound else (0.0, 0.0)
         return {

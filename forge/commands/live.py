@@ -21,15 +21,20 @@ from collections import Counter, deque
 from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from forge.base.text import one_line, raw_stream
 from forge.commands.candidate_view import live_lines
-from forge.commands.status import doing_text, fmt_seconds, gate_data
+from forge.commands.status import doing_text, fmt_seconds
+from forge.commands.status_rows import GateView, gate_view
 from forge.run.attempt.phases import current
 from forge.run.capacity import CAP_EVENT
 from forge.run.records.spend import Spend, spend_of
 from forge.run.state.run_state import FAILURES, RunState, Status, TaskState
+
+if TYPE_CHECKING:
+    from rich.live import Live
+    from rich.text import Text
 
 RECENT = 50  # finished tasks remembered for the view (a screen holds fewer)
 RECOUNT = 1.0  # seconds between two full counts of the plan's statuses
@@ -52,7 +57,7 @@ class LiveView:
         self.tty = self.stream.isatty() and not quiet
         self.weights = dict(weights or {})
         self.prices = dict(prices or {})
-        self._live: Any = None
+        self._live: Live | None = None
         self._state: RunState | None = None
         self._lock = threading.Lock()
         self._t0 = time.monotonic()
@@ -73,7 +78,7 @@ class LiveView:
             from rich.live import Live
 
             # rich writes its own control sequences; what it is given is escaped Text.
-            self._live = Live(
+            live = Live(
                 console=Console(file=raw_stream(self.stream)),
                 refresh_per_second=2,
                 get_renderable=self._render,
@@ -81,7 +86,8 @@ class LiveView:
                 redirect_stdout=False,
                 redirect_stderr=False,
             )
-            self._live.__enter__()
+            live.__enter__()
+            self._live = live
         return self
 
     def __exit__(
@@ -153,7 +159,7 @@ class LiveView:
         self._counted = now
         self._counts = Counter(str(ts.status) for ts in state.tasks.values())
         self.eta.update(state, time.time())
-        self._gate = gate_line(gate_data(state))
+        self._gate = gate_line(gate_view(state))
 
     def summary(self, now: float) -> str:
         elapsed = now - self._t0
@@ -206,7 +212,7 @@ class LiveView:
                 out.append(f"  {ts.id:<24} {ts.status:<8} {duration:>7}  {one_line(ts.reason)}")
         return out[:height]
 
-    def _render(self) -> Any:
+    def _render(self) -> Text:
         from rich.text import Text
 
         height = self._live.console.size.height if self._live is not None else 24
@@ -214,24 +220,24 @@ class LiveView:
         return Text("\n".join(self.lines(max(2, height - 2))), no_wrap=True, overflow="ellipsis")
 
 
-def gate_line(data: dict[str, Any]) -> str:
+def gate_line(gate: GateView) -> str:
     """`gate: verifying t12, t02 (batch of 2) · bisection step 1 of at most 2: running
     1 failing test(s) (tests/test_a.py::test_b) on 1a2b3c4d5e6f (lane unit run 1) for
     3.0s · 3 queued`: what the gate runs now (the whole suite or some failing tests,
     the lane's setup or its run k of n, the bisection's step) and for how long."""
-    batch = data.get("batch") or []
-    queued = data.get("queued") or []
+    batch = gate.batch or []
+    queued = gate.queued
     if not batch and not queued:
         return ""
     parts = []
-    doing = str(data.get("doing") or "")
+    doing = gate.doing or ""
     if batch:
         parts.append(f"gate: verifying {', '.join(batch)} (batch of {len(batch)})")
-        bisecting = data.get("phase") == "bisecting" and data.get("left")
+        bisecting = gate.phase == "bisecting" and gate.left
         if bisecting and not doing.startswith("bisection step"):
-            parts.append(f"bisection: at most {data['left']} more")
+            parts.append(f"bisection: at most {gate.left} more")
         if doing:
-            parts.append(doing_text(data).removeprefix(": "))
+            parts.append(doing_text(gate).removeprefix(": "))
     else:
         parts.append("gate: waiting")
     if queued:

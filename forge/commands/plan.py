@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from forge.errors import ForgeError
 from forge.git.repo import Repository
@@ -32,8 +32,8 @@ class Planned:
     forecast: Forecast | None = None  # from the attempts history (None: no history)
     verification: str = ""  # what verifies its work, and each lane run's time limit
 
-    def data(self) -> dict[str, Any]:
-        data = tables.wave_data(
+    def data(self) -> dict[str, object]:
+        data: dict[str, object] = tables.wave_data(
             self.plan,
             self.waves,
             critical_path=self.critical_path,
@@ -182,7 +182,7 @@ def answer(
     check_only: bool,
     repo: Callable[[], Repository],
     say: Callable[[str], None],
-) -> dict[str, Any] | str:
+) -> dict[str, object] | str:
     """`forge plan`: check (and record) the plan; the answer is what `shown` asks
     for. Notes and warnings go to `say`."""
     from forge.plan.graph import FORMATS, render

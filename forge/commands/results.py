@@ -3,20 +3,13 @@ totals line), what it says after, and the run as JSON for `--json`."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from forge.commands.candidate_view import summary
-from forge.commands.status import (
-    _branch_at,
-    _table,
-    fmt_seconds,
-    task_row,
-    touched_lines,
-    verification_lines,
-)
+from forge.commands.status import _branch_at, _table, fmt_seconds, touched_lines, verification_lines
+from forge.commands.status_rows import row_of, task_row
 from forge.run.gate import story
 from forge.run.state.run_state import RunState, Status
-from forge.verify.records import VerifyRecord
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -32,11 +25,11 @@ def results_table(state: RunState, *, width: int | None = None) -> str:
     attempts = 0
     seconds = 0.0
     for ts in state.tasks.values():
-        r = task_row(ts)
-        reason = r["reason"] or ("; ".join(r["warnings"]) if r["warnings"] else "")
-        rows.append([r["id"], r["status"], str(r["attempts"]), fmt_seconds(r["seconds"]), reason])
-        attempts += r["attempts"]
-        seconds += r["total_seconds"] or 0.0
+        r = row_of(ts)
+        reason = ts.reason or ("; ".join(ts.warnings) if ts.warnings else "")
+        rows.append([ts.id, str(ts.status), str(r.attempts), fmt_seconds(r.seconds), reason])
+        attempts += r.attempts
+        seconds += r.total_seconds or 0.0
     merged = sum(1 for ts in state.tasks.values() if ts.status == Status.MERGED)
     # The time column of the totals is the run's wall time; the attempts' time added
     # up (several run at once) is said beside it.
@@ -54,14 +47,14 @@ def cut(line: str, width: int) -> str:
     return line if len(line) <= width else line[: max(0, width - 1)] + "…"
 
 
-def report_data(report: RunReport, prices: Prices | None = None) -> dict[str, Any]:
+def report_data(report: RunReport, prices: Prices | None = None) -> dict[str, object]:
     """A finished run as data, for --json."""
     pre_existing = report.state.pre_existing
     return {
         "plan": report.plan,
         "exit_code": int(report.exit_code),
         "tasks": [task_row(t, prices) for t in report.state.tasks.values()],
-        "verification": _as_data(report.verification),
+        "verification": None if report.verification is None else report.verification.to_dict(),
         "integration": report.state.integration,
         "integration_head": report.integration_head,
         "paused": report.paused,
@@ -75,10 +68,6 @@ def report_data(report: RunReport, prices: Prices | None = None) -> dict[str, An
         "pre_existing": None if pre_existing is None else pre_existing.to_dict(),
         "touched": report.state.touched,
     }
-
-
-def _as_data(record: VerifyRecord | None) -> dict[str, Any] | None:
-    return None if record is None else record.to_dict()
 
 
 def render_report(report: RunReport, *, width: int | None = None) -> str:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import shutil
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from forge.errors import ExitCode, ForgeError
 
@@ -23,7 +23,7 @@ def execute(
     *,
     as_json: bool,
     cluster: str | None = None,
-) -> tuple[dict[str, Any] | str, ExitCode]:
+) -> tuple[dict[str, object] | str, ExitCode]:
     """Run the plan; the answer (JSON data, or the text to print) and the exit code."""
     from forge.base import interrupt
     from forge.commands import results

@@ -15,7 +15,7 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import TypedDict
 
 from forge.base.durations import parse_duration
 from forge.base.files import StateDir
@@ -34,7 +34,35 @@ def _k(n: int) -> str:
 SHELL = "shell"  # the row of shell tasks (history records their attempts as "run")
 
 
-def summarize(rows: Sequence[history.Row], agent: str) -> dict[str, Any]:
+class SpecStats(TypedDict):
+    """One spec's row of `forge stats` (or the totals), as `--json` gives it."""
+
+    agent: str
+    attempts: int
+    landed: int
+    land_rate: float | None
+    culprits: int
+    infra: int
+    cost_usd: float | None
+    cost_applies: bool  # False: n/a (shell tasks), never $0.00
+    unpriced_attempts: int
+    input_tokens: int
+    output_tokens: int
+    cost_per_landed_usd: float | None
+    median_seconds_to_land: float | None
+    model_mismatches: int | None  # None: no attempt's CLI said which model ran
+
+
+class Stats(TypedDict):
+    """`forge stats --json`: a row per spec and the totals."""
+
+    rows: list[SpecStats]
+    totals: SpecStats
+    plan: str | None
+    since: str | None
+
+
+def summarize(rows: Sequence[history.Row], agent: str) -> SpecStats:
     """One spec's (or, for the totals, every spec's) figures. A shell task costs
     nothing anyone bills: its row's cost is not applicable, and the totals' cost
     per landed task is the agents' cost over the tasks agents landed."""
@@ -77,7 +105,7 @@ def summarize(rows: Sequence[history.Row], agent: str) -> dict[str, Any]:
     }
 
 
-def stats_data(state: StateDir, *, plan: str | None, since: str | None) -> dict[str, Any]:
+def stats_data(state: StateDir, *, plan: str | None, since: str | None) -> Stats:
     cutoff = None
     if since is not None:
         try:
@@ -103,7 +131,7 @@ def stats_data(state: StateDir, *, plan: str | None, since: str | None) -> dict[
     }
 
 
-def _usd(value: float | None, row: dict[str, Any], *, tokens: bool) -> str:
+def _usd(value: float | None, row: SpecStats, *, tokens: bool) -> str:
     if not row["cost_applies"]:
         return "n/a"
     if value is not None:
@@ -113,13 +141,13 @@ def _usd(value: float | None, row: dict[str, Any], *, tokens: bool) -> str:
     return "-" if not row["unpriced_attempts"] else "unknown"
 
 
-def _mismatches(row: dict[str, Any]) -> str:
+def _mismatches(row: SpecStats) -> str:
     if not row["cost_applies"]:
         return "-"
     return "not checked" if row["model_mismatches"] is None else str(row["model_mismatches"])
 
 
-def render(data: dict[str, Any]) -> str:
+def render(data: Stats) -> str:
     from forge.commands.status import fmt_seconds
 
     headers = ["agent", "attempts", "landed", "land rate", "culprits", "infra", "cost"]

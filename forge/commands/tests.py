@@ -9,13 +9,35 @@ failed on one tree) and its estimated failure rate, whether it is quarantined
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TypedDict
 
 from forge.base.text import text_table
 from forge.errors import ForgeError
 from forge.git.repo import Repository, short_sha
 from forge.plan.repo_config import VerifyConfig
 from forge.verify import quarantine, testdb
+
+
+class LastFailure(TypedDict):
+    tree: str
+    message: str
+    log: str
+    at: str  # ISO time, UTC
+
+
+class KnownTest(TypedDict):
+    """One test in one lane, as `forge tests --json` gives it."""
+
+    test: str
+    lane: str
+    runs: int
+    failures: int
+    flaky: bool
+    flake_rate: float | None  # None: not flaky
+    quarantined: bool
+    why: str | None
+    last_failure: LastFailure | None
+    last_seen: str
 
 
 def tests_data(
@@ -25,7 +47,7 @@ def tests_data(
     config: VerifyConfig | None = None,
     flaky: bool = False,
     failing: bool = False,
-) -> list[dict[str, Any]]:
+) -> list[KnownTest]:
     """One object a test and lane (`flaky`: only flaky tests; `failing`: only those
     whose last run failed)."""
     pol = quarantine.policy(repo, config)
@@ -33,7 +55,7 @@ def tests_data(
     by_lane: dict[str, list[testdb.Tally]] = {}
     for tally in tallies:
         by_lane.setdefault(tally.lane, []).append(tally)
-    out: list[dict[str, Any]] = []
+    out: list[KnownTest] = []
     for lane, rows in by_lane.items():
         standing = quarantine.standings(repo, pol, lane, [t.test for t in rows])
         for t in rows:
@@ -73,7 +95,7 @@ def _iso(at: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(at))
 
 
-def render(rows: list[dict[str, Any]]) -> list[str]:
+def render(rows: list[KnownTest]) -> list[str]:
     if not rows:
         return ["no test runs recorded yet (forge records them at each verification)"]
     table = []
@@ -105,7 +127,7 @@ def render(rows: list[dict[str, Any]]) -> list[str]:
         "last seen",
     ]
     lines = text_table(heads, table)
-    logs = [f"  {r['test']}: log {r['last_failure']['log']}" for r in rows if r["last_failure"]]
+    logs = [f"  {r['test']}: log {last['log']}" for r in rows if (last := r["last_failure"])]
     return [*lines, *(["", "last failures' logs:", *logs] if logs else [])]
 
 

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from html import escape
 from pathlib import Path
-from typing import Any
 
 from forge.base.text import write_output_file
 from forge.commands.candidate_view import summary, timeline_attempts
@@ -31,6 +30,7 @@ from forge.run.state.gate_story import GateStep
 from forge.run.state.run_state import Attempt, RunState, Status
 from forge.run.state.store import StateStore
 from forge.verify.failures import Failure
+from forge.verify.records import VerifyRecord
 
 WORK_PHASES = ("agent", "run")  # the phases that are the task's own work ("agent time")
 
@@ -77,13 +77,12 @@ def render(
     *,
     folder: Path,
     prices: dict[str, tuple[float, float]],
-    tests: list[dict[str, Any]] | None = None,
+    tests: list[tests_section.Noted] | None = None,
 ) -> str:
     """The page (`tests`: the rows of its "Tests" section, tests_section.py)."""
     plan = recorded.plan
     wave_of = {tid: n for n, wave in enumerate(recorded.waves, start=1) for tid in wave}
     spend = plan_spend(state, prices)
-    record = _record(state)
     statuses = {tid: str(ts.status) for tid, ts in state.tasks.items()}
     tips = {
         t.id: f"{t.id}: {statuses.get(t.id, 'PENDING')}"
@@ -115,17 +114,12 @@ def render(
         "</div>",
         svg.legend(phases),
         "</section>",
-        _verification(record, folder),
+        _verification(state.verification, folder),
         _gate_section(state, folder),
         tests_section.section(tests or []),
         _task_table(recorded, state, wave_of, folder, prices),
     ]
     return PAGE.format(title=escape(f"forge report: {plan.name}"), body="\n".join(body))
-
-
-def _record(state: RunState) -> dict[str, Any] | None:
-    """The last verification as data."""
-    return None if state.verification is None else state.verification.to_dict()
 
 
 def _header(name: str, state: RunState, spend: Spend, recorded: Recorded, axis: Clock) -> str:
@@ -202,7 +196,7 @@ def timeline(state: RunState) -> tuple[list[svg.Lane], Clock, list[str]]:
             if bars:
                 raw.append((attempt.slot or ts.slot or tid, tid, attempt, bars))
     work_ends = [b[1] for *_, bars in raw for b in bars]
-    verify_bars = _verification_bars(_record(state), after=max(work_ends, default=None))
+    verify_bars = _verification_bars(state.verification, after=max(work_ends, default=None))
     verify_bars += _step_bars(state.gate_steps)
     axis = clock(
         [(b[0], b[1]) for *_, bars in raw for b in bars]
@@ -253,12 +247,12 @@ Bar = tuple[float, float, str, str]  # start, end (epoch seconds), kind, tooltip
 
 
 def _verification_bars(
-    record: dict[str, Any] | None, *, after: float | None
+    record: VerifyRecord | None, *, after: float | None
 ) -> list[tuple[str, list[Bar]]]:
     """A row per lane, its runs one after another from the record's start."""
-    if not record or record.get("cached"):
+    if record is None or record.cached:
         return []
-    start = _epoch(record.get("started"))
+    start = _epoch(record.started)
     if start is None:
         return []
     if after is not None and start <= after < start + 1:
@@ -266,15 +260,14 @@ def _verification_bars(
         # the last attempt ended started after it.
         start = after
     rows: list[tuple[str, list[Bar]]] = []
-    for lane, data in (record.get("lanes") or {}).items():
+    for lane in record.lanes:
         t = start
         bars = []
-        for run in data.get("runs", []):
-            duration = float(run.get("duration") or 0.0)
-            kind = str(run.get("kind", "run"))
-            bars.append((t, t + duration, kind, f"{lane}: {kind}"))
+        for run in lane.runs:
+            duration = round(run.duration, 3)  # (as the record is saved)
+            bars.append((t, t + duration, run.kind, f"{lane.name}: {run.kind}"))
             t += duration
-        rows.append((str(lane), bars))
+        rows.append((lane.name, bars))
     return rows
 
 
@@ -385,25 +378,25 @@ def _task_table(
     )
 
 
-def _verification(record: dict[str, Any] | None, folder: Path) -> str:
-    if not record:
+def _verification(record: VerifyRecord | None, folder: Path) -> str:
+    if record is None:
         return "<section><h2>Verification</h2><p>not run</p></section>"
     head = (
-        f"<p><b>{escape(str(record.get('verdict', '?')))}</b> on "
-        f"<code>{escape(str(record.get('commit', ''))[:12])}</code>"
-        + (" (remembered verdict)" if record.get("cached") else "")
-        + f" in {fmt_seconds(record.get('duration'))}</p>"
+        f"<p><b>{escape(record.verdict.value)}</b> on "
+        f"<code>{escape(record.commit[:12])}</code>"
+        + (" (remembered verdict)" if record.cached else "")
+        + f" in {fmt_seconds(round(record.duration, 3))}</p>"
     )
     rows = []
-    for lane, data in (record.get("lanes") or {}).items():
-        for run in data.get("runs", []):
-            what = "timed out" if run.get("timed_out") else f"exit {run.get('exit_code')}"
+    for lane in record.lanes:
+        for run in lane.runs:
+            what = "timed out" if run.timed_out else f"exit {run.exit_code}"
             rows.append(
-                f"<tr><td>{escape(str(lane))}</td><td>{escape(str(data.get('verdict', '')))}</td>"
-                f"<td>{escape(str(run.get('kind', '')))}</td><td>{escape(what)}"
-                f"{_failures([Failure.from_dict(f) for f in run.get('failures') or []])}</td>"
-                f"<td>{fmt_seconds(run.get('duration'))}</td>"
-                f"<td>{_log_link(run.get('log'), folder, 'log')}</td></tr>"
+                f"<tr><td>{escape(lane.name)}</td><td>{escape(lane.verdict.value)}</td>"
+                f"<td>{escape(run.kind)}</td><td>{escape(what)}"
+                f"{_failures(list(run.failures))}</td>"
+                f"<td>{fmt_seconds(round(run.duration, 3))}</td>"
+                f"<td>{_log_link(run.log, folder, 'log')}</td></tr>"
             )
     table = (
         '<table class="tasks"><thead><tr><th>lane</th><th>verdict</th><th>run</th><th>result</th>'

@@ -4,9 +4,10 @@ the integration head already, each with its runs and failure rate."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from html import escape
-from typing import Any
 
+from forge.commands.tests import KnownTest
 from forge.errors import ForgeError
 from forge.git.repo import Repository
 from forge.plan.registry import Recorded
@@ -14,9 +15,22 @@ from forge.plan.repo_config import load_repo_config
 from forge.run.state.gate_story import PreExisting
 
 
-def rows_for(
-    repo: Repository, recorded: Recorded, pre_existing: PreExisting | None
-) -> list[dict[str, Any]]:
+@dataclass(frozen=True)
+class Noted:
+    """A test worth a look (`runs` and `failures` None: not in the history)."""
+
+    test: str
+    lane: str
+    runs: int | None
+    failures: int | None
+    flaky: bool
+    flake_rate: float | None
+    quarantined: bool
+    why: str | None
+    pre_existing: bool  # failing on the integration head already
+
+
+def rows_for(repo: Repository, recorded: Recorded, pre_existing: PreExisting | None) -> list[Noted]:
     """One row a test worth a look: flaky, quarantined or failing on the head (from
     the whole history, as quarantine is judged over it)."""
     from forge.commands import tests as view
@@ -28,19 +42,31 @@ def rows_for(
         config = None
     red = {(t.lane, t.test) for t in (pre_existing.tests if pre_existing else [])}
     rows = []
-    for row in view.tests_data(repo, config=config):
-        on_head = (row["lane"], row["test"]) in red
-        if row["flaky"] or row["quarantined"] or on_head:
-            rows.append({**row, "pre_existing": on_head})
-    known = {(r["lane"], r["test"]) for r in rows}
+    for r in view.tests_data(repo, config=config):
+        on_head = (r["lane"], r["test"]) in red
+        if r["flaky"] or r["quarantined"] or on_head:
+            rows.append(_noted(r, on_head=on_head))
+    known = {(r.lane, r.test) for r in rows}
     for lane, test in sorted(red - known):  # failing on the head, not in the history
-        rows.append({"test": test, "lane": lane, "runs": None, "failures": None,
-                     "flaky": False, "flake_rate": None, "quarantined": False, "why": None,
-                     "pre_existing": True})  # fmt: skip
+        rows.append(Noted(test, lane, None, None, False, None, False, None, pre_existing=True))
     return rows
 
 
-def section(rows: list[dict[str, Any]]) -> str:
+def _noted(r: KnownTest, *, on_head: bool) -> Noted:
+    return Noted(
+        test=r["test"],
+        lane=r["lane"],
+        runs=r["runs"],
+        failures=r["failures"],
+        flaky=r["flaky"],
+        flake_rate=r["flake_rate"],
+        quarantined=r["quarantined"],
+        why=r["why"],
+        pre_existing=on_head,
+    )
+
+
+def section(rows: list[Noted]) -> str:
     if not rows:
         return (
             "<section><h2>Tests</h2><p>no flaky, quarantined or pre-existing failing "
@@ -48,15 +74,15 @@ def section(rows: list[dict[str, Any]]) -> str:
         )
     body = []
     for r in rows:
-        runs, bad = r["runs"], r["failures"]
-        rate = f"{bad / runs:.0%}" if runs else "-"
-        flaky = f"yes ({r['flake_rate']:.0%} of its runs fail)" if r["flaky"] else "no"
-        held = f"yes ({escape(str(r['why']))})" if r["quarantined"] else "no"
+        runs, bad = r.runs, r.failures
+        rate = f"{(bad or 0) / runs:.0%}" if runs else "-"
+        flaky = f"yes ({r.flake_rate or 0:.0%} of its runs fail)" if r.flaky else "no"
+        held = f"yes ({escape(str(r.why))})" if r.quarantined else "no"
         body.append(
-            f"<tr><td><code>{escape(str(r['test']))}</code></td><td>{escape(str(r['lane']))}</td>"
+            f"<tr><td><code>{escape(r.test)}</code></td><td>{escape(r.lane)}</td>"
             f"<td>{'-' if runs is None else runs}</td><td>{'-' if bad is None else bad}</td>"
             f"<td>{rate}</td><td>{flaky}</td><td>{held}</td>"
-            f"<td>{'yes' if r['pre_existing'] else 'no'}</td></tr>"
+            f"<td>{'yes' if r.pre_existing else 'no'}</td></tr>"
         )
     return (
         "<section><h2>Tests</h2>"

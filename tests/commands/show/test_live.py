@@ -194,16 +194,18 @@ def test_the_terminal_shows_the_live_area_then_a_table_that_fits(
 
 def test_the_gate_has_a_line_of_its_own() -> None:
     from forge.commands.live import gate_line
+    from forge.commands.status_rows import GateView
+    from forge.run.state.gate_record import GatePhase
 
-    line = gate_line({"batch": ["t12", "t02"], "phase": "bisecting", "left": 2, "queued": ["a"]})
+    bisecting = GateView(["a"], ["t12", "t02"], GatePhase.BISECTING, left=2)
+    line = gate_line(bisecting)
     assert line == "gate: verifying t12, t02 (batch of 2) · bisection: at most 2 more · 1 queued"
-    assert gate_line({"batch": None, "queued": []}) == ""
+    assert gate_line(GateView([])) == ""
     # What runs now, with the bisection's step, said once, and for how long.
     doing = "bisection step 2 of at most 3: bisection: running 1 failing test(s) (t) on 1a2b3c"
     line = gate_line(
-        {"batch": ["t1"], "phase": "bisecting", "left": 2, "queued": [], "doing": doing,
-         "since": time.time() - 3}
-    )  # fmt: skip
+        GateView([], ["t1"], GatePhase.BISECTING, left=2, doing=doing, since=time.time() - 3)
+    )
     assert line.startswith(f"gate: verifying t1 (batch of 1) · {doing} for "), line
     assert "at most 2 more" not in line
 
