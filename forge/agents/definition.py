@@ -6,7 +6,6 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from forge.base.tomlread import LineOf, Problems, TableReader, no_lines
 from forge.errors import ForgeError
@@ -65,7 +64,7 @@ class AgentDef:
         return False
 
     @classmethod
-    def from_table(cls, name: str, table: Mapping[str, Any]) -> AgentDef:
+    def from_table(cls, name: str, table: Mapping[str, object]) -> AgentDef:
         """Build from an `[agents.NAME]` table, or a ForgeError with every problem.
 
         Without the file at hand (a table recorded with a plan) the problems are one
@@ -81,7 +80,7 @@ class AgentDef:
     def read(
         cls,
         name: str,
-        table: Mapping[str, Any],
+        table: Mapping[str, object],
         problems: Problems,
         *,
         what: str | None = None,
@@ -168,12 +167,12 @@ TABLE_KEYS = (
 )
 
 
-def _kind_table(get: TableReader, key: str) -> dict[str, list[Any]]:
+def _kind_table(get: TableReader, key: str) -> dict[str, list[object]]:
     value = get.table.get(key, {})
     if not isinstance(value, Mapping):
         get.bad(key, f"a table by kind ({', '.join(INFRA_KINDS)})")
         return {}
-    out: dict[str, list[Any]] = {}
+    out: dict[str, list[object]] = {}
     for kind, item in value.items():
         if kind not in INFRA_KINDS:
             get.problem(f"{key}: unknown kind {kind!r} (known: {', '.join(INFRA_KINDS)})", key)
@@ -225,10 +224,11 @@ def _positive_int(get: TableReader, key: str) -> int | None:
 def _exit_codes(get: TableReader, key: str) -> tuple[tuple[str, tuple[int, ...]], ...]:
     out = []
     for kind, items in _kind_table(get, key).items():
-        if not all(isinstance(i, int) and not isinstance(i, bool) for i in items):
+        codes = tuple(i for i in items if isinstance(i, int) and not isinstance(i, bool))
+        if len(codes) != len(items):
             get.problem(f"{key}.{kind} must be an exit code or a list of them", key)
             continue
-        out.append((kind, tuple(items)))
+        out.append((kind, codes))
     return tuple(out)
 
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
 
 _REPORT = re.compile(r"\s*\(?full report (?:is )?available at:?\s*\S+\)?", re.IGNORECASE)
 # A stack frame (Node's `at fn (file:1:2)`, Python's `File "x", line 3`) or what
@@ -30,7 +29,7 @@ def is_noise(line: str) -> bool:
     return not text or bool(_FRAME.search(text)) or not _REPORT.sub("", text).strip()
 
 
-def _innermost(value: Any, depth: int = 0) -> str | None:
+def _innermost(value: object, depth: int = 0) -> str | None:
     """The deepest `message` (or a string `error`) in a decoded JSON value."""
     if depth > _DEPTH:
         return None

@@ -14,10 +14,11 @@ matches any model of its family: `opus` matches `claude-opus-4-5-20251101`,
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from forge.agents.output import dicts_of, split_log
+from forge.agents.output import Event, read_log
 from forge.agents.prices import is_helper
+from forge.base.shape import as_object
 
 if TYPE_CHECKING:
     from forge.agents.definition import AgentDef
@@ -30,8 +31,7 @@ def reported_models(defn: AgentDef, output: str) -> list[str]:
     fmt = defn.usage_format
     if fmt not in ("claude", "codex", "gemini"):
         return []
-    values, _ = split_log(output)
-    dicts = list(dicts_of(values))
+    dicts = read_log(output).events
     found: list[str] = []
     if fmt == "claude":
         # The replies name the model that served them; init and the summary name
@@ -43,39 +43,37 @@ def reported_models(defn: AgentDef, output: str) -> list[str]:
     return list(dict.fromkeys(m for m in found if m))
 
 
-def _claude_reply_model(obj: dict[str, Any]) -> list[str]:
+def _claude_reply_model(obj: Event) -> list[str]:
     """The model of a top-level assistant reply (a subagent's replies, under a
     tool use, may run on another model by design; `<synthetic>` is the CLI's own
     error text, no model's)."""
     if obj.get("type") != "assistant" or obj.get("parent_tool_use_id"):
         return []
-    message = obj.get("message")
-    model = message.get("model") if isinstance(message, dict) else None
+    model = (as_object(obj.get("message")) or {}).get("model")
     return [model] if isinstance(model, str) and not model.startswith("<") else []
 
 
-def _models_in(obj: dict[str, Any], fmt: str) -> list[str]:
+def _models_in(obj: Event, fmt: str) -> list[str]:
+    model = obj.get("model")
+    named = [model] if isinstance(model, str) else []
     if fmt == "claude":
-        usage = obj.get("modelUsage")
-        if obj.get("type") == "result" and isinstance(usage, dict):
+        usage = as_object(obj.get("modelUsage"))
+        if obj.get("type") == "result" and usage is not None:
             return [str(k) for k in usage]
         if obj.get("type") == "system" and obj.get("subtype") == "init":
-            return [str(obj["model"])] if isinstance(obj.get("model"), str) else []
+            return named
         return []
     if fmt == "gemini":
-        stats = obj.get("stats")
-        models = stats.get("models") if isinstance(stats, dict) else None
+        models = (as_object(obj.get("stats")) or {}).get("models")
         if isinstance(models, dict):
             return [str(k) for k in models]
-        if obj.get("type") == "init" and isinstance(obj.get("model"), str):
-            return [obj["model"]]
-        return []
+        return named if obj.get("type") == "init" else []
     # Codex: a `model` field wherever an event has one (none in 0.171's).
-    out = [obj["model"]] if isinstance(obj.get("model"), str) else []
     for value in obj.values():
-        if isinstance(value, dict) and isinstance(value.get("model"), str):
-            out.append(value["model"])
-    return out
+        inner = (as_object(value) or {}).get("model")
+        if isinstance(inner, str):
+            named.append(inner)
+    return named
 
 
 def matches(asked: str, ran: str) -> bool:

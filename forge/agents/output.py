@@ -17,15 +17,16 @@ from __future__ import annotations
 import contextlib
 import json
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta, tzinfo
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from forge.agents.definition import INFRA_KINDS
 from forge.agents.message import human, is_noise
 from forge.base import durations
+from forge.base.shape import as_object, number
 
 if TYPE_CHECKING:
     from forge.agents.definition import AgentDef
@@ -96,12 +97,34 @@ def _rx(pattern: str) -> re.Pattern[str]:
     return re.compile(pattern, re.IGNORECASE)
 
 
-def split_log(output: str) -> tuple[list[Any], list[str]]:
-    """Split a log into JSON values (one per line, or pretty-printed over several)
-    and the remaining plain lines."""
+# One JSON object a CLI printed, as it came: each reader narrows the fields it reads.
+Event = Mapping[str, object]
+
+
+@dataclass(frozen=True)
+class AgentLog:
+    """An agent's log read once: the JSON values its CLI printed (one per line, or
+    pretty-printed over several), the objects among them (its events), and the
+    remaining plain lines."""
+
+    values: tuple[object, ...]
+    events: tuple[Event, ...]
+    plain: tuple[str, ...]
+
+
+@lru_cache(maxsize=4)
+def read_log(output: str) -> AgentLog:
+    """The log `output` read: each of its readers (failure, usage, models) is
+    handed the same log, parsed once."""
+    values, plain = _split(output)
+    events = tuple(e for e in map(as_object, values) if e is not None)
+    return AgentLog(tuple(values), events, tuple(plain))
+
+
+def _split(output: str) -> tuple[list[object], list[str]]:
     text = output[-_SCAN_BYTES:]
     decoder = json.JSONDecoder()
-    values: list[Any] = []
+    values: list[object] = []
     plain: list[str] = []
     pos = 0
     while pos < len(text):
@@ -125,11 +148,7 @@ def split_log(output: str) -> tuple[list[Any], list[str]]:
     return values, plain
 
 
-def dicts_of(values: Sequence[Any]) -> Iterator[dict[str, Any]]:
-    return (v for v in values if isinstance(v, dict))
-
-
-def _error_texts(obj: dict[str, Any]) -> list[str]:
+def _error_texts(obj: Event) -> list[str]:
     """The error messages a CLI's JSON event carries; none for ordinary events."""
     out: list[str] = []
     kind = obj.get("type")
@@ -137,7 +156,9 @@ def _error_texts(obj: dict[str, Any]) -> list[str]:
         return out
     if kind == "result" and obj.get("is_error"):  # Claude: branch on is_error, not subtype
         out.append(str(obj.get("result") or obj.get("subtype") or "error"))
-        out.extend(str(e) for e in obj.get("errors") or [] if e)
+        errors = obj.get("errors")
+        if isinstance(errors, list):
+            out.extend(str(e) for e in errors if e)
     if kind in ("error", "turn.failed") and obj.get("message"):  # Codex
         out.append(str(obj["message"]))
     err = obj.get("error")
@@ -148,7 +169,7 @@ def _error_texts(obj: dict[str, Any]) -> list[str]:
     return out
 
 
-def _http_prefix(err: dict[str, Any]) -> str:
+def _http_prefix(err: Mapping[str, object]) -> str:
     """`status 429: ` for an HTTP status; nothing for a CLI's own code (Gemini's 41)."""
     code = err.get("code") or err.get("status")
     if code is None or (isinstance(code, int) and not 400 <= code <= 599):
@@ -165,10 +186,8 @@ def cli_message(output: str) -> str | None:
     `result` (when `is_error`), Codex's `turn.failed` error, Gemini's `error`.
     Terminal events win over Codex's per-retry `error` lines. None for a log
     without such an event (plain-text CLIs, or a run that printed no JSON)."""
-    values, _ = split_log(output)
-    dicts = list(dicts_of(values))
     for terminal in (True, False):
-        for obj in reversed(dicts):
+        for obj in reversed(read_log(output).events):
             if (obj.get("type") == "error") == terminal:
                 continue
             texts = _error_texts(obj)
@@ -182,8 +201,7 @@ def failure_reason(output: str) -> str | None:
     message = cli_message(output)
     if message:
         return message
-    _, plain = split_log(output)
-    said = [line for line in plain if not is_noise(line)]
+    said = [line for line in read_log(output).plain if not is_noise(line)]
     return _one_line(said[-1]) if said else None
 
 
@@ -192,7 +210,7 @@ def said_error(defn: AgentDef, output: str) -> str | None:
     readable; None when it printed none."""
     if not defn.error_patterns:
         return None
-    _, plain = split_log(output)
+    plain = read_log(output).plain
     rxs = [re.compile(p, re.IGNORECASE | re.MULTILINE) for p in defn.error_patterns]
     for line in reversed(plain[-_PLAIN_LINES:]):
         if any(rx.search(line) for rx in rxs):
@@ -200,19 +218,20 @@ def said_error(defn: AgentDef, output: str) -> str | None:
     return None
 
 
-def _reset_epochs(obj: Any) -> Iterator[tuple[float, bool]]:
+def _reset_epochs(value: object) -> Iterator[tuple[float, bool]]:
     """(resetsAt epoch, rejected?) from rate-limit events, however they nest."""
-    if isinstance(obj, dict):
+    obj = as_object(value)
+    if obj is not None:
         for key in ("resetsAt", "resets_at"):
-            value = obj.get(key)
-            if isinstance(value, int | float) and not isinstance(value, bool):
+            epoch = number(obj.get(key))
+            if epoch is not None:
                 status = str(obj.get("status", "")).lower()
-                yield float(value), status not in ("", "allowed", "allowed_warning")
-        for value in obj.values():
-            yield from _reset_epochs(value)
+                yield float(epoch), status not in ("", "allowed", "allowed_warning")
+        for inner in obj.values():
+            yield from _reset_epochs(inner)
 
 
-def _retry_text(obj: dict[str, Any]) -> str | None:
+def _retry_text(obj: Event) -> str | None:
     """Claude's stream-json `system/api_retry` event as a line of text."""
     if obj.get("type") != "system" or obj.get("subtype") != "api_retry":
         return None
@@ -226,22 +245,21 @@ def _retry_text(obj: dict[str, Any]) -> str | None:
     return f"{head}status {status} {obj.get('error')}{after}"
 
 
-def _signals(output: str) -> tuple[list[str], list[tuple[float, bool]], list[dict[str, Any]]]:
-    values, plain = split_log(output)
+def _signals(output: str) -> tuple[list[str], list[tuple[float, bool]]]:
+    log = read_log(output)
     texts: list[str] = []
     resets: list[tuple[float, bool]] = []
-    dicts = list(dicts_of(values))
     # The CLI's own retries say what went wrong only when nothing came after them
     # (the run was cut off while it waited): a final result says more.
-    finished = any(d.get("type") == "result" for d in dicts)
-    for obj in dicts:
+    finished = any(d.get("type") == "result" for d in log.events)
+    for obj in log.events:
         texts.extend(_error_texts(obj))
         resets.extend(_reset_epochs(obj))
         retry = None if finished else _retry_text(obj)
         if retry is not None:
             texts.append(retry)
-    texts.extend(line for line in plain[-_PLAIN_LINES:] if not is_noise(line))
-    return texts, resets, dicts
+    texts.extend(line for line in log.plain[-_PLAIN_LINES:] if not is_noise(line))
+    return texts, resets
 
 
 def classify_failure(
@@ -272,7 +290,7 @@ def classify_failure(
         return InfraFailure("binary-missing", spawn.group(0).strip(), None)
     if defn.script or (returncode == 0 and not defn.infra_on_success):
         return None
-    texts, resets, _ = _signals(output)
+    texts, resets = _signals(output)
     when = datetime.now().timestamp() if now is None else now
     kind, message = _match(defn, returncode, texts, cli_message(output))
     if kind is None and any(rejected for _, rejected in resets):
@@ -315,7 +333,7 @@ def _match(
 
 def is_context_overflow(output: str) -> bool:
     """Whether the agent ran out of context window (a failure; suggests a split)."""
-    texts, _, _ = _signals(output)
+    texts, _ = _signals(output)
     return any(_CONTEXT_OVERFLOW.search(t) for t in texts)
 
 

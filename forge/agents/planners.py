@@ -11,10 +11,9 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Iterator
-from typing import Any
 
 from forge.agents.definition import AgentDef
-from forge.agents.output import split_log
+from forge.agents.output import read_log
 
 # Per preset, the arguments of its task command swapped for its read-only mode. A
 # user's own `command` without them runs as written (and may then write the file).
@@ -46,7 +45,7 @@ def as_planner(defn: AgentDef) -> tuple[AgentDef, bool]:
     return defn, False
 
 
-def _strings(value: Any) -> Iterator[str]:
+def _strings(value: object) -> Iterator[str]:
     if isinstance(value, str):
         yield value
     elif isinstance(value, dict):
@@ -67,7 +66,7 @@ def last_plan_block(text: str) -> str | None:
 def answer_in_output(output: str) -> str | None:
     """The plan a planner printed: the last TOML block of its JSON events' text, or
     of its plain output when it printed no JSON with one."""
-    values, _plain = split_log(output)
+    values = read_log(output).values
     for text in reversed([s for v in values for s in _strings(v) if "```" in s]):
         block = last_plan_block(text)
         if block is not None:

@@ -40,8 +40,7 @@ Keys beyond SPEC's `command`/`models`/`efforts` (all optional, open to users):
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Container, Mapping
 
 # Claude Code: `-p` is print (headless) mode; bypassPermissions because the agent
 # runs unattended in a worktree of its own, and any permission prompt would hang
@@ -50,7 +49,7 @@ from typing import Any
 # retries a 429 or an outage it prints only `api_retry` events, so a run that
 # waits until forge's timeout still says why (json prints nothing until the
 # end). The prompt goes on stdin (no argv limit).
-CLAUDE: dict[str, Any] = {
+CLAUDE: dict[str, object] = {
     "written_for": "Claude Code 2.1.x",
     "command": [
         "claude",
@@ -122,7 +121,7 @@ CLAUDE: dict[str, Any] = {
 # container where bubblewrap cannot start, override the command with
 # `--dangerously-bypass-approvals-and-sandbox`. The prompt is piped with `-` and
 # stdin then closes: with an open non-TTY stdin codex waits for more input.
-CODEX: dict[str, Any] = {
+CODEX: dict[str, object] = {
     "written_for": "Codex CLI 0.151",
     "command": [
         "codex",
@@ -181,7 +180,7 @@ CODEX: dict[str, Any] = {
 # `--analytics-disable`: with --yes-always, a sampled analytics opt-in prompt
 # would be accepted. Aider exits 0 even when the LLM call failed, hence
 # `infra_on_success`.
-AIDER: dict[str, Any] = {
+AIDER: dict[str, object] = {
     "written_for": "aider 0.8x (5dc9490)",
     "command": [
         "aider",
@@ -233,7 +232,7 @@ AIDER: dict[str, Any] = {
 # Gemini CLI: `-p` makes it headless and is appended to stdin, so the prompt
 # file goes on stdin and `-p` just says to act on it. Without `--skip-trust` a
 # fresh worktree is an untrusted folder and headless mode exits 55.
-GEMINI: dict[str, Any] = {
+GEMINI: dict[str, object] = {
     "written_for": "Gemini CLI (5411f11)",
     "command": [
         "gemini",
@@ -285,7 +284,7 @@ GEMINI: dict[str, Any] = {
 
 # The task's prompt is a bash script. Its output is the user's own, so no
 # pattern reads it as an infrastructure failure.
-SHELL: dict[str, Any] = {
+SHELL: dict[str, object] = {
     "written_for": "bash",
     "command": ["bash", "{prompt_file}"],
     "script": True,
@@ -293,7 +292,7 @@ SHELL: dict[str, Any] = {
 }
 
 
-def over_preset(name: str, table: Mapping[str, Any]) -> Mapping[str, Any]:
+def over_preset(name: str, table: Mapping[str, object]) -> Mapping[str, object]:
     """The table an `[agents.NAME]` table stands for: named like a preset, it
     overrides only the keys it sets. A new ladder without a new default drops the
     preset's default, which may not be on it."""
@@ -302,12 +301,18 @@ def over_preset(name: str, table: Mapping[str, Any]) -> Mapping[str, Any]:
         return table
     merged = {**preset, **table}
     for ladder, default in (("models", "default_model"), ("efforts", "default_effort")):
-        if ladder in table and default not in table and merged.get(default) not in table[ladder]:
+        on = table.get(ladder)
+        if ladder in table and default not in table and not _holds(on, merged.get(default)):
             merged.pop(default, None)
     return merged
 
 
-PRESET_TABLES: dict[str, dict[str, Any]] = {
+def _holds(ladder: object, value: object) -> bool:
+    """`value in ladder` for a ladder as a table gives it (a list, unless mistyped)."""
+    return isinstance(ladder, Container) and value in ladder
+
+
+PRESET_TABLES: dict[str, dict[str, object]] = {
     "claude": CLAUDE,
     "codex": CODEX,
     "aider": AIDER,

@@ -23,7 +23,6 @@ import shutil
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from forge.agents import config_home
 from forge.agents.definition import PLACEHOLDER, AgentDef
@@ -77,9 +76,7 @@ PRESETS: dict[str, AgentDef] = {
 }
 
 
-def resolve(
-    spec: AgentSpec | str, defs: Mapping[str, Mapping[str, Any]]
-) -> tuple[AgentDef, AgentSpec]:
+def resolve(spec: AgentSpec | str, defs: Mapping[str, object]) -> tuple[AgentDef, AgentSpec]:
     """The definition of `spec`'s agent and the spec with its defaults filled in.
 
     `defs` holds the raw `[agents.NAME]` tables, plan ones already merged over

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from forge.agents.output import dicts_of, split_log
+from forge.agents.output import Event, read_log
+from forge.base.shape import as_object, number
 
 if TYPE_CHECKING:
     from forge.agents.definition import AgentDef
@@ -28,10 +30,9 @@ _AIDER_TOKENS = re.compile(
 )
 
 
-def _int(value: Any) -> int | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return int(value)
+def _int(value: object) -> int | None:
+    n = number(value)
+    return None if n is None else int(n)
 
 
 def _add(a: int | None, b: int | None) -> int | None:
@@ -52,8 +53,7 @@ def parse_usage(defn: AgentDef, output: str) -> Usage | None:
         return _aider_usage(output)
     if fmt not in ("claude", "codex", "gemini"):
         return None
-    values, _ = split_log(output)
-    dicts = list(dicts_of(values))
+    dicts = read_log(output).events
     if fmt == "claude":
         return _claude_usage(dicts)
     if fmt == "codex":
@@ -61,28 +61,27 @@ def parse_usage(defn: AgentDef, output: str) -> Usage | None:
     return _gemini_usage(dicts)
 
 
-def _claude_usage(dicts: list[dict[str, Any]]) -> Usage | None:
+def _claude_usage(dicts: Sequence[Event]) -> Usage | None:
     results = [d for d in dicts if d.get("type") == "result"]
     if not results:
         return None
     last = results[-1]
-    cost = last.get("total_cost_usd")
-    usage = last.get("usage") if isinstance(last.get("usage"), dict) else {}
-    assert isinstance(usage, dict)
+    cost = number(last.get("total_cost_usd"))
+    usage = as_object(last.get("usage")) or {}
     # Cache reads and writes are input too; summed so the count is what was sent.
     inputs: int | None = None
     for key in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"):
         inputs = _add(inputs, _int(usage.get(key)))
-    cost_usd = float(cost) if isinstance(cost, int | float) and not isinstance(cost, bool) else None
+    cost_usd = None if cost is None else float(cost)
     return Usage(cost_usd, inputs, _int(usage.get("output_tokens")))
 
 
-def _codex_usage(dicts: list[dict[str, Any]]) -> Usage | None:
+def _codex_usage(dicts: Sequence[Event]) -> Usage | None:
     inputs = outputs = None
     seen = False
     for d in dicts:
-        usage = d.get("usage")
-        if d.get("type") == "turn.completed" and isinstance(usage, dict):
+        usage = as_object(d.get("usage"))
+        if d.get("type") == "turn.completed" and usage is not None:
             seen = True
             inputs = _add(inputs, _int(usage.get("input_tokens")))
             outputs = _add(outputs, _int(usage.get("output_tokens")))
@@ -90,20 +89,20 @@ def _codex_usage(dicts: list[dict[str, Any]]) -> Usage | None:
     return Usage(None, inputs, outputs) if seen else None
 
 
-def _gemini_usage(dicts: list[dict[str, Any]]) -> Usage | None:
+def _gemini_usage(dicts: Sequence[Event]) -> Usage | None:
     for d in reversed(dicts):
-        stats = d.get("stats")
-        if not isinstance(stats, dict):
+        stats = as_object(d.get("stats"))
+        if stats is None:
             continue
         if "input_tokens" in stats or "output_tokens" in stats:  # stream-json `result`
             return Usage(None, _int(stats.get("input_tokens")), _int(stats.get("output_tokens")))
-        models = stats.get("models")
-        if not isinstance(models, dict):
+        models = as_object(stats.get("models"))
+        if models is None:
             continue
         inputs = outputs = None
         for model in models.values():
-            tokens = model.get("tokens") if isinstance(model, dict) else None
-            if not isinstance(tokens, dict):
+            tokens = as_object((as_object(model) or {}).get("tokens"))
+            if tokens is None:
                 continue
             prompt = tokens.get("prompt", tokens.get("input"))
             inputs = _add(inputs, _int(prompt))

@@ -32,7 +32,7 @@ import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
 
 from forge.base.liveness import Owner, start_time
 
@@ -104,15 +104,20 @@ def atomic_write_text(path: Path, text: str, *, durable: bool = True) -> None:
         raise
 
 
-def write_json(path: Path, data: Any, *, compact: bool = False) -> None:
+def write_json(path: Path, data: object, *, compact: bool = False) -> None:
     if compact:  # hot path (run state): no indentation, no fsync
         atomic_write_text(path, json.dumps(data, separators=(",", ":")) + "\n", durable=False)
     else:
         atomic_write_text(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
-def read_json(path: Path, *, what: str = "state file") -> Any:
-    """Read a JSON file forge wrote; a corrupt one is a StateError naming it."""
+def read_json(path: Path, *, what: str = "state file") -> JsonObject:
+    """Read a JSON file forge wrote; a corrupt one is a StateError naming it.
+
+    forge writes only objects, so that is what a reader is given. A file changed
+    into another JSON value is returned as it is: a reader that names a wrong shape
+    checks for one (`isinstance`, `shape.problem`), the others fail on it as on a
+    missing key."""
     try:
         text = path.read_text(encoding="utf-8", errors="surrogateescape")
     except FileNotFoundError:
@@ -120,7 +125,7 @@ def read_json(path: Path, *, what: str = "state file") -> Any:
     except OSError as exc:
         raise StateError(f"cannot read {what} {path}: {exc.strerror}") from exc
     try:
-        data = json.loads(text)
+        data: JsonObject = json.loads(text)
     except (json.JSONDecodeError, RecursionError) as exc:
         # RecursionError: nested deeper than the parser goes (`[[[...]]]`)
         why = (
@@ -146,7 +151,14 @@ def read_json(path: Path, *, what: str = "state file") -> Any:
     return data
 
 
-def read_json_or(path: Path, default: Any, *, what: str = "state file") -> Any:
+@overload
+def read_json_or(path: Path, default: None, *, what: str = ...) -> JsonObject | None: ...
+@overload
+def read_json_or(path: Path, default: JsonObject, *, what: str = ...) -> JsonObject: ...
+def read_json_or(
+    path: Path, default: JsonObject | None, *, what: str = "state file"
+) -> JsonObject | None:
+    """`read_json`, or `default` when there is no such file."""
     try:
         return read_json(path, what=what)
     except FileNotFoundError:
@@ -181,7 +193,7 @@ class StateDir:
     def plan_file(self, plan: str) -> Path:
         return self.plan_dir(plan) / "plan.json"
 
-    def read_plan_record(self, plan: str) -> Any:
+    def read_plan_record(self, plan: str) -> JsonObject:
         """The recorded plan as `forge plan` wrote it (JSON; its meaning is
         `forge.plan.registry.Recorded`). FileNotFoundError when none is recorded; a
         corrupt one is a StateError naming it."""

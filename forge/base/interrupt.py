@@ -15,7 +15,6 @@ import sys
 import threading
 from collections.abc import Iterator
 from types import FrameType
-from typing import Any
 
 _SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
@@ -47,7 +46,7 @@ def on_stop_signals() -> Iterator[StopEvent]:
         if event.count >= 2:
             sys.stderr.write("forge: already stopping; waiting for its processes to end\n")
 
-    previous: dict[int, Any] = {}
+    previous: dict[int, signal._HANDLER] = {}
     try:
         for sig in _SIGNALS:
             previous[sig] = signal.signal(sig, handler)

@@ -5,10 +5,11 @@ record of a live process carries the pid and the process's start time, read from
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
-from typing import Any
 
 from forge.base.procgroup import read_stat
+from forge.base.shape import as_int
 
 
 def start_time(pid: int) -> int | None:
@@ -34,15 +35,15 @@ class Owner:
         return cls(pid=pid, start=start_time(pid), host=os.uname().nodename, command=command)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Owner:
+    def from_dict(cls, data: Mapping[str, object]) -> Owner:
         return cls(
-            pid=int(data["pid"]),
-            start=None if data.get("start") is None else int(data["start"]),
+            pid=as_int(data["pid"]),
+            start=None if data.get("start") is None else as_int(data["start"]),
             host=str(data.get("host", "")),
             command=str(data.get("command", "")),
         )
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return asdict(self)
 
     def alive(self) -> bool:

@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import IO
 
 from forge.base import cgroups, proc
 from forge.base.logs import Drain, append_line, log_cap
@@ -400,7 +400,7 @@ def _spawn(spec: GroupSpec) -> tuple[subprocess.Popen[bytes], Drain] | None:
     drain = Drain(read_end, spec.log_path, log_cap(spec.cap))
     with contextlib.ExitStack() as stack:
         stack.callback(os.close, write_end)  # the child holds its own copy
-        stdin: Any = subprocess.DEVNULL
+        stdin: int | IO[bytes] = subprocess.DEVNULL
         if spec.input_path is not None:
             stdin = stack.enter_context(spec.input_path.open("rb"))
         try:

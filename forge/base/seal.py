@@ -18,8 +18,9 @@ import hashlib
 import hmac
 import json
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TypeGuard
 
 FIELD = "seal"
 _cache: dict[Path, bytes] = {}
@@ -64,13 +65,13 @@ def _read(path: Path) -> bytes | None:
     return _cache[path]
 
 
-def _digest(secret: bytes, data: dict[str, Any]) -> str:
+def _digest(secret: bytes, data: Mapping[str, object]) -> str:
     body = {k: v for k, v in data.items() if k != FIELD}
     text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hmac.new(secret, text.encode("utf-8", "surrogatepass"), hashlib.sha256).hexdigest()
 
 
-def sealed(data: dict[str, Any]) -> dict[str, Any]:
+def sealed(data: Mapping[str, object]) -> dict[str, object]:
     """`data` with a seal over everything else in it (unsealed without a key)."""
     secret = key()
     body = {k: v for k, v in data.items() if k != FIELD}
@@ -79,7 +80,7 @@ def sealed(data: dict[str, Any]) -> dict[str, Any]:
     return body
 
 
-def valid(data: Any) -> bool:
+def valid(data: object) -> TypeGuard[Mapping[str, object]]:
     """Was this dict sealed by forge with its key, and not changed since?"""
     if not isinstance(data, dict) or not isinstance(data.get(FIELD), str):
         return False

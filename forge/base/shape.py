@@ -3,6 +3,9 @@
 Valid JSON of the wrong shape (`{}`, `[]`, `null`, a number where a string belongs)
 would otherwise surface as a traceback far from the file that holds it. The check
 follows the dataclass's own annotations, so it stays true as fields are added.
+
+JSON read as it came (an agent's events, a small file) is an `object`: `as_object`,
+`number` and `as_int` narrow its values where they are read.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ import enum
 import functools
 import types
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Union
 
 
@@ -107,14 +110,14 @@ def _problem(cls: type, data: object, where: str) -> str | None:
 
 
 @functools.cache
-def _shape_of(cls: type) -> tuple[dict[str, Any], tuple[dataclasses.Field[Any], ...]]:
+def _shape_of(cls: type) -> tuple[dict[str, object], tuple[dataclasses.Field[object], ...]]:
     # Once per class: resolving the annotations costs ~0.4 ms, and a 1000-task state
     # holds thousands of records (`forge status` must stay fast).
     return typing.get_type_hints(cls), dataclasses.fields(cls)
 
 
 @functools.cache
-def _hint(hint: object) -> tuple[Any, tuple[Any, ...], bool]:
+def _hint(hint: object) -> tuple[object, tuple[object, ...], bool]:
     """(origin, args, is a dataclass) of a type hint, worked out once per hint."""
     is_record = dataclasses.is_dataclass(hint) and isinstance(hint, type)
     return typing.get_origin(hint), typing.get_args(hint), is_record
@@ -189,3 +192,26 @@ def _kind(value: object) -> str:
     if isinstance(value, dict):
         return "an object"
     return type(value).__name__
+
+
+def as_object(value: object) -> Mapping[str, object] | None:
+    """A JSON value as an object (its fields by name); None when it is another value."""
+    return value if isinstance(value, dict) else None
+
+
+def number(value: object) -> int | float | None:
+    """A JSON value as a number; None for any other value (a boolean is no number)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return value
+
+
+def as_int(value: object) -> int:
+    """`int(value)` of a JSON value: a number or a string of one; any other value is
+    the TypeError (and its words) `int` raises."""
+    if isinstance(value, int | float | str):
+        return int(value)
+    raise TypeError(
+        "int() argument must be a string, a bytes-like object or a real number, "
+        f"not '{type(value).__name__}'"
+    )

@@ -25,7 +25,7 @@ import signal
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -50,6 +50,10 @@ INSTALL_HINT = "the cluster needs Dask distributed and cryptography: pip install
 LOST_AFTER = 10.0  # seconds without the scheduler before the run pauses
 LOCAL_CACHE = ".cluster"  # folder of local:N workers' caches, under the plan's slots
 STOP_WAIT = 60.0  # after a stop, how long to wait for workers to report back
+
+# Dask ships no types (mypy skips it, pyproject.toml): a Client, LocalCluster or
+# Security is held as the untyped object it is.
+DaskObject = Any
 
 
 @dataclass(frozen=True)
@@ -77,8 +81,8 @@ class Cluster:
         self.nonce = uuid.uuid4().hex[:12]
         self.stop_name = f"forge-stop-{self.nonce}"
         self.local_n = parse_address(config.address)
-        self.client: Any = None
-        self.cluster: Any = None
+        self.client: DaskObject = None
+        self.cluster: DaskObject = None
         self.bare: Path | None = None
         self.remote = config.remote or ""
         self.lost: str | None = None  # why the scheduler is gone, once it is
@@ -373,7 +377,9 @@ def connected(repo: Repository, plan: str, config: ClusterConfig) -> Iterator[Cl
         cluster.close()
 
 
-def from_settings(repo: Repository, address: str | None) -> Any:
+def from_settings(
+    repo: Repository, address: str | None
+) -> Callable[[Plan], contextlib.AbstractContextManager[Cluster]] | None:
     """What `forge run --cluster` hands the runner: None (run here) when neither the
     flag nor `[cluster] address` in forge.toml names a cluster, else a function
     opening the run's cluster. A bad address or a missing Dask is said before
@@ -431,7 +437,7 @@ def check_transport(config: ClusterConfig) -> None:
             raise ForgeError(f"[cluster] in forge.toml names {path}, which is not a file")
 
 
-def local_security() -> Any:
+def local_security() -> DaskObject:
     """A certificate made for this run alone (`local:N`)."""
     try:
         from distributed.security import Security
@@ -441,7 +447,7 @@ def local_security() -> Any:
         raise ForgeError(INSTALL_HINT, code=ExitCode.USAGE) from None
 
 
-def remote_security(config: ClusterConfig) -> Any:
+def remote_security(config: ClusterConfig) -> DaskObject:
     """The TLS settings of a remote scheduler (None: reached without TLS)."""
     if config.tls is None:
         return None

@@ -18,9 +18,9 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from forge.base import proc, procgroup
 from forge.base.files import read_json_or, write_json
@@ -60,7 +60,7 @@ class Running:
 
 def running(repo: Repository) -> Running | None:
     """The background verification that is running now, if any."""
-    data: Any = read_json_or(_running_file(repo), None, what="background verification file")
+    data = read_json_or(_running_file(repo), None, what="background verification file")
     if not isinstance(data, dict):
         return None
     found = Running(
@@ -88,7 +88,7 @@ def wait_gone(owner: Owner, *, timeout: float) -> bool:
     return True
 
 
-def supersede(old: Running, *, log: Any = print) -> None:
+def supersede(old: Running, *, log: Callable[[str], None] = print) -> None:
     """Stop an older background verification and wait until all its processes are gone."""
     log(
         f"forge: stopping the background verification of {short_sha(old.commit)} ({old.owner.describe()})"

@@ -18,7 +18,6 @@ import contextlib
 import enum
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 from forge.base import seal
 from forge.base.files import SCHEMA_VERSION, JsonObject, StateDir, read_json_or, write_json
@@ -81,7 +80,7 @@ class LaneRun:
     allowed_empty: bool = False  # it ran no test, and its lane says `allow_empty`
 
     def to_dict(self) -> JsonObject:
-        extra: dict[str, Any] = {}
+        extra: JsonObject = {}
         if self.tests is not None:
             extra["tests"] = self.tests
         if self.quarantined:
@@ -323,7 +322,7 @@ class VerifyRecord:
         )
 
 
-def named_tests(record: VerifyRecord) -> dict[str, Any]:
+def named_tests(record: VerifyRecord) -> dict[str, object]:
     """For a verification that passed despite failing tests: its summary and those
     tests (`quarantined`, `flaky`); {} when it names none."""
     quarantined = [t for lane in record.lanes for t in lane.quarantined]
@@ -394,7 +393,7 @@ def load(state: StateDir, record_id: str) -> VerifyRecord | None:
     return record if seal.valid(data) else None
 
 
-def _parse(path: Path, data: Any) -> VerifyRecord:
+def _parse(path: Path, data: object) -> VerifyRecord:
     try:
         if not isinstance(data, dict):
             raise TypeError(f"{type(data).__name__}, not an object")

@@ -8,7 +8,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from forge.agents.output import cli_message, failure_reason
+from forge.agents.output import cli_message, failure_reason, read_log
 from forge.agents.prices import DEFAULT_PRICES
 from forge.agents.spec import PRESETS, classify_failure
 from forge.commands.status import spend_line, task_row
@@ -96,6 +96,13 @@ def test_failure_reason_of_plain_text_is_its_last_line() -> None:
     assert cli_message("Traceback ...\nValueError: bad\n") is None
     assert failure_reason("Traceback ...\nValueError: bad\n") == "ValueError: bad"
     assert failure_reason("") is None
+
+
+def test_a_log_is_read_into_json_values_events_and_plain_lines() -> None:
+    log = read_log('{"type": "result"}\n[1, 2]\n  starting up\n{\n  "error": "x"\n}\n{ not json\n')
+    assert log.values == ({"type": "result"}, [1, 2], {"error": "x"})
+    assert log.events == ({"type": "result"}, {"error": "x"})
+    assert log.plain == ("starting up", "{ not json")
 
 
 def test_codex_terminal_event_wins_over_its_retry_errors() -> None:

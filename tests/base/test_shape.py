@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from forge.base.shape import problem
+from forge.base.shape import as_int, as_object, number, problem
 
 
 class Colour(enum.Enum):
@@ -82,3 +82,16 @@ def test_a_missing_field_without_default_and_a_top_level_that_is_no_object() -> 
     data = {k: v for k, v in GOOD.items() if k != "ratio"}
     assert problem(Tree, data) == "`ratio` is missing"
     assert problem(Tree, []) == "the top level is a list, not an object"
+
+
+def test_json_read_as_it_came_is_narrowed_as_int_and_float_would_read_it() -> None:
+    assert as_object({"a": 1}) == {"a": 1} and as_object([1]) is None
+    assert [number(v) for v in (3, 2.5, True, "3", None)] == [3, 2.5, None, None, None]
+    assert [as_int(v) for v in (3, 2.9, "7")] == [3, 2, 7]
+    odd: tuple[object, ...] = (None, [1], {})
+    for bad in odd:
+        with pytest.raises(TypeError) as raised:
+            as_int(bad)
+        with pytest.raises(TypeError) as by_int:
+            int(bad)  # type: ignore[call-overload]
+        assert str(raised.value) == str(by_int.value)
