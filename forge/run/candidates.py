@@ -30,7 +30,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from forge.git import worktrees
-from forge.git.trailers import merge_message
 from forge.plan.candidates import (
     LOST,
     Candidate,
@@ -43,10 +42,11 @@ from forge.plan.model import Task
 from forge.plan.specs import DEFAULT_AGENT
 from forge.run.attempt import phases
 from forge.run.attempt.context import Outcome
+from forge.run.attempt.merging import merge_and_record
 from forge.run.context import RunContext
 from forge.run.gate.selection import Selection
 from forge.run.state import events as ev
-from forge.run.state import records, reducer
+from forge.run.state import records
 from forge.run.state.run_state import FAILURES, Status, TaskState
 
 if TYPE_CHECKING:
@@ -381,22 +381,9 @@ class Candidates:
 
     def _merge(self, task: Task, ts: TaskState) -> None:
         """Without a gate the chosen candidate merges at once, as a task would."""
-        from forge.git.merge import merge_task
-
         last = ts.last
         assert last is not None and last.commit is not None
-        with self.ctx.merge_lock:
-            res = merge_task(
-                self.ctx.repo,
-                ref=self.ctx.state.integration,
-                task_commit=last.commit,
-                message=merge_message(self.ctx.plan.name, task.id, last.number, task.title),
-            )
-            if res.merged:
-                verdict: ev.Event = ev.Merged(task.id, res.commit, task.definition())
-            else:
-                verdict = reducer.conflicted(task.id, res.conflicts, log=last.log)
-            self.ctx.emit(*phases.end(task.id, last), verdict)
+        merge_and_record(self.ctx, task, last.commit, also=tuple(phases.end(task.id, last)))
         from forge.run.records import history
 
         history.settle(self.ctx, [task.id])  # (the winner's own row: it shares its tag)

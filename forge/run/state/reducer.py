@@ -10,10 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from forge.git.merge import conflict_reason
 from forge.run.state import events as ev
 from forge.run.state.invocations import Invocation
-from forge.run.state.records import MERGED, Phase
+from forge.run.state.records import Phase
 from forge.run.state.run_state import Attempt, RunState, Status, TaskState
 
 
@@ -37,11 +36,6 @@ def apply_attempt(attempt: Attempt, event: ev.Event) -> None:
     """Apply an attempt's event to an attempt outside any run state (a cluster
     worker's, a planner's, a judge's)."""
     _ATTEMPT[type(event)](attempt, event)
-
-
-def conflicted(task: str, paths: list[str] | tuple[str, ...], *, log: str | None) -> ev.Failed:
-    """Its last attempt does not merge: `paths` conflict (listed in `log`)."""
-    return ev.Failed(task, Status.CONFLICT, conflict_reason(paths), log, MERGED)
 
 
 def _attempt(ts: TaskState, number: int | None) -> Attempt | None:
