@@ -280,7 +280,8 @@ def _history(ts: TaskState, prices: Prices) -> list[dict[str, Any]]:
         usd = attempt_usd(a, prices)
         out.append(
             {
-                **vars(a),
+                # (`lost` is said by the candidates' rows: each attempt keeps its shape)
+                **{k: v for k, v in vars(a).items() if k != "lost"},
                 **json_parts(a),
                 "counted": n if spent else None,
                 "reported_cost_usd": a.cost_usd,

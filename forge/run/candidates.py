@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING
 from forge.git import worktrees
 from forge.plan.candidates import (
     LOST,
+    NOT_CHOSEN,
     Candidate,
     candidates_of,
     is_unit,
@@ -54,8 +55,6 @@ if TYPE_CHECKING:
     from forge.run.gate.landing import Gate
 
 __all__ = ["Candidates", "is_unit", "task_of_unit"]
-
-NOT_CHOSEN = "passed, not chosen"
 
 
 class LinkedStop(threading.Event):

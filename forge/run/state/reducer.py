@@ -12,8 +12,8 @@ from typing import Any
 
 from forge.run.state import events as ev
 from forge.run.state.invocations import Invocation
-from forge.run.state.records import Phase
-from forge.run.state.run_state import Attempt, RunState, Status, TaskState
+from forge.run.state.records import Phase, Source
+from forge.run.state.run_state import Attempt, Lost, RunState, Status, TaskState
 
 
 def apply(st: RunState, event: ev.Event) -> None:
@@ -147,6 +147,8 @@ def _failed(ts: TaskState, e: ev.Failed) -> None:
     if last is not None:
         last.status, last.reason = e.status, e.reason
         last.log, last.feedback_source = e.log, e.source
+        # (a SELECTION failure is a runner-up's: it passed, and another landed)
+        last.lost = Lost.NOT_CHOSEN if e.source.kind == Source.SELECTION else None
         if e.failures is not None:
             last.failures = list(e.failures)
     if e.verified_by is not None:
@@ -220,7 +222,7 @@ def _queued(ts: TaskState, e: ev.Queued) -> None:
 def _outrun(ts: TaskState, e: ev.Outrun) -> None:
     ts.reason = e.reason
     if ts.last is not None:
-        ts.last.reason = e.reason
+        ts.last.reason, ts.last.lost = e.reason, Lost.STOPPED
 
 
 def _concluded(ts: TaskState, e: ev.Concluded) -> None:
