@@ -10,31 +10,28 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from forge.base.text import one_line, text_table, usd
-from forge.plan.candidates import LOST
-from forge.run.state.run_state import FAILURES, Attempt, Status, TaskState
+from forge.run.state.run_state import FAILURES, Attempt, Lost, Status, TaskState
 
 if TYPE_CHECKING:
     from forge.agents.prices import Price
-
-NOT_CHOSEN = "passed, not chosen"
 
 
 def outcome(ts: TaskState, cts: TaskState) -> tuple[str, str]:
     """(outcome, reason) of one candidate of `ts`: won, failed, stopped, passed,
     queued, running, pending or interrupted."""
     landing = ts.last.candidate if ts.last is not None else None
-    status = cts.status
+    status, lost = cts.status, cts.last.lost if cts.last is not None else None
     if status == Status.MERGED:
         return "won", ""
     if status == Status.QUEUED:
-        if cts.reason == NOT_CHOSEN or ts.status == Status.MERGED:
+        if lost == Lost.NOT_CHOSEN or ts.status == Status.MERGED:
             return "passed", "not chosen"
         if ts.status == Status.QUEUED and landing == cts.candidate:
             return "queued", "in the gate"
         return "passed", ""
-    if status in FAILURES and cts.reason == NOT_CHOSEN:  # (a runner-up, once another landed)
+    if status in FAILURES and lost == Lost.NOT_CHOSEN:  # (a runner-up, once another landed)
         return "passed", "not chosen"
-    if status == Status.INTERRUPTED and cts.reason.startswith(LOST):
+    if status == Status.INTERRUPTED and lost == Lost.STOPPED:
         return "stopped", cts.reason.removeprefix("stopped: ")
     if status in FAILURES or status == Status.INFRA:
         return "failed", cts.reason or str(status)

@@ -139,7 +139,8 @@ class Tried:
     def to_dict(self) -> dict[str, object]:
         a = self.attempt
         return {
-            **vars(a),
+            # (`lost` is said by the candidates' rows: each attempt keeps its shape)
+            **{k: v for k, v in vars(a).items() if k != "lost"},
             **json_parts(a),
             "counted": self.counted,
             "reported_cost_usd": a.cost_usd,  # the CLI's

@@ -19,6 +19,8 @@ from forge.plan.repo_config import is_str_list
 
 # A best-of-N loser's reason, stopped because another candidate landed.
 LOST = "stopped: lost to "
+# A best-of-N runner-up's reason: it passed, and another candidate landed.
+NOT_CHOSEN = "passed, not chosen"
 
 if TYPE_CHECKING:
     from forge.plan.model import Plan, Task

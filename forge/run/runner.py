@@ -20,7 +20,6 @@ from forge.git import snapshot, worktrees
 from forge.git.merge import ensure_integration
 from forge.git.repo import Repository
 from forge.git.snapshot import Snapshot
-from forge.git.trailers import merge_message
 from forge.plan.model import Gate as GateMode
 from forge.plan.model import Plan
 from forge.plan.registry import Recorded
@@ -28,7 +27,7 @@ from forge.plan.repo_config import VerifyConfig
 from forge.run.attempt.context import Remote
 from forge.run.context import RunContext
 from forge.run.options import RunOptions
-from forge.run.state import accepted, reconcile, records, recovery, reducer
+from forge.run.state import accepted, reconcile, recovery, reducer
 from forge.run.state import events as ev
 from forge.run.state.invocations import KEPT
 from forge.run.state.run_state import RunState, Status
@@ -116,8 +115,6 @@ def run_plan(
             slots.free_merged()
             config = verify_config(repo, plan) if options.verify else None
             mode = gate_mode(plan, config)
-            if mode == "off":
-                report.recovered += _merge_left_queued(repo, plan, state, store, on_event)
             ctx = RunContext(
                 repo=repo,
                 plan=plan,
@@ -132,6 +129,8 @@ def run_plan(
                 gated=mode != "off",
                 sandbox=boxed,
             )
+            if mode == "off":
+                report.recovered += _merge_left_queued(ctx, on_event)
             # The view draws from the state it is given: a resumed run whose tasks all
             # wait for the gate changes none before its first verdict.
             for tid in list(state.tasks)[:1]:
@@ -166,36 +165,19 @@ def _open_state(repo: Repository, recorded: Recorded, store: StateStore) -> tupl
     return state, integration
 
 
-def _merge_left_queued(
-    repo: Repository,
-    plan: Plan,
-    state: RunState,
-    store: StateStore,
-    on_event: Callable[[str], None],
-) -> list[str]:
+def _merge_left_queued(ctx: RunContext, on_event: Callable[[str], None]) -> list[str]:
     """Tasks an earlier run left QUEUED when there is no gate now (`gate = "off"`,
     or no verification any more): they merge as tasks do without a gate."""
-    from forge.git.merge import merge_task
+    from forge.run.attempt.merging import merge_and_record
 
     notes = []
-    for ts in state.tasks.values():
+    for ts in list(ctx.state.tasks.values()):
         last = ts.last
         if ts.status != Status.QUEUED or last is None or last.commit is None:
             continue
-        task = plan.task(ts.id)
-        message = merge_message(plan.name, ts.id, last.number, task.title)
-        res = merge_task(repo, ref=state.integration, task_commit=last.commit, message=message)
-        if res.merged:
-            reducer.apply(state, ev.Merged(ts.id, res.commit, task.definition()))
-            notes.append(f"{ts.id}: was queued for a gate that is off now: merged")
-        else:
-            if res.refused:
-                refused = ev.Failed(ts.id, Status.CONFLICT, res.refused, None, records.MERGED)
-                reducer.apply(state, refused)
-            else:
-                reducer.apply(state, reducer.conflicted(ts.id, res.conflicts, log=None))
-            notes.append(f"{ts.id}: was queued for a gate that is off now: {ts.reason}")
-        store.save(state)
+        verdict = merge_and_record(ctx, ctx.plan.task(ts.id), last.commit)
+        outcome = "merged" if isinstance(verdict, ev.Merged) else verdict.reason
+        notes.append(f"{ts.id}: was queued for a gate that is off now: {outcome}")
     for note in notes:
         on_event(note)
     return notes

@@ -18,21 +18,20 @@ from typing import TYPE_CHECKING
 
 from forge.base import faults
 from forge.base.files import atomic_write_text
-from forge.base.text import one_line
 from forge.git import merge as integrate
 from forge.git.contained import Tampered
 from forge.git.refs import task_ref
-from forge.git.trailers import merge_message, tasks_phrase
+from forge.git.trailers import tasks_phrase
 from forge.plan.model import Task
 from forge.run.attempt import local, messages, phases
 from forge.run.attempt.context import Asked, AttemptScope, Outcome, Remote
 from forge.run.attempt.local import LocalSlot
+from forge.run.attempt.merging import merge_and_record
 from forge.run.attempt.order import order_for
 from forge.run.attempt.steps import run_steps
 from forge.run.context import RunContext
 from forge.run.records import history, routing
 from forge.run.state import events as ev
-from forge.run.state import records
 from forge.run.state.run_state import Attempt, Status
 
 if TYPE_CHECKING:
@@ -196,25 +195,9 @@ def _review(scope: AttemptScope, place: LocalSlot, head: str, start_head: str) -
 
 
 def _merge(scope: AttemptScope, head: str) -> Outcome:
-    ctx, task, ts, attempt = scope.ctx, scope.task, scope.ts, scope.attempt
-    with ctx.merge_lock:
-        res = integrate.merge_task(
-            ctx.repo,
-            ref=ctx.state.integration,
-            task_commit=head,
-            message=merge_message(ctx.plan.name, task.id, attempt.number, task.title),
-        )
-        if res.refused:
-            return Outcome(Status.CONFLICT, res.refused)
-        if not res.merged:
-            log = scope.dir / "merge.log"
-            shown = [one_line(p) for p in res.conflicts]
-            log.write_text("conflicting paths:\n" + "\n".join(shown) + "\n")
-            ctx.apply(ev.FeedbackNoted(task.id, attempt.number, str(log), records.MERGED))
-            since = f"{ts.base}..{ctx.state.integration}"
-            by = integrate.landed_tasks(ctx.repo, since, res.conflicts, plan=ctx.plan.name)
-            return Outcome(Status.CONFLICT, integrate.conflict_reason(shown, by))
-        ctx.emit(ev.Merged(task.id, res.commit, task.definition()))
+    verdict = merge_and_record(scope.ctx, scope.task, head)
+    if isinstance(verdict, ev.Failed):
+        return Outcome(verdict.status, verdict.reason)
     return Outcome(Status.MERGED, "")
 
 

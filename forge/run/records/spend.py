@@ -13,8 +13,7 @@ from dataclasses import dataclass
 from forge.agents.names import AgentSpec
 from forge.agents.prices import Price, main_model, token_cost
 from forge.base.text import usd
-from forge.plan.candidates import LOST
-from forge.run.state.run_state import Attempt, RunState, Status
+from forge.run.state.run_state import Attempt, Lost, RunState, Status
 
 
 @dataclass(frozen=True)
@@ -111,7 +110,7 @@ def attempt_spend(attempt: Attempt, prices: Mapping[str, Price]) -> Spend:
     usd = attempt_usd(attempt, prices)
     tokens = attempt.input_tokens is not None or attempt.output_tokens is not None
     # A best-of-N loser stopped before its CLI said what it spent: not free.
-    cut_off = attempt.status == Status.INTERRUPTED and attempt.reason.startswith(LOST)
+    cut_off = attempt.lost == Lost.STOPPED
     unknown = usd is None and (tokens or cut_off)
     return Spend(
         usd or 0.0,

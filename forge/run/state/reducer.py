@@ -10,11 +10,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from forge.git.merge import conflict_reason
 from forge.run.state import events as ev
 from forge.run.state.invocations import Invocation
-from forge.run.state.records import MERGED, Phase
-from forge.run.state.run_state import Attempt, RunState, Status, TaskState
+from forge.run.state.records import Phase, Source
+from forge.run.state.run_state import Attempt, Lost, RunState, Status, TaskState
 
 
 def apply(st: RunState, event: ev.Event) -> None:
@@ -37,11 +36,6 @@ def apply_attempt(attempt: Attempt, event: ev.Event) -> None:
     """Apply an attempt's event to an attempt outside any run state (a cluster
     worker's, a planner's, a judge's)."""
     _ATTEMPT[type(event)](attempt, event)
-
-
-def conflicted(task: str, paths: list[str] | tuple[str, ...], *, log: str | None) -> ev.Failed:
-    """Its last attempt does not merge: `paths` conflict (listed in `log`)."""
-    return ev.Failed(task, Status.CONFLICT, conflict_reason(paths), log, MERGED)
 
 
 def _attempt(ts: TaskState, number: int | None) -> Attempt | None:
@@ -153,6 +147,8 @@ def _failed(ts: TaskState, e: ev.Failed) -> None:
     if last is not None:
         last.status, last.reason = e.status, e.reason
         last.log, last.feedback_source = e.log, e.source
+        # (a SELECTION failure is a runner-up's: it passed, and another landed)
+        last.lost = Lost.NOT_CHOSEN if e.source.kind == Source.SELECTION else None
         if e.failures is not None:
             last.failures = list(e.failures)
     if e.verified_by is not None:
@@ -226,7 +222,7 @@ def _queued(ts: TaskState, e: ev.Queued) -> None:
 def _outrun(ts: TaskState, e: ev.Outrun) -> None:
     ts.reason = e.reason
     if ts.last is not None:
-        ts.last.reason = e.reason
+        ts.last.reason, ts.last.lost = e.reason, Lost.STOPPED
 
 
 def _concluded(ts: TaskState, e: ev.Concluded) -> None:

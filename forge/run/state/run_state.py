@@ -14,7 +14,7 @@ from forge.base import seal, shape
 from forge.base.clock import now_iso
 from forge.base.files import SCHEMA_VERSION, JsonObject
 from forge.base.liveness import Owner
-from forge.plan.candidates import task_of_unit
+from forge.plan.candidates import LOST, NOT_CHOSEN, task_of_unit
 from forge.run.state import records
 from forge.run.state.gate_record import GateRecord
 from forge.run.state.gate_story import GateLast, GateStep, PreExisting, steps_from
@@ -59,6 +59,14 @@ def counted(attempts: list[Attempt]) -> int:
     return sum(1 for a in attempts if a.status not in UNCOUNTED)
 
 
+class Lost(StrEnum):
+    """A best-of-N candidate that ended because another landed: a fact the views and
+    the spend read, not its reason's wording (which names the winner)."""
+
+    STOPPED = "stopped"  # stopped while it ran: "stopped: lost to <winner>"
+    NOT_CHOSEN = "not-chosen"  # it passed, and another was chosen: "passed, not chosen"
+
+
 _FIELDS: dict[type, frozenset[str]] = {}
 
 
@@ -101,6 +109,7 @@ class Attempt:
     propensity: float | None = None  # a chosen (`auto`) spec: the choice's probability
     chosen_from: list[str] | None = None  # the specs it was chosen from
     failures: list[Failure] = field(default_factory=list)  # of the verification that failed it
+    lost: Lost | None = None  # best-of-N: it ended because another candidate landed
 
     @classmethod
     def from_dict(cls, data: JsonObject) -> Attempt:
@@ -109,7 +118,18 @@ class Attempt:
         attempt = cls(**{**{k: v for k, v in data.items() if k in names}, **typed})
         attempt.status = Status(attempt.status)
         attempt.stall = Stall(attempt.stall) if attempt.stall else _old_stall(data)
+        attempt.lost = Lost(attempt.lost) if attempt.lost else _old_lost(data)
         return attempt
+
+
+def _old_lost(data: JsonObject) -> Lost | None:
+    """A state file from before `lost` was recorded said it only in the reason."""
+    reason = str(data.get("reason") or "")
+    if "lost" in data:
+        return None
+    if data.get("status") == Status.INTERRUPTED and reason.startswith(LOST):
+        return Lost.STOPPED
+    return Lost.NOT_CHOSEN if reason == NOT_CHOSEN else None
 
 
 def _old_stall(data: JsonObject) -> Stall | None:

@@ -265,3 +265,29 @@ def test_candidates_count_toward_their_agents_cap(repo: Path, tmp_path: Path, sh
     spans = (shared / "spans").read_text().split()
     assert sorted(spans) == ["+big", "+small", "-big", "-small"]
     assert spans[0][1:] == spans[1][1:]  # one ended before the other started
+
+
+def test_a_candidate_whose_merge_conflicts_is_recorded_with_its_paths(
+    repo: Path, tmp_path: Path, shared: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # No gate: the chosen candidate merges at once, after `z` (scope "warn": it edits
+    # a.txt too) has landed, since `fast` waits for `y`, which waits for `z`.
+    landed_z = shared / "z-landed"
+    monkeypatch.setenv("FORGE_FAKE_WAIT_FOR", str(landed_z))
+    others = (
+        '[[task]]\nid = "z"\nrun = "echo z > a.txt; echo z > z.txt"\nfiles = ["z.txt"]\n'
+        f'[[task]]\nid = "y"\nrun = "touch {landed_z}; echo y > y.txt"\nfiles = ["y.txt"]\n'
+        'deps = ["z"]\n'
+    )
+    text = body('["fake:fast", "fake:bad"]', extra='scope = "warn"\n') + others
+    cp = plan_and_run(
+        repo, write_plan(tmp_path, text.replace("max_parallel = 3", "max_parallel = 4"))
+    )
+    assert cp.returncode == 5, cp.stdout + cp.stderr
+    assert landed(repo) == "z"
+    conflict = "conflicts with integration in: a.txt (changed by landed task z)"
+    winner = state(repo)["tasks"]["a"]["candidates"]["a+1"]
+    assert (winner["status"], winner["reason"]) == ("CONFLICT", conflict)
+    assert candidates(repo)["fake:fast"]["reason"] == conflict
+    merge_log = Path(state(repo)["tasks"]["a"]["attempts"][-1]["log"])
+    assert merge_log.read_text() == "conflicting paths:\na.txt\n"

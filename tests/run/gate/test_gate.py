@@ -11,9 +11,10 @@ import signal
 import sys
 from pathlib import Path
 
-from helpers.gitkit import FAKES, git, run_forge
+from helpers.gitkit import FAKES, commit_all, git, run_forge
 from helpers.runkit import (
     assert_integration_verified,
+    kill9,
     merge_count,
     plan_and_run,
     spawn_forge,
@@ -282,3 +283,26 @@ def test_a_conflict_while_building_the_chain_is_left_out(repo: Path, tmp_path: P
     assert "conflicts with integration in: README.md" in state(repo)["tasks"][loser]["reason"]
     assert runs(counter) == 1
     assert_integration_verified(repo)
+
+
+def test_a_task_left_queued_merges_once_the_gate_is_off(repo: Path, tmp_path: Path) -> None:
+    release = shlex.quote(str(tmp_path / "release"))
+    verify = f"while [ ! -e {release} ]; do sleep 0.05; done"
+    (repo / "forge.toml").write_text(f"[verify]\ncommand = '{verify}'\n")
+    commit_all(repo, "verify")
+    body = '[[task]]\nid = "a"\nrun = "echo a > a.txt"\nfiles = ["a.txt"]\n'
+    assert run_forge(repo, "plan", str(write_plan(tmp_path, body))).returncode == 0
+    p = spawn_forge(repo, "run")
+    try:
+        saved = repo / ".git" / "forge" / "plans" / "p" / "state.json"
+        wait_for(lambda: saved.exists() and statuses(repo)["a"] == "QUEUED", what="a queued")
+    finally:
+        kill9(p)
+        (tmp_path / "release").touch()  # (the killed run's verification ends)
+    (repo / "forge.toml").unlink()
+    commit_all(repo, "no verification")
+    cp = run_forge(repo, "run")
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    assert "a: was queued for a gate that is off now: merged" in cp.stdout + cp.stderr
+    assert statuses(repo)["a"] == "MERGED"
+    assert git(repo, "show", "forge/p-integration:a.txt") == "a"

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from forge.base.files import StateDir
+from forge.base.liveness import Owner
 from forge.run.state.run_state import RunState
 from forge.run.state.store import StateStore
 from forge.verify.records import Verdict, VerifyRecord
@@ -68,6 +69,36 @@ def test_an_old_attempt_says_its_stall_only_in_its_reason() -> None:
         {"number": 1, "agent": "x", "status": "FAILED", "reason": "no changes", "stall": None}
     )
     assert new.stall is None  # written by a forge that records stalls: taken as written
+
+
+def test_a_candidate_that_lost_is_a_fact_of_the_state_not_of_its_reason() -> None:
+    from forge.commands.candidate_view import outcome
+    from forge.run.state import events as ev
+    from forge.run.state import records, reducer
+    from forge.run.state.run_state import Attempt, Lost, Status, TaskState
+
+    def old(reason: str, status: str) -> Attempt:
+        return Attempt.from_dict({"number": 1, "agent": "x", "status": status, "reason": reason})
+
+    # A state file from before `lost` says it only in the reason.
+    assert old("stopped: lost to codex", "INTERRUPTED").lost == Lost.STOPPED
+    assert old("passed, not chosen", "FAILED").lost == Lost.NOT_CHOSEN
+    assert old("stopped by the user", "INTERRUPTED").lost is None
+    # Now the events say it, and the view reads that, whatever the reason's words.
+    st = RunState(plan="p", integration="refs/heads/x", tasks={"a": TaskState(id="a")})
+    for unit in ("a+1", "a+2", "a+3"):
+        reducer.apply(st, ev.CandidateAdded("a", unit, unit))
+        reducer.apply(st, ev.AttemptStarted(unit, Attempt(number=1, agent="x"), Owner.me()))
+    reducer.apply(st, ev.AttemptEnded("a+1", Status.INTERRUPTED, "stopped by the user"))
+    reducer.apply(st, ev.Outrun("a+1", "stopped: lost to a+2"))
+    selected = records.FeedbackSource(records.Source.SELECTION)
+    reducer.apply(st, ev.Failed("a+2", Status.FAILED, "passed, not chosen", None, selected))
+    reducer.apply(st, ev.Failed("a+3", Status.FAILED, "passed, not chosen", None, records.MERGED))
+    cands = st.tasks["a"].candidates
+    assert [c.last.lost for c in cands.values() if c.last] == [Lost.STOPPED, Lost.NOT_CHOSEN, None]
+    assert outcome(st.tasks["a"], cands["a+1"]) == ("stopped", "lost to a+2")
+    assert outcome(st.tasks["a"], cands["a+2"]) == ("passed", "not chosen")
+    assert outcome(st.tasks["a"], cands["a+3"]) == ("failed", "passed, not chosen")
 
 
 OLD_GATE = {
