@@ -269,6 +269,10 @@ def _known_task(data: dict[str, Any], plan: str, task: str) -> None:
         )
 
 
+# Attempt fields recorded after the shape of `status --json` was fixed.
+_NOT_SHOWN = frozenset({"infra_kind"})
+
+
 def _history(ts: TaskState, prices: Prices) -> list[dict[str, Any]]:
     """Each attempt as saved, with `counted`: its number among the attempts that
     spent one (None for INFRA and INTERRUPTED tries), and its cost as the run's
@@ -280,7 +284,7 @@ def _history(ts: TaskState, prices: Prices) -> list[dict[str, Any]]:
         usd = attempt_usd(a, prices)
         out.append(
             {
-                **vars(a),
+                **{k: v for k, v in vars(a).items() if k not in _NOT_SHOWN},
                 **json_parts(a),
                 "counted": n if spent else None,
                 "reported_cost_usd": a.cost_usd,
