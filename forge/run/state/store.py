@@ -65,8 +65,12 @@ _RECORDS = (
     RunState,
 )
 
+_SCALARS = (str, int, float)
+
 
 def _encode(value: object) -> object:
+    if value is None or isinstance(value, _SCALARS):
+        return value  # JSON already (a Status, a Stall: strings)
     if isinstance(value, Attempt):
         return attempt_dict(value)
     if isinstance(value, VerifyRecord):
@@ -79,7 +83,7 @@ def _encode(value: object) -> object:
         return value.to_dict()
     if isinstance(value, tuple):
         return [_encode(v) for v in value]
-    return value
+    return value  # JSON already
 
 
 def _object(value: object) -> JsonObject:
