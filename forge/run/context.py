@@ -51,10 +51,10 @@ class RunContext:
     gated: bool = False  # finished work is QUEUED for the gate instead of merged
     on_change: Callable[[str], None] = lambda _task: None
     sandbox: bool = False  # every command under bubblewrap, only its slot writable
-    # `agent = "auto"`: the run's routing, a Router (forge/run/records/routing.py, a
-    # layer above this one; it narrows what it finds here)
+    # `agent = "auto"`: the run's routing, a Router of forge/run/records/routing.py (a
+    # layer above this one, which narrows what it finds here)
     router: object = None
-    capacity: Availability | None = None  # set by the dispatcher's (forge/run/capacity.py)
+    capacity: Availability | None = None  # the dispatcher's (forge/run/capacity.py)
 
     @property
     def settings(self) -> Settings:
