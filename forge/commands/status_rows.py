@@ -126,6 +126,11 @@ def task_row(ts: TaskState, prices: Prices | None = None) -> dict[str, object]:
     return row_of(ts, prices).to_dict()
 
 
+# Attempt fields recorded after the shape of `status --json` was fixed (`lost` is
+# said by the candidates' rows).
+_NOT_SHOWN = frozenset({"infra_kind", "lost"})
+
+
 @dataclass(frozen=True)
 class Tried:
     """An attempt as `forge status TASK` lists it: `counted` is its number among the
@@ -139,8 +144,7 @@ class Tried:
     def to_dict(self) -> dict[str, object]:
         a = self.attempt
         return {
-            # (`lost` is said by the candidates' rows: each attempt keeps its shape)
-            **{k: v for k, v in vars(a).items() if k != "lost"},
+            **{k: v for k, v in vars(a).items() if k not in _NOT_SHOWN},
             **json_parts(a),
             "counted": self.counted,
             "reported_cost_usd": a.cost_usd,  # the CLI's

@@ -10,7 +10,7 @@ import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Protocol
 
 from forge.base.liveness import Owner
 from forge.base.settings import Settings
@@ -20,6 +20,18 @@ from forge.run.state import events as ev
 from forge.run.state.run_state import RunState
 from forge.run.state.slots import SlotPool
 from forge.run.state.store import StateStore
+
+
+class Availability(Protocol):
+    """Which agents can run now: the dispatcher's per-agent bookkeeping
+    (forge/run/capacity.py), as the routing of `auto` asks it."""
+
+    @property
+    def down(self) -> Mapping[str, str]:
+        """The agents paused for this run, and why."""
+        ...
+
+    def usable(self, name: str) -> bool: ...
 
 
 @dataclass
@@ -33,14 +45,16 @@ class RunContext:
     slots: SlotPool
     logs: Path
     stop: threading.Event
-    agent_defs: Mapping[str, Mapping[str, Any]]
+    agent_defs: Mapping[str, Mapping[str, object]]  # the `[agents.NAME]` tables
     owner: Owner  # this run's process, recorded as each task's runner
     merge_lock: threading.Lock = field(default_factory=threading.Lock)
     gated: bool = False  # finished work is QUEUED for the gate instead of merged
     on_change: Callable[[str], None] = lambda _task: None
     sandbox: bool = False  # every command under bubblewrap, only its slot writable
-    router: Any = None  # `agent = "auto"`: the run's routing (forge/run/records/routing.py)
-    capacity: Any = None  # the dispatcher's per-agent bookkeeping (forge/run/capacity.py)
+    # `agent = "auto"`: the run's routing, a Router of forge/run/records/routing.py (a
+    # layer above this one, which narrows what it finds here)
+    router: object = None
+    capacity: Availability | None = None  # the dispatcher's (forge/run/capacity.py)
 
     @property
     def settings(self) -> Settings:

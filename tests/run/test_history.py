@@ -1,13 +1,17 @@
-"""The attempts history: concurrent writers (runs of different plans) lose nothing."""
+"""The attempts history: concurrent writers (runs of different plans) lose nothing;
+an INFRA attempt's row names the kind it ended with."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import subprocess
 import sys
 from pathlib import Path
 
-from helpers.runkit import wait_for
+import pytest
+from helpers.gitkit import FAKES
+from helpers.runkit import plan_and_run, state, wait_for, write_plan
 
 from forge.base.files import StateDir
 from forge.run.records import history
@@ -65,3 +69,27 @@ def test_runs_of_different_plans_write_at_once(tmp_path: Path) -> None:
 
 def test_no_history_reads_as_none(tmp_path: Path) -> None:
     assert history.rows(StateDir(tmp_path / "forge")) == []
+
+
+def test_an_infra_attempts_kind_is_the_one_it_ended_with(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The reviewer's missing binary: the reason leads with `review:`, the kind
+    recorded (in the state and the history) is what kept it from running."""
+    monkeypatch.setenv("FORGE_INFRA_BACKOFF", "0.05")
+    worker = f"{sys.executable} {FAKES}/agent_edit.py $FORGE_TASK.txt"
+    body = (
+        'agent = "worker"\nreview = "rev"\n'
+        f"[agents.worker]\ncommand = {json.dumps(['bash', '-c', worker])}\n"
+        f"[agents.rev]\ncommand = {json.dumps(['no-such-reviewer-binary'])}\n"
+        '[[task]]\nid = "t"\nprompt = "write t"\nfiles = ["t.txt"]\n'
+    )
+    cp = plan_and_run(repo, write_plan(tmp_path, body))
+    assert cp.returncode == 8, cp.stdout + cp.stderr
+    [only] = state(repo)["tasks"]["t"]["attempts"]
+    assert str(only["reason"]).startswith("review: binary-missing")
+    assert only["infra_kind"] == "binary-missing"
+    con = sqlite3.connect(repo / ".git" / "forge" / "history.sqlite")
+    rows = con.execute("SELECT outcome, infra_kind FROM attempts").fetchall()
+    con.close()
+    assert rows == [("INFRA", "binary-missing")]

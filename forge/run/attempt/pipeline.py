@@ -121,7 +121,11 @@ def _finish(scope: AttemptScope, outcome: Outcome, started: float) -> Outcome:
         ctx.slots.release(task.id)
     duration = round(time.monotonic() - started, 3)
     with ctx.store.lock:
-        ctx.emit(ev.AttemptEnded(task.id, outcome.status, outcome.reason, outcome.stall, duration))
+        ctx.emit(
+            ev.AttemptEnded(
+                task.id, outcome.status, outcome.reason, outcome.stall, duration, outcome.infra_kind
+            )
+        )
     history.record(ctx, task, attempt)
     return outcome
 

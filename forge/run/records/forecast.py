@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from forge.base.files import JsonObject
 from forge.git.repo import Repository
@@ -61,7 +60,7 @@ def _span(seconds: float) -> str:
 
 
 def _specs(
-    plan: Plan, task: Task, defs: Mapping[str, Mapping[str, Any]], pool: Sequence[str]
+    plan: Plan, task: Task, defs: Mapping[str, Mapping[str, object]], pool: Sequence[str]
 ) -> list[str]:
     from forge.agents import spec as agents
 

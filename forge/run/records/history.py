@@ -15,10 +15,10 @@ import contextlib
 import json
 import sqlite3
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from forge.base.files import connect_sqlite, read_sqlite
 from forge.run.state.records import by_gate
@@ -93,7 +93,7 @@ def connect(path: Path) -> contextlib.AbstractContextManager[sqlite3.Connection]
     return connect_sqlite(path, SCHEMA, version=SCHEMA_VERSION)
 
 
-def _quietly(write: Any) -> None:
+def _quietly(write: Callable[[], None]) -> None:
     # A history that cannot be written (a full disk, a locked file past the busy
     # timeout) never stops a run.
     with contextlib.suppress(sqlite3.Error, OSError):
@@ -122,13 +122,6 @@ def _phases(attempt: Attempt) -> str:
     return json.dumps(spent)
 
 
-def _kind(attempt: Attempt) -> str | None:
-    if attempt.status != Status.INFRA:
-        return None
-    head = attempt.reason.partition(":")[0].strip()
-    return head if head and " " not in head else None
-
-
 def record(ctx: RunContext, task: Task, attempt: Attempt) -> None:
     """Write (or rewrite) the row of an attempt that just ended."""
     from forge.run.records.spend import attempt_usd
@@ -153,7 +146,7 @@ def record(ctx: RunContext, task: Task, attempt: Attempt) -> None:
         "prompt_chars": len(task.prompt or task.run or ""),
         "estimate": task.estimate,
         "outcome": str(attempt.status),
-        "infra_kind": _kind(attempt),
+        "infra_kind": attempt.infra_kind if attempt.status == Status.INFRA else None,
         "reason": attempt.reason,
         "landed": int(attempt.status == Status.MERGED),
         "culprit": 0,
@@ -332,34 +325,50 @@ def _where(column: tuple[str, str | None], since: float | None) -> tuple[str, li
     return (f" WHERE {' AND '.join(where)}" if where else ""), args
 
 
-def _select(path: Path, sql: str, args: list[str | float]) -> list[Any]:
+def _select(path: Path, sql: str, args: list[str | float]) -> list[tuple[object, ...]]:
     try:
         con = read_sqlite(path)
         try:
-            return con.execute(sql, args).fetchall()
+            found: list[tuple[object, ...]] = con.execute(sql, args).fetchall()
+            return found
         finally:
             con.close()
     except sqlite3.Error:
         return []  # no history yet (or a table an older forge did not make)
 
 
-def _row(r: Any) -> Row:
+def _row(r: tuple[object, ...]) -> Row:
     return Row(
-        plan=r[0],
-        task=r[1],
-        agent=r[2],
-        outcome=r[3],
+        plan=str(r[0]),
+        task=str(r[1]),
+        agent=str(r[2]),
+        outcome=str(r[3]),
         landed=bool(r[4]),
         culprit=bool(r[5]),
-        cost_usd=r[6],
-        input_tokens=r[7],
-        output_tokens=r[8],
-        started=r[9] or 0.0,
-        seconds=r[10] or 0.0,
-        landed_at=r[11],
-        files=r[12] or 0,
-        prompt_chars=r[13] or 0,
-        model_mismatch=r[14],
-        models=r[15],
-        reason=r[16],
+        cost_usd=_number(r[6]),
+        input_tokens=_whole(r[7]),
+        output_tokens=_whole(r[8]),
+        started=_number(r[9]) or 0.0,
+        seconds=_number(r[10]) or 0.0,
+        landed_at=_number(r[11]),
+        files=_whole(r[12]) or 0,
+        prompt_chars=_whole(r[13]) or 0,
+        model_mismatch=_text(r[14]),
+        models=_text(r[15]),
+        reason=_text(r[16]),
     )
+
+
+# A column's value as its row reads it (None: NULL, or a value of another type).
+
+
+def _number(value: object) -> float | None:
+    return float(value) if isinstance(value, int | float) else None
+
+
+def _whole(value: object) -> int | None:
+    return value if isinstance(value, int) else None
+
+
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) else None

@@ -203,7 +203,7 @@ class Router:
             return self.pool[got.spec]
         live = [s for s in self.pool if self._usable(s)]
         if not live:  # every one waits or is paused: capacity says which
-            down = getattr(self.ctx.capacity, "down", {})
+            down = {} if self.ctx.capacity is None else self.ctx.capacity.down
             first = next(iter(self.pool))
             return self.pool[
                 next((s for s in self.pool if AgentSpec.of(s).name not in down), first)
@@ -220,7 +220,7 @@ class Router:
 
 
 def router_of(ctx: RunContext) -> Router:
-    if ctx.router is None:
+    if not isinstance(ctx.router, Router):
         from forge.agents import spec as agents
         from forge.plan.repo_config import load_repo_config
 
@@ -228,14 +228,13 @@ def router_of(ctx: RunContext) -> Router:
         texts = ctx.plan.auto or config.auto
         pool = {str(agents.resolve(t, ctx.agent_defs)[1]): t for t in texts}
         ctx.router = Router(ctx, pool, config.all_prices())
-    router: Router = ctx.router
-    return router
+    return ctx.router
 
 
 def stamp(ctx: RunContext, task: str, attempt: Attempt) -> Attempt:
     """The new attempt, with the choice that put it on its spec, if one did."""
-    router: Router | None = ctx.router
-    got = router.pending.pop(task, None) if router is not None else None
+    router = ctx.router
+    got = router.pending.pop(task, None) if isinstance(router, Router) else None
     if got is not None and attempt.agent == got.spec:
         return replace(attempt, propensity=got.propensity, chosen_from=list(got.chosen_from))
     return attempt

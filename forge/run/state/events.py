@@ -2,8 +2,8 @@
 
 A plan's run state is what these events leave when applied in order
 (forge/run/state/reducer.py, the one place that sets the state's fields). Each
-event is a frozen record of one change, with a JSON codec: `to_dict` gives a dict
-with its `kind`, `from_dict` reads one back (a line of the journal).
+event is a frozen record of one change; the store writes each as a line of its
+journal and reads it back (forge/run/state/store.py).
 
 An event of a task names the task's record (`<task>+<n>` for a best-of-N
 candidate's); one of an attempt also names the attempt by its number (None: the
@@ -11,16 +11,20 @@ task's last attempt)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, fields
-from typing import Any
+from dataclasses import dataclass
 
-from forge.base import seal
 from forge.base.liveness import Owner
 from forge.run.state.gate_record import GateRecord
 from forge.run.state.gate_story import GateLast, GateStep, PreExisting
 from forge.run.state.records import Failure, FeedbackSource, Review, VerifiedBy
-from forge.run.state.run_state import Attempt, Slot, Stall, Status, attempt_dict
+from forge.run.state.run_state import (
+    Attempt,
+    RunState,
+    Slot,
+    Stall,
+    Status,
+    TaskState,
+)
 from forge.verify.records import VerifyRecord
 
 
@@ -145,6 +149,7 @@ class AttemptEnded(Event):
     reason: str
     stall: Stall | None = None
     duration: float | None = None
+    infra_kind: str | None = None  # INFRA: what kept it from running
 
 
 # -- a task's verdicts after its attempt ---------------------------------------
@@ -410,83 +415,17 @@ class TasksKept(Event):
 
 
 @dataclass(frozen=True)
-class Recorded(Event):
-    """A journal line of earlier forges: the whole record of one task (None: no
-    task) and the plan-wide part, as dicts."""
+class TaskReplaced(Event):
+    """A task's whole record (a line of an earlier forge's journal held one)."""
 
-    task: str | None
-    data: dict[str, Any] | None
-    plan_wide: dict[str, Any]
+    task: str
+    state: TaskState
 
 
-KINDS: dict[str, type[Event]] = {cls.__name__: cls for cls in Event.__subclasses__()}
+@dataclass(frozen=True)
+class PlanWideReplaced(Event):
+    """The plan-wide fields `names` (slots, verification, ...), as `wide` holds them:
+    an earlier forge's journal line held them all."""
 
-
-# How a field's value is written and read back, by the field's name; the rest are
-# JSON already (a tuple is written as a list and read back as a tuple).
-_ENCODE: dict[str, Callable[[Any], Any]] = {
-    "record": attempt_dict,
-    "landing": attempt_dict,
-    "source": str,
-    "review": lambda r: r.to_dict(),
-    "verified_by": lambda v: v.to_dict(),
-    "failures": lambda fs: [f.to_dict() for f in fs],
-    "step": lambda s: s.to_dict(),
-    "last": lambda g: g.to_dict(),
-    "pre_existing": lambda p: p.to_dict(),
-    "runner": lambda o: o.to_dict(),
-    "slot": lambda s: s if isinstance(s, str) or s is None else dict(vars(s)),
-    "verification": lambda v: None if v is None else seal.sealed(v.to_dict()),
-    "gate": lambda g: None if g is None else g.to_dict(),
-}
-_DECODE: dict[str, Callable[[Any], Any]] = {
-    "record": Attempt.from_dict,
-    "landing": Attempt.from_dict,
-    "runner": Owner.from_dict,
-    "verification": lambda v: None if not v else VerifyRecord.from_dict(v),
-    "gate": lambda g: None if not g else GateRecord.from_dict(g),
-    "source": FeedbackSource.parse,
-    "review": Review.parse,
-    "verified_by": VerifiedBy.parse,
-    "failures": lambda fs: tuple(Failure.from_dict(f) for f in fs),
-    "step": GateStep.from_dict,
-    "last": GateLast.parse,
-    "pre_existing": PreExisting.parse,
-    "status": Status,
-    "stall": lambda s: Stall(s) if s else None,
-}
-
-
-def to_dict(event: Event) -> dict[str, Any]:
-    out: dict[str, Any] = {"kind": type(event).__name__}
-    for f in fields(event):
-        value = getattr(event, f.name)
-        encode = _ENCODE.get(f.name)
-        out[f.name] = encode(value) if encode is not None and value is not None else value
-    return out
-
-
-def from_dict(data: dict[str, Any]) -> Event:
-    """An event read back; a line without a `kind` is an earlier forge's (Recorded).
-    Raises KeyError, TypeError or ValueError on a line of another shape."""
-    kind = data.get("kind")
-    if kind is None:
-        return Recorded(task=data.get("task"), data=data.get("data"), plan_wide=data["plan_wide"])
-    cls = KINDS[kind]
-    kwargs: dict[str, Any] = {}
-    for f in fields(cls):
-        if f.name not in data:
-            continue
-        value = data[f.name]
-        decode = _DECODE.get(f.name)
-        if f.name == "slot" and isinstance(value, dict):
-            value = Slot(**value)
-        elif decode is not None and value is not None:
-            value = decode(value)
-        elif isinstance(value, list):
-            value = tuple(value)
-        kwargs[f.name] = value
-    if cls is VerificationRecorded:
-        verification = data.get("verification")
-        kwargs["sealed"] = not verification or seal.valid(verification)
-    return cls(**kwargs)
+    wide: RunState
+    names: tuple[str, ...]

@@ -14,7 +14,6 @@ import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from forge.base.clock import now_iso
 from forge.base.files import StateDir, atomic_write_text
@@ -76,7 +75,9 @@ def _unreadable(path: Path, plan: str | None, why: str) -> Hold:
 
 def _parse(path: Path, plan: str | None, raw: bytes) -> Hold:
     try:
-        data: Any = json.loads(raw.decode("utf-8"))
+        data: object = json.loads(raw.decode("utf-8"))
+        if not isinstance(data, dict):
+            raise TypeError(f"{type(data).__name__}, not an object")
         owner = Owner.from_dict(data["owner"]) if data.get("owner") else None
         return Hold(
             path,

@@ -8,12 +8,16 @@ never drift apart: each case sets all that its event means."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TypeVar
 
 from forge.run.state import events as ev
 from forge.run.state.invocations import Invocation
 from forge.run.state.records import Phase, Source
 from forge.run.state.run_state import Attempt, Lost, RunState, Status, TaskState
+
+E = TypeVar("E", bound=ev.Event)
+R = TypeVar("R", Attempt, TaskState, RunState)
+N = TypeVar("N", int, float)
 
 
 def apply(st: RunState, event: ev.Event) -> None:
@@ -42,6 +46,18 @@ def _attempt(ts: TaskState, number: int | None) -> Attempt | None:
     if number is None:
         return ts.last
     return next((a for a in reversed(ts.attempts) if a.number == number), None)
+
+
+def _case(
+    kind: type[E], apply: Callable[[R, E], None]
+) -> tuple[type, Callable[[R, ev.Event], None]]:
+    """A table's entry: the events of `kind` are applied to a record by `apply`."""
+
+    def case(record: R, event: ev.Event) -> None:
+        assert isinstance(event, kind)  # (the tables are looked up by the event's type)
+        apply(record, event)
+
+    return kind, case
 
 
 # -- an attempt's own fields ------------------------------------------------------
@@ -73,7 +89,7 @@ def _committed(a: Attempt, e: ev.Committed) -> None:
     a.commit, a.diff_hash = e.commit, e.diff_hash
 
 
-def _add(a: float | None, b: float | None) -> Any:
+def _add(a: N | None, b: N | None) -> N | None:
     return b if a is None else a if b is None else a + b
 
 
@@ -99,17 +115,19 @@ def _ran_in(a: Attempt, e: ev.RanIn) -> None:
         a.where = e.where
 
 
-_ATTEMPT: dict[type, Callable[[Attempt, Any], None]] = {
-    ev.PhaseStarted: _phase_started,
-    ev.PhaseEnded: _phase_ended,
-    ev.ProcessGroup: _process,
-    ev.FeedbackNoted: _feedback,
-    ev.Committed: _committed,
-    ev.AttemptUsage: _usage,
-    ev.ModelsReported: _models,
-    ev.Reviewed: _reviewed,
-    ev.RanIn: _ran_in,
-}
+_ATTEMPT: dict[type, Callable[[Attempt, ev.Event], None]] = dict(
+    [
+        _case(ev.PhaseStarted, _phase_started),
+        _case(ev.PhaseEnded, _phase_ended),
+        _case(ev.ProcessGroup, _process),
+        _case(ev.FeedbackNoted, _feedback),
+        _case(ev.Committed, _committed),
+        _case(ev.AttemptUsage, _usage),
+        _case(ev.ModelsReported, _models),
+        _case(ev.Reviewed, _reviewed),
+        _case(ev.RanIn, _ran_in),
+    ]
+)
 
 # -- a task's record ---------------------------------------------------------------
 
@@ -127,6 +145,7 @@ def _ended(ts: TaskState, e: ev.AttemptEnded) -> None:
     last = ts.last
     if last is not None:
         last.status, last.reason, last.stall, last.pgid = e.status, e.reason, e.stall, None
+        last.infra_kind = e.infra_kind
         if e.duration is not None:
             last.duration = e.duration
     ts.status, ts.reason, ts.runner = e.status, e.reason, None
@@ -229,28 +248,30 @@ def _concluded(ts: TaskState, e: ev.Concluded) -> None:
     ts.status, ts.reason, ts.runner = e.status, e.reason, None
 
 
-_TASK: dict[type, Callable[[TaskState, Any], None]] = {
-    ev.AttemptStarted: _started,
-    ev.Pinned: _pinned,
-    ev.AttemptEnded: _ended,
-    ev.Merged: _merged,
-    ev.Failed: _failed,
-    ev.GivenBack: _given_back,
-    ev.Interrupted: _interrupted,
-    ev.Blocked: _blocked,
-    ev.Unblocked: _unblocked,
-    ev.Reopened: _reopened,
-    ev.Rebased: _rebased,
-    ev.Advised: _advised,
-    ev.AgentSet: _agent_set,
-    ev.Warned: _warned,
-    ev.Salvaged: _salvaged,
-    ev.CandidateAdded: _candidate_added,
-    ev.CandidatesRunning: _candidates_running,
-    ev.Queued: _queued,
-    ev.Outrun: _outrun,
-    ev.Concluded: _concluded,
-}
+_TASK: dict[type, Callable[[TaskState, ev.Event], None]] = dict(
+    [
+        _case(ev.AttemptStarted, _started),
+        _case(ev.Pinned, _pinned),
+        _case(ev.AttemptEnded, _ended),
+        _case(ev.Merged, _merged),
+        _case(ev.Failed, _failed),
+        _case(ev.GivenBack, _given_back),
+        _case(ev.Interrupted, _interrupted),
+        _case(ev.Blocked, _blocked),
+        _case(ev.Unblocked, _unblocked),
+        _case(ev.Reopened, _reopened),
+        _case(ev.Rebased, _rebased),
+        _case(ev.Advised, _advised),
+        _case(ev.AgentSet, _agent_set),
+        _case(ev.Warned, _warned),
+        _case(ev.Salvaged, _salvaged),
+        _case(ev.CandidateAdded, _candidate_added),
+        _case(ev.CandidatesRunning, _candidates_running),
+        _case(ev.Queued, _queued),
+        _case(ev.Outrun, _outrun),
+        _case(ev.Concluded, _concluded),
+    ]
+)
 
 # -- slots and the plan-wide part ------------------------------------------------
 
@@ -333,38 +354,34 @@ def _tasks_kept(st: RunState, e: ev.TasksKept) -> None:
     st.tasks = {tid: st.tasks.get(tid) or TaskState(id=tid) for tid in e.order}
 
 
-def _recorded(st: RunState, e: ev.Recorded) -> None:
-    if e.task is not None and e.data is not None:
-        st.tasks[e.task] = TaskState.from_dict(e.data)
-    wide = RunState.from_dict({"plan": st.plan, "integration": st.integration, **e.plan_wide})
-    for name in e.plan_wide:
-        if name in _PLAN_WIDE:
-            setattr(st, name, getattr(wide, name))
-    if "verification" in e.plan_wide:
-        st.verification_sealed = wide.verification_sealed
+def _task_replaced(st: RunState, e: ev.TaskReplaced) -> None:
+    st.tasks[e.task] = e.state
 
 
-_PLAN_WIDE = frozenset(
-    {"slots", "verification", "paused", "gate", "gate_steps", "gate_last", "pre_existing"}
-    | {"started", "finished", "wall_seconds", "invocations", "touched"}
+def _plan_wide_replaced(st: RunState, e: ev.PlanWideReplaced) -> None:
+    for name in e.names:
+        setattr(st, name, getattr(e.wide, name))
+
+
+_PLAN: dict[type, Callable[[RunState, ev.Event], None]] = dict(
+    [
+        _case(ev.SlotAdded, _slot_added),
+        _case(ev.SlotRemoved, _slot_removed),
+        _case(ev.SlotTaken, _slot_taken),
+        _case(ev.SlotSetUp, _slot_set_up),
+        _case(ev.SlotFreed, _slot_freed),
+        _case(ev.SlotMeasured, _slot_measured),
+        _case(ev.RunStarted, _run_started),
+        _case(ev.RunFinished, _run_finished),
+        _case(ev.Touched, _touched),
+        _case(ev.Paused, _paused),
+        _case(ev.VerificationRecorded, _verification),
+        _case(ev.GateRecorded, _gate),
+        _case(ev.GateStepKept, _gate_step),
+        _case(ev.GateLastRecorded, _gate_last),
+        _case(ev.PreExistingRecorded, _pre_existing),
+        _case(ev.TasksKept, _tasks_kept),
+        _case(ev.TaskReplaced, _task_replaced),
+        _case(ev.PlanWideReplaced, _plan_wide_replaced),
+    ]
 )
-
-_PLAN: dict[type, Callable[[RunState, Any], None]] = {
-    ev.SlotAdded: _slot_added,
-    ev.SlotRemoved: _slot_removed,
-    ev.SlotTaken: _slot_taken,
-    ev.SlotSetUp: _slot_set_up,
-    ev.SlotFreed: _slot_freed,
-    ev.SlotMeasured: _slot_measured,
-    ev.RunStarted: _run_started,
-    ev.RunFinished: _run_finished,
-    ev.Touched: _touched,
-    ev.Paused: _paused,
-    ev.VerificationRecorded: _verification,
-    ev.GateRecorded: _gate,
-    ev.GateStepKept: _gate_step,
-    ev.GateLastRecorded: _gate_last,
-    ev.PreExistingRecorded: _pre_existing,
-    ev.TasksKept: _tasks_kept,
-    ev.Recorded: _recorded,
-}

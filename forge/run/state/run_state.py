@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 from enum import StrEnum
-from typing import Any
 
 from forge.base import seal, shape
 from forge.base.clock import now_iso
@@ -100,6 +99,7 @@ class Attempt:
     pgid: int | None = None  # the agent's process group while it runs
     tag: str | None = None  # FORGE_PROC_TAG of its processes, for crash recovery
     stall: Stall | None = None  # FAILED because the work went nowhere
+    infra_kind: str | None = None  # INFRA: what kept it from running (rate-limit, quota, ...)
     where: str | None = None  # the cluster worker that ran it (None: this machine)
     slot: str | None = None  # the worktree slot it ran in
     candidate: str | None = None  # best-of-N: the candidate it is (label), or whose work it lands
@@ -119,6 +119,8 @@ class Attempt:
         attempt.status = Status(attempt.status)
         attempt.stall = Stall(attempt.stall) if attempt.stall else _old_stall(data)
         attempt.lost = Lost(attempt.lost) if attempt.lost else _old_lost(data)
+        if "infra_kind" not in data:
+            attempt.infra_kind = _old_infra_kind(data)
         return attempt
 
 
@@ -139,6 +141,15 @@ def _old_stall(data: JsonObject) -> Stall | None:
         return None
     starts = {"no progress": Stall.NO_PROGRESS, "no changes": Stall.NO_CHANGES}
     return next((stall for text, stall in starts.items() if reason.startswith(text)), None)
+
+
+def _old_infra_kind(data: JsonObject) -> str | None:
+    """A state file from before `infra_kind` was recorded: an INFRA attempt's kind
+    led its reason (`rate-limit: ...`)."""
+    if data.get("status") != Status.INFRA:
+        return None
+    head = str(data.get("reason") or "").partition(":")[0].strip()
+    return head if head and " " not in head else None
 
 
 @dataclass
@@ -299,7 +310,7 @@ class RunState:
         )
 
 
-def state_problem(data: Any) -> str | None:
+def state_problem(data: object) -> str | None:
     """Why `data` is not a run state this forge can read (None: it is)."""
     if not isinstance(data, dict):
         return shape.problem(RunState, data)
@@ -325,5 +336,5 @@ def state_problem(data: Any) -> str | None:
     return None
 
 
-def _verification(data: Any) -> VerifyRecord | None:
+def _verification(data: object) -> VerifyRecord | None:
     return VerifyRecord.from_dict(data) if isinstance(data, dict) and data else None

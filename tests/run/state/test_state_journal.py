@@ -1,8 +1,8 @@
 """The run state on disk: a snapshot plus a journal of typed events. Events read
 back (the state replayed equals the state written), a half-written last event
 ignored, old single-file state and old journal lines (a task's whole record a line)
-read, the journal folded into a new snapshot once it is long, every event's JSON
-codec a round trip."""
+read (as typed events), the journal folded into a new snapshot once it is long,
+every event's JSON codec a round trip, an attempt's INFRA kind kept."""
 
 from __future__ import annotations
 
@@ -32,8 +32,16 @@ from forge.run.state.records import (
     ReviewVerdict,
     VerifiedBy,
 )
+from forge.run.state.reducer import apply
 from forge.run.state.run_state import Attempt, RunState, Slot, Stall, Status, TaskState
-from forge.run.state.store import JOURNAL_PREFIX, StateStore, read_state
+from forge.run.state.store import (
+    JOURNAL_PREFIX,
+    StateStore,
+    event_of,
+    journal_line,
+    read_line,
+    read_state,
+)
 from forge.verify.records import Verdict, VerifyRecord
 
 
@@ -133,6 +141,63 @@ def test_old_journal_lines_are_read(tmp_path: Path) -> None:
     assert read_state(store.path)["tasks"]["t1"]["reason"] == "boom"
 
 
+def test_an_old_line_reads_as_typed_events() -> None:
+    """An old line of an earlier forge still: the plan-wide fields it holds replace
+    the state's, those it does not (recorded only by later forges) stay."""
+    last = GateLast("FAIL", 1.0, ["t0"], "batch", "c3", ["t0"], culprit="t0")
+    st = RunState(
+        plan="p",
+        integration="refs/heads/forge/p-integration",
+        tasks={"t0": TaskState(id="t0")},
+        slots={"slot-1": Slot(name="slot-1", path="/x")},
+        paused="hold: now",
+        gate_last=last,
+    )
+    wide: dict[str, object] = {"slots": {}, "paused": None, "started": "2026-01-01T00:00:00"}
+    reason = "quota: out of credit"
+    attempt = Attempt(number=1, agent="a", status=Status.INFRA, reason=reason)
+    data = TaskState(id="t1", status=Status.INFRA, reason=reason, attempts=[attempt]).to_dict()
+    del data["attempts"][0]["infra_kind"]  # as a forge before the field wrote it
+    said = read_line(st, {"task": "t1", "data": data, "plan_wide": wide})
+    replaced, plan_wide = said
+    assert isinstance(replaced, ev.TaskReplaced) and isinstance(plan_wide, ev.PlanWideReplaced)
+    assert isinstance(replaced.state, TaskState) and replaced.state.status == Status.INFRA
+    assert replaced.state.attempts[0].infra_kind == "quota"
+    assert sorted(plan_wide.names) == ["paused", "slots", "started"]
+    for event in said:
+        apply(st, event)
+    assert st.tasks["t1"].status == Status.INFRA and st.slots == {} and st.paused is None
+    assert st.started == "2026-01-01T00:00:00" and st.gate_last == last
+    with pytest.raises(ValueError, match="not one of"):
+        read_line(st, {"task": "t1", "data": {"id": "t1", "status": "NOPE"}, "plan_wide": {}})
+
+
+def test_an_attempt_keeps_the_infra_kind_it_ended_with(tmp_path: Path) -> None:
+    store = StateStore(StateDir(tmp_path), "p")
+    st = _state(1)
+    store.save(st)
+    store.emit(st, ev.AttemptStarted("t0", Attempt(number=1, agent="a"), Owner.me()))
+    store.emit(st, ev.AttemptEnded("t0", Status.INFRA, "review: x", None, 1.0, "rate-limit"))
+    [attempt] = _back(tmp_path).tasks["t0"].attempts
+    assert (attempt.status, attempt.infra_kind) == (Status.INFRA, "rate-limit")
+
+
+@pytest.mark.parametrize(
+    ("status", "reason", "kind"),
+    [
+        ("INFRA", "quota: out of credit", "quota"),
+        ("INFRA", "worker w1 lost mid-attempt: the attempt runs again elsewhere", None),
+        ("FAILED", "check: exit 1", None),
+    ],
+)
+def test_an_older_attempt_without_its_infra_kind_reads_it_from_its_reason(
+    status: str, reason: str, kind: str | None
+) -> None:
+    data = {"number": 1, "agent": "a", "status": status, "reason": reason}
+    assert Attempt.from_dict(data).infra_kind == kind
+    assert Attempt.from_dict({**data, "infra_kind": None}).infra_kind is None
+
+
 def test_the_journal_is_folded_into_a_snapshot(tmp_path: Path) -> None:
     store = StateStore(StateDir(tmp_path), "p")
     st = _state(100)
@@ -156,6 +221,7 @@ SAMPLES: list[ev.Event] = [
     ev.Reviewed("t", 1, Review("r", ReviewVerdict.APPROVE, findings="ok")),
     ev.FeedbackNoted("t", 1, "/log", FeedbackSource.verify("unit")),
     ev.AttemptEnded("t", Status.FAILED, "no progress", Stall.NO_PROGRESS, 1.5),
+    ev.AttemptEnded("t", Status.INFRA, "quota: out", None, 1.0, "quota"),
     ev.Failed(
         "t",
         Status.FAILED,
@@ -180,12 +246,16 @@ SAMPLES: list[ev.Event] = [
     ev.GateRecorded(GateRecord(batch=["t"], head="h")),
     ev.Touched(("a.txt",)),
     ev.TasksKept(("t", "u")),
+    ev.TaskReplaced("t", TaskState(id="t", attempts=[Attempt(number=1, agent="a")])),
+    ev.PlanWideReplaced(
+        RunState(plan="p", integration="i", tasks={}, paused="hold"), ("paused", "slots")
+    ),
 ]
 
 
 @pytest.mark.parametrize("event", SAMPLES, ids=lambda e: type(e).__name__)
 def test_every_event_reads_back(event: ev.Event) -> None:
-    data = json.loads(json.dumps(ev.to_dict(event)))
+    data = json.loads(json.dumps(journal_line(event)))
     assert data["kind"] == type(event).__name__
-    back = ev.from_dict(data)
-    assert ev.to_dict(back) == ev.to_dict(event)
+    back = event_of(data)
+    assert journal_line(back) == journal_line(event)
