@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import shutil
 import sys
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from forge.errors import ExitCode, ForgeError
@@ -52,7 +53,7 @@ def execute(
         report = runner.run_plan(
             repo,
             recorded,
-            options,
+            replace(options, repo_config=config),
             stop=stop,
             around=runner.Around(view.on_change, view.on_event, remote),
         )

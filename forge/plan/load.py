@@ -31,6 +31,7 @@ from forge.plan.model import (
     Task,
     name_problem,
 )
+from forge.plan.names import ref_part_problem
 from forge.plan.patterns import normalize_pattern
 from forge.plan.repo_config import (
     GATE_ON,
@@ -39,7 +40,6 @@ from forge.plan.repo_config import (
     is_str_list,
     parse_agents,
     parse_verify,
-    ref_part_problem,
 )
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")

@@ -13,11 +13,8 @@ from typing import Any, Literal
 from forge.base.durations import parse_duration
 from forge.base.files import JsonObject
 from forge.errors import ForgeError
-from forge.plan.repo_config import (
-    DEFAULT_SETUP_TIMEOUT,
-    VerifyConfig,
-    ref_part_problem,
-)
+from forge.plan.names import ref_part_problem
+from forge.plan.repo_config import DEFAULT_SETUP_TIMEOUT, RepoConfig, VerifyConfig
 
 __all__ = [
     "DEFAULT_MAX_PARALLEL",
@@ -209,6 +206,11 @@ class Plan:
             setup_timeout=self.setup_timeout,
             env=tuple(sorted(self.env.items())),
         )
+
+    def verify_under(self, repo: RepoConfig) -> VerifyConfig | None:
+        """The verification of this plan's runs (verify_config) under forge.toml as
+        `repo` read it, carrying that reading's pool size and word on tests."""
+        return repo.with_settings(self.verify_config(repo.verify))
 
     def review_of(self, task: Task) -> str | None:
         """The reviewer spec for `task`: its own, else the plan's; none for a
