@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from forge.base.durations import parse_duration
 from forge.base.files import JsonObject
@@ -96,7 +96,7 @@ class Task:
         }
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Task:
+    def from_dict(cls, data: JsonObject) -> Task:
         return cls(
             id=data["id"],
             title=data.get("title", ""),
@@ -156,12 +156,12 @@ class Plan:
     best_of: int | None = None
     select: Select = "first"
     judge: str | None = None
-    agents: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    agents: Mapping[str, Mapping[str, object]] = field(default_factory=dict)
     tasks: tuple[Task, ...] = ()
 
     def agent_tables(
-        self, repo_agents: Mapping[str, Mapping[str, Any]]
-    ) -> dict[str, Mapping[str, Any]]:
+        self, repo_agents: Mapping[str, Mapping[str, object]]
+    ) -> dict[str, Mapping[str, object]]:
         """The `[agents.NAME]` tables this plan runs with: forge.toml's (`repo_agents`),
         the plan's own winning name by name."""
         return {**repo_agents, **self.agents}
@@ -268,7 +268,7 @@ class Plan:
         }
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Plan:
+    def from_dict(cls, data: JsonObject) -> Plan:
         return cls(
             name=data["name"],
             source=None if data.get("source") is None else Path(data["source"]),
