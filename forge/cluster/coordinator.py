@@ -38,6 +38,7 @@ from forge.errors import ExitCode, ForgeError
 from forge.git import worktrees
 from forge.git.repo import Repository
 from forge.plan.model import Plan
+from forge.plan.repo_config import RepoConfig
 from forge.run.attempt import messages
 from forge.run.attempt.context import AttemptScope, Outcome
 from forge.run.attempt.order import order_for
@@ -373,14 +374,11 @@ def connected(repo: Repository, plan: str, config: ClusterConfig) -> Iterator[Cl
         cluster.close()
 
 
-def from_settings(repo: Repository, address: str | None) -> Any:
+def from_settings(repo: Repository, address: str | None, config: RepoConfig) -> Any:
     """What `forge run --cluster` hands the runner: None (run here) when neither the
-    flag nor `[cluster] address` in forge.toml names a cluster, else a function
-    opening the run's cluster. A bad address or a missing Dask is said before
-    anything starts."""
-    from forge.plan.repo_config import load_repo_config
-
-    config = load_repo_config(repo.root)
+    flag nor `[cluster] address` in forge.toml (`config`, as the run read it) names a
+    cluster, else a function opening the run's cluster. A bad address or a missing
+    Dask is said before anything starts."""
     address = address or config.cluster_address
     if not address:
         return None

@@ -41,7 +41,7 @@ def execute(
     if cluster or config.cluster_address:  # the cluster's modules only when there is one
         from forge.cluster import coordinator
 
-        remote = coordinator.from_settings(repo, cluster)
+        remote = coordinator.from_settings(repo, cluster, config)
     view = LiveView(
         quiet=as_json,
         weights={t.id: t.estimate or 1.0 for t in plan.tasks},
