@@ -53,10 +53,9 @@ def pool_max(repo: Repository, config: VerifyConfig) -> int:
     """`verify_pool_max` of forge.toml: as read with `config` (a run's, at its
     start), else read now (checked where forge.toml is read; a file edited into
     something unreadable since keeps the default here)."""
-    from forge.plan.repo_config import load_repo_config
-
     if config.pool_max is not None:
         return config.pool_max
+    from forge.plan.repo_config import load_repo_config
 
     try:
         return load_repo_config(repo.root, read_agents=False).verify_pool_max
