@@ -46,7 +46,7 @@ def log_cap(override: int | None = None) -> int:
     return parse_size(raw) if raw else DEFAULT_LOG_CAP
 
 
-def parse_size(text: str | int) -> int:
+def parse_size(text: object) -> int:
     """Bytes from 1048576, "64K", "50M", "1G" (powers of 1024; a trailing B allowed).
     ValueError for anything else, zero or less included."""
     if isinstance(text, bool):

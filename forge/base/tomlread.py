@@ -13,9 +13,9 @@ import re
 import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from forge.base.durations import parse_duration
+from forge.base.files import JsonObject
 from forge.base.logs import parse_size
 from forge.errors import PlanError
 
@@ -162,7 +162,7 @@ class TableReader:
 
     def __init__(
         self,
-        table: Mapping[str, Any],
+        table: Mapping[str, object],
         problems: Problems,
         *,
         what: str,
@@ -191,7 +191,9 @@ class TableReader:
 
     def string(self, key: str) -> str | None:
         value = self.table.get(key)
-        if value is None or (isinstance(value, str) and value.strip()):
+        if value is None:
+            return None
+        if isinstance(value, str) and value.strip():
             return value
         self.bad(key, "a non-empty string")
         return None
@@ -273,7 +275,7 @@ class TableReader:
             return None
 
 
-def parse_toml(text: str, problems: Problems) -> dict[str, Any]:
+def parse_toml(text: str, problems: Problems) -> JsonObject:
     """`text` parsed, or every problem with it raised (PlanError): a syntax error at
     its line, nesting deeper than the parser goes, a NUL character in a string
     (no command, argument or file name can carry one)."""
@@ -293,10 +295,10 @@ def parse_toml(text: str, problems: Problems) -> dict[str, Any]:
     raise AssertionError("unreachable")
 
 
-def _holding_nul(data: Any) -> list[str]:
+def _holding_nul(data: object) -> list[str]:
     """The keys (dotted, `task[2].run`) of the strings in `data` that hold a NUL."""
     found = []
-    todo: list[tuple[str, Any]] = [("", data)]
+    todo: list[tuple[str, object]] = [("", data)]
     while todo:
         where, value = todo.pop()
         if isinstance(value, str) and "\0" in value:

@@ -50,7 +50,7 @@ def tests(
 
         plan = plan_name(repo, plan_ref)
         recorded = load_recorded(repo, plan).plan
-        config = recorded.verify_config(load_repo_config(repo.root, read_agents=False).verify)
+        config = recorded.verify_under(load_repo_config(repo.root, read_agents=False))
     rows = view.tests_data(repo, plan=plan, config=config, flaky=flaky, failing=failing)
     if as_json:
         emit_json(rows)

@@ -38,6 +38,7 @@ from forge.errors import ExitCode, ForgeError
 from forge.git import worktrees
 from forge.git.repo import Repository
 from forge.plan.model import Plan
+from forge.plan.repo_config import RepoConfig
 from forge.run.attempt import messages
 from forge.run.attempt.context import AttemptScope, Outcome
 from forge.run.attempt.order import order_for
@@ -378,15 +379,12 @@ def connected(repo: Repository, plan: str, config: ClusterConfig) -> Iterator[Cl
 
 
 def from_settings(
-    repo: Repository, address: str | None
+    repo: Repository, address: str | None, config: RepoConfig
 ) -> Callable[[Plan], contextlib.AbstractContextManager[Cluster]] | None:
     """What `forge run --cluster` hands the runner: None (run here) when neither the
-    flag nor `[cluster] address` in forge.toml names a cluster, else a function
-    opening the run's cluster. A bad address or a missing Dask is said before
-    anything starts."""
-    from forge.plan.repo_config import load_repo_config
-
-    config = load_repo_config(repo.root)
+    flag nor `[cluster] address` in forge.toml (`config`, as the run read it) names a
+    cluster, else a function opening the run's cluster. A bad address or a missing
+    Dask is said before anything starts."""
     address = address or config.cluster_address
     if not address:
         return None

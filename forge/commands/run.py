@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import shutil
 import sys
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from forge.errors import ExitCode, ForgeError
@@ -40,7 +41,7 @@ def execute(
     if cluster or config.cluster_address:  # the cluster's modules only when there is one
         from forge.cluster import coordinator
 
-        remote = coordinator.from_settings(repo, cluster)
+        remote = coordinator.from_settings(repo, cluster, config)
     view = LiveView(
         quiet=as_json,
         weights={t.id: t.estimate or 1.0 for t in plan.tasks},
@@ -52,7 +53,7 @@ def execute(
         report = runner.run_plan(
             repo,
             recorded,
-            options,
+            replace(options, repo_config=config),
             stop=stop,
             around=runner.Around(view.on_change, view.on_event, remote),
         )

@@ -29,8 +29,9 @@ def resolve_target(repo: Repository, *, rev: str | None, plan_ref: str | None) -
     from forge.errors import ForgeError
     from forge.plan.registry import resolve
 
+    repo_config = load_repo_config(repo.root, read_agents=False)  # once a command
     if plan_ref is None:
-        config = load_repo_config(repo.root, read_agents=False).verify
+        config = repo_config.verify
         plans = repo.state.recorded_plans()
         if config is not None or len(plans) != 1:
             return Target(rev or "HEAD", config, None, CLI_KEY)
@@ -40,11 +41,11 @@ def resolve_target(repo: Repository, *, rev: str | None, plan_ref: str | None) -
         if plan.verify is None:
             return Target(rev or "HEAD", None, None, CLI_KEY)
         if rev is not None or repo.ref_value(integration_ref(plan.name)) is None:
-            return Target(rev or "HEAD", plan.verify, None, CLI_KEY)
+            return Target(rev or "HEAD", repo_config.with_settings(plan.verify), None, CLI_KEY)
         plan_ref = plan.name
 
     plan = resolve(repo, plan_ref).plan
-    config = plan.verify_config(load_repo_config(repo.root, read_agents=False).verify)
+    config = plan.verify_under(repo_config)
     if rev is None:
         rev = integration_ref(plan.name)
         if repo.ref_value(rev) is None:

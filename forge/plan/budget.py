@@ -6,7 +6,6 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable
-from typing import Any
 
 from forge.base.tomlread import Problems
 
@@ -33,7 +32,7 @@ def describe(amount: float) -> str:
 
 
 def parse_prices(
-    value: Any, *, problems: Problems, line_of: Callable[[str], int | None]
+    value: object, *, problems: Problems, line_of: Callable[[str], int | None]
 ) -> dict[str, tuple[float, float]]:
     """`[prices]`: model = { input = USD, output = USD } per million tokens, or
     model = [input, output]."""

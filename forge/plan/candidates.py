@@ -12,9 +12,9 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from forge.base.tomlread import Problems, TomlSource
+from forge.base.tomlread import LineOf, Problems, TomlSource
 from forge.plan.repo_config import is_str_list
 
 # A best-of-N loser's reason, stopped because another candidate landed.
@@ -45,7 +45,9 @@ class BestOf:
     judge: str | None = None
 
 
-def read_best_of(table: Mapping[str, Any], label: str, problems: Problems, line_of: Any) -> BestOf:
+def read_best_of(
+    table: Mapping[str, object], label: str, problems: Problems, line_of: LineOf
+) -> BestOf:
     """`candidates`, `best_of`, `select` and `judge` of a plan or task table; each
     problem is added with its line."""
     where = "" if label == "plan" else f"{label}: "
@@ -145,7 +147,7 @@ def is_unit(tid: str) -> bool:
     return Unit.parse(tid).n is not None
 
 
-def spec_problems(plan: Plan, defs: Mapping[str, Mapping[str, Any]]) -> list[str]:
+def spec_problems(plan: Plan, defs: Mapping[str, Mapping[str, object]]) -> list[str]:
     """One line per candidate or judge spec that does not resolve, naming the file and
     the line of its `candidates` (or `judge`) entry. The agents' code is loaded, and
     the plan's file read again, only when there is a spec to resolve or to place."""

@@ -4,7 +4,6 @@ reach, and how the scheduler is reached (TLS certificates, or `insecure = true`)
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from forge.base.tomlread import Problems
 
@@ -20,7 +19,7 @@ class ClusterTable:
     insecure: bool = False  # a scheduler reached without TLS is accepted
 
 
-def parse_cluster(table: Any, problems: Problems, line: int | None) -> ClusterTable:
+def parse_cluster(table: object, problems: Problems, line: int | None) -> ClusterTable:
     """`[cluster] address = "tls://host:8786"`, `remote = "ssh://..."` (or a path),
     `tls_ca`, `tls_cert`, `tls_key` (files; all three or none), `insecure = true`."""
     if not isinstance(table, dict):

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from forge.base.files import JsonObject
 from forge.plan.model import Plan
@@ -115,7 +115,7 @@ class Waves:
         return {"waves": [list(w) for w in self.waves], "deferrals": dict(self.deferrals)}
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Waves:
+    def from_dict(cls, data: JsonObject) -> Waves:
         return cls.of(tuple(tuple(w) for w in data["waves"]), dict(data.get("deferrals", {})))
 
     @classmethod

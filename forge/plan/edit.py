@@ -15,8 +15,8 @@ import re
 import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
+from forge.base.files import JsonObject
 from forge.errors import ForgeError
 
 _HEADER = re.compile(r"""^\s*\[\[?\s*([A-Za-z0-9_.\-"' ]+?)\s*\]\]?\s*(#.*)?$""")
@@ -132,7 +132,7 @@ def _check(
         before, old, new = (tomllib.loads(t) for t in (text, old_text, new_text))
     except tomllib.TOMLDecodeError as exc:
         raise _refuse(f"the result would not parse ({exc})") from exc
-    tasks: list[dict[str, Any]] = before.get("task", [])
+    tasks: list[JsonObject] = before.get("task", [])
     settings = {k: v for k, v in before.items() if k != "task"}
     want_old = {**settings, "task": [t for t in tasks if t.get("id") not in moved]}
     moving = [

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from forge.base.files import JsonObject
 from forge.base.tomlread import Problems, TableReader
@@ -40,7 +39,7 @@ class LaneOptions:
     allow_empty: bool = False  # a recognised test runner that ran no test may PASS
 
     def to_dict(self) -> JsonObject:
-        out: dict[str, Any] = {}
+        out: dict[str, object] = {}
         if self.junit:
             out["junit"] = self.junit
         if self.subset:
@@ -50,17 +49,18 @@ class LaneOptions:
         return out
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> LaneOptions:
+    def from_dict(cls, data: Mapping[str, object]) -> LaneOptions:
+        junit, subset = data.get("junit"), data.get("subset")
         return cls(
-            junit=data.get("junit") or None,
-            subset=data.get("subset") or None,
+            junit=str(junit) if junit else None,
+            subset=str(subset) if subset else None,
             allow_empty=bool(data.get("allow_empty", False)),
         )
 
 
 def read_lane(
     lane: str,
-    value: Any,
+    value: object,
     *,
     what: str,
     problems: Problems,
@@ -100,7 +100,7 @@ def read_lane(
 
 
 def read_lanes(
-    table: dict[str, Any],
+    table: Mapping[str, object],
     *,
     what: str,
     problems: Problems,
@@ -142,7 +142,7 @@ class TestsWord:
 
 
 def read_tests(
-    value: Any, *, what: str, problems: Problems, line_of: Callable[[str], int | None]
+    value: object, *, what: str, problems: Problems, line_of: Callable[[str], int | None]
 ) -> TestsWord:
     """`[tests] quarantine = [ids] | "auto" | "off"`, `release_after = N`."""
     if not isinstance(value, dict):
@@ -159,7 +159,7 @@ def read_tests(
     return TestsWord(quarantine=names, mode=mode, release_after=release)
 
 
-def read_mode(given: Any, get: TableReader) -> str | None:
+def read_mode(given: object, get: TableReader) -> str | None:
     """`quarantine = "auto" | "off"` (None when absent or a list of tests)."""
     if given is None or isinstance(given, list):
         return None
@@ -170,7 +170,7 @@ def read_mode(given: Any, get: TableReader) -> str | None:
 
 
 def lane_network(
-    lane_table: Any, *, what: str, problems: Problems, line_of: Callable[[str], int | None]
+    lane_table: object, *, what: str, problems: Problems, line_of: Callable[[str], int | None]
 ) -> tuple[str, ...]:
     """The lanes given as tables (`[verify.lanes.NAME] command = "...", network =
     true`) that keep the network in the sandbox (their other keys: read_lanes)."""

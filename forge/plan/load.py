@@ -9,9 +9,9 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, cast
+from typing import cast
 
-from forge.base.tomlread import Problems, TableReader, TomlSource, parse_toml
+from forge.base.tomlread import LineOf, Problems, TableReader, TomlSource, parse_toml
 from forge.errors import ForgeError
 from forge.plan.candidates import read_best_of
 from forge.plan.lanes import read_mode
@@ -31,6 +31,7 @@ from forge.plan.model import (
     Task,
     name_problem,
 )
+from forge.plan.names import ref_part_problem
 from forge.plan.patterns import normalize_pattern
 from forge.plan.repo_config import (
     GATE_ON,
@@ -39,7 +40,6 @@ from forge.plan.repo_config import (
     is_str_list,
     parse_agents,
     parse_verify,
-    ref_part_problem,
 )
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -96,7 +96,9 @@ def parse_plan(raw: bytes, *, source: Path, shown: str) -> Plan:
 class _Checker:
     """Walks the parsed TOML once, collecting every problem instead of stopping."""
 
-    def __init__(self, data: dict[str, Any], src: TomlSource, problems: Problems, source: Path):
+    def __init__(
+        self, data: Mapping[str, object], src: TomlSource, problems: Problems, source: Path
+    ):
         self.data = data
         self.src = src
         self.problems = problems
@@ -312,7 +314,7 @@ class _Checker:
         self.check_deps(known=set(headers), headers=headers)
         return tuple(tasks)
 
-    def task(self, n: int, table: dict[str, Any]) -> Task | None:
+    def task(self, n: int, table: Mapping[str, object]) -> Task | None:
         header = self.src.table_line("task", n)
 
         def line_of(key: str) -> int | None:
@@ -361,7 +363,7 @@ class _Checker:
         )
 
     def task_id(
-        self, n: int, table: dict[str, Any], header: int | None, line_of: Any
+        self, n: int, table: Mapping[str, object], header: int | None, line_of: LineOf
     ) -> tuple[str, str | None]:
         """The label problems name the task by, and its id (None when not usable)."""
         raw_id = table.get("id")
@@ -391,14 +393,14 @@ class _Checker:
             get.problem("has both `prompt` and `run`; a task is one or the other", "run")
         return prompt, run
 
-    def deps(self, table: dict[str, Any], label: str, line_of: Any) -> tuple[str, ...]:
+    def deps(self, table: Mapping[str, object], label: str, line_of: LineOf) -> tuple[str, ...]:
         raw_deps = table.get("deps", [])
         if not is_str_list(raw_deps):
             self.problems.add(f"{label}: `deps` must be a list of task ids", line=line_of("deps"))
             return ()
         return tuple(dict.fromkeys(raw_deps))  # a dep listed twice is one dep
 
-    def estimate(self, table: dict[str, Any], label: str, line_of: Any) -> float | None:
+    def estimate(self, table: Mapping[str, object], label: str, line_of: LineOf) -> float | None:
         if "estimate" not in table:
             return None
         value = table["estimate"]
@@ -410,7 +412,7 @@ class _Checker:
             return None
         return float(value)
 
-    def files(self, table: dict[str, Any], label: str, line_of: Any) -> tuple[str, ...]:
+    def files(self, table: Mapping[str, object], label: str, line_of: LineOf) -> tuple[str, ...]:
         raw = table.get("files")
         line = line_of("files")
         if raw is None:

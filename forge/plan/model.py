@@ -8,16 +8,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from forge.base.durations import parse_duration
 from forge.base.files import JsonObject
 from forge.errors import ForgeError
-from forge.plan.repo_config import (
-    DEFAULT_SETUP_TIMEOUT,
-    VerifyConfig,
-    ref_part_problem,
-)
+from forge.plan.names import ref_part_problem
+from forge.plan.repo_config import DEFAULT_SETUP_TIMEOUT, RepoConfig, VerifyConfig
 
 __all__ = [
     "DEFAULT_MAX_PARALLEL",
@@ -99,7 +96,7 @@ class Task:
         }
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Task:
+    def from_dict(cls, data: JsonObject) -> Task:
         return cls(
             id=data["id"],
             title=data.get("title", ""),
@@ -159,12 +156,12 @@ class Plan:
     best_of: int | None = None
     select: Select = "first"
     judge: str | None = None
-    agents: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    agents: Mapping[str, Mapping[str, object]] = field(default_factory=dict)
     tasks: tuple[Task, ...] = ()
 
     def agent_tables(
-        self, repo_agents: Mapping[str, Mapping[str, Any]]
-    ) -> dict[str, Mapping[str, Any]]:
+        self, repo_agents: Mapping[str, Mapping[str, object]]
+    ) -> dict[str, Mapping[str, object]]:
         """The `[agents.NAME]` tables this plan runs with: forge.toml's (`repo_agents`),
         the plan's own winning name by name."""
         return {**repo_agents, **self.agents}
@@ -209,6 +206,11 @@ class Plan:
             setup_timeout=self.setup_timeout,
             env=tuple(sorted(self.env.items())),
         )
+
+    def verify_under(self, repo: RepoConfig) -> VerifyConfig | None:
+        """The verification of this plan's runs (verify_config) under forge.toml as
+        `repo` read it, carrying that reading's pool size and word on tests."""
+        return repo.with_settings(self.verify_config(repo.verify))
 
     def review_of(self, task: Task) -> str | None:
         """The reviewer spec for `task`: its own, else the plan's; none for a
@@ -266,7 +268,7 @@ class Plan:
         }
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Plan:
+    def from_dict(cls, data: JsonObject) -> Plan:
         return cls(
             name=data["name"],
             source=None if data.get("source") is None else Path(data["source"]),

@@ -4,6 +4,7 @@ every command says the same thing when the answer is none or several."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from forge.errors import ForgeError
@@ -15,6 +16,21 @@ def did_you_mean(name: str, known: Sequence[str]) -> str:
 
     close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.75)
     return f" (did you mean '{close[0]}'?)" if close else ""
+
+
+# One component of a git ref name: a plan, a task, a lane are named so.
+NAME_PART = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+def ref_part_problem(value: str) -> str | None:
+    """Why `value` cannot be one component of a git ref name (None if it can)."""
+    if not NAME_PART.match(value):
+        return "use letters, digits, `.`, `_` and `-`, starting with a letter or digit"
+    if ".." in value:
+        return "`..` is not allowed in a git ref name"
+    if value.endswith((".lock", ".")):
+        return "a git ref name cannot end in `.lock` or `.`"
+    return None
 
 
 def looks_like_path(ref: str) -> bool:

@@ -16,7 +16,7 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from forge.base.files import SCHEMA_VERSION, JsonObject, plan_lock, write_json
 from forge.errors import Busy, ForgeError, PlanError, StateError
@@ -68,7 +68,7 @@ class Recorded:
         }
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Recorded:
+    def from_dict(cls, data: JsonObject) -> Recorded:
         src = data.get("source_path")
         return cls(
             plan=Plan.from_dict(data["plan"]),

@@ -6,11 +6,10 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
-import re
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TypeGuard
 
 from forge.agents.names import agent_name_problem
 from forge.base.files import JsonObject
@@ -20,6 +19,7 @@ from forge.errors import ForgeError
 from forge.plan.budget import parse_prices
 from forge.plan.cluster_table import parse_cluster
 from forge.plan.lanes import LaneOptions, TestsWord, lane_network, read_lanes, read_tests
+from forge.plan.names import ref_part_problem
 
 DEFAULT_RERUNS = 2
 # Every lane has a time limit: a hanging test suite must not hang the gate forever.
@@ -57,9 +57,14 @@ class VerifyConfig:
         return dict(self.options).get(lane) or LaneOptions()
 
     networked: tuple[str, ...] = ()  # lanes that keep the network in the sandbox
+    # forge.toml's `verify_pool_max` and `[tests]` as read with the rest of a run's (or
+    # a command's) config, so one run verifies under one forge.toml (None: not read
+    # with it, forge.toml is read when needed). Never stored; not part of equality.
+    pool_max: int | None = field(default=None, compare=False)
+    team: TestsWord | None = field(default=None, compare=False)
 
     def to_dict(self) -> JsonObject:
-        out: dict[str, Any] = {
+        out: dict[str, object] = {
             "lanes": [[name, cmd] for name, cmd in self.lanes],
             "reruns": self.reruns,
             "timeout": self.timeout,
@@ -89,7 +94,7 @@ class VerifyConfig:
     def fingerprint(self) -> str:
         """Identifies the config for the verdict cache. The grace period is left out:
         it changes how a run is stopped, not what a verdict means."""
-        key: dict[str, Any] = {
+        key: dict[str, object] = {
             "lanes": self.to_dict()["lanes"],
             "reruns": self.reruns,
             "timeout": self.timeout,
@@ -144,7 +149,7 @@ def did_you_mean(key: str, allowed: Iterable[str]) -> str:
 
 
 def check_keys(
-    table: Mapping[str, Any],
+    table: Mapping[str, object],
     allowed: Iterable[str],
     *,
     what: str,
@@ -160,28 +165,14 @@ def check_keys(
             )
 
 
-NAME_PART = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-
-
-def ref_part_problem(value: str) -> str | None:
-    """Why `value` cannot be one component of a git ref name (None if it can)."""
-    if not NAME_PART.match(value):
-        return "use letters, digits, `.`, `_` and `-`, starting with a letter or digit"
-    if ".." in value:
-        return "`..` is not allowed in a git ref name"
-    if value.endswith((".lock", ".")):
-        return "a git ref name cannot end in `.lock` or `.`"
-    return None
-
-
-def is_str_list(value: Any) -> bool:
+def is_str_list(value: object) -> TypeGuard[list[str]]:
     return isinstance(value, list) and all(isinstance(v, str) for v in value)
 
 
 def parse_verify(
-    value: Any,
+    value: object,
     *,
-    reruns: Any,
+    reruns: object,
     what: str,
     problems: Problems,
     line_of: Callable[[str], int | None],
@@ -200,11 +191,11 @@ def parse_verify(
         return None
     timeout: float | None = None
     grace = DEFAULT_GRACE
-    table_reruns: Any = None
+    table_reruns: object = None
     lanes: list[tuple[str, str]] = []
     options: list[tuple[str, LaneOptions]] = []
     networked: tuple[str, ...] = ()
-    prepare: dict[str, Any] = {}
+    prepare, gate_on = _Prepare(), None
     if isinstance(value, str):
         if not value.strip():
             problems.add(f"{what}: the verify command is empty", line=line_of("verify"))
@@ -230,7 +221,7 @@ def parse_verify(
         given_grace = get.duration("grace")
         grace = DEFAULT_GRACE if given_grace is None else given_grace
         if "gate_on" in value:
-            prepare["gate_on"] = get.one_of("gate_on", GATE_ON)
+            gate_on = get.one_of("gate_on", GATE_ON)
     else:
         problems.add(
             f"{what}: `verify` must be a command string or a table", line=line_of("verify")
@@ -245,7 +236,10 @@ def parse_verify(
         grace=grace,
         options=tuple(options),
         networked=networked,
-        **prepare,
+        setup=prepare.setup,
+        setup_timeout=prepare.setup_timeout,
+        env=prepare.env,
+        gate_on=gate_on,
     )
 
 
@@ -267,21 +261,29 @@ DEFAULT_POOL_MAX = 3  # verification checkouts kept per (setup, env): forge.toml
 GATE_ON = ("regressions", "green")  # what the gate lands on: no new failures, or all pass
 
 
+@dataclass(frozen=True)
+class _Prepare:
+    """How a `[verify]` table prepares each checkout (its VerifyConfig fields)."""
+
+    setup: str | None = None
+    setup_timeout: float | None = None
+    env: tuple[tuple[str, str], ...] = ()
+
+
 def _verify_prepare(
-    table: dict[str, Any], what: str, problems: Problems, line_of: LineOf
-) -> dict[str, Any]:
-    """`setup`, `setup_timeout` and `env` of a `[verify]` table, as VerifyConfig fields."""
+    table: Mapping[str, object], what: str, problems: Problems, line_of: LineOf
+) -> _Prepare:
+    """`setup`, `setup_timeout` and `env` of a `[verify]` table."""
     read = TableReader(table, problems, what=what, line_of=line_of)
     setup, limit, env = read.string("setup"), read.duration("setup_timeout"), read.str_map("env")
-    out: dict[str, Any] = {"env": tuple(sorted(env.items()))} if env else {}
-    if setup:
-        out |= {"setup": setup, "setup_timeout": limit or DEFAULT_SETUP_TIMEOUT}
-    return out
+    if not setup:
+        return _Prepare(env=tuple(sorted(env.items())))
+    return _Prepare(setup, limit or DEFAULT_SETUP_TIMEOUT, tuple(sorted(env.items())))
 
 
 def _verify_reruns(
-    reruns: Any,
-    table_reruns: Any,
+    reruns: object,
+    table_reruns: object,
     *,
     what: str,
     problems: Problems,
@@ -303,7 +305,7 @@ def _verify_reruns(
     return given
 
 
-def _json_like(value: Any) -> bool:
+def _json_like(value: object) -> bool:
     if isinstance(value, str | int | float | bool):
         return True
     if isinstance(value, list):
@@ -314,18 +316,18 @@ def _json_like(value: Any) -> bool:
 
 
 def parse_agents(
-    value: Any,
+    value: object,
     *,
     problems: Problems,
     line_of: LineOf,
     src: TomlSource | None = None,
-) -> dict[str, dict[str, Any]]:
+) -> dict[str, Mapping[str, object]]:
     """`[agents.NAME]` tables: their shape, then (with the file's text, `src`) every
     key as the agent will read it, each problem at its line."""
     if not isinstance(value, dict):
         problems.add("`agents` must be a table of [agents.NAME] tables", line=line_of("agents"))
         return {}
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, Mapping[str, object]] = {}
     before = len(problems.items)
     for name, table in value.items():
         line = line_of(f"agents.{name}")
@@ -348,7 +350,7 @@ def parse_agents(
 
 
 def _read_agents(
-    tables: Mapping[str, Mapping[str, Any]], problems: Problems, src: TomlSource
+    tables: Mapping[str, Mapping[str, object]], problems: Problems, src: TomlSource
 ) -> None:
     """Read each table as the agent will (over its preset, when it is named like
     one), so a mistake is reported with its line now, not when a task first runs."""
@@ -371,7 +373,7 @@ REPO_CONFIG_FILE = "forge.toml"
 class RepoConfig:
     """Repository-wide settings from `forge.toml` at the repository root."""
 
-    agents: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    agents: Mapping[str, Mapping[str, object]] = field(default_factory=dict)
     verify: VerifyConfig | None = None
     prices: Mapping[str, tuple[float, float]] = field(default_factory=dict)  # `[prices]`
     auto: tuple[str, ...] = ()  # the pool of `agent = "auto"`, when a plan names none
@@ -389,6 +391,13 @@ class RepoConfig:
     cluster_tls: tuple[str, str, str] | None = None  # [cluster] tls_ca, tls_cert, tls_key
     cluster_insecure: bool = False  # [cluster] insecure: a scheduler reached without TLS
     verify_pool_max: int = DEFAULT_POOL_MAX  # shared verification checkouts kept per key
+
+    def with_settings(self, config: VerifyConfig | None) -> VerifyConfig | None:
+        """`config` carrying this file's pool size and word on tests, so whatever
+        verifies with it never reads forge.toml again."""
+        if config is None:
+            return None
+        return replace(config, pool_max=self.verify_pool_max, team=self.tests)
 
 
 def load_repo_config(repo_root: Path, *, read_agents: bool = True) -> RepoConfig:
@@ -459,7 +468,7 @@ def load_repo_config(repo_root: Path, *, read_agents: bool = True) -> RepoConfig
         "verify_pool_max", low=1, default=DEFAULT_POOL_MAX
     )
     problems.raise_if_any()
-    return RepoConfig(
+    config = RepoConfig(
         verify_pool_max=pool_max,
         tests=tests,
         agents=agents,
@@ -473,3 +482,4 @@ def load_repo_config(repo_root: Path, *, read_agents: bool = True) -> RepoConfig
         draft_agent=planner.strip() or None if isinstance(planner, str) else None,
         notify=notify,
     )
+    return replace(config, verify=config.with_settings(verify))

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 from forge.agents.names import AgentSpec
 from forge.base.tomlread import TomlSource
@@ -17,7 +16,7 @@ AUTO = "auto"  # the agent chosen per task by cost per landed task (forge/run/re
 
 
 def check_specs(
-    plan: Plan, defs: Mapping[str, Mapping[str, Any]], *, pool: Sequence[str] = ()
+    plan: Plan, defs: Mapping[str, Mapping[str, object]], *, pool: Sequence[str] = ()
 ) -> None:
     """Refuse a plan whose prompt tasks name an agent, model or effort that does not
     resolve: one line per task, before anything is written. `pool` is forge.toml's
@@ -56,7 +55,7 @@ def check_specs(
         raise PlanError(_lined(plan, defs, problems))
 
 
-def _lined(plan: Plan, defs: Mapping[str, Any], problems: list[str]) -> list[str]:
+def _lined(plan: Plan, defs: Mapping[str, object], problems: list[str]) -> list[str]:
     """`problems` with its unknown agent names told at their lines, when the plan's
     file is there to read them from."""
     if plan.source is None or not plan.source.is_file():
@@ -80,11 +79,11 @@ def name_problems(path: Path, defined: Collection[str]) -> list[str]:
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, RecursionError):
         return []  # the plan's own reading says what is wrong with the file
     src = TomlSource(text)
-    own: dict[str, Any] = data["agents"] if isinstance(data.get("agents"), dict) else {}
+    own: dict[str, object] = data["agents"] if isinstance(data.get("agents"), dict) else {}
     known = sorted({*PRESET_TABLES, *defined, *own})
     out = []
 
-    def check(value: Any, label: str, key: str, header: int | None) -> None:
+    def check(value: object, label: str, key: str, header: int | None) -> None:
         for spec in value if isinstance(value, list) else [value]:
             name = AgentSpec.of(spec).name if isinstance(spec, str) else None
             if not name or name == AUTO or name in known:
@@ -99,7 +98,7 @@ def name_problems(path: Path, defined: Collection[str]) -> list[str]:
 
     for key in ("agent", "fallback", "review", "judge", "candidates", "auto"):
         check(data.get(key), "", key, None)
-    tasks: list[Any] = data["task"] if isinstance(data.get("task"), list) else []
+    tasks: list[object] = data["task"] if isinstance(data.get("task"), list) else []
     for n, task in enumerate(tasks):
         if isinstance(task, dict):
             label = f"task '{task.get('id')}': "
@@ -108,7 +107,7 @@ def name_problems(path: Path, defined: Collection[str]) -> list[str]:
     return out
 
 
-def _resolve(spec: str, defs: Mapping[str, Mapping[str, Any]]) -> None:
+def _resolve(spec: str, defs: Mapping[str, Mapping[str, object]]) -> None:
     """The agents' code is loaded only for a plan that names an agent."""
     from forge.agents import spec as agents
 

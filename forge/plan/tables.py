@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from forge.git.repo import short_sha
 from forge.plan.model import Plan, Task
@@ -105,7 +105,7 @@ def wave_data(
     critical_path: Mapping[str, float],
     recorded: Recorded | None,
     record_file: Path | None,
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """The same content as the wave table, for scripts (`forge plan --json`)."""
     from forge.plan.candidates import candidates_of
 

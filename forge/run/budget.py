@@ -31,9 +31,7 @@ class Budget:
         limit = override if override is not None else ctx.plan.budget
         if limit is None:
             return cls(None)
-        from forge.plan.repo_config import load_repo_config
-
-        prices = load_repo_config(ctx.repo.root).all_prices()
+        prices = ctx.repo_config.all_prices()
         return cls(limit, plan_spend(ctx.state, prices).usd, prices, ctx.plan.name)
 
     def add(self, attempt: Attempt | None) -> None:

@@ -16,6 +16,7 @@ from forge.base.liveness import Owner
 from forge.base.settings import Settings
 from forge.git.repo import Repository
 from forge.plan.model import Plan
+from forge.plan.repo_config import RepoConfig
 from forge.run.state import events as ev
 from forge.run.state.run_state import RunState
 from forge.run.state.slots import SlotPool
@@ -47,6 +48,8 @@ class RunContext:
     stop: threading.Event
     agent_defs: Mapping[str, Mapping[str, object]]  # the `[agents.NAME]` tables
     owner: Owner  # this run's process, recorded as each task's runner
+    # forge.toml as read at the run's start: an edit during the run waits for the next
+    repo_config: RepoConfig
     merge_lock: threading.Lock = field(default_factory=threading.Lock)
     gated: bool = False  # finished work is QUEUED for the gate instead of merged
     on_change: Callable[[str], None] = lambda _task: None

@@ -4,6 +4,10 @@ runner and the dispatcher alike, so it lives below both."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from forge.plan.repo_config import RepoConfig
 
 
 @dataclass(frozen=True)
@@ -17,3 +21,6 @@ class RunOptions:
     budget: float | None = None  # USD, `forge run --budget`: overrides the plan's
     verify: bool = True
     sandbox: bool = False  # `forge run --sandbox` (or `sandbox = true` in the plan)
+    # forge.toml as the command read it; the run reads it at its start when None, and
+    # either way every part of the run uses that one reading (RunContext.repo_config)
+    repo_config: RepoConfig | None = None

@@ -60,12 +60,6 @@ def agent_defs(repo: Repository, plan: Plan) -> dict[str, Mapping[str, Any]]:
     return plan.agent_tables(load_repo_config(repo.root).agents)
 
 
-def verify_config(repo: Repository, plan: Plan) -> VerifyConfig | None:
-    from forge.plan.repo_config import load_repo_config
-
-    return plan.verify_config(load_repo_config(repo.root).verify)
-
-
 @dataclass(frozen=True)
 class Around:
     """What surrounds a run: who is told when a task changes and of each event (the
@@ -92,9 +86,11 @@ def run_plan(
     from forge.plan.repo_config import load_repo_config
     from forge.plan.specs import check_specs
 
-    defs = agent_defs(repo, plan)
+    # Read once: the whole run goes by what forge.toml said at its start.
+    repo_config = options.repo_config or load_repo_config(repo.root)
+    defs = plan.agent_tables(repo_config.agents)
     # forge.toml may have changed since `forge plan`
-    check_specs(plan, defs, pool=load_repo_config(repo.root).auto)
+    check_specs(plan, defs, pool=repo_config.auto)
     # Orphaned grandchildren of agents re-parent to forge, so a stopped group can be
     # reaped to the last process instead of lingering as zombies of init.
     procgroup.become_subreaper()
@@ -113,7 +109,7 @@ def run_plan(
                 repo, repo.worktrees_root() / plan.name, state, store, clean_all=plan.clean == "all"
             )
             slots.free_merged()
-            config = verify_config(repo, plan) if options.verify else None
+            config = plan.verify_under(repo_config) if options.verify else None
             mode = gate_mode(plan, config)
             ctx = RunContext(
                 repo=repo,
@@ -125,6 +121,7 @@ def run_plan(
                 stop=stop,
                 agent_defs=defs,
                 owner=owner,
+                repo_config=repo_config,
                 on_change=lambda tid: on_change(state, tid),
                 gated=mode != "off",
                 sandbox=boxed,
@@ -222,7 +219,7 @@ def _dispatch(
     """Run the dispatch loop to its end, with the verification checkouts made
     meanwhile and, when work lands through the gate, the gate's thread."""
     mode, on_event, remote = gate_mode(ctx.plan, config), around.on_event, around.remote
-    prewarm = Prewarm(ctx.repo, ctx.plan)
+    prewarm = Prewarm(ctx.repo, ctx.plan.name, config)
     if options.verify and integration:
         # From the start: slots are made one or two at a time, so a core is
         # free for the verification's checkouts, which then only move at the end.
@@ -265,7 +262,7 @@ def _conclude(
     """After the dispatch: the verdict. Through the gate it is the last landed
     batch's (no second verification of a head just judged); otherwise the
     integration head is verified now, unless stopped or paused."""
-    repo, plan, stop, sandbox = ctx.repo, ctx.plan, ctx.stop, ctx.sandbox
+    repo, stop = ctx.repo, ctx.stop
     state = report.state
     report.paused = state.paused
     report.integration_head = repo.ref_value(state.integration)
@@ -280,9 +277,7 @@ def _conclude(
         if gate is not None and landed and landed.commit == report.integration_head:
             report.verification = landed
         else:
-            report.verification = _verify(
-                repo, plan, report.integration_head, stop, on_event, sandbox=sandbox
-            )
+            report.verification = _verify(ctx, report.integration_head, on_event)
             reducer.apply(state, ev.VerificationRecorded(report.verification))
         if stop.is_set():
             report.interrupted = True
@@ -336,16 +331,17 @@ class Prewarm:
     costs ~1 s on a large repository, and would otherwise be paid after the last
     merge, when everyone waits for the verdict."""
 
-    def __init__(self, repo: Repository, plan: Plan) -> None:
+    def __init__(self, repo: Repository, key: str, config: VerifyConfig | None) -> None:
         self.repo = repo
-        self.plan = plan
+        self.key = key  # the plan's name: the key its verifications run under
+        self.config = config
         self.thread: threading.Thread | None = None
         self.started = False
 
     def start(self, commit: str) -> None:
         if self.started:
             return
-        config = verify_config(self.repo, self.plan)
+        config = self.config
         lanes = [lane for lane, _ in (config.lanes if config else ())]
         self.started = True  # once: never start again
         if not lanes or config is None:
@@ -358,8 +354,8 @@ class Prewarm:
             # verification takes (the most recently used free one).
             with (
                 contextlib.suppress(Exception),
-                checkout.key_lock(self.repo, self.plan.name),
-                pool.checkouts_for(self.repo, self.plan.name, config) as place,
+                checkout.key_lock(self.repo, self.key),
+                pool.checkouts_for(self.repo, self.key, config) as place,
             ):
                 for lane in lanes:
                     if not checkout.checkout_path(self.repo, place, lane).exists():
@@ -374,24 +370,17 @@ class Prewarm:
             self.thread.join()
 
 
-def _verify(
-    repo: Repository,
-    plan: Plan,
-    head: str,
-    stop: threading.Event,
-    on_event: Callable[[str], None],
-    *,
-    sandbox: bool = False,
-) -> VerifyRecord:
+def _verify(ctx: RunContext, head: str, on_event: Callable[[str], None]) -> VerifyRecord:
+    """The integration head verified, under the forge.toml read at the run's start."""
     from forge.verify import engine as verify
 
     return verify.verify_commit(
-        repo,
+        ctx.repo,
         head,
-        verify_config(repo, plan),
-        key=plan.name,
-        stop=stop,
-        ask=verify.Ask(on_event=on_event, sandbox=sandbox),
+        ctx.plan.verify_under(ctx.repo_config),
+        key=ctx.plan.name,
+        stop=ctx.stop,
+        ask=verify.Ask(on_event=on_event, sandbox=ctx.sandbox),
     )
 
 

@@ -49,9 +49,12 @@ def pool_name(config: VerifyConfig) -> str:
     return _PREFIX + hashlib.sha256(what.encode()).hexdigest()[:12]
 
 
-def pool_max(repo: Repository) -> int:
-    """`verify_pool_max` of forge.toml (checked where forge.toml is read; a file
-    edited into something unreadable since keeps the default here)."""
+def pool_max(repo: Repository, config: VerifyConfig) -> int:
+    """`verify_pool_max` of forge.toml: as read with `config` (a run's, at its
+    start), else read now (checked where forge.toml is read; a file edited into
+    something unreadable since keeps the default here)."""
+    if config.pool_max is not None:
+        return config.pool_max
     from forge.plan.repo_config import load_repo_config
 
     try:
@@ -115,7 +118,7 @@ def checkouts_for(repo: Repository, key: str, config: VerifyConfig) -> Iterator[
             lock = _take(repo, member)
     try:
         _used(repo, member, key)
-        _evict(repo, pool, keep=member, limit=pool_max(repo))
+        _evict(repo, pool, keep=member, limit=pool_max(repo, config))
         yield member
     finally:
         lock.release()

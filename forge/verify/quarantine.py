@@ -38,7 +38,9 @@ def team_word(repo: Repository) -> TestsWord:
 
 
 def policy(repo: Repository, config: VerifyConfig | None) -> Policy:
-    word = team_word(repo)
+    """How `config`'s failing tests are judged: forge.toml's `[tests]` as read
+    with `config` (a run's, at its start), else as it reads now."""
+    word = config.team if config is not None and config.team is not None else team_word(repo)
     mode = (config.quarantine if config else None) or word.mode or "auto"
     release = (config.release_after if config else None) or word.release_after
     return Policy(

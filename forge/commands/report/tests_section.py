@@ -36,8 +36,7 @@ def rows_for(repo: Repository, recorded: Recorded, pre_existing: PreExisting | N
     from forge.commands import tests as view
 
     try:
-        repo_verify = load_repo_config(repo.root, read_agents=False).verify
-        config = recorded.plan.verify_config(repo_verify)
+        config = recorded.plan.verify_under(load_repo_config(repo.root, read_agents=False))
     except ForgeError:
         config = None
     red = {(t.lane, t.test) for t in (pre_existing.tests if pre_existing else [])}

@@ -15,7 +15,7 @@ import contextlib
 import json
 import sqlite3
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -81,7 +81,6 @@ CREATE TABLE IF NOT EXISTS drafts (
     seconds REAL
 );
 """
-_prices: dict[Path, Mapping[str, tuple[float, float]]] = {}
 
 
 def path_of(state: StateDir) -> Path:
@@ -100,20 +99,6 @@ def _quietly(write: Callable[[], None]) -> None:
         write()
 
 
-def _prices_of(ctx: RunContext) -> Mapping[str, tuple[float, float]]:
-    root = ctx.repo.root
-    if root not in _prices:
-        from forge.plan.repo_config import load_repo_config
-
-        try:
-            _prices[root] = load_repo_config(root, read_agents=False).all_prices()
-        except Exception:  # noqa: BLE001 a broken forge.toml: the table alone
-            from forge.agents.prices import DEFAULT_PRICES
-
-            _prices[root] = DEFAULT_PRICES
-    return _prices[root]
-
-
 def _phases(attempt: Attempt) -> str:
     spent: dict[str, float] = {}
     for p in attempt.phases:
@@ -128,7 +113,7 @@ def record(ctx: RunContext, task: Task, attempt: Attempt) -> None:
 
     if attempt.tag is None:
         return
-    usd = attempt_usd(attempt, _prices_of(ctx))
+    usd = attempt_usd(attempt, ctx.repo_config.all_prices())
     now = time.time()
     seconds = attempt.duration or 0.0
     row = {

@@ -222,9 +222,8 @@ class Router:
 def router_of(ctx: RunContext) -> Router:
     if not isinstance(ctx.router, Router):
         from forge.agents import spec as agents
-        from forge.plan.repo_config import load_repo_config
 
-        config = load_repo_config(ctx.repo.root)
+        config = ctx.repo_config
         texts = ctx.plan.auto or config.auto
         pool = {str(agents.resolve(t, ctx.agent_defs)[1]): t for t in texts}
         ctx.router = Router(ctx, pool, config.all_prices())
