@@ -169,7 +169,7 @@ def _judge(
 ) -> None:
     """Ask the judge agent; its answer wins when it names one of `ranked`."""
     from forge.agents import spec as agents
-    from forge.run.attempt.context import Command, group
+    from forge.run.attempt.agent import Ask, Folder, ask_agent
     from forge.run.state.run_state import Attempt
 
     folder = ctx.logs / task.id / "judge"
@@ -178,24 +178,11 @@ def _judge(
     answer.unlink(missing_ok=True)
     atomic_write_text(prompt_file, _prompt(ctx, task, ranked, recs, answer))
     defn, spec = agents.resolve(spec_text, ctx.agent_defs)
-    argv, stdin = agents.render_command(
-        defn, spec, prompt_file=prompt_file, task=task.id, worktree=folder
-    )
-    call = agents.AgentCall(
-        task.id, 1, prompt_file, ctx.logs.parent / "agent-state", worktree=folder
-    )
-    env = agents.agent_env(defn, spec, call)
-    # The one way a run's command runs: a process group, the log cap, the sandbox.
-    command = Command(
-        argv,
-        log=log,
-        timeout=ctx.plan.timeout_of(task, defn.timeout),
-        env={**env, "FORGE_JUDGE_FILE": str(answer)},
-        input_path=stdin,
-    )
+    timeout = ctx.plan.timeout_of(task, defn.timeout)
+    env = {"FORGE_JUDGE_FILE": str(answer)}
+    ask = Ask((defn, spec), task.id, 1, prompt_file, log, timeout, env)
     judge = Attempt(number=1, agent=spec_text, tag=f"{ctx.plan.name}/{task.id}/judge")
-    group(ctx, command, cwd=folder, attempt=judge)
-    usage = agents.parse_usage(defn, log.read_text(errors="replace") if log.exists() else "")
+    usage = ask_agent(ask, Folder(ctx, folder, judge)).usage
     if usage is not None:  # the judge's spend is the task's
         out.cost_usd, out.input_tokens = usage.cost_usd, usage.input_tokens
         out.output_tokens = usage.output_tokens
