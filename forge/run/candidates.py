@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from forge.base.interrupt import LinkedStop
 from forge.git import worktrees
 from forge.git.trailers import merge_message
 from forge.plan.candidates import (
@@ -56,17 +57,6 @@ if TYPE_CHECKING:
 __all__ = ["Candidates", "is_unit", "task_of_unit"]
 
 NOT_CHOSEN = "passed, not chosen"
-
-
-class LinkedStop(threading.Event):
-    """A candidate's own stop: set to stop it alone, and set whenever the run's is."""
-
-    def __init__(self, outer: threading.Event) -> None:
-        super().__init__()
-        self.outer = outer
-
-    def is_set(self) -> bool:
-        return super().is_set() or self.outer.is_set()
 
 
 @dataclasses.dataclass(frozen=True)
