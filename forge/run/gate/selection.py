@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import queue
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -26,6 +25,7 @@ from forge.git import trailers
 from forge.plan.candidates import Candidate, judge_of
 from forge.plan.model import Task
 from forge.plan.repo_config import VerifyConfig
+from forge.run.gate import fanout
 from forge.run.state.run_state import TaskState
 from forge.verify.records import Verdict
 
@@ -148,8 +148,7 @@ def _verified(
 
         return c, blame_reason(record)[0]
 
-    with ThreadPoolExecutor(max_workers=width, thread_name_prefix="best") as pool:
-        results = list(pool.map(judge, passed))
+    results = fanout.each(judge, passed, width=width, name="best")
     standing, failed = [], {}
     for c, why in results:
         if why is None:
