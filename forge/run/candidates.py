@@ -42,7 +42,7 @@ from forge.plan.candidates import (
 )
 from forge.plan.model import Task
 from forge.plan.specs import DEFAULT_AGENT
-from forge.run.attempt import phases
+from forge.run.attempt import messages, phases
 from forge.run.attempt.context import Outcome
 from forge.run.context import RunContext
 from forge.run.gate.selection import Selection
@@ -206,7 +206,7 @@ class Candidates:
             if tid in self.rounds and ts.status == Status.RUNNING:
                 stopped = self.ctx.stop.is_set()
                 status = Status.INTERRUPTED if stopped else Status.PENDING
-                self.ctx.emit(ev.Concluded(tid, status, "not every candidate ran"))
+                self.ctx.emit(ev.Concluded(tid, status, messages.NOT_EVERY_CANDIDATE))
 
     # -- the task's status from its candidates' ---------------------------------
 
@@ -288,7 +288,7 @@ class Candidates:
         try:
             result = choose(self.ctx, task, passed, recs, config=config, on_event=self.on_event)
         except Exception as exc:  # noqa: BLE001 recorded as each one's failure, never lost
-            result = Selection(failed={c.unit: f"forge error: {exc}" for c in passed})
+            result = Selection(failed={c.unit: messages.forge_error(exc) for c in passed})
         self.selections[task.id] = result
         self.wake()
 
@@ -432,7 +432,7 @@ class Candidates:
         ended = [recs[c.unit] for c in cands]
         with self.ctx.store.lock:
             if self.ctx.stop.is_set() and any(r.status == Status.INTERRUPTED for r in ended):
-                verdict = ev.Concluded(task.id, Status.INTERRUPTED, "stopped by the user")
+                verdict = ev.Concluded(task.id, Status.INTERRUPTED, messages.STOPPED)
             elif all(r.status == Status.INFRA for r in ended):
                 verdict = ev.Concluded(task.id, Status.INFRA, ended[0].reason)
             else:

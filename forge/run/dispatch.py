@@ -22,6 +22,7 @@ from forge.base.text import one_line
 from forge.errors import ForgeError
 from forge.plan.model import Task
 from forge.plan.registry import Recorded
+from forge.run.attempt import messages
 from forge.run.attempt.context import Asked, Outcome, Remote
 from forge.run.attempt.pipeline import run_attempt
 from forge.run.budget import Budget
@@ -125,7 +126,7 @@ class Dispatcher:
                 held = holds.active(self.ctx.repo.state, self.plan.name)
                 if held is not None and self._ready():
                     # Only a hold that keeps something from starting pauses the run.
-                    why = f"hold: {held.describe()}; `{held.resume}` lifts it"
+                    why = messages.held(held.describe(), held.resume)
                     self.ctx.apply(ev.Paused(why))
                 if not state.paused and self.budget.spent_out() and self._ready():
                     self.ctx.apply(ev.Paused(self.budget.describe()))
@@ -283,7 +284,7 @@ class Dispatcher:
             blocked_by = [d for d in bad if self._finally_unmerged(d)]
             if blocked_by and ts.status != Status.BLOCKED:
                 d = blocked_by[0]
-                why = f"dependency {d} did not merge ({state.tasks[d].status})"
+                why = messages.dependency_not_merged(d, state.tasks[d].status)
                 self.ctx.apply(ev.Blocked(task.id, why))
                 changed = True
             elif not bad and ts.status == Status.BLOCKED:
@@ -342,7 +343,7 @@ class Dispatcher:
 
     def _pause(self, why: str) -> None:
         what_now = _what_now(why, self.plan.name, self.plan.source)
-        self.ctx.emit(ev.Paused(f"infrastructure: {why}; {what_now}"))
+        self.ctx.emit(ev.Paused(messages.infra_paused(why, what_now)))
 
     def _start(
         self,
@@ -387,7 +388,7 @@ class Dispatcher:
                     remote=self.remote,
                 )
             except Exception as exc:  # noqa: BLE001 never let a worker die silently: the loop waits for it
-                outcome = Outcome(Status.FAILED, f"forge error: {exc}")
+                outcome = Outcome(Status.FAILED, messages.forge_error(exc))
                 if len(ts.attempts) == counted:
                     # No attempt was counted (its logs folder cannot be made, ...): the
                     # next dispatch would fail the same way at once, forever. Stop.
@@ -398,7 +399,7 @@ class Dispatcher:
                 # Ctrl-C or SystemExit is a stop, not a failed task (the attempt
                 # recorded itself INTERRUPTED): stop the run, let the loop see it end.
                 self.ctx.stop.set()
-                self.done.put((task.id, Outcome(Status.INTERRUPTED, "forge was stopped")))
+                self.done.put((task.id, Outcome(Status.INTERRUPTED, messages.FORGE_STOPPED)))
                 raise
             self.done.put((task.id, outcome))
 

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 from forge.agents.output import cli_message
 from forge.base import proc
 from forge.git.repo import Repository
+from forge.run.attempt import messages
 from forge.run.attempt.agent import Answer, Ask, ask_agent
 from forge.run.attempt.context import AttemptScope, Outcome, Place
 from forge.run.context import RunContext
@@ -120,7 +121,9 @@ def run_review(order: ReviewOrder, place: Place, attempt: Attempt, *, diff: str)
         assert infra is not None
         return done(
             record,
-            Verdict(ReviewVerdict.INFRA, f"{infra.kind}: {infra.message}", defn.name, infra.kind),
+            Verdict(
+                ReviewVerdict.INFRA, messages.binary_missing(infra.message), defn.name, infra.kind
+            ),
         )
     usage = answer.usage
     if usage is not None:
@@ -144,21 +147,23 @@ def _verdict(answer: Answer, verdict_file: Path, timeout: float) -> Verdict:
     """What the reviewer's run says: its verdict file, else its exit."""
     name = answer.agent
     if answer.stopped:
-        return Verdict(ReviewVerdict.STOPPED, "stopped by the user", name)
+        return Verdict(ReviewVerdict.STOPPED, messages.STOPPED, name)
     written = _read_verdict(verdict_file)
     if written is not None:
         return Verdict(ReviewVerdict(written[0]), written[1], name)
     infra = answer.infra
     if infra is not None:
-        message = f"{infra.kind}: {infra.message}"
+        message = messages.infra(infra.kind, infra.message)
         return Verdict(ReviewVerdict.INFRA, message, name, infra.kind, infra.retry_after)
     if answer.timed_out:
-        return Verdict(ReviewVerdict.INFRA, f"timed out after {timeout:g}s", name, "timeout")
+        return Verdict(ReviewVerdict.INFRA, messages.review_timed_out(timeout), name, "timeout")
     if answer.returncode == 0:
         return Verdict(ReviewVerdict.APPROVE, "", name)
     # A JSON CLI's own message says it; else the output's tail.
     findings = cli_message(answer.output) or proc.tail(answer.output, FINDINGS_LINES)
-    return Verdict(ReviewVerdict.REJECT, findings or f"reviewer exited {answer.returncode}", name)
+    return Verdict(
+        ReviewVerdict.REJECT, findings or messages.reviewer_exited(answer.returncode), name
+    )
 
 
 def _done(place: Place, task: str, attempt: Attempt, record: Review, verdict: Verdict) -> Verdict:
@@ -175,19 +180,19 @@ def outcome_of(
     if verdict.verdict == ReviewVerdict.APPROVE:
         return None
     if verdict.verdict == ReviewVerdict.STOPPED:
-        return Outcome(Status.INTERRUPTED, "stopped during the review")
+        return Outcome(Status.INTERRUPTED, messages.REVIEW_STOPPED)
     if verdict.verdict == ReviewVerdict.INFRA:
         return Outcome(
             Status.INFRA,
-            f"review: {verdict.findings}",
+            messages.reviewed(verdict.findings),
             infra_retry_after=verdict.retry_after,
             infra_kind=verdict.infra_kind,
             infra_agent=verdict.agent,
         )
     findings.write_text((verdict.findings or "(no findings given)") + "\n")
     place.record(ev.FeedbackNoted(task, attempt.number, str(findings), records.REVIEWED))
-    line = " ".join(verdict.findings.split())[:200] or "rejected without findings"
-    return Outcome(Status.FAILED, f"review: {line}")
+    line = " ".join(verdict.findings.split())[:200] or messages.NO_FINDINGS
+    return Outcome(Status.FAILED, messages.reviewed(line))
 
 
 def diff_text(repo: Repository, base: str, head: str) -> str:

@@ -49,14 +49,14 @@ def run_work(
         if order.strict_model:  # its work is not what was paid for: INFRA, not judged
             return Outcome(
                 Status.INFRA,
-                f"model: model mismatch: {attempt.model_mismatch} (strict_model)",
+                messages.strict_model(attempt.model_mismatch),
                 infra_kind="model",
                 infra_agent=defn.name,
             )
     if answer.infra is not None:
         infra = answer.infra
         after = f" (timed out after {order.timeout:g}s)" if answer.timed_out else ""
-        return _infra(infra, defn, f"{infra.kind}: {infra.message}{after}")
+        return _infra(infra, defn, messages.infra(infra.kind, infra.message) + after)
     if answer.exit.returncode not in (None, 0) and not answer.timed_out:
         from forge.agents import spec as agents
 

@@ -101,7 +101,7 @@ def _verified(
 ) -> tuple[list[Candidate], dict[str, str]]:
     """The candidates whose work, merged onto the integration head, passes, and
     why each other one cannot land (by unit)."""
-    from forge.git.merge import merge_onto
+    from forge.git.merge import conflict_reason, merge_onto
     from forge.run.gate.subsets import Where, head_has_them, regressions
     from forge.verify import engine as verify
 
@@ -120,7 +120,7 @@ def _verified(
         )
         res = merge_onto(ctx.repo, head, last.commit, message=message)
         if not res.merged or res.commit is None:
-            return c, f"conflicts with integration in: {', '.join(res.conflicts[:8])}"
+            return c, conflict_reason(res.conflicts)
         key = keys.get()
         try:
             record = verify.verify_commit(
