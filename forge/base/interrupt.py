@@ -28,6 +28,19 @@ class StopEvent(threading.Event):
         self.count = 0
 
 
+class LinkedStop(threading.Event):
+    """A stop of its own for one piece of work (a speculation thrown away, a losing
+    candidate): set to stop it alone, and set whenever its parent is (the run's
+    stop, Ctrl-C). Either way its process groups get TERM, grace, KILL."""
+
+    def __init__(self, parent: threading.Event) -> None:
+        super().__init__()
+        self.parent = parent
+
+    def is_set(self) -> bool:
+        return super().is_set() or self.parent.is_set()
+
+
 @contextlib.contextmanager
 def on_stop_signals() -> Iterator[StopEvent]:
     """Within the block, SIGINT/SIGTERM set the yielded event instead of killing

@@ -357,6 +357,18 @@ def salvage(
     return keep(repo, commit, plan=plan, task=task)
 
 
+def salvage_and_clear(
+    repo: Repository, path: Path, *, plan: str, task: str, dirty: list[str] | None = None
+) -> str | None:
+    """`salvage` the uncommitted work in the slot at `path`, then, that work safe in
+    its ref, `restore` the slot to its committed work. Returns the ref, or None when
+    there was nothing to keep (the tree is left as it is)."""
+    ref = salvage(repo, path, plan=plan, task=task, dirty=dirty)
+    if ref is not None:
+        restore(repo, path)
+    return ref
+
+
 def keep_local_commits(
     repo: Repository, path: Path, known: str, *, plan: str, task: str
 ) -> str | None:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from forge.plan.candidates import Candidate
 from forge.plan.model import Task
+from forge.run.attempt import messages
 from forge.run.context import RunContext
 from forge.run.gate.selection import Selection
 from forge.run.state import events as ev
@@ -87,6 +88,6 @@ class Choice:
                 self.ctx, task, passed, recs, config=self.config, on_event=self.on_event
             )
         except Exception as exc:  # noqa: BLE001 recorded as each one's failure, never lost
-            result = Selection(failed={c.unit: f"forge error: {exc}" for c in passed})
+            result = Selection(failed={c.unit: messages.forge_error(exc) for c in passed})
         self.selections[task.id] = result
         self.wake()

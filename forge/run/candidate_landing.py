@@ -165,11 +165,9 @@ def salvage(ctx: RunContext, cts: TaskState, *, uncommitted: bool) -> None:
     slot = ctx.state.slots.get(cts.slot or "")
     if uncommitted and slot is not None and slot.task == cts.id:
         path = Path(slot.path)
-        ref = worktrees.salvage(repo, path, plan=plan, task=cts.id)
+        ref = worktrees.salvage_and_clear(repo, path, plan=plan, task=cts.id)
         if ref is not None:
             kept.append(ref)
-        worktrees.git(repo, path, "reset", "--quiet", "--hard", check=False)
-        worktrees.git(repo, path, "clean", "-ffdq", check=False)
         ctx.slots.release(cts.id)
     head = repo.ref_value(cts.branch) if cts.branch else None
     if not kept and head is not None and head != cts.base:

@@ -29,13 +29,14 @@ others; Candidates, what each candidate's end makes of its task.
 from __future__ import annotations
 
 import dataclasses
-import threading
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
+from forge.base.interrupt import LinkedStop
 from forge.plan.candidates import Candidate, candidates_of, is_unit, select_of, task_of_unit
 from forge.plan.model import Task
 from forge.plan.specs import DEFAULT_AGENT
+from forge.run.attempt import messages
 from forge.run.attempt.context import Outcome
 from forge.run.candidate_choice import Choice
 from forge.run.candidate_landing import Landing
@@ -47,17 +48,6 @@ if TYPE_CHECKING:
     from forge.run.gate.landing import Gate
 
 __all__ = ["Candidates", "is_unit", "task_of_unit"]
-
-
-class LinkedStop(threading.Event):
-    """A candidate's own stop: set to stop it alone, and set whenever the run's is."""
-
-    def __init__(self, outer: threading.Event) -> None:
-        super().__init__()
-        self.outer = outer
-
-    def is_set(self) -> bool:
-        return super().is_set() or self.outer.is_set()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -269,7 +259,7 @@ class Candidates:
             if self.rounds.is_open(tid) and ts.status == Status.RUNNING:
                 stopped = self.ctx.stop.is_set()
                 status = Status.INTERRUPTED if stopped else Status.PENDING
-                self.ctx.emit(ev.Concluded(tid, status, "not every candidate ran"))
+                self.ctx.emit(ev.Concluded(tid, status, messages.NOT_EVERY_CANDIDATE))
 
     def busy(self) -> bool:
         """A selection still runs: the dispatch is not over."""
@@ -328,7 +318,7 @@ class Candidates:
         ended = [recs[c.unit] for c in cands]
         with self.ctx.store.lock:
             if self.ctx.stop.is_set() and any(r.status == Status.INTERRUPTED for r in ended):
-                verdict = ev.Concluded(task.id, Status.INTERRUPTED, "stopped by the user")
+                verdict = ev.Concluded(task.id, Status.INTERRUPTED, messages.STOPPED)
             elif all(r.status == Status.INFRA for r in ended):
                 verdict = ev.Concluded(task.id, Status.INFRA, ended[0].reason)
             else:

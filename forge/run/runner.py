@@ -24,6 +24,7 @@ from forge.plan.model import Gate as GateMode
 from forge.plan.model import Plan
 from forge.plan.registry import Recorded
 from forge.plan.repo_config import VerifyConfig
+from forge.run.attempt import messages
 from forge.run.attempt.context import Remote
 from forge.run.context import RunContext
 from forge.run.options import RunOptions
@@ -322,7 +323,7 @@ def _forget_lost_merges(state: RunState) -> None:
     count as merged into a branch that does not hold them."""
     for ts in state.tasks.values():
         if ts.status == Status.MERGED:
-            why = "its merge was on an integration branch that has been deleted"
+            why = messages.INTEGRATION_DELETED
             reducer.apply(state, ev.Reopened(ts.id, why))
 
 

@@ -1,5 +1,7 @@
-"""What an attempt's steps say when they end it: each reason written once, the
-same on this machine and on a cluster worker."""
+"""What an attempt's steps say when they end it, and what the run says when it ends
+a task or pauses: each reason written once, the same on this machine and on a
+cluster worker. The run (forge.run) and the gate import them from here; the state
+layer below (recovery, reconcile) cannot, and words its few own."""
 
 from __future__ import annotations
 
@@ -67,3 +69,69 @@ def broken_git(why: object) -> str:
 def no_sandbox(worker: str, why: str) -> str:
     """A worker asked for `sandbox = true` that cannot make one."""
     return f"{worker} cannot run the sandbox: {why}"
+
+
+# -- the reviewer (forge.run.attempt.review) ------------------------------------
+
+REVIEW_STOPPED = "stopped during the review"
+NO_FINDINGS = "rejected without findings"
+
+
+def reviewed(said: str) -> str:
+    """A review that failed the attempt: `said` is its findings' first words, or
+    why the reviewer could not judge."""
+    return f"review: {said}"
+
+
+def reviewer_exited(returncode: int | None) -> str:
+    return f"reviewer exited {returncode}"
+
+
+def review_timed_out(limit: float) -> str:
+    return f"timed out after {limit:g}s"
+
+
+# -- what the agent's run says ---------------------------------------------------
+
+
+def infra(kind: str, message: str) -> str:
+    """An infrastructure failure the agent's output (or its reviewer's) tells of."""
+    return f"{kind}: {message}"
+
+
+def strict_model(mismatch: str) -> str:
+    return f"model: model mismatch: {mismatch} (strict_model)"
+
+
+def no_changes_landed(who: str) -> str:
+    """No changes, and `who` (landed tasks) last changed the task's files."""
+    return f"{NO_CHANGES} (its files were last changed by landed {who}: the change may be there already)"
+
+
+# -- the run: its dispatcher, its candidates, its runner (forge.run) --------------
+
+FORGE_STOPPED = "forge was stopped"
+NOT_EVERY_CANDIDATE = "not every candidate ran"
+INTEGRATION_DELETED = "its merge was on an integration branch that has been deleted"
+
+
+def forge_stopped(exc: BaseException) -> str:
+    """Ctrl-C or SystemExit reached the attempt's thread."""
+    return f"{FORGE_STOPPED} ({exc!r})"
+
+
+def forge_error(exc: Exception) -> str:
+    return f"forge error: {exc}"
+
+
+def dependency_not_merged(dep: str, status: object) -> str:
+    return f"dependency {dep} did not merge ({status})"
+
+
+def held(describe: str, resume: str) -> str:
+    """The run paused by a hold: what holds it, and the command that lifts it."""
+    return f"hold: {describe}; `{resume}` lifts it"
+
+
+def infra_paused(why: str, what_now: str) -> str:
+    return f"infrastructure: {why}; {what_now}"

@@ -97,7 +97,7 @@ def run_attempt(
         # task's failure: the attempt is INTERRUPTED (spent nothing) and the
         # exception goes on to the caller.
         ctx.stop.set()
-        interrupted = Outcome(Status.INTERRUPTED, f"forge was stopped ({exc!r})")
+        interrupted = Outcome(Status.INTERRUPTED, messages.forge_stopped(exc))
         _finish(scope, interrupted, started)
         raise
     return _finish(scope, outcome, started)
@@ -157,8 +157,7 @@ def _said_why_nothing(scope: AttemptScope, outcome: Outcome) -> Outcome:
     if not by:
         return outcome
     who = tasks_phrase(by)
-    why = f"{messages.NO_CHANGES} (its files were last changed by landed {who}: the change may be there already)"
-    return replace(outcome, reason=why)
+    return replace(outcome, reason=messages.no_changes_landed(who))
 
 
 def _here(scope: AttemptScope) -> Outcome | str:

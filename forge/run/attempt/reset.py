@@ -76,10 +76,7 @@ def reset_for_attempt(
     salvaged = None
     if path is not None:
         dirty = [] if known_clean else worktrees.dirty_paths(path, repo)
-        salvaged = worktrees.salvage(repo, path, plan=plan.name, task=ts.id, dirty=dirty)
-    if salvaged and path is not None:  # its work is safe in the ref: clear the tree
-        worktrees.git(repo, path, "reset", "--quiet", "--hard")
-        worktrees.git(repo, path, "clean", "-ffdq")
+        salvaged = worktrees.salvage_and_clear(repo, path, plan=plan.name, task=ts.id, dirty=dirty)
     head = repo.ref_value(ts.branch) or ts.base
     if path is not None and not known_clean and not salvaged:
         # Commits the agent made in its slot that never came back (the run was

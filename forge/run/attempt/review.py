@@ -21,7 +21,9 @@ from typing import TYPE_CHECKING
 from forge.agents.output import cli_message
 from forge.base import proc
 from forge.git.repo import Repository
-from forge.run.attempt.context import AttemptScope, Command, Outcome, Place
+from forge.run.attempt import messages
+from forge.run.attempt.agent import Answer, Ask, ask_agent
+from forge.run.attempt.context import AttemptScope, Outcome, Place
 from forge.run.context import RunContext
 from forge.run.state import events as ev
 from forge.run.state import records
@@ -99,43 +101,31 @@ def run_review(order: ReviewOrder, place: Place, attempt: Attempt, *, diff: str)
     # Replaced whole, never changed in place: another thread may be saving the state.
     record = Review(str(spec), ReviewVerdict.RUNNING, str(log))
     place.record(ev.Reviewed(order.task, attempt.number, record))
-    missing = agents.check_binary(defn)
-    if missing:
-        return _done(
-            place,
-            order.task,
-            attempt,
-            record,
-            Verdict(ReviewVerdict.INFRA, f"binary-missing: {missing}", defn.name, "binary-missing"),
-        )
+    done = functools.partial(_done, place, order.task, attempt)
     prompt_file = place.logs / "review-prompt.md"
     text = agents.TaskText(order.plan, order.task, order.title, order.prompt, order.files)
     agents.write_review_file(prompt_file, text, diff=diff, review_file=verdict_file)
     verdict_file.unlink(missing_ok=True)
-    worktree = place.slot
-    argv, stdin = agents.render_command(
-        defn,
-        spec,
-        prompt_file=prompt_file,
-        task=order.task,
-        worktree=worktree,
-        review_file=verdict_file,
-    )
-    call = agents.AgentCall(
+    ask = Ask(
+        order.agent,
         order.task,
         attempt.number,
         prompt_file,
-        place.state_dir,
-        worktree=worktree,
+        log,
+        order.timeout,
         review_file=verdict_file,
     )
-    env = agents.agent_env(defn, spec, call)
-    timeout = order.timeout
-    # The attempt's one runner: its tag, the log cap, the sandbox (which lets the
-    # reviewer write its verdict file).
-    res = place.group(Command(argv, log, timeout, env, stdin, writable=(verdict_file.parent,)))
-    output = log.read_text(errors="replace") if log.exists() else ""
-    usage = agents.parse_usage(defn, output)
+    answer = ask_agent(ask, place)
+    infra = answer.infra
+    if answer.exit is None:  # its binary is missing
+        assert infra is not None
+        return done(
+            record,
+            Verdict(
+                ReviewVerdict.INFRA, messages.binary_missing(infra.message), defn.name, infra.kind
+            ),
+        )
+    usage = answer.usage
     if usage is not None:
         # The review's spend is the task's.
         record = replace(
@@ -150,27 +140,29 @@ def run_review(order: ReviewOrder, place: Place, attempt: Attempt, *, diff: str)
                 order.task, attempt.number, usage.cost_usd, usage.input_tokens, usage.output_tokens
             )
         )
-    done = functools.partial(_done, place, order.task, attempt, record)
-    if res.stopped:
-        return done(Verdict(ReviewVerdict.STOPPED, "stopped by the user", defn.name))
+    return done(record, _verdict(answer, verdict_file, order.timeout))
+
+
+def _verdict(answer: Answer, verdict_file: Path, timeout: float) -> Verdict:
+    """What the reviewer's run says: its verdict file, else its exit."""
+    name = answer.agent
+    if answer.stopped:
+        return Verdict(ReviewVerdict.STOPPED, messages.STOPPED, name)
     written = _read_verdict(verdict_file)
     if written is not None:
-        return done(Verdict(ReviewVerdict(written[0]), written[1], defn.name))
-    rc = None if res.timed_out else res.returncode
-    infra = agents.classify_failure(defn, returncode=rc, output=output, said_at=res.last_output)
+        return Verdict(ReviewVerdict(written[0]), written[1], name)
+    infra = answer.infra
     if infra is not None:
-        message = f"{infra.kind}: {infra.message}"
-        return done(Verdict(ReviewVerdict.INFRA, message, defn.name, infra.kind, infra.retry_after))
-    if res.timed_out:
-        return done(
-            Verdict(ReviewVerdict.INFRA, f"timed out after {timeout:g}s", defn.name, "timeout")
-        )
-    if res.returncode == 0:
-        return done(Verdict(ReviewVerdict.APPROVE, "", defn.name))
+        message = messages.infra(infra.kind, infra.message)
+        return Verdict(ReviewVerdict.INFRA, message, name, infra.kind, infra.retry_after)
+    if answer.timed_out:
+        return Verdict(ReviewVerdict.INFRA, messages.review_timed_out(timeout), name, "timeout")
+    if answer.returncode == 0:
+        return Verdict(ReviewVerdict.APPROVE, "", name)
     # A JSON CLI's own message says it; else the output's tail.
-    findings = cli_message(output) or proc.tail(output, FINDINGS_LINES)
-    return done(
-        Verdict(ReviewVerdict.REJECT, findings or f"reviewer exited {res.returncode}", defn.name)
+    findings = cli_message(answer.output) or proc.tail(answer.output, FINDINGS_LINES)
+    return Verdict(
+        ReviewVerdict.REJECT, findings or messages.reviewer_exited(answer.returncode), name
     )
 
 
@@ -188,19 +180,19 @@ def outcome_of(
     if verdict.verdict == ReviewVerdict.APPROVE:
         return None
     if verdict.verdict == ReviewVerdict.STOPPED:
-        return Outcome(Status.INTERRUPTED, "stopped during the review")
+        return Outcome(Status.INTERRUPTED, messages.REVIEW_STOPPED)
     if verdict.verdict == ReviewVerdict.INFRA:
         return Outcome(
             Status.INFRA,
-            f"review: {verdict.findings}",
+            messages.reviewed(verdict.findings),
             infra_retry_after=verdict.retry_after,
             infra_kind=verdict.infra_kind,
             infra_agent=verdict.agent,
         )
     findings.write_text((verdict.findings or "(no findings given)") + "\n")
     place.record(ev.FeedbackNoted(task, attempt.number, str(findings), records.REVIEWED))
-    line = " ".join(verdict.findings.split())[:200] or "rejected without findings"
-    return Outcome(Status.FAILED, f"review: {line}")
+    line = " ".join(verdict.findings.split())[:200] or messages.NO_FINDINGS
+    return Outcome(Status.FAILED, messages.reviewed(line))
 
 
 def diff_text(repo: Repository, base: str, head: str) -> str:

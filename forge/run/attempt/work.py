@@ -5,13 +5,13 @@ step in a local slot and on a cluster worker (forge.run.attempt.steps)."""
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from forge.base import logs, procgroup
+from forge.base import procgroup
 from forge.run.attempt import messages
+from forge.run.attempt.agent import Answer, Ask, ask_agent
 from forge.run.attempt.context import Command, Outcome, Place, last_line
 from forge.run.state import events as ev
 from forge.run.state import records
@@ -19,6 +19,7 @@ from forge.run.state.run_state import Attempt, Status
 
 if TYPE_CHECKING:
     from forge.agents.definition import AgentDef
+    from forge.agents.output import InfraFailure
     from forge.run.attempt.order import WorkOrder
 
 
@@ -29,113 +30,90 @@ def run_work(
     it succeeded."""
     log = place.logs / "agent.log"
     place.record(ev.FeedbackNoted(order.task, attempt.number, str(log), records.AGENT))
-    timeout = order.timeout
     if order.agent is None:
         assert order.run is not None
-        res = place.group(Command(order.run, log, timeout, env))
-        defn = None
-    else:
-        started = _run_agent(order, place, log, env)
-        if isinstance(started, Outcome):
-            return started
-        defn, res = started
-    output = _read_agent_output(defn, order, place, attempt, log) if defn is not None else ""
-    if res.stopped:
+        res = place.group(Command(order.run, log, order.timeout, env))
+        if res.stopped:
+            return Outcome(Status.INTERRUPTED, messages.STOPPED)
+        return _ended("command", res, log, order.timeout)
+    answer = _run_agent(order, place, log, env)
+    defn = order.agent[0]
+    if answer.exit is None:  # it could not run: its binary is missing
+        assert answer.infra is not None
+        return _infra(answer.infra, defn, messages.binary_missing(answer.infra.message))
+    _read_agent_output(defn, answer, order, place, attempt)
+    if answer.stopped:
         return Outcome(Status.INTERRUPTED, messages.STOPPED)
-    if defn is not None and attempt.model_mismatch:
+    if attempt.model_mismatch:
         place.warn(f"attempt {order.number}: model mismatch: {attempt.model_mismatch}")
         if order.strict_model:  # its work is not what was paid for: INFRA, not judged
             return Outcome(
                 Status.INFRA,
-                f"model: model mismatch: {attempt.model_mismatch} (strict_model)",
+                messages.strict_model(attempt.model_mismatch),
                 infra_kind="model",
                 infra_agent=defn.name,
             )
-    if defn is not None:
-        infra = _infra(defn, res, output, timeout)
-        if infra is not None:
-            return infra
-    what = "command" if defn is None else "agent"
+    if answer.infra is not None:
+        infra = answer.infra
+        after = f" (timed out after {order.timeout:g}s)" if answer.timed_out else ""
+        return _infra(infra, defn, messages.infra(infra.kind, infra.message) + after)
+    if answer.exit.returncode not in (None, 0) and not answer.timed_out:
+        from forge.agents import spec as agents
+
+        if agents.is_context_overflow(answer.output):
+            return Outcome(Status.FAILED, messages.CONTEXT_OVERFLOW)
+        said = agents.failure_reason(answer.output) or last_line(log)
+        return Outcome(Status.FAILED, messages.exited("agent", answer.exit.returncode, said))
+    return _ended("agent", answer.exit, log, order.timeout)
+
+
+def _ended(what: str, res: procgroup.GroupResult, log: Path, timeout: float) -> Outcome | None:
+    """How a run that was not stopped ended: in time with exit 0 (None), timed out,
+    or exited otherwise (its log's last line says why)."""
     if res.timed_out:
         return Outcome(Status.TIMEOUT, messages.timed_out(what, timeout))
     if res.returncode is not None and res.returncode != 0:
-        said = last_line(log)
-        if defn is not None:
-            from forge.agents import spec as agents
-
-            if agents.is_context_overflow(output):
-                return Outcome(Status.FAILED, messages.CONTEXT_OVERFLOW)
-            said = agents.failure_reason(output) or said
-        return Outcome(Status.FAILED, messages.exited(what, res.returncode, said))
+        return Outcome(Status.FAILED, messages.exited(what, res.returncode, last_line(log)))
     return None
 
 
-def _run_agent(
-    order: WorkOrder, place: Place, log: Path, env: Mapping[str, str]
-) -> tuple[AgentDef, procgroup.GroupResult] | Outcome:
-    """Write the prompt (and the feedback of a retry) and run the agent's command,
-    watching its log for an outage. Returns (its definition, the result), or the
-    INFRA outcome of a missing binary."""
-    from forge.agents import spec as agents
-    from forge.run.attempt.watch import infra_watch
-
+def _run_agent(order: WorkOrder, place: Place, log: Path, env: Mapping[str, str]) -> Answer:
+    """Write the prompt (and the feedback of a retry) and run the agent."""
     assert order.agent is not None
-    defn, spec = order.agent
-    missing = agents.check_binary(defn)
-    if missing:
-        return Outcome(
-            Status.INFRA,
-            messages.binary_missing(missing),
-            infra_kind="binary-missing",
-            infra_agent=defn.name,
-        )
     prompt_file = place.logs / "prompt.md"
     prompt_file.write_text(order.prompt_text)
     feedback_file = None
     if order.feedback_text is not None:
         feedback_file = place.logs / "feedback.md"
         feedback_file.write_text(order.feedback_text)
-    argv, stdin = agents.render_command(
-        defn, spec, prompt_file=prompt_file, task=order.task, worktree=place.slot
-    )
-    call = agents.AgentCall(
+    ask = Ask(
+        order.agent,
         order.task,
         order.told,
         prompt_file,
-        place.state_dir,
+        log,
+        order.timeout,
+        env,
         feedback_file=feedback_file,
-        worktree=place.slot,
     )
-    agent_env = agents.agent_env(defn, spec, call)
-    with infra_watch(log, defn, place.stop) as watch:
-        command = Command(argv, log, order.timeout, {**env, **agent_env}, stdin, watch.event)
-        res = place.group(command)
-    if res.stopped and watch.hit is not None and not place.stop.is_set():
-        # Stopped on its own outage message: read as a run that ended there.
-        res = dataclasses.replace(res, stopped=False, returncode=1)
-    return defn, res
+    return ask_agent(ask, place)
 
 
 def _read_agent_output(
-    defn: AgentDef, order: WorkOrder, place: Place, attempt: Attempt, log: Path
-) -> str:
-    """The end of the agent's log, with its usage recorded in the attempt."""
-    from forge.agents import spec as agents
-
-    # The end of the output: usage and provider errors are reported last, and a log
-    # may be as large as its cap.
-    output = logs.tail(log, logs.ANALYSIS_BYTES)
+    defn: AgentDef, answer: Answer, order: WorkOrder, place: Place, attempt: Attempt
+) -> None:
+    """Record the models the agent's output names and its usage in the attempt."""
     # Before any return: an INFRA or stopped attempt's worktree is salvaged
     # later, and a CLI's cache (aider's tags) is never the task's work.
     drop_ignored(place.slot, defn.ignore_paths)
     from forge.agents import models
 
-    reported = models.reported_models(defn, output) or None
+    reported = models.reported_models(defn, answer.output) or None
     mismatch = models.mismatch(attempt.model, reported or [])
     number = attempt.number
     shown = None if reported is None else tuple(reported)
     said: list[ev.Event] = [ev.ModelsReported(order.task, number, shown, mismatch)]
-    usage = agents.parse_usage(defn, output)
+    usage = answer.usage
     if usage is not None:
         said.append(
             ev.AttemptUsage(
@@ -144,31 +122,17 @@ def _read_agent_output(
         )
     for event in said:
         place.record(event)
-    return output
 
 
-def _infra(
-    defn: AgentDef, res: procgroup.GroupResult, output: str, timeout: float
-) -> Outcome | None:
-    """An infrastructure failure the agent's log tells of, as an outcome."""
-    from forge.agents import spec as agents
-
-    # Read after a timeout too: a CLI that waits out an outage (reconnecting,
-    # honouring a long retry delay) looks like a slow task.
-    rc = None if res.timed_out else res.returncode
-    # When the CLI itself last wrote: the log's mtime would be forge's own lines
-    # at the timeout, and a printed retry delay would count from there.
-    infra = agents.classify_failure(defn, returncode=rc, output=output, said_at=res.last_output)
-    if infra is not None:
-        after = f" (timed out after {timeout:g}s)" if res.timed_out else ""
-        return Outcome(
-            Status.INFRA,
-            f"{infra.kind}: {infra.message}{after}",
-            infra_retry_after=infra.retry_after,
-            infra_kind=infra.kind,
-            infra_agent=defn.name,
-        )
-    return None
+def _infra(infra: InfraFailure, defn: AgentDef, reason: str) -> Outcome:
+    """An infrastructure failure the agent's run tells of, as an outcome."""
+    return Outcome(
+        Status.INFRA,
+        reason,
+        infra_retry_after=infra.retry_after,
+        infra_kind=infra.kind,
+        infra_agent=defn.name,
+    )
 
 
 def drop_ignored(path: Path, patterns: tuple[str, ...]) -> None:

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from forge.plan.model import Task
+from forge.run.attempt import messages
 from forge.run.candidates import Candidates, is_unit, task_of_unit
 from forge.run.capacity import Capacity
 from forge.run.context import RunContext
@@ -90,7 +91,7 @@ class Launcher:
         if why is None:
             return False
         what_now = _what_now(why, self.ctx.plan.name, self.ctx.plan.source)
-        self.ctx.emit(ev.Paused(f"infrastructure: {why}; {what_now}"))
+        self.ctx.emit(ev.Paused(messages.infra_paused(why, what_now)))
         return True
 
 

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from forge.plan.registry import Recorded
+from forge.run.attempt import messages
 from forge.run.attempt.context import Remote
 from forge.run.budget import Budget
 from forge.run.candidates import Candidates, Told
@@ -154,7 +155,7 @@ class Dispatcher:
         state = self.ctx.state
         held = holds.active(self.ctx.repo.state, self.ctx.plan.name)
         if held is not None and self.readiness.ready():
-            why = f"hold: {held.describe()}; `{held.resume}` lifts it"
+            why = messages.held(held.describe(), held.resume)
             self.ctx.apply(ev.Paused(why))
         if not state.paused and self.budget.spent_out() and self.readiness.ready():
             self.ctx.apply(ev.Paused(self.budget.describe()))

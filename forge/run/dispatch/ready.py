@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from forge.plan.model import Plan, Task
+from forge.run.attempt import messages
 from forge.run.candidates import Candidates, task_of_unit
 from forge.run.context import RunContext
 from forge.run.dispatch.book import Book
@@ -101,7 +102,7 @@ class Readiness:
             blocked_by = [d for d in bad if self._finally_unmerged(d)]
             if blocked_by and ts.status != Status.BLOCKED:
                 d = blocked_by[0]
-                why = f"dependency {d} did not merge ({state.tasks[d].status})"
+                why = messages.dependency_not_merged(d, state.tasks[d].status)
                 self.ctx.apply(ev.Blocked(task.id, why))
                 changed = True
             elif not bad and ts.status == Status.BLOCKED:

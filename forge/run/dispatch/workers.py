@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from forge.base.text import one_line
 from forge.errors import ForgeError
 from forge.plan.model import Task
+from forge.run.attempt import messages
 from forge.run.attempt.context import Asked, Outcome, Remote
 from forge.run.attempt.pipeline import run_attempt
 from forge.run.context import RunContext
@@ -72,7 +73,7 @@ class Workers:
             try:
                 outcome = run_attempt(ctx, task, spec=spec, asked=asked, remote=self.remote)
             except Exception as exc:  # noqa: BLE001 never let a worker die silently: the loop waits for it
-                outcome = Outcome(Status.FAILED, f"forge error: {exc}")
+                outcome = Outcome(Status.FAILED, messages.forge_error(exc))
                 if len(ts.attempts) == counted:
                     # No attempt was counted (its logs folder cannot be made, ...): the
                     # next dispatch would fail the same way at once, forever. Stop.
@@ -83,7 +84,7 @@ class Workers:
                 # Ctrl-C or SystemExit is a stop, not a failed task (the attempt
                 # recorded itself INTERRUPTED): stop the run, let the loop see it end.
                 self.ctx.stop.set()
-                self.done.put((task.id, Outcome(Status.INTERRUPTED, "forge was stopped")))
+                self.done.put((task.id, Outcome(Status.INTERRUPTED, messages.FORGE_STOPPED)))
                 raise
             self.done.put((task.id, outcome))
 

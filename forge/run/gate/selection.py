@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import queue
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -26,6 +25,7 @@ from forge.git import trailers
 from forge.plan.candidates import Candidate, judge_of
 from forge.plan.model import Task
 from forge.plan.repo_config import VerifyConfig
+from forge.run.gate import fanout
 from forge.run.state.run_state import TaskState
 from forge.verify.records import Verdict
 
@@ -101,7 +101,7 @@ def _verified(
 ) -> tuple[list[Candidate], dict[str, str]]:
     """The candidates whose work, merged onto the integration head, passes, and
     why each other one cannot land (by unit)."""
-    from forge.git.merge import merge_onto
+    from forge.git.merge import conflict_reason, merge_onto
     from forge.run.gate.subsets import Where, head_has_them, regressions
     from forge.verify import engine as verify
 
@@ -120,7 +120,7 @@ def _verified(
         )
         res = merge_onto(ctx.repo, head, last.commit, message=message)
         if not res.merged or res.commit is None:
-            return c, f"conflicts with integration in: {', '.join(res.conflicts[:8])}"
+            return c, conflict_reason(res.conflicts)
         key = keys.get()
         try:
             record = verify.verify_commit(
@@ -148,8 +148,7 @@ def _verified(
 
         return c, blame_reason(record)[0]
 
-    with ThreadPoolExecutor(max_workers=width, thread_name_prefix="best") as pool:
-        results = list(pool.map(judge, passed))
+    results = fanout.each(judge, passed, width=width, name="best")
     standing, failed = [], {}
     for c, why in results:
         if why is None:
@@ -169,7 +168,7 @@ def _judge(
 ) -> None:
     """Ask the judge agent; its answer wins when it names one of `ranked`."""
     from forge.agents import spec as agents
-    from forge.run.attempt.context import Command, group
+    from forge.run.attempt.agent import Ask, Folder, ask_agent
     from forge.run.state.run_state import Attempt
 
     folder = ctx.logs / task.id / "judge"
@@ -178,24 +177,11 @@ def _judge(
     answer.unlink(missing_ok=True)
     atomic_write_text(prompt_file, _prompt(ctx, task, ranked, recs, answer))
     defn, spec = agents.resolve(spec_text, ctx.agent_defs)
-    argv, stdin = agents.render_command(
-        defn, spec, prompt_file=prompt_file, task=task.id, worktree=folder
-    )
-    call = agents.AgentCall(
-        task.id, 1, prompt_file, ctx.logs.parent / "agent-state", worktree=folder
-    )
-    env = agents.agent_env(defn, spec, call)
-    # The one way a run's command runs: a process group, the log cap, the sandbox.
-    command = Command(
-        argv,
-        log=log,
-        timeout=ctx.plan.timeout_of(task, defn.timeout),
-        env={**env, "FORGE_JUDGE_FILE": str(answer)},
-        input_path=stdin,
-    )
+    timeout = ctx.plan.timeout_of(task, defn.timeout)
+    env = {"FORGE_JUDGE_FILE": str(answer)}
+    ask = Ask((defn, spec), task.id, 1, prompt_file, log, timeout, env)
     judge = Attempt(number=1, agent=spec_text, tag=f"{ctx.plan.name}/{task.id}/judge")
-    group(ctx, command, cwd=folder, attempt=judge)
-    usage = agents.parse_usage(defn, log.read_text(errors="replace") if log.exists() else "")
+    usage = ask_agent(ask, Folder(ctx, folder, judge)).usage
     if usage is not None:  # the judge's spend is the task's
         out.cost_usd, out.input_tokens = usage.cost_usd, usage.input_tokens
         out.output_tokens = usage.output_tokens

@@ -18,24 +18,13 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from forge.base.interrupt import LinkedStop
 from forge.run.gate import bisection as gate
 from forge.verify.records import Verdict, VerifyRecord
 
 # (commit, checkout key, stop) -> the record; the gate's verification
 Verify = Callable[[str, str, threading.Event], VerifyRecord]
 Build = Callable[[str, Sequence[str]], gate.Chain]
-
-
-class LinkedStop(threading.Event):
-    """Set on its own (the speculation is thrown away) or by the run's stop (Ctrl-C):
-    either way the verification's process groups get TERM, grace, KILL."""
-
-    def __init__(self, parent: threading.Event) -> None:
-        super().__init__()
-        self.parent = parent
-
-    def is_set(self) -> bool:
-        return super().is_set() or self.parent.is_set()
 
 
 @dataclass

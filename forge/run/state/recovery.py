@@ -159,11 +159,9 @@ def drop_task(repo: Repository, plan: Plan, state: RunState, tid: str) -> list[s
     slot = state.slots.get(ts.slot or "")
     if slot is not None and slot.task == tid:
         path = Path(slot.path)
-        ref = worktrees.salvage(repo, path, plan=plan.name, task=tid)
+        ref = worktrees.salvage_and_clear(repo, path, plan=plan.name, task=tid)
         if ref:
             notes.append(f"{tid} (no longer in the plan): its work is kept in {ref}")
-            worktrees.git(repo, path, "reset", "--quiet", "--hard", check=False)
-            worktrees.git(repo, path, "clean", "-ffdq", check=False)
         worktrees.detach(repo, path)
         clean = ref is not None or not worktrees.dirty_paths(path, repo)
         reducer.apply(state, ev.SlotFreed(slot.name, clean))

@@ -224,6 +224,26 @@ def test_a_judge_chooses_and_its_cost_is_the_tasks(repo: Path, tmp_path: Path) -
     assert "judge judge: it says more" in cp.stdout + cp.stderr
 
 
+def test_the_judges_agent_state_is_the_plans_and_clean_removes_it(
+    repo: Path, tmp_path: Path, shared: Path
+) -> None:
+    """The judge's CLI home follows the one rule of every agent's (agent_state_dir):
+    outside the repository, where the sandbox lets it write and `forge clean` looks."""
+    from forge.git.repo import discover
+    from forge.run.state.folders import agent_state_dir
+
+    judge = json.dumps([sys.executable, str(FAKES / "judge.py"), "{prompt_file}", "fake:big"])
+    extra = f'select = "best"\njudge = "judge"\n[agents.judge]\ncommand = {judge}\n'
+    cp = plan_and_run(repo, write_plan(tmp_path, body('["fake:small", "fake:big"]', extra=extra)))
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    where = Path((shared / "judge-state").read_text())
+    assert where == agent_state_dir(discover(repo), "p") and where.is_dir()
+    assert not where.is_relative_to(repo)
+    cleaned = run_forge(repo, "clean")
+    assert cleaned.returncode == 0, cleaned.stdout + cleaned.stderr
+    assert not where.exists()
+
+
 def test_a_killed_run_resumes_its_candidates_and_leaves_no_process(
     repo: Path, tmp_path: Path, shared: Path
 ) -> None:

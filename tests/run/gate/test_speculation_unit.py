@@ -8,8 +8,9 @@ from collections.abc import Sequence
 
 from helpers.runkit import wait_for
 
+from forge.base.interrupt import LinkedStop
 from forge.run.gate import bisection as gate
-from forge.run.gate.speculation import LinkedStop, Speculator
+from forge.run.gate.speculation import Speculator
 from forge.verify.records import Verdict, VerifyRecord
 
 
