@@ -4,8 +4,6 @@ Imported only when a run opens a cluster: it needs Dask."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from distributed.diagnostics.plugin import WorkerPlugin
 
 from forge.cluster.worker import sweep_orphans
@@ -14,5 +12,5 @@ from forge.cluster.worker import sweep_orphans
 class Sweeper(WorkerPlugin):  # type: ignore[misc]
     name = "forge-sweeper"
 
-    def setup(self, worker: Any) -> None:  # noqa: ARG002 the same sweep on every worker
+    def setup(self, worker: object) -> None:  # noqa: ARG002 the same sweep on every worker
         sweep_orphans()

@@ -6,14 +6,33 @@ Read from the state alone (`TaskState.candidates`), so `forge status` stays fast
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, TypedDict
 
 from forge.base.text import one_line, text_table, usd
 from forge.run.state.run_state import FAILURES, Attempt, Lost, Status, TaskState
 
 if TYPE_CHECKING:
     from forge.agents.prices import Price
+
+
+class Said(TypedDict):
+    """What became of a candidate, in words."""
+
+    outcome: str
+    reason: str
+
+
+class CandidateRow(Said):
+    """One entry of `candidates` in `status TASK --json`."""
+
+    agent: str | None
+    unit: str
+    cost_usd: float | None
+    cost_known: bool
+    seconds: float | None
+    attempts: int
+    salvage: str | None
 
 
 def outcome(ts: TaskState, cts: TaskState) -> tuple[str, str]:
@@ -38,9 +57,7 @@ def outcome(ts: TaskState, cts: TaskState) -> tuple[str, str]:
     return str(status).lower(), cts.reason
 
 
-def candidate_rows(
-    ts: TaskState, prices: Mapping[str, Price] | None = None
-) -> list[dict[str, Any]]:
+def candidate_rows(ts: TaskState, prices: Mapping[str, Price] | None = None) -> list[CandidateRow]:
     """`candidates` of `status TASK --json`: one entry per candidate (per instance
     with `best_of`). Its cost is what its CLI reported, else its tokens priced
     (Codex reports no USD); `cost_known` is false when some of it is unknown (a
@@ -48,7 +65,7 @@ def candidate_rows(
     from forge.agents.prices import DEFAULT_PRICES
     from forge.run.records.spend import spend_of
 
-    rows = []
+    rows: list[CandidateRow] = []
     for cts in ts.candidates.values():
         what, why = outcome(ts, cts)
         spend = spend_of(cts.attempts, DEFAULT_PRICES if prices is None else prices)
@@ -69,7 +86,7 @@ def candidate_rows(
     return rows
 
 
-def describe(row: dict[str, Any]) -> str:
+def describe(row: Said) -> str:
     """`won`, `failed: check failed: ...`, `stopped: lost to codex`, `passed, not chosen`."""
     return (
         f"{row['outcome']}, {row['reason']}"
@@ -78,7 +95,9 @@ def describe(row: dict[str, Any]) -> str:
     )
 
 
-def candidate_lines(rows: list[dict[str, Any]], fmt_seconds: Any) -> list[str]:
+def candidate_lines(
+    rows: list[CandidateRow], fmt_seconds: Callable[[float | None], str]
+) -> list[str]:
     """The candidates table under a task's attempts in `forge status TASK`."""
     if not rows:
         return []
@@ -98,9 +117,9 @@ def candidate_lines(rows: list[dict[str, Any]], fmt_seconds: Any) -> list[str]:
     ]
 
 
-def _cost(row: dict[str, Any]) -> str:
+def _cost(row: CandidateRow) -> str:
     shown = "" if row["cost_usd"] is None else usd(row["cost_usd"], 4)
-    if row.get("cost_known", True):
+    if row["cost_known"]:
         return shown
     return f"{shown} + unknown" if shown else "unknown"
 
@@ -134,6 +153,6 @@ def live_lines(ts: TaskState, wall: float) -> list[str]:
     return out
 
 
-def candidate_rows_one(ts: TaskState, cts: TaskState) -> dict[str, Any]:
+def candidate_rows_one(ts: TaskState, cts: TaskState) -> Said:
     what, why = outcome(ts, cts)
     return {"outcome": what, "reason": why}

@@ -15,7 +15,6 @@ from collections.abc import Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 from forge.base import logs, procgroup
 from forge.base.liveness import Owner
@@ -56,7 +55,7 @@ class Planner:
     repo: Repository
     name: str  # the plan's name (logs, tags, the agents' state folder)
     spec: str
-    defs: Mapping[str, Mapping[str, Any]]
+    defs: Mapping[str, Mapping[str, object]]
     base: str  # the commit the checkout holds
     logs: Path  # the draft's log folder; each try a folder in it
     timeout: float

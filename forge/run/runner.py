@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from forge.base import procgroup, sandbox
 from forge.base.clock import now_iso
@@ -55,7 +55,7 @@ class RunReport:
     gate_subset_runs: int | None = None  # its runs of some tests only
 
 
-def agent_defs(repo: Repository, plan: Plan) -> dict[str, Mapping[str, Any]]:
+def agent_defs(repo: Repository, plan: Plan) -> dict[str, Mapping[str, object]]:
     from forge.plan.repo_config import load_repo_config
 
     return plan.agent_tables(load_repo_config(repo.root).agents)
@@ -141,7 +141,7 @@ def run_plan(
         return report
 
 
-def gate_mode(plan: Plan, config: Any) -> GateMode:
+def gate_mode(plan: Plan, config: VerifyConfig | None) -> GateMode:
     """How work lands: through the gate only when there is a verification to pass."""
     if config is None or not config.lanes:
         return "off"

@@ -16,7 +16,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from forge.agents.definition import AgentDef
 
 _POLL = 0.25
 _OVERLAP = 4096  # bytes read again, so a message split across two reads is seen
@@ -29,7 +32,7 @@ class Watch:
 
 
 @contextmanager
-def infra_watch(log: Path, defn: Any, outer: threading.Event) -> Iterator[Watch]:
+def infra_watch(log: Path, defn: AgentDef, outer: threading.Event) -> Iterator[Watch]:
     """A stop event for one agent run: set when `outer` is (the user stops the
     run) or, for a `stop_on_infra` agent, when its log shows its own outage message."""
     if not defn.stop_on_infra:

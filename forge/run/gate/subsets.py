@@ -20,13 +20,16 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING
 
 from forge.git.repo import Repository
 from forge.plan.repo_config import VerifyConfig
 from forge.verify import engine as verify
 from forge.verify.flakes import Fixed, Reruns, exists_at, failing_tests, passed_again
 from forge.verify.records import LaneRun, Verdict, VerifyRecord
+
+if TYPE_CHECKING:
+    from forge.run.gate.by_tests import Judged
 
 Tests = Mapping[str, frozenset[str]]  # lane -> the ids of some of its tests
 
@@ -210,7 +213,7 @@ class GateProbe:
     def whole(self, commit: str) -> VerifyRecord:
         return self.judge(commit)
 
-    def failing(self, judged: Any) -> dict[str, frozenset[str]] | None:
+    def failing(self, judged: Judged) -> dict[str, frozenset[str]] | None:
         assert isinstance(judged, VerifyRecord)
         return failing_by_lane(self.config, judged)
 
