@@ -19,8 +19,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from forge.agents.output import InfraFailure
-from forge.agents.usage import Usage
 from forge.base import logs, procgroup
 from forge.run.attempt.context import Command, group
 from forge.run.state.folders import agent_state_dir
@@ -28,7 +26,9 @@ from forge.run.state.run_state import Attempt
 
 if TYPE_CHECKING:
     from forge.agents.definition import AgentDef
+    from forge.agents.output import InfraFailure
     from forge.agents.spec import AgentSpec
+    from forge.agents.usage import Usage
     from forge.run.context import RunContext
 
 MISSING = "binary-missing"  # the infrastructure failure of an agent whose binary is not there
@@ -93,6 +93,8 @@ def ask_agent(ask: Ask, runner: Runner) -> Answer:
     defn, spec = ask.agent
     missing = agents.check_binary(defn)
     if missing:
+        from forge.agents.output import InfraFailure
+
         return Answer(defn.name, None, "", None, InfraFailure(MISSING, missing, None))
     review_file = ask.review_file
     argv, stdin = agents.render_command(
