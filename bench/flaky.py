@@ -115,7 +115,9 @@ def _suite(repo: Path, per_file: int) -> int:
 
 
 def _repo(ctx: Context, tag: str, per_file: int) -> tuple[Path, int]:
-    repo = ctx.tmp(f"flaky-{tag}") / "repo"
+    # A name of its own: two repositories of one name under one FORGE_WORKTREES
+    # would share a worktree root, and so a verification pool.
+    repo = ctx.tmp(f"flaky-{tag}") / f"repo-{tag}"
     repo.mkdir()
     git(repo, "init", "-q", "-b", "main")
     tests = _suite(repo, per_file)
