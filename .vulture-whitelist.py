@@ -36,6 +36,7 @@ from tests.commands.test_report import Page
 Page.handle_starttag  # html.parser calls these by name
 Page.handle_data
 pytestmark  # tests/run/contain/test_sandbox_root.py: pytest reads it
+from forge.commands.candidate_view import CandidateRow
 from forge.commands.doctor import Facts
 from forge.commands.stats import SpecStats
 
@@ -51,3 +52,4 @@ SpecStats.unpriced_attempts
 SpecStats.cost_per_landed_usd
 SpecStats.median_seconds_to_land
 SpecStats.model_mismatches
+CandidateRow.cost_known
