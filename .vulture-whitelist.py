@@ -53,3 +53,4 @@ SpecStats.cost_per_landed_usd
 SpecStats.median_seconds_to_land
 SpecStats.model_mismatches
 CandidateRow.cost_known
+DataclassInstance  # forge/frozen.py: the type its cast names (in a string)

@@ -2,8 +2,9 @@
 
 Every `import` and `from ... import` in every module under forge/ counts: module
 level, inside functions, and under `if TYPE_CHECKING:` (a cycle there is a cycle in
-the design). Imports go only down the layers; `forge.errors` is importable from
-anywhere; within one layer any import is fine as long as the graph has no cycle.
+the design). Imports go only down the layers; `forge.errors` and `forge.frozen` are
+importable from anywhere; within one layer any import is fine as long as the graph
+has no cycle.
 Inside run/ its parts are layers too (RUN_LAYERS), and no function of the package
 takes more than 6 parameters (a command's options in forge/cli/ aside).
 """
@@ -20,7 +21,8 @@ PACKAGE = Path(__file__).resolve().parents[1] / "forge"
 # Top to bottom: a module may import from its own layer and the layers below it.
 LAYERS = ("cli", "commands", "hooks", "cluster", "run", "verify", "plan", "agents", "git", "base")
 TOP = {"forge", "forge.cli", "forge.__main__"}  # the entry points sit with cli
-ANYWHERE = "forge.errors"
+# Importable from anywhere, importing nothing of forge: the errors and `@frozen`.
+ANYWHERE = frozenset({"forge.errors", "forge.frozen"})
 # run/'s own layers, top to bottom: the run's own modules (runner, dispatch,
 # candidates, ...), the gate, one attempt, the records (history, routing, spend,
 # forecast), the run context every part is handed, the state.
@@ -97,8 +99,8 @@ def imports() -> list[Import]:
 
 
 def layer(module: str) -> int | None:
-    """The index in LAYERS (0 is the top); None for forge.errors."""
-    if module == ANYWHERE:
+    """The index in LAYERS (0 is the top); None for forge.errors and forge.frozen."""
+    if module in ANYWHERE:
         return None
     if module in TOP:
         return 0
@@ -119,8 +121,8 @@ def upward(found: list[Import]) -> list[Import]:
     against = []
     for imp in found:
         src, dst = layer(imp.source), layer(imp.target)
-        if imp.source == ANYWHERE and imp.target != ANYWHERE:
-            against.append(imp)  # errors is imported by everything: it imports nothing
+        if imp.source in ANYWHERE:
+            against.append(imp)  # imported by everything: they import nothing of forge
         elif src is not None and dst is not None and dst < src:
             against.append(imp)
         else:
@@ -134,7 +136,7 @@ def test_every_module_belongs_to_a_layer() -> None:
     strays = [
         m
         for m in module_names()
-        if m not in TOP and m != ANYWHERE and m.split(".")[1] not in LAYERS
+        if m not in TOP and m not in ANYWHERE and m.split(".")[1] not in LAYERS
     ]
     assert not strays, f"modules outside every layer (add a layer or move them): {strays}"
 

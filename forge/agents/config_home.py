@@ -23,11 +23,12 @@ import fnmatch
 import os
 import shutil
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
+from forge.frozen import frozen
 
-@dataclass(frozen=True)
+
+@frozen
 class Layout:
     """Where a CLI keeps its config when the variable is unset, and what in it
     belongs to one run."""

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 from forge.base.tomlread import LineOf, Problems, TableReader, no_lines
 from forge.errors import ForgeError
+from forge.frozen import frozen
 
 # The kinds of infrastructure failure an agent definition may name patterns for.
 INFRA_KINDS = ("binary-missing", "auth", "quota", "rate-limit", "network", "server", "model")
@@ -21,7 +21,7 @@ USAGE_FORMATS = ("claude", "codex", "gemini", "aider", "none")
 PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
-@dataclass(frozen=True)
+@frozen
 class AgentDef:
     """How to run one agent. Mappings are tuples of pairs so the value stays hashable."""
 

@@ -22,8 +22,9 @@ The policy (SPEC.md "Agents"):
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Literal
+
+from forge.frozen import frozen
 
 # A FAILED attempt that changed exactly what the judged attempt before it did (the
 # run layer records it as a stall and reports it here under this status).
@@ -34,7 +35,7 @@ NEUTRAL = frozenset({"INFRA", "INTERRUPTED", "CONFLICT"})
 Action = Literal["same", "model", "effort", "split", "stop"]
 
 
-@dataclass(frozen=True)
+@frozen
 class Outcome:
     """One finished attempt: the model and effort it ran with, and its status."""
 
@@ -43,7 +44,7 @@ class Outcome:
     status: str  # FAILED, TIMEOUT, CONFLICT, INFRA, INTERRUPTED, MERGED, NO_PROGRESS
 
 
-@dataclass(frozen=True)
+@frozen
 class Ladder:
     """What an attempt can escalate to: the agent's models and efforts, weakest
     first, and the plan's policy (`escalate_after`, `escalate_effort`)."""
@@ -54,7 +55,7 @@ class Ladder:
     escalate_effort: bool
 
 
-@dataclass(frozen=True)
+@frozen
 class Decision:
     action: Action
     model: str | None  # for the next attempt (for split: the current ones)

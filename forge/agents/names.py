@@ -5,9 +5,9 @@ and a run of shell commands, import only this)."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 from forge.errors import ForgeError
+from forge.frozen import frozen
 
 # No `:` (it separates the spec's parts); a `.` (`my-agent.v2`) needs quotes in a
 # TOML table name: [agents."my-agent.v2"].
@@ -20,7 +20,7 @@ def agent_name_problem(name: str) -> str | None:
     return None if AGENT_NAME.fullmatch(name) else AGENT_NAME_RULE
 
 
-@dataclass(frozen=True)
+@frozen
 class AgentSpec:
     """`name[:model[:effort]]`; an empty part (`claude::high`) means the default."""
 

@@ -18,7 +18,6 @@ import contextlib
 import json
 import re
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 from datetime import datetime, timedelta, tzinfo
 from functools import lru_cache
 from typing import TYPE_CHECKING
@@ -27,6 +26,7 @@ from forge.agents.definition import INFRA_KINDS
 from forge.agents.message import human, is_noise
 from forge.base import durations
 from forge.base.shape import as_object, number
+from forge.frozen import frozen
 
 if TYPE_CHECKING:
     from forge.agents.definition import AgentDef
@@ -85,7 +85,7 @@ _MISSING_BINARY = re.compile(
 )
 
 
-@dataclass(frozen=True)
+@frozen
 class InfraFailure:
     kind: str  # one of INFRA_KINDS
     message: str  # one line: what the CLI said
@@ -101,7 +101,7 @@ def _rx(pattern: str) -> re.Pattern[str]:
 Event = Mapping[str, object]
 
 
-@dataclass(frozen=True)
+@frozen
 class AgentLog:
     """An agent's log read once: the JSON values its CLI printed (one per line, or
     pretty-printed over several), the objects among them (its events), and the

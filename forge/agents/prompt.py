@@ -10,17 +10,17 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from forge.base.files import atomic_write_text
+from forge.frozen import frozen
 
 if TYPE_CHECKING:
     from forge.agents.definition import AgentDef
 
 
-@dataclass(frozen=True)
+@frozen
 class Feedback:
     """The last failure, handed to the next attempt."""
 
@@ -58,7 +58,7 @@ def _source(source: str) -> str:
     return _SOURCES.get(source, source)
 
 
-@dataclass(frozen=True)
+@frozen
 class TaskText:
     """What a prompt says of a task: its plan, id, title, prompt and the files it may
     change."""

@@ -21,7 +21,6 @@ import os
 import re
 import shutil
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
 from forge.agents import config_home
@@ -45,6 +44,7 @@ from forge.agents.prompt import (
 )
 from forge.agents.usage import Usage, parse_usage
 from forge.errors import ForgeError
+from forge.frozen import frozen
 
 __all__ = [
     "PRESETS",
@@ -161,7 +161,7 @@ def render_command(
     return argv, (prompt_file if defn.prompt_on_stdin else None)
 
 
-@dataclass(frozen=True)
+@frozen
 class AgentCall:
     """One call of an agent: which task and attempt, and the files it is given."""
 

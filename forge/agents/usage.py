@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from forge.agents.output import Event, read_log
 from forge.base.shape import as_object, number
+from forge.frozen import frozen
 
 if TYPE_CHECKING:
     from forge.agents.definition import AgentDef
 
 
-@dataclass(frozen=True)
+@frozen
 class Usage:
     cost_usd: float | None
     input_tokens: int | None

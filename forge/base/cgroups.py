@@ -16,8 +16,9 @@ import functools
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
+
+from forge.frozen import frozen
 
 MOUNT = Path("/sys/fs/cgroup")
 
@@ -54,7 +55,7 @@ def _probe(mount: Path) -> tuple[Path | None, str | None]:
     return here, None
 
 
-@dataclass(frozen=True)
+@frozen
 class Group:
     path: Path
 

@@ -30,11 +30,11 @@ import json
 import os
 import tempfile
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, overload
 
 from forge.base.liveness import Owner, start_time
+from forge.frozen import frozen
 
 if TYPE_CHECKING:
     import sqlite3
@@ -165,7 +165,7 @@ def read_json_or(
         return default
 
 
-@dataclass(frozen=True)
+@frozen
 class StateDir:
     """Paths of forge's files for one repository."""
 

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 
 from forge.base.procgroup import read_stat
 from forge.base.shape import as_int
+from forge.frozen import frozen
 
 
 def start_time(pid: int) -> int | None:
@@ -20,7 +21,7 @@ def start_time(pid: int) -> int | None:
     return stat.start
 
 
-@dataclass(frozen=True)
+@frozen
 class Owner:
     """Who holds something: a process named by pid, start time and host."""
 

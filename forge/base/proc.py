@@ -15,10 +15,10 @@ import subprocess
 import tempfile
 import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from forge.errors import ForgeError
+from forge.frozen import frozen
 
 # Variables a parent git (a hook, `git rebase -x`) leaks into its children; left
 # in place they would point every git call of ours at the wrong repository.
@@ -58,7 +58,7 @@ class CommandError(ForgeError):
         super().__init__(f"`{' '.join(self.argv)}` in {cwd} exited {returncode}: {last}")
 
 
-@dataclass(frozen=True)
+@frozen
 class Completed:
     argv: list[str]
     returncode: int

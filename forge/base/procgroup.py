@@ -18,7 +18,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import IO
 
@@ -27,9 +27,10 @@ from forge.base.logs import Drain, append_line, log_cap
 from forge.base.proc import clean_env
 from forge.base.sandbox import Sandbox
 from forge.base.settings import DEFAULT_GRACE
+from forge.frozen import frozen
 
 
-@dataclass(frozen=True)
+@frozen
 class ProcStat:
     pid: int
     state: str  # R, S, D, Z (zombie), T, ...
@@ -68,7 +69,7 @@ _popen_pids: set[int] = set()
 _popen_lock = threading.Lock()
 
 
-@dataclass(frozen=True)
+@frozen
 class GroupSpec:
     """A long command to run in a process group of its own, and how to stop it."""
 
@@ -87,7 +88,7 @@ class GroupSpec:
         append_line(self.log_path, line)
 
 
-@dataclass(frozen=True)
+@frozen
 class GroupResult:
     returncode: int | None  # the leader's exit code (negative: killed by that signal)
     timed_out: bool

@@ -24,11 +24,11 @@ import shutil
 import stat
 import subprocess
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from forge.base import seal
 from forge.errors import ForgeError
+from forge.frozen import frozen
 
 HOW_TO_GET = (
     "install bubblewrap (`apt-get install bubblewrap`, `dnf install bubblewrap`) "
@@ -92,7 +92,7 @@ def _flags(user_ns: bool, network: bool = True) -> list[str]:
     return [*args, "--cap-drop", "ALL", "--die-with-parent"]
 
 
-@dataclass(frozen=True)
+@frozen
 class Probe:
     """What a sandbox holds on this machine, found by running one."""
 
@@ -186,7 +186,7 @@ def named_sockets(env: Mapping[str, str]) -> dict[str, list[Path]]:
     return out
 
 
-@dataclass(frozen=True)
+@frozen
 class Sandbox:
     """What one command may write, and what it must see read-only although it lies
     under the folder the private /tmp covers (the user's repository, in tests).

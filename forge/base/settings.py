@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
 from forge.base.durations import parse_duration
 from forge.base.logs import LOG_CAP_VAR, parse_size
 from forge.errors import ExitCode, ForgeError
+from forge.frozen import frozen
 
 DEFAULT_GRACE = 5.0  # seconds between TERM and KILL, for agents and verification lanes
 DEFAULT_INFRA_BACKOFF = 5.0
@@ -32,7 +32,7 @@ GRACE_VAR = "FORGE_GRACE"
 INFRA_BACKOFF_VAR = "FORGE_INFRA_BACKOFF"
 
 
-@dataclass(frozen=True)
+@frozen
 class Settings:
     worktree_root: Path | None = None  # None: `.forge-worktrees` beside the repository
     grace: float = DEFAULT_GRACE

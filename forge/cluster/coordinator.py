@@ -26,7 +26,6 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +34,7 @@ from forge.cluster.job import Job, JobResult
 from forge.cluster.slot import CACHE_VAR
 from forge.cluster.worker import lost_worker
 from forge.errors import ExitCode, ForgeError
+from forge.frozen import frozen
 from forge.git import worktrees
 from forge.git.repo import Repository
 from forge.plan.model import Plan
@@ -57,7 +57,7 @@ STOP_WAIT = 60.0  # after a stop, how long to wait for workers to report back
 DaskObject = Any
 
 
-@dataclass(frozen=True)
+@frozen
 class ClusterConfig:
     address: str  # tcp://host:8786, or local:N
     remote: str | None = None  # a git URL or path the workers reach

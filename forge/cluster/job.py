@@ -8,9 +8,10 @@ repository objects and no credentials (agents use the worker's own).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from pathlib import Path
 
+from forge.frozen import frozen
 from forge.run.attempt.context import Outcome
 from forge.run.attempt.order import WorkOrder
 from forge.run.state import events as ev
@@ -18,7 +19,7 @@ from forge.run.state.records import Phase
 from forge.run.state.run_state import Attempt
 
 
-@dataclass(frozen=True)
+@frozen
 class Job:
     key: str  # unique per attempt: <plan>/<task>/<attempt>/<run nonce>
     order: WorkOrder  # what the attempt's steps do (forge.run.attempt.steps)
@@ -34,7 +35,7 @@ class Job:
     sandbox: bool = False  # the attempt's commands run under bubblewrap
 
 
-@dataclass(frozen=True)
+@frozen
 class JobResult:
     outcome: Outcome | None  # None: the work passed every step; `commit` is to merge
     where: str = ""  # the worker that ran it: host and Dask address

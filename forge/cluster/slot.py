@@ -20,12 +20,12 @@ import hashlib
 import os
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 from forge.base import proc, procgroup
 from forge.base.sandbox import Sandbox
 from forge.cluster.job import Job
+from forge.frozen import frozen
 from forge.git import merge as integrate
 from forge.git import worktrees
 from forge.git.contained import HARDENED, Contained
@@ -96,7 +96,7 @@ def mirror_repo(mirror: Path) -> Repository:
     return Repository(root=mirror, common_dir=mirror, main_root=mirror)
 
 
-@dataclass(frozen=True)
+@frozen
 class SlotDir:
     home: Path  # this remote's folder of the worker's cache
     repo: Repository  # the mirror

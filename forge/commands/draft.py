@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from forge.errors import ExitCode, ForgeError, Interrupted, PlanError
+from forge.frozen import frozen
 from forge.git.repo import Repository, short_sha
 from forge.plan.dag import Waves
 from forge.plan.model import DEFAULT_TIMEOUT, Plan
@@ -214,7 +215,7 @@ def _agents(repo: Repository) -> dict[str, str]:
     return out
 
 
-@dataclass(frozen=True)
+@frozen
 class Options:
     goal: str
     out: Path | None = None

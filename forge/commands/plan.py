@@ -4,11 +4,11 @@ shows either way: the wave table, a summary line, JSON with the critical path.""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from forge.errors import ForgeError
+from forge.frozen import frozen
 from forge.git.repo import Repository
 from forge.plan import dag, registry, tables
 from forge.plan.dag import Waves
@@ -20,7 +20,7 @@ if TYPE_CHECKING:  # the forecast (and the attempts history it reads) only for a
     from forge.run.records.forecast import Forecast
 
 
-@dataclass(frozen=True)
+@frozen
 class Planned:
     plan: Plan
     waves: Waves
@@ -165,7 +165,7 @@ def _missing_binaries(plan: Plan, root: Path | None) -> list[str]:
     return list(said.values())
 
 
-@dataclass(frozen=True)
+@frozen
 class Shown:
     """What `forge plan` answers with: its JSON, its graph (in `graph_format`), or
     the wave table."""

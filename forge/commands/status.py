@@ -6,7 +6,6 @@ Built from the state files alone (no DAG, no GitPython), so `forge status` is fa
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TypedDict
 
@@ -27,6 +26,7 @@ from forge.commands.status_rows import (
     tried,
 )
 from forge.errors import ForgeError
+from forge.frozen import frozen
 from forge.git import refs, worktrees
 from forge.git.repo import Repository, short_sha
 from forge.run.gate import story
@@ -81,7 +81,7 @@ def verification_lines(record: VerifyRecord | None) -> list[str]:
     return lines
 
 
-@dataclass(frozen=True)
+@frozen
 class StatusView:
     """Everything `forge status` shows, read from the run state and the recorded plan."""
 

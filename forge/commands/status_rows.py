@@ -6,12 +6,12 @@ typed state and gives its part of `--json` (`to_dict`); the text reads its field
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from forge.agents.prices import DEFAULT_PRICES
 from forge.commands.candidate_view import candidate_rows
 from forge.errors import StateError
+from forge.frozen import frozen
 from forge.run.attempt.phases import current
 from forge.run.records.spend import attempt_usd, cost_usd
 from forge.run.state.gate_record import GatePhase
@@ -38,7 +38,7 @@ def _tokens(ts: TaskState, tokens: Callable[[Attempt], int | None]) -> int | Non
     return sum(values) if values else None
 
 
-@dataclass(frozen=True)
+@frozen
 class TaskRow:
     """A task's row: its status, attempts that spent one, the last attempt's agent
     and time, the cost and tokens of every attempt, what a running one does now."""
@@ -131,7 +131,7 @@ def task_row(ts: TaskState, prices: Prices | None = None) -> dict[str, object]:
 _NOT_SHOWN = frozenset({"infra_kind", "lost"})
 
 
-@dataclass(frozen=True)
+@frozen
 class Tried:
     """An attempt as `forge status TASK` lists it: `counted` is its number among the
     attempts that spent one (None for INFRA and INTERRUPTED tries), `cost_usd` its
@@ -162,7 +162,7 @@ def tried(ts: TaskState, prices: Prices) -> list[Tried]:
     return out
 
 
-@dataclass(frozen=True)
+@frozen
 class GateView:
     """The gate's queue: QUEUED tasks waiting, the batch under verification, and how
     many verifications its bisection may still need."""
@@ -207,7 +207,7 @@ def gate_view(state: RunState) -> GateView:
     )
 
 
-@dataclass(frozen=True)
+@frozen
 class SlotRow:
     """A worktree slot: the task whose work it holds, its disk use and when measured."""
 
@@ -222,7 +222,7 @@ class SlotRow:
         return dict(vars(self))
 
 
-@dataclass(frozen=True)
+@frozen
 class PlanRecord:
     """What `forge status` reads of the recorded plan (its JSON, not the plan: no DAG)."""
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 
+from forge.frozen import frozen
 from forge.git.refs import integration_ref
 from forge.git.repo import Repository, short_sha
 from forge.plan.repo_config import VerifyConfig, load_repo_config
@@ -14,7 +14,7 @@ from forge.verify.records import Verdict, VerifyRecord
 CLI_KEY = "cli"  # the checkouts of `forge verify` outside a plan
 
 
-@dataclass(frozen=True)
+@frozen
 class Target:
     rev: str
     config: VerifyConfig | None
@@ -92,7 +92,7 @@ def record_in_plan(repo: Repository, plan: str, record: VerifyRecord) -> bool:
     return True
 
 
-@dataclass(frozen=True)
+@frozen
 class Verified:
     record: VerifyRecord
     stopped: bool  # a signal stopped the verification

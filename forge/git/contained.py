@@ -31,11 +31,12 @@ import os
 import re
 import threading
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 
 from forge.base import proc
 from forge.errors import ForgeError
+from forge.frozen import frozen
 from forge.git import taskgit
 from forge.git.repo import Repository
 
@@ -112,7 +113,7 @@ class Tampered(ForgeError):
     """A task made its repository's git dir unusable for forge (removed, a link)."""
 
 
-@dataclass(frozen=True)
+@frozen
 class Contained:
     repo: Repository  # the user's repository, whose objects it borrows
     path: Path  # its working tree; the task's own git dir is `path/.git`

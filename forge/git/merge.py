@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from forge.base import faults, proc
 from forge.errors import ForgeError
+from forge.frozen import frozen
 from forge.git import known, mergedir
 from forge.git.identity import identity_env
 from forge.git.repo import Repository
@@ -18,7 +18,7 @@ _OID = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")
 UNRELATED = "its commit shares no history with the integration branch"
 
 
-@dataclass(frozen=True)
+@frozen
 class MergeResult:
     merged: bool
     commit: str | None = None  # the new integration head

@@ -12,7 +12,7 @@ import os
 import re
 import stat
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from functools import cached_property
 from pathlib import Path
 
@@ -20,6 +20,7 @@ from forge.base import proc
 from forge.base.files import StateDir
 from forge.base.settings import Settings
 from forge.errors import ForgeError
+from forge.frozen import frozen
 from forge.git import known
 
 # forge's own git in the user's repository reads objects as they are: a replace ref
@@ -53,7 +54,7 @@ def check_git_version(version: tuple[int, int] | None = None) -> None:
         )
 
 
-@dataclass(frozen=True)
+@frozen
 class Repository:
     """A repository as forge sees it, from any of its worktrees."""
 

@@ -14,10 +14,11 @@ from __future__ import annotations
 import hashlib
 import os
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from pathlib import Path
 
 from forge.base.text import one_line
+from forge.frozen import frozen
 from forge.git import objstore
 from forge.git.repo import Repository
 
@@ -25,7 +26,7 @@ _QUIET = {"GIT_OPTIONAL_LOCKS": "0"}
 _LIMIT = 8  # paths named per kind of change
 
 
-@dataclass(frozen=True)
+@frozen
 class Snapshot:
     head: str  # "ref:<name>" or the detached commit
     head_commit: str

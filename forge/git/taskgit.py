@@ -24,8 +24,9 @@ import shutil
 import stat
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
+
+from forge.frozen import frozen
 
 _OID = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")
 _REF = re.compile(r"^refs/[A-Za-z0-9._/-]+$")
@@ -151,7 +152,7 @@ def remove(path: Path) -> None:
             os.unlink(path)
 
 
-@dataclass(frozen=True)
+@frozen
 class GitDirText:
     """What a fresh git dir holds: HEAD's text, the one branch it names (ref, oid),
     its config, its alternates, and the index to copy (when there is one)."""

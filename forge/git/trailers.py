@@ -9,7 +9,8 @@ Commits written before trailers carried the facts in their subject
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+
+from forge.frozen import frozen
 
 PLAN = "Forge-Plan"
 TASK = "Forge-Task"
@@ -27,7 +28,7 @@ _OLD_ATTEMPT = re.compile(r"^forge: (?P<plan>[^/\s]+)/(?P<task>\S+) attempt (?P<
 SUBJECT_MAX = 72
 
 
-@dataclass(frozen=True)
+@frozen
 class Facts:
     """What a commit of forge's says it is."""
 

@@ -15,11 +15,11 @@ from __future__ import annotations
 import os
 import shlex
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 from forge.base import proc, procgroup
 from forge.errors import ForgeError
+from forge.frozen import frozen
 from forge.git.repo import ZERO, Repository, discover, short_sha
 from forge.plan.repo_config import VerifyConfig, load_repo_config
 from forge.verify import records as verify_records
@@ -248,7 +248,7 @@ def _background(commit: str) -> int:
     return 0
 
 
-@dataclass(frozen=True)
+@frozen
 class _Tip:
     ref: str
     commit: str

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from forge.base.tomlread import LineOf, Problems, TomlSource
+from forge.frozen import frozen
 from forge.plan.repo_config import is_str_list
 
 # A best-of-N loser's reason, stopped because another candidate landed.
@@ -28,14 +28,14 @@ if TYPE_CHECKING:
 SEP = "+"  # between a task's id and its candidate's number
 
 
-@dataclass(frozen=True)
+@frozen
 class Candidate:
     label: str  # what people read: the spec, or `spec#i` with best_of
     spec: str  # the agent spec it runs
     unit: str  # `<task>+<n>`: its record, branch, slot and logs
 
 
-@dataclass(frozen=True)
+@frozen
 class BestOf:
     """The best-of-N keys of one table (the plan or a task), as read."""
 
@@ -121,7 +121,7 @@ def judge_of(plan: Plan, task: Task) -> str | None:
     return task.judge or plan.judge
 
 
-@dataclass(frozen=True)
+@frozen
 class Unit:
     """What runs as one: a task (`n` None), or its candidate `<task>+<n>`."""
 

@@ -3,15 +3,14 @@ reach, and how the scheduler is reached (TLS certificates, or `insecure = true`)
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from forge.base.tomlread import Problems
+from forge.frozen import frozen
 
 KEYS = ("address", "remote", "tls_ca", "tls_cert", "tls_key", "insecure")
 TLS_KEYS = ("tls_ca", "tls_cert", "tls_key")
 
 
-@dataclass(frozen=True)
+@frozen
 class ClusterTable:
     address: str | None = None  # tcp://host:8786, tls://host:8786 or local:N
     remote: str | None = None  # a git URL or path the workers reach

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from forge.base.files import JsonObject
+from forge.frozen import frozen
 from forge.plan.model import Plan
 from forge.plan.patterns import is_glob, normalize_pattern, patterns_overlap
 
@@ -98,7 +99,7 @@ def topological_order(plan: Plan, graph: nx.DiGraph | None = None) -> list[str]:
     return list(nx.lexicographical_topological_sort(graph, key=order.__getitem__))
 
 
-@dataclass(frozen=True)
+@frozen
 class Waves:
     """Waves of tasks, each wave file-disjoint, each after its tasks' dependencies.
 

@@ -14,10 +14,10 @@ import itertools
 import re
 import tomllib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 
 from forge.base.files import JsonObject
 from forge.errors import ForgeError
+from forge.frozen import frozen
 
 _HEADER = re.compile(r"""^\s*\[\[?\s*([A-Za-z0-9_.\-"' ]+?)\s*\]\]?\s*(#.*)?$""")
 _COMMENT = re.compile(r"^\s*#")
@@ -25,7 +25,7 @@ _TOP_KEY = re.compile(r"^\s*(name|base)\s*=")
 _DEPS = re.compile(r"^(?P<lead>[ \t]*deps[ \t]*=[ \t]*)\[[^\]]*\]", re.MULTILINE)
 
 
-@dataclass(frozen=True)
+@frozen
 class Piece:
     text: str
     task: str | None  # the id of the [[task]] it is; None for the top part and other tables

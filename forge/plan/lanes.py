@@ -19,10 +19,10 @@ Pure reading: problems are added, not raised.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 
 from forge.base.files import JsonObject
 from forge.base.tomlread import Problems, TableReader
+from forge.frozen import frozen
 
 LANE_KEYS = ("command", "junit", "subset", "allow_empty", "network")
 TESTS_KEYS = ("quarantine", "release_after")  # forge.toml's [tests]
@@ -30,7 +30,7 @@ QUARANTINE_MODES = ("auto", "off")
 DEFAULT_RELEASE_AFTER = 20
 
 
-@dataclass(frozen=True)
+@frozen
 class LaneOptions:
     """What a lane table says beside its command (all optional)."""
 
@@ -132,7 +132,7 @@ def read_lanes(
     return lanes
 
 
-@dataclass(frozen=True)
+@frozen
 class TestsWord:
     """`[tests]` in forge.toml (or a plan's `quarantine` / `release_after`)."""
 

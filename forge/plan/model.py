@@ -6,13 +6,14 @@ Reading and checking a plan file is forge/plan/load.py's job (`load_plan`).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from pathlib import Path
 from typing import Literal
 
 from forge.base.durations import parse_duration
 from forge.base.files import JsonObject
 from forge.errors import ForgeError
+from forge.frozen import frozen
 from forge.plan.names import ref_part_problem
 from forge.plan.repo_config import DEFAULT_SETUP_TIMEOUT, RepoConfig, VerifyConfig
 
@@ -41,7 +42,7 @@ Select = Literal["first", "best"]
 BatchWindow = Literal["adaptive", "fixed"]
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen(kw_only=True)
 class Task:
     id: str
     title: str = ""
@@ -117,7 +118,7 @@ class Task:
         )
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen(kw_only=True)
 class Plan:
     name: str
     source: Path | None = None  # the file it was loaded from (absolute)

@@ -13,13 +13,14 @@ import contextlib
 import hashlib
 import tomllib
 from collections.abc import Callable, Collection, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from forge.base.files import SCHEMA_VERSION, JsonObject, plan_lock, write_json
 from forge.errors import Busy, ForgeError, PlanError, StateError
+from forge.frozen import frozen
 from forge.git import refs
 from forge.git.repo import Repository
 from forge.plan.dag import Waves
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
     from filelock import FileLock
 
 
-@dataclass(frozen=True, kw_only=True)
+@frozen(kw_only=True)
 class Recorded:
     plan: Plan
     source_path: Path | None

@@ -7,7 +7,7 @@ import difflib
 import hashlib
 import json
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from pathlib import Path
 from typing import TypeGuard
 
@@ -16,6 +16,7 @@ from forge.base.files import JsonObject
 from forge.base.settings import DEFAULT_GRACE
 from forge.base.tomlread import LineOf, Problems, TableReader, TomlSource, parse_toml
 from forge.errors import ForgeError
+from forge.frozen import frozen
 from forge.plan.budget import parse_prices
 from forge.plan.cluster_table import parse_cluster
 from forge.plan.lanes import LaneOptions, TestsWord, lane_network, read_lanes, read_tests
@@ -27,7 +28,7 @@ DEFAULT_VERIFY_TIMEOUT = 3600.0
 DEFAULT_SETUP_TIMEOUT = 10 * 60.0  # seconds `setup` may run in one worktree or checkout
 
 
-@dataclass(frozen=True)
+@frozen
 class VerifyConfig:
     """How a commit is verified: named lanes run in parallel, each a shell command.
 
@@ -261,7 +262,7 @@ DEFAULT_POOL_MAX = 3  # verification checkouts kept per (setup, env): forge.toml
 GATE_ON = ("regressions", "green")  # what the gate lands on: no new failures, or all pass
 
 
-@dataclass(frozen=True)
+@frozen
 class _Prepare:
     """How a `[verify]` table prepares each checkout (its VerifyConfig fields)."""
 
@@ -369,7 +370,7 @@ def _read_agents(
 REPO_CONFIG_FILE = "forge.toml"
 
 
-@dataclass(frozen=True)
+@frozen
 class RepoConfig:
     """Repository-wide settings from `forge.toml` at the repository root."""
 

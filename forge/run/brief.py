@@ -8,8 +8,8 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 
+from forge.frozen import frozen
 from forge.plan.load import PLAN_KEYS, TASK_KEYS
 
 MAX_LISTED = 300  # tracked paths listed one by one; more are counted per folder
@@ -80,7 +80,7 @@ deps = ["model"]
 estimate = 2"""
 
 
-@dataclass(frozen=True)
+@frozen
 class Brief:
     goal: str
     base: str  # how the base is named, and its commit

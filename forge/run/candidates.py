@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from forge.base.interrupt import LinkedStop
+from forge.frozen import frozen
 from forge.plan.candidates import Candidate, candidates_of, is_unit, select_of, task_of_unit
 from forge.plan.model import Task
 from forge.plan.specs import DEFAULT_AGENT
@@ -50,7 +51,7 @@ if TYPE_CHECKING:
 __all__ = ["Candidates", "is_unit", "task_of_unit"]
 
 
-@dataclasses.dataclass(frozen=True)
+@frozen
 class Told:
     """Whom the candidates tell: the run's events, the dispatcher (a task's round ended)."""
 

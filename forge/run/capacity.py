@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from forge.frozen import frozen
 from forge.plan.model import Task
 from forge.run.state.run_state import TaskState
 
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 CAP_EVENT = "concurrency: "  # how a cap's change is said (the live view keeps the last)
 
 
-@dataclass(frozen=True)
+@frozen
 class Choice:
     spec: AgentSpec
     why: str | None = None  # set when a fallback agent runs instead of the task's own

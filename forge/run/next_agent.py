@@ -3,9 +3,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from forge.frozen import frozen
 from forge.plan.model import Plan, Task
 from forge.plan.specs import AUTO, DEFAULT_AGENT
 from forge.run.state.run_state import Stall, TaskState
@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from forge.run.context import RunContext
 
 
-@dataclass(frozen=True)
+@frozen
 class NextSpec:
     spec: AgentSpec | None  # None: do not run (split or stop)
     reason: str = ""

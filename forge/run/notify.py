@@ -13,12 +13,12 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from forge.base.clock import now_iso
 from forge.errors import ExitCode
+from forge.frozen import frozen
 
 if TYPE_CHECKING:
     from forge.run.runner import RunReport
@@ -28,7 +28,7 @@ LIMIT = 30.0  # seconds a notify command may take before its group is stopped
 _NEEDS_PERSON = ("FAILED", "TIMEOUT", "CONFLICT")
 
 
-@dataclass(frozen=True)
+@frozen
 class Event:
     event: str
     plan: str

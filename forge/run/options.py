@@ -3,14 +3,15 @@ runner and the dispatcher alike, so it lives below both."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from forge.frozen import frozen
 
 if TYPE_CHECKING:
     from forge.plan.repo_config import RepoConfig
 
 
-@dataclass(frozen=True)
+@frozen
 class RunOptions:
     max_parallel: int | None = None
     retry_failed: int = 0

@@ -13,12 +13,13 @@ import threading
 import time
 from collections.abc import Mapping
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
 from forge.base import logs, procgroup
 from forge.base.liveness import Owner
 from forge.errors import ForgeError
+from forge.frozen import frozen
 from forge.git import worktrees
 from forge.git.repo import Repository
 from forge.run.attempt.confinement import run_contained, sandbox_for
@@ -33,7 +34,7 @@ from forge.run.state.run_state import Attempt
 TASK = "draft"  # the task name a planner is told ({task}, FORGE_TASK)
 
 
-@dataclass(frozen=True)
+@frozen
 class Try:
     """What one try of the planner came to."""
 
@@ -48,7 +49,7 @@ class Try:
     attempt: Attempt  # usage, cost and models, as for a task's attempt
 
 
-@dataclass(frozen=True)
+@frozen
 class Planner:
     """How every try of one draft runs."""
 

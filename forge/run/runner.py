@@ -16,6 +16,7 @@ from forge.base import procgroup, sandbox
 from forge.base.clock import now_iso
 from forge.base.files import plan_lock
 from forge.errors import ExitCode, ForgeError
+from forge.frozen import frozen
 from forge.git import snapshot, worktrees
 from forge.git.merge import ensure_integration
 from forge.git.repo import Repository
@@ -61,7 +62,7 @@ def agent_defs(repo: Repository, plan: Plan) -> dict[str, Mapping[str, object]]:
     return plan.agent_tables(load_repo_config(repo.root).agents)
 
 
-@dataclass(frozen=True)
+@frozen
 class Around:
     """What surrounds a run: who is told when a task changes and of each event (the
     live view), and where attempts run when not here (a cluster, per plan)."""

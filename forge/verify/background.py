@@ -19,13 +19,13 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 from forge.base import proc, procgroup
 from forge.base.files import read_json_or, write_json
 from forge.base.liveness import Owner
 from forge.base.settings import DEFAULT_GRACE
+from forge.frozen import frozen
 from forge.git.repo import Repository, short_sha
 from forge.plan.repo_config import VerifyConfig
 from forge.verify import records as verify_records
@@ -47,7 +47,7 @@ def log_file(repo: Repository) -> Path:
     return repo.state.verify_dir / "background.log"
 
 
-@dataclass(frozen=True)
+@frozen
 class Running:
     owner: Owner
     commit: str

@@ -20,13 +20,13 @@ import contextlib
 import re
 import shutil
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 from forge.base.files import read_json_or, write_json
 from forge.base.liveness import Owner
 from forge.base.text import one_line
 from forge.errors import Busy, ForgeError
+from forge.frozen import frozen
 from forge.git import contained, worktrees
 from forge.git.contained import Contained
 from forge.git.repo import Repository, short_sha
@@ -47,7 +47,7 @@ def checkout_path(repo: Repository, key: str, lane: str) -> Path:
     return repo.worktrees_root() / ".verify" / key / lane
 
 
-@dataclass(frozen=True)
+@frozen
 class Fingerprint:
     head: str
     entries: frozenset[str]  # porcelain lines: "XY path"; HIDDEN + what hides a change
@@ -66,7 +66,7 @@ class Fingerprint:
         return out
 
 
-@dataclass(frozen=True)
+@frozen
 class Checkout:
     repo: Repository
     path: Path

@@ -1,20 +1,20 @@
 """The verification engine: lanes in parallel, flake reruns, fingerprints, verdicts.
 
 One verification judges exactly one commit, in checkouts of forge's own (see
-forge/verify/checkout.py). Each lane's command runs in a process group of its own with its
-own time limit and log, in a checkout that holds exactly the commit plus what the
-plan's setup made (forge/verify/hermetic.py); a failing run names the failing tests
-its log shows (forge/verify/failures.py). A lane that fails with its checkout
-unchanged is rerun up to `reruns` times; a later pass makes it FLAKY. A run that changed the checkout is FAIL
-whatever its exit code, is never rerun, and the checkout is restored before anything
-else runs in it. A stop (the `stop` event: SIGINT/SIGTERM, or a newer verification
+forge/verify/checkout.py). Each lane's command runs in a process group of its own with
+its own time limit and log, in a checkout that holds exactly the commit plus what the
+plan's setup made (forge/verify/hermetic.py); a failing run names the failing tests its
+log shows (forge/verify/failures.py). A lane that fails with its checkout unchanged is
+rerun up to `reruns` times; a later pass makes it FLAKY. A run that changed the checkout
+is FAIL whatever its exit code, is never rerun, and the checkout is restored before
+anything else runs in it. A stop (the `stop` event: SIGINT/SIGTERM, or a newer verification
 superseding this one) stops every lane's group and makes the lanes INTERRUPTED;
 nothing stopped is rerun, and a stop before a run starts runs nothing.
 
-The verdict is the worst lane's: FAIL, then INTERRUPTED, FLAKY, PASS. PASS and
-FLAKY are remembered per (tree, config fingerprint) and answered from the cache; so
-is a confirmed FAIL, for those who ask for it (`forge verify`, the hooks: not the
-gate, which judges a person's retry again).
+The verdict is the worst lane's: FAIL, then INTERRUPTED, FLAKY, PASS. PASS and FLAKY are
+remembered per (tree, config fingerprint) and answered from the cache; so is a confirmed
+FAIL, for those who ask for it (`forge verify`, the hooks: not the gate, which judges a
+person's retry again).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import shutil
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -35,6 +35,7 @@ from forge.base import logs as logfiles
 from forge.base import proc, procgroup
 from forge.base.sandbox import Sandbox
 from forge.base.text import one_line
+from forge.frozen import frozen
 from forge.git.contained import ceiling_env
 from forge.git.repo import Repository, short_sha
 from forge.plan.repo_config import VerifyConfig
@@ -77,7 +78,7 @@ def _new_id(commit: str) -> str:
     return f"{time.strftime('%Y%m%d-%H%M%S')}-{commit[:8]}-{os.urandom(3).hex()}"
 
 
-@dataclass(frozen=True)
+@frozen
 class Ask:
     """How a verification is asked for (verify_commit).
 
@@ -195,8 +196,7 @@ def _run_lanes(
     pool, forge/verify/pool.py, held for this verification)."""
     emit: Emit = ask.on_event or (lambda _msg: None)
     policy, sandbox, stage = ask.reruns or Fixed(config.reruns), ask.sandbox, ask.on_stage
-    # Checkouts are prepared one after another: concurrent `git worktree add` calls
-    # contend for the same administrative files.
+    # One after another: concurrent `git worktree add` calls contend for git's files.
     checkouts: dict[str, Checkout] = {}
     setup = environment.setup_hash(config.setup, config.env) if config.setup else None
     results: dict[str, LaneResult] = {}
@@ -291,7 +291,7 @@ def _unmade(
     return LaneResult(name, command, Verdict.FAIL, (run,))
 
 
-@dataclass(frozen=True)
+@frozen
 class _Lane:
     """One lane of one verification: where its commands run and how."""
 

@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
+
+from forge.frozen import frozen
 
 MAX_FAILURES = 50  # a whole suite failing names its first tests, not all of them
 MAX_MESSAGE = 200
@@ -29,7 +31,7 @@ _ERROR_LINES = 3  # kept from a log in no runner's shape
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 
-@dataclass(frozen=True)
+@frozen
 class Failure:
     """One failing test of a lane; `test` is "" when the log names none (then
     `message` is a line of the log that looks like an error)."""

@@ -31,6 +31,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from forge.frozen import frozen
 from forge.git.repo import Repository
 from forge.verify.records import LaneRun
 
@@ -53,7 +54,7 @@ class Reruns(Protocol):
         ...
 
 
-@dataclass(frozen=True)
+@frozen
 class Fixed:
     """Up to `reruns` reruns, whatever failed (a verification outside the gate)."""
 

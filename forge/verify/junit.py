@@ -14,17 +14,17 @@ from __future__ import annotations
 import re
 import shlex
 import xml.etree.ElementTree as ET
-from dataclasses import dataclass
 from pathlib import Path
 
 from forge.base.files import JsonObject
+from forge.frozen import frozen
 
 PASSED, FAILED, ERROR, SKIPPED = "passed", "failed", "error", "skipped"
 _RANK = {ERROR: 0, FAILED: 1, PASSED: 2, SKIPPED: 3}  # a test reported twice: its worst
 MAX_MESSAGE = 200
 
 
-@dataclass(frozen=True)
+@frozen
 class TestOutcome:
     """One test in one run of a lane."""
 

@@ -13,16 +13,16 @@ evidence off; people's and the team's word still hold.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 from forge.errors import ForgeError
+from forge.frozen import frozen
 from forge.git.repo import Repository
 from forge.plan.lanes import DEFAULT_RELEASE_AFTER, TestsWord
 from forge.plan.repo_config import VerifyConfig, load_repo_config
 from forge.verify import testdb
 
 
-@dataclass(frozen=True)
+@frozen
 class Policy:
     auto: bool  # quarantine on evidence
     release_after: int
@@ -50,7 +50,7 @@ def policy(repo: Repository, config: VerifyConfig | None) -> Policy:
     )
 
 
-@dataclass(frozen=True)
+@frozen
 class Standing:
     flaky: bool  # passed and failed on one tree
     quarantined: bool

@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import contextlib
 import enum
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
 from forge.base import seal
 from forge.base.files import SCHEMA_VERSION, JsonObject, StateDir, read_json_or, write_json
 from forge.errors import StateError
+from forge.frozen import frozen
 from forge.verify.failures import Failure, describe
 
 
@@ -60,7 +61,7 @@ def _listed(tests: tuple[str, ...]) -> str:
     return ", ".join(tests[:3]) + (f" and {more} more" if more > 0 else "")
 
 
-@dataclass(frozen=True)
+@frozen
 class LaneRun:
     kind: str  # "initial", "rerun", "setup" (the plan's setup in the checkout failed)
     # or "checkout" (git could not make the commit's files)
@@ -132,7 +133,7 @@ class LaneRun:
         )
 
 
-@dataclass(frozen=True)
+@frozen
 class LaneResult:
     name: str
     command: str
@@ -225,7 +226,7 @@ class LaneResult:
         return out
 
 
-@dataclass(frozen=True)
+@frozen
 class VerifyRecord:
     id: str
     key: str
@@ -406,7 +407,7 @@ def _parse(path: Path, data: object) -> VerifyRecord:
         ) from None
 
 
-@dataclass(frozen=True)
+@frozen
 class Lookup:
     record: VerifyRecord | None  # the remembered verdict, marked cached
     ignored: str | None = None  # why an entry that is there was not believed

@@ -13,10 +13,10 @@ import contextlib
 import os
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from forge.base import logs as logfiles
+from forge.frozen import frozen
 from forge.plan.repo_config import VerifyConfig
 from forge.verify import junit
 from forge.verify.failures import MAX_FAILURES, Failure
@@ -31,7 +31,7 @@ def reports_dir(log: Path) -> Path:
     return log.parent / "reports"
 
 
-@dataclass(frozen=True)
+@frozen
 class Report:
     runner: str | None  # the test runner the command runs (None: none forge knows)
     path: Path | None  # where the run's report will be (None: no report)

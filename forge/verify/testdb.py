@@ -18,11 +18,11 @@ import contextlib
 import sqlite3
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
 from forge.base.files import StateDir, connect_sqlite
+from forge.frozen import frozen
 from forge.verify.junit import TestOutcome
 
 SCHEMA = """
@@ -74,7 +74,7 @@ def _quietly(work: Callable[[], T], default: T) -> T:
         return default
 
 
-@dataclass(frozen=True)
+@frozen
 class RunOf:
     """Where a lane's run happened: what each of its test rows is filed under."""
 
@@ -210,7 +210,7 @@ def passes_on_landed_since_failure(
     return _read(state, work, {})
 
 
-@dataclass(frozen=True)
+@frozen
 class Tally:
     """What the history says of one test in one lane."""
 

@@ -13,12 +13,12 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import textwrap
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from forge.base import proc
 from forge.base.files import plan_lock
 from forge.errors import Busy, ExitCode, ForgeError
+from forge.frozen import frozen
 from forge.git import objstore, refs, trailers
 from forge.git.merge import is_ancestor
 from forge.git.repo import Repository, short_sha
@@ -232,7 +232,7 @@ def _restore_orig_head(repo: Repository, old: str | None) -> None:
         repo.try_git("update-ref", "--no-deref", "ORIG_HEAD", old)
 
 
-@dataclass(frozen=True)
+@frozen
 class SquashMade:
     plan: str
     head: str  # the integration head squashed

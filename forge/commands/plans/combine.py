@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from forge.base.clock import now_iso
 from forge.base.files import plan_lock
 from forge.errors import ExitCode, ForgeError, Interrupted
+from forge.frozen import frozen
 from forge.git.merge import is_ancestor, merge_commits
 from forge.git.refs import integration_ref
 from forge.git.repo import Repository
@@ -134,7 +135,7 @@ def _config(repo: Repository, first: Recorded, command: str | None) -> VerifyCon
     return load_repo_config(repo.root).verify
 
 
-@dataclass(frozen=True)
+@frozen
 class Combining:
     """How plans are combined: `verify`, a command to verify with instead of the
     configured verification (`--verify`); `dry_run`, say what would happen only."""

@@ -11,11 +11,12 @@ starts from the old plan's integration head, which holds that work.
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
 from forge.base.files import atomic_write_text, plan_lock
 from forge.errors import ForgeError
+from forge.frozen import frozen
 from forge.git.refs import integration_ref
 from forge.git.repo import Repository
 from forge.plan import edit, registry
@@ -28,7 +29,7 @@ from forge.run.state.run_state import Status
 from forge.run.state.store import StateStore
 
 
-@dataclass(frozen=True)
+@frozen
 class Cut:
     old_text: str
     new_text: str

@@ -11,7 +11,6 @@ it opens from a file:// URL, and links to logs are relative to the page.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from datetime import datetime
 from html import escape
 from pathlib import Path
@@ -22,6 +21,7 @@ from forge.commands.report import svg, tests_section
 from forge.commands.report.axis import Clock, clock
 from forge.commands.report.template import PAGE
 from forge.commands.status import fmt_seconds
+from forge.frozen import frozen
 from forge.git.repo import Repository
 from forge.plan.registry import Recorded
 from forge.run.gate import story
@@ -35,7 +35,7 @@ from forge.verify.records import VerifyRecord
 WORK_PHASES = ("agent", "run")  # the phases that are the task's own work ("agent time")
 
 
-@dataclass(frozen=True)
+@frozen
 class Page:
     html: str
     path: Path

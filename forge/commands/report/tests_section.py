@@ -4,18 +4,18 @@ the integration head already, each with its runs and failure rate."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from html import escape
 
 from forge.commands.tests import KnownTest
 from forge.errors import ForgeError
+from forge.frozen import frozen
 from forge.git.repo import Repository
 from forge.plan.registry import Recorded
 from forge.plan.repo_config import load_repo_config
 from forge.run.state.gate_story import PreExisting
 
 
-@dataclass(frozen=True)
+@frozen
 class Noted:
     """A test worth a look (`runs` and `failures` None: not in the history)."""
 

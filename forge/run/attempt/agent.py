@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from forge.base import logs, procgroup
+from forge.frozen import frozen
 from forge.run.attempt.context import Command, group
 from forge.run.state.folders import agent_state_dir
 from forge.run.state.run_state import Attempt
@@ -44,7 +45,7 @@ class Runner(Protocol):
     def group(self, command: Command) -> procgroup.GroupResult: ...
 
 
-@dataclass(frozen=True)
+@frozen
 class Ask:
     """One run of an agent: its prompt file, its log, its time limit, and what else
     it is handed."""
@@ -60,7 +61,7 @@ class Ask:
     review_file: Path | None = None  # where a reviewer writes its verdict (it may write there)
 
 
-@dataclass(frozen=True)
+@frozen
 class Answer:
     """What an agent's run says. `exit` is None when it could not run at all (its
     binary is missing: `infra` says so)."""

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from forge.base import logs, procgroup
+from forge.frozen import frozen
 from forge.plan.model import Task
 from forge.run.attempt.confinement import run_contained, sandbox_for
 from forge.run.attempt.reason import reason_line
@@ -32,7 +33,7 @@ class Remote(Protocol):
     def attempt(self, scope: AttemptScope) -> Outcome | str: ...
 
 
-@dataclass(frozen=True)
+@frozen
 class Command:
     """One command of an attempt's steps (setup, agent, check), for its Place to run."""
 
@@ -97,7 +98,7 @@ class Place(Protocol):
         applied to its record where the run keeps it."""
 
 
-@dataclass(frozen=True)
+@frozen
 class Asked:
     """How an attempt is asked for: `fresh`, from the integration head instead of
     the last attempt's work; `fallback`, why its agent is a fallback, when it is
@@ -123,7 +124,7 @@ class AttemptScope:
     remote: Remote | None = None  # where it runs when not here: a cluster (forge.cluster)
 
 
-@dataclass(frozen=True)
+@frozen
 class Outcome:
     status: Status
     reason: str

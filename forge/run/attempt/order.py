@@ -7,9 +7,10 @@ it carries no path of this machine, no repository and no credentials.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from forge.frozen import frozen
 from forge.git import trailers
 from forge.run.attempt.context import AttemptScope
 from forge.run.state.records import by_gate
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
     from forge.run.attempt.review import ReviewOrder
 
 
-@dataclass(frozen=True)
+@frozen
 class WorkOrder:
     task: str
     number: int  # the attempt's number in the task's history

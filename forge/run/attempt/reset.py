@@ -4,9 +4,9 @@ attempt left, then put the task's branch on the last judged work or the base).""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
+from forge.frozen import frozen
 from forge.git import worktrees
 from forge.git.merge import is_ancestor, merge_onto
 from forge.git.repo import Repository
@@ -16,7 +16,7 @@ from forge.run.state.records import by_gate
 from forge.run.state.run_state import FAILURES, Attempt, Status, TaskState
 
 
-@dataclass(frozen=True)
+@frozen
 class Start:
     """How the next attempt is asked to start: `fresh` (from the base, `--fresh`),
     as a `shell` task (a command always starts from the base), and the

@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import functools
 import json
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from forge.agents.output import cli_message
 from forge.base import proc
+from forge.frozen import frozen
 from forge.git.repo import Repository
 from forge.run.attempt import messages
 from forge.run.attempt.agent import Answer, Ask, ask_agent
@@ -40,7 +41,7 @@ FINDINGS_LINES = 30
 FINDINGS = "review.md"  # a rejection's findings, in the attempt's log folder
 
 
-@dataclass(frozen=True)
+@frozen
 class Verdict:
     verdict: ReviewVerdict
     findings: str = ""
@@ -49,7 +50,7 @@ class Verdict:
     retry_after: float | None = None
 
 
-@dataclass(frozen=True)
+@frozen
 class ReviewOrder:
     """What a task's review needs: made here, carried to a cluster worker in the
     attempt's WorkOrder (plain values only)."""

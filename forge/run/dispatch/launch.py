@@ -5,9 +5,9 @@ has no agent left to run on, the run pauses, saying what a person does about it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from forge.frozen import frozen
 from forge.plan.model import Task
 from forge.run.attempt import messages
 from forge.run.candidates import Candidates, is_unit, task_of_unit
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from forge.run.options import RunOptions
 
 
-@dataclass(frozen=True)
+@frozen
 class Launch:
     """What the next attempt of a task runs with: an agent spec, or None for a
     shell task (its `run` command); `why`, when the agent is a fallback."""
@@ -32,7 +32,7 @@ class Launch:
     why: str | None = None
 
 
-@dataclass(frozen=True)
+@frozen
 class Launcher:
     """The agent choice of one dispatch; the escalation notes go in the book."""
 

@@ -7,10 +7,10 @@ retried automatically. A candidate's end is its task's round's (candidates.py)."
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from forge.agents.names import AgentSpec
+from forge.frozen import frozen
 from forge.run.attempt.context import Outcome
 from forge.run.budget import Budget
 from forge.run.candidates import Candidates, is_unit
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from forge.run.gate.landing import Gate
 
 
-@dataclass(frozen=True)
+@frozen
 class Outcomes:
     """Books each ended attempt of one dispatch. Called from the loop thread only."""
 

@@ -7,9 +7,9 @@ candidates, each a unit of its own (forge/run/candidates.py)."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from forge.frozen import frozen
 from forge.plan.model import Task
 from forge.run.attempt.context import Asked
 from forge.run.candidates import Candidates, is_unit
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from forge.run.options import RunOptions
 
 
-@dataclass(frozen=True)
+@frozen
 class Starts:
     """Starts the ready tasks of one dispatch on its workers."""
 

@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, TypeAlias
 
+from forge.frozen import frozen
 from forge.plan.model import Gate
 from forge.run.gate import by_tests
 from forge.verify.records import Verdict
@@ -115,7 +116,7 @@ def take_batch(queue: Sequence[str], *, mode: Mode, batch_max: int) -> list[str]
     return list(queue) if mode == "end" else list(queue[:batch_max])
 
 
-@dataclass(frozen=True)
+@frozen
 class Step:
     """One merge of the candidate chain: the task and the commit of its prefix."""
 
@@ -123,7 +124,7 @@ class Step:
     commit: str
 
 
-@dataclass(frozen=True)
+@frozen
 class Chain:
     steps: tuple[Step, ...]  # in batch order, conflicts left out
     conflicts: dict[str, tuple[str, ...]] = field(default_factory=dict)  # task -> paths
@@ -158,7 +159,7 @@ Progress = Callable[[str, Bisection | None], None]
 JudgeMany = Callable[[Sequence[str]], Sequence[Judged]]  # commits judged at once, in order
 
 
-@dataclass(frozen=True)
+@frozen
 class Judges:
     """How a batch's candidates are judged: `judge`, one commit; `many`, up to
     `width` commits at once (parallel bisection); `tests`, a failure whose tests

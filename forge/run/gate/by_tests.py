@@ -29,9 +29,9 @@ blames nobody (as without tests).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Protocol
 
+from forge.frozen import frozen
 from forge.verify.flakes import passed_again
 from forge.verify.records import Verdict
 
@@ -107,7 +107,7 @@ def _failed(probe: Probe, judged: Judged | None, asked: Tests) -> dict[str, froz
     return {lane: ids & asked.get(lane, frozenset()) for lane, ids in named.items()}
 
 
-@dataclass(frozen=True)
+@frozen
 class ByTests:
     """How a failure is judged by its tests: the `probe` that runs them; with
     `regressions` (`gate_on`) failures the head has too land; with `confirm` the

@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
+from forge.frozen import frozen
 from forge.git.repo import Repository
 from forge.plan.repo_config import VerifyConfig
 from forge.verify import engine as verify
@@ -87,7 +88,7 @@ def regressions(gate_on: str | None, config: VerifyConfig) -> bool:
     return (gate_on or config.gate_on or "regressions") == "regressions"
 
 
-@dataclass(frozen=True)
+@frozen
 class Where:
     """Where and how a verification of some tests runs: in the checkouts of `key`,
     stopped by `stop`, telling `on_event`, under the sandbox when `sandbox`."""

@@ -13,9 +13,9 @@ advice, and never stops anything.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 
 from forge.base.files import JsonObject
+from forge.frozen import frozen
 from forge.git.repo import Repository
 from forge.plan.model import Plan, Task
 from forge.plan.specs import AUTO, DEFAULT_AGENT
@@ -24,7 +24,7 @@ from forge.run.records import history, routing
 BOUNCE = 0.5  # a first attempt's land rate below this: the task may bounce
 
 
-@dataclass(frozen=True)
+@frozen
 class Forecast:
     usd: float | None  # None: some spec's cost is unknown
     seconds: float

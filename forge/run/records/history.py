@@ -16,11 +16,11 @@ import json
 import sqlite3
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from forge.base.files import connect_sqlite, read_sqlite
+from forge.frozen import frozen
 from forge.run.state.records import by_gate
 from forge.run.state.run_state import UNCOUNTED, Attempt, Status
 
@@ -236,7 +236,7 @@ def restate(ctx: RunContext, attempt: Attempt) -> None:
     _quietly(write)
 
 
-@dataclass(frozen=True)
+@frozen
 class Row:
     plan: str
     task: str

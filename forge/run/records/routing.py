@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 
 from forge.agents.names import AgentSpec
 from forge.agents.prices import Price, price_of
+from forge.frozen import frozen
 from forge.run.state.run_state import UNCOUNTED, Attempt, Status, TaskState
 
 if TYPE_CHECKING:
@@ -41,7 +42,7 @@ OTHER_SIZE = 2.0  # attempts on tasks of other sizes count as this many, at thei
 _SETTLED = frozenset({Status.MERGED, Status.FAILED, Status.TIMEOUT, Status.CONFLICT})
 
 
-@dataclass(frozen=True)
+@frozen
 class Arm:
     """What the history says of one spec, for tasks like the one to place."""
 
@@ -51,7 +52,7 @@ class Arm:
     cost: float | None = None  # mean USD per attempt; None: no known cost
 
 
-@dataclass(frozen=True)
+@frozen
 class Pick:
     spec: str
     propensity: float

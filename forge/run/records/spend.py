@@ -8,15 +8,15 @@ shown as `$0.00`: it reads as free."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 
 from forge.agents.names import AgentSpec
 from forge.agents.prices import Price, main_model, token_cost
 from forge.base.text import usd
+from forge.frozen import frozen
 from forge.run.state.run_state import Attempt, Lost, RunState, Status
 
 
-@dataclass(frozen=True)
+@frozen
 class Spend:
     usd: float = 0.0  # reported plus priced
     input_tokens: int = 0

@@ -11,9 +11,8 @@ task's last attempt)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from forge.base.liveness import Owner
+from forge.frozen import frozen
 from forge.run.state.gate_record import GateRecord
 from forge.run.state.gate_story import GateLast, GateStep, PreExisting
 from forge.run.state.records import Failure, FeedbackSource, Review, VerifiedBy
@@ -28,7 +27,7 @@ from forge.run.state.run_state import (
 from forge.verify.records import VerifyRecord
 
 
-@dataclass(frozen=True)
+@frozen
 class Event:
     """What happened to a run (each kind below is one)."""
 
@@ -36,7 +35,7 @@ class Event:
 # -- an attempt: its start, its steps, its end -----------------------------------
 
 
-@dataclass(frozen=True)
+@frozen
 class AttemptStarted(Event):
     """A new attempt of the task starts, run by `runner`."""
 
@@ -45,7 +44,7 @@ class AttemptStarted(Event):
     runner: Owner
 
 
-@dataclass(frozen=True)
+@frozen
 class Pinned(Event):
     """The task's base (pinned at its first attempt) and its branch."""
 
@@ -54,7 +53,7 @@ class Pinned(Event):
     branch: str | None
 
 
-@dataclass(frozen=True)
+@frozen
 class PhaseStarted(Event):
     task: str
     attempt: int | None
@@ -62,7 +61,7 @@ class PhaseStarted(Event):
     start: float
 
 
-@dataclass(frozen=True)
+@frozen
 class PhaseEnded(Event):
     """The attempt's open phase ends (`name`: the last open phase of that name)."""
 
@@ -72,7 +71,7 @@ class PhaseEnded(Event):
     name: str | None = None
 
 
-@dataclass(frozen=True)
+@frozen
 class ProcessGroup(Event):
     """The attempt's process group while it runs (None: it is stopped)."""
 
@@ -81,7 +80,7 @@ class ProcessGroup(Event):
     pgid: int | None
 
 
-@dataclass(frozen=True)
+@frozen
 class FeedbackNoted(Event):
     """What failed the attempt (or will, if it fails here) and the log saying why
     (None: unchanged)."""
@@ -92,7 +91,7 @@ class FeedbackNoted(Event):
     source: FeedbackSource | None = None
 
 
-@dataclass(frozen=True)
+@frozen
 class Committed(Event):
     """The task branch head the attempt produced, and its change's hash."""
 
@@ -102,7 +101,7 @@ class Committed(Event):
     diff_hash: str | None
 
 
-@dataclass(frozen=True)
+@frozen
 class AttemptUsage(Event):
     """Spend the agent (or its reviewer, or a judge) reported: added to the attempt's."""
 
@@ -113,7 +112,7 @@ class AttemptUsage(Event):
     output_tokens: int | None
 
 
-@dataclass(frozen=True)
+@frozen
 class ModelsReported(Event):
     task: str
     attempt: int | None
@@ -121,7 +120,7 @@ class ModelsReported(Event):
     mismatch: str | None
 
 
-@dataclass(frozen=True)
+@frozen
 class Reviewed(Event):
     """The reviewer's verdict on the attempt (forge/run/attempt/review.py)."""
 
@@ -130,7 +129,7 @@ class Reviewed(Event):
     review: Review | None
 
 
-@dataclass(frozen=True)
+@frozen
 class RanIn(Event):
     """Where the attempt ran: its slot here, or the cluster worker (`where`)."""
 
@@ -140,7 +139,7 @@ class RanIn(Event):
     where: str | None = None
 
 
-@dataclass(frozen=True)
+@frozen
 class AttemptEnded(Event):
     """The last attempt ended as `status` (the task too)."""
 
@@ -155,7 +154,7 @@ class AttemptEnded(Event):
 # -- a task's verdicts after its attempt ---------------------------------------
 
 
-@dataclass(frozen=True)
+@frozen
 class Merged(Event):
     """Its work is on the integration branch, landed by the merge `commit`."""
 
@@ -165,7 +164,7 @@ class Merged(Event):
     verified_by: VerifiedBy | None = None
 
 
-@dataclass(frozen=True)
+@frozen
 class Failed(Event):
     """Its last attempt failed after it ended (at the merge or the gate): `source`
     says what failed it, `log` where to read why; the gate's verification names
@@ -180,7 +179,7 @@ class Failed(Event):
     verified_by: VerifiedBy | None = None
 
 
-@dataclass(frozen=True)
+@frozen
 class GivenBack(Event):
     """The gate's blame withdrawn (its tests proved flaky): QUEUED, the same change."""
 
@@ -188,7 +187,7 @@ class GivenBack(Event):
     note: str
 
 
-@dataclass(frozen=True)
+@frozen
 class Interrupted(Event):
     """Its runner is gone: the attempt spent nothing."""
 
@@ -196,18 +195,18 @@ class Interrupted(Event):
     reason: str
 
 
-@dataclass(frozen=True)
+@frozen
 class Blocked(Event):
     task: str
     reason: str
 
 
-@dataclass(frozen=True)
+@frozen
 class Unblocked(Event):
     task: str
 
 
-@dataclass(frozen=True)
+@frozen
 class Reopened(Event):
     """PENDING again, its merge forgotten: it runs again on what integration is then."""
 
@@ -215,7 +214,7 @@ class Reopened(Event):
     reason: str
 
 
-@dataclass(frozen=True)
+@frozen
 class Rebased(Event):
     """Its base moves (its slot was reset onto the integration head)."""
 
@@ -223,7 +222,7 @@ class Rebased(Event):
     base: str | None
 
 
-@dataclass(frozen=True)
+@frozen
 class Advised(Event):
     """The escalation policy stops: why (kept when one is said), and what to do."""
 
@@ -232,7 +231,7 @@ class Advised(Event):
     suggestion: str | None
 
 
-@dataclass(frozen=True)
+@frozen
 class AgentSet(Event):
     """`forge retry --agent`: the spec the task runs with from now on."""
 
@@ -240,13 +239,13 @@ class AgentSet(Event):
     agent: str | None
 
 
-@dataclass(frozen=True)
+@frozen
 class Warned(Event):
     task: str
     message: str
 
 
-@dataclass(frozen=True)
+@frozen
 class Salvaged(Event):
     """Refs holding the task's salvaged work (each kept once)."""
 
@@ -257,14 +256,14 @@ class Salvaged(Event):
 # -- best-of-N -------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@frozen
 class CandidateAdded(Event):
     task: str
     unit: str
     label: str
 
 
-@dataclass(frozen=True)
+@frozen
 class CandidatesRunning(Event):
     """A best-of-N task whose candidate runs: RUNNING, with no attempt of its own."""
 
@@ -272,7 +271,7 @@ class CandidatesRunning(Event):
     runner: Owner
 
 
-@dataclass(frozen=True)
+@frozen
 class Queued(Event):
     """A candidate's work waits for the gate as the task's `landing` attempt."""
 
@@ -282,7 +281,7 @@ class Queued(Event):
     branch: str | None
 
 
-@dataclass(frozen=True)
+@frozen
 class Outrun(Event):
     """A candidate that lost to another (its reason says which)."""
 
@@ -290,7 +289,7 @@ class Outrun(Event):
     reason: str
 
 
-@dataclass(frozen=True)
+@frozen
 class Concluded(Event):
     """Its candidates ended (or stopped) with none left to land: the task's verdict."""
 
@@ -302,17 +301,17 @@ class Concluded(Event):
 # -- slots -----------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@frozen
 class SlotAdded(Event):
     slot: Slot
 
 
-@dataclass(frozen=True)
+@frozen
 class SlotRemoved(Event):
     name: str
 
 
-@dataclass(frozen=True)
+@frozen
 class SlotTaken(Event):
     """The slot holds `task`'s work (`dirty`: from now on it may hold uncommitted work)."""
 
@@ -321,13 +320,13 @@ class SlotTaken(Event):
     dirty: bool = True
 
 
-@dataclass(frozen=True)
+@frozen
 class SlotSetUp(Event):
     name: str
     done: bool
 
 
-@dataclass(frozen=True)
+@frozen
 class SlotFreed(Event):
     """The slot holds no task's work (`clean`: nor anything uncommitted); `task`, if
     given, no longer has a slot."""
@@ -337,7 +336,7 @@ class SlotFreed(Event):
     task: str | None = None
 
 
-@dataclass(frozen=True)
+@frozen
 class SlotMeasured(Event):
     name: str
     bytes: int | None
@@ -346,7 +345,7 @@ class SlotMeasured(Event):
 # -- the plan-wide part ---------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@frozen
 class RunStarted(Event):
     """A `forge run` (or retry) starts; `kept` invocations stay recorded."""
 
@@ -354,27 +353,27 @@ class RunStarted(Event):
     kept: int
 
 
-@dataclass(frozen=True)
+@frozen
 class RunFinished(Event):
     finished: str
     wall_seconds: float
 
 
-@dataclass(frozen=True)
+@frozen
 class Touched(Event):
     """What changed in the user's checkout while the run ran (None: not measured)."""
 
     touched: tuple[str, ...] | None
 
 
-@dataclass(frozen=True)
+@frozen
 class Paused(Event):
     """Why the run paused (None: it is not paused)."""
 
     reason: str | None
 
 
-@dataclass(frozen=True)
+@frozen
 class VerificationRecorded(Event):
     """The integration head's verification (`sealed`: it carries forge's seal)."""
 
@@ -382,31 +381,31 @@ class VerificationRecorded(Event):
     sealed: bool = True
 
 
-@dataclass(frozen=True)
+@frozen
 class GateRecorded(Event):
     """The batch under verification and a landing's intent (None: no batch)."""
 
     gate: GateRecord | None
 
 
-@dataclass(frozen=True)
+@frozen
 class GateStepKept(Event):
     """One verification the gate ran (forge/run/gate/story.py)."""
 
     step: GateStep
 
 
-@dataclass(frozen=True)
+@frozen
 class GateLastRecorded(Event):
     last: GateLast | None
 
 
-@dataclass(frozen=True)
+@frozen
 class PreExistingRecorded(Event):
     pre_existing: PreExisting | None
 
 
-@dataclass(frozen=True)
+@frozen
 class TasksKept(Event):
     """The plan's tasks, in its order: those not named are forgotten, those new start
     PENDING."""
@@ -414,7 +413,7 @@ class TasksKept(Event):
     order: tuple[str, ...]
 
 
-@dataclass(frozen=True)
+@frozen
 class TaskReplaced(Event):
     """A task's whole record (a line of an earlier forge's journal held one)."""
 
@@ -422,7 +421,7 @@ class TaskReplaced(Event):
     state: TaskState
 
 
-@dataclass(frozen=True)
+@frozen
 class PlanWideReplaced(Event):
     """The plan-wide fields `names` (slots, verification, ...), as `wide` holds them:
     an earlier forge's journal line held them all."""

@@ -23,9 +23,9 @@ import hashlib
 import os
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
+from forge.frozen import frozen
 from forge.git import worktrees
 from forge.git.repo import Repository
 from forge.verify.pool import plan_of, used_by, users
@@ -41,7 +41,7 @@ KINDS = (
 )
 
 
-@dataclass(frozen=True)
+@frozen
 class Folder:
     kind: str
     path: Path

@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from forge.frozen import frozen
+
 
 def _str(value: object) -> str | None:
     return None if value is None else str(value)
@@ -39,7 +41,7 @@ class StepKind(StrEnum):
     SUBSET = "subset"  # some tests only (a rerun, the head's, a culprit's again)
 
 
-@dataclass(frozen=True)
+@frozen
 class GateFailure:
     """A failing test of a verification (`test` "" when its lane's log names none)."""
 
@@ -139,7 +141,7 @@ def steps_from(data: object) -> list[GateStep]:
     return [GateStep.from_dict(s) for s in _items(data)]
 
 
-@dataclass(frozen=True)
+@frozen
 class GateLast:
     """The gate's last verification that landed nothing: INTERRUPTED (which step of
     which batch; its tasks stay QUEUED) or FAIL (the candidate, the culprit, or none
@@ -190,7 +192,7 @@ class GateLast:
         return cls.from_dict(data) if isinstance(data, Mapping) and data else None
 
 
-@dataclass(frozen=True)
+@frozen
 class LaneTest:
     """A test of a lane; `by`: the tasks whose landing fixed it (a fix only)."""
 
@@ -214,7 +216,7 @@ class LaneTest:
         )
 
 
-@dataclass(frozen=True)
+@frozen
 class PreExisting:
     """The tests the integration head (at `head`) fails on its own, which blame no
     task, and those landed work fixed since."""

@@ -12,16 +12,16 @@ import hashlib
 import json
 import os
 import shutil
-from dataclasses import dataclass
 from pathlib import Path
 
 from forge.base.clock import now_iso
 from forge.base.files import StateDir, atomic_write_text
 from forge.base.liveness import Owner
 from forge.errors import ForgeError
+from forge.frozen import frozen
 
 
-@dataclass(frozen=True)
+@frozen
 class Hold:
     path: Path
     reason: str

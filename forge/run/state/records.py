@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Protocol
 
+from forge.frozen import frozen
 from forge.verify.failures import Failure
 
 __all__ = [
@@ -100,7 +101,7 @@ class Source(StrEnum):
 _JUDGES = frozenset({Source.CHECK, Source.SCOPE, Source.REVIEW, Source.MERGE})
 
 
-@dataclass(frozen=True)
+@frozen
 class FeedbackSource:
     """What failed an attempt; a verification's failure names its lane. Written as
     `agent`, `check`, ..., `verify:<lane>`."""
@@ -155,7 +156,7 @@ class ReviewVerdict(StrEnum):
     STOPPED = "stopped"
 
 
-@dataclass(frozen=True)
+@frozen
 class Review:
     """The reviewer's verdict on an attempt (replaced whole, never changed in place:
     another thread may be saving the state)."""
@@ -204,7 +205,7 @@ class Review:
         return cls.from_dict(data) if isinstance(data, Mapping) else None
 
 
-@dataclass(frozen=True)
+@frozen
 class VerifiedBy:
     """The verification that landed (or failed) a task: its record, the commit it
     judged, its verdict, and the tests it passed despite (`quarantined`, `flaky`)."""

@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import contextlib
 import os
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
 from forge.base.files import JsonObject, read_json_or, write_json
 from forge.base.liveness import Owner
 from forge.errors import ForgeError, StateError
+from forge.frozen import frozen
 from forge.git.repo import Repository
 from forge.plan import registry
 from forge.plan.model import Plan
@@ -33,7 +34,7 @@ LIVE_FILE = "live.json"  # what the running forge run has started, and if it sti
 UNDER_WAY = frozenset({Status.RUNNING, "QUEUED"})
 
 
-@dataclass(frozen=True)
+@frozen
 class Change:
     added: tuple[str, ...] = ()
     dropped: tuple[str, ...] = ()
@@ -73,7 +74,7 @@ def settings(plan: Plan) -> JsonObject:
 # --- the `forge plan` side ------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@frozen
 class TakenUp:
     """What `forge plan` tells about a version recorded while the plan runs."""
 

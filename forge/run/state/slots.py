@@ -11,10 +11,10 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 from forge.base import proc
+from forge.frozen import frozen
 from forge.git import worktrees
 from forge.git.repo import Repository
 from forge.run.state import events as ev
@@ -216,7 +216,7 @@ class SlotPool:
                 self.store.apply(self.state, freed)
 
 
-@dataclass(frozen=True)
+@frozen
 class Acquired:
     slot: Slot
     created: bool  # just added: its setup has not run
