@@ -36,6 +36,7 @@ from pathlib import Path
 from forge.base.settings import Settings
 
 MARKER_SUFFIX = ".forge-owner"
+MERGE_CACHES = ".merge"  # forge/git/mergedir.py: git dirs made again when missing, nobody's work
 _HASH = 8  # hex digits of the common dir's hash in a second repository's folder name
 _LOOKED_AT = 64  # checkouts read to tell whose an unmarked folder is, at most
 _WAIT = 1.0  # seconds a marker being written (no hard links here) may stay empty
@@ -94,10 +95,11 @@ def _same(owner: Path, common_dir: Path) -> bool:
 
 def _settle(folder: Path, common_dir: Path) -> Path | None:
     """An unclaimed folder claimed for whom it is found to be (None: cannot be told):
-    no folder, or an empty one, is this repository's; one with checkouts is the
-    repository's they all belong to. Whoever won the claim is returned."""
+    no folder, or one with nothing but merge caches (anyone's, made again on
+    demand), is this repository's; one with checkouts is the repository's they all
+    belong to. Whoever won the claim is returned."""
     try:
-        held = folder.is_dir() and any(folder.iterdir())
+        held = folder.is_dir() and any(p.name != MERGE_CACHES for p in folder.iterdir())
     except OSError:
         return None
     if held:

@@ -139,3 +139,13 @@ def test_nothing_is_written_where_forge_refuses_the_root(repo: Path) -> None:
     with pytest.raises(ForgeError, match="inside your working tree"):
         inside.worktrees_root()
     assert not (repo / "wt").exists()
+
+
+def test_a_folder_of_merge_caches_only_is_claimed_by_the_first_to_come(tmp_path: Path) -> None:
+    root = tmp_path / "worktrees"
+    (root / "repo" / ".merge" / "0123.git").mkdir(parents=True)  # made again on demand
+    settings = Settings(worktree_root=root)
+    a, b = tmp_path / "a" / "repo", tmp_path / "b" / "repo"
+    assert worktrees_for(settings, a, a / ".git") == root / "repo"
+    assert owner_of(root / "repo") == (a / ".git").resolve()
+    assert worktrees_for(settings, b, b / ".git") != root / "repo"
