@@ -115,8 +115,8 @@ def _suite(repo: Path, per_file: int) -> int:
 
 
 def _repo(ctx: Context, tag: str, per_file: int) -> tuple[Path, int]:
-    # A name of its own: two repositories of one name under one FORGE_WORKTREES
-    # would share a worktree root, and so a verification pool.
+    # Named after its side: each side's folder under FORGE_WORKTREES is then
+    # `<root>/repo-<side>` (two of one name get a folder each, the second's hashed).
     repo = ctx.tmp(f"flaky-{tag}") / f"repo-{tag}"
     repo.mkdir()
     git(repo, "init", "-q", "-b", "main")

@@ -172,11 +172,23 @@ def fresh_copy(ctx: Context, source: Path, tag: str) -> Path:
     return dest
 
 
+def _worktrees_of(repo: Path) -> Path:
+    """The repository's folder under FORGE_WORKTREES as forge finds it (another
+    repository of the same name may hold `<root>/<name>`)."""
+    from forge.errors import ForgeError
+    from forge.git.repo import discover
+
+    try:
+        return discover(repo).worktrees_root()
+    except ForgeError:
+        return Path(os.environ["FORGE_WORKTREES"]) / repo.name
+
+
 def discard(repo: Path) -> None:
     """Remove a copy and the worktrees forge made for it (not timed)."""
     where = [repo]
     if os.environ.get("FORGE_WORKTREES"):
-        where.append(Path(os.environ["FORGE_WORKTREES"]) / repo.name)
+        where.append(_worktrees_of(repo))
     subprocess.run(["rm", "-rf", "--", *map(str, where)], check=False)
 
 

@@ -128,7 +128,8 @@ KEYS: dict[str, dict[str, str]] = {
 
 ENVIRONMENT: dict[str, str] = {
     "FORGE_WORKTREES": "where slots and verification checkouts live "
-    "(default `../.forge-worktrees/<repo>`; `--worktree-root` wins)",
+    "(default `../.forge-worktrees/<repo>`; `--worktree-root` wins; under a given root, "
+    "`<root>/<repo>`, or `<root>/<repo>-<hash>` when another repository of that name has it)",
     "FORGE_GRACE": "seconds between TERM and KILL when a command is stopped (default 5)",
     "FORGE_INFRA_BACKOFF": "seconds to wait after an INFRA failure, doubled up to 5 minutes "
     "(default 5)",

@@ -34,7 +34,8 @@ INFRA_BACKOFF_VAR = "FORGE_INFRA_BACKOFF"
 
 @frozen
 class Settings:
-    worktree_root: Path | None = None  # None: `.forge-worktrees` beside the repository
+    # None: `.forge-worktrees` beside the repository (forge/git/worktree_root.py)
+    worktree_root: Path | None = None
     grace: float = DEFAULT_GRACE
     infra_backoff: float = DEFAULT_INFRA_BACKOFF
 
@@ -57,13 +58,6 @@ class Settings:
             grace=_seconds(env, GRACE_VAR, DEFAULT_GRACE),
             infra_backoff=_seconds(env, INFRA_BACKOFF_VAR, DEFAULT_INFRA_BACKOFF),
         )
-
-    def worktrees_for(self, main_root: Path) -> Path:
-        """Where forge puts the worktrees of the repository whose main worktree is
-        `main_root`: outside the user's tree, so their tools never walk into them."""
-        if self.worktree_root is not None:
-            return self.worktree_root / main_root.name
-        return main_root.parent / ".forge-worktrees" / main_root.name
 
     def child_env(self) -> dict[str, str]:
         """What a child forge process (an agent's `forge` call, a hook in a task

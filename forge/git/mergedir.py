@@ -22,6 +22,7 @@ from pathlib import Path
 from forge.base import proc
 from forge.git.contained import HARDENED, NO_HOOKS
 from forge.git.repo import Repository, git_version
+from forge.git.worktree_root import MERGE_CACHES
 
 
 def merge_tree(repo: Repository, ours: str, theirs: str, *args: str) -> proc.Completed:
@@ -44,7 +45,7 @@ def _has_attr_source() -> bool:
 def _git_dir(repo: Repository, attributes: str, *, sha256: bool) -> Path:
     data = attributes.encode("utf-8", "surrogateescape")
     name = hashlib.sha256(data).hexdigest()[:20] + (".sha256" if sha256 else "") + ".git"
-    where = repo.worktrees_root() / ".merge" / name
+    where = repo.worktrees_root() / MERGE_CACHES / name
     if (where / "HEAD").is_file():
         return where
     where.parent.mkdir(parents=True, exist_ok=True)

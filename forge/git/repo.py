@@ -21,7 +21,7 @@ from forge.base.files import StateDir
 from forge.base.settings import Settings
 from forge.errors import ForgeError
 from forge.frozen import frozen
-from forge.git import known
+from forge.git import known, worktree_root
 
 # forge's own git in the user's repository reads objects as they are: a replace ref
 # (`refs/replace/`, which a task may write outside the sandbox) would make a commit
@@ -90,18 +90,26 @@ class Repository:
     def name(self) -> str:
         return self.main_root.name
 
-    def worktrees_root(self) -> Path:
-        """Where forge puts this repository's worktrees (see `Settings.worktrees_for`).
-        A root inside the user's working tree is refused: the user's `git add -A`
-        would pick slots up, and a slot's git calls could climb into the user's repo."""
-        root = self.settings.worktrees_for(self.main_root)
+    @cached_property
+    def _worktrees(self) -> Path:
+        """Found once: a claim under a shared root is read (or made) at the first call.
+        A root inside the user's working tree is refused before anything is written
+        there: the user's `git add -A` would pick slots up, and a slot's git calls
+        could climb into the user's repo."""
+        first = worktree_root.first_choice(self.settings, self.main_root)
         for tree in {self.main_root, self.root}:
-            if root == tree or tree in root.parents:
+            if first == tree or tree in first.parents:
                 raise ForgeError(
-                    f"the worktree root {root.parent} is inside your working tree {tree}; "
+                    f"the worktree root {first.parent} is inside your working tree {tree}; "
                     "choose a folder outside it (--worktree-root or FORGE_WORKTREES)"
                 )
-        return root
+        return worktree_root.worktrees_for(self.settings, self.main_root, self.common_dir)
+
+    def worktrees_root(self) -> Path:
+        """Where forge puts this repository's worktrees and verification checkouts:
+        its own folder, even when another repository under the same root has its
+        name (forge/git/worktree_root.py)."""
+        return self._worktrees
 
     def rev_parse(self, rev: str) -> str:
         """The commit `rev` names, or a ForgeError saying it names none."""

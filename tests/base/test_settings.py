@@ -9,6 +9,7 @@ import pytest
 
 from forge.base.settings import DEFAULT_GRACE, DEFAULT_INFRA_BACKOFF, Settings
 from forge.errors import ExitCode, ForgeError
+from forge.git.worktree_root import worktrees_for
 
 
 def test_defaults_when_nothing_is_set() -> None:
@@ -16,7 +17,9 @@ def test_defaults_when_nothing_is_set() -> None:
     assert s == Settings(
         worktree_root=None, grace=DEFAULT_GRACE, infra_backoff=DEFAULT_INFRA_BACKOFF
     )
-    assert s.worktrees_for(Path("/src/app")) == Path("/src/.forge-worktrees/app")
+    assert worktrees_for(s, Path("/src/app"), Path("/src/app/.git")) == Path(
+        "/src/.forge-worktrees/app"
+    )
     assert s.child_env() == {}
 
 
@@ -24,7 +27,7 @@ def test_values_from_the_environment(tmp_path: Path) -> None:
     env = {"FORGE_WORKTREES": str(tmp_path), "FORGE_GRACE": "500ms", "FORGE_INFRA_BACKOFF": " 0 "}
     s = Settings.from_env(env)
     assert (s.worktree_root, s.grace, s.infra_backoff) == (tmp_path.resolve(), 0.5, 0.0)
-    assert s.worktrees_for(Path("/src/app")) == tmp_path.resolve() / "app"
+    assert worktrees_for(s, Path("/src/app"), Path("/src/app/.git")) == tmp_path.resolve() / "app"
     assert s.child_env() == {"FORGE_WORKTREES": str(tmp_path.resolve())}
 
 
