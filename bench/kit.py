@@ -10,6 +10,7 @@ warm, in ABBA pairs) or a regression check (forge against itself or a fixed boun
 from __future__ import annotations
 
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -275,15 +276,26 @@ def settle() -> None:
     os.sync()
 
 
+def children_cpu() -> float:
+    """CPU seconds (user + system) of this process's finished subprocesses so far:
+    each one's own and that of the descendants it waited for (RUSAGE_CHILDREN)."""
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
+
+
 @contextmanager
 def stopwatch() -> Iterator[list[float]]:
-    """`with stopwatch() as t: ...` then t[0] holds the seconds spent."""
+    """`with stopwatch() as t: ...` then t[0] holds the seconds spent and t[1] the CPU
+    seconds of the subprocesses waited for inside (children_cpu): what a side did
+    itself, apart from the time it waited for the disk or a core."""
     out: list[float] = []
     start = time.perf_counter()
+    cpu = children_cpu()
     try:
         yield out
     finally:
         out.append(time.perf_counter() - start)
+        out.append(children_cpu() - cpu)
 
 
 def timed(fn: Callable[[], object]) -> float:

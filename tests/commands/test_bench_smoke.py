@@ -31,8 +31,11 @@ def test_quick_overhead_bench_runs_and_prints_ratios() -> None:
     assert ratios, cp.stdout
     assert all(float(r) > 0 for r in ratios)
     assert "| overhead |" in cp.stdout  # the summary table
-    # every comparison against bare git both ways, apart from the regression checks
-    assert "2 slots, cold |" in cp.stdout and "2 slots, warm |" in cp.stdout
+    # every comparison against bare git both ways, in wall-clock and in CPU time, apart
+    # from the regression checks
+    for warmth in ("cold", "warm"):
+        assert re.search(rf"2 slots, {warmth} +\| \+?-?\d+ ms/task beyond", cp.stdout)
+        assert re.search(rf"2 slots, {warmth}: CPU +\| \+?-?\d+ ms/task of CPU", cp.stdout)
     tables = cp.stdout.split("## Comparisons against an alternative")[-1]
     alternatives, checks = tables.split("## Regression checks")
     assert "own time inside a run" in checks and "own time" not in alternatives
