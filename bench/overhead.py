@@ -85,20 +85,6 @@ def paths_for(n: int, files: int, *, offset: int = 0) -> list[str]:
     return [repogen.file_path((offset + i * stride) % files) for i in range(n)]
 
 
-def floor(
-    ctx: Context,
-    repo: Path,
-    paths: list[str],
-    tag: str,
-    *,
-    slots: int = SLOTS,
-    keep: Path | None = None,
-    premade: bool = False,
-) -> float:
-    """Seconds bare git takes for the tasks (floor_timed's wall)."""
-    return floor_timed(ctx, repo, paths, tag, slots=slots, keep=keep, premade=premade)[0]
-
-
 def floor_timed(
     ctx: Context,
     repo: Path,
