@@ -40,7 +40,7 @@ from kit import (
     stopwatch,
     timed,
 )
-from overhead import floor_timed, paths_for
+from overhead import floor, paths_for
 
 from plans import BenchPlan, BenchTask
 
@@ -148,7 +148,7 @@ def _worktree_add(ctx: Context, repo: Path) -> float:
 
 def _git_cost(ctx: Context, repo: Path, paths: list[str], tag: str, kept: Path | None) -> float:
     """Bare git's seconds a task in one worktree made before the clock starts."""
-    wall, _ = floor_timed(ctx, repo, paths, tag, slots=1, keep=kept, premade=True)
+    wall, _ = floor(ctx, repo, paths, tag, slots=1, keep=kept, premade=True)
     return wall / len(paths)
 
 

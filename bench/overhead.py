@@ -49,6 +49,8 @@ TARGET_EXTRA = 0.050
 # forge's own time a task inside a run (a regression check against a bound).
 TARGET_OWN = 0.050
 PAIRS = 5
+# One side of a pair: (wall seconds, CPU seconds of its processes).
+Side = tuple[float, float]
 
 # One worker of the floor: its slot (made unless it is kept from an earlier round,
 # one worker at a time, as forge makes its slots one at a time),
@@ -85,7 +87,7 @@ def paths_for(n: int, files: int, *, offset: int = 0) -> list[str]:
     return [repogen.file_path((offset + i * stride) % files) for i in range(n)]
 
 
-def floor_timed(
+def floor(
     ctx: Context,
     repo: Path,
     paths: list[str],
@@ -94,7 +96,7 @@ def floor_timed(
     slots: int = SLOTS,
     keep: Path | None = None,
     premade: bool = False,
-) -> tuple[float, float]:
+) -> Side:
     """(seconds, CPU seconds) bare git takes for the tasks. `keep`: the folder of
     worktrees kept between rounds (warm), else fresh ones; `premade`: worktrees made
     before the clock starts (a per-task cost without the `worktree add` forge does
@@ -146,11 +148,9 @@ def floor_timed(
     return t[0], t[1]
 
 
-def through_forge(
-    ctx: Context, repo: Path, paths: list[str], tag: str
-) -> tuple[float, float, float, float]:
-    """(plan seconds, run seconds, forge's own recorded wall time of the run, the CPU
-    seconds of both processes and everything they ran)."""
+def through_forge(ctx: Context, repo: Path, paths: list[str], tag: str) -> Side:
+    """(seconds, CPU seconds) of `forge plan` + `forge run`: both processes and
+    everything they ran."""
     name = f"ovh-{tag}"
     plan = BenchPlan(name=name, tasks=edit_tasks(len(paths), paths), max_parallel=SLOTS)
     path = plan.write(ctx.tmp(f"plan-{tag}"))
@@ -163,7 +163,7 @@ def through_forge(
     statuses = {t["status"] for t in state["tasks"].values()}
     if statuses != {"MERGED"}:
         raise RuntimeError(f"forge run left tasks {statuses}")
-    return tp[0], tr[0], float(state.get("wall_seconds") or 0.0), tp[1] + tr[1]
+    return tp[0] + tr[0], tp[1] + tr[1]
 
 
 def inside(files: int, n: int) -> dict[str, float]:
@@ -189,15 +189,6 @@ def inside(files: int, n: int) -> dict[str, float]:
     return data
 
 
-def _forge_seconds(ctx: Context, repo: Path, paths: list[str], tag: str) -> tuple[float, float]:
-    plan_s, run_s, _, cpu = through_forge(ctx, repo, paths, tag)
-    return plan_s + run_s, cpu
-
-
-# One side of a pair: (wall seconds, CPU seconds).
-Side = tuple[float, float]
-
-
 def _pairs(
     ctx: Context, source: Path, files: int, n: int, pairs: int, *, cold: bool
 ) -> list[tuple[Side, Side]]:
@@ -210,8 +201,8 @@ def _pairs(
         tag = f"{warmth}-{files}-{rnd.index + 1}"
         paths = paths_for(n, files, offset=2 + 2 * rnd.index + (0 if cold else 100))
         fl, fo = rnd.run(
-            partial(floor_timed, ctx, rnd.repos[0], paths, tag, keep=rnd.kept),
-            partial(_forge_seconds, ctx, rnd.repos[1], paths, tag),
+            partial(floor, ctx, rnd.repos[0], paths, tag, keep=rnd.kept),
+            partial(through_forge, ctx, rnd.repos[1], paths, tag),
         )
         if rnd.measured:
             out.append((fl, fo))
@@ -258,11 +249,11 @@ def _figure(files: int, n: int, warmth: str, got: list[tuple[Side, Side]]) -> Fi
 def _cpu_figure(files: int, n: int, warmth: str, got: list[tuple[Side, Side]]) -> Figure:
     """The same pairs in CPU time: what each side's processes computed (user + system,
     every git and forge process included), apart from the time they waited for the
-    disk. A wall-clock difference at 10k and 50k files cold swings by seconds from one
-    pair to the next with the file system's writeback of the checkouts both sides
-    make; the CPU says how much of it is work forge does."""
+    disk. At 10k and 50k files cold the wall clock of the same work swings by seconds
+    from one pair (and one run) to the next with the file system; the CPU says how
+    much of a difference is work forge does."""
     extra = [(fo - fl) / n for (_, fl), (_, fo) in got]
-    ratios = [fo / fl for (_, fl), (_, fo) in got if fl > 0]
+    ratios = [fo / fl for (_, fl), (_, fo) in got]
     med = statistics.median(extra)
     floor_cpu = statistics.median(fl for (_, fl), _ in got) / n
     return Figure(
@@ -270,7 +261,7 @@ def _cpu_figure(files: int, n: int, warmth: str, got: list[tuple[Side, Side]]) -
         config=f"{files // 1000}k files, {n} tasks, {SLOTS} slots, {warmth}: CPU",
         forge=f"{1000 * med:+.0f} ms/task of CPU beyond bare git",
         alternative=f"bare git's {1000 * floor_cpu:.0f} ms/task, {warmth} (the same pairs)",
-        ratio=statistics.median(ratios) if ratios else float("nan"),
+        ratio=statistics.median(ratios),
         target=None,
         kind=ALTERNATIVE,
         note=(
