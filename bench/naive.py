@@ -49,7 +49,9 @@ export base WTROOT PREFIX
 # 1. a worktree per task, the task, a commit: in parallel
 xargs -P "$PARALLEL" -L 1 bash -euo pipefail -c '
   id=$0; path=$1
-  git worktree add -q -b "$PREFIX/$id" "$WTROOT/$id" "$base"
+  # one add at a time: the worktree registry of git fails adds side by side ("failed
+  # to read .git/worktrees/ID/commondir"), so even a quick script takes a lock
+  ( flock 8; git worktree add -q -b "$PREFIX/$id" "$WTROOT/$id" "$base" ) 8>"$WTROOT.add.lock"
   cd "$WTROOT/$id"
   echo change >> "$path"
   git add -A

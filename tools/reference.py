@@ -171,7 +171,7 @@ def performance_page() -> str:
         "`bench/` measures forge against the alternative a user would otherwise use, in the "
         "same run, as ratios (never an absolute time); a row that compares forge with itself "
         "or with a fixed bound is a regression check. `python bench/bench.py --quick` takes "
-        "about 30 s; the command named below, which wrote the figures, took the time it "
+        "about 3 minutes; the command named below, which wrote the figures, took the time it "
         "gives (on 2 cores), and `python bench/bench.py --write-results` runs every "
         "benchmark (over half an hour) and rewrites them (in `bench/RESULTS.md`).\n" + body
     )
