@@ -83,6 +83,7 @@ class GroupSpec:
     input_path: Path | None = None  # stdin (default: /dev/null)
     cap: int | None = None  # bytes of output kept in the log (None: `log_cap()`)
     sandbox: Sandbox | None = None  # run under bubblewrap (forge/base/sandbox.py)
+    pass_fds: tuple[int, ...] = ()  # file descriptors the command inherits
 
     def log(self, line: str) -> None:
         append_line(self.log_path, line)
@@ -416,6 +417,7 @@ def _spawn(spec: GroupSpec) -> tuple[subprocess.Popen[bytes], Drain] | None:
                     stdout=write_end,
                     stderr=subprocess.STDOUT,
                     start_new_session=True,
+                    pass_fds=spec.pass_fds,
                 )
                 _popen_pids.add(child.pid)
         except OSError as exc:
