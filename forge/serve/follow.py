@@ -18,9 +18,10 @@ from pathlib import Path
 from forge.commands.report.render import Section
 from forge.frozen import frozen
 from forge.git.repo import Repository
+from forge.run.state.store import Tail
 from forge.serve import views
 
-POLL = 0.1  # seconds between looks at the plans' records
+POLL = 0.05  # seconds between looks at the plans' records
 INDEX = ""  # the hub's key of the index page
 
 
@@ -98,6 +99,7 @@ class Follower:
         self.repo, self.hub, self.prices = repo, hub, prices
         self._seen: dict[str, Signature] = {}
         self._rows: dict[str, str] = {}
+        self._tails: dict[str, Tail] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="forge-serve-follow", daemon=True)
 
@@ -124,12 +126,14 @@ class Follower:
             if self._seen.get(plan) == sig:
                 continue
             self._seen[plan] = sig
-            view = views.plan_view(self.repo, plan, self.prices)
+            tail = self._tails.setdefault(plan, Tail(self.repo.state.state_file(plan)))
+            view = views.plan_view(self.repo, plan, self.prices, tail)
             self.hub.put(plan, view.sections)
             self._rows[plan] = view.row
             changed = True
         for gone in set(self._rows) - set(plans):
             del self._rows[gone], self._seen[gone]
+            self._tails.pop(gone, None)
             changed = True
         if changed or self.hub.get(INDEX) is None:
             rows = [self._rows[p] for p in plans if p in self._rows]

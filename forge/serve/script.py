@@ -18,14 +18,39 @@ SCRIPT = """
   var stream = document.querySelector('meta[name="forge-events"]').content;
   var state = document.getElementById("live-state");
   var pending = {}, queued = false;
+  function same(a, b) {
+    if (a.nodeType !== b.nodeType || a.nodeName !== b.nodeName) { return false; }
+    if (a.nodeType !== 1) { return true; }
+    if (a.attributes.length !== b.attributes.length) { return false; }
+    for (var i = 0; i < a.attributes.length; i++) {
+      var at = a.attributes[i];
+      if (b.getAttribute(at.name) !== at.value) { return false; }
+    }
+    return a.childNodes.length === b.childNodes.length;
+  }
+  // Only what changed is replaced: the browser lays out a row, not the whole table.
+  function patch(old, neu) {
+    var o = old.childNodes, n = neu.childNodes;
+    for (var i = n.length - 1; i >= 0; i--) {
+      if (o[i].isEqualNode(n[i])) { continue; }
+      if (same(o[i], n[i]) && o[i].nodeType === 1) { patch(o[i], n[i]); }
+      else { old.replaceChild(n[i], o[i]); }
+    }
+  }
   function flush() {
+    var t0 = performance.now();
     queued = false;
     for (var name in pending) {
       var el = document.getElementById("s-" + name);
-      if (el) { el.innerHTML = pending[name]; }
+      if (!el) { continue; }
+      var fresh = document.createElement("div");
+      fresh.innerHTML = pending[name];
+      if (fresh.childNodes.length === el.childNodes.length) { patch(el, fresh); }
+      else { el.replaceChildren.apply(el, Array.prototype.slice.call(fresh.childNodes)); }
     }
     pending = {};
     document.body.setAttribute("data-version", window.forgeVersion);
+    window.forgeApplyMs = performance.now() - t0;  // (what one update costs the page)
   }
   var source = new EventSource(stream);
   source.addEventListener("sections", function (e) {

@@ -20,7 +20,7 @@ from forge.run.gate import story
 from forge.run.records.spend import plan_spend
 from forge.run.state import hold as holds
 from forge.run.state.run_state import FAILURES, RunState, Status
-from forge.run.state.store import StateStore
+from forge.run.state.store import StateStore, Tail
 
 Prices = dict[str, tuple[float, float]]
 
@@ -37,11 +37,12 @@ def served_links(log: str) -> str:
     return "/log?path=" + quote(log, safe="")
 
 
-def plan_view(repo: Repository, name: str, prices: Prices) -> PlanView:
+def plan_view(repo: Repository, name: str, prices: Prices, tail: Tail | None = None) -> PlanView:
+    """`tail`: the plan's state as followed so far (None: read it whole)."""
     try:
         recorded = load_recorded(repo, name)
-        store = StateStore(repo.state, name)
-        state = store.load_existing() or store.load([t.id for t in recorded.plan.tasks])
+        tail = tail or Tail(repo.state.state_file(name))
+        state = tail.read() or StateStore(repo.state, name).load([t.id for t in recorded.plan.tasks])
         tests = tests_section.rows_for(repo, recorded, state.pre_existing)
     except (ForgeError, OSError) as exc:
         return _unreadable(name, str(exc))

@@ -341,10 +341,14 @@ def _attempt_logs(attempt: Attempt, links: Links) -> str:
     links_ = []
     if attempt.log:
         log_dir = Path(attempt.log).parent
+        try:  # one look at the folder, not one a name (500 tasks: a tenth of a second)
+            present = set(os.listdir(log_dir))
+        except OSError:
+            present = set()
         for name in ("setup.log", "agent.log", "check.log", "merge.log", "prompt.md"):
-            candidate = log_dir / name
-            if candidate.exists() or str(candidate) == attempt.log:
-                links_.append(_log_link(str(candidate), links, name.split(".")[0]))
+            candidate = os.path.join(log_dir, name)
+            if name in present or candidate == attempt.log:
+                links_.append(_log_link(candidate, links, name.split(".")[0]))
         if log_dir.name != f"attempt-{attempt.number}":  # a failing verification's log
             source = attempt.feedback_source
             label = "log" if source is None else str(source.kind)
