@@ -25,9 +25,7 @@ SOURCE = "web"
 
 
 def hold(repo: Repository, plan: str) -> str:
-    h = holds.set_hold(
-        repo.state, plan, reason="held from forge serve's page", source=SOURCE
-    )
+    h = holds.set_hold(repo.state, plan, reason="held from forge serve's page", source=SOURCE)
     return _said(repo, plan, f"hold set: {h.describe()}")
 
 

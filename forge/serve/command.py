@@ -17,9 +17,7 @@ from forge.serve.guard import is_loopback
 DEFAULT_PORT = 8765
 
 
-def start(
-    repo: Repository, *, host: str, port: int, say: Callable[[str], None]
-) -> server.Served:
+def start(repo: Repository, *, host: str, port: int, say: Callable[[str], None]) -> server.Served:
     """Start serving `repo`'s plans and say where (with the token when one is needed)."""
     if not host.strip():
         raise ForgeError("--host needs an address (127.0.0.1, 0.0.0.0, a name)")

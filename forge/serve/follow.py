@@ -11,6 +11,7 @@ fresh connection: all of them, so a page reconnecting shows what a fresh load do
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 from pathlib import Path
@@ -55,9 +56,7 @@ class Hub:
     def wait(self, key: str, after: int, timeout: float) -> Pages | None:
         """The page once its version is past `after` (None: not within `timeout`)."""
         with self._changed:
-            self._changed.wait_for(
-                lambda: self.closed or self._newer(key, after), timeout=timeout
-            )
+            self._changed.wait_for(lambda: self.closed or self._newer(key, after), timeout=timeout)
             page = self._pages.get(key)
             return page if page is not None and page.version > after else None
 
@@ -78,10 +77,8 @@ def signature(repo: Repository, plan: str) -> Signature:
     """What changes when the plan's records do: each file's (name, inode, size, mtime)."""
     folder = repo.state.plan_dir(plan)
     paths = [repo.state.hold_file, folder / "hold.json", folder / "owner.json"]
-    try:
+    with contextlib.suppress(FileNotFoundError):
         paths += [folder / name for name in os.listdir(folder) if name.startswith("state")]
-    except FileNotFoundError:
-        pass
     out = []
     for path in sorted(paths):
         try:

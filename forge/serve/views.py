@@ -42,7 +42,9 @@ def plan_view(repo: Repository, name: str, prices: Prices, tail: Tail | None = N
     try:
         recorded = load_recorded(repo, name)
         tail = tail or Tail(repo.state.state_file(name))
-        state = tail.read() or StateStore(repo.state, name).load([t.id for t in recorded.plan.tasks])
+        state = tail.read() or StateStore(repo.state, name).load(
+            [t.id for t in recorded.plan.tasks]
+        )
         tests = tests_section.rows_for(repo, recorded, state.pre_existing)
     except (ForgeError, OSError) as exc:
         return _unreadable(name, str(exc))
@@ -59,7 +61,7 @@ def _unreadable(name: str, why: str) -> PlanView:
     text = (
         f"<header><h1>{escape(name)}</h1><p><b>upgrade forge</b> to see this plan: its "
         f"records are not in a form this forge reads (a newer forge may have written "
-        f"them).</p><p class=\"reason\">{escape(why)}</p></header>"
+        f'them).</p><p class="reason">{escape(why)}</p></header>'
     )
     row = (
         f'<tr><td><a href="/plan/{quote(name)}">{escape(name)}</a></td>'
@@ -92,8 +94,7 @@ def _controls(name: str, state: RunState, runner: Owner | None, held: str | None
         hold = f'no hold <button data-action="{base}/hold">hold</button>'
     failed = [t.id for t in state.tasks.values() if t.status in FAILURES]
     retry = " ".join(
-        f'<button data-action="{base}/retry/{quote(t)}">retry {escape(t)}</button>'
-        for t in failed
+        f'<button data-action="{base}/retry/{quote(t)}">retry {escape(t)}</button>' for t in failed
     )
     return (
         f'<section class="controls"><a href="/">all plans</a> · {escape(run)} · {hold}'
@@ -102,9 +103,7 @@ def _controls(name: str, state: RunState, runner: Owner | None, held: str | None
     )
 
 
-def _row(
-    repo: Repository, name: str, state: RunState, runner: Owner | None, prices: Prices
-) -> str:
+def _row(repo: Repository, name: str, state: RunState, runner: Owner | None, prices: Prices) -> str:
     counts: dict[str, int] = {}
     for ts in state.tasks.values():
         counts[str(ts.status)] = counts.get(str(ts.status), 0) + 1

@@ -10,14 +10,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from helpers.runkit import spawn_forge
-
 from forge.git.refs import integration_ref
 from forge.git.repo import discover
 from forge.plan.registry import record
 from forge.run.state.records import Phase
 from forge.run.state.run_state import Attempt, RunState, Status, TaskState
 from forge.run.state.store import StateStore
+from helpers.runkit import spawn_forge
 
 ADDRESS = re.compile(r"(http://\S+)")
 

@@ -63,7 +63,9 @@ def test_pages_streams_and_the_rules_on_loopback(ran: Path) -> None:
         hold = url + "plan/p/hold"
         status, said, _ = fetch(hold, method="POST")
         assert status == 403 and "token" in said
-        status, _, _ = fetch(hold, method="POST", headers={"Cookie": f"forge_token={token_of(page)}"})
+        status, _, _ = fetch(
+            hold, method="POST", headers={"Cookie": f"forge_token={token_of(page)}"}
+        )
         assert status == 403
         assert not (ran / ".git" / "forge" / "plans" / "p" / "hold.json").exists()
         status, _, _ = fetch(hold, method="POST", headers={"X-Forge-Token": "0" * 36})
