@@ -92,7 +92,8 @@ def _controls(name: str, state: RunState, runner: Owner | None, held: str | None
         hold = f'{escape(held)} <button data-action="{base}/resume">resume</button>'
     else:
         hold = f'no hold <button data-action="{base}/hold">hold</button>'
-    failed = [t.id for t in state.tasks.values() if t.status in FAILURES]
+    # (a run active retries by itself, with --retry-failed: a retry beside it is refused)
+    failed = [t.id for t in state.tasks.values() if t.status in FAILURES and runner is None]
     retry = " ".join(
         f'<button data-action="{base}/retry/{quote(t)}">retry {escape(t)}</button>' for t in failed
     )
