@@ -46,9 +46,11 @@ def plan_view(repo: Repository, name: str, prices: Prices, tail: Tail | None = N
             [t.id for t in recorded.plan.tasks]
         )
         tests = tests_section.rows_for(repo, recorded, state.pre_existing)
+        parts = render.sections(recorded, state, links=served_links, prices=prices, tests=tests)
     except (ForgeError, OSError) as exc:
         return _unreadable(name, str(exc))
-    parts = render.sections(recorded, state, links=served_links, prices=prices, tests=tests)
+    except Exception as exc:  # noqa: BLE001 - one plan's page that breaks stops no other page
+        return _unreadable(name, f"{type(exc).__name__}: {exc}")
     runner = _runner(repo, name)
     hold = holds.active(repo.state, name)
     held = hold.describe() if hold else None
