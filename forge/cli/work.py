@@ -23,7 +23,7 @@ from forge.cli.kit import (
     repo_here,
     say,
 )
-from forge.errors import ForgeError
+from forge.errors import ExitCode, ForgeError
 
 
 @app.command()
@@ -97,7 +97,9 @@ def run(
         served = command.start_beside(repo, say=say)
     reply, code = execute(repo, recorded, options, as_json=as_json, cluster=cluster)
     answer(reply)
-    if served is not None:
+    if served is not None and code == ExitCode.INTERRUPTED:
+        served.stop()  # a Ctrl-C stops the run and the page: one is enough
+    elif served is not None:
         command.keep_serving(served, say)
     exit_with(code)
 
