@@ -192,3 +192,18 @@ def test_run_serve_serves_beside_the_run_and_after_it(repo: Path, tmp_path: Path
         proc.wait(timeout=20)
     assert proc.returncode == 0
     assert "merged" in (proc.stdout.read() if proc.stdout else "")
+
+
+def test_the_report_is_the_live_pages_sections(ran: Path, tmp_path: Path) -> None:
+    out = tmp_path / "report.html"
+    assert run_forge(ran, "report", "p", "-o", str(out)).returncode == 0
+    static = out.read_text()
+    with serving(ran) as url:
+        _, live = fetch(url + "plan/p")[:2]
+    ids = re.compile(r'<div id="s-([a-z]+)">')
+    assert ids.findall(live) == ["live", *ids.findall(static)]
+    assert ids.findall(static)[:3] == ["head", "dag", "timeline"]
+    for part in ("<h2>Tasks by wave</h2>", "<h2>Gate now</h2>", "<h2>Tasks and attempts</h2>"):
+        assert part in static and part in live
+    assert "<script" not in static and 'href="/log?path=' not in static
+    assert static.split("<body>")[0] == live.split("<body>")[0]  # the same head and style
