@@ -55,3 +55,8 @@ SpecStats.model_mismatches
 CandidateRow.cost_known
 DataclassInstance  # forge/frozen.py: the type its cast names (in a string)
 _assigns_a_field  # tests/test_frozen.py: read by mypy, never called
+from forge.serve.server import _Handler, _Server  # http.server reads these by name
+
+_Server.daemon_threads
+_Server.address_family
+_Handler.close_connection

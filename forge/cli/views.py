@@ -84,6 +84,27 @@ def report(
 
 
 @app.command()
+def serve(
+    port: Annotated[
+        int, typer.Option("--port", min=0, max=65535, help="The port (0: any free one).")
+    ] = 8765,
+    host: Annotated[
+        str,
+        typer.Option(
+            "--host", help="The address to bind; any but loopback needs the printed token."
+        ),
+    ] = "127.0.0.1",
+    open_it: Annotated[
+        bool, typer.Option("--open", help="Open the page in the default browser.")
+    ] = False,
+) -> None:
+    """Serve a live web page of the repository's plans: DAG, timeline, gate, costs, logs."""
+    from forge.serve import command
+
+    command.serve(repo_here(), host=host, port=port, open_it=open_it)
+
+
+@app.command()
 def stats(
     plan: Annotated[str | None, typer.Option("--plan", help="Only this plan's attempts.")] = None,
     since: Annotated[

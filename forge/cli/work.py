@@ -23,7 +23,7 @@ from forge.cli.kit import (
     repo_here,
     say,
 )
-from forge.errors import ForgeError
+from forge.errors import ExitCode, ForgeError
 
 
 @app.command()
@@ -65,6 +65,13 @@ def run(
     budget: BudgetOpt = None,
     sandbox: SandboxOpt = False,
     cluster: ClusterOpt = None,
+    serve: Annotated[
+        bool,
+        typer.Option(
+            "--serve",
+            help="Serve the live web page beside the run (as `forge serve`), and after it.",
+        ),
+    ] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Run (or resume) a plan: dispatch tasks, merge into integration, verify."""
@@ -83,8 +90,17 @@ def run(
         budget=budget_option(budget),
         sandbox=sandbox,
     )
+    served = None
+    if serve:
+        from forge.serve import command
+
+        served = command.start_beside(repo, say=say)
     reply, code = execute(repo, recorded, options, as_json=as_json, cluster=cluster)
     answer(reply)
+    if served is not None and code == ExitCode.INTERRUPTED:
+        served.stop()  # a Ctrl-C stops the run and the page: one is enough
+    elif served is not None:
+        command.keep_serving(served, say)
     exit_with(code)
 
 

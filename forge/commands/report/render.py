@@ -6,18 +6,23 @@ and of the verification (its lanes; the gate's batches and bisection steps of ev
 run); per task its attempts with agent, time, cost and links to the
 logs; the totals and the verdict. Inline CSS and SVG only: no script, no network,
 it opens from a file:// URL, and links to logs are relative to the page.
+
+The page is a list of sections, each in a `<div id="s-NAME">` of its own: `forge
+serve`'s live page is the same sections (its links to logs through the server), and
+replaces one whose HTML changed.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from datetime import datetime
 from html import escape
 from pathlib import Path
 
 from forge.base.text import write_output_file
 from forge.commands.candidate_view import summary, timeline_attempts
-from forge.commands.report import svg, tests_section
+from forge.commands.report import queue, svg, tests_section
 from forge.commands.report.axis import Clock, clock
 from forge.commands.report.template import PAGE
 from forge.commands.status import fmt_seconds
@@ -33,6 +38,24 @@ from forge.verify.failures import Failure
 from forge.verify.records import VerifyRecord
 
 WORK_PHASES = ("agent", "run")  # the phases that are the task's own work ("agent time")
+
+# A log's path as the page links to it: relative to the page's file, or the server's URL.
+Links = Callable[[str], str]
+
+
+def relative_links(folder: Path) -> Links:
+    return lambda log: os.path.relpath(log, folder)
+
+
+@frozen
+class Section:
+    """One part of the page: its name (the element's id is `s-NAME`) and its HTML."""
+
+    name: str
+    html: str
+
+    def element(self) -> str:
+        return f'<div id="s-{self.name}">{self.html}</div>'
 
 
 @frozen
@@ -58,8 +81,10 @@ def build(
     store = StateStore(repo.state, plan.name)
     state = store.load_existing() or store.load([t.id for t in plan.tasks])
     tests = tests_section.rows_for(repo, recorded, state.pre_existing)
-    html = render(recorded, state, folder=path.parent, prices=prices or {}, tests=tests)
-    return Page(html, path)
+    parts = sections(
+        recorded, state, links=relative_links(path.parent), prices=prices or {}, tests=tests
+    )
+    return Page(page(recorded.plan.name, parts), path)
 
 
 def write(page: Page) -> Path:
@@ -71,15 +96,21 @@ def write(page: Page) -> Path:
 # -- the page ------------------------------------------------------------------
 
 
-def render(
+def page(name: str, parts: list[Section], *, extra: str = "") -> str:
+    """The whole page: its sections in order, then `extra` (the live page's script)."""
+    body = "\n".join(p.element() for p in parts) + extra
+    return PAGE.format(title=escape(f"forge report: {name}"), body=body)
+
+
+def sections(
     recorded: Recorded,
     state: RunState,
     *,
-    folder: Path,
+    links: Links,
     prices: dict[str, tuple[float, float]],
     tests: list[tests_section.Noted] | None = None,
-) -> str:
-    """The page (`tests`: the rows of its "Tests" section, tests_section.py)."""
+) -> list[Section]:
+    """The page's sections (`tests`: the rows of its "Tests" section, tests_section.py)."""
     plan = recorded.plan
     wave_of = {tid: n for n, wave in enumerate(recorded.waves, start=1) for tid in wave}
     spend = plan_spend(state, prices)
@@ -98,28 +129,38 @@ def render(
         [list(w) for w in recorded.waves], {t.id: list(t.deps) for t in plan.tasks}, statuses, tips
     )
     lanes, axis, phases = timeline(state)
-    body = [
-        _header(plan.name, state, spend, recorded, axis),
-        '<section><h2>Tasks by wave</h2><div class="scroll">',
-        dag,
-        "</div>",
-        svg.legend(sorted({*statuses.values()}), dict(svg.STATUS_COLORS)),
-        "</section>",
-        '<section><h2>Timeline</h2><p class="note">each attempt in the slot it ran in, '
-        "split into its phases; then the verification, a row per lane</p>",
-        '<div class="scroll">',
-        svg.timeline_svg(lanes, axis.span, breaks=axis.breaks())
-        if lanes
-        else "<p>nothing has run yet</p>",
-        "</div>",
-        svg.legend(phases),
-        "</section>",
-        _verification(state.verification, folder),
-        _gate_section(state, folder),
-        tests_section.section(tests or []),
-        _task_table(recorded, state, wave_of, folder, prices),
+    dag_html = "".join(
+        [
+            '<section><h2>Tasks by wave</h2><div class="scroll">',
+            dag,
+            "</div>",
+            svg.legend(sorted({*statuses.values()}), dict(svg.STATUS_COLORS)),
+            "</section>",
+        ]
+    )
+    timeline_html = "".join(
+        [
+            '<section><h2>Timeline</h2><p class="note">each attempt in the slot it ran in, '
+            "split into its phases; then the verification, a row per lane</p>",
+            '<div class="scroll">',
+            svg.timeline_svg(lanes, axis.span, breaks=axis.breaks())
+            if lanes
+            else "<p>nothing has run yet</p>",
+            "</div>",
+            svg.legend(phases),
+            "</section>",
+        ]
+    )
+    return [
+        Section("head", _header(plan.name, state, spend, recorded, axis)),
+        Section("dag", dag_html),
+        Section("timeline", timeline_html),
+        Section("queue", queue.section(state)),
+        Section("verification", _verification(state.verification, links)),
+        Section("gate", _gate_section(state, links)),
+        Section("tests", tests_section.section(tests or [])),
+        Section("tasks", _task_table(recorded, state, wave_of, links, prices)),
     ]
-    return PAGE.format(title=escape(f"forge report: {plan.name}"), body="\n".join(body))
 
 
 def _header(name: str, state: RunState, spend: Spend, recorded: Recorded, axis: Clock) -> str:
@@ -135,6 +176,7 @@ def _header(name: str, state: RunState, spend: Spend, recorded: Recorded, axis: 
         ("wall time", _wall(state, axis)),
         ("agent time", fmt_seconds(agent_time)),
         ("cost", f"{spend.describe()}; {per_landed(spend, counts.get(Status.MERGED, 0))}"),
+        ("budget", _budget(recorded.plan.budget, spend)),
         ("base", f"{recorded.base_ref} @ {recorded.base_commit[:12]}"),
         ("integration", state.integration.removeprefix("refs/heads/")),
         ("run", f"{state.started or '-'} \u2192 {state.finished or 'not finished'}"),
@@ -146,6 +188,12 @@ def _header(name: str, state: RunState, spend: Spend, recorded: Recorded, axis: 
         f'<header><h1>{escape(name)} <span class="verdict v-{cls}">{escape(str(verdict))}'
         f'</span></h1><table class="facts">{rows}</table></header>'
     )
+
+
+def _budget(budget: float | None, spend: Spend) -> str:
+    if budget is None:
+        return "none set"
+    return f"{budget:g} USD ({spend.usd / budget:.0%} spent)" if budget else f"{budget:g} USD"
 
 
 def _wall(state: RunState, axis: Clock) -> str:
@@ -282,26 +330,30 @@ def _step_bars(gate_steps: list[GateStep]) -> list[tuple[str, list[Bar]]]:
     return list(steps.items())
 
 
-def _log_link(log: str | None, folder: Path, label: str) -> str:
+def _log_link(log: str | None, links: Links, label: str) -> str:
     if not log:
         return ""
-    href = os.path.relpath(log, folder)
+    href = links(log)
     return f'<a href="{escape(href)}">{escape(label)}</a>'
 
 
-def _attempt_logs(attempt: Attempt, folder: Path) -> str:
-    links = []
+def _attempt_logs(attempt: Attempt, links: Links) -> str:
+    links_ = []
     if attempt.log:
         log_dir = Path(attempt.log).parent
+        try:  # one look at the folder, not one a name (500 tasks: a tenth of a second)
+            present = set(os.listdir(log_dir))
+        except OSError:
+            present = set()
         for name in ("setup.log", "agent.log", "check.log", "merge.log", "prompt.md"):
-            candidate = log_dir / name
-            if candidate.exists() or str(candidate) == attempt.log:
-                links.append(_log_link(str(candidate), folder, name.split(".")[0]))
+            candidate = os.path.join(log_dir, name)
+            if name in present or candidate == attempt.log:
+                links_.append(_log_link(candidate, links, name.split(".")[0]))
         if log_dir.name != f"attempt-{attempt.number}":  # a failing verification's log
             source = attempt.feedback_source
             label = "log" if source is None else str(source.kind)
-            links.append(_log_link(attempt.log, folder, label))
-    return " ".join(links)
+            links_.append(_log_link(attempt.log, links, label))
+    return " ".join(links_)
 
 
 _FAILURES_SHOWN = 5
@@ -331,7 +383,7 @@ def _task_table(
     recorded: Recorded,
     state: RunState,
     wave_of: dict[str, int],
-    folder: Path,
+    links: Links,
     prices: dict[str, tuple[float, float]],
 ) -> str:
     rows = []
@@ -366,7 +418,7 @@ def _task_table(
                 )
                 + _failures(a.failures)
                 + f"</td><td>{fmt_seconds(a.duration)}</td><td>{escape(_usage(a, prices))}</td>"
-                f"<td>{_attempt_logs(a, folder)}</td>"
+                f"<td>{_attempt_logs(a, links)}</td>"
             )
             rows.append((first if n == 0 else "<tr>") + cells + "</tr>")
     return (
@@ -378,7 +430,7 @@ def _task_table(
     )
 
 
-def _verification(record: VerifyRecord | None, folder: Path) -> str:
+def _verification(record: VerifyRecord | None, links: Links) -> str:
     if record is None:
         return "<section><h2>Verification</h2><p>not run</p></section>"
     head = (
@@ -396,7 +448,7 @@ def _verification(record: VerifyRecord | None, folder: Path) -> str:
                 f"<td>{escape(run.kind)}</td><td>{escape(what)}"
                 f"{_failures(list(run.failures))}</td>"
                 f"<td>{fmt_seconds(round(run.duration, 3))}</td>"
-                f"<td>{_log_link(run.log, folder, 'log')}</td></tr>"
+                f"<td>{_log_link(run.log, links, 'log')}</td></tr>"
             )
     table = (
         '<table class="tasks"><thead><tr><th>lane</th><th>verdict</th><th>run</th><th>result</th>'
@@ -407,7 +459,7 @@ def _verification(record: VerifyRecord | None, folder: Path) -> str:
     return f"<section><h2>Verification</h2>{head}{table}</section>"
 
 
-def _gate_section(state: RunState, folder: Path) -> str:
+def _gate_section(state: RunState, links: Links) -> str:
     """Every verification the gate ran, run after run, in order."""
     steps = state.gate_steps
     if not steps:
@@ -417,7 +469,7 @@ def _gate_section(state: RunState, folder: Path) -> str:
     for n, s in enumerate(steps, start=1):
         shown = ", ".join(f"<b>{escape(t)}</b>" if t in blamed else escape(t) for t in s.tasks)
         failing = "<br>".join(escape(f.text()) for f in s.failures)
-        logs = " ".join(_log_link(log, folder, lane) for lane, log in s.logs.items())
+        logs = " ".join(_log_link(log, links, lane) for lane, log in s.logs.items())
         took = (s.end or 0.0) - s.start
         rows.append(
             f"<tr><td>{n}</td><td>{'-' if s.run is None else s.run + 1}</td>"

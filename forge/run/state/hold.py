@@ -96,11 +96,20 @@ def active(state: StateDir, plan: str) -> Hold | None:
     return read(state, None) or read(state, plan)
 
 
-def set_hold(state: StateDir, plan: str | None, *, reason: str, owner: Owner | None = None) -> Hold:
+def set_hold(
+    state: StateDir,
+    plan: str | None,
+    *,
+    reason: str,
+    owner: Owner | None = None,
+    source: str | None = None,
+) -> Hold:
+    """`source`: where the hold was asked for besides the command line (`web`)."""
     if not reason.strip():
         raise ForgeError("a hold needs a reason: forge hold --reason 'why'")
     path = _path(state, plan)
-    data: dict[str, object] = {"reason": reason, "since": now_iso(), "by": _user()}
+    by = _user() + (f" ({source})" if source else "")
+    data: dict[str, object] = {"reason": reason, "since": now_iso(), "by": by}
     if owner is not None:  # a hold a forge process takes for its own duration
         data["owner"] = owner.to_dict()
     atomic_write_text(path, json.dumps(data, indent=2) + "\n")

@@ -5,7 +5,7 @@ leaves a state the next run resumes from. On disk: a snapshot (state.json, repla
 atomically) and the journal of events since (state-journal-<id>.jsonl, one event a
 line: its `kind` and its fields, written by `journal_line` and read back by
 `event_of`; JSON stops here, the events are typed). Reading is the snapshot with the
-journal's events applied over it (forge/run/state/reducer.py). The journal is folded into a new
+journal's events applied over it (forge/run/state/reducer.py); `Tail` reads it as it grows. The journal is folded into a new
 snapshot when it grows long, or when a writer asks for one (`save`). A
 half-written last line was never acted on: reading stops there. A journal of
 earlier forges (a task's whole record a line) reads as well: each line as the typed
@@ -223,6 +223,62 @@ def read_state(path: Path) -> JsonObject:
     st = RunState.from_dict(snapshot)
     _replay(st, lines, path)
     return st.to_dict()
+
+
+class Tail:
+    """The state as a run writes it, read by following: the snapshot once, then only
+    the lines its journal gained since the last `read`; the new snapshot again once
+    the journal was folded into one (a new file: another inode). Only whole lines
+    are read, so a line being written is read at the next look."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.state: RunState | None = None
+        self._snapshot: tuple[int, int, int] | None = None
+        self._journal: Path | None = None
+        self._offset = 0
+
+    def read(self) -> RunState | None:
+        """The state now (None: no state recorded); StateError as `StateStore` reads."""
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            self.state, self._snapshot = None, None
+            return None
+        key = (st.st_ino, st.st_size, st.st_mtime_ns)
+        if key != self._snapshot or self.state is None:
+            self._snapshot = None  # (read again from the start, should this fail)
+            self._whole()
+            self._snapshot = key
+        else:
+            self._more(self.state)
+        return self.state
+
+    def _whole(self) -> None:
+        data: object = read_json(self.path, what="plan state")
+        why = state_problem(data)
+        if why or not isinstance(data, dict):
+            raise StateError(f"plan state {self.path} has an unexpected shape ({why})")
+        journal = data.pop("journal", None)
+        state = RunState.from_dict(data)
+        self._journal = self.path.with_name(f"{JOURNAL_PREFIX}{journal}.jsonl") if journal else None
+        self._offset = 0
+        self._more(state)
+        self.state = state
+
+    def _more(self, st: RunState) -> None:
+        if self._journal is None:
+            return
+        try:
+            with open(self._journal, "rb") as fh:
+                fh.seek(self._offset)
+                chunk = fh.read()
+        except FileNotFoundError:
+            return  # folded into a new snapshot since: the next look reads that one
+        end = chunk.rfind(b"\n")
+        if end >= 0:
+            _replay(st, chunk[:end].split(b"\n"), self.path)
+            self._offset += end + 1
 
 
 class StateStore:
