@@ -73,7 +73,9 @@ def connect(target: HostTarget, token: Token, table: HostTable) -> GitHubHost:
 
 
 class GitHubHost:
-    def __init__(self, client: GitHub[TokenAuthStrategy], target: HostTarget, table: HostTable) -> None:
+    def __init__(
+        self, client: GitHub[TokenAuthStrategy], target: HostTarget, table: HostTable
+    ) -> None:
         self._gh = client
         self._target = target
         self._table = table
