@@ -19,7 +19,19 @@ import networkx as nx
 
 PACKAGE = Path(__file__).resolve().parents[1] / "forge"
 # Top to bottom: a module may import from its own layer and the layers below it.
-LAYERS = ("cli", "commands", "hooks", "cluster", "host", "run", "verify", "plan", "agents", "git", "base")
+LAYERS = (
+    "cli",
+    "commands",
+    "hooks",
+    "cluster",
+    "host",
+    "run",
+    "verify",
+    "plan",
+    "agents",
+    "git",
+    "base",
+)
 TOP = {"forge", "forge.cli", "forge.__main__"}  # the entry points sit with cli
 # Importable from anywhere, importing nothing of forge: the errors and `@frozen`.
 ANYWHERE = frozenset({"forge.errors", "forge.frozen"})

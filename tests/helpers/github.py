@@ -240,9 +240,7 @@ class _Handler(BaseHTTPRequestHandler):
             status, body = self._answer(method, path, query)
         self._reply(status, body)
 
-    def _answer(  # noqa: C901 (one table of routes)
-        self, method: str, path: str, query: dict[str, list[str]]
-    ) -> tuple[int, object]:
+    def _answer(self, method: str, path: str, query: dict[str, list[str]]) -> tuple[int, object]:
         s = self.script
         if path == "/api/graphql":
             return self._graphql(self._body())

@@ -7,8 +7,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers.gitkit import commit_all, git
 from helpers.github import NAME, OWNER, TOKEN, GitHubScript, GitHubServer, make_certificate
+from helpers.gitkit import commit_all, git
 
 
 @pytest.fixture

@@ -8,8 +8,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from helpers.gitkit import git, run_forge
 from helpers.github import TOKEN, GitHubServer
+from helpers.gitkit import git, run_forge
 from helpers.plans import plan, shell, task
 from helpers.runkit import plan_and_run, write_plan
 
