@@ -24,6 +24,7 @@ from forge.host.target import HostTarget, target_of
 from forge.plan.host_table import HostTable
 from forge.run.state.run_state import RunState
 from forge.run.state.store import StateStore
+from forge.verify.records import Verdict
 
 METHODS = ("merge", "squash", "rebase")
 Say = Callable[[str], None]
@@ -123,6 +124,11 @@ def verified_head(repo: Repository, plan: str, state: RunState) -> str:
     if head is None:
         raise ForgeError(f"plan '{plan}' has no integration branch: run `forge run {plan}`")
     record = state.verification
+    if record is not None and record.commit == head and record.verdict == Verdict.UNVERIFIED:
+        raise ForgeError(
+            f"plan '{plan}' has no verification (UNVERIFIED): forge hands off only what its "
+            "gate verified; set `verify` in the plan or [verify] in forge.toml, then `forge run`"
+        )
     if record is None or record.commit != head or not record.verdict.ok:
         said = "never verified" if record is None else f"last verified {record.verdict}"
         if record is not None and record.commit != head:

@@ -68,8 +68,15 @@ def push_leased(
             "does not overwrite it (push the plan to another branch, or delete that one)"
         )
     if "protected branch" in said or "GH006" in said or "declined" in said:
-        raise ForgeError(f"'{remote}' refused the push to {branch}: {_last(said)}")
+        raise ForgeError(f"'{remote}' refused the push to {branch}: {_refusal(said)}")
     raise ForgeError(f"the push to {branch} on '{remote}' failed: {_last(said)}")
+
+
+def _refusal(text: str) -> str:
+    """What the remote said (its `remote:` lines), else git's last line."""
+    said = [line.removeprefix("remote:").strip() for line in text.splitlines()]
+    theirs = [line for line in said if "GH006" in line or "protected" in line.lower()]
+    return theirs[0] if theirs else _last(text)
 
 
 def _last(text: str) -> str:
