@@ -7,8 +7,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from helpers.gitkit import commit_all, git, run_forge
 from helpers.github import Fault, GitHubServer
+from helpers.gitkit import commit_all, git, run_forge
 from helpers.plans import plan, shell
 from helpers.runkit import plan_and_run, write_plan
 
