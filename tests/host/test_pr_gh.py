@@ -10,8 +10,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from helpers.gitkit import run_forge
 from helpers.github import NAME, OWNER, TOKEN, GitHubServer
+from helpers.gitkit import run_forge
 from helpers.plans import plan, shell
 from helpers.runkit import plan_and_run, write_plan
 
