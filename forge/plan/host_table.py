@@ -12,7 +12,7 @@ from forge.base.durations import parse_duration
 from forge.base.tomlread import Problems
 from forge.frozen import frozen
 
-KEYS = ("api", "repo", "timeout", "wait", "poll", "checks_within", "answer_reviews")
+KEYS = ("api", "repo", "timeout", "wait", "poll", "checks_within")
 _DURATIONS = {"timeout": 30.0, "wait": 300.0, "poll": 15.0, "checks_within": 600.0}
 
 
@@ -24,7 +24,6 @@ class HostTable:
     wait: float = _DURATIONS["wait"]  # seconds a rate limit with a reset time is waited out
     poll: float = _DURATIONS["poll"]  # seconds between two looks of `forge pr --watch`
     checks_within: float = _DURATIONS["checks_within"]  # a first check, or it is said
-    answer_reviews: bool = False  # a review asking for changes retries its task
 
 
 def parse_host(table: object, problems: Problems, line: int | None) -> HostTable:
@@ -54,10 +53,6 @@ def parse_host(table: object, problems: Problems, line: int | None) -> HostTable
                 seconds[key] = parse_duration(table[key])
             except ValueError as exc:
                 problems.add(f"[host] {key}: {exc}", line=line)
-    answer = table.get("answer_reviews", False)
-    if not isinstance(answer, bool):
-        problems.add("[host] answer_reviews must be true or false", line=line)
-        answer = False
     return HostTable(
         api=api,
         repo=repo,
@@ -65,5 +60,4 @@ def parse_host(table: object, problems: Problems, line: int | None) -> HostTable
         wait=seconds["wait"],
         poll=seconds["poll"],
         checks_within=seconds["checks_within"],
-        answer_reviews=answer,
     )
