@@ -29,7 +29,7 @@ from reference_text import ENVIRONMENT, EXIT_CODES, KEYS  # noqa: E402
 from forge.agents import definition  # noqa: E402
 from forge.cli.kit import app  # noqa: E402
 from forge.errors import ExitCode  # noqa: E402
-from forge.plan import cluster_table, host_table, lanes, load, repo_config  # noqa: E402
+from forge.plan import cluster_table, lanes, load, repo_config  # noqa: E402
 
 REFERENCE = ROOT / "docs" / "reference"
 PERFORMANCE = ROOT / "docs" / "performance.md"
@@ -47,7 +47,7 @@ def key_tables() -> dict[str, tuple[str, ...]]:
         "[verify.lanes.NAME]": lanes.LANE_KEYS,
         "[tests]": lanes.TESTS_KEYS,
         "[cluster]": cluster_table.KEYS,
-        "[host]": host_table.KEYS,
+        "[host]": cluster_table.HOST_KEYS,
         "[agents.NAME]": definition.TABLE_KEYS,
     }
 

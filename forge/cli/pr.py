@@ -37,7 +37,8 @@ def pr(
     as_json: JsonOpt = False,
 ) -> None:
     """Push the plan's verified integration head and open (or update) its pull request."""
-    from forge.commands.pr import PrOptions, hand_off
+    from forge.commands.pr.handoff import hand_off
+    from forge.commands.pr.session import PrOptions
 
     repo = repo_here()
     opts = PrOptions(

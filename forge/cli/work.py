@@ -128,7 +128,7 @@ def retry(
     recorded = registry.resolve(repo, plan_ref)
     runner.check_retry(repo, recorded.plan, task, agent=agent, fresh=fresh, review=review)
     if review:
-        from forge.commands.pr_review import take_review
+        from forge.commands.pr.review import take_review
 
         take_review(repo, recorded.plan.name, task, say=say)
     options = RunOptions(
@@ -142,7 +142,7 @@ def retry(
     reply, code = execute(repo, recorded, options, as_json=as_json, cluster=cluster)
     answer(reply)
     if review and code == 0:
-        from forge.commands.pr_review import answer_review
+        from forge.commands.pr.review import answer_review
 
         for line in answer_review(repo, recorded.plan.name, task, say=say):
             say(line)

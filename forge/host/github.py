@@ -28,7 +28,7 @@ from forge.host.api import (
 )
 from forge.host.auth import Token
 from forge.host.target import HostTarget
-from forge.plan.host_table import HostTable
+from forge.plan.cluster_table import HostTable
 
 if TYPE_CHECKING:
     from githubkit import GitHub, TokenAuthStrategy

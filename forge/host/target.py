@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 
 from forge.errors import ForgeError
 from forge.frozen import frozen
-from forge.plan.host_table import HostTable
+from forge.plan.cluster_table import HostTable
 
 GITHUB = "github.com"
 GITHUB_API = "https://api.github.com"

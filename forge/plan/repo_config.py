@@ -18,8 +18,7 @@ from forge.base.tomlread import LineOf, Problems, TableReader, TomlSource, parse
 from forge.errors import ForgeError
 from forge.frozen import frozen
 from forge.plan.budget import parse_prices
-from forge.plan.cluster_table import parse_cluster
-from forge.plan.host_table import HostTable, parse_host
+from forge.plan.cluster_table import HostTable, parse_cluster, parse_host
 from forge.plan.lanes import LaneOptions, TestsWord, lane_network, read_lanes, read_tests
 from forge.plan.names import ref_part_problem
 

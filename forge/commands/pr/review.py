@@ -9,7 +9,8 @@ pull request carries the answer."""
 from __future__ import annotations
 
 from forge.base.files import atomic_write_text
-from forge.commands.pr import PrOptions, Say, connect, hand_off
+from forge.commands.pr.handoff import hand_off
+from forge.commands.pr.session import PrOptions, Say, connect
 from forge.errors import ExitCode, ForgeError
 from forge.git.repo import Repository, short_sha
 from forge.host import record as records

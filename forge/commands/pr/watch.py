@@ -10,19 +10,14 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import TYPE_CHECKING
 
+from forge.commands.pr.session import Handed, Say, Session, refresh, state_lines
 from forge.errors import ExitCode
 from forge.host.api import CheckState
 from forge.host.record import PrRecord
 
-if TYPE_CHECKING:
-    from forge.commands.pr import Handed, Say, Session
-
 
 def watch(session: Session, plan: str, rec: PrRecord, lines: list[str], *, say: Say) -> Handed:
-    from forge.commands.pr import Handed, refresh, state_lines
-
     started = time.monotonic()
     told: set[str] = set()
     pause = threading.Event()  # never set: the poll's wait, interruptible by Ctrl-C
