@@ -55,3 +55,10 @@ SpecStats.model_mismatches
 CandidateRow.cost_known
 DataclassInstance  # forge/frozen.py: the type its cast names (in a string)
 _assigns_a_field  # tests/test_frozen.py: read by mypy, never called
+from tests.helpers.github import _Handler as GitHubHandler  # http.server calls these by name
+
+GitHubHandler.do_PATCH
+GitHubHandler.do_PUT
+from forge.host.api import PrState
+
+PrState.OPEN  # a state the host answers with (read by value)
