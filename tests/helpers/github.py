@@ -336,3 +336,26 @@ class GitHubServer:
     def close(self) -> None:
         self.httpd.shutdown()
         self.httpd.server_close()
+
+
+def serve_remote(repo: Path, tmp_path: Path) -> GitHubServer:
+    """A scripted GitHub over a bare repository that becomes `repo`'s `origin`, and
+    `[host]` in `repo`'s forge.toml pointing at it (committed)."""
+    certs = tmp_path / "certs"
+    certs.mkdir()
+    cert, key = make_certificate(certs)
+    bare = tmp_path / "remote.git"
+    subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(bare)], check=True)
+    server = GitHubServer(GitHubScript(bare=bare), cert, key)
+    (repo / "forge.toml").write_text(
+        f'[host]\napi = "{server.api}"\nrepo = "{OWNER}/{NAME}"\npoll = "0.1s"\n'
+        'checks_within = "2s"\ntimeout = "5s"\nwait = "3s"\n'
+    )
+    for argv in (
+        ["add", "forge.toml"],
+        ["commit", "-q", "-m", "forge.toml"],
+        ["remote", "add", "origin", str(bare)],
+        ["push", "-q", "origin", "main"],
+    ):
+        subprocess.run(["git", *argv], cwd=repo, check=True, capture_output=True)
+    return server
