@@ -11,7 +11,7 @@ from pathlib import Path
 from helpers.github import TOKEN, GitHubServer
 from helpers.gitkit import git, run_forge
 from helpers.plans import plan, shell, task
-from helpers.runkit import plan_and_run, write_plan
+from helpers.runkit import plan_and_run, spawn_forge, wait_for, write_plan
 
 TWO = plan(
     shell("a"),
@@ -98,3 +98,22 @@ def test_watch_says_when_no_check_is_reported(
     assert cp.returncode == 0, cp.stdout + cp.stderr
     assert "no checks reported after" in cp.stdout
     assert hub.script.pulls[1].state == "open"
+
+
+def test_watch_tells_notify_of_a_failing_check(
+    repo: Path, tmp_path: Path, hub: GitHubServer
+) -> None:
+    events = tmp_path / "events.jsonl"
+    _run(repo, tmp_path, plan(shell("a"), verify="true", notify=f"cat >> {events}"))
+    told = events.read_text()  # the run's own end
+    hub.script.checks = {"build": None}
+    watcher = spawn_forge(repo, "pr", "--watch")
+    wait_for(lambda: bool(hub.script.pulls), what="the pull request")
+    wait_for(lambda: len(hub.script.seen) > 12, what="the watch asking again")
+    assert events.read_text() == told  # a pending check decides nothing
+    hub.script.checks = {"build": "failure"}
+    out, err = watcher.communicate(timeout=60)
+    assert watcher.returncode == 5, out + err
+    assert "the host's checks failed: hosted: build" in out
+    event = json.loads(events.read_text().splitlines()[-1])
+    assert event["event"] == "needs_person" and "hosted: build failed" in event["reason"]
