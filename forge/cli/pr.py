@@ -19,6 +19,12 @@ def pr(
         str | None,
         typer.Option("--base", help="The branch it asks to merge into (default: the host's)."),
     ] = None,
+    per_task: Annotated[
+        bool,
+        typer.Option(
+            "--per-task", help="One pull request a landed task, stacked in landing order."
+        ),
+    ] = False,
     draft: Annotated[bool, typer.Option("--draft", help="Open it as a draft.")] = False,
     auto_merge: Annotated[
         bool,
@@ -49,6 +55,11 @@ def pr(
         merge_method=merge_method,
         watch=watch,
     )
-    handed = hand_off(repo, plan_name(repo, plan_ref), opts, say=say)
+    if per_task:
+        from forge.commands.pr.stack import hand_off_stack
+
+        handed = hand_off_stack(repo, plan_name(repo, plan_ref), opts, say=say)
+    else:
+        handed = hand_off(repo, plan_name(repo, plan_ref), opts, say=say)
     answer(handed.to_dict() if as_json else handed.lines)
     exit_with(handed.code)

@@ -137,3 +137,21 @@ def merged_upstream(state: StateDir, plan: str, head: str) -> bool:
     accepted, as a fast-forward of the person's branch would make it."""
     record = load(state, plan)
     return record is not None and record.state == "merged" and record.pushed == head
+
+
+STACK_FILE = "stack.json"  # `forge pr --per-task`: one record a landed task, in landing order
+
+
+def load_stack(state: StateDir, plan: str) -> dict[str, PrRecord]:
+    data = read_json_or(state.plan_dir(plan) / STACK_FILE, None, what="stacked pull requests")
+    entries = data.get("entries") if data else None
+    if not isinstance(entries, dict):
+        return {}
+    return {task: PrRecord.from_dict(rec) for task, rec in entries.items()}
+
+
+def save_stack(state: StateDir, plan: str, stack: dict[str, PrRecord]) -> None:
+    entries = {task: rec.to_dict() for task, rec in stack.items()}
+    write_json(
+        state.plan_dir(plan) / STACK_FILE, {"schema_version": SCHEMA_VERSION, "entries": entries}
+    )

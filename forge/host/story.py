@@ -45,6 +45,17 @@ def body_of(state: RunState, head: str) -> str:
     return "\n".join(out) + "\n"
 
 
+def task_body(state: RunState, ts: TaskState, parent: str) -> str:
+    """A stacked pull request's body: its task's line of the story."""
+    cost = _cost(ts)
+    shown = f"${cost:.2f}" if cost is not None else "-"
+    return (
+        f"{MARKER.format(plan=state.plan)}\n\nTask `{ts.id}` of plan `{state.plan}`: "
+        f"{ts.status}, {counted(ts.attempts)} attempt(s), {shown}; landed by forge's gate "
+        f"and stacked on `{parent}`.\n\nOpened by `forge pr --per-task`; updated in place.\n"
+    )
+
+
 def _forgiven(state: RunState) -> list[str]:
     out: list[str] = []
     if state.pre_existing is not None:

@@ -94,6 +94,7 @@ class GitHubScript:
     default_branch: str = "main"
     can_push: bool = True
     checks: dict[str, str | None] = field(default_factory=dict)
+    checks_by_sha: dict[str, dict[str, str | None]] = field(default_factory=dict)  # wins
     reviews: list[dict[str, Any]] = field(default_factory=list)
     line_comments: list[dict[str, Any]] = field(default_factory=list)
     pulls: dict[int, Pull] = field(default_factory=dict)
@@ -128,13 +129,20 @@ class GitHubScript:
         self.git("update-ref", f"refs/heads/{pull.base}", new, base)
         pull.state, pull.merged, pull.merge_commit = "closed", True, new
 
-    def checks_pass(self) -> bool:
-        return all(c == "success" for c in self.checks.values())
+    def checks_of(self, sha: str) -> dict[str, str | None]:
+        return self.checks_by_sha.get(sha, self.checks)
+
+    def checks_pass(self, sha: str) -> bool:
+        return all(c == "success" for c in self.checks_of(sha).values())
 
     # --- replies --------------------------------------------------------------------
 
     def pull_json(self, pull: Pull) -> dict[str, Any]:
-        if pull.auto_merge and pull.state == "open" and self.checks_pass():
+        if (
+            pull.auto_merge
+            and pull.state == "open"
+            and self.checks_pass(self.head_of(pull.head) or "")
+        ):
             self.merge(pull, pull.auto_merge)
         head = self.head_of(pull.head) or ""
         base = self.head_of(pull.base) or ""
@@ -163,7 +171,7 @@ class GitHubScript:
             "base": {"ref": pull.base, "sha": base},
         }
 
-    def check_runs(self) -> dict[str, Any]:
+    def check_runs(self, sha: str) -> dict[str, Any]:
         runs = [
             {
                 "name": name,
@@ -172,7 +180,7 @@ class GitHubScript:
                 "html_url": f"https://ci.example/{name}",
                 "output": {"title": f"{name}: {conclusion or 'running'}", "summary": ""},
             }
-            for name, conclusion in self.checks.items()
+            for name, conclusion in self.checks_of(sha).items()
         ]
         return {"total_count": len(runs), "check_runs": runs}
 
@@ -280,8 +288,9 @@ class _Handler(BaseHTTPRequestHandler):
         if m and method == "POST":
             s.comments.append(self._body()["body"])
             return 201, {"id": len(s.comments), "body": s.comments[-1]}
-        if re.fullmatch(r"/commits/[^/]+/check-runs", rest):
-            return 200, s.check_runs()
+        m = re.fullmatch(r"/commits/([^/]+)/check-runs", rest)
+        if m:
+            return 200, s.check_runs(m[1])
         return 404, {"message": "Not Found"}
 
     def _pull(self, method: str, pull: Pull, tail: str) -> tuple[int, object]:

@@ -18,6 +18,7 @@ from forge.commands.pr.session import (
     Session,
     connect,
     exit_code,
+    leased_push,
     refresh,
     state_lines,
 )
@@ -25,7 +26,6 @@ from forge.errors import ForgeError
 from forge.git.repo import Repository, short_sha
 from forge.host import record as records
 from forge.host.api import NewPull, PrState, PullRequest
-from forge.host.push import push_leased, remote_head
 from forge.host.record import PrRecord
 from forge.host.story import body_of, title_of
 from forge.run.state.run_state import RunState
@@ -124,22 +124,14 @@ def _existing(session: Session, rec: PrRecord, head: str) -> PullRequest | None:
 
 
 def _push(session: Session, plan: str, rec: PrRecord, head: str) -> PrRecord:
-    repo, remote, branch = session.repo, rec.remote, rec.branch
-    at = remote_head(repo, remote, branch, session.push_env)
-    if at == head:
-        rec = replace(rec, pushed=head, pushing=None)
-        records.save(repo.state, plan, rec)
-        return rec
-    ours = {rec.pushed, rec.pushing} - {None}
-    if at is not None and at not in ours:
-        raise ForgeError(
-            f"branch {branch} on '{remote}' is at {short_sha(at)}, which forge did not push: "
-            "forge does not overwrite it (delete that branch, or hand off from another remote)"
-        )
-    records.save(repo.state, plan, replace(rec, pushing=head))
-    push_leased(repo, remote, (head, branch), at, session.push_env)
+    ours = {sha for sha in (rec.pushed, rec.pushing) if sha}
+
+    def intent() -> None:
+        records.save(session.repo.state, plan, replace(rec, pushing=head))
+
+    leased_push(session, (rec.remote, rec.branch), head, ours, intent=intent)
     rec = replace(rec, pushed=head, pushing=None)
-    records.save(repo.state, plan, rec)
+    records.save(session.repo.state, plan, rec)
     return rec
 
 

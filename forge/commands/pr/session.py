@@ -7,13 +7,13 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from forge.base.clock import now_iso
-from forge.errors import ExitCode
+from forge.errors import ExitCode, ForgeError
 from forge.frozen import frozen
 from forge.git.repo import Repository, short_sha
 from forge.host import record as records
 from forge.host.api import CheckState, CodeHost
 from forge.host.auth import find_token, push_env
-from forge.host.push import remote_url
+from forge.host.push import push_leased, remote_head, remote_url
 from forge.host.record import HostedVerdict, PrRecord
 from forge.host.target import HostTarget, target_of
 from forge.plan.cluster_table import HostTable
@@ -42,8 +42,13 @@ class Handed:
     lines: list[str]
     code: ExitCode
 
+    stack: dict[str, PrRecord] | None = None  # --per-task: each landed task's, bottom first
+
     def to_dict(self) -> dict[str, object]:
-        return {"plan": self.plan, **self.record.to_dict(), "exit_code": int(self.code)}
+        out = {"plan": self.plan, **self.record.to_dict(), "exit_code": int(self.code)}
+        if self.stack is not None:
+            out["stack"] = [{"task": t, **r.to_dict()} for t, r in self.stack.items()]
+        return out
 
 
 @frozen
@@ -84,6 +89,13 @@ def connect(repo: Repository, state: RunState, opts: PrOptions, *, say: Say) -> 
 def refresh(session: Session, plan: str, rec: PrRecord) -> PrRecord:
     """The pull request's state, checks and review as the host says them now, saved;
     a failing check on forge's head becomes a verdict `hosted: NAME` of that head."""
+    rec = fetch(session, rec)
+    records.save(session.repo.state, plan, rec)
+    return rec
+
+
+def fetch(session: Session, rec: PrRecord) -> PrRecord:
+    """`rec` as the host says it now (not saved)."""
     assert rec.number is not None
     host = session.host
     pull = host.pull(rec.number)
@@ -106,7 +118,6 @@ def refresh(session: Session, plan: str, rec: PrRecord) -> PrRecord:
         merge_commit=pull.merge_commit,
         verdicts=verdicts,
     ).fetched_now()
-    records.save(session.repo.state, plan, rec)
     return rec
 
 
@@ -132,3 +143,27 @@ def exit_code(rec: PrRecord) -> ExitCode:
     if failing or rec.review == "CHANGES_REQUESTED" or rec.mergeable == "dirty":
         return ExitCode.FAILED
     return ExitCode.OK
+
+
+def leased_push(
+    session: Session,
+    where: tuple[str, str],
+    head: str,
+    ours: set[str],
+    *,
+    intent: Callable[[], None],
+) -> None:
+    """Push `head` to branch `where[1]` of remote `where[0]`, leased on where the
+    branch is now, which must be absent or a commit forge pushed (`ours`); `intent`
+    records the push before it is made."""
+    repo, (remote, branch) = session.repo, where
+    at = remote_head(repo, remote, branch, session.push_env)
+    if at == head:
+        return
+    if at is not None and at not in ours:
+        raise ForgeError(
+            f"branch {branch} on '{remote}' is at {short_sha(at)}, which forge did not push: "
+            "forge does not overwrite it (delete that branch, or hand off from another remote)"
+        )
+    intent()
+    push_leased(repo, remote, (head, branch), at, session.push_env)
