@@ -100,6 +100,7 @@ class StatusView:
     disk: dict[str, int] | None = None  # bytes per kind of folder
     repository_disk: dict[str, int] | None = None  # all plans and the hooks' checkouts
     pull_request: PrRecord | None = None  # as `forge pr` last fetched it
+    stack: dict[str, PrRecord] | None = None  # `forge pr --per-task`: each task's
 
     @property
     def gate(self) -> GateView:
@@ -141,6 +142,9 @@ class StatusView:
             "disk": self.disk,
             "repository_disk": self.repository_disk,
             "pull_request": None if self.pull_request is None else self.pull_request.to_dict(),
+            "stacked_pull_requests": [
+                {"task": task, **rec.to_dict()} for task, rec in (self.stack or {}).items()
+            ],
         }
 
 
@@ -172,6 +176,7 @@ def status_view(repo: Repository, plan: str, *, disk: bool = False) -> StatusVie
         disk=disk_use(repo, plan) if disk else None,
         repository_disk=repository_use(repo) if disk else None,
         pull_request=pr_record.load(repo.state, plan),
+        stack=pr_record.load_stack(repo.state, plan),
     )
 
 
@@ -308,6 +313,7 @@ def render_status(view: StatusView) -> str:
     out += head_and_gate_lines(state)
     out.append(spend_line(view.spend(), view.recorded.budget))
     out += pr_lines(view.pull_request)
+    out += [f"stacked pull request of {t}: {r.summary()}" for t, r in (view.stack or {}).items()]
     out += _slot_lines(view.slots)
     if not view.runner:
         out += [

@@ -40,6 +40,8 @@ def test_a_stack_of_pull_requests_blames_the_task_that_broke_a_check(
     said = run_forge(repo, "pr", "--per-task")
     assert "FAIL hosted: build on b's pull request (its parent passed): task b" in said.stdout
     assert "task c" not in said.stdout.split("FAIL", 1)[1]
+    status = run_forge(repo, "status", "p").stdout
+    assert "stacked pull request of b: #2 open; checks: build failed" in status
 
     script.merge(script.pulls[1], "merge")  # a person merges the bottom one
     script.checks_by_sha = {}

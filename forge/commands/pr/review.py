@@ -20,18 +20,26 @@ from forge.run.state.store import StateStore
 
 
 def take_review(repo: Repository, plan: str, task: str, *, say: Say) -> int:
-    """Fetch the review's comments for `task`'s next attempt; how many there were."""
-    rec = records.load(repo.state, plan)
+    """Fetch what the host said of `task`'s work for its next attempt: the review's
+    comments of its pull request (its own in a stack, else the plan's) and, in a
+    stack, the checks its pull request was blamed for. How many things were said."""
+    rec = records.load_stack(repo.state, plan).get(task) or records.load(repo.state, plan)
     if rec is None or rec.number is None:
         raise ForgeError(f"plan '{plan}' has no pull request: `forge pr {plan}` opens one")
     state = StateStore(repo.state, plan).load_existing()
     assert state is not None  # a pull request was opened from it
     session = connect(repo, state, PrOptions(remote=rec.remote), say=say)
     comments = session.host.review_comments(rec.number)
+    if rec.branch.startswith("forge-stack/"):
+        comments += [
+            ReviewComment(v.lane, f"failed on this task's pull request: {v.summary} ({v.url})")
+            for v in rec.verdicts
+            if v.commit == rec.pushed
+        ]
     if not comments:
         raise ForgeError(f"pull request #{rec.number} has no review comments to answer")
     atomic_write_text(review_file(repo, plan, task), render(comments))
-    say(f"{len(comments)} review comment(s) of #{rec.number} go to task '{task}'")
+    say(f"{len(comments)} comment(s) of #{rec.number} go to task '{task}'")
     return len(comments)
 
 
@@ -46,15 +54,23 @@ def render(comments: list[ReviewComment]) -> str:
 def answer_review(repo: Repository, plan: str, task: str, *, say: Say) -> list[str]:
     """After the retry landed: update the pull request, say so in it, and drop the
     review's file (it is answered)."""
-    rec = records.load(repo.state, plan)
+    stacked = records.load_stack(repo.state, plan).get(task)
+    rec = stacked or records.load(repo.state, plan)
     assert rec is not None and rec.number is not None
-    handed = hand_off(repo, plan, PrOptions(remote=rec.remote, base=rec.base), say=say)
-    if handed.code == ExitCode.USAGE:
+    if stacked is not None:
+        from forge.commands.pr.stack import hand_off_stack
+
+        handed = hand_off_stack(repo, plan, PrOptions(remote=rec.remote), say=say)
+        rec = (handed.stack or {}).get(task, rec)
+    else:
+        handed = hand_off(repo, plan, PrOptions(remote=rec.remote, base=rec.base), say=say)
+        rec = handed.record
+    if handed.code == ExitCode.USAGE or rec.number is None:
         return handed.lines
     state = StateStore(repo.state, plan).load_existing()
     assert state is not None
     session = connect(repo, state, PrOptions(remote=rec.remote), say=say)
-    head = handed.record.pushed
+    head = rec.pushed
     session.host.comment(
         rec.number,
         f"forge ran task `{task}` again with this review's comments, through its gate; "
