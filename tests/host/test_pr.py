@@ -88,6 +88,8 @@ def test_auto_merge_lands_the_work_on_the_base_and_the_plan_counts_as_accepted(
     assert "pull request #1 merged" in status.stdout
     clean = run_forge(repo, "clean", "p")
     assert "deleted branch forge/p-integration" in clean.stdout, clean.stdout + clean.stderr
+    forget = run_forge(repo, "forget", "p")
+    assert forget.returncode == 0, forget.stderr
 
 
 def test_watch_says_when_no_check_is_reported(

@@ -33,6 +33,10 @@ def test_a_review_reaches_the_agent_and_the_pull_request_is_updated(
     hub.script.reviews = [{"user": alice, "state": "CHANGES_REQUESTED", "body": "Say why."}]
     hub.script.line_comments = [{"user": alice, "path": "x.txt", "line": 1, "body": "why 1?"}]
 
+    watched = run_forge(repo, "pr", "--watch")
+    assert watched.returncode == 5, watched.stdout + watched.stderr
+    assert "`forge retry x --review --plan p` gives them to the agent" in watched.stdout
+
     cp = run_forge(repo, "retry", "x", "--review")
     assert cp.returncode == 0, cp.stdout + cp.stderr
     prompt = (tmp_path / "prompt-2.md").read_text()

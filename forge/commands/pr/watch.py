@@ -50,16 +50,25 @@ def _settled(
         return ExitCode.FAILED, f"the host's checks failed: {names}"
     if rec.review == "CHANGES_REQUESTED":
         _notify(session, plan, "needs_person", f"#{rec.number}: changes requested", told)
-        return ExitCode.FAILED, (
-            f"a review asks for changes: `forge retry TASK --review --plan {plan}` gives them "
-            "to the task's agent"
-        )
+        tasks = _reviewed_tasks(session, plan, rec.number or 0) or ["TASK"]
+        retry = " or ".join(f"`forge retry {t} --review --plan {plan}`" for t in tasks)
+        return ExitCode.FAILED, f"a review asks for changes: {retry} gives them to the agent"
     if rec.mergeable == "dirty":
         return ExitCode.FAILED, f"#{rec.number} conflicts with {rec.base}"
     done = rec.checks and all(c.state != CheckState.PENDING for c in rec.checks)
     if done and not session.auto_merge:
         return ExitCode.OK, "every check passed"
     return None
+
+
+def _reviewed_tasks(session: Session, plan: str, number: int) -> list[str]:
+    """The tasks whose `files` cover a path the review commented on."""
+    from forge.plan import registry
+    from forge.plan.patterns import covers
+
+    paths = {c.path for c in session.host.review_comments(number) if c.path}
+    tasks = registry.load_recorded(session.repo, plan).plan.tasks
+    return [t.id for t in tasks if any(covers(f, p) for f in t.files for p in paths)]
 
 
 def _notify(session: Session, plan: str, event: str, reason: str, told: set[str]) -> None:
