@@ -53,6 +53,7 @@ class PullRequest:
     head_sha: str
     base: str
     draft: bool
+    base_sha: str = ""  # the base's commit the host's checks merged the head with
     mergeable: str | None = None  # "clean", "dirty" (a conflict on the base), ... (None: unknown)
     merge_commit: str | None = None  # the commit the merge made on the base
 

@@ -309,6 +309,7 @@ def _pull(data: object) -> PullRequest:
         head_sha=str(head.get("sha") or "") if isinstance(head, dict) else "",
         base=str(base.get("ref") or "") if isinstance(base, dict) else "",
         draft=bool(data.get("draft")),
+        base_sha=str(base.get("sha") or "") if isinstance(base, dict) else "",
         mergeable=str(mergeable) if mergeable else None,
         merge_commit=str(data["merge_commit_sha"])
         if merged and data.get("merge_commit_sha")

@@ -27,6 +27,7 @@ class HostedVerdict:
     summary: str
     url: str
     time: str
+    base_sha: str = ""  # the base's commit then: a check judges the head merged with it
 
     def to_dict(self) -> JsonObject:
         return dict(vars(self))

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from helpers.github import TOKEN, GitHubServer
 from helpers.gitkit import git, run_forge
 from helpers.plans import plan, shell, task
@@ -69,6 +70,7 @@ def test_a_failing_check_comes_back_as_a_hosted_verdict(
     assert isinstance(verdicts, list) and len(verdicts) == 1
     assert verdicts[0]["lane"] == "hosted: build" and verdicts[0]["commit"] == head
     assert verdicts[0]["base"] == "main" and verdicts[0]["url"] == "https://ci.example/build"
+    assert verdicts[0]["base_sha"] == hub.script.head_of("main")
     status = run_forge(repo, "status", "p")
     assert "pull request #1 open; checks: build failed, lint passed" in status.stdout
 
@@ -119,3 +121,15 @@ def test_watch_tells_notify_of_a_failing_check(
     assert "the host's checks failed: hosted: build" in out
     event = json.loads(events.read_text().splitlines()[-1])
     assert event["event"] == "needs_person" and "hosted: build failed" in event["reason"]
+
+
+def test_an_actions_token_is_said_to_start_no_workflow(
+    repo: Path, tmp_path: Path, hub: GitHubServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _run(repo, tmp_path, plan(shell("a"), verify="true"))
+    monkeypatch.setenv("GH_ENTERPRISE_TOKEN", "ghs_actionsinstallationtoken")
+    cp = run_forge(repo, "pr")
+    assert cp.returncode == 0, cp.stderr
+    assert "looks like GitHub Actions' own GITHUB_TOKEN" in cp.stderr
+    assert "ghs_actions" not in cp.stderr + cp.stdout
+    assert len(hub.script.pulls) == 1

@@ -107,7 +107,15 @@ def fetch(session: Session, rec: PrRecord) -> PrRecord:
         lane = f"hosted: {check.name}"
         if check.state == CheckState.FAILED and (lane, pull.head_sha) not in known:
             verdicts.append(
-                HostedVerdict(lane, pull.head_sha, pull.base, check.summary, check.url, now_iso())
+                HostedVerdict(
+                    lane,
+                    pull.head_sha,
+                    pull.base,
+                    check.summary,
+                    check.url,
+                    now_iso(),
+                    pull.base_sha,
+                )
             )
     rec = replace(
         rec,
