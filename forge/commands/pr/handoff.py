@@ -19,6 +19,7 @@ from forge.commands.pr.session import (
     connect,
     exit_code,
     leased_push,
+    pr_lock,
     refresh,
     state_lines,
 )
@@ -34,6 +35,11 @@ from forge.verify.records import Verdict
 
 
 def hand_off(repo: Repository, plan: str, opts: PrOptions, *, say: Say) -> Handed:
+    with pr_lock(repo, plan):
+        return _hand_off(repo, plan, opts, say=say)
+
+
+def _hand_off(repo: Repository, plan: str, opts: PrOptions, *, say: Say) -> Handed:
     if opts.merge_method is not None and opts.merge_method not in METHODS:
         raise ForgeError(f"--merge-method must be one of {', '.join(METHODS)}")
     state = StateStore(repo.state, plan).load_existing()

@@ -3,11 +3,12 @@ as the host says it (saved in `pr.json`, read back by `forge status`)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 
 from forge.base.clock import now_iso
-from forge.errors import ExitCode, ForgeError
+from forge.errors import Busy, ExitCode, ForgeError
 from forge.frozen import frozen
 from forge.git.repo import Repository, short_sha
 from forge.host import record as records
@@ -175,3 +176,21 @@ def leased_push(
         )
     intent()
     push_leased(repo, remote, (head, branch), at, session.push_env)
+
+
+@contextmanager
+def pr_lock(repo: Repository, plan: str) -> Iterator[None]:
+    """One `forge pr` of a plan at a time: two would race on its branch and record."""
+    from filelock import FileLock, Timeout
+
+    folder = repo.state.plan_dir(plan)
+    folder.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(str(folder / "pr.lock"))
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        raise Busy(f"another `forge pr` of plan '{plan}' is running; wait for it") from None
+    try:
+        yield
+    finally:
+        lock.release()

@@ -23,6 +23,7 @@ from forge.commands.pr.session import (
     connect,
     fetch,
     leased_push,
+    pr_lock,
 )
 from forge.errors import ExitCode, ForgeError
 from forge.git.repo import Repository
@@ -35,6 +36,11 @@ from forge.run.state.store import StateStore
 
 
 def hand_off_stack(repo: Repository, plan: str, opts: PrOptions, *, say: Say) -> Handed:
+    with pr_lock(repo, plan):
+        return _hand_off_stack(repo, plan, opts, say=say)
+
+
+def _hand_off_stack(repo: Repository, plan: str, opts: PrOptions, *, say: Say) -> Handed:
     if opts.merge_method is not None and opts.merge_method not in METHODS:
         raise ForgeError(f"--merge-method must be one of {', '.join(METHODS)}")
     if opts.watch:
