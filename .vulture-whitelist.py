@@ -60,3 +60,10 @@ from forge.serve.server import _Handler, _Server  # http.server reads these by n
 _Server.daemon_threads
 _Server.address_family
 _Handler.close_connection
+from tests.helpers.github import _Handler as GitHubHandler  # http.server calls these by name
+
+GitHubHandler.do_PATCH
+GitHubHandler.do_PUT
+from forge.host.api import PrState
+
+PrState.OPEN  # a state the host answers with (read by value)

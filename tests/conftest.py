@@ -6,9 +6,13 @@ import compileall
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from helpers.gitkit import commit_all, git
+
+if TYPE_CHECKING:
+    from helpers.github import GitHubServer
 
 FORGE = Path(__file__).resolve().parents[1] / "forge"
 
@@ -58,3 +62,19 @@ def repo(tmp_path: Path) -> Path:
     (path / "src" / "app.py").write_text("VALUE = 1\n")
     commit_all(path, "initial")
     return path
+
+
+@pytest.fixture
+def hub(repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[GitHubServer]:
+    """`repo` with a scripted GitHub as its `origin` (tests/helpers/github.py), its
+    certificate trusted and a token for it in the environment."""
+    from helpers.github import TOKEN, serve_remote
+
+    server = serve_remote(repo, tmp_path)
+    monkeypatch.setenv("SSL_CERT_FILE", str(tmp_path / "certs" / "cert.pem"))
+    monkeypatch.setenv("GH_ENTERPRISE_TOKEN", TOKEN)
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+    for var in ("GH_TOKEN", "GITHUB_TOKEN", "GITHUB_ENTERPRISE_TOKEN"):
+        monkeypatch.delenv(var, raising=False)
+    yield server
+    server.close()

@@ -25,6 +25,7 @@ LAYERS = (
     "commands",
     "hooks",
     "cluster",
+    "host",
     "run",
     "verify",
     "plan",

@@ -47,6 +47,7 @@ def key_tables() -> dict[str, tuple[str, ...]]:
         "[verify.lanes.NAME]": lanes.LANE_KEYS,
         "[tests]": lanes.TESTS_KEYS,
         "[cluster]": cluster_table.KEYS,
+        "[host]": cluster_table.HOST_KEYS,
         "[agents.NAME]": definition.TABLE_KEYS,
     }
 

@@ -69,6 +69,7 @@ KEYS: dict[str, dict[str, str]] = {
         "tests": "`[tests]`: a team's word on tests (quarantine)",
         "verify_pool_max": "verification checkouts kept per setup and env, shared by every "
         "plan and the hooks (default 3; the least recently used idle one goes)",
+        "host": "`[host]`: the code host `forge pr` hands verified work to",
     },
     "[verify]": {
         "command": "one verification command (or `lanes`)",
@@ -99,6 +100,16 @@ KEYS: dict[str, dict[str, str]] = {
         "tls_cert": "the client certificate for a TLS scheduler",
         "tls_key": "the client key for a TLS scheduler",
         "insecure": "accept a scheduler reached without TLS (`tcp://`)",
+    },
+    "[host]": {
+        "api": 'the REST API of a GitHub Enterprise host (`"https://HOST/api/v3"`); default: '
+        "github.com's, from the remote's URL",
+        "repo": "`OWNER/NAME`, when the remote's URL does not say it (a path)",
+        "timeout": "time limit of one call to the host (default 30s; then exit 8)",
+        "wait": "how long a rate limit with a reset time is waited out (default 5m; then exit 8)",
+        "poll": "how often `forge pr --watch` asks the host again (default 15s)",
+        "checks_within": "how long `--watch` waits for a first check before saying none came "
+        "(default 10m)",
     },
     "[agents.NAME]": {
         "command": "argv with placeholders `{prompt_file}`, `{model}`, `{effort}`, `{task}`, "

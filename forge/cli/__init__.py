@@ -11,11 +11,11 @@ from typing import NoReturn
 
 import typer
 
-from forge.cli import doctor, draft, forget, tests, views, work
+from forge.cli import doctor, draft, forget, pr, tests, views, work
 from forge.cli.kit import app, emit_json, emitted
 from forge.errors import ExitCode, ForgeError
 
-__all__ = ["app", "doctor", "draft", "forget", "main", "tests", "views", "work"]
+__all__ = ["app", "doctor", "draft", "forget", "main", "pr", "tests", "views", "work"]
 
 
 def main(argv: list[str] | None = None) -> NoReturn:

@@ -119,6 +119,13 @@ def retry(
             " (a merged task whose definition changed runs again).",
         ),
     ] = False,
+    review: Annotated[
+        bool,
+        typer.Option(
+            "--review",
+            help="Give the agent the review comments of the plan's pull request, then update it.",
+        ),
+    ] = False,
     budget: BudgetOpt = None,
     cluster: ClusterOpt = None,
     as_json: JsonOpt = False,
@@ -135,12 +142,26 @@ def retry(
 
         plan_ref = plan_of_task(repo, task, names)  # the one plan that has the task
     recorded = registry.resolve(repo, plan_ref)
-    runner.check_retry(repo, recorded.plan, task, agent=agent, fresh=fresh)
+    runner.check_retry(repo, recorded.plan, task, agent=agent, fresh=fresh, review=review)
+    if review:
+        from forge.commands.pr.review import take_review
+
+        take_review(repo, recorded.plan.name, task, say=say)
     options = RunOptions(
-        only=task, fresh=fresh, agent=agent, retry_failed=0, budget=budget_option(budget)
+        only=task,
+        fresh=fresh,
+        review=review,
+        agent=agent,
+        retry_failed=0,
+        budget=budget_option(budget),
     )
     reply, code = execute(repo, recorded, options, as_json=as_json, cluster=cluster)
     answer(reply)
+    if review and code == 0:
+        from forge.commands.pr.review import answer_review
+
+        for line in answer_review(repo, recorded.plan.name, task, say=say):
+            say(line)
     exit_with(code)
 
 

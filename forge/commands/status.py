@@ -29,6 +29,8 @@ from forge.errors import ForgeError
 from forge.frozen import frozen
 from forge.git import refs, worktrees
 from forge.git.repo import Repository, short_sha
+from forge.host import record as pr_record
+from forge.host.record import PrRecord
 from forge.run.gate import story
 from forge.run.records.spend import Spend, per_landed, spend_data
 from forge.run.state import hold as holds
@@ -97,6 +99,8 @@ class StatusView:
     logs: Path
     disk: dict[str, int] | None = None  # bytes per kind of folder
     repository_disk: dict[str, int] | None = None  # all plans and the hooks' checkouts
+    pull_request: PrRecord | None = None  # as `forge pr` last fetched it
+    stack: dict[str, PrRecord] | None = None  # `forge pr --per-task`: each task's
 
     @property
     def gate(self) -> GateView:
@@ -137,6 +141,10 @@ class StatusView:
             "combined": dict(recorded.combined),
             "disk": self.disk,
             "repository_disk": self.repository_disk,
+            "pull_request": None if self.pull_request is None else self.pull_request.to_dict(),
+            "stacked_pull_requests": [
+                {"task": task, **rec.to_dict()} for task, rec in (self.stack or {}).items()
+            ],
         }
 
 
@@ -167,6 +175,8 @@ def status_view(repo: Repository, plan: str, *, disk: bool = False) -> StatusVie
         logs=repo.state.logs_dir(plan),
         disk=disk_use(repo, plan) if disk else None,
         repository_disk=repository_use(repo) if disk else None,
+        pull_request=pr_record.load(repo.state, plan),
+        stack=pr_record.load_stack(repo.state, plan),
     )
 
 
@@ -302,6 +312,8 @@ def render_status(view: StatusView) -> str:
     out += landed_lines(view.rows)
     out += head_and_gate_lines(state)
     out.append(spend_line(view.spend(), view.recorded.budget))
+    out += pr_lines(view.pull_request)
+    out += [f"stacked pull request of {t}: {r.summary()}" for t, r in (view.stack or {}).items()]
     out += _slot_lines(view.slots)
     if not view.runner:
         out += [
@@ -312,6 +324,18 @@ def render_status(view: StatusView) -> str:
     out += repository_lines(view.repository_disk, _bytes)
     out.append(f"logs: {view.logs}")
     return "\n".join(out) + "\n"
+
+
+def pr_lines(record: PrRecord | None) -> list[str]:
+    """The pull request as `forge pr` last fetched it, and how long ago (offline)."""
+    if record is None:
+        return []
+    out = [f"pull request {record.summary()}  (fetched {record.age()} ago; {record.url or ''})"]
+    if record.state == "merged":
+        out.append(f"  merged into {record.base} by the host: the plan's work is accepted")
+    now = [v for v in record.verdicts if v.commit == record.pushed]
+    out += [f"  FAIL {v.lane} on {short_sha(v.commit)}: {v.summary} {v.url}" for v in now]
+    return out
 
 
 def _slot_lines(slots: list[SlotRow]) -> list[str]:

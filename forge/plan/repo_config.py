@@ -18,7 +18,7 @@ from forge.base.tomlread import LineOf, Problems, TableReader, TomlSource, parse
 from forge.errors import ForgeError
 from forge.frozen import frozen
 from forge.plan.budget import parse_prices
-from forge.plan.cluster_table import parse_cluster
+from forge.plan.cluster_table import HostTable, parse_cluster, parse_host
 from forge.plan.lanes import LaneOptions, TestsWord, lane_network, read_lanes, read_tests
 from forge.plan.names import ref_part_problem
 
@@ -257,6 +257,7 @@ FORGE_TOML_KEYS = (
     "notify",
     "tests",
     "verify_pool_max",
+    "host",
 )
 DEFAULT_POOL_MAX = 3  # verification checkouts kept per (setup, env): forge.toml `verify_pool_max`
 GATE_ON = ("regressions", "green")  # what the gate lands on: no new failures, or all pass
@@ -392,6 +393,7 @@ class RepoConfig:
     cluster_tls: tuple[str, str, str] | None = None  # [cluster] tls_ca, tls_cert, tls_key
     cluster_insecure: bool = False  # [cluster] insecure: a scheduler reached without TLS
     verify_pool_max: int = DEFAULT_POOL_MAX  # shared verification checkouts kept per key
+    host: HostTable = field(default_factory=HostTable)  # [host]: where `forge pr` hands off
 
     def with_settings(self, config: VerifyConfig | None) -> VerifyConfig | None:
         """`config` carrying this file's pool size and word on tests, so whatever
@@ -443,6 +445,7 @@ def load_repo_config(repo_root: Path, *, read_agents: bool = True) -> RepoConfig
         data.get("verify"), reruns=None, what="[verify]", problems=problems, line_of=in_verify
     )
     cluster = parse_cluster(data.get("cluster", {}), problems, src.table_line("cluster"))
+    host = parse_host(data.get("host", {}), problems, src.table_line("host"))
     prices = parse_prices(data.get("prices", {}), problems=problems, line_of=top)
     auto = data.get("auto", [])
     if not isinstance(auto, list) or not all(isinstance(v, str) and v.strip() for v in auto):
@@ -471,6 +474,7 @@ def load_repo_config(repo_root: Path, *, read_agents: bool = True) -> RepoConfig
     problems.raise_if_any()
     config = RepoConfig(
         verify_pool_max=pool_max,
+        host=host,
         tests=tests,
         agents=agents,
         verify=verify,

@@ -18,6 +18,7 @@ class RunOptions:
     infra_retries: int = 3
     only: str | None = None  # `forge retry TASK`: run just this task
     fresh: bool = False
+    review: bool = False  # `forge retry TASK --review`: a merged task runs again on a review
     agent: str | None = None  # `forge retry --agent SPEC`
     budget: float | None = None  # USD, `forge run --budget`: overrides the plan's
     verify: bool = True

@@ -207,6 +207,10 @@ def _recover(
         only = plan.find_task(options.only)
         if only is not None and reconcile.reopen_changed(state, only):
             store.save(state)
+    if options.only and options.review and state.tasks[options.only].status == Status.MERGED:
+        why = "a review of its pull request asked for changes: running it again"
+        reducer.apply(state, ev.Reopened(options.only, why))
+        store.save(state)
     return recovered
 
 
@@ -405,14 +409,20 @@ def exit_code(state: RunState, report: RunReport, *, only: str | None) -> ExitCo
 
 
 def check_retry(
-    repo: Repository, plan: Plan, task: str, *, agent: str | None, fresh: bool = False
+    repo: Repository,
+    plan: Plan,
+    task: str,
+    *,
+    agent: str | None,
+    fresh: bool = False,
+    review: bool = False,
 ) -> None:
     """Refuse, changing nothing, a retry that cannot run: an unknown or merged task,
     a dependency that has not merged, an agent spec that does not resolve."""
     t = plan.task(task)
     state = StateStore(repo.state, plan.name).load_existing()
     ts = state.tasks.get(task) if state else None
-    if ts is not None and ts.status == Status.MERGED:
+    if ts is not None and ts.status == Status.MERGED and not review:
         from forge.run.state.reconcile import changed_since_merge
 
         if not changed_since_merge(ts, t):
@@ -435,6 +445,8 @@ def check_retry(
                 f"task '{task}' depends on '{dep}', which has not merged ({status}); "
                 f"retry '{dep}' first"
             )
+    if review and t.run is not None:
+        raise ForgeError(f"task '{task}' is a shell task (`run`): no agent reads a review")
     if agent is not None:
         if t.run is not None:
             raise ForgeError(f"task '{task}' is a shell task (`run`): it takes no agent")

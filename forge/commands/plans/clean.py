@@ -234,9 +234,13 @@ def _accepted(repo: Repository, commit: str) -> bool:
 
 
 def _squashed(repo: Repository, plan: str, integration: str) -> bool:
-    """`forge accept --squash` brought it in: its squashed commits are in a branch."""
+    """`forge accept --squash` brought it in (its squashed commits are in a branch),
+    or the code host merged the pull request `forge pr` opened for it."""
+    from forge.host.record import merged_upstream
     from forge.run.state.accepted import squashed_heads
 
+    if merged_upstream(repo.state, plan, integration):
+        return True
     tip = squashed_heads(repo.state, plan).get(integration)
     return tip is not None and _accepted(repo, tip)
 

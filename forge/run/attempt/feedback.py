@@ -50,6 +50,33 @@ def for_retry(repo: Repository, ts: TaskState) -> Feedback | None:
     )
 
 
+def review_file(repo: Repository, plan: str, task: str) -> Path:
+    """Where `forge retry TASK --review` leaves a review's comments for the attempt."""
+    return repo.state.plan_dir(plan) / "reviews" / f"{task}.md"
+
+
+def with_review(repo: Repository, plan: str, task: str, fb: Feedback | None) -> Feedback | None:
+    """`fb` carrying the review `forge retry --review` left for `task`, if any."""
+    from dataclasses import replace
+
+    from forge.agents import spec as agents
+
+    path = review_file(repo, plan, task)
+    try:
+        said = path.read_text()
+    except FileNotFoundError:
+        return fb
+    if fb is None:
+        fb = agents.Feedback(
+            status="CHANGES_REQUESTED",
+            reason="a review of the pull request asked for changes",
+            log_tail="",
+            diff_summary="",
+            source="host-review",
+        )
+    return replace(fb, review=said)
+
+
 FAILING_TESTS_SHOWN = 10
 
 

@@ -109,6 +109,7 @@ def order_for(scope: AttemptScope) -> WorkOrder:
 
     defn, resolved = agents.resolve(scope.spec, ctx.agent_defs)
     fb = feedback.for_retry(ctx.repo, ts) if len(ts.attempts) > 1 else None
+    fb = feedback.with_review(ctx.repo, plan.name, task.id, fb)
     prompt_file = scope.dir / "prompt.md"
     feedback.write_prompt(defn, prompt_file, plan=plan.name, task=task, attempt=told, fb=fb)
     return replace(
