@@ -67,3 +67,14 @@ GitHubHandler.do_PUT
 from forge.host.api import PrState
 
 PrState.OPEN  # a state the host answers with (read by value)
+from forge.commands.tests import KnownTest
+
+KnownTest.flaky_on  # a TypedDict key, written whole as --json
+# forge's pytest plugin: pytest calls its hooks by name
+from forge.verify.pytest_plugin import forge_lane_report
+
+forge_lane_report.pytest_collection_modifyitems
+forge_lane_report.pytest_testnodedown
+forge_lane_report.pytest_runtest_logreport
+forge_lane_report.pytest_collectreport
+forge_lane_report.pytest_sessionfinish
