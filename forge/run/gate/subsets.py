@@ -28,7 +28,7 @@ from forge.plan.repo_config import VerifyConfig
 from forge.verify import engine as verify
 from forge.verify import records as verify_records
 from forge.verify.flakes import Fixed, Reruns, exists_at, failing_tests
-from forge.verify.quarantine import tests_known_flaky
+from forge.verify.quarantine import tests_known_flaky, tests_seen_flipping
 from forge.verify.records import LaneRun, Verdict, VerifyRecord
 
 if TYPE_CHECKING:
@@ -243,7 +243,10 @@ class GateProbe:
         return not any((lane, t) in out for lane, ids in tests.items() for t in ids)
 
     def flakiness(self, lane: str, test: str) -> int:
-        return int(test in tests_known_flaky(self.repo, lane))
+        """2: flaky on landed trees; 1: seen flipping on a candidate's; 0: neither."""
+        if test in tests_known_flaky(self.repo, lane):
+            return 2
+        return int(test in tests_seen_flipping(self.repo, lane))
 
     def failing(self, judged: Judged) -> dict[str, frozenset[str]] | None:
         assert isinstance(judged, VerifyRecord)
@@ -292,9 +295,19 @@ class GateProbe:
         those that fail again are the culprit's reason."""
         if not tests:
             return None
-        again = self.subset(commit, tests, first=False, why="the culprit's failing tests again")
-        if again is None or again.verdict == Verdict.INTERRUPTED:
-            return None
+        # A test seen flipping (on any tree) must fail every time: one more run.
+        doubt = any(self.flakiness(lane, t) for lane, ids in tests.items() for t in ids)
+        left = dict(tests)
+        again: VerifyRecord | None = None
+        for _ in range(2 if doubt else 1):
+            again = self.subset(commit, left, first=False, why="the culprit's failing tests again")
+            if again is None or again.verdict == Verdict.INTERRUPTED:
+                return None
+            failed = (self.failing(again) or {}) if again.verdict == Verdict.FAIL else {}
+            left = {lane: ids & left.get(lane, frozenset()) for lane, ids in failed.items()}
+            left = {lane: ids for lane, ids in left.items() if ids}
+            if not left:
+                break
         return again
 
     def after_landing(self, tip: str, record: VerifyRecord) -> dict[str, frozenset[str]]:
