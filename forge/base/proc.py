@@ -34,6 +34,20 @@ _GIT_LEAKS = (
 )
 
 
+# The code host's tokens: they push, open pull requests and read private
+# repositories as the person. No task, check or lane is handed one.
+HOST_TOKENS = (
+    "GH_TOKEN",
+    "GITHUB_TOKEN",
+    "GH_ENTERPRISE_TOKEN",
+    "GITHUB_ENTERPRISE_TOKEN",
+    "GITLAB_TOKEN",
+    "GL_TOKEN",
+    "GITEA_TOKEN",
+    "BITBUCKET_TOKEN",
+)
+
+
 def clean_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in _GIT_LEAKS}
     env["GIT_TERMINAL_PROMPT"] = "0"

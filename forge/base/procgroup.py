@@ -83,6 +83,9 @@ class GroupSpec:
     input_path: Path | None = None  # stdin (default: /dev/null)
     cap: int | None = None  # bytes of output kept in the log (None: `log_cap()`)
     sandbox: Sandbox | None = None  # run under bubblewrap (forge/base/sandbox.py)
+    # The code host's tokens (GH_TOKEN, ...) reach the command: the person's own
+    # notify command only, never a task's, a check's or a lane's.
+    tokens: bool = False
 
     def log(self, line: str) -> None:
         append_line(self.log_path, line)
@@ -329,6 +332,7 @@ def run_group(
     if not spec.cwd.is_absolute():
         raise ValueError(f"cwd must be absolute: {spec.cwd}")
     spec.log_path.parent.mkdir(parents=True, exist_ok=True)
+    whole: dict[str, str] | None = None
     with contextlib.ExitStack() as outer:
         args = list(spec.argv) if not isinstance(spec.argv, str) else []
         if spec.sandbox is not None:
@@ -336,7 +340,8 @@ def run_group(
             outer.callback(shutil.rmtree, tmp, ignore_errors=True)
             if isinstance(spec.argv, str):
                 args = proc.shell_args(spec.argv, stack=outer, folder=tmp, seen_as="/tmp")
-            args = spec.sandbox.wrap(args, tmp=tmp, env=clean_env(spec.env))
+            wrapped = spec.sandbox.wrap(args, tmp=tmp, env=_start_env(spec))
+            args, whole = wrapped.argv, wrapped.env
         elif isinstance(spec.argv, str):
             args = proc.shell_args(spec.argv, stack=outer)
         group = cgroups.for_command(spec.tag)
@@ -344,7 +349,7 @@ def run_group(
             args = group.wrap(args)
             outer.callback(group.remove)
             outer.callback(cgroups.empty, group, spec.log)  # runs first: escapees of every kind
-        return _run_group(replace(spec, argv=args), stop=stop, on_start=on_start)
+        return _run_group(replace(spec, argv=args), stop=stop, on_start=on_start, whole=whole)
 
 
 def _run_group(
@@ -352,9 +357,10 @@ def _run_group(
     *,
     stop: threading.Event | None,
     on_start: Callable[[int], None] | None,
+    whole: Mapping[str, str] | None = None,
 ) -> GroupResult:
     started = time.monotonic()
-    spawned = _spawn(spec)
+    spawned = _spawn(spec, whole)
     if spawned is None:
         return GroupResult(127, False, False, time.monotonic() - started, 0)
     child, drain = spawned
@@ -389,14 +395,26 @@ def _run_group(
     return replace(result, last_output=drain.last_output)
 
 
-def _spawn(spec: GroupSpec) -> tuple[subprocess.Popen[bytes], Drain] | None:
-    """Start the leader in a new session, its output into a pipe the drain (not yet
-    started) copies to the log; None (and the reason in the log) when the command
-    cannot be started at all."""
-    args = ["bash", "-c", spec.argv] if isinstance(spec.argv, str) else list(spec.argv)
-    extra = dict(spec.env or {})
+def _start_env(spec: GroupSpec) -> dict[str, str]:
+    """The command's whole environment: forge's cleaned one, the spec's on top, its
+    tag, and none of the code host's tokens unless the spec keeps them."""
+    env = clean_env(spec.env)
     if spec.tag:
-        extra[TAG_VAR] = spec.tag
+        env[TAG_VAR] = spec.tag
+    if not spec.tokens:
+        for name in proc.HOST_TOKENS:
+            env.pop(name, None)
+    return env
+
+
+def _spawn(
+    spec: GroupSpec, whole: Mapping[str, str] | None = None
+) -> tuple[subprocess.Popen[bytes], Drain] | None:
+    """Start the leader in a new session (with `whole` as its environment, by default
+    `_start_env`'s), its output into a pipe the drain (not yet started) copies to the
+    log; None (and the reason in the log) when the command cannot be started at all."""
+    args = ["bash", "-c", spec.argv] if isinstance(spec.argv, str) else list(spec.argv)
+    env = dict(whole) if whole is not None else _start_env(spec)
     read_end, write_end = os.pipe()
     drain = Drain(read_end, spec.log_path, log_cap(spec.cap))
     with contextlib.ExitStack() as stack:
@@ -411,7 +429,7 @@ def _spawn(spec: GroupSpec) -> tuple[subprocess.Popen[bytes], Drain] | None:
                 child = subprocess.Popen(
                     args,
                     cwd=spec.cwd,
-                    env=clean_env(extra),
+                    env=env,
                     stdin=stdin,
                     stdout=write_end,
                     stderr=subprocess.STDOUT,

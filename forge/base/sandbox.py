@@ -26,7 +26,7 @@ import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from forge.base import seal
+from forge.base import credentials, seal
 from forge.errors import ForgeError
 from forge.frozen import frozen
 
@@ -186,6 +186,39 @@ def named_sockets(env: Mapping[str, str]) -> dict[str, list[Path]]:
     return out
 
 
+def _shown(path: Path, bound: list[Path]) -> bool:
+    """Whether the host's `path` is there inside: the private /tmp covers the host's."""
+    return not _inside(path, Path("/tmp")) or any(_inside(path, b) for b in bound)
+
+
+def _credentials(
+    tmp: Path, env: Mapping[str, str], bound: list[Path]
+) -> list[tuple[Path, list[str]]]:
+    """The mounts that cover the person's credentials (an empty folder, an empty
+    file) and show git's global configuration without its credential helpers."""
+    home = Path.home()
+    out: list[tuple[Path, list[str]]] = []
+    for path in credentials.secrets(home):
+        real = path.resolve()
+        if not _shown(real, bound):
+            continue
+        cover = ["--tmpfs", str(real)] if real.is_dir() else ["--ro-bind", "/dev/null", str(real)]
+        out.append((real, cover))
+    for i, path in enumerate(credentials.git_configs(home, env)):
+        if _shown(path, bound):
+            copy = credentials.without_helpers(path, tmp / ".forge-home" / f"gitconfig-{i}")
+            out.append((path, ["--ro-bind", str(copy), str(path)]))
+    return out
+
+
+@frozen
+class Wrapped:
+    """A command as bwrap runs it, and the whole environment to start bwrap with."""
+
+    argv: list[str]
+    env: dict[str, str]
+
+
 @frozen
 class Sandbox:
     """What one command may write, and what it must see read-only although it lies
@@ -200,9 +233,12 @@ class Sandbox:
     network: bool = True
     sockets: tuple[str, ...] = ()
 
-    def wrap(self, argv: Sequence[str], *, tmp: Path, env: Mapping[str, str]) -> list[str]:
-        """The bwrap command line running `argv` with `env` (the command's whole
-        environment) inside, its private /tmp the host folder `tmp`."""
+    def wrap(self, argv: Sequence[str], *, tmp: Path, env: Mapping[str, str]) -> Wrapped:
+        """The bwrap command line running `argv` inside, its private /tmp the host
+        folder `tmp`, and the environment bwrap itself must start with: `env` (the
+        command's whole environment) without what the sandbox drops. bwrap is pid 1
+        inside, and its `/proc/1/environ` is readable there: a variable dropped with
+        `--unsetenv` would still be read from it."""
         binds: list[tuple[Path, str]] = [(tmp, "bind")]
         hidden: list[Path] = []
         binds += [(p, "ro-bind") for p in self.readable if p.exists()]
@@ -219,6 +255,7 @@ class Sandbox:
         unset, passed = self._sockets(env, [p for p, _ in binds[1:]], hidden, mounts)
         for folder in hidden:
             mounts.append((folder, ["--tmpfs", str(folder)]))
+        mounts += _credentials(tmp, env, [p for p, _ in binds[1:]])
         mounts += [(p, ["--ro-bind", str(p), str(p)]) for p in passed]
         resolv = Path("/etc/resolv.conf").resolve()
         if any(_inside(resolv, f) for f in hidden) and resolv.exists():
@@ -229,10 +266,9 @@ class Sandbox:
         args = ["bwrap", *_flags(probe().user_ns, self.network)]
         for i in order:
             args += mounts[i][1]
-        args += ["--setenv", "TMPDIR", "/tmp"]
-        for name in unset:
-            args += ["--unsetenv", name]
-        return [*args, "--", *argv]
+        final = {k: v for k, v in env.items() if k not in unset}
+        final["TMPDIR"] = "/tmp"
+        return Wrapped([*args, "--", *argv], final)
 
     def _sockets(
         self,
