@@ -17,7 +17,7 @@ from forge.base.clock import now_iso
 from forge.base.files import plan_lock
 from forge.errors import ExitCode, ForgeError
 from forge.frozen import frozen
-from forge.git import snapshot, worktrees
+from forge.git import gitfiles, snapshot, worktrees
 from forge.git.merge import ensure_integration
 from forge.git.repo import Repository
 from forge.git.snapshot import Snapshot
@@ -100,6 +100,7 @@ def run_plan(
         store = StateStore(repo.state, plan.name)
         started = time.monotonic()
         before = snapshot.take(repo)
+        kept = gitfiles.keep(repo)
         accepted.forget(repo.state, plan.name)
         state, integration = _open_state(repo, recorded, store)
         reducer.apply(state, ev.Touched(None))
@@ -127,6 +128,7 @@ def run_plan(
                 on_change=lambda tid: on_change(state, tid),
                 gated=mode != "off",
                 sandbox=boxed,
+                kept=kept,
             )
             if mode == "off":
                 report.recovered += _merge_left_queued(ctx, on_event)
@@ -137,7 +139,7 @@ def run_plan(
             gate = _dispatch(ctx, recorded, options, integration, config, around)
             _conclude(ctx, report, options, gate=gate, on_event=on_event)
         finally:
-            _close_state(repo, state, store, started, before)
+            _close_state(repo, state, store, started, before, kept)
         report.exit_code = exit_code(state, report, only=options.only)
         return report
 
@@ -292,12 +294,18 @@ def _landed_any(state: RunState) -> bool:
 
 
 def _close_state(
-    repo: Repository, state: RunState, store: StateStore, started: float, before: Snapshot
+    repo: Repository,
+    state: RunState,
+    store: StateStore,
+    started: float,
+    before: Snapshot,
+    kept: gitfiles.Kept,
 ) -> None:
     """Written even when the run crashed: a crashed run has a wall time too."""
     # Slot sizes are measured here so `forge status` stays fast, beside the snapshot;
     # each slot's own `.git` is brought up to date for whoever looks into it after.
     slots = list(state.slots.values())
+    undone = _put_back(repo, kept)
     with ThreadPoolExecutor(max_workers=1) as pool:
         sizes = pool.submit(_close_slots, repo, [Path(slot.path) for slot in slots])
         after = snapshot.take(repo)
@@ -305,9 +313,20 @@ def _close_state(
             reducer.apply(state, ev.SlotMeasured(slot.name, sizes.result()[Path(slot.path)]))
     # `forge accept --now` moved the user's branch during the run: forge did that.
     before = accepted.replay(repo, store.plan, before)
-    reducer.apply(state, ev.Touched(tuple(after.changes_since(before))))
+    reducer.apply(state, ev.Touched((*undone, *after.changes_since(before))))
     reducer.apply(state, ev.RunFinished(now_iso(), round(time.monotonic() - started, 3)))
     store.save(state)
+
+
+def _put_back(repo: Repository, kept: gitfiles.Kept) -> list[str]:
+    """What of the user's git files changed during the run and was put back (a
+    change no attempt's end caught: a lane's, the gate's); one that could not be is
+    left for the fingerprint to name, and `forge accept` refuses while it stands."""
+    try:
+        undone = gitfiles.repair(repo, kept)
+    except (OSError, ForgeError) as exc:
+        return [f"{gitfiles.CHANGED}: could not put them back ({exc})"]
+    return [f"{gitfiles.PUT_BACK}: " + ", ".join(undone)] if undone else []
 
 
 def _close_slots(repo: Repository, paths: list[Path]) -> dict[Path, int]:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from forge.base import faults
 from forge.base.files import atomic_write_text
+from forge.git import gitfiles
 from forge.git import merge as integrate
 from forge.git.contained import Tampered
 from forge.git.refs import task_ref
@@ -134,6 +135,10 @@ def _steps(scope: AttemptScope) -> Outcome:
     ctx, attempt = scope.ctx, scope.attempt
     assert scope.ts.base is not None and scope.ts.branch is not None
     done = _here(scope) if scope.remote is None else scope.remote.attempt(scope)
+    undone = gitfiles.repair(ctx.repo, ctx.kept) if ctx.kept is not None else []
+    if undone:
+        why = done.reason if isinstance(done, Outcome) else ""
+        return Outcome(Status.FAILED, messages.git_files_put_back(undone, why))
     if isinstance(done, Outcome):
         return _said_why_nothing(scope, done)
     faults.point("before-merge")
