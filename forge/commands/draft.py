@@ -247,7 +247,13 @@ def draft(
     file, shown = target(repo, opts.goal, opts.out, force=opts.force)
     config = load_repo_config(repo.root)
     spec = opts.agent or config.draft_agent or DEFAULT_AGENT
-    read_only = as_planner(resolve(AgentSpec.parse(spec), config.agents)[0])[1]
+    defn = resolve(AgentSpec.parse(spec), config.agents)[0]
+    if defn.script:
+        raise ForgeError(
+            f"`{defn.name}` runs its prompt as a script, it is no planner: give a model's "
+            "agent (--agent claude, codex, gemini, aider or one of forge.toml's)"
+        )
+    read_only = as_planner(defn)[1]
     base_name = opts.base or repo.current_branch() or "HEAD"
     commit = repo.rev_parse(opts.base or "HEAD")
     name = file.stem
