@@ -373,8 +373,11 @@ def _run_group(
         # Daemons the leader left behind must not outlive the run.
         left: tuple[str, ...] = ()
         if found := _survivors(pgid, spec.tag, None, spec.cwd):
-            if not (stopped or timed_out):
-                left = tuple(describe(pid) for pid in found)
+            # The sandbox's own bwrap, still tearing its namespace down (what ran
+            # inside ends with it): forge's, never the command's leftover.
+            named = [p for p in found if spec.sandbox is None or _comm(p) != "bwrap"]
+            if named and not (stopped or timed_out):
+                left = tuple(describe(pid) for pid in named)
                 said = f"left processes behind in group {pgid}: {', '.join(left)}"
                 spec.log(f"forge: the command exited but {said}")
             _stop(pgid, grace=spec.grace, tag=spec.tag, log=spec.log, confine=spec.cwd)
