@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from forge.base import procgroup, sandbox
+from forge.base import diskfull, procgroup, sandbox
 from forge.base.clock import now_iso
 from forge.base.files import plan_lock
 from forge.errors import ExitCode, ForgeError
@@ -138,7 +138,21 @@ def run_plan(
                 on_change(state, tid)
             gate = _dispatch(ctx, recorded, options, integration, config, around)
             _conclude(ctx, report, options, gate=gate, on_event=on_event)
-        finally:
+        except Exception as exc:
+            if not diskfull.is_full(exc):
+                _close_state(repo, state, store, started, before, kept)
+                raise
+            # The disk is full: what can still be written is, and the pause (which
+            # names the folder) is what the person reads, not the next write's error.
+            with contextlib.suppress(OSError, ForgeError):
+                _close_state(repo, state, store, started, before, kept)
+            if isinstance(exc, diskfull.DiskFull):
+                raise
+            raise diskfull.DiskFull(exc, resume="`forge run`", where=repo.state.root) from exc
+        except BaseException:
+            _close_state(repo, state, store, started, before, kept)
+            raise
+        else:
             _close_state(repo, state, store, started, before, kept)
         report.exit_code = exit_code(state, report, only=options.only)
         return report

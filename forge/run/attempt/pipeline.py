@@ -9,6 +9,7 @@ one-line reason.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 import traceback
@@ -16,7 +17,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from forge.base import faults
+from forge.base import diskfull, faults
 from forge.base.files import atomic_write_text
 from forge.git import gitfiles
 from forge.git import merge as integrate
@@ -92,6 +93,12 @@ def run_attempt(
     except Tampered as exc:
         outcome = Outcome(Status.FAILED, messages.broken_git(exc))
     except Exception as exc:  # noqa: BLE001 a bug or an unexpected git failure: record, don't lose state
+        if diskfull.is_full(exc):
+            # Nobody's failure: the run pauses, this attempt spent nothing.
+            ctx.stop.set()
+            with contextlib.suppress(OSError):
+                _finish(scope, Outcome(Status.INTERRUPTED, messages.DISK_FULL), started)
+            raise diskfull.DiskFull(exc, resume="`forge run`") from exc
         outcome = Outcome(Status.FAILED, _keep_traceback(attempt_dir, exc))
     except BaseException as exc:
         # Ctrl-C or SystemExit reaching this thread stops the run; it is not the
