@@ -32,10 +32,8 @@ def is_full(exc: BaseException) -> bool:
     for seen in _chain(exc):
         if isinstance(seen, OSError) and seen.errno in _FULL:
             return True
-        output = getattr(seen, "output", None)
-        if isinstance(seen, CommandError) and isinstance(output, str):
-            if any(said in output for said in _SAID):
-                return True
+        if isinstance(seen, CommandError) and any(said in seen.output for said in _SAID):
+            return True
     return False
 
 

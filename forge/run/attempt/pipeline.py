@@ -92,7 +92,7 @@ def run_attempt(
         outcome = stop.outcome
     except Tampered as exc:
         outcome = Outcome(Status.FAILED, messages.broken_git(exc))
-    except Exception as exc:  # noqa: BLE001 a bug or an unexpected git failure: record, don't lose state
+    except Exception as exc:  # a bug or an unexpected git failure: record, don't lose state
         if diskfull.is_full(exc):
             # Nobody's failure: the run pauses, this attempt spent nothing.
             ctx.stop.set()
