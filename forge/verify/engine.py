@@ -139,6 +139,7 @@ def verify_commit(
         emit("no verification configured: UNVERIFIED")
         verify_records.save(repo.state, base)
         return base
+    config = replace(config, sandboxed=ask.sandbox)  # the mode is part of the verdict's key
     base = replace(base, config_hash=config.fingerprint())
     if not force:
         found = verify_records.lookup(repo.state, tree, config.fingerprint())
