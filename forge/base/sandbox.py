@@ -186,6 +186,25 @@ def named_sockets(env: Mapping[str, str]) -> dict[str, list[Path]]:
     return out
 
 
+SETUP_CACHE = "setup-cache"  # under forge's state folder: a sandboxed setup's caches
+# Where the usual tools keep their caches, under a sandbox's cache folder.
+CACHE_VARS = (
+    ("XDG_CACHE_HOME", ""),
+    ("UV_CACHE_DIR", "uv"),
+    ("npm_config_cache", "npm"),
+    ("PIP_CACHE_DIR", "pip"),
+    ("YARN_CACHE_FOLDER", "yarn"),
+)
+
+
+def _caches(folder: Path | None, env: Mapping[str, str]) -> dict[str, str]:
+    """The cache variables the command's environment leaves unset, pointing into
+    `folder` (none without one)."""
+    if folder is None:
+        return {}
+    return {var: str(folder / sub) for var, sub in CACHE_VARS if var not in env}
+
+
 def _shown(path: Path, bound: list[Path]) -> bool:
     """Whether the host's `path` is there inside: the private /tmp covers the host's."""
     return not _inside(path, Path("/tmp")) or any(_inside(path, b) for b in bound)
@@ -232,6 +251,10 @@ class Sandbox:
     agents: bool = True
     network: bool = True
     sockets: tuple[str, ...] = ()
+    # A folder of forge's the command may write its caches into (a setup's `uv sync`,
+    # `npm ci`, `pip install` with the home folder read-only): the usual variables
+    # point there unless the command's environment sets them.
+    cache: Path | None = None
 
     def wrap(self, argv: Sequence[str], *, tmp: Path, env: Mapping[str, str]) -> Wrapped:
         """The bwrap command line running `argv` inside, its private /tmp the host
@@ -246,6 +269,10 @@ class Sandbox:
             home = Path.home()
             binds += [(home / n, "bind") for n in AGENT_STATE if (home / n).exists()]
         binds += [(p, "bind") for p in self.writable if p.exists()]
+        caches = _caches(self.cache, env)
+        if self.cache is not None and caches:
+            self.cache.mkdir(parents=True, exist_ok=True)
+            binds.append((self.cache, "bind"))
         # /tmp itself is mounted at /tmp, not at the host folder's path.
         mounts: list[tuple[Path, list[str]]] = [(Path("/tmp"), ["--bind", str(tmp), "/tmp"])]
         mounts += [(p, [f"--{kind}", str(p), str(p)]) for p, kind in binds[1:]]
@@ -266,7 +293,7 @@ class Sandbox:
         args = ["bwrap", *_flags(probe().user_ns, self.network)]
         for i in order:
             args += mounts[i][1]
-        final = {k: v for k, v in env.items() if k not in unset}
+        final = {**caches, **{k: v for k, v in env.items() if k not in unset}}
         final["TMPDIR"] = "/tmp"
         return Wrapped([*args, "--", *argv], final)
 

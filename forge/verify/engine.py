@@ -33,7 +33,7 @@ from pathlib import Path
 
 from forge.base import logs as logfiles
 from forge.base import proc, procgroup
-from forge.base.sandbox import Sandbox
+from forge.base.sandbox import SETUP_CACHE, Sandbox
 from forge.base.text import one_line
 from forge.frozen import frozen
 from forge.git.contained import ceiling_env
@@ -332,7 +332,7 @@ class _Lane:
                 grace=self.config.grace,
                 tag=lane_tag(self.repo, self.base.key, self.name),
                 # Setup installs what the lane needs: it keeps the network.
-                sandbox=replace(self.box, network=True)
+                sandbox=replace(self.box, network=True, cache=self.repo.state.root / SETUP_CACHE)
                 if self.box and kind == "setup"
                 else self.box,
             ),

@@ -45,6 +45,7 @@ class Command:
     stop: threading.Event | None = None  # None: the run's
     writable: tuple[Path, ...] = ()  # what else the sandbox lets it write
     network: bool = True  # False: no network in the sandbox (a check without `network`)
+    cache: bool = False  # setup's: its caches go to a folder of forge's in the sandbox
 
 
 class Place(Protocol):
@@ -164,6 +165,7 @@ def group(
             writable=c.writable,
             network=c.network,
             sockets=ctx.plan.sockets,
+            cache=c.cache,
         )
     spec = procgroup.GroupSpec(
         c.argv,

@@ -33,3 +33,18 @@ def test_a_verdict_remembered_without_the_sandbox_does_not_answer_with_it(
     )
     assert again.returncode == 0, again.stdout + again.stderr
     assert REMEMBERED in again.stdout + again.stderr
+
+
+def test_a_sandboxed_setup_writes_its_caches_into_a_folder_of_forges(
+    repo: Path, tmp_path: Path
+) -> None:
+    setup = (
+        'mkdir -p "$UV_CACHE_DIR" "$npm_config_cache" && touch "$UV_CACHE_DIR/wheel" '
+        '"$npm_config_cache/tarball" "$XDG_CACHE_HOME/made"'
+    )
+    body = f"sandbox = true\nsetup = '''{setup}'''\n" + BODY
+    cp = plan_and_run(repo, write_plan(tmp_path, body))
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    cache = repo / ".git" / "forge" / "setup-cache"
+    for made in ("uv/wheel", "npm/tarball", "made"):
+        assert (cache / made).is_file(), made
