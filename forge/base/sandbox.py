@@ -7,7 +7,10 @@ namespace where one can be made: as root too), and has its own pid, IPC and UTS
 namespaces; `/proc/sys` is read-only. forge's key (forge/base/seal.py) is hidden,
 and so are the user's sockets: a tmpfs over /run, $XDG_RUNTIME_DIR and the folders
 of the sockets the environment names, whose variables are dropped (the plan's
-`sockets = [...]` passes one). A verification lane or a task's check has no
+`sockets = [...]` passes one). bwrap starts with the command's final environment
+(it is pid 1 inside, and its /proc/1/environ is readable there), the person's
+credential files are covered and git's global config is a copy without credential
+helpers (forge/base/credentials.py). A verification lane or a task's check has no
 network unless it says `network = true`; an agent keeps it (it needs its API).
 The process group is shared (`--new-session` would take the command out of it);
 bubblewrap's end KILLs its pid namespace, so forge sends TERM to the processes
