@@ -30,7 +30,6 @@ SECRETS = (
     ".docker",
     ".kube",
     ".pypirc",
-    ".npmrc",
     ".cargo/credentials",
     ".cargo/credentials.toml",
     ".gem/credentials",

@@ -22,6 +22,7 @@ holds no capability (`check`), and refuses a sandbox that keeps one.
 from __future__ import annotations
 
 import functools
+import os
 import re
 import shutil
 import stat
@@ -164,6 +165,44 @@ def require() -> None:
     why = unavailable()
     if why is not None:
         raise ForgeError(why)
+
+
+MODE_VAR = "FORGE_SANDBOX"  # "on" or "off": what neither the command nor the plan said
+_ON, _OFF = ("1", "on", "true", "yes"), ("0", "off", "false", "no")
+
+
+@frozen
+class Choice:
+    """Whether commands run in the sandbox, and the line to say once about it (None:
+    someone chose, nothing to say)."""
+
+    on: bool
+    said: str | None = None
+
+
+def choose(asked: bool | None, plan: bool | None) -> Choice:
+    """The sandbox mode of a run: the command's `--sandbox`/`--no-sandbox`, else the
+    plan's `sandbox`, else $FORGE_SANDBOX, else on where the sandbox holds here. A
+    sandbox chosen that cannot hold is refused (ForgeError, one line); by default,
+    where it cannot hold, forge says so and goes on without it."""
+    said = asked if asked is not None else plan
+    if said is None:
+        value = os.environ.get(MODE_VAR, "").strip().lower()
+        if value in _ON + _OFF:
+            said = value in _ON
+        elif value:
+            raise ForgeError(f"{MODE_VAR}={value!r}: give on or off")
+    if said is not None:
+        if said:
+            require()
+        return Choice(on=said)
+    why = unavailable()
+    if why is None:
+        return Choice(
+            on=True,
+            said="sandbox: on (bubblewrap; `sandbox = false` or --no-sandbox turns it off)",
+        )
+    return Choice(on=False, said=f"sandbox: off: {why}; commands run as you")
 
 
 def _inside(path: Path, folder: Path) -> bool:

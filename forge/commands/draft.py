@@ -223,7 +223,7 @@ class Options:
     tries: int = DEFAULT_TRIES
     base: str | None = None
     force: bool = False
-    sandbox: bool = False
+    sandbox: bool | None = None  # --sandbox / --no-sandbox (None: where it holds)
 
 
 def draft(
@@ -272,6 +272,11 @@ def draft(
         read_only=read_only,
         base_key=opts.base,
     )
+    from forge.base import sandbox
+
+    choice = sandbox.choose(opts.sandbox, None)
+    if choice.said is not None:
+        say(f"note: {choice.said}")
     planner = Planner(
         repo=repo,
         name=name,
@@ -280,7 +285,7 @@ def draft(
         base=commit,
         logs=logs,
         timeout=DEFAULT_TIMEOUT,
-        sandbox=opts.sandbox,
+        sandbox=choice.on,
         stop=stop if stop is not None else threading.Event(),
     )
     result = Drafted(file=file, shown=shown)

@@ -82,9 +82,10 @@ def run_plan(
 ) -> RunReport:
     plan = recorded.plan
     on_change, on_event = around.on_change, around.on_event
-    boxed = options.sandbox or plan.sandbox
-    if boxed:
-        sandbox.require()
+    choice = sandbox.choose(options.sandbox, plan.sandbox)
+    boxed = choice.on
+    if choice.said is not None:
+        on_event(choice.said)
     from forge.plan.repo_config import load_repo_config
     from forge.plan.specs import check_specs
 
