@@ -1,4 +1,5 @@
-"""File containment (opt-in: `sandbox = true` in a plan, or `forge run --sandbox`):
+"""File containment (the default where it holds, see `choose`; `sandbox = false` in a
+plan or `forge run --no-sandbox` turns it off):
 a command runs under bubblewrap with the whole file system read-only except its
 worktree (or verification checkout), a temp folder of its own at /tmp (TMPDIR
 points there), and, for a task's commands, the agent CLIs' state folders and
