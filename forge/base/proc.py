@@ -56,6 +56,17 @@ def clean_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     return env
 
 
+def command_env(extra: Mapping[str, str] | None, *, tokens: bool = False) -> dict[str, str]:
+    """A long command's whole environment (a task's, a check's, a lane's): the
+    cleaned one with `extra` on top, and none of the code host's tokens unless
+    `tokens` (the person's own notify command)."""
+    env = clean_env(extra)
+    if not tokens:
+        for name in HOST_TOKENS:
+            env.pop(name, None)
+    return env
+
+
 def tail(text: str, lines: int = 20) -> str:
     return "\n".join(text.rstrip().splitlines()[-lines:])
 

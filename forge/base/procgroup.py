@@ -20,11 +20,11 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
+from subprocess import Popen
 from typing import IO
 
 from forge.base import cgroups, proc
 from forge.base.logs import Drain, append_line, log_cap
-from forge.base.proc import clean_env
 from forge.base.sandbox import Sandbox
 from forge.base.settings import DEFAULT_GRACE
 from forge.frozen import frozen
@@ -83,9 +83,7 @@ class GroupSpec:
     input_path: Path | None = None  # stdin (default: /dev/null)
     cap: int | None = None  # bytes of output kept in the log (None: `log_cap()`)
     sandbox: Sandbox | None = None  # run under bubblewrap (forge/base/sandbox.py)
-    # The code host's tokens (GH_TOKEN, ...) reach the command: the person's own
-    # notify command only, never a task's, a check's or a lane's.
-    tokens: bool = False
+    tokens: bool = False  # the code host's tokens reach it (only the person's notify)
 
     def log(self, line: str) -> None:
         append_line(self.log_path, line)
@@ -332,7 +330,8 @@ def run_group(
     if not spec.cwd.is_absolute():
         raise ValueError(f"cwd must be absolute: {spec.cwd}")
     spec.log_path.parent.mkdir(parents=True, exist_ok=True)
-    whole: dict[str, str] | None = None
+    tag = {TAG_VAR: spec.tag} if spec.tag else {}
+    env = proc.command_env({**(spec.env or {}), **tag}, tokens=spec.tokens)
     with contextlib.ExitStack() as outer:
         args = list(spec.argv) if not isinstance(spec.argv, str) else []
         if spec.sandbox is not None:
@@ -340,8 +339,8 @@ def run_group(
             outer.callback(shutil.rmtree, tmp, ignore_errors=True)
             if isinstance(spec.argv, str):
                 args = proc.shell_args(spec.argv, stack=outer, folder=tmp, seen_as="/tmp")
-            wrapped = spec.sandbox.wrap(args, tmp=tmp, env=_start_env(spec))
-            args, whole = wrapped.argv, wrapped.env
+            wrapped = spec.sandbox.wrap(args, tmp=tmp, env=env)  # bwrap starts with it
+            args, env = wrapped.argv, wrapped.env
         elif isinstance(spec.argv, str):
             args = proc.shell_args(spec.argv, stack=outer)
         group = cgroups.for_command(spec.tag)
@@ -349,18 +348,18 @@ def run_group(
             args = group.wrap(args)
             outer.callback(group.remove)
             outer.callback(cgroups.empty, group, spec.log)  # runs first: escapees of every kind
-        return _run_group(replace(spec, argv=args), stop=stop, on_start=on_start, whole=whole)
+        return _run_group(replace(spec, argv=args), env, stop=stop, on_start=on_start)
 
 
 def _run_group(
     spec: GroupSpec,
+    env: Mapping[str, str],
     *,
     stop: threading.Event | None,
     on_start: Callable[[int], None] | None,
-    whole: Mapping[str, str] | None = None,
 ) -> GroupResult:
     started = time.monotonic()
-    spawned = _spawn(spec, whole)
+    spawned = _spawn(spec, env)
     if spawned is None:
         return GroupResult(127, False, False, time.monotonic() - started, 0)
     child, drain = spawned
@@ -373,8 +372,7 @@ def _run_group(
         # Daemons the leader left behind must not outlive the run.
         left: tuple[str, ...] = ()
         if found := _survivors(pgid, spec.tag, None, spec.cwd):
-            # The sandbox's own bwrap, still tearing its namespace down (what ran
-            # inside ends with it): forge's, never the command's leftover.
+            # bwrap tearing its namespace down is forge's, not the command's leftover
             named = [p for p in found if spec.sandbox is None or _comm(p) != "bwrap"]
             if named and not (stopped or timed_out):
                 left = tuple(describe(pid) for pid in named)
@@ -398,26 +396,11 @@ def _run_group(
     return replace(result, last_output=drain.last_output)
 
 
-def _start_env(spec: GroupSpec) -> dict[str, str]:
-    """The command's whole environment: forge's cleaned one, the spec's on top, its
-    tag, and none of the code host's tokens unless the spec keeps them."""
-    env = clean_env(spec.env)
-    if spec.tag:
-        env[TAG_VAR] = spec.tag
-    if not spec.tokens:
-        for name in proc.HOST_TOKENS:
-            env.pop(name, None)
-    return env
-
-
-def _spawn(
-    spec: GroupSpec, whole: Mapping[str, str] | None = None
-) -> tuple[subprocess.Popen[bytes], Drain] | None:
-    """Start the leader in a new session (with `whole` as its environment, by default
-    `_start_env`'s), its output into a pipe the drain (not yet started) copies to the
-    log; None (and the reason in the log) when the command cannot be started at all."""
+def _spawn(spec: GroupSpec, env: Mapping[str, str]) -> tuple[Popen[bytes], Drain] | None:
+    """Start the leader in a new session with the whole environment `env`, its output
+    into a pipe the drain (not yet started) copies to the log; None (and the reason
+    in the log) when the command cannot be started at all."""
     args = ["bash", "-c", spec.argv] if isinstance(spec.argv, str) else list(spec.argv)
-    env = dict(whole) if whole is not None else _start_env(spec)
     read_end, write_end = os.pipe()
     drain = Drain(read_end, spec.log_path, log_cap(spec.cap))
     with contextlib.ExitStack() as stack:
@@ -432,7 +415,7 @@ def _spawn(
                 child = subprocess.Popen(
                     args,
                     cwd=spec.cwd,
-                    env=env,
+                    env=dict(env),
                     stdin=stdin,
                     stdout=write_end,
                     stderr=subprocess.STDOUT,

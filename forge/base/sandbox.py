@@ -11,7 +11,7 @@ of the sockets the environment names, whose variables are dropped (the plan's
 `sockets = [...]` passes one). bwrap starts with the command's final environment
 (it is pid 1 inside, and its /proc/1/environ is readable there), the person's
 credential files are covered and git's global config is a copy without credential
-helpers (forge/base/credentials.py). A verification lane or a task's check has no
+helpers (`secrets`, `git_configs`). A verification lane or a task's check has no
 network unless it says `network = true`; an agent keeps it (it needs its API).
 The process group is shared (`--new-session` would take the command out of it);
 bubblewrap's end KILLs its pid namespace, so forge sends TERM to the processes
@@ -31,7 +31,7 @@ import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from forge.base import credentials, seal
+from forge.base import seal
 from forge.errors import ForgeError
 from forge.frozen import frozen
 
@@ -260,16 +260,19 @@ def _credentials(
     file) and show git's global configuration without its credential helpers."""
     home = Path.home()
     out: list[tuple[Path, list[str]]] = []
-    for path in credentials.secrets(home):
+    for path in secrets(home):
         real = path.resolve()
         if not _shown(real, bound):
             continue
         cover = ["--tmpfs", str(real)] if real.is_dir() else ["--ro-bind", "/dev/null", str(real)]
         out.append((real, cover))
-    for i, path in enumerate(credentials.git_configs(home, env)):
+    copies = tmp / ".forge-home"  # seen read-only at /tmp/.forge-home too
+    for i, path in enumerate(git_configs(home, env)):
         if _shown(path, bound):
-            copy = credentials.without_helpers(path, tmp / ".forge-home" / f"gitconfig-{i}")
+            copy = without_helpers(path, copies / f"gitconfig-{i}")
             out.append((path, ["--ro-bind", str(copy), str(path)]))
+    if out and copies.is_dir():
+        out.append((Path("/tmp/.forge-home"), ["--ro-bind", str(copies), "/tmp/.forge-home"]))
     return out
 
 
@@ -372,3 +375,92 @@ class Sandbox:
                 elif not path.is_dir() and path not in passed:
                     mounts.append((path, ["--ro-bind", "/dev/null", str(path)]))
         return unset, passed
+
+
+# -- the person's credentials, out of the sandbox's sight -------------------------
+
+# Relative to the home folder: keys, tokens and the stores credential helpers read.
+SECRETS = (
+    ".ssh",
+    ".gnupg",
+    ".git-credentials",
+    ".config/git/credentials",
+    ".netrc",
+    ".config/gh",
+    ".config/hub",
+    ".config/glab-cli",
+    ".aws",
+    ".azure",
+    ".config/gcloud",
+    ".docker",
+    ".kube",
+    ".pypirc",
+    ".cargo/credentials",
+    ".cargo/credentials.toml",
+    ".gem/credentials",
+    ".vault-token",
+    ".password-store",
+    ".local/share/keyrings",
+    ".terraform.d/credentials.tfrc.json",
+)
+
+
+def secrets(home: Path) -> list[Path]:
+    """The credential files and folders that exist under `home`."""
+    return [home / name for name in SECRETS if (home / name).exists()]
+
+
+def git_configs(home: Path, env: Mapping[str, str]) -> list[Path]:
+    """git's global configuration files that exist (each as the file it really is:
+    a bind covers the target, not a link to it)."""
+    xdg = Path(env.get("XDG_CONFIG_HOME") or home / ".config")
+    found = [xdg / "git" / "config", home / ".gitconfig"]
+    if env.get("GIT_CONFIG_GLOBAL"):
+        found.append(Path(env["GIT_CONFIG_GLOBAL"]).expanduser())
+    out: list[Path] = []
+    for path in found:
+        real = path.resolve()
+        if real.is_file() and real not in out:
+            out.append(real)
+    return out
+
+
+def without_helpers(path: Path, into: Path) -> Path:
+    """Write into `into` a copy of the git config `path` without its credential
+    sections and extra HTTP headers; the copy's path."""
+    st = path.stat()
+    data = _sanitized(str(path), st.st_size, st.st_mtime_ns)
+    into.parent.mkdir(parents=True, exist_ok=True)
+    into.write_bytes(data)
+    return into
+
+
+@functools.lru_cache(maxsize=16)
+def _sanitized(path: str, _size: int, _mtime: int) -> bytes:
+    """The sanitized bytes of the config at `path` (cached while it is unchanged)."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="forge-gitconfig-") as where:
+        copy = Path(where) / "config"
+        copy.write_bytes(Path(path).read_bytes())
+        names = _git(copy, "--name-only", "--list").splitlines()
+        sections = sorted({n.rsplit(".", 1)[0] for n in names if n.startswith("credential.")})
+        for section in sections:
+            _git(copy, "--remove-section", section)
+        for name in {n for n in names if n.lower().endswith(".extraheader")}:
+            _git(copy, "--unset-all", name)
+        return copy.read_bytes()
+
+
+def _git(config: Path, *args: str) -> str:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    env["GIT_CONFIG_NOSYSTEM"] = "1"
+    cp = subprocess.run(
+        ["git", "config", "--file", str(config), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
+    return cp.stdout

@@ -30,11 +30,11 @@ def main(argv: list[str] | None = None) -> NoReturn:
     except KeyboardInterrupt:
         _fail("interrupted", ExitCode.INTERRUPTED, as_json="--json" in args)
     except OSError as exc:
-        from forge.base import diskfull
+        from forge.base.files import DiskFull, is_full
 
-        if not diskfull.is_full(exc):
+        if not is_full(exc):
             raise
-        full = diskfull.DiskFull(exc, resume=f"`forge {args[0]}`" if args else "it")
+        full = DiskFull(exc, resume=f"`forge {args[0]}`" if args else "it")
         _fail(full.message, full.code, as_json="--json" in args)
     finally:
         # The process ends: no last collection of all it made (25-40 ms); exit handlers run.

@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 from typing import TypedDict
 
-from forge.base import cgroups, credentials, sandbox, seal
+from forge.base import cgroups, sandbox, seal
 
 
 class Facts(TypedDict):
@@ -57,7 +57,7 @@ def facts() -> Facts:
         "cgroup": str(cgroups.delegated() or "") or None,
         "fallbacks": fallbacks(usable, found),
         "mode": _mode(usable),
-        "covered": [str(p) for p in credentials.secrets(Path.home())],
+        "covered": [str(p) for p in sandbox.secrets(Path.home())],
         "limits": LIMITS if usable else [LIMITS[1]],
     }
 

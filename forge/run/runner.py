@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from forge.base import diskfull, procgroup, sandbox
+from forge.base import procgroup, sandbox
 from forge.base.clock import now_iso
-from forge.base.files import plan_lock
+from forge.base.files import DiskFull, is_full, plan_lock
 from forge.errors import ExitCode, ForgeError
 from forge.frozen import frozen
 from forge.git import gitfiles, snapshot, worktrees
@@ -140,16 +140,16 @@ def run_plan(
             gate = _dispatch(ctx, recorded, options, integration, config, around)
             _conclude(ctx, report, options, gate=gate, on_event=on_event)
         except Exception as exc:
-            if not diskfull.is_full(exc):
+            if not is_full(exc):
                 _close_state(repo, state, store, started, before, kept)
                 raise
             # The disk is full: what can still be written is, and the pause (which
             # names the folder) is what the person reads, not the next write's error.
             with contextlib.suppress(OSError, ForgeError):
                 _close_state(repo, state, store, started, before, kept)
-            if isinstance(exc, diskfull.DiskFull):
+            if isinstance(exc, DiskFull):
                 raise
-            raise diskfull.DiskFull(exc, resume="`forge run`", where=repo.state.root) from exc
+            raise DiskFull(exc, resume="`forge run`", where=repo.state.root) from exc
         except BaseException:
             _close_state(repo, state, store, started, before, kept)
             raise

@@ -39,7 +39,7 @@ from forge.frozen import frozen
 from forge.git.contained import ceiling_env
 from forge.git.repo import Repository, short_sha
 from forge.plan.repo_config import VerifyConfig
-from forge.verify import environment, pool, quarantine, reports, testdb
+from forge.verify import environment, offline, pool, quarantine, reports, testdb
 from forge.verify import records as verify_records
 from forge.verify.checkout import Checkout, check_key, checkout_path, key_lock, prepare
 from forge.verify.failures import Failure, failures_from_log
@@ -111,12 +111,9 @@ def verify_commit(
     ask: Ask = Ask(),
 ) -> VerifyRecord:
     """Verify the commit `rev` names, as `ask` says; the record is stored before
-    it is returned.
-
-    `key` names the verification (a plan name, `cli`, `hook`): one verification
-    per key at a time (Busy otherwise), in a member of the verification pool
-    (forge/verify/pool.py) shared by every key with the same setup and env.
-    """
+    it is returned. `key` names the verification (a plan name, `cli`, `hook`): one
+    verification per key at a time (Busy otherwise), in a member of the verification
+    pool (forge/verify/pool.py) shared by every key with the same setup and env."""
     force = ask.force
     remember, remembered_fail = ask.remember, ask.remembered_fail
     emit: Emit = ask.on_event or (lambda _msg: None)
@@ -430,6 +427,7 @@ def _run_lane(lane: _Lane, command: str) -> LaneResult:
             break
     result = LaneResult(name, command, verdict, tuple(runs))
     emit(f"lane {name}: {verdict} ({result.reason})")
+    offline.say(result, emit, cut_off=lane.box is not None and not lane.box.network)
     return result
 
 

@@ -10,7 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from forge.base import procgroup
-from forge.base.sandbox import SETUP_CACHE, Sandbox
+from forge.base.sandbox import Sandbox
 from forge.git.contained import Contained, ceiling_env, is_contained
 from forge.git.repo import Repository
 from forge.run.state.folders import agent_state_dir
@@ -26,12 +26,10 @@ def sandbox_for(
     writable: tuple[Path, ...] = (),
     network: bool = True,
     sockets: tuple[str, ...] = (),
-    cache: bool = False,
 ) -> Sandbox:
     """The sandbox of a command run in the slot `cwd` (when the run has one): the
     slot, forge's per-plan agent state folder and `writable` may be written; the
-    network is there when `network`, and the `sockets` the plan passes; `cache`
-    (setup's): the usual cache variables point into a folder of forge's."""
+    network is there when `network`, and the `sockets` the plan passes."""
     state_dir = agent_state_dir(repo, logs.parent.name)  # the agents' own state (agent_env)
     state_dir.mkdir(parents=True, exist_ok=True)
     return Sandbox(
@@ -39,7 +37,6 @@ def sandbox_for(
         readable=(repo.root, repo.common_dir),
         network=network,
         sockets=sockets,
-        cache=repo.state.root / SETUP_CACHE if cache else None,
     )
 
 

@@ -7,11 +7,12 @@ from __future__ import annotations
 import threading
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from forge.base import logs, procgroup
+from forge.base.sandbox import SETUP_CACHE
 from forge.frozen import frozen
 from forge.plan.model import Task
 from forge.run.attempt.confinement import run_contained, sandbox_for
@@ -165,8 +166,9 @@ def group(
             writable=c.writable,
             network=c.network,
             sockets=ctx.plan.sockets,
-            cache=c.cache,
         )
+        if c.cache:  # setup's: the usual cache variables point into a folder of forge's
+            sandbox = replace(sandbox, cache=ctx.repo.state.root / SETUP_CACHE)
     spec = procgroup.GroupSpec(
         c.argv,
         cwd=cwd,

@@ -17,8 +17,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from forge.base import diskfull, faults
-from forge.base.files import atomic_write_text
+from forge.base import faults
+from forge.base.files import DiskFull, atomic_write_text, is_full
 from forge.git import gitfiles
 from forge.git import merge as integrate
 from forge.git.contained import Tampered
@@ -93,12 +93,12 @@ def run_attempt(
     except Tampered as exc:
         outcome = Outcome(Status.FAILED, messages.broken_git(exc))
     except Exception as exc:  # a bug or an unexpected git failure: record, don't lose state
-        if diskfull.is_full(exc):
+        if is_full(exc):
             # Nobody's failure: the run pauses, this attempt spent nothing.
             ctx.stop.set()
             with contextlib.suppress(OSError):
                 _finish(scope, Outcome(Status.INTERRUPTED, messages.DISK_FULL), started)
-            raise diskfull.DiskFull(exc, resume="`forge run`") from exc
+            raise DiskFull(exc, resume="`forge run`") from exc
         outcome = Outcome(Status.FAILED, _keep_traceback(attempt_dir, exc))
     except BaseException as exc:
         # Ctrl-C or SystemExit reaching this thread stops the run; it is not the

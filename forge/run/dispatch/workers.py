@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 from types import TracebackType
 from typing import TYPE_CHECKING
 
-from forge.base.diskfull import DiskFull
+from forge.base.files import DiskFull
 from forge.base.text import one_line
 from forge.errors import ForgeError
 from forge.plan.model import Task

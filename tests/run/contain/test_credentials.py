@@ -83,7 +83,8 @@ def test_a_sandboxed_task_reads_none_of_the_persons_credentials(
         "~/.aws/credentials > read.txt 2>/dev/null; "
         "git config --global --get-all credential.helper > helper.txt; "
         "git config --global --get-regexp 'credential|extraheader' >> helper.txt; "
-        "git config --global user.name > name.txt; echo x >> ~/.gitconfig || echo ro > ro.txt"
+        "git config --global user.name > name.txt; echo x >> ~/.gitconfig || echo ro > ro.txt; "
+        "for f in /tmp/.forge-home/*; do echo x >> $f || echo ro > ro2.txt; done"
     )
     cp = plan_and_run(repo, write_plan(tmp_path, _task(run, boxed=True)))
     assert cp.returncode == 0, cp.stdout + cp.stderr
@@ -91,6 +92,7 @@ def test_a_sandboxed_task_reads_none_of_the_persons_credentials(
     assert _merged(repo, "helper.txt") == ""
     assert _merged(repo, "name.txt") == "Me"  # the rest of the config is there
     assert _merged(repo, "ro.txt") == "ro"
+    assert _merged(repo, "ro2.txt") == "ro"  # nor the copy it is bound from
     assert "helper = store" in (home / ".gitconfig").read_text()  # the person's is untouched
 
 
