@@ -59,3 +59,14 @@ SpecStats.model_mismatches
 CandidateRow.cost_known
 DataclassInstance  # forge/frozen.py: the type its cast names (in a string)
 _assigns_a_field  # tests/test_frozen.py: read by mypy, never called
+from forge.commands.tests import KnownTest
+
+KnownTest.flaky_on  # a TypedDict key, written whole as --json
+# forge's pytest plugin: pytest calls its hooks by name
+from forge.verify.pytest_plugin import forge_lane_report
+
+forge_lane_report.pytest_collection_modifyitems
+forge_lane_report.pytest_testnodedown
+forge_lane_report.pytest_runtest_logreport
+forge_lane_report.pytest_collectreport
+forge_lane_report.pytest_sessionfinish

@@ -27,6 +27,7 @@ import best_of
 import cluster
 import fastpath
 import flaky
+import flaky_seeds
 import gate
 import hermetic
 import live
@@ -54,6 +55,7 @@ BENCHES: dict[str, Callable[[Context], list[Figure]]] = {
     "gate-parallel": gate.speculation,
     "gate-window": window.run,
     "flaky": flaky.run,
+    "flaky-seeds": flaky_seeds.run,
     "cluster": cluster.run,
     "routing": routing.run,
     "hermetic": hermetic.run,

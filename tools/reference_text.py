@@ -143,6 +143,8 @@ ENVIRONMENT: dict[str, str] = {
     "FORGE_TASK": "set by forge for a task's commands: the task's id",
     "FORGE_WORKTREE": "set by forge for an agent: its worktree",
     "FORGE_PROC_TAG": "set by forge for every command: finds its processes after a crash",
+    "FORGE_LANE_DESELECT": "set by forge for a pytest lane: the forgiven tests' exact ids its plugin leaves out, one a line",
+    "FORGE_LANE_REPORT_FD": "set by forge for a pytest lane: the file descriptor its plugin writes the test report to",
     "FORGE_WORKER_PID": "set by forge on a cluster worker: the worker's process",
     "FORGE_FEEDBACK_FILE": "set by forge on a retry: the last failure, for the agent to read",
     "FORGE_REVIEW_FILE": "set by forge for a reviewer: where to write its verdict",

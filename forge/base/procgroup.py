@@ -83,6 +83,7 @@ class GroupSpec:
     input_path: Path | None = None  # stdin (default: /dev/null)
     cap: int | None = None  # bytes of output kept in the log (None: `log_cap()`)
     sandbox: Sandbox | None = None  # run under bubblewrap (forge/base/sandbox.py)
+    pass_fds: tuple[int, ...] = ()  # file descriptors the command inherits
     tokens: bool = False  # the code host's tokens reach it (only the person's notify)
 
     def log(self, line: str) -> None:
@@ -420,6 +421,7 @@ def _spawn(spec: GroupSpec, env: Mapping[str, str]) -> tuple[Popen[bytes], Drain
                     stdout=write_end,
                     stderr=subprocess.STDOUT,
                     start_new_session=True,
+                    pass_fds=spec.pass_fds,
                 )
                 _popen_pids.add(child.pid)
         except OSError as exc:

@@ -55,4 +55,4 @@ def tests(
     if as_json:
         emit_json(rows)
     else:
-        answer(view.render(rows))
+        answer([*view.render(rows), *view.ignored_rows(repo)])

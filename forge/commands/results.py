@@ -64,6 +64,13 @@ def report_data(report: RunReport, prices: Prices | None = None) -> dict[str, ob
         "wall_seconds": report.state.wall_seconds,
         "gate_verifications": report.gate_runs,  # verifications the gate ran (None: no gate)
         "gate_subset_runs": report.gate_subset_runs,  # runs of some tests only
+        # the forgiven tests the verdict's whole run left out, each with why
+        "forgiven": []
+        if report.verification is None
+        else [
+            {"lane": lane, "test": test, "why": why}
+            for lane, test, why in report.verification.deselected
+        ],
         # what the head fails already
         "pre_existing": None if pre_existing is None else pre_existing.to_dict(),
         "touched": report.state.touched,

@@ -33,6 +33,10 @@ class KnownTest(TypedDict):
     runs: int
     failures: int
     flaky: bool
+    # where it passed and failed on one tree: "landed" (the integration head, the
+    # base, a commit a person or a hook verified: it is quarantined), "candidate" (a
+    # change the gate judged: evidence for that change's verdict alone), None
+    flaky_on: str | None
     flake_rate: float | None  # None: not flaky
     quarantined: bool
     why: str | None
@@ -56,13 +60,15 @@ def tests_data(
     for tally in tallies:
         by_lane.setdefault(tally.lane, []).append(tally)
     out: list[KnownTest] = []
+    on_candidates = testdb.flaky_since(repo.state, on="candidate")
     for lane, rows in by_lane.items():
         standing = quarantine.standings(repo, pol, lane, [t.test for t in rows])
         for t in rows:
             s = standing[t.test]
+            on = "landed" if s.flaky else "candidate" if (lane, t.test) in on_candidates else None
             last = t.last_failure
             failed_last = last is not None and last[3] >= t.last_seen
-            if (flaky and not s.flaky) or (failing and not failed_last):
+            if (flaky and on is None) or (failing and not failed_last):
                 continue
             out.append(
                 {
@@ -70,8 +76,9 @@ def tests_data(
                     "lane": lane,
                     "runs": t.runs,
                     "failures": t.failures,
-                    "flaky": s.flaky,
-                    "flake_rate": _rate(t) if s.flaky else None,
+                    "flaky": on is not None,
+                    "flaky_on": on,
+                    "flake_rate": _rate(t) if on is not None else None,
                     "quarantined": s.quarantined,
                     "why": s.why or None,
                     "last_failure": None
@@ -100,7 +107,7 @@ def render(rows: list[KnownTest]) -> list[str]:
         return ["no test runs recorded yet (forge records them at each verification)"]
     table = []
     for r in rows:
-        flaky = f"yes ({r['flake_rate']:.0%})" if r["flaky"] else "no"
+        flaky = f"{r['flaky_on']} ({r['flake_rate']:.0%})" if r["flaky"] else "no"
         held = f"yes ({r['why']})" if r["quarantined"] else "no"
         last = r["last_failure"]
         failed = "-" if last is None else f"{short_sha(last['tree'])} {last['message'][:60]}"
@@ -129,6 +136,18 @@ def render(rows: list[KnownTest]) -> list[str]:
     lines = text_table(heads, table)
     logs = [f"  {r['test']}: log {last['log']}" for r in rows if (last := r["last_failure"])]
     return [*lines, *(["", "last failures' logs:", *logs] if logs else [])]
+
+
+def ignored_rows(repo: Repository) -> list[str]:
+    """A line naming the history's rows forge did not write (they are ignored)."""
+    n = testdb.unsealed(repo.state)
+    if not n:
+        return []
+    return [
+        "",
+        f"ignored: {n} row(s) of {testdb.path_of(repo.state)} that forge did not write "
+        "(a person's word is given with --quarantine and --release)",
+    ]
 
 
 def word(repo: Repository, test: str, what: str) -> str:

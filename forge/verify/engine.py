@@ -19,31 +19,27 @@ person's retry again).
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import itertools
 import os
 import shutil
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from datetime import UTC, datetime
-from pathlib import Path
 
-from forge.base import logs as logfiles
 from forge.base import proc, procgroup
-from forge.base.sandbox import SETUP_CACHE, Sandbox
+from forge.base.sandbox import Sandbox
 from forge.base.text import one_line
 from forge.frozen import frozen
-from forge.git.contained import ceiling_env
 from forge.git.repo import Repository, short_sha
 from forge.plan.repo_config import VerifyConfig
-from forge.verify import environment, offline, pool, quarantine, reports, testdb
+from forge.verify import environment, pool, quarantine, reports
 from forge.verify import records as verify_records
 from forge.verify.checkout import Checkout, check_key, checkout_path, key_lock, prepare
-from forge.verify.failures import Failure, failures_from_log
+from forge.verify.failures import Failure
 from forge.verify.flakes import Fixed, Reruns
+from forge.verify.lane import Lane, lane_tag, run_lane
 from forge.verify.records import LaneResult, LaneRun, Verdict, VerifyRecord, worst
 
 __all__ = [
@@ -59,6 +55,7 @@ __all__ = [
 ]
 
 Emit = Callable[[str], None]
+Forgiven = Mapping[str, Mapping[str, str]]  # lane -> test id -> why it is forgiven
 
 
 def cached_verdict(repo: Repository, tree: str, config: VerifyConfig) -> VerifyRecord | None:
@@ -67,11 +64,6 @@ def cached_verdict(repo: Repository, tree: str, config: VerifyConfig) -> VerifyR
 
 def latest_record(repo: Repository, key: str) -> VerifyRecord | None:
     return verify_records.latest(repo.state, key)
-
-
-def lane_tag(repo: Repository, key: str, lane: str) -> str:
-    """The FORGE_PROC_TAG of a lane's processes: finds them even after a crash."""
-    return f"forge-verify:{repo.common_dir}:{key}:{lane}"
 
 
 def _new_id(commit: str) -> str:
@@ -90,6 +82,11 @@ class Ask:
     of the same tree and config answers too (a person's `forge verify`, the hooks),
     not only a PASS or FLAKY. `on_stage` hears what a lane starts, in a few words
     (`setup of lane unit`, `lane unit run 2 of at most 3`), for a view of what runs now.
+    `forgive`: tests forgiven beside the quarantined ones (the gate's: already failing
+    on the integration head), left out of the run by their exact ids where the lane
+    can; they never turn a failing exit into a pass. `candidate`: the commit is a
+    candidate not yet landed (the gate's), so a test seen to pass and fail on it is
+    evidence for its own verdict only, never a quarantine for the repository.
     """
 
     force: bool = False
@@ -99,6 +96,26 @@ class Ask:
     remember: bool = True
     remembered_fail: bool = False
     on_stage: Emit | None = None
+    forgive: Forgiven | None = None
+    candidate: bool = False
+    chosen: bool = False  # a run of chosen tests (the gate's subsets): nothing left out
+
+
+def forgiven_tests(repo: Repository, config: VerifyConfig, ask: Ask) -> dict[str, dict[str, str]]:
+    """Each lane's forgiven tests now, and why: the quarantined ones and `ask`'s."""
+    out: dict[str, dict[str, str]] = {}
+    extra = ask.forgive or {}
+    if ask.chosen:
+        return out
+    for name, _cmd in config.lanes:
+        held = quarantine.held(repo, config, name)
+        out[name] = {**held, **{t: why for t, why in extra.get(name, {}).items() if t not in held}}
+    return out
+
+
+def _still_forgiven(record: VerifyRecord, forgiven: Forgiven) -> bool:
+    """A remembered verdict answers only while every test it left out is forgiven."""
+    return all(t in forgiven.get(lane, {}) for lane, t, _why in record.deselected)
 
 
 def verify_commit(
@@ -138,6 +155,7 @@ def verify_commit(
         return base
     config = replace(config, sandboxed=ask.sandbox)  # the mode is part of the verdict's key
     base = replace(base, config_hash=config.fingerprint())
+    forgiven = forgiven_tests(repo, config, ask)
     if not force:
         found = verify_records.lookup(repo.state, tree, config.fingerprint())
         if found.ignored:
@@ -145,6 +163,9 @@ def verify_commit(
                 f"a remembered verdict of tree {short_sha(tree)} was ignored ({found.ignored}): verifying"
             )
         hit = found.record
+        if hit is not None and not _still_forgiven(hit, forgiven):
+            emit(f"a remembered verdict of tree {short_sha(tree)} left out tests forgiven no more")
+            hit = None
         if hit is None and remembered_fail:
             hit = verify_records.lookup(repo.state, tree, config.fingerprint(), failed=True).record
         if hit is not None:
@@ -161,7 +182,7 @@ def verify_commit(
     else:
         procgroup.become_subreaper()  # orphaned grandchildren of lanes come back to be reaped
         with key_lock(repo, key), pool.checkouts_for(repo, key, config) as place:
-            lanes = _run_lanes(repo, base, config, place, stop, ask)
+            lanes = _run_lanes(repo, base, config, place, stop, replace(ask, forgive=forgiven))
         record = replace(
             base,
             lanes=lanes,
@@ -226,14 +247,11 @@ def _run_lanes(
             if co is None:
                 results[name] = LaneResult(name, command, Verdict.INTERRUPTED, ())
             else:
-                # The reports forge asks for are written beside the lane's logs: in the
-                # sandbox that folder must exist to be writable (and goes when empty).
-                made = reports.reports_dir(verify_records.logs_dir(repo.state, base.id) / "x")
-                box = _lane_box(repo, co, name in config.networked, made) if sandbox else None
-                lane = _Lane(repo, base, config, co, name, stop, emit, box, policy, stage)
-                results[name] = _run_lane(lane, command)
-                with contextlib.suppress(OSError):
-                    made.rmdir()
+                box = _lane_box(repo, co, name in config.networked) if sandbox else None
+                lane = Lane(repo, base, config, co, name, stop, emit, box, policy, stage)
+                forgiven = None if ask.chosen else dict((ask.forgive or {}).get(name, {}))
+                lane = replace(lane, forgiven=forgiven, candidate=ask.candidate)
+                results[name] = run_lane(lane, command)
         except BaseException as exc:  # noqa: BLE001 re-raised by the caller's thread after the join
             errors.append(exc)
             results[name] = LaneResult(name, command, Verdict.FAIL, ())
@@ -253,12 +271,13 @@ def _run_lanes(
     return tuple(results[name] for name, _cmd in config.lanes)
 
 
-def _lane_box(repo: Repository, co: Checkout, network: bool, reports: Path) -> Sandbox:
-    """A lane writes only its checkout and the folder of the reports forge asked for:
-    no agent folder, no network unless the lane says `network = true` (its setup
-    keeps it: see _Lane.run)."""
-    reports.mkdir(parents=True, exist_ok=True)  # (a folder bound must exist)
-    return Sandbox((co.path, reports), (repo.root, repo.common_dir), agents=False, network=network)
+def _lane_box(repo: Repository, co: Checkout, network: bool) -> Sandbox:
+    """A lane writes only its checkout (forge's test report goes to a file descriptor
+    it inherits): no agent folder, no network unless the lane says `network = true`
+    (its setup keeps it: see forge/verify/lane.py). forge's pytest plugin is read where forge
+    is installed, which the sandbox's private /tmp may cover."""
+    readable = (repo.root, repo.common_dir, reports.PLUGIN_DIR)
+    return Sandbox((co.path,), readable, agents=False, network=network)
 
 
 def _unmade(
@@ -287,204 +306,6 @@ def _unmade(
         failures=(Failure(name, "", said),),
     )
     return LaneResult(name, command, Verdict.FAIL, (run,))
-
-
-@frozen
-class _Lane:
-    """One lane of one verification: where its commands run and how."""
-
-    repo: Repository
-    base: VerifyRecord
-    config: VerifyConfig
-    co: Checkout
-    name: str
-    stop: threading.Event
-    emit: Emit
-    box: Sandbox | None
-    policy: Reruns  # whether a failed run is run again
-    stage: Emit | None = None  # hears what the lane starts (verify_commit's on_stage)
-
-    def run(
-        self, kind: str, command: str, *, log: Path, timeout: float | None, n: int = 0
-    ) -> LaneRun:
-        """Run `command` in the lane's checkout, in a process group of its own; a
-        checkout the command changed is restored (the run records what changed), and
-        a failing run names the failing tests its report (else its log) shows. Each
-        test's outcome goes into the history (run `n` of the lane; 0: setup)."""
-        co = self.co
-        env = environment.expand(self.config.env, co.path)
-        report = reports.Report.of(self.config, self.name, command, co.path, log) if n else None
-        if report is not None:
-            env = report.env(env)
-            report.clear()
-        before = co.fingerprint()
-        co.begin_run()
-        res = procgroup.run_group(
-            procgroup.GroupSpec(
-                command,
-                cwd=co.path,
-                log_path=log,
-                env={**self.repo.settings.child_env(), **ceiling_env(co.path), **env},
-                timeout=timeout,
-                grace=self.config.grace,
-                tag=lane_tag(self.repo, self.base.key, self.name),
-                # Setup installs what the lane needs: it keeps the network.
-                sandbox=replace(self.box, network=True, cache=self.repo.state.root / SETUP_CACHE)
-                if self.box and kind == "setup"
-                else self.box,
-            ),
-            stop=self.stop,
-        )
-        if res.left:
-            self.emit(f"lane {self.name}: left processes running, stopped: {', '.join(res.left)}")
-        tests = report.read() if report is not None else None
-        changed = co.fingerprint().changes_since(before)
-        if changed:
-            co.restore(self.base.commit)
-        co.end_run()
-        failed = res.returncode != 0 and not (res.timed_out or res.stopped)
-        failures = _failures(self.name, log) if failed and kind != "setup" else ()
-        if failed and tests is not None:
-            failures = reports.failures_of(self.name, tests, failures)
-        run = LaneRun(
-            kind=kind,
-            exit_code=res.returncode,
-            duration=round(res.duration, 3),
-            changed=tuple(changed),
-            log=str(log),
-            timed_out=res.timed_out,
-            stopped=res.stopped,
-            timeout=timeout,
-            failures=failures,
-            tests=None if tests is None else sum(t.outcome != "skipped" for t in tests),
-        )
-        if report is not None and not (res.stopped or changed):
-            where = testdb.RunOf(
-                self.base.id, self.base.key, self.name, self.base.tree, n, kind, str(log)
-            )
-            testdb.record(self.repo.state, where, reports.outcomes(tests, failures))
-            none = "" if res.timed_out else report.ran_none(tests, log, res.returncode)
-            if none and report.allow_empty:
-                run = replace(run, allowed_empty=True, failures=())
-            elif none:
-                run = replace(run, empty=none, failures=())
-        return run
-
-
-def _run_lane(lane: _Lane, command: str) -> LaneResult:
-    name, emit, co = lane.name, lane.emit, lane.co
-    runs: list[LaneRun] = []
-    verdict = Verdict.INTERRUPTED
-    logs = verify_records.logs_dir(lane.repo.state, lane.base.id)
-    failed_setup = _setup(lane)
-    if failed_setup is not None:
-        verdict = Verdict.INTERRUPTED if failed_setup.stopped else Verdict.FAIL
-        result = LaneResult(name, command, verdict, (failed_setup,))
-        emit(f"lane {name}: {verdict} ({result.reason})")
-        return result
-    for n in itertools.count(1):
-        if lane.stop.is_set():
-            verdict = Verdict.INTERRUPTED
-            break
-        kind = "initial" if n == 1 else "rerun"
-        if n > 1:
-            # What the failed run left must not decide the rerun (it set no index
-            # flag: that would have changed its checkout, and it would not be rerun).
-            co.restore(lane.base.commit, unflag=False)
-            failed_setup = _setup(lane)  # setup's products as setup left them
-            if failed_setup is not None:
-                runs.append(failed_setup)
-                verdict = Verdict.INTERRUPTED if failed_setup.stopped else Verdict.FAIL
-                break
-        log = logs / f"{name}-{n}.log"
-        emit(f"lane {name}: {kind} run {n} started (log {log})")
-        if lane.stage is not None:
-            most = lane.config.reruns + 1
-            lane.stage(f"lane {name} run {n}" + (f" of at most {most}" if most > 1 else ""))
-        run = lane.run(kind, command, log=log, timeout=lane.config.timeout, n=n)
-        if run.stopped:
-            runs.append(run)
-            verdict = Verdict.INTERRUPTED
-            break
-        if run.changed:
-            runs.append(run)
-            emit(f"lane {name}: the run changed the checkout: {', '.join(run.changed[:8])}")
-            verdict = Verdict.FAIL
-            break
-        run = _forgiven(lane, run)
-        runs.append(run)
-        if run.empty:
-            verdict = Verdict.EMPTY
-            break
-        passed = run.exit_code == 0 or run.allowed_empty or (run.quarantined and not run.failures)
-        if passed and not run.timed_out:
-            verdict = Verdict.PASS if n == 1 else Verdict.FLAKY
-            break
-        why = run.outcome + "".join(f": {f.describe()}" for f in run.failures[:1])
-        emit(f"lane {name}: run {n} failed ({why})")
-        verdict = Verdict.FAIL
-        if not lane.policy.again(name, runs):
-            break
-    result = LaneResult(name, command, verdict, tuple(runs))
-    emit(f"lane {name}: {verdict} ({result.reason})")
-    offline.say(result, emit, cut_off=lane.box is not None and not lane.box.network)
-    return result
-
-
-def _forgiven(lane: _Lane, run: LaneRun) -> LaneRun:
-    """A failed run's quarantined failing tests, set apart: listed as quarantined,
-    no longer among its failures. When every failing test (all named) was
-    quarantined, the run counts as a pass."""
-    if run.exit_code == 0 or run.timed_out:
-        return run
-    failing = {f.test for f in run.failures if f.test}
-    if not failing:
-        return run
-    held = quarantine.quarantined(lane.repo, lane.config, lane.name, failing)
-    if not held:
-        return run
-    named = tuple(sorted(held))
-    rest = tuple(f for f in run.failures if f.test not in held)
-    if not rest:
-        lane.emit(f"lane {lane.name}: only quarantined tests failed ({', '.join(named[:5])})")
-    return replace(run, quarantined=named, failures=rest)
-
-
-def _setup(lane: _Lane) -> LaneRun | None:
-    """Run the plan's setup in the lane's checkout unless it ran there with the same
-    setup and env. Its failure (None: it succeeded or was not needed) as a run."""
-    config, co = lane.config, lane.co
-    if not config.setup:
-        return None
-    digest = environment.setup_hash(config.setup, config.env)
-    if (
-        environment.is_set_up(co.path, digest)
-        and co.products() is not None
-        and co.products_intact()
-    ):
-        return None
-    # Setup runs on the bare commit, so what is untracked after it is what it made.
-    co.scrub(keep=[])
-    log = verify_records.logs_dir(lane.repo.state, lane.base.id) / f"{lane.name}-setup.log"
-    lane.emit(f"lane {lane.name}: setup in its checkout (log {log})")
-    if lane.stage is not None:
-        lane.stage(f"setup of lane {lane.name}")
-    # What setup makes (an environment, build output) must be ignored by git: the
-    # checkout is compared before and after each lane run and restored.
-    run = lane.run("setup", config.setup, log=log, timeout=config.setup_timeout)
-    if run.exit_code == 0 and not (run.timed_out or run.stopped or run.changed):
-        co.record_products()
-        environment.mark_set_up(co.path, digest)
-        return None
-    return run
-
-
-_LOG_READ = 4 << 20  # runners print their failures at the end of a long log
-
-
-def _failures(lane: str, log: Path) -> tuple[Failure, ...]:
-    """The failing tests a run's log names."""
-    return tuple(failures_from_log(lane, logfiles.tail(log, _LOG_READ)))
 
 
 def describe_failure(record: VerifyRecord) -> str:

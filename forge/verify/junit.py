@@ -1,8 +1,8 @@
 """Each test's outcome in a lane's run, from the JUnit XML report its runner writes.
 
-A pytest lane is asked for one by forge itself (`PYTEST_ADDOPTS="--junitxml=PATH
--o junit_family=xunit1"`, the report outside the checkout; xunit1 keeps each test's
-file) unless its command writes one; a lane may name its own (`junit = "path"`).
+A pytest lane reports through forge's own plugin (forge/verify/reports.py); a
+command that writes a report (`--junitxml=PATH`, xunit1 keeping each test's file)
+or a lane that names its own (`junit = "path"`) is read from that file.
 Test ids are the runner's: pytest's full node id (`tests/x.py::Class::test_y[a b]`).
 
 Which lanes are test runners (pytest, unittest, jest, vitest, go test, cargo test):
@@ -70,12 +70,6 @@ def own_report(command: str) -> str | None:
         return shlex.split(m[1])[0]
     except ValueError:
         return m[1]
-
-
-def pytest_addopts(existing: str | None, report: Path) -> str:
-    """PYTEST_ADDOPTS asking pytest for its report at `report`, after the user's own."""
-    ours = f"--junitxml={shlex.quote(str(report))} -o junit_family=xunit1"
-    return f"{existing} {ours}" if existing else ours
 
 
 def read_report(path: Path) -> list[TestOutcome] | None:

@@ -94,6 +94,29 @@ def quarantined(
     return frozenset(t for t, s in standings(repo, pol, lane, tests).items() if s.quarantined)
 
 
+def held(repo: Repository, config: VerifyConfig | None, lane: str) -> dict[str, str]:
+    """Every test quarantined in `lane` now, and why (`quarantined (flaky)`,
+    `quarantined (a person's word)`, `quarantined (forge.toml)`)."""
+    pol = policy(repo, config)
+    said = testdb.words(repo.state)
+    named = [t for t, (word, _at) in said.items() if word == "quarantine"]
+    flaky = [t for (ln, t) in testdb.flaky_since(repo.state, lane) if ln == lane]
+    tests = [*sorted(pol.team), *named, *flaky]
+    return {
+        t: f"quarantined, {s.why}"
+        for t, s in standings(repo, pol, lane, tests).items()
+        if s.quarantined
+    }
+
+
 def tests_known_flaky(repo: Repository, lane: str) -> set[str]:
-    """The tests of `lane` the history has seen pass and fail on one tree."""
+    """The tests of `lane` the history has seen pass and fail on one landed tree."""
     return {test for (_ln, test) in testdb.flaky_since(repo.state, lane)}
+
+
+def tests_seen_flipping(repo: Repository, lane: str) -> set[str]:
+    """The tests of `lane` seen to pass and fail on one tree, a candidate's too: never
+    a quarantine (that needs landed trees), but a reason to ask more evidence of a
+    failure before it blames anyone."""
+    seen = testdb.flaky_since(repo.state, lane, on="candidate")
+    return tests_known_flaky(repo, lane) | {test for (_ln, test) in seen}

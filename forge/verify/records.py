@@ -15,7 +15,6 @@ Kept free of heavy imports: the pre-push hook answers from here in a few ms.
 from __future__ import annotations
 
 import contextlib
-import enum
 from dataclasses import replace
 from pathlib import Path
 
@@ -23,207 +22,10 @@ from forge.base import seal
 from forge.base.files import SCHEMA_VERSION, JsonObject, StateDir, read_json_or, write_json
 from forge.errors import StateError
 from forge.frozen import frozen
-from forge.verify.failures import Failure, describe
+from forge.verify.failures import Failure
+from forge.verify.lane_results import LaneResult, LaneRun, Verdict, worst
 
-
-class Verdict(enum.StrEnum):
-    """Worst first, for a lane and for a verification (the worst of its lanes).
-
-    FAIL outranks INTERRUPTED: a lane that failed for good before the stop is a fact
-    about the commit, and stopping the other lanes does not unmake it.
-    """
-
-    FAIL = "FAIL"
-    INTERRUPTED = "INTERRUPTED"
-    EMPTY = "EMPTY"  # a test runner that ran no test: blames nobody, lands nothing
-    FLAKY = "FLAKY"
-    PASS = "PASS"
-    UNVERIFIED = "UNVERIFIED"
-
-    @property
-    def ok(self) -> bool:
-        """Good enough to land (and exit 0)."""
-        return self in (Verdict.PASS, Verdict.FLAKY, Verdict.UNVERIFIED)
-
-
-_ORDER = [Verdict.FAIL, Verdict.INTERRUPTED, Verdict.EMPTY, Verdict.FLAKY, Verdict.PASS]
-
-
-def worst(verdicts: list[Verdict]) -> Verdict:
-    return min(verdicts, key=_ORDER.index) if verdicts else Verdict.UNVERIFIED
-
-
-_SHOWN = 5  # failing tests a lane lists by name
-
-
-def _listed(tests: tuple[str, ...]) -> str:
-    more = len(tests) - 3
-    return ", ".join(tests[:3]) + (f" and {more} more" if more > 0 else "")
-
-
-@frozen
-class LaneRun:
-    kind: str  # "initial", "rerun", "setup" (the plan's setup in the checkout failed)
-    # or "checkout" (git could not make the commit's files)
-    exit_code: int | None
-    duration: float
-    changed: tuple[str, ...]  # paths the run changed in the checkout
-    log: str
-    timed_out: bool = False
-    stopped: bool = False
-    timeout: float | None = None  # the time limit it ran under
-    failures: tuple[Failure, ...] = ()  # the failing tests its log names
-    tests: int | None = None  # tests its report says ran (None: no report)
-    quarantined: tuple[str, ...] = ()  # its failing tests that were quarantined
-    # its failing tests that passed when the gate ran them again on the same tree
-    flaky: tuple[str, ...] = ()
-    empty: str = ""  # why a run that exited 0 is not a pass ("ran no tests")
-    allowed_empty: bool = False  # it ran no test, and its lane says `allow_empty`
-
-    def to_dict(self) -> JsonObject:
-        extra: JsonObject = {}
-        if self.tests is not None:
-            extra["tests"] = self.tests
-        if self.quarantined:
-            extra["quarantined"] = list(self.quarantined)
-        if self.flaky:
-            extra["flaky"] = list(self.flaky)
-        if self.empty:
-            extra["empty"] = self.empty
-        if self.allowed_empty:
-            extra["allowed_empty"] = True
-        return extra | {
-            "kind": self.kind,
-            "exit_code": self.exit_code,
-            "duration": round(self.duration, 3),
-            "changed": list(self.changed),
-            "log": self.log,
-            "timed_out": self.timed_out,
-            "stopped": self.stopped,
-            "timeout": self.timeout,
-            "failures": [f.to_dict() for f in self.failures],
-        }
-
-    @property
-    def outcome(self) -> str:
-        if self.stopped:
-            return "stopped"
-        if self.timed_out:
-            return "timed out"
-        return f"exit {self.exit_code}"
-
-    @classmethod
-    def from_dict(cls, data: JsonObject) -> LaneRun:
-        code = data.get("exit_code")
-        return cls(
-            kind=str(data["kind"]),
-            exit_code=None if code is None else int(code),
-            duration=float(data.get("duration", 0.0)),
-            changed=tuple(data.get("changed", ())),
-            log=str(data.get("log", "")),
-            timed_out=bool(data.get("timed_out", False)),
-            stopped=bool(data.get("stopped", False)),
-            timeout=None if data.get("timeout") is None else float(data["timeout"]),
-            failures=tuple(Failure.from_dict(f) for f in data.get("failures") or ()),
-            tests=None if data.get("tests") is None else int(data["tests"]),
-            quarantined=tuple(str(t) for t in data.get("quarantined") or ()),
-            flaky=tuple(str(t) for t in data.get("flaky") or ()),
-            empty=str(data.get("empty") or ""),
-            allowed_empty=bool(data.get("allowed_empty", False)),
-        )
-
-
-@frozen
-class LaneResult:
-    name: str
-    command: str
-    verdict: Verdict
-    runs: tuple[LaneRun, ...]
-
-    @property
-    def reason(self) -> str:
-        last = self.runs[-1] if self.runs else None
-        if last is None:
-            return "not started"
-        if last.kind == "setup":
-            why = (
-                f"left files git does not ignore: {', '.join(last.changed[:8])}"
-                if last.changed
-                else "timed out (setup_timeout)"
-                if last.timed_out
-                else f"exit {last.exit_code}"
-            )
-            return f"setup failed in its checkout: {why}"
-        if last.kind == "checkout":
-            return f"could not check the commit out: {describe(last.failures)}"
-        if last.changed:
-            return f"changed the checkout: {', '.join(last.changed[:8])}"
-        if last.empty:
-            return last.empty
-        if self.verdict in (Verdict.PASS, Verdict.FLAKY) and self.named:
-            return self.named
-        if last.timed_out and not last.stopped:
-            limit = last.duration if last.timeout is None else last.timeout
-            return f"timed out after {limit:g}s"
-        if any(f.test for f in last.failures):
-            return describe(last.failures)
-        if last.failures:  # a log in no runner's shape: its last error line
-            return f"{last.outcome}: {last.failures[-1].message}"
-        return last.outcome
-
-    @property
-    def quarantined(self) -> tuple[str, ...]:
-        """Quarantined tests that failed in its last run (it passed without them)."""
-        if not self.runs or self.verdict not in (Verdict.PASS, Verdict.FLAKY):
-            return ()
-        return self.runs[-1].quarantined
-
-    @property
-    def flaky_tests(self) -> tuple[str, ...]:
-        """For FLAKY: the tests that failed in a run before the one that passed; and
-        those of its last run that passed when the gate ran them again."""
-        again = list(self.runs[-1].flaky) if self.runs else []
-        if self.verdict != Verdict.FLAKY:
-            return tuple(again)
-        seen = [f.test for run in self.runs[:-1] for f in run.failures if f.test]
-        return tuple(t for t in dict.fromkeys([*seen, *again]) if t not in self.quarantined)
-
-    @property
-    def named(self) -> str:
-        """`quarantined: T failed; flaky: U` for a lane that passed despite them."""
-        parts = []
-        if self.quarantined:
-            parts.append(f"quarantined: {_listed(self.quarantined)} failed")
-        if self.flaky_tests:
-            parts.append(f"flaky: {_listed(self.flaky_tests)}")
-        return "; ".join(parts)
-
-    @property
-    def names_tests(self) -> bool:
-        """Does its reason name failing tests (so the log's path need not lead)?"""
-        return any(f.test for f in self.failures)
-
-    @property
-    def failures(self) -> tuple[Failure, ...]:
-        """The failing tests of its last run (a FAIL's, the one that decided it)."""
-        return self.runs[-1].failures if self.runs and self.verdict == Verdict.FAIL else ()
-
-    def lines(self) -> list[str]:
-        """The lane as people read it (`forge verify`, `forge status`, a run's report)."""
-        runs = len(self.runs)
-        said = (
-            f", {self.named or self.reason}" if self.named or self.verdict == Verdict.EMPTY else ""
-        )
-        out = [f"lane {self.name}: {self.verdict} ({runs} run{'s' if runs != 1 else ''}{said})"]
-        for run in self.runs:
-            out.append(f"  {run.kind}: {run.outcome} in {run.duration:.1f}s, log {run.log}")
-            if run.changed:
-                out.append(f"    changed the checkout: {', '.join(run.changed)}")
-        shown = self.failures[:_SHOWN]
-        out += [f"    failed: {f.describe()}" for f in shown]
-        if len(self.failures) > len(shown):
-            out.append(f"    and {len(self.failures) - len(shown)} more failing tests")
-        return out
+__all__ = ["LaneResult", "LaneRun", "Lookup", "Verdict", "VerifyRecord", "worst"]
 
 
 @frozen
@@ -241,6 +43,11 @@ class VerifyRecord:
 
     def logs(self) -> list[str]:
         return [run.log for lane in self.lanes for run in lane.runs]
+
+    @property
+    def deselected(self) -> tuple[tuple[str, str, str], ...]:
+        """(lane, test, why) of each forgiven test the verdict's runs left out."""
+        return tuple((lane.name, t, why) for lane in self.lanes for t, why in lane.deselected)
 
     @property
     def summary(self) -> str:
@@ -289,6 +96,7 @@ class VerifyRecord:
                     "command": lane.command,
                     "verdict": lane.verdict.value,
                     "runs": [r.to_dict() for r in lane.runs],
+                    **({"forgiven": [list(f) for f in lane.forgiven]} if lane.forgiven else {}),
                 }
                 for lane in self.lanes
             },
@@ -306,6 +114,7 @@ class VerifyRecord:
                 command=str(lane.get("command", "")),
                 verdict=Verdict(lane["verdict"]),
                 runs=tuple(LaneRun.from_dict(r) for r in lane.get("runs", [])),
+                forgiven=tuple((str(t), str(w)) for t, w in lane.get("forgiven") or ()),
             )
             for name, lane in dict(data.get("lanes") or {}).items()
         )
@@ -328,9 +137,14 @@ def named_tests(record: VerifyRecord) -> dict[str, object]:
     tests (`quarantined`, `flaky`); {} when it names none."""
     quarantined = [t for lane in record.lanes for t in lane.quarantined]
     flaky = [t for lane in record.lanes for t in lane.flaky_tests]
-    if not quarantined and not flaky:
+    deselected = [{"lane": lane, "test": t, "why": why} for lane, t, why in record.deselected]
+    if not quarantined and not flaky and not deselected:
         return {}
-    return {"summary": record.summary, "quarantined": quarantined, "flaky": flaky}
+    out: dict[str, object] = {"summary": record.summary, "quarantined": quarantined}
+    out["flaky"] = flaky
+    if deselected:
+        out["deselected"] = deselected
+    return out
 
 
 def _dir(state: StateDir) -> Path:

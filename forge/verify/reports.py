@@ -1,18 +1,25 @@
 """Where a lane's run leaves its test report, and what forge makes of it.
 
-A lane that names its report (`junit = "path"`, in its checkout) or a pytest
-command that writes one (`--junitxml=PATH`) is read there; any other pytest lane
-is asked for one by forge, written beside the run's log, outside the checkout.
-A report inside the checkout is removed after it is read, so that it is not
-counted as the run changing its checkout.
+A pytest lane loads forge's own plugin (forge/verify/pytest_plugin/): it leaves out
+the tests forge forgives by their exact ids, and writes each test's outcome to a
+file descriptor forge opened, with no path a test could rewrite once it is
+written (an unlinked file: the evidence is out of the tested code's reach). Its
+counts are checked against pytest's own summary line and exit status; a report
+that disagrees is named and ignored. A lane that names its report (`junit =
+"path"`, in its checkout) is read there; a pytest command the plugin does not
+reach (run in a container) is judged by its log. A report inside the checkout is
+removed after it is read, so that it is not counted as the run changing its
+checkout.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
-from collections.abc import Mapping, Sequence
+import tempfile
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 from forge.base import logs as logfiles
@@ -24,23 +31,37 @@ from forge.verify.junit import TestOutcome
 
 _TAIL = 64 << 10  # of a log, read for a runner's "no tests ran"
 _PYTEST_RAN = re.compile(r"\b[1-9]\d* (passed|failed)\b")
-
-
-def reports_dir(log: Path) -> Path:
-    """The folder of the reports forge asks for in one lane's runs (beside its logs)."""
-    return log.parent / "reports"
+PLUGIN_DIR = Path(__file__).parent / "pytest_plugin"  # on the lane's PYTHONPATH
+PLUGIN = "forge_lane_report"
+_REPORT_FD, _DESELECT = "FORGE_LANE_REPORT_FD", "FORGE_LANE_DESELECT"
+_REPORT_MAX = 64 << 20
+# pytest's closing line: `== 1 failed, 5 passed, 2 deselected in 0.12s ==` (or without
+# the rules, under -q)
+_SUMMARY = re.compile(
+    r"^=*\s*((?:\d+ (?:failed|passed|skipped|deselected|xfailed|xpassed|errors?|warnings?)"
+    r"(?:, )?)+) in [\d.]+s",
+    re.M,
+)
 
 
 @frozen
 class Report:
     runner: str | None  # the test runner the command runs (None: none forge knows)
     path: Path | None  # where the run's report will be (None: no report)
-    ours: bool = False  # forge asks pytest for it
     inside: bool = False  # in the checkout: removed once read
     allow_empty: bool = False
+    plugin: bool = False  # forge's pytest plugin reports (and leaves out `deselect`)
+    deselect: tuple[str, ...] = ()  # the forgiven tests' exact ids
 
     @classmethod
-    def of(cls, config: VerifyConfig, lane: str, command: str, checkout: Path, log: Path) -> Report:
+    def of(
+        cls,
+        config: VerifyConfig,
+        lane: str,
+        command: str,
+        checkout: Path,
+        deselect: Sequence[str] = (),
+    ) -> Report:
         options = config.options_of(lane)
         runner = junit.runner_of(command)
         allow = options.allow_empty
@@ -48,36 +69,47 @@ class Report:
             return cls(runner, checkout / options.junit, inside=True, allow_empty=allow)
         if runner == "pytest":
             own = junit.own_report(command)
-            if own is not None:
-                path = checkout / own
-                return cls(runner, path, inside=path.is_relative_to(checkout), allow_empty=allow)
-            path = reports_dir(log) / f"{log.stem}.xml"
-            return cls(runner, path, ours=True, allow_empty=allow)
+            path = None if own is None else checkout / own
+            inside = path is not None and path.is_relative_to(checkout)
+            return cls(
+                runner,
+                path,
+                inside=inside,
+                allow_empty=allow,
+                plugin=True,
+                deselect=tuple(deselect),
+            )
         return cls(runner, None, allow_empty=allow)
 
-    def env(self, env: Mapping[str, str]) -> dict[str, str]:
-        if not self.ours or self.path is None:
+    def env(self, env: Mapping[str, str], channel: Channel | None) -> dict[str, str]:
+        if not self.plugin or channel is None:
             return dict(env)
         given = env.get("PYTEST_ADDOPTS", os.environ.get("PYTEST_ADDOPTS"))
-        return {**env, "PYTEST_ADDOPTS": junit.pytest_addopts(given, self.path)}
+        path = env.get("PYTHONPATH", os.environ.get("PYTHONPATH"))
+        return {
+            **env,
+            "PYTEST_ADDOPTS": f"{given} -p {PLUGIN}" if given else f"-p {PLUGIN}",
+            "PYTHONPATH": os.pathsep.join([str(PLUGIN_DIR), *([path] if path else [])]),
+            _REPORT_FD: str(channel.fd),
+            _DESELECT: "\n".join(self.deselect),
+        }
 
     def clear(self) -> None:
         """No report of an earlier run is taken for this one's."""
         if self.path is None:
             return
-        if self.ours:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
         with contextlib.suppress(OSError):
             self.path.unlink()
 
-    def read(self) -> list[TestOutcome] | None:
+    def read(self, channel: Channel | None = None) -> list[TestOutcome] | None:
+        got = channel.read() if channel is not None else None
         if self.path is None:
-            return None
+            return None if got is None else got.tests
         tests = junit.read_report(self.path)
         if self.inside:
             with contextlib.suppress(OSError):
                 self.path.unlink()
-        return tests
+        return tests if got is None else got.tests
 
     def ran_none(self, tests: list[TestOutcome] | None, log: Path, exit_code: int | None) -> str:
         """Why a run ran no test ("" when it ran some, or forge cannot tell): a
@@ -89,12 +121,13 @@ class Report:
         if exit_code != 0 or (self.runner is None and self.path is None):
             return ""
         tail = logfiles.tail(log, _TAIL)
-        if self.path is not None and tests is None:
+        if (self.path is not None or self.plugin) and tests is None:
             # pytest run where forge's environment does not reach (a container):
             # its own summary line still tells.
-            if self.ours and _PYTEST_RAN.search(tail):
+            if self.plugin and _PYTEST_RAN.search(tail):
                 return ""
-            return f"ran no tests (exited 0 without its test report {self.path.name})"
+            name = self.path.name if self.path is not None else "forge's test report"
+            return f"ran no tests (exited 0 without its test report {name})"
         if junit.ran_no_tests(self.runner, tests, tail):
             return "ran no tests"
         return ""
@@ -127,3 +160,93 @@ def outcomes(tests: Sequence[TestOutcome] | None, failures: Sequence[Failure]) -
     if tests is not None:
         return list(tests)
     return [TestOutcome(f.test, junit.FAILED, 0.0, f.message) for f in failures if f.test]
+
+
+@frozen
+class PluginReport:
+    """What forge's pytest plugin wrote: each test's outcome, the ids it left out, and
+    the exit status it saw."""
+
+    tests: list[TestOutcome]
+    deselected: tuple[str, ...]
+    exitstatus: int
+    counts: dict[str, int]  # as pytest's closing line counts: failed, passed, error, ...
+
+    def failed(self) -> int:
+        return sum(t.failed for t in self.tests)
+
+
+class Channel:
+    """The file descriptor a run's plugin writes its report to: an unlinked file,
+    so nothing in the run can find it by a path once the plugin closed its copy."""
+
+    def __init__(self) -> None:
+        self._file = tempfile.TemporaryFile()  # noqa: SIM115 - closed by close()
+        self.problem = ""  # why the report was not believed ("": it was, or none)
+
+    @property
+    def fd(self) -> int:
+        return self._file.fileno()
+
+    def close(self) -> None:
+        self._file.close()
+
+    def read(self) -> PluginReport | None:
+        """The report (None: the plugin wrote none, or not one forge reads)."""
+        self._file.seek(0)
+        data = self._file.read(_REPORT_MAX + 1)
+        if not data or len(data) > _REPORT_MAX:
+            return None
+        try:
+            body = json.loads(data.decode("utf-8", "surrogateescape"))
+            tests = [
+                TestOutcome(str(t), str(o), float(d), str(m)[: junit.MAX_MESSAGE])
+                for t, o, d, m in body["tests"]
+                if o in (junit.PASSED, junit.FAILED, junit.ERROR, junit.SKIPPED)
+            ]
+            counts = {str(k): int(v) for k, v in dict(body.get("counts") or {}).items()}
+            deselected = tuple(str(t) for t in body.get("deselected", ()))
+            return PluginReport(tests, deselected, int(body["exitstatus"]), counts)
+        except (ValueError, KeyError, TypeError):
+            self.problem = "forge's test report is not one it wrote"
+            return None
+
+
+@contextlib.contextmanager
+def channel_for(report: Report | None) -> Iterator[Channel | None]:
+    """A channel for `report`'s plugin (None: it has no plugin), closed after."""
+    if report is None or not report.plugin:
+        yield None
+        return
+    ch = Channel()
+    try:
+        yield ch
+    finally:
+        ch.close()
+
+
+def disagreement(got: PluginReport, log_tail: str, exit_code: int | None) -> str:
+    """Why the plugin's report is not to be believed ("": it agrees with pytest's own
+    summary line and exit status). A report changed after pytest wrote it, or a
+    test that writes one of its own, shows here."""
+    failed = got.failed()
+    if exit_code is not None and exit_code != got.exitstatus:
+        return f"it says pytest exited {got.exitstatus}, and pytest exited {exit_code}"
+    if exit_code == 0 and failed:
+        return f"it names {failed} failing test(s), and pytest exited 0"
+    if exit_code == 1 and not failed:
+        return "it names no failing test, and pytest exited 1"
+    lines = _SUMMARY.findall(log_tail)
+    if not lines:
+        return ""
+    said: dict[str, int] = {}
+    for part in lines[-1].split(", "):
+        n, _, what = part.partition(" ")
+        said["error" if what.startswith("error") else what] = int(n)
+    for what in ("failed", "error", "passed"):
+        if said.get(what, 0) != got.counts.get(what, 0):
+            return (
+                f"it counts {got.counts.get(what, 0)} {what}, "
+                f"pytest's summary line {said.get(what, 0)}"
+            )
+    return ""

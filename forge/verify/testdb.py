@@ -2,26 +2,40 @@
 (`.git/forge/history.sqlite`, beside the attempts forge/run/records/history.py keeps).
 
     test_runs    one row a test a lane's run reported: its outcome (passed, failed,
-                 error, skipped), the tree, the lane, the verification and the run
+                 error, skipped), the tree, the lane, the verification and the run,
+                 and whether the tree was a candidate not yet landed
     test_words   a person's word: `quarantine`, `release` (latest wins)
     landed_trees trees the gate landed (a quarantined test is released after
                  passing on `release_after` of them in a row)
 
-A test is flaky when it both passed and failed on one tree, anywhere in the
-history. Like the attempts' history, this is a record: a database that cannot be
-written never stops a verification.
+A test is flaky on landed trees when it both passed and failed on one tree that
+had landed (the integration head, the base, a commit `forge verify` or a hook
+judged), and that is what quarantines it for the repository; a flip seen only on a
+candidate's tree (a change the gate is judging) is evidence for that verdict alone
+(`flaky_on`: `landed` or `candidate`).
+
+Every row carries a seal (forge/base/seal.py): a row written by anything but forge
+(a task that opened the file) is ignored, and counted so that `forge tests` can name
+it. A file that is not forge's history (not SQLite, or another program's tables, or
+a folder) is one clear error naming it; a missing file is a fresh history. Like the
+attempts' history, this is a record: a database that cannot be written (a lock, a
+full disk) never stops a verification.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import hmac
 import sqlite3
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TypeVar
 
+from forge.base import seal
 from forge.base.files import StateDir, connect_sqlite
+from forge.errors import ForgeError
 from forge.frozen import frozen
 from forge.verify.junit import TestOutcome
 
@@ -38,20 +52,37 @@ CREATE TABLE IF NOT EXISTS test_runs (
     duration REAL,
     message TEXT,                  -- a failure's first line
     log TEXT,                      -- the run's log
-    at REAL NOT NULL               -- epoch seconds
+    at REAL NOT NULL,              -- epoch seconds
+    candidate INTEGER DEFAULT 0,   -- 1: the tree was a candidate, not landed
+    seal TEXT                      -- forge's seal over the row
 );
 CREATE INDEX IF NOT EXISTS test_runs_test ON test_runs (test, lane);
 CREATE INDEX IF NOT EXISTS test_runs_tree ON test_runs (tree);
 CREATE TABLE IF NOT EXISTS test_words (
     test TEXT NOT NULL,
     word TEXT NOT NULL,            -- quarantine, release
-    at REAL NOT NULL
+    at REAL NOT NULL,
+    seal TEXT
 );
 CREATE TABLE IF NOT EXISTS landed_trees (
     tree TEXT PRIMARY KEY,
-    at REAL NOT NULL
+    at REAL NOT NULL,
+    seal TEXT
 );
 """
+# Columns a history written by an older forge lacks: added when it is opened.
+_ADDED = {
+    "test_runs": (("candidate", "INTEGER DEFAULT 0"), ("seal", "TEXT")),
+    "test_words": (("seal", "TEXT"),),
+    "landed_trees": (("seal", "TEXT"),),
+}
+# Tables of forge's in the history file (the attempts' history shares it).
+_OURS = {"test_runs", "test_words", "landed_trees", "attempts", "drafts"}
+_checked: set[Path] = set()
+# sealed(...) over each table's row, in SQL
+_RUN_SEALED = "sealed(test, lane, tree, outcome, at, candidate, seal)"
+_WORD_SEALED = "sealed(test, word, at, seal)"
+_TREE_SEALED = "sealed(tree, at, seal)"
 _FAILED = "('failed', 'error')"
 T = TypeVar("T")
 
@@ -60,9 +91,75 @@ def path_of(state: StateDir) -> Path:
     return state.root / "history.sqlite"
 
 
-def connect(state: StateDir) -> contextlib.AbstractContextManager[sqlite3.Connection]:
-    """The history's test tables, set up (forge/base/files.py)."""
-    return connect_sqlite(path_of(state), SCHEMA)
+def row_seal(*values: object) -> str | None:
+    """forge's seal over a row's values (None: forge has no key here)."""
+    secret = seal.key()
+    if secret is None:
+        return None
+    text = "\x1f".join("" if v is None else repr(v) for v in values)
+    return hmac.new(secret, text.encode("utf-8", "surrogatepass"), hashlib.sha256).hexdigest()
+
+
+def _sealed(*values: object) -> int:
+    """SQL's `sealed(v1, ..., seal)`: the row was written by forge (without a key,
+    nothing is sealed and every row counts)."""
+    *row, given = values
+    want = row_seal(*row)
+    return int(want is None or (isinstance(given, str) and hmac.compare_digest(given, want)))
+
+
+def check_file(path: Path) -> None:
+    """A history that is not forge's is one clear error naming it (ForgeError)."""
+    if path in _checked or not path.exists():
+        return
+    why = ""
+    if path.is_dir():
+        why = "a folder"
+    else:
+        try:
+            con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)
+            try:
+                tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master")}
+            finally:
+                con.close()
+        except sqlite3.DatabaseError as exc:
+            if "locked" in str(exc):
+                return
+            why = f"not a SQLite database ({exc})"
+        else:
+            if tables and not tables & _OURS:
+                why = "a SQLite database without forge's tables"
+    if why:
+        raise ForgeError(
+            f"forge's history {path} is {why}: move it aside (a missing file starts a "
+            f"fresh history)"
+        )
+    _checked.add(path)
+
+
+@contextlib.contextmanager
+def connect(state: StateDir) -> Iterator[sqlite3.Connection]:
+    """The history's test tables, set up (forge/base/files.py), with `sealed()`."""
+    path = path_of(state)
+    check_file(path)
+    with connect_sqlite(path, SCHEMA) as con:
+        con.create_function("sealed", -1, _sealed, deterministic=True)
+        if path not in _migrated:
+            _add_columns(con)
+            _migrated.add(path)
+        yield con
+
+
+_migrated: set[Path] = set()  # history files this process brought up to date
+
+
+def _add_columns(con: sqlite3.Connection) -> None:
+    for table, columns in _ADDED.items():
+        have = {r[1] for r in con.execute(f"PRAGMA table_info({table})")}
+        for name, kind in columns:
+            if name not in have:
+                with contextlib.suppress(sqlite3.OperationalError):  # another process did
+                    con.execute(f"ALTER TABLE {table} ADD COLUMN {name} {kind}")
 
 
 def _quietly(work: Callable[[], T], default: T) -> T:
@@ -87,47 +184,61 @@ class RunOf:
     log: str
 
 
-def record(state: StateDir, where: RunOf, tests: Sequence[TestOutcome]) -> None:
-    """File each test's outcome of one run of a lane."""
+def record(
+    state: StateDir, where: RunOf, tests: Sequence[TestOutcome], *, candidate: bool = False
+) -> None:
+    """File each test's outcome of one run of a lane (`candidate`: on a candidate's
+    tree, unless that tree has landed already)."""
     if not tests:
         return
     now = time.time()
-    rows = [
-        (
-            t.test,
-            where.lane,
-            where.tree,
-            where.verification,
-            where.key,
-            where.run,
-            where.kind,
-            t.outcome,
-            t.duration,
-            t.message,
-            where.log,
-            now,
-        )
-        for t in tests
-    ]
 
     def write() -> None:
         with connect(state) as con:
+            on = int(candidate and not _has_landed(con, where.tree))
+            rows = [
+                (
+                    t.test,
+                    where.lane,
+                    where.tree,
+                    where.verification,
+                    where.key,
+                    where.run,
+                    where.kind,
+                    t.outcome,
+                    t.duration,
+                    t.message,
+                    where.log,
+                    now,
+                    on,
+                    row_seal(t.test, where.lane, where.tree, t.outcome, now, on),
+                )
+                for t in tests
+            ]
             con.executemany(
                 "INSERT INTO test_runs (test, lane, tree, verification, key, run, kind, "
-                "outcome, duration, message, log, at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                "outcome, duration, message, log, at, candidate, seal) "
+                "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 rows,
             )
 
     _quietly(write, None)
 
 
+def _has_landed(con: sqlite3.Connection, tree: str) -> bool:
+    sql = f"SELECT 1 FROM landed_trees WHERE tree = ? AND {_TREE_SEALED}"
+    return con.execute(sql, (tree,)).fetchone() is not None
+
+
 def landed(state: StateDir, tree: str) -> None:
     """The gate landed `tree`: passes on it count toward a quarantined test's release."""
 
     def write() -> None:
+        now = time.time()
         with connect(state) as con:
             con.execute(
-                "INSERT OR IGNORE INTO landed_trees (tree, at) VALUES (?, ?)", (tree, time.time())
+                "INSERT OR IGNORE INTO landed_trees (tree, at, seal) VALUES (?, ?, ?)",
+                (tree, now, row_seal(tree, now)),
             )
 
     _quietly(write, None)
@@ -141,15 +252,17 @@ def say(state: StateDir, test: str, word: str) -> None:
             con.execute("DELETE FROM test_runs WHERE test = ?", (test,))
             con.execute("DELETE FROM test_words WHERE test = ?", (test,))
         else:
+            now = time.time()
             con.execute(
-                "INSERT INTO test_words (test, word, at) VALUES (?, ?, ?)",
-                (test, word, time.time()),
+                "INSERT INTO test_words (test, word, at, seal) VALUES (?, ?, ?, ?)",
+                (test, word, now, row_seal(test, word, now)),
             )
 
 
 def _read(state: StateDir, work: Callable[[sqlite3.Connection], T], default: T) -> T:
     if not path_of(state).exists():
         return default
+    check_file(path_of(state))
 
     def go() -> T:
         with connect(state) as con:
@@ -158,10 +271,14 @@ def _read(state: StateDir, work: Callable[[sqlite3.Connection], T], default: T) 
     return _quietly(go, default)
 
 
-def flaky_since(state: StateDir, lane: str | None = None) -> dict[tuple[str, str], float]:
-    """(lane, test) -> when it was last found flaky: the latest time a tree first
-    held both a pass and a failure of it."""
-    where = "" if lane is None else "WHERE lane = ?"
+def flaky_since(
+    state: StateDir, lane: str | None = None, *, on: str = "landed"
+) -> dict[tuple[str, str], float]:
+    """(lane, test) -> when it was last found flaky on a tree `on` (`landed`, or
+    `candidate`): the latest time such a tree first held both a pass and a failure
+    of it."""
+    where = f"WHERE candidate = {int(on == 'candidate')} AND {_RUN_SEALED}"
+    where += "" if lane is None else " AND lane = ?"
     sql = (
         "SELECT lane, test, MAX(MIN(CASE WHEN outcome = 'passed' THEN at END), "
         f"MIN(CASE WHEN outcome IN {_FAILED} THEN at END)) FROM test_runs {where} "
@@ -183,7 +300,9 @@ def words(state: StateDir) -> dict[str, tuple[str, float]]:
 
     def work(con: sqlite3.Connection) -> dict[str, tuple[str, float]]:
         out: dict[str, tuple[str, float]] = {}
-        for test, word, at in con.execute("SELECT test, word, at FROM test_words ORDER BY at"):
+        for test, word, at in con.execute(
+            f"SELECT test, word, at FROM test_words WHERE {_WORD_SEALED} ORDER BY at"
+        ):
             out[test] = (word, at)
         return out
 
@@ -199,9 +318,11 @@ def passes_on_landed_since_failure(
     marks = ",".join("?" * len(tests))
     sql = (
         "SELECT r.test, COUNT(DISTINCT r.tree) FROM test_runs r JOIN landed_trees l ON l.tree = r.tree "
-        f"WHERE r.lane = ? AND r.test IN ({marks}) AND r.outcome = 'passed' AND r.at > "
+        f"WHERE r.lane = ? AND r.test IN ({marks}) AND r.outcome = 'passed' "
+        "AND sealed(r.test, r.lane, r.tree, r.outcome, r.at, r.candidate, r.seal) "
+        "AND sealed(l.tree, l.at, l.seal) AND r.at > "
         "COALESCE((SELECT MAX(f.at) FROM test_runs f WHERE f.lane = r.lane AND f.test = r.test "
-        f"AND f.outcome IN {_FAILED}), 0) GROUP BY r.test"
+        f"AND f.outcome IN {_FAILED} AND f.candidate = 0), 0) GROUP BY r.test"
     )
 
     def work(con: sqlite3.Connection) -> dict[str, int]:
@@ -227,7 +348,9 @@ class Tally:
 def tallies(state: StateDir, plan: str | None = None) -> list[Tally]:
     """Every test the history holds, by lane and id (`plan`: only from the runs of
     that plan's verifications)."""
-    mine = "" if plan is None else " AND (key = :plan OR key LIKE :prefix)"
+    mine = f" AND {_RUN_SEALED}" + (
+        "" if plan is None else " AND (key = :plan OR key LIKE :prefix)"
+    )
     args = {} if plan is None else {"plan": plan, "prefix": f"{plan}.%"}
 
     def work(con: sqlite3.Connection) -> list[Tally]:
@@ -283,3 +406,20 @@ def outcomes(state: StateDir, verification: str) -> list[tuple[str, int, TestOut
         ]
 
     return _read(state, work, [])
+
+
+def unsealed(state: StateDir) -> int:
+    """Rows of the history forge did not write (ignored everywhere): a task or a
+    person that opened the file."""
+
+    def work(con: sqlite3.Connection) -> int:
+        n = 0
+        for table, check in (
+            ("test_runs", _RUN_SEALED),
+            ("test_words", _WORD_SEALED),
+            ("landed_trees", _TREE_SEALED),
+        ):
+            n += con.execute(f"SELECT COUNT(*) FROM {table} WHERE NOT {check}").fetchone()[0]
+        return int(n)
+
+    return _read(state, work, 0)

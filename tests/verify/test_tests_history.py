@@ -55,12 +55,13 @@ def test_each_test_is_recorded_with_its_full_id_and_a_flake_is_named_then_quaran
     assert flaky["last_failure"]["message"].startswith("AssertionError: clock skew at run 1")
     assert rows[ADD]["runs"] == 2 and not rows[ADD]["flaky"] and rows[ADD]["last_failure"] is None
     assert [r["test"] for r in listed(repo, "--flaky")] == [FLAKY]
-    # It fails again: quarantined, it still runs and is reported, and fails nothing.
+    # Quarantined, it is left out of the whole run by its exact id, and named.
     again = run_forge(repo, "verify", "--force")
     assert again.returncode == 0, again.stdout + again.stderr
-    assert f"PASS (quarantined: {FLAKY} failed)" in again.stdout
-    assert by_test(listed(repo))[FLAKY]["runs"] == 3
-    assert [r["test"] for r in listed(repo, "--failing")] == [FLAKY]
+    assert f"PASS (1 deselected: {FLAKY} (quarantined, flaky))" in again.stdout
+    rows = by_test(listed(repo))
+    assert rows[FLAKY]["runs"] == 2 and rows[ADD]["runs"] == 3
+    assert [r["test"] for r in listed(repo, "--failing")] == []
 
 
 @pytest.mark.slow
@@ -92,9 +93,9 @@ def test_a_teams_quarantine_in_forge_toml_and_quarantine_off(repo: Path, tmp_pat
     )
     held = run_forge(repo, "verify")
     assert held.returncode == 0, held.stdout + held.stderr
-    assert f"PASS (quarantined: {FLAKY} failed)" in held.stdout
-    row = by_test(listed(repo))[FLAKY]
-    assert row["quarantined"] and not row["flaky"] and row["why"] == "forge.toml"
+    assert f"PASS (1 deselected: {FLAKY} (quarantined, forge.toml))" in held.stdout
+    row = by_test(listed(repo))[ADD]
+    assert row["runs"] == 1 and FLAKY not in by_test(listed(repo))
 
 
 @pytest.mark.slow

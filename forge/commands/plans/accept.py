@@ -23,6 +23,7 @@ from forge.git import gitfiles, objstore, refs, trailers
 from forge.git.merge import is_ancestor
 from forge.git.repo import Repository, short_sha
 from forge.run.state import accepted
+from forge.run.state.records import VerifiedBy
 from forge.run.state.run_state import RunState, Status, TaskState
 from forge.run.state.store import StateStore
 from forge.verify.records import Verdict
@@ -286,7 +287,7 @@ def squash_into(
         landed.append((task.id, task.title or task.id))
         ts = state.tasks.get(task.id)
         by = ts.verified_by if ts is not None else None
-        said = f"{by.verdict} {str(by.commit)[:12]}" if by else verified
+        said = _verified_trailer(by) if by else verified
         facts_of = [(trailers.PLAN, plan), (trailers.TASK, task.id)]
         if facts.attempt is not None:
             facts_of.append((trailers.ATTEMPT, str(facts.attempt)))
@@ -320,3 +321,14 @@ def _prompt_digest(task: Task) -> str:
     """The prompt (or command) in a few lines a person reads in `git log`."""
     text = task.prompt or (f"run: {task.run}" if task.run else "")
     return textwrap.fill(textwrap.shorten(text, 280, placeholder=" …"), 72)
+
+
+def _verified_trailer(by: VerifiedBy) -> str:
+    """`PASS 1a2b3c4d5e6f`, with the tests its whole run left out (and why) or the
+    flaky ones it passed despite: `PASS 1a2b3c4d5e6f (1 deselected: T (quarantined,
+    flaky))`."""
+    said = f"{by.verdict} {str(by.commit)[:12]}"
+    summary = by.summary or ""
+    if summary.startswith(f"{by.verdict} ("):
+        said += summary[len(by.verdict) :]
+    return said

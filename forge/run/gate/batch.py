@@ -48,7 +48,13 @@ class Batches:
         self.parallel = ctx.plan.verify_parallel  # bisection judges this many prefixes at once
         # `gate_on = "regressions"`: a failure the integration head has too blames nobody
         self.regressions = (ctx.plan.gate_on or config.gate_on or "regressions") == "regressions"
-        self.subset_runs = 0  # runs of some tests only (forge/run/gate/by_tests.py)
+        self._probes: list[GateProbe] = []  # each batch's, counting its runs of some tests
+
+    @property
+    def subset_runs(self) -> int:
+        """Runs of some tests only (forge/run/gate/by_tests.py), the culprits'
+        confirming reruns and the runs after a landing included."""
+        return sum(p.runs for p in self._probes)
 
     def run(self, batch: list[str], head: str) -> tuple[gate.Outcome, GateProbe]:
         """The outcome of `batch` on `head`, and the probe that ran its tests (it
@@ -62,6 +68,8 @@ class Batches:
             was_flaky=lambda lane, tests: bool(tests & tests_known_flaky(ctx.repo, lane)),
         )
         verifier.reruns = SubsetFirst(self.config, confirm)
+        red = story.known_red(ctx.state)
+        verifier.forgive = red if self.regressions else {}  # left out of its whole runs
         probe = GateProbe(
             ctx.repo,
             self.config,
@@ -74,28 +82,21 @@ class Batches:
             on_doing=verifier.doing.now,
             on_stage=verifier.doing.stage,
         )
+        self._probes.append(probe)
         self.on_event(f"gate: verifying {', '.join(batch)}")
-        try:
-            judges = gate.Judges(
-                verifier.judge,
-                many=verifier.judge_many if self.parallel > 1 else None,
-                width=self.parallel,
-                tests=ByTests(
-                    probe,
-                    self.regressions,
-                    confirm=self.config.reruns > 0,
-                    red=story.known_red(ctx.state),
-                ),
-            )
-            out = gate.run_batch(
-                batch,
-                head=head,
-                build=lambda tasks: self._build(head, tasks),
-                judges=judges,
-                progress=self._progress,
-            )
-        finally:
-            self.subset_runs += probe.runs
+        judges = gate.Judges(
+            verifier.judge,
+            many=verifier.judge_many if self.parallel > 1 else None,
+            width=self.parallel,
+            tests=ByTests(probe, self.regressions, confirm=self.config.reruns > 0, red=red),
+        )
+        out = gate.run_batch(
+            batch,
+            head=head,
+            build=lambda tasks: self._build(head, tasks),
+            judges=judges,
+            progress=self._progress,
+        )
         return out, probe
 
     def _build(self, head: str, tasks: Sequence[str]) -> gate.Chain:

@@ -149,6 +149,10 @@ class Outcome:
     pre_existing: dict[str, frozenset[str]] = field(default_factory=dict)
     flaky: dict[str, frozenset[str]] = field(default_factory=dict)
     empty: Judged | None = None  # a test runner ran no test: nothing lands, nobody is blamed
+    # the culprit's own failing tests, by lane ({}: those of `culprit_record`), and
+    # whether they fail only in whole runs (order-dependent)
+    culprit_tests: dict[str, frozenset[str]] = field(default_factory=dict)
+    order_dependent: bool = False
 
     @property
     def tip(self) -> str | None:
@@ -260,6 +264,7 @@ def _settled(out: Outcome, steps: list[Step], found: by_tests.Found) -> Outcome:
     if found.culprit is not None:
         out.culprit, out.culprit_record = steps[found.culprit], found.culprit_record
         out.requeue = [s.task for s in steps[found.culprit + 1 :]]
+        out.culprit_tests, out.order_dependent = found.culprit_tests, found.order_dependent
     return out
 
 

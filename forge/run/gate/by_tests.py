@@ -3,23 +3,32 @@ when the failing lanes name their tests and can run them alone
 (forge/run/gate/subsets.py). Pure: the whole verification, the subset runs and
 what a record's failing tests are come in as a Probe.
 
+What lands passed a whole run of every lane that exited 0, with the forgiven tests
+(quarantined; failing on the integration head under `gate_on = "regressions"`)
+left out by their exact ids. Runs of some tests only choose what to run next and
+whom to blame; they never stand for the whole run.
+
 The candidate chain's tip ran the whole lane and failed the tests T. Then:
 
 1. (`gate_on = "regressions"`) T runs on the integration head itself: the tests
-   that fail there too are pre-existing, and blame nobody; a test absent from the
-   head is new and is not run there. With reruns allowed, a test failing on the
-   head that is not known there already (`red`) runs there once more: one that
-   passes now is flaky on the head (a flake, never a pre-existing failure).
-2. (reruns allowed) what is left of T runs again on the tip: a test that passes
-   now was a flake. A new test is not rerun.
-
-A flake is told by one rule, forge/verify/flakes.py's `passed_again`.
-3. Nothing left: the whole chain lands (its failures were pre-existing or flakes).
-4. Otherwise the prefixes are bisected running only what is left of T, stopping
-   at the first failure. The first prefix that fails names the culprit; the
-   prefix before it runs the whole lane (the tree that lands), and a new failure
-   there starts again at 1 on that shorter chain (the culprit is then the earlier
-   one; the tasks after it are queued again).
+   that fail there too are pre-existing (forgiven from then on). With reruns
+   allowed, a test failing on the head that is not known there already (`red`)
+   runs there once more: one that passes now is flaky on the head, not its own
+   failure. A test absent from the head is new and is not run there.
+2. (reruns allowed) what is left of T runs alone on the tip. A test that fails
+   alone is a regression: the prefixes are bisected running one such test (the
+   least flaky), the first prefix that fails names the culprit, and the prefix
+   before it runs the whole lane (the tree that lands; a new failure there starts
+   again at 1 on that shorter chain).
+3. Nothing failed alone: the tip runs the whole lane again with the forgiven tests
+   left out. It lands when that run exits 0 (FLAKY when a test failed in one whole
+   run and passed in another: a flip on a candidate's tree, evidence for this
+   verdict only). A test that fails the whole run again, and passes alone every
+   time it runs alone, is order-dependent: it fails after another test, which a
+   task of the chain added or changed (a polluter). When the head passes it in a
+   whole run, the prefixes are bisected by whole runs, and the first that fails it
+   names the culprit, blamed with "fails in the whole run, passes alone
+   (order-dependent)".
 
 With `gate_on = "green"` nothing is pre-existing: a culprit found at the chain's
 first task is checked against the head, and a head that fails those tests itself
@@ -46,8 +55,18 @@ class Judged(Protocol):
 class Probe(Protocol):
     """What the gate supplies (forge/run/gate/subsets.py's GateProbe)."""
 
-    def whole(self, commit: str) -> Judged:
-        """Every lane, as a verification of the gate's."""
+    def whole(self, commit: str, forgive: Tests) -> Judged:
+        """Every lane, as a verification of the gate's, `forgive`n tests left out."""
+        ...
+
+    def passes_whole(self, commit: str, tests: Tests) -> bool | None:
+        """Whether a whole run of `commit` that exited 0 ran `tests` (None: none is
+        known)."""
+        ...
+
+    def flakiness(self, lane: str, test: str) -> int:
+        """How often the test flipped on landed trees (0: never): the least flaky
+        test leads a bisection."""
         ...
 
     def failing(self, judged: Judged) -> dict[str, frozenset[str]] | None:
@@ -55,8 +74,11 @@ class Probe(Protocol):
         cannot run them alone."""
         ...
 
-    def subset(self, commit: str, tests: Tests, *, first: bool, why: str) -> Judged | None:
-        """Only `tests`, once (`first`: stop at the first failure); None: it cannot."""
+    def subset(
+        self, commit: str, tests: Tests, *, first: bool, why: str, landed: bool = False
+    ) -> Judged | None:
+        """Only `tests`, once (`first`: stop at the first failure; `landed`: the
+        commit is the integration head, not a candidate); None: it cannot."""
         ...
 
     def exists(self, commit: str, test: str) -> bool:
@@ -131,6 +153,20 @@ class Found:
         self.pre_existing: dict[str, frozenset[str]] = {}
         self.flaky: dict[str, frozenset[str]] = {}
         self.broken_head: Judged | None = None
+        # the culprit's own failing tests: those that fail alone on its tree (to be
+        # confirmed there once more) or, `order_dependent`, in its whole runs
+        self.culprit_tests: dict[str, frozenset[str]] = {}
+        self.order_dependent = False
+        self.whole_runs = 0  # whole runs made here (beside the batch's first)
+
+    def forgive(self, red: Tests | None) -> dict[str, frozenset[str]]:
+        """The tests a whole run leaves out beside the quarantined ones: those the
+        head fails on its own."""
+        return union(red or {}, self.pre_existing)
+
+
+_ROUNDS = 8  # rounds of judging at most (each shortens the chain or forgives more)
+_ALONE = 3  # runs alone, in all, before a test failing whole runs is order-dependent
 
 
 def settle(
@@ -144,58 +180,191 @@ def settle(
 ) -> Found:
     """`commits[k-1]` is prefix k; `tip` (prefix len(commits)) failed `fails`;
     Raises Interrupted or Unreadable."""
-    probe, regressions = by.probe, by.regressions
+    probe = by.probe
     found = Found()
     end, record = len(commits), tip
-    while True:
-        new = _new(found, commits[end - 1], head, fails, by)
-        if not new:  # pre-existing failures and flakes only: the chain lands
-            found.landed, found.tip_record = end, record
-            return found
-        culprit, bad_record = _bisect(commits[:end], new, probe, record, on_bisect)
-        if culprit == 0 and not regressions and (asked := _known(new, probe, head)):
-            judged = probe.subset(head, asked, first=False, why="head")
-            if _failed(probe, judged, asked):
-                found.broken_head = judged
+    alone: dict[str, frozenset[str]] = {}  # failed a whole run of the tip, passed alone
+    for _round in range(_ROUNDS):
+        real, passed = _new(found, commits[end - 1], head, fails, by)
+        if real:
+            culprit = _regression(found, (commits[:end], head), real, record, by, on_bisect)
+            if culprit is None:
                 return found
-        found.culprit, found.culprit_record = culprit, bad_record
-        if culprit == 0:
-            return found
-        end = culprit
-        record = probe.whole(commits[end - 1])  # the tree that lands runs every test
-        if record.verdict == Verdict.INTERRUPTED:
-            raise Interrupted
+            end, alone = culprit, {}
+        else:
+            alone = union(alone, passed)
+            record = _whole(found, probe, commits[end - 1], by)
+            if record.verdict != Verdict.FAIL:
+                found.landed, found.tip_record = end, record
+                found.flaky = union(found.flaky, alone)  # (a flip on a candidate's tree)
+                return found
+            named = _named(probe, record)
+            again = _order_dependent(probe, commits[end - 1], _meet(named, alone), found)
+            if not again:
+                fails = named
+                continue
+            on_head = _fails_whole_on_head(found, probe, head, again, by)
+            again = minus(again, on_head)
+            if not again:
+                fails = named
+                continue
+            bad, good_record = _bisect_whole(found, commits[:end], again, by, record, on_bisect)
+            if bad == 0:
+                return found
+            end, alone = bad, {}
+            if good_record is not None and good_record.verdict != Verdict.FAIL:
+                found.landed, found.tip_record = end, good_record
+                return found
+        # the tree that lands (the prefix before the culprit) runs every test
+        record = _whole(found, probe, commits[end - 1], by)
         if record.verdict != Verdict.FAIL:
             found.landed, found.tip_record = end, record
             return found
-        named = probe.failing(record)
-        if not named:
-            raise Unreadable
-        fails = named
+        fails = _named(probe, record)
+    raise Unreadable  # no end in sight by tests: whole runs decide, as without them
 
 
-def _new(found: Found, tip: str, head: str, fails: Tests, by: ByTests) -> dict[str, frozenset[str]]:
-    """What of `fails` is neither the head's own failure nor a flake (steps 1-2)."""
+def _named(probe: Probe, record: Judged) -> dict[str, frozenset[str]]:
+    named = probe.failing(record)
+    if not named:
+        raise Unreadable
+    return named
+
+
+def _meet(a: Tests, b: Tests) -> dict[str, frozenset[str]]:
+    out = {lane: ids & b.get(lane, frozenset()) for lane, ids in a.items()}
+    return {lane: ids for lane, ids in out.items() if ids}
+
+
+def _whole(found: Found, probe: Probe, commit: str, by: ByTests) -> Judged:
+    record = probe.whole(commit, found.forgive(by.red) if by.regressions else {})
+    found.whole_runs += 1
+    if record.verdict == Verdict.INTERRUPTED:
+        raise Interrupted
+    return record
+
+
+def _regression(
+    found: Found,
+    chain: tuple[list[str], str],
+    real: Tests,
+    record: Judged,
+    by: ByTests,
+    on_bisect: Callable[[int, int, int], None],
+) -> int | None:
+    """Bisect the tests that fail alone: the culprit's index, or None when nothing
+    lands (the culprit is the chain's first task, or the head fails on its own).
+    `chain`: the commits of its prefixes, and the head they are built on."""
+    probe = by.probe
+    commits, head = chain
+    culprit, bad_record = _bisect(commits, real, probe, record, on_bisect)
+    if culprit == 0 and not by.regressions and (asked := _known(real, probe, head)):
+        judged = probe.subset(head, asked, first=False, why="head", landed=True)
+        if _failed(probe, judged, asked):
+            found.broken_head = judged
+            return None
+    found.culprit, found.culprit_record = culprit, bad_record
+    found.culprit_tests, found.order_dependent = dict(real), False
+    return None if culprit == 0 else culprit
+
+
+def _order_dependent(
+    probe: Probe, tip: str, suspects: Tests, found: Found
+) -> dict[str, frozenset[str]]:
+    """Of `suspects` (failed two whole runs of the tip, passed alone once), those
+    that pass alone every time they run alone (`_ALONE` runs in all): a test that
+    fails alone too is a flake, no longer a suspect."""
+    left = dict(suspects)
+    for _ in range(_ALONE - 1):
+        if not left:
+            break
+        judged = probe.subset(tip, left, first=False, why="alone again")
+        failed = _failed(probe, judged, left)
+        found.flaky = union(found.flaky, _meet(failed, left))
+        left = minus(left, failed)
+    return left
+
+
+def _fails_whole_on_head(
+    found: Found, probe: Probe, head: str, tests: Tests, by: ByTests
+) -> dict[str, frozenset[str]]:
+    """Which of `tests` the head fails in a whole run too (its own failure, forgiven
+    from then on under `gate_on = "regressions"`): none when a whole run of the head
+    that exited 0 ran them."""
+    if probe.passes_whole(head, tests):
+        return {}
+    record = _whole(found, probe, head, by)
+    if record.verdict != Verdict.FAIL:
+        return {}
+    on_head = _meet(probe.failing(record) or {}, tests)
+    if by.regressions:
+        found.pre_existing = union(found.pre_existing, on_head)
+    return on_head
+
+
+def _bisect_whole(
+    found: Found,
+    commits: list[str],
+    tests: Tests,
+    by: ByTests,
+    record: Judged,
+    on_bisect: Callable[[int, int, int], None],
+) -> tuple[int, Judged | None]:
+    """The culprit of order-dependent failures (`tests`: they pass alone on every
+    prefix), by whole runs of the prefixes; and the whole run of the prefix before
+    it, when one was made."""
+    probe = by.probe
+    end = len(commits)
+    bad, bad_record, good, good_record = end, record, 0, None
+    while bad - good > 1:
+        on_bisect(end, good, bad)
+        k = (good + bad) // 2
+        judged = _whole(found, probe, commits[k - 1], by)
+        failed = _meet(probe.failing(judged) or {}, tests) if judged.verdict == Verdict.FAIL else {}
+        if failed:
+            bad, bad_record = k, judged
+        else:
+            good, good_record = k, judged
+    on_bisect(end, good, bad)
+    found.culprit, found.culprit_record = bad - 1, bad_record
+    found.culprit_tests, found.order_dependent = dict(tests), True
+    return bad - 1, good_record
+
+
+def _new(
+    found: Found, tip: str, head: str, fails: Tests, by: ByTests
+) -> tuple[dict[str, frozenset[str]], dict[str, frozenset[str]]]:
+    """What of `fails` is neither the head's own failure nor a known flake (steps
+    1-2): those that fail alone on the tip, and those that passed alone there."""
     probe, regressions, confirm, red = by.probe, by.regressions, by.confirm, by.red or {}
     new = minus(minus(fails, found.pre_existing), found.flaky)
     if regressions and (asked := _known(new, probe, head)):
-        on_head = _failed(probe, probe.subset(head, asked, first=False, why="head"), asked)
+        judged = probe.subset(head, asked, first=False, why="head", landed=True)
+        on_head = _failed(probe, judged, asked)
         if confirm and (doubt := minus(on_head, red)):
             # Failing on the head once is no proof that the head fails it: run again
             # there, a test that passes now is flaky, not the head's own failure.
-            why = "head again"
-            again = _failed(probe, probe.subset(head, doubt, first=False, why=why), doubt)
+            judged = probe.subset(head, doubt, first=False, why="head again", landed=True)
+            again = _failed(probe, judged, doubt)
             flaked = passed_again(doubt, again)
             found.flaky = union(found.flaky, flaked)
             on_head = minus(on_head, flaked)
         found.pre_existing = union(found.pre_existing, on_head)
         new = minus(minus(new, on_head), found.flaky)
+    passed: dict[str, frozenset[str]] = {}
     if new and confirm and (asked := _known(new, probe, head)):
         again = _failed(probe, probe.subset(tip, asked, first=False, why="rerun"), asked)
-        flaked = passed_again(asked, again)
-        found.flaky = union(found.flaky, flaked)
-        new = minus(new, flaked)
-    return new
+        passed = passed_again(asked, again)
+        new = minus(new, passed)
+    return new, passed
+
+
+def _least_flaky(tests: Tests, probe: Probe) -> dict[str, frozenset[str]]:
+    """One test of `tests`: the one that flipped least on landed trees (a flake
+    among them cannot move the blame)."""
+    pairs = sorted((probe.flakiness(lane, t), lane, t) for lane, ids in tests.items() for t in ids)
+    _n, lane, test = pairs[0]
+    return {lane: frozenset({test})}
 
 
 def _bisect(
@@ -205,14 +374,16 @@ def _bisect(
     record: Judged,
     on_bisect: Callable[[int, int, int], None],
 ) -> tuple[int, Judged]:
-    """The culprit's index among `commits` (whose last fails `new`), by running
-    only `new` on the prefixes, and the run that failed at the culprit."""
+    """The culprit's index among `commits` (whose last fails `new`), by running one
+    of `new` (the least flaky) on the prefixes, and the run that failed at the
+    culprit."""
     end = len(commits)
+    one = _least_flaky(new, probe)
     bad, bad_record, good = end, record, 0
     while bad - good > 1:
         on_bisect(end, good, bad)
         k = (good + bad) // 2
-        there = _known(new, probe, commits[k - 1])  # a test a later task adds
+        there = _known(one, probe, commits[k - 1])  # a test a later task adds
         judged = probe.subset(commits[k - 1], there, first=True, why="bisection")
         if there and judged is None:
             raise Unreadable

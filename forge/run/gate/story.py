@@ -261,16 +261,45 @@ def pre_existing_lines(known: PreExisting | None) -> list[str]:
     return out
 
 
-def blame_reason(record: VerifyRecord) -> tuple[str, str | None, str]:
+def blame_reason(
+    record: VerifyRecord, *, order_dependent: bool = False
+) -> tuple[str, str | None, str]:
     """The culprit's reason, the failing lane's last log, and the lane's name."""
     bad = next((lane for lane in record.lanes if lane.verdict == Verdict.FAIL), None)
     if bad is None:
         return f"breaks verification ({record.verdict})", None, "?"
     log = bad.runs[-1].log if bad.runs else None
+    if order_dependent and bad.names_tests:
+        tests = [f.test for f in bad.failures if f.test]
+        shown = ", ".join(tests[:3]) + (f" and {len(tests) - 3} more" if len(tests) > 3 else "")
+        return (
+            f"breaks verification: lane {bad.name}: {shown} fails in the whole run, passes "
+            f"alone (order-dependent)",
+            log,
+            bad.name,
+        )
     if bad.names_tests:  # the failing tests name the cause better than a log's path
         return f"breaks verification: lane {bad.name}: {bad.reason}", log, bad.name
     where = f" (log {log})" if log else ""
     return f"breaks verification: lane {bad.name} {bad.reason}{where}", log, bad.name
+
+
+def only(record: VerifyRecord, tests: Mapping[str, frozenset[str]]) -> VerifyRecord:
+    """`record` (a FAIL) naming only `tests` among its failures, lane by lane: a
+    culprit's own. A lane none of whose failures is among them (or that names none)
+    is left as it is when `tests` says nothing of it."""
+    if not tests:
+        return record
+    lanes = []
+    for lane in record.lanes:
+        mine = tests.get(lane.name)
+        if lane.verdict != Verdict.FAIL or not lane.runs or mine is None:
+            lanes.append(lane)
+            continue
+        last = lane.runs[-1]
+        kept = tuple(f for f in last.failures if f.test in mine) or last.failures
+        lanes.append(replace(lane, runs=(*lane.runs[:-1], replace(last, failures=kept))))
+    return replace(record, lanes=tuple(lanes))
 
 
 def keep_step(
@@ -323,15 +352,14 @@ def tell(
 def landing_verdict(
     record: VerifyRecord, tip: str, *, flaky: Mapping[str, frozenset[str]]
 ) -> tuple[VerifyRecord, VerifiedBy]:
-    """The verification a landing records, and what covers each task it lands. A
-    FAIL whose failures were the head's own, or flakes (`flaky`: by lane, the tests
-    that failed and passed when run again), lands as PASS or FLAKY, its flakes set
-    apart in each lane's last run (so its summary names them)."""
+    """The verification a landing records (a whole run of every lane that exited 0),
+    and what covers each task it lands. Tests that failed a whole run of the same
+    tree before this one passed (`flaky`: by lane) make it FLAKY, named in each
+    lane's last run (so its summary names them)."""
     landed = record
-    if record.verdict == Verdict.FAIL:
+    if flaky and record.verdict in (Verdict.PASS, Verdict.FLAKY):
         lanes = tuple(_flaked(lane, flaky.get(lane.name, frozenset())) for lane in record.lanes)
-        verdict = Verdict.FLAKY if flaky else Verdict.PASS
-        landed = replace(record, lanes=lanes, verdict=verdict)
+        landed = replace(record, lanes=lanes, verdict=Verdict.FLAKY)
     landed = replace(landed, commit=tip)
     covered = VerifiedBy.from_dict(
         {"record": record.id, "commit": tip, "verdict": str(landed.verdict), **named_tests(landed)}
@@ -340,15 +368,12 @@ def landing_verdict(
 
 
 def _flaked(lane: LaneResult, tests: frozenset[str]) -> LaneResult:
-    """A failed lane whose last run's failing `tests` passed when run again."""
-    if lane.verdict != Verdict.FAIL or not tests or not lane.runs:
+    """A lane that passed, `tests` of which failed in an earlier whole run."""
+    if not tests or not lane.runs:
         return lane
     last = lane.runs[-1]
-    moved = tuple(sorted({f.test for f in last.failures if f.test in tests}))
-    rest = tuple(f for f in last.failures if f.test not in tests)
-    verdict = Verdict.FAIL if rest else Verdict.FLAKY
-    runs = (*lane.runs[:-1], replace(last, failures=rest, flaky=moved))
-    return replace(lane, verdict=verdict, runs=runs)
+    runs = (*lane.runs[:-1], replace(last, flaky=tuple(sorted(tests))))
+    return replace(lane, verdict=Verdict.FLAKY, runs=runs)
 
 
 def as_record(judged: object) -> VerifyRecord:

@@ -20,13 +20,15 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from forge.frozen import frozen
 from forge.git.repo import Repository
 from forge.plan.repo_config import VerifyConfig
 from forge.verify import engine as verify
-from forge.verify.flakes import Fixed, Reruns, exists_at, failing_tests, passed_again
+from forge.verify import records as verify_records
+from forge.verify.flakes import Fixed, Reruns, exists_at, failing_tests
+from forge.verify.quarantine import tests_known_flaky, tests_seen_flipping
 from forge.verify.records import LaneRun, Verdict, VerifyRecord
 
 if TYPE_CHECKING:
@@ -98,6 +100,7 @@ class Where:
     on_event: Callable[[str], None]
     sandbox: bool = False
     on_stage: Callable[[str], None] | None = None  # hears what a lane starts
+    candidate: bool = True  # the commit is a candidate, not the integration head
 
 
 def head_has_them(
@@ -160,6 +163,8 @@ def run_subset(
             reruns=Fixed(0),
             remember=False,
             on_stage=where.on_stage,
+            candidate=where.candidate,
+            chosen=True,
         ),
     )
 
@@ -193,6 +198,19 @@ class SubsetFirst:
         return self.inner.again(lane, runs)
 
 
+class Judge(Protocol):
+    """The gate's whole verification of a commit (forge/run/gate/verifying.py)."""
+
+    def __call__(
+        self,
+        commit: str,
+        key: str | None = None,
+        forgive: Tests | None = None,
+        *,
+        again: bool = False,
+    ) -> VerifyRecord: ...
+
+
 @dataclass
 class GateProbe:
     """The gate's side of forge/run/gate/by_tests.py: whole verifications through
@@ -203,7 +221,7 @@ class GateProbe:
     key: str
     stop: threading.Event
     sandbox: bool
-    judge: Callable[[str], VerifyRecord]
+    judge: Judge
     on_event: Callable[[str], None]
     on_step: Callable[[str, float, VerifyRecord], None]
     on_doing: Callable[[str], None] = lambda _what: None
@@ -211,14 +229,32 @@ class GateProbe:
     runs: int = 0  # subset runs made
     _seen: dict[tuple[str, str], bool] = field(default_factory=dict)
 
-    def whole(self, commit: str) -> VerifyRecord:
-        return self.judge(commit)
+    def whole(self, commit: str, forgive: Tests) -> VerifyRecord:
+        return self.judge(commit, None, forgive, again=True)
+
+    def passes_whole(self, commit: str, tests: Tests) -> bool | None:
+        """A remembered PASS or FLAKY of the commit's tree whose whole runs left none
+        of `tests` out: it passed them there."""
+        tree = self.repo.tree_of(commit)
+        known = verify_records.cached(self.repo.state, tree, self.config.fingerprint())
+        if known is None:
+            return None
+        out = {(lane, t) for lane, t, _why in known.deselected}
+        return not any((lane, t) in out for lane, ids in tests.items() for t in ids)
+
+    def flakiness(self, lane: str, test: str) -> int:
+        """2: flaky on landed trees; 1: seen flipping on a candidate's; 0: neither."""
+        if test in tests_known_flaky(self.repo, lane):
+            return 2
+        return int(test in tests_seen_flipping(self.repo, lane))
 
     def failing(self, judged: Judged) -> dict[str, frozenset[str]] | None:
         assert isinstance(judged, VerifyRecord)
         return failing_by_lane(self.config, judged)
 
-    def subset(self, commit: str, tests: Tests, *, first: bool, why: str) -> VerifyRecord | None:
+    def subset(
+        self, commit: str, tests: Tests, *, first: bool, why: str, landed: bool = False
+    ) -> VerifyRecord | None:
         if not any(tests.values()):
             return None
         names = sorted(t for ids in tests.values() for t in ids)
@@ -238,6 +274,7 @@ class GateProbe:
                 lambda msg: self.on_event(f"gate [{why}]: {msg}"),
                 sandbox=self.sandbox,
                 on_stage=self.on_stage,
+                candidate=not landed,
             ),
         )
         if record is not None:
@@ -251,15 +288,43 @@ class GateProbe:
             known = self._seen[(commit, test)] = exists_at(self.repo, commit, test)
         return known
 
-    def recheck(self, commit: str, record: VerifyRecord) -> dict[str, frozenset[str]]:
-        """The culprit's failing tests once more on its own tree before it is blamed:
-        those that fail there and now pass are flaky on evidence (returned, by lane;
-        the history holds both runs too), and blame nobody."""
-        failing = self.failing(record)
-        if not failing:
+    def recheck(self, commit: str, tests: Tests) -> VerifyRecord | None:
+        """The culprit's own failing tests, `tests`, once more on its own tree before it
+        is blamed: the run (None: it could not be made, or was stopped). Those that
+        pass now are flaky on evidence (the history holds both runs) and blame nobody;
+        those that fail again are the culprit's reason."""
+        if not tests:
+            return None
+        # A test seen flipping (on any tree) must fail every time: one more run.
+        doubt = any(self.flakiness(lane, t) for lane, ids in tests.items() for t in ids)
+        left = dict(tests)
+        again: VerifyRecord | None = None
+        for _ in range(2 if doubt else 1):
+            again = self.subset(commit, left, first=False, why="the culprit's failing tests again")
+            if again is None or again.verdict == Verdict.INTERRUPTED:
+                return None
+            failed = (self.failing(again) or {}) if again.verdict == Verdict.FAIL else {}
+            left = {lane: ids & left.get(lane, frozenset()) for lane, ids in failed.items()}
+            left = {lane: ids for lane, ids in left.items() if ids}
+            if not left:
+                break
+        return again
+
+    def after_landing(self, tip: str, record: VerifyRecord) -> dict[str, frozenset[str]]:
+        """The tests the landing whole run left out, run on the landed tree: their
+        outcome feeds the history (a quarantined test's release, what the head fails)
+        and never the verdict. Those that failed there, by lane."""
+        left: dict[str, set[str]] = {}
+        for lane, t, _why in record.deselected:
+            if can_subset(self.config, lane):
+                left.setdefault(lane, set()).add(t)
+        tests = {lane: frozenset(ids) for lane, ids in left.items()}
+        if not tests:
             return {}
-        again = self.subset(commit, failing, first=False, why="the culprit's failing tests again")
-        if again is None or again.verdict == Verdict.INTERRUPTED:
+        judged = self.subset(
+            tip, tests, first=False, why="left out, on the landed tree", landed=True
+        )
+        if judged is None or judged.verdict != Verdict.FAIL:
             return {}
-        failed = (self.failing(again) or {}) if again.verdict == Verdict.FAIL else {}
-        return passed_again(failing, failed)
+        failed = self.failing(judged) or {}
+        return {lane: ids & tests.get(lane, frozenset()) for lane, ids in failed.items()}

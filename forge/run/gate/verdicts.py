@@ -21,7 +21,7 @@ from forge.plan.repo_config import VerifyConfig
 from forge.run.attempt import phases
 from forge.run.context import RunContext
 from forge.run.gate import bisection as gate
-from forge.run.gate import story, unblame
+from forge.run.gate import by_tests, harness, story, unblame
 from forge.run.gate.chains import Chains
 from forge.run.gate.subsets import GateProbe
 from forge.run.records import history
@@ -31,7 +31,7 @@ from forge.run.state.records import MERGED, FeedbackSource, VerifiedBy
 from forge.run.state.run_state import Status
 from forge.verify import engine as verify
 from forge.verify import testdb
-from forge.verify.records import VerifyRecord
+from forge.verify.records import Verdict, VerifyRecord
 
 STEPS_KEPT = 500  # the gate's verifications the run state keeps, across runs
 
@@ -85,7 +85,7 @@ class Verdicts:
             requeue = [s.task for s in out.chain.steps]
         else:
             if out.landed:
-                self._land(out, head)
+                self._land(out, head, probe)
             if out.culprit is not None:
                 self._culprit(out, probe, requeue)
             (self.window.failed if out.culprit else self.window.passed)()
@@ -108,18 +108,30 @@ class Verdicts:
         self.on_event(f"gate: {why}: nothing lands, nobody is blamed")
 
     def _culprit(self, out: gate.Outcome, probe: GateProbe, requeue: list[str]) -> None:
-        """Blame the culprit, unless its failing tests prove flaky run once more on its
-        tree (before anyone is blamed) or are quarantined by now: then it is queued."""
+        """Blame the culprit for its own failures only: the tests that fail on its tree
+        and not on its parent (never one the head fails already, a quarantined test or
+        a flake just excused), confirmed once more on its tree. When they pass there
+        now (flaky on evidence) or are quarantined by now, it is queued again."""
         assert out.culprit is not None
         record = story.as_record(out.culprit_record)
-        failing = probe.failing(record) or {}
-        flaked = probe.recheck(out.culprit.commit, record)
-        if (failing and flaked == failing) or unblame.excused(self.ctx.repo, self.config, record):
+        own = out.culprit_tests or probe.failing(record) or {}
+        if out.order_dependent:
+            # They pass alone by definition: two whole runs of the chain failed them and
+            # a whole run of the culprit's parent passed them.
+            self._blame(out.culprit.task, story.only(record, own), order_dependent=True)
+            return
+        again = probe.recheck(out.culprit.commit, own) if own else None
+        failed = (probe.failing(again) or {}) if again and again.verdict == Verdict.FAIL else {}
+        if again is not None and not failed:
+            requeue.insert(0, out.culprit.task)  # every one of them passed now: flaky
+            return
+        blamed = story.only(again, failed) if again is not None else story.only(record, own)
+        if unblame.excused(self.ctx.repo, self.config, blamed):
             requeue.insert(0, out.culprit.task)
         else:
-            self._blame(out.culprit.task, record)
+            self._blame(out.culprit.task, blamed)
 
-    def _land(self, out: gate.Outcome, head: str) -> None:
+    def _land(self, out: gate.Outcome, head: str, probe: GateProbe) -> None:
         ctx = self.ctx
         tip = out.tip
         record = story.as_record(out.tip_record)
@@ -145,17 +157,25 @@ class Verdicts:
         )
         faults.point("gate-after-land")
         testdb.landed(ctx.repo.state, ctx.repo.tree_of(tip))
+        # The tests its whole run left out run on the landed tree: what the head still
+        # fails, and passes toward a quarantined test's release (never the verdict).
+        still = probe.after_landing(tip, record)
+        red = by_tests.union(story.known_red(ctx.state), out.pre_existing)
+        pre_existing = {lane: ids & red.get(lane, frozenset()) for lane, ids in still.items()}
+        harnesses = _harness_changes(ctx, out, head)
         with ctx.store.lock:
             said: list[ev.Event] = []
             for step in out.landed:
                 ts = ctx.state.tasks[step.task]
                 definition = ctx.plan.task(step.task).definition()
+                if step.task in harnesses:
+                    said.append(ev.Warned(step.task, harnesses[step.task]))
                 said.append(ev.Merged(step.task, step.commit, definition, covered))
                 said += phases.end(step.task, ts.last)
             said.append(ev.VerificationRecorded(verification))
             assert ctx.state.gate is not None
             said.append(ev.GateRecorded(replace(ctx.state.gate, landing=None)))
-            fixed, known = story.landed(ctx.state, names, tip, out.pre_existing, flaky=out.flaky)
+            fixed, known = story.landed(ctx.state, names, tip, pre_existing, flaky=out.flaky)
             said += known
             ctx.store.emit(ctx.state, *said)
         history.settle(ctx, names)
@@ -163,12 +183,14 @@ class Verdicts:
             ctx.on_change(tid)
         summary = covered.summary or verification.verdict
         self.on_event(f"gate: landed {', '.join(names)} ({summary}, {tip[:12]})")
-        for line in story.known_lines(out.pre_existing, fixed, names):
+        for line in story.known_lines(pre_existing, fixed, names):
             self.on_event(f"gate: {line}")
+        for tid, note in harnesses.items():
+            self.on_event(f"gate: {tid} {note}")
 
-    def _blame(self, tid: str, record: VerifyRecord) -> None:
+    def _blame(self, tid: str, record: VerifyRecord, *, order_dependent: bool = False) -> None:
         ctx = self.ctx
-        reason, log, lane = story.blame_reason(record)  # (the same words as the story's)
+        reason, log, lane = story.blame_reason(record, order_dependent=order_dependent)
         ts = ctx.state.tasks[tid]
         last = ts.last
         assert last is not None
@@ -187,6 +209,18 @@ class Verdicts:
         history.settle(ctx, [tid])
         if last.candidate is None:  # (a candidate's is told by forge/run/candidates.py,
             self.on_event(f"{tid}: FAILED ({reason})")  # which may land another)
+
+
+def _harness_changes(ctx: RunContext, out: gate.Outcome, head: str) -> dict[str, str]:
+    """task -> `changes its test harness: conftest.py`, for each landed task that does."""
+    notes = {}
+    before = head
+    for step in out.landed:
+        paths = harness.changed(ctx.repo, before, step.commit)
+        if paths:
+            notes[step.task] = f"changes its test harness: {', '.join(paths[:5])}"
+        before = step.commit
+    return notes
 
 
 def conflicts(

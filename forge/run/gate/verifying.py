@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
 from forge.plan.repo_config import VerifyConfig
@@ -25,6 +25,13 @@ from forge.run.gate.subsets import SubsetFirst
 from forge.run.state.gate_story import StepKind as Kind
 from forge.verify import engine as verify
 from forge.verify.records import Verdict, VerifyRecord
+
+Tests = Mapping[str, frozenset[str]]  # lane -> test ids
+Forgive = frozenset[tuple[str, frozenset[str]]]
+
+
+def _frozen(tests: Tests) -> Forgive:
+    return frozenset((lane, ids) for lane, ids in tests.items() if ids)
 
 
 class Verifier:
@@ -48,7 +55,10 @@ class Verifier:
         self.doing = Doing(ctx)  # what the gate runs now, for status and the live view
         self.runs = 0  # verifications that ran (not answered by the verdict cache)
         self.reruns: SubsetFirst | None = None  # the running batch's rerun rule
-        self._failed: dict[str, VerifyRecord] = {}  # tree -> FAIL, judged in this run
+        # the tests the running batch forgives beside the quarantined ones (those the
+        # head fails on its own), left out of its whole runs
+        self.forgive: Tests = {}
+        self._failed: dict[tuple[str, Forgive], VerifyRecord] = {}  # FAILs judged this run
         self._runs_lock = threading.Lock()
         # `verify_parallel`: the batches after the running one, judged at once
         self.spec = Speculator(
@@ -60,21 +70,34 @@ class Verifier:
             tree_of=ctx.repo.tree_of,
         )
 
-    def judge(self, commit: str, key: str | None = None) -> VerifyRecord:
+    def judge(
+        self,
+        commit: str,
+        key: str | None = None,
+        forgive: Tests | None = None,
+        *,
+        again: bool = False,
+    ) -> VerifyRecord:
+        """A whole run of every lane on `commit`, `forgive`n tests left out (default:
+        the running batch's); `again`: run it even when this run judged the tree FAIL
+        (a whole run repeated, to tell a flake or an order-dependent test)."""
         tree = self.ctx.repo.tree_of(commit)
-        failed = self._failed.get(tree)
+        forgive = self.forgive if forgive is None else forgive
+        known = (tree, _frozen(forgive))
+        failed = None if again else self._failed.get(known)
         if failed is not None and unblame.excused(self.ctx.repo, self.config, failed):
-            del self._failed[tree]  # its failing tests proved flaky since: judged again
+            del self._failed[known]  # its failing tests proved flaky since: judged again
             failed = None
         if failed is not None:  # FAIL is not in the verdict cache; this run remembers it
             return replace(failed, commit=commit, cached=True)
-        record = self.spec.answer(tree)
+        record = self.spec.answer(tree) if forgive == self.forgive else None
         if record is not None:
             record = replace(record, commit=commit)
         else:
-            record = self.verify(commit, key or self.ctx.plan.name, self.ctx.stop, Kind.BATCH)
+            key = key or self.ctx.plan.name
+            record = self.verify(commit, key, self.ctx.stop, Kind.BATCH, forgive=forgive)
         if record.verdict == Verdict.FAIL:
-            self._failed[tree] = record
+            self._failed[known] = record
         return record
 
     def judge_many(self, commits: Sequence[str]) -> list[VerifyRecord]:
@@ -83,8 +106,18 @@ class Verifier:
         keys = [name] + [f"{name}.bisect{i}" for i in range(1, len(commits))]
         return fanout.at_once(self.judge, commits, keys)
 
-    def verify(self, commit: str, key: str, stop: threading.Event, kind: Kind) -> VerifyRecord:
+    def verify(
+        self,
+        commit: str,
+        key: str,
+        stop: threading.Event,
+        kind: Kind,
+        *,
+        forgive: Tests | None = None,
+    ) -> VerifyRecord:
         """One verification in the checkouts of `key` (the plan's, or a speculation's)."""
+        forgive = self.forgive if forgive is None else forgive
+        why = "already failing on the head"
         self.before_verify()
         where = "" if key == self.ctx.plan.name else f" [{key.rsplit('.', 1)[-1]}]"
         if not where:
@@ -101,6 +134,8 @@ class Verifier:
                 sandbox=self.ctx.sandbox,
                 reruns=self.reruns,
                 on_stage=None if where else self.doing.stage,
+                forgive={lane: dict.fromkeys(ids, why) for lane, ids in forgive.items()},
+                candidate=True,
             ),
         )
         if not record.cached:

@@ -216,6 +216,8 @@ class VerifiedBy:
     summary: str | None = None
     quarantined: list[str] | None = None
     flaky: list[str] | None = None
+    # the forgiven tests its whole run left out: {"lane", "test", "why"} each
+    deselected: list[dict[str, str]] | None = None
 
     def to_dict(self) -> dict[str, object]:
         out: dict[str, object] = {
@@ -223,6 +225,8 @@ class VerifiedBy:
             "commit": self.commit,
             "verdict": self.verdict,
         }
+        if self.deselected:
+            out["deselected"] = [dict(d) for d in self.deselected]
         if self.summary is not None:
             out["summary"] = self.summary
         if self.quarantined is not None:
@@ -240,6 +244,7 @@ class VerifiedBy:
             summary=_str(data.get("summary")),
             quarantined=_strs(data.get("quarantined")),
             flaky=_strs(data.get("flaky")),
+            deselected=_deselected(data.get("deselected")),
         )
 
     @classmethod
@@ -247,6 +252,13 @@ class VerifiedBy:
         if isinstance(data, VerifiedBy) or data is None:
             return data
         return cls.from_dict(data) if isinstance(data, Mapping) else None
+
+
+def _deselected(data: object) -> list[dict[str, str]] | None:
+    if not isinstance(data, list):
+        return None
+    keys = ("lane", "test", "why")
+    return [{k: str(d.get(k, "")) for k in keys} for d in data if isinstance(d, Mapping)]
 
 
 class _Parts(Protocol):

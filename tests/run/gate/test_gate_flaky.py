@@ -65,7 +65,9 @@ def test_a_test_flaky_on_the_head_is_a_flake_not_the_heads_own_failure(
     assert statuses(repo) == {"a": "MERGED", "b": "MERGED", "c": "MERGED"}
     assert all(len(t["attempts"]) == 1 for t in state(repo)["tasks"].values())
     assert "already failing on the head" not in cp.stdout
-    said = f"FLAKY (flaky: {FLAKY})"
+    # What landed passed a whole run that exited 0, the test (quarantined now: it
+    # flipped on the head, a landed tree) left out of it by its exact id.
+    said = f"FLAKY (1 deselected: {FLAKY} (quarantined, flaky); flaky: {FLAKY})"
     assert said in cp.stdout and said in run_forge(repo, "status").stdout
     shown = json.loads(run_forge(repo, "status", "--json").stdout)
     assert not (shown["gate"]["pre_existing"] or {}).get("tests")
@@ -96,12 +98,13 @@ def test_a_flaky_or_quarantined_verdict_names_its_tests_in_status_and_summary(
     cp = plan_and_run(repo, write_plan(tmp_path, task("a") + task("b")))
     assert cp.returncode == 0, cp.stdout + cp.stderr
     assert statuses(repo) == {"a": "MERGED", "b": "MERGED"}
-    said = f"PASS (quarantined: {FLAKY} failed)"
+    said = f"PASS (1 deselected: {FLAKY} (quarantined, flaky))"
     assert said in cp.stdout and said in run_forge(repo, "status").stdout
     for tid in ("a", "b"):
         covered = json.loads(run_forge(repo, "status", tid, "--json").stdout)["verified_by"]
-        assert covered["verdict"] == "PASS" and covered["quarantined"] == [FLAKY]
-        assert covered["summary"] == said
+        assert covered["verdict"] == "PASS" and covered["summary"] == said
+        left = {"lane": "verify", "test": FLAKY, "why": "quarantined, flaky"}
+        assert covered["deselected"] == [left]
     listed = {r["test"]: r for r in json.loads(run_forge(repo, "tests", "--json").stdout)}
     assert listed[FLAKY]["flaky"] and listed[FLAKY]["quarantined"]
 
@@ -213,12 +216,13 @@ def test_a_blame_a_flaky_test_laid_is_given_back_and_the_next_run_lands_it(
     blamed = state(repo)["tasks"]["b"]
     assert FLAKY in blamed["reason"]
     assert attempt_row(repo, "b") == ("FAILED", 1, 0)
-    # forge learns that it is flaky: the tree it failed on passes it.
+    # A flip on b's tree (a candidate's) would be evidence for b's verdict alone; a
+    # person says it is flaky.
     marker.unlink()
-    again = run_forge(repo, "verify", blamed["verified_by"]["commit"])
-    assert again.returncode == 0, again.stdout + again.stderr
+    said = run_forge(repo, "tests", "--quarantine", FLAKY)
+    assert said.returncode == 0, said.stderr
     row = {r["test"]: r for r in json.loads(run_forge(repo, "tests", "--json").stdout)}[FLAKY]
-    assert row["flaky"] and row["quarantined"]
+    assert row["quarantined"]
     # The next run gives the blame back: the same change, verified again, lands.
     cp = run_forge(repo, "run")
     assert cp.returncode == 0, cp.stdout + cp.stderr
@@ -234,26 +238,22 @@ def test_a_blame_a_flaky_test_laid_is_given_back_and_the_next_run_lands_it(
     assert attempt_row(repo, "b") == ("MERGED", 0, 1)
 
 
-def test_a_blame_given_back_in_the_same_run_lands_the_task_without_a_new_attempt(
-    repo: Path, tmp_path: Path
-) -> None:
+def test_a_flip_on_a_candidates_tree_stays_with_that_change(repo: Path, tmp_path: Path) -> None:
     # The batch [a, b, culprit] fails test_add and the flaky test; the bisection
     # finds [a] passing and [a, b] failing the flaky test (it holds b.txt): b is
     # blamed, its test failing again on its tree. The culprit, batched next on its
-    # own, fails test_add and the flaky test, which passes when run again there:
-    # flaky on evidence, so b's blame is given back and b lands with the change it
-    # made (the flaky test, failing on its tree still, is quarantined now).
+    # own, fails test_add and the flaky test, which passes when run again there: a
+    # flip on the culprit's tree, a candidate's, which is evidence for the culprit's
+    # verdict alone. Nothing is quarantined for the repository, so b's blame stands.
     marked_suite(repo, tmp_path)
     plan = GATED + "max_parallel = 1\nverify_parallel = 1\n" + task("a") + task("b") + CULPRIT
     cp = plan_and_run(repo, write_plan(tmp_path, plan))
     assert cp.returncode == 5, cp.stdout + cp.stderr
-    assert statuses(repo) == {"a": "MERGED", "b": "MERGED", "culprit": "FAILED"}
-    b = state(repo)["tasks"]["b"]
-    assert [a["status"] for a in b["attempts"]] == ["MERGED"]
-    assert any(w.startswith(f"blame cleared: {FLAKY} proved flaky") for w in b["warnings"]), (
-        cp.stdout + cp.stderr
-    )
-    assert attempt_row(repo, "b") == ("MERGED", 0, 1)
+    assert statuses(repo) == {"a": "MERGED", "b": "FAILED", "culprit": "FAILED"}
+    assert attempt_row(repo, "b") == ("FAILED", 1, 0)
     culprit = state(repo)["tasks"]["culprit"]
-    assert ADD in culprit["reason"]
-    assert ADD in [f["test"] for f in culprit["attempts"][-1]["failures"]]
+    assert ADD in culprit["reason"] and FLAKY not in culprit["reason"], culprit["reason"]
+    assert [f["test"] for f in culprit["attempts"][-1]["failures"]] == [ADD]
+    listed = {r["test"]: r for r in json.loads(run_forge(repo, "tests", "--json").stdout)}
+    assert not listed[FLAKY]["quarantined"]
+    assert listed[FLAKY]["flaky_on"] == "candidate", listed[FLAKY]
