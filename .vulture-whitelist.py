@@ -16,6 +16,10 @@ hermetic
 bytecode
 no_background_left
 quick_backoff
+default_mode
+from forge.commands.doctor import Facts
+
+Facts.limits  # a key of `forge doctor --json`, read by its render
 from bench.model_server import Handler  # http.server calls these by name
 
 Handler.protocol_version

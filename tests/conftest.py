@@ -46,6 +46,9 @@ def hermetic(
     monkeypatch.setenv("GIT_EDITOR", "false")
     monkeypatch.setenv("FORGE_WORKTREES", str(tmp_path_factory.mktemp("worktrees")))
     monkeypatch.setenv("FORGE_GRACE", "0.5")  # agents stopped in tests need no 5 s grace
+    # Without the sandbox unless a test (or its plan) asks: the same on a machine with
+    # bubblewrap and without (tests/run/contain/test_default_mode.py leaves it unset).
+    monkeypatch.setenv("FORGE_SANDBOX", "off")
     monkeypatch.setenv("NO_COLOR", "1")
     monkeypatch.setenv("COLUMNS", "200")
     yield

@@ -37,7 +37,8 @@ KEYS: dict[str, dict[str, str]] = {
         "escalate_effort": "at the top model, raise the effort instead of stopping",
         "scope": "`error` (default): a change outside `files` fails the task; `warn`: said only",
         "clean": "`untracked` (default): a reused slot keeps ignored files; `all`: removes them",
-        "sandbox": "run every command under bubblewrap (only its worktree writable)",
+        "sandbox": "run every command under bubblewrap, only its worktree writable "
+        "(not said: on where the sandbox holds; `false` turns it off)",
         "strict_model": "an attempt that ran another model than asked is INFRA",
         "auto": 'the pool `agent = "auto"` chooses from',
         "notify": "a command told of a run's pause, need of a person, and end (JSON on stdin)",
@@ -142,6 +143,8 @@ ENVIRONMENT: dict[str, str] = {
     "(default `../.forge-worktrees/<repo>`; `--worktree-root` wins; under a given root, "
     "`<root>/<repo>`, or `<root>/<repo>-<hash>` when another repository of that name has it)",
     "FORGE_GRACE": "seconds between TERM and KILL when a command is stopped (default 5)",
+    "FORGE_SANDBOX": "`on` or `off`: the sandbox mode when neither the command nor the plan "
+    "says (default: on where `forge doctor` finds that it holds)",
     "FORGE_INFRA_BACKOFF": "seconds to wait after an INFRA failure, doubled up to 5 minutes "
     "(default 5)",
     "FORGE_LOG_CAP": "output kept in each command's log when the plan sets no `log_cap`",

@@ -80,6 +80,9 @@ _CONTEXT_OVERFLOW = re.compile(
 )
 # What procgroup.run_group logs when the program cannot be started (it then returns 127).
 _SPAWN_FAILED = re.compile(r"^forge: cannot run `.*$", re.MULTILINE)
+# bubblewrap could not start the command inside the sandbox (exit 1): a binary the
+# host has where the sandbox does not show it (under the /tmp it replaces).
+_SANDBOX_EXEC = re.compile(r"^bwrap: execvp .*$", re.MULTILINE)
 _MISSING_BINARY = re.compile(
     r"command not found|no such file or directory|not found|permission denied", re.IGNORECASE
 )
@@ -286,6 +289,8 @@ def classify_failure(
             "binary-missing", f"agent {defn.name} could not start: {spawn_error}", None
         )
     spawn = _SPAWN_FAILED.search(output[-_SCAN_BYTES:]) if returncode == 127 else None
+    if spawn is None and returncode == 1:
+        spawn = _SANDBOX_EXEC.search(output[-_SCAN_BYTES:])
     if spawn is not None:
         return InfraFailure("binary-missing", spawn.group(0).strip(), None)
     if defn.script or (returncode == 0 and not defn.infra_on_success):

@@ -26,8 +26,10 @@ disk at every write (each one cost ~4 ms).
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
+import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -38,7 +40,7 @@ from forge.frozen import frozen
 
 if TYPE_CHECKING:
     import sqlite3
-from forge.errors import Busy, StateError
+from forge.errors import Busy, ExitCode, ForgeError, StateError
 
 # A JSON object as forge reads it from a file or writes it (a record's `from_dict`
 # and `to_dict`, the CLI's --json): the edge where typed records are parsed and
@@ -320,3 +322,80 @@ def _set_up_sqlite(con: sqlite3.Connection, schema: str, version: int | None) ->
             if "locked" not in str(exc) or time.monotonic() > deadline:
                 raise
             time.sleep(0.01)
+
+
+# -- a full disk ------------------------------------------------------------------
+# A full disk (or a spent quota) is nobody's failure: the run pauses (exit 8), naming
+# the folder it could not write and the space left there, and the next run goes on.
+
+_FULL = (errno.ENOSPC, errno.EDQUOT)
+# What git and other tools print when a write found no space.
+_SAID = ("No space left on device", "Out of diskspace", "Disk quota exceeded")
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    out: list[BaseException] = []
+    seen: BaseException | None = exc
+    while seen is not None and seen not in out:
+        out.append(seen)
+        seen = seen.__cause__ or seen.__context__
+    return out
+
+
+def is_full(exc: BaseException) -> bool:
+    """Whether `exc` (or what caused it) is a write refused for want of space: an
+    OSError's number, or a command's output saying so."""
+    for seen in _chain(exc):
+        if isinstance(seen, OSError) and seen.errno in _FULL:
+            return True
+        output = getattr(seen, "output", None)  # a command's (proc.CommandError)
+        if isinstance(output, str) and any(said in output for said in _SAID):
+            return True
+    return False
+
+
+class DiskFull(ForgeError):
+    """The pause a full disk makes: one line, exit 8."""
+
+    def __init__(
+        self, exc: BaseException, *, resume: str = "the same command", where: Path | None = None
+    ) -> None:
+        where = _full_where(exc) or where
+        free = _free_in(where) if where is not None else None
+        place = f" in {where}" if where is not None else ""
+        left = f" ({_bytes(free)} free there)" if free is not None else ""
+        super().__init__(
+            f"paused: no space left on the device{place}{left}: free some space "
+            f"(a few hundred MB), then run {resume} again; it goes on where it stopped",
+            code=ExitCode.PAUSED,
+        )
+
+
+def _full_where(exc: BaseException) -> Path | None:
+    """The folder the refused write was for: the file's, or the command's."""
+    for seen in _chain(exc):
+        if isinstance(seen, OSError) and seen.filename:
+            path = Path(os.fsdecode(seen.filename))
+            return path if path.is_dir() else path.parent
+        cwd = getattr(seen, "cwd", None)  # the folder of a command that failed
+        if isinstance(cwd, Path):
+            return cwd
+    return None
+
+
+def _free_in(where: Path) -> int | None:
+    for folder in (where, *where.parents):
+        try:
+            return shutil.disk_usage(folder).free
+        except OSError:
+            continue
+    return None
+
+
+def _bytes(n: int) -> str:
+    value = float(n)
+    for unit in ("bytes", "KB", "MB"):
+        if value < 1024:
+            return f"{n} bytes" if unit == "bytes" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{value:.1f} GB"

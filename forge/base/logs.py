@@ -4,10 +4,12 @@ tail, so neither the disk nor forge's memory grows with whatever a task printed
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
 from pathlib import Path
+from typing import BinaryIO
 
 TAIL_BYTES = 64 * 1024  # enough for the last lines of any failure
 ANALYSIS_BYTES = 1024 * 1024  # what is searched for usage and provider errors
@@ -82,26 +84,35 @@ class Drain(threading.Thread):
         self.last_output: float | None = None
 
     def run(self) -> None:
-        written = 0
         try:
             with self.path.open("ab", buffering=0) as out:
-                while chunk := os.read(self.fd, _CHUNK):
+                self._copy(out)
+        except OSError:
+            # The log cannot be written (a full disk): the output is still read, so
+            # the child never blocks on a full pipe; what forge does next says why.
+            with contextlib.suppress(OSError):
+                while os.read(self.fd, _CHUNK):
                     self.last_output = time.time()
-                    keep = chunk[: max(0, self.cap - written)]
-                    if keep:
-                        out.write(keep)
-                        written += len(keep)
-                    if len(keep) < len(chunk):
-                        if not self.dropped:
-                            out.write(
-                                f"\nforge: log cap of {self.cap} bytes reached; "
-                                f"the rest of the output is dropped\n".encode()
-                            )
-                        self.dropped += len(chunk) - len(keep)
-                if self.dropped:
-                    out.write(f"forge: {self.dropped} bytes of output dropped\n".encode())
         finally:
             os.close(self.fd)
+
+    def _copy(self, out: BinaryIO) -> None:
+        written = 0
+        while chunk := os.read(self.fd, _CHUNK):
+            self.last_output = time.time()
+            keep = chunk[: max(0, self.cap - written)]
+            if keep:
+                out.write(keep)
+                written += len(keep)
+            if len(keep) < len(chunk):
+                if not self.dropped:
+                    out.write(
+                        f"\nforge: log cap of {self.cap} bytes reached; "
+                        f"the rest of the output is dropped\n".encode()
+                    )
+                self.dropped += len(chunk) - len(keep)
+        if self.dropped:
+            out.write(f"forge: {self.dropped} bytes of output dropped\n".encode())
 
 
 def append_line(path: Path, line: str) -> None:

@@ -34,11 +34,36 @@ _GIT_LEAKS = (
 )
 
 
+# The code host's tokens: they push, open pull requests and read private
+# repositories as the person. No task, check or lane is handed one.
+HOST_TOKENS = (
+    "GH_TOKEN",
+    "GITHUB_TOKEN",
+    "GH_ENTERPRISE_TOKEN",
+    "GITHUB_ENTERPRISE_TOKEN",
+    "GITLAB_TOKEN",
+    "GL_TOKEN",
+    "GITEA_TOKEN",
+    "BITBUCKET_TOKEN",
+)
+
+
 def clean_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in _GIT_LEAKS}
     env["GIT_TERMINAL_PROMPT"] = "0"
     if extra:
         env.update(extra)
+    return env
+
+
+def command_env(extra: Mapping[str, str] | None, *, tokens: bool = False) -> dict[str, str]:
+    """A long command's whole environment (a task's, a check's, a lane's): the
+    cleaned one with `extra` on top, and none of the code host's tokens unless
+    `tokens` (the person's own notify command)."""
+    env = clean_env(extra)
+    if not tokens:
+        for name in HOST_TOKENS:
+            env.pop(name, None)
     return env
 
 

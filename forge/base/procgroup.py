@@ -20,11 +20,11 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
+from subprocess import Popen
 from typing import IO
 
 from forge.base import cgroups, proc
 from forge.base.logs import Drain, append_line, log_cap
-from forge.base.proc import clean_env
 from forge.base.sandbox import Sandbox
 from forge.base.settings import DEFAULT_GRACE
 from forge.frozen import frozen
@@ -84,6 +84,7 @@ class GroupSpec:
     cap: int | None = None  # bytes of output kept in the log (None: `log_cap()`)
     sandbox: Sandbox | None = None  # run under bubblewrap (forge/base/sandbox.py)
     pass_fds: tuple[int, ...] = ()  # file descriptors the command inherits
+    tokens: bool = False  # the code host's tokens reach it (only the person's notify)
 
     def log(self, line: str) -> None:
         append_line(self.log_path, line)
@@ -330,6 +331,8 @@ def run_group(
     if not spec.cwd.is_absolute():
         raise ValueError(f"cwd must be absolute: {spec.cwd}")
     spec.log_path.parent.mkdir(parents=True, exist_ok=True)
+    tag = {TAG_VAR: spec.tag} if spec.tag else {}
+    env = proc.command_env({**(spec.env or {}), **tag}, tokens=spec.tokens)
     with contextlib.ExitStack() as outer:
         args = list(spec.argv) if not isinstance(spec.argv, str) else []
         if spec.sandbox is not None:
@@ -337,7 +340,8 @@ def run_group(
             outer.callback(shutil.rmtree, tmp, ignore_errors=True)
             if isinstance(spec.argv, str):
                 args = proc.shell_args(spec.argv, stack=outer, folder=tmp, seen_as="/tmp")
-            args = spec.sandbox.wrap(args, tmp=tmp, env=clean_env(spec.env))
+            wrapped = spec.sandbox.wrap(args, tmp=tmp, env=env)  # bwrap starts with it
+            args, env = wrapped.argv, wrapped.env
         elif isinstance(spec.argv, str):
             args = proc.shell_args(spec.argv, stack=outer)
         group = cgroups.for_command(spec.tag)
@@ -345,17 +349,18 @@ def run_group(
             args = group.wrap(args)
             outer.callback(group.remove)
             outer.callback(cgroups.empty, group, spec.log)  # runs first: escapees of every kind
-        return _run_group(replace(spec, argv=args), stop=stop, on_start=on_start)
+        return _run_group(replace(spec, argv=args), env, stop=stop, on_start=on_start)
 
 
 def _run_group(
     spec: GroupSpec,
+    env: Mapping[str, str],
     *,
     stop: threading.Event | None,
     on_start: Callable[[int], None] | None,
 ) -> GroupResult:
     started = time.monotonic()
-    spawned = _spawn(spec)
+    spawned = _spawn(spec, env)
     if spawned is None:
         return GroupResult(127, False, False, time.monotonic() - started, 0)
     child, drain = spawned
@@ -368,8 +373,10 @@ def _run_group(
         # Daemons the leader left behind must not outlive the run.
         left: tuple[str, ...] = ()
         if found := _survivors(pgid, spec.tag, None, spec.cwd):
-            if not (stopped or timed_out):
-                left = tuple(describe(pid) for pid in found)
+            # bwrap tearing its namespace down is forge's, not the command's leftover
+            named = [p for p in found if spec.sandbox is None or _comm(p) != "bwrap"]
+            if named and not (stopped or timed_out):
+                left = tuple(describe(pid) for pid in named)
                 said = f"left processes behind in group {pgid}: {', '.join(left)}"
                 spec.log(f"forge: the command exited but {said}")
             _stop(pgid, grace=spec.grace, tag=spec.tag, log=spec.log, confine=spec.cwd)
@@ -390,14 +397,11 @@ def _run_group(
     return replace(result, last_output=drain.last_output)
 
 
-def _spawn(spec: GroupSpec) -> tuple[subprocess.Popen[bytes], Drain] | None:
-    """Start the leader in a new session, its output into a pipe the drain (not yet
-    started) copies to the log; None (and the reason in the log) when the command
-    cannot be started at all."""
+def _spawn(spec: GroupSpec, env: Mapping[str, str]) -> tuple[Popen[bytes], Drain] | None:
+    """Start the leader in a new session with the whole environment `env`, its output
+    into a pipe the drain (not yet started) copies to the log; None (and the reason
+    in the log) when the command cannot be started at all."""
     args = ["bash", "-c", spec.argv] if isinstance(spec.argv, str) else list(spec.argv)
-    extra = dict(spec.env or {})
-    if spec.tag:
-        extra[TAG_VAR] = spec.tag
     read_end, write_end = os.pipe()
     drain = Drain(read_end, spec.log_path, log_cap(spec.cap))
     with contextlib.ExitStack() as stack:
@@ -412,7 +416,7 @@ def _spawn(spec: GroupSpec) -> tuple[subprocess.Popen[bytes], Drain] | None:
                 child = subprocess.Popen(
                     args,
                     cwd=spec.cwd,
-                    env=clean_env(extra),
+                    env=dict(env),
                     stdin=stdin,
                     stdout=write_end,
                     stderr=subprocess.STDOUT,

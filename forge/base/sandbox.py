@@ -1,4 +1,5 @@
-"""File containment (opt-in: `sandbox = true` in a plan, or `forge run --sandbox`):
+"""File containment (the default where it holds, see `choose`; `sandbox = false` in a
+plan or `forge run --no-sandbox` turns it off):
 a command runs under bubblewrap with the whole file system read-only except its
 worktree (or verification checkout), a temp folder of its own at /tmp (TMPDIR
 points there), and, for a task's commands, the agent CLIs' state folders and
@@ -7,7 +8,10 @@ namespace where one can be made: as root too), and has its own pid, IPC and UTS
 namespaces; `/proc/sys` is read-only. forge's key (forge/base/seal.py) is hidden,
 and so are the user's sockets: a tmpfs over /run, $XDG_RUNTIME_DIR and the folders
 of the sockets the environment names, whose variables are dropped (the plan's
-`sockets = [...]` passes one). A verification lane or a task's check has no
+`sockets = [...]` passes one). bwrap starts with the command's final environment
+(it is pid 1 inside, and its /proc/1/environ is readable there), the person's
+credential files are covered and git's global config is a copy without credential
+helpers (`secrets`, `git_configs`). A verification lane or a task's check has no
 network unless it says `network = true`; an agent keeps it (it needs its API).
 The process group is shared (`--new-session` would take the command out of it);
 bubblewrap's end KILLs its pid namespace, so forge sends TERM to the processes
@@ -19,6 +23,7 @@ holds no capability (`check`), and refuses a sandbox that keeps one.
 from __future__ import annotations
 
 import functools
+import os
 import re
 import shutil
 import stat
@@ -163,6 +168,44 @@ def require() -> None:
         raise ForgeError(why)
 
 
+MODE_VAR = "FORGE_SANDBOX"  # "on" or "off": what neither the command nor the plan said
+_ON, _OFF = ("1", "on", "true", "yes"), ("0", "off", "false", "no")
+
+
+@frozen
+class Choice:
+    """Whether commands run in the sandbox, and the line to say once about it (None:
+    someone chose, nothing to say)."""
+
+    on: bool
+    said: str | None = None
+
+
+def choose(asked: bool | None, plan: bool | None) -> Choice:
+    """The sandbox mode of a run: the command's `--sandbox`/`--no-sandbox`, else the
+    plan's `sandbox`, else $FORGE_SANDBOX, else on where the sandbox holds here. A
+    sandbox chosen that cannot hold is refused (ForgeError, one line); by default,
+    where it cannot hold, forge says so and goes on without it."""
+    said = asked if asked is not None else plan
+    if said is None:
+        value = os.environ.get(MODE_VAR, "").strip().lower()
+        if value in _ON + _OFF:
+            said = value in _ON
+        elif value:
+            raise ForgeError(f"{MODE_VAR}={value!r}: give on or off")
+    if said is not None:
+        if said:
+            require()
+        return Choice(on=said)
+    why = unavailable()
+    if why is None:
+        return Choice(
+            on=True,
+            said="sandbox: on (bubblewrap; `sandbox = false` or --no-sandbox turns it off)",
+        )
+    return Choice(on=False, said=f"sandbox: off: {why}; commands run as you")
+
+
 def _inside(path: Path, folder: Path) -> bool:
     return path == folder or folder in path.parents
 
@@ -186,6 +229,61 @@ def named_sockets(env: Mapping[str, str]) -> dict[str, list[Path]]:
     return out
 
 
+SETUP_CACHE = "setup-cache"  # under forge's state folder: a sandboxed setup's caches
+# Where the usual tools keep their caches, under a sandbox's cache folder.
+CACHE_VARS = (
+    ("XDG_CACHE_HOME", ""),
+    ("UV_CACHE_DIR", "uv"),
+    ("npm_config_cache", "npm"),
+    ("PIP_CACHE_DIR", "pip"),
+    ("YARN_CACHE_FOLDER", "yarn"),
+)
+
+
+def _caches(folder: Path | None, env: Mapping[str, str]) -> dict[str, str]:
+    """The cache variables the command's environment leaves unset, pointing into
+    `folder` (none without one)."""
+    if folder is None:
+        return {}
+    return {var: str(folder / sub) for var, sub in CACHE_VARS if var not in env}
+
+
+def _shown(path: Path, bound: list[Path]) -> bool:
+    """Whether the host's `path` is there inside: the private /tmp covers the host's."""
+    return not _inside(path, Path("/tmp")) or any(_inside(path, b) for b in bound)
+
+
+def _credentials(
+    tmp: Path, env: Mapping[str, str], bound: list[Path]
+) -> list[tuple[Path, list[str]]]:
+    """The mounts that cover the person's credentials (an empty folder, an empty
+    file) and show git's global configuration without its credential helpers."""
+    home = Path.home()
+    out: list[tuple[Path, list[str]]] = []
+    for path in secrets(home):
+        real = path.resolve()
+        if not _shown(real, bound):
+            continue
+        cover = ["--tmpfs", str(real)] if real.is_dir() else ["--ro-bind", "/dev/null", str(real)]
+        out.append((real, cover))
+    copies = tmp / ".forge-home"  # seen read-only at /tmp/.forge-home too
+    for i, path in enumerate(git_configs(home, env)):
+        if _shown(path, bound):
+            copy = without_helpers(path, copies / f"gitconfig-{i}")
+            out.append((path, ["--ro-bind", str(copy), str(path)]))
+    if out and copies.is_dir():
+        out.append((Path("/tmp/.forge-home"), ["--ro-bind", str(copies), "/tmp/.forge-home"]))
+    return out
+
+
+@frozen
+class Wrapped:
+    """A command as bwrap runs it, and the whole environment to start bwrap with."""
+
+    argv: list[str]
+    env: dict[str, str]
+
+
 @frozen
 class Sandbox:
     """What one command may write, and what it must see read-only although it lies
@@ -199,10 +297,17 @@ class Sandbox:
     agents: bool = True
     network: bool = True
     sockets: tuple[str, ...] = ()
+    # A folder of forge's the command may write its caches into (a setup's `uv sync`,
+    # `npm ci`, `pip install` with the home folder read-only): the usual variables
+    # point there unless the command's environment sets them.
+    cache: Path | None = None
 
-    def wrap(self, argv: Sequence[str], *, tmp: Path, env: Mapping[str, str]) -> list[str]:
-        """The bwrap command line running `argv` with `env` (the command's whole
-        environment) inside, its private /tmp the host folder `tmp`."""
+    def wrap(self, argv: Sequence[str], *, tmp: Path, env: Mapping[str, str]) -> Wrapped:
+        """The bwrap command line running `argv` inside, its private /tmp the host
+        folder `tmp`, and the environment bwrap itself must start with: `env` (the
+        command's whole environment) without what the sandbox drops. bwrap is pid 1
+        inside, and its `/proc/1/environ` is readable there: a variable dropped with
+        `--unsetenv` would still be read from it."""
         binds: list[tuple[Path, str]] = [(tmp, "bind")]
         hidden: list[Path] = []
         binds += [(p, "ro-bind") for p in self.readable if p.exists()]
@@ -210,6 +315,10 @@ class Sandbox:
             home = Path.home()
             binds += [(home / n, "bind") for n in AGENT_STATE if (home / n).exists()]
         binds += [(p, "bind") for p in self.writable if p.exists()]
+        caches = _caches(self.cache, env)
+        if self.cache is not None and caches:
+            self.cache.mkdir(parents=True, exist_ok=True)
+            binds.append((self.cache, "bind"))
         # /tmp itself is mounted at /tmp, not at the host folder's path.
         mounts: list[tuple[Path, list[str]]] = [(Path("/tmp"), ["--bind", str(tmp), "/tmp"])]
         mounts += [(p, [f"--{kind}", str(p), str(p)]) for p, kind in binds[1:]]
@@ -219,6 +328,7 @@ class Sandbox:
         unset, passed = self._sockets(env, [p for p, _ in binds[1:]], hidden, mounts)
         for folder in hidden:
             mounts.append((folder, ["--tmpfs", str(folder)]))
+        mounts += _credentials(tmp, env, [p for p, _ in binds[1:]])
         mounts += [(p, ["--ro-bind", str(p), str(p)]) for p in passed]
         resolv = Path("/etc/resolv.conf").resolve()
         if any(_inside(resolv, f) for f in hidden) and resolv.exists():
@@ -229,10 +339,9 @@ class Sandbox:
         args = ["bwrap", *_flags(probe().user_ns, self.network)]
         for i in order:
             args += mounts[i][1]
-        args += ["--setenv", "TMPDIR", "/tmp"]
-        for name in unset:
-            args += ["--unsetenv", name]
-        return [*args, "--", *argv]
+        final = {**caches, **{k: v for k, v in env.items() if k not in unset}}
+        final["TMPDIR"] = "/tmp"
+        return Wrapped([*args, "--", *argv], final)
 
     def _sockets(
         self,
@@ -266,3 +375,92 @@ class Sandbox:
                 elif not path.is_dir() and path not in passed:
                     mounts.append((path, ["--ro-bind", "/dev/null", str(path)]))
         return unset, passed
+
+
+# -- the person's credentials, out of the sandbox's sight -------------------------
+
+# Relative to the home folder: keys, tokens and the stores credential helpers read.
+SECRETS = (
+    ".ssh",
+    ".gnupg",
+    ".git-credentials",
+    ".config/git/credentials",
+    ".netrc",
+    ".config/gh",
+    ".config/hub",
+    ".config/glab-cli",
+    ".aws",
+    ".azure",
+    ".config/gcloud",
+    ".docker",
+    ".kube",
+    ".pypirc",
+    ".cargo/credentials",
+    ".cargo/credentials.toml",
+    ".gem/credentials",
+    ".vault-token",
+    ".password-store",
+    ".local/share/keyrings",
+    ".terraform.d/credentials.tfrc.json",
+)
+
+
+def secrets(home: Path) -> list[Path]:
+    """The credential files and folders that exist under `home`."""
+    return [home / name for name in SECRETS if (home / name).exists()]
+
+
+def git_configs(home: Path, env: Mapping[str, str]) -> list[Path]:
+    """git's global configuration files that exist (each as the file it really is:
+    a bind covers the target, not a link to it)."""
+    xdg = Path(env.get("XDG_CONFIG_HOME") or home / ".config")
+    found = [xdg / "git" / "config", home / ".gitconfig"]
+    if env.get("GIT_CONFIG_GLOBAL"):
+        found.append(Path(env["GIT_CONFIG_GLOBAL"]).expanduser())
+    out: list[Path] = []
+    for path in found:
+        real = path.resolve()
+        if real.is_file() and real not in out:
+            out.append(real)
+    return out
+
+
+def without_helpers(path: Path, into: Path) -> Path:
+    """Write into `into` a copy of the git config `path` without its credential
+    sections and extra HTTP headers; the copy's path."""
+    st = path.stat()
+    data = _sanitized(str(path), st.st_size, st.st_mtime_ns)
+    into.parent.mkdir(parents=True, exist_ok=True)
+    into.write_bytes(data)
+    return into
+
+
+@functools.lru_cache(maxsize=16)
+def _sanitized(path: str, _size: int, _mtime: int) -> bytes:
+    """The sanitized bytes of the config at `path` (cached while it is unchanged)."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="forge-gitconfig-") as where:
+        copy = Path(where) / "config"
+        copy.write_bytes(Path(path).read_bytes())
+        names = _git(copy, "--name-only", "--list").splitlines()
+        sections = sorted({n.rsplit(".", 1)[0] for n in names if n.startswith("credential.")})
+        for section in sections:
+            _git(copy, "--remove-section", section)
+        for name in {n for n in names if n.lower().endswith(".extraheader")}:
+            _git(copy, "--unset-all", name)
+        return copy.read_bytes()
+
+
+def _git(config: Path, *args: str) -> str:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    env["GIT_CONFIG_NOSYSTEM"] = "1"
+    cp = subprocess.run(
+        ["git", "config", "--file", str(config), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
+    return cp.stdout

@@ -186,6 +186,9 @@ def write_output_file(path: Path, text: str) -> None:
     what = not_a_file(path)
     if what is not None:
         raise ForgeError(f"{path} is {what}: give the path of a file to write")
+    blocked = next((p for p in path.parents if os.path.lexists(p)), None)
+    if blocked is not None and not blocked.is_dir():
+        raise ForgeError(f"cannot write {path}: {blocked} is a file, not a folder")
     tmp: str | None = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -29,6 +29,13 @@ def main(argv: list[str] | None = None) -> NoReturn:
         _fail(exc.message or type(exc).__name__, exc.code, as_json="--json" in args)
     except KeyboardInterrupt:
         _fail("interrupted", ExitCode.INTERRUPTED, as_json="--json" in args)
+    except OSError as exc:
+        from forge.base.files import DiskFull, is_full
+
+        if not is_full(exc):
+            raise
+        full = DiskFull(exc, resume=f"`forge {args[0]}`" if args else "it")
+        _fail(full.message, full.code, as_json="--json" in args)
     finally:
         # The process ends: no last collection of all it made (25-40 ms); exit handlers run.
         gc.freeze()

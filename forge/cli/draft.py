@@ -43,7 +43,7 @@ def draft(
         typer.Option("--base", metavar="REV", help="The commit the planner reads (default HEAD)."),
     ] = None,
     force: Annotated[bool, typer.Option("--force", help="Replace FILE when it exists.")] = False,
-    sandbox: SandboxOpt = False,
+    sandbox: SandboxOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Ask a planner agent for a plan, check it, send the problems back; write it when sound."""

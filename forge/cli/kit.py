@@ -70,9 +70,12 @@ DryRunOpt = Annotated[
     bool, typer.Option("--dry-run", help="Say what would happen; change nothing.")
 ]
 SandboxOpt = Annotated[
-    bool,
+    bool | None,
     typer.Option(
-        "--sandbox", help="Run every command under bubblewrap (only its folder writable)."
+        "--sandbox/--no-sandbox",
+        help="Run every command under bubblewrap, only its folder writable (the default "
+        "where `forge doctor` finds that the sandbox holds), or not.",
+        show_default=False,
     ),
 ]
 BudgetOpt = Annotated[

@@ -63,7 +63,7 @@ def run(
         Path | None, typer.Option("--worktree-root", help="Where task worktrees live.")
     ] = None,
     budget: BudgetOpt = None,
-    sandbox: SandboxOpt = False,
+    sandbox: SandboxOpt = None,
     cluster: ClusterOpt = None,
     serve: Annotated[
         bool,

@@ -5,6 +5,7 @@ what forge falls back to where something is missing."""
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import TypedDict
 
 from forge.base import cgroups, sandbox, seal
@@ -24,6 +25,9 @@ class Facts(TypedDict):
     dropped_variables: list[str]
     cgroup: str | None
     fallbacks: list[str]
+    mode: str
+    covered: list[str]
+    limits: list[str]
 
 
 def facts() -> Facts:
@@ -52,7 +56,30 @@ def facts() -> Facts:
         "dropped_variables": sorted(named),
         "cgroup": str(cgroups.delegated() or "") or None,
         "fallbacks": fallbacks(usable, found),
+        "mode": _mode(usable),
+        "covered": [str(p) for p in sandbox.secrets(Path.home())],
+        "limits": LIMITS if usable else [LIMITS[1]],
     }
+
+
+# What the sandbox does not hold, said where it runs (docs/security.md, "Limits").
+LIMITS = [
+    "an agent keeps the host's network namespace: it reaches services on the host's "
+    "loopback and the host's abstract unix sockets (checks and lanes do not)",
+    "without the sandbox a task runs as you: it reads and writes forge's key and records",
+    "an agent writes its own state folders (~/.claude, ~/.codex, ~/.cache, ...), which "
+    "the person's CLI reads the next time it starts",
+]
+
+
+def _mode(usable: bool) -> str:
+    """What a run does when neither its command nor its plan says."""
+    if not usable:
+        return f"off by default: {sandbox.unavailable()}; commands run as you"
+    chosen = os.environ.get(sandbox.MODE_VAR)
+    if chosen:
+        return f"as {sandbox.MODE_VAR}={chosen} says, unless a plan or --sandbox says"
+    return "on by default (a plan's `sandbox = false` or --no-sandbox turns it off)"
 
 
 def fallbacks(usable: bool, found: sandbox.Probe) -> list[str]:
@@ -80,6 +107,7 @@ def render(data: Facts) -> str:
         f"running as root: {yes[data['root']]}",
         f"bubblewrap: {data['bwrap'] or 'not installed'}",
         f"sandbox: {'usable' if data['sandbox'] else 'refused: ' + str(data['refused'])}",
+        f"sandbox mode: {data['mode']}",
     ]
     if data["capabilities"]:
         kept = data["capabilities_kept"]
@@ -91,7 +119,10 @@ def render(data: Facts) -> str:
         lines.append("hidden: " + ", ".join(data["hidden"]))
         if data["dropped_variables"]:
             lines.append("variables dropped: " + ", ".join(data["dropped_variables"]))
+        if data["covered"]:
+            lines.append("credentials covered: " + ", ".join(data["covered"]))
         lines.append("network: an agent keeps it; checks and lanes only with `network = true`")
     lines.append(f"cgroup for commands: {data['cgroup'] or 'none'}")
     lines += [f"fallback: {line}" for line in data["fallbacks"]]
+    lines += [f"limit: {line}" for line in data["limits"]]
     return "".join(f"{line}\n" for line in lines)

@@ -223,7 +223,7 @@ class Options:
     tries: int = DEFAULT_TRIES
     base: str | None = None
     force: bool = False
-    sandbox: bool = False
+    sandbox: bool | None = None  # --sandbox / --no-sandbox (None: where it holds)
 
 
 def draft(
@@ -247,7 +247,13 @@ def draft(
     file, shown = target(repo, opts.goal, opts.out, force=opts.force)
     config = load_repo_config(repo.root)
     spec = opts.agent or config.draft_agent or DEFAULT_AGENT
-    read_only = as_planner(resolve(AgentSpec.parse(spec), config.agents)[0])[1]
+    defn = resolve(AgentSpec.parse(spec), config.agents)[0]
+    if defn.script:
+        raise ForgeError(
+            f"`{defn.name}` runs its prompt as a script, it is no planner: give a model's "
+            "agent (--agent claude, codex, gemini, aider or one of forge.toml's)"
+        )
+    read_only = as_planner(defn)[1]
     base_name = opts.base or repo.current_branch() or "HEAD"
     commit = repo.rev_parse(opts.base or "HEAD")
     name = file.stem
@@ -266,6 +272,11 @@ def draft(
         read_only=read_only,
         base_key=opts.base,
     )
+    from forge.base import sandbox
+
+    choice = sandbox.choose(opts.sandbox, None)
+    if choice.said is not None:
+        say(f"note: {choice.said}")
     planner = Planner(
         repo=repo,
         name=name,
@@ -274,7 +285,7 @@ def draft(
         base=commit,
         logs=logs,
         timeout=DEFAULT_TIMEOUT,
-        sandbox=opts.sandbox,
+        sandbox=choice.on,
         stop=stop if stop is not None else threading.Event(),
     )
     result = Drafted(file=file, shown=shown)

@@ -154,6 +154,13 @@ def word(repo: Repository, test: str, what: str) -> str:
     """Record a person's word on `test` (`quarantine`, `release`, `forget`)."""
     if not test.strip():
         raise ForgeError("name the test (its full id, as `forge tests` lists it)")
+    try:
+        test.encode("utf-8")
+    except UnicodeEncodeError:
+        shown = test.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+        raise ForgeError(
+            f"`{shown}` is not UTF-8 text: a test's id is (as `forge tests` lists it)"
+        ) from None
     known = {t.test for t in testdb.tallies(repo.state)}
     if what != "quarantine" and test not in known and test not in testdb.words(repo.state):
         raise ForgeError(f"no test `{test}` in forge's history (`forge tests` lists them)")

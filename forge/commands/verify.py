@@ -52,11 +52,9 @@ def resolve_target(repo: Repository, *, rev: str | None, plan_ref: str | None) -
             raise ForgeError(
                 f"plan '{plan.name}' has no integration branch yet: run `forge run {plan.name}`"
             )
-    if plan.sandbox:
-        from forge.base import sandbox
+    from forge.base import sandbox
 
-        sandbox.require()
-    return Target(rev, config, plan.name, plan.name, sandbox=plan.sandbox)
+    return Target(rev, config, plan.name, plan.name, sandbox=sandbox.choose(None, plan.sandbox).on)
 
 
 @contextlib.contextmanager

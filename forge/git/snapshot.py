@@ -19,7 +19,7 @@ from pathlib import Path
 
 from forge.base.text import one_line
 from forge.frozen import frozen
-from forge.git import objstore
+from forge.git import gitfiles, objstore
 from forge.git.repo import Repository
 
 _QUIET = {"GIT_OPTIONAL_LOCKS": "0"}
@@ -53,7 +53,7 @@ class Snapshot:
             out.append("working tree changed: " + _names(edited))
         other = _diff(before.files, self.files)
         if other:
-            out.append("git files changed: " + _names(other))
+            out.append(f"{gitfiles.CHANGED}: " + _names(other))
         if before.store is not None:
             out += objstore.changes(before.store, before.objects, self.objects)
         return out
@@ -158,34 +158,13 @@ def _status(repo: Repository) -> str:
     )
 
 
-# Files of the user's git dir that change what git runs or answers: its config, where
-# objects are also looked for (an alternate that lends a task's objects, gone when
-# its slot is), what history is cut or grafted, what attributes and ignores apply.
-_ANSWERS = (
-    "config",
-    "objects/info/alternates",
-    "objects/info/http-alternates",
-    "info/grafts",
-    "shallow",
-    "info/attributes",
-    "info/exclude",
-)
-
-
 def _git_files(repo: Repository) -> dict[str, str]:
     """The user's config, hooks and what else changes git's answers: a task must not
     change what runs on, or what is seen by, their next git command."""
     found = {}
     common = repo.common_dir
-    for name in _ANSWERS:
+    for name in gitfiles.names(common):
         found[name] = _hash(common / name)
-    hooks = common / "hooks"
-    try:
-        names = sorted(os.listdir(hooks))
-    except OSError:
-        names = []
-    for name in names:
-        found[f"hooks/{name}"] = _hash(hooks / name)
     return found
 
 

@@ -149,8 +149,11 @@ def _drop_legacy(repo: Repository, path: Path) -> bool:
     return repo.try_git("worktree", "remove", "--force", str(path)).returncode == 0
 
 
-def dirty_paths(path: Path, repo: Repository) -> list[str]:
+def dirty_paths(path: Path, repo: Repository, *, look_only: bool = False) -> list[str]:
+    """The paths `git status` lists in the slot at `path`; `look_only`: its index is
+    not refreshed either (`forge clean --dry-run` writes nothing)."""
     # NUL-separated (git quotes other names otherwise); no renames: one path an entry.
+    env = {"GIT_OPTIONAL_LOCKS": "0"} if look_only else None
     out = Contained(repo, path).git(
         "status",
         "--porcelain=v1",
@@ -158,6 +161,7 @@ def dirty_paths(path: Path, repo: Repository) -> list[str]:
         "--untracked-files=all",
         "--no-renames",
         "--ignore-submodules=all",
+        env=env,
     )
     return [entry[3:] for entry in out.split("\0") if entry]
 

@@ -142,7 +142,7 @@ class _Checker:
         batch_window = get.one_of("batch_window", ("adaptive", "fixed"))
         gate_on = get.one_of("gate_on", GATE_ON) if "gate_on" in d else None
         verify_parallel = get.integer("verify_parallel", low=1, default=DEFAULT_VERIFY_PARALLEL)
-        sandbox = get.flag("sandbox")
+        sandbox = get.flag("sandbox") if "sandbox" in d else None
         sockets = tuple(get.str_list("sockets", unique=True))
         for entry in sockets:
             if not (_ENV_NAME.match(entry) or entry.startswith("/")):

@@ -148,7 +148,9 @@ class Plan:
     verify_parallel: int = DEFAULT_VERIFY_PARALLEL
     quarantine: str | None = None  # "auto" or "off" (None: forge.toml's [tests], else auto)
     release_after: int | None = None
-    sandbox: bool = False  # run every command under bubblewrap (forge/base/sandbox.py)
+    # Every command under bubblewrap (forge/base/sandbox.py); None: not said, on
+    # where the sandbox holds (sandbox.choose)
+    sandbox: bool | None = None
     sockets: tuple[str, ...] = ()  # sockets (paths or variables) a sandboxed task may reach
     strict_model: bool = False  # an attempt that ran another model than asked is INFRA
     notify: str | None = None  # told of a run's pause or end (forge/run/notify.py)
@@ -296,7 +298,7 @@ class Plan:
             verify_parallel=data.get("verify_parallel", DEFAULT_VERIFY_PARALLEL),
             quarantine=data.get("quarantine"),
             release_after=data.get("release_after"),
-            sandbox=bool(data.get("sandbox", False)),
+            sandbox=None if data.get("sandbox") is None else bool(data["sandbox"]),
             sockets=tuple(data.get("sockets", ())),
             strict_model=bool(data.get("strict_model", False)),
             notify=data.get("notify"),

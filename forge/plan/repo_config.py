@@ -62,6 +62,9 @@ class VerifyConfig:
     # a command's) config, so one run verifies under one forge.toml (None: not read
     # with it, forge.toml is read when needed). Never stored; not part of equality.
     pool_max: int | None = field(default=None, compare=False)
+    # The lanes run under bubblewrap: a run's choice (never stored), part of what a
+    # verdict means (a PASS without the sandbox does not answer for one with it).
+    sandboxed: bool = False
     team: TestsWord | None = field(default=None, compare=False)
 
     def to_dict(self) -> JsonObject:
@@ -117,6 +120,8 @@ class VerifyConfig:
             key["options"] = judged
         if self.quarantine == "off":
             key["quarantine"] = "off"
+        if self.sandboxed:
+            key["sandbox"] = True
         return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
 
 

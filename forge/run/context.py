@@ -14,6 +14,7 @@ from typing import Protocol
 
 from forge.base.liveness import Owner
 from forge.base.settings import Settings
+from forge.git.gitfiles import Kept
 from forge.git.repo import Repository
 from forge.plan.model import Plan
 from forge.plan.repo_config import RepoConfig
@@ -58,6 +59,8 @@ class RunContext:
     # layer above this one, which narrows what it finds here)
     router: object = None
     capacity: Availability | None = None  # the dispatcher's (forge/run/capacity.py)
+    # The user's git files as the run found them: what a task changes there is put back
+    kept: Kept | None = None
 
     @property
     def settings(self) -> Settings:

@@ -98,6 +98,7 @@ def send(
         grace=1.0,
         input_path=payload,
         env={"FORGE_EVENT": event.event},
+        tokens=True,  # the person's own command
     )
     result = run_group(spec)
     if result.returncode == 0 and not result.timed_out:

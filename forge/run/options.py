@@ -22,7 +22,7 @@ class RunOptions:
     agent: str | None = None  # `forge retry --agent SPEC`
     budget: float | None = None  # USD, `forge run --budget`: overrides the plan's
     verify: bool = True
-    sandbox: bool = False  # `forge run --sandbox` (or `sandbox = true` in the plan)
+    sandbox: bool | None = None  # `forge run --sandbox` / `--no-sandbox` (None: not said)
     # forge.toml as the command read it; the run reads it at its start when None, and
     # either way every part of the run uses that one reading (RunContext.repo_config)
     repo_config: RepoConfig | None = None

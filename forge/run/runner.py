@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING
 
 from forge.base import procgroup, sandbox
 from forge.base.clock import now_iso
-from forge.base.files import plan_lock
+from forge.base.files import DiskFull, is_full, plan_lock
 from forge.errors import ExitCode, ForgeError
 from forge.frozen import frozen
-from forge.git import snapshot, worktrees
+from forge.git import gitfiles, snapshot, worktrees
 from forge.git.merge import ensure_integration
 from forge.git.repo import Repository
 from forge.git.snapshot import Snapshot
@@ -82,9 +82,10 @@ def run_plan(
 ) -> RunReport:
     plan = recorded.plan
     on_change, on_event = around.on_change, around.on_event
-    boxed = options.sandbox or plan.sandbox
-    if boxed:
-        sandbox.require()
+    choice = sandbox.choose(options.sandbox, plan.sandbox)
+    boxed = choice.on
+    if choice.said is not None:
+        on_event(choice.said)
     from forge.plan.repo_config import load_repo_config
     from forge.plan.specs import check_specs
 
@@ -100,6 +101,7 @@ def run_plan(
         store = StateStore(repo.state, plan.name)
         started = time.monotonic()
         before = snapshot.take(repo)
+        kept = gitfiles.keep(repo)
         accepted.forget(repo.state, plan.name)
         state, integration = _open_state(repo, recorded, store)
         reducer.apply(state, ev.Touched(None))
@@ -127,6 +129,7 @@ def run_plan(
                 on_change=lambda tid: on_change(state, tid),
                 gated=mode != "off",
                 sandbox=boxed,
+                kept=kept,
             )
             if mode == "off":
                 report.recovered += _merge_left_queued(ctx, on_event)
@@ -136,8 +139,22 @@ def run_plan(
                 on_change(state, tid)
             gate = _dispatch(ctx, recorded, options, integration, config, around)
             _conclude(ctx, report, options, gate=gate, on_event=on_event)
-        finally:
-            _close_state(repo, state, store, started, before)
+        except Exception as exc:
+            if not is_full(exc):
+                _close_state(repo, state, store, started, before, kept)
+                raise
+            # The disk is full: what can still be written is, and the pause (which
+            # names the folder) is what the person reads, not the next write's error.
+            with contextlib.suppress(OSError, ForgeError):
+                _close_state(repo, state, store, started, before, kept)
+            if isinstance(exc, DiskFull):
+                raise
+            raise DiskFull(exc, resume="`forge run`", where=repo.state.root) from exc
+        except BaseException:
+            _close_state(repo, state, store, started, before, kept)
+            raise
+        else:
+            _close_state(repo, state, store, started, before, kept)
         report.exit_code = exit_code(state, report, only=options.only)
         return report
 
@@ -296,12 +313,18 @@ def _landed_any(state: RunState) -> bool:
 
 
 def _close_state(
-    repo: Repository, state: RunState, store: StateStore, started: float, before: Snapshot
+    repo: Repository,
+    state: RunState,
+    store: StateStore,
+    started: float,
+    before: Snapshot,
+    kept: gitfiles.Kept,
 ) -> None:
     """Written even when the run crashed: a crashed run has a wall time too."""
     # Slot sizes are measured here so `forge status` stays fast, beside the snapshot;
     # each slot's own `.git` is brought up to date for whoever looks into it after.
     slots = list(state.slots.values())
+    undone = _put_back(repo, kept)
     with ThreadPoolExecutor(max_workers=1) as pool:
         sizes = pool.submit(_close_slots, repo, [Path(slot.path) for slot in slots])
         after = snapshot.take(repo)
@@ -309,9 +332,20 @@ def _close_state(
             reducer.apply(state, ev.SlotMeasured(slot.name, sizes.result()[Path(slot.path)]))
     # `forge accept --now` moved the user's branch during the run: forge did that.
     before = accepted.replay(repo, store.plan, before)
-    reducer.apply(state, ev.Touched(tuple(after.changes_since(before))))
+    reducer.apply(state, ev.Touched((*undone, *after.changes_since(before))))
     reducer.apply(state, ev.RunFinished(now_iso(), round(time.monotonic() - started, 3)))
     store.save(state)
+
+
+def _put_back(repo: Repository, kept: gitfiles.Kept) -> list[str]:
+    """What of the user's git files changed during the run and was put back (a
+    change no attempt's end caught: a lane's, the gate's); one that could not be is
+    left for the fingerprint to name, and `forge accept` refuses while it stands."""
+    try:
+        undone = gitfiles.repair(repo, kept)
+    except (OSError, ForgeError) as exc:
+        return [f"{gitfiles.CHANGED}: could not put them back ({exc})"]
+    return [f"{gitfiles.PUT_BACK}: " + ", ".join(undone)] if undone else []
 
 
 def _close_slots(repo: Repository, paths: list[Path]) -> dict[Path, int]:

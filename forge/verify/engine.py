@@ -128,12 +128,9 @@ def verify_commit(
     ask: Ask = Ask(),
 ) -> VerifyRecord:
     """Verify the commit `rev` names, as `ask` says; the record is stored before
-    it is returned.
-
-    `key` names the verification (a plan name, `cli`, `hook`): one verification
-    per key at a time (Busy otherwise), in a member of the verification pool
-    (forge/verify/pool.py) shared by every key with the same setup and env.
-    """
+    it is returned. `key` names the verification (a plan name, `cli`, `hook`): one
+    verification per key at a time (Busy otherwise), in a member of the verification
+    pool (forge/verify/pool.py) shared by every key with the same setup and env."""
     force = ask.force
     remember, remembered_fail = ask.remember, ask.remembered_fail
     emit: Emit = ask.on_event or (lambda _msg: None)
@@ -156,6 +153,7 @@ def verify_commit(
         emit("no verification configured: UNVERIFIED")
         verify_records.save(repo.state, base)
         return base
+    config = replace(config, sandboxed=ask.sandbox)  # the mode is part of the verdict's key
     base = replace(base, config_hash=config.fingerprint())
     forgiven = forgiven_tests(repo, config, ask)
     if not force:

@@ -20,12 +20,12 @@ from pathlib import Path
 
 from forge.base import logs as logfiles
 from forge.base import procgroup
-from forge.base.sandbox import Sandbox
+from forge.base.sandbox import SETUP_CACHE, Sandbox
 from forge.frozen import frozen
 from forge.git.contained import ceiling_env
 from forge.git.repo import Repository
 from forge.plan.repo_config import VerifyConfig
-from forge.verify import environment, quarantine, reports, testdb
+from forge.verify import environment, offline, quarantine, reports, testdb
 from forge.verify import records as verify_records
 from forge.verify.checkout import Checkout
 from forge.verify.failures import Failure, failures_from_log
@@ -86,7 +86,9 @@ class Lane:
                     grace=self.config.grace,
                     tag=lane_tag(self.repo, self.base.key, self.name),
                     # Setup installs what the lane needs: it keeps the network.
-                    sandbox=replace(self.box, network=True)
+                    sandbox=replace(
+                        self.box, network=True, cache=self.repo.state.root / SETUP_CACHE
+                    )
                     if self.box and kind == "setup"
                     else self.box,
                     pass_fds=() if channel is None else (channel.fd,),
@@ -201,6 +203,7 @@ def run_lane(lane: Lane, command: str) -> LaneResult:
     forgiven = tuple(sorted((lane.forgiven or {}).items()))
     result = LaneResult(name, command, verdict, tuple(runs), forgiven=forgiven)
     emit(f"lane {name}: {verdict} ({result.reason})")
+    offline.say(result, emit, cut_off=lane.box is not None and not lane.box.network)
     return result
 
 

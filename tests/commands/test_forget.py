@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 
 from helpers.gitkit import commit_all, git, run_forge
-from helpers.runkit import plan_and_run, write_plan
+from helpers.runkit import plan_and_run, state, write_plan
 
 MIXED = """
 [[task]]
@@ -33,13 +33,21 @@ files = ["a.txt"]
 
 
 def _everything(repo: Path, root: Path) -> tuple[str, list[str]]:
+    """The refs, and each file with its size and modification time."""
     refs = git(repo, "for-each-ref", "--format=%(refname) %(objectname)")
-    return refs, sorted(str(p) for p in root.rglob("*"))
+    files = []
+    for path in sorted(root.rglob("*")):
+        st = path.lstat()
+        files.append(f"{path} {st.st_size} {st.st_mtime_ns}")
+    return refs, files
 
 
 def test_clean_dry_run_says_and_removes_nothing(repo: Path, tmp_path: Path) -> None:
     cp = plan_and_run(repo, write_plan(tmp_path, MIXED))
     assert cp.returncode == 5, cp.stdout + cp.stderr
+    for slot in state(repo)["slots"].values():  # a stale index, which `git status` refreshes
+        for tracked in Path(slot["path"]).glob("*.txt"):
+            os.utime(tracked, ns=(1, 1))
     before = _everything(repo, tmp_path.parent)
     cp = run_forge(repo, "clean", "p", "--dry-run")
     assert cp.returncode == 0, cp.stderr

@@ -19,7 +19,7 @@ from forge.base import proc
 from forge.base.files import plan_lock
 from forge.errors import Busy, ExitCode, ForgeError
 from forge.frozen import frozen
-from forge.git import objstore, refs, trailers
+from forge.git import gitfiles, objstore, refs, trailers
 from forge.git.merge import is_ancestor
 from forge.git.repo import Repository, short_sha
 from forge.run.state import accepted
@@ -113,6 +113,12 @@ def _accept(
 def _objects_unchanged(plan: str, state: RunState) -> None:
     """No branch moves onto history whose objects changed under the run."""
     for line in state.touched or []:
+        if line.startswith(gitfiles.CHANGED):
+            raise ForgeError(
+                f"{line} during the run of '{plan}' and still so: put them back as they "
+                f"were (or check them), then `forge run {plan}` measures again and accept "
+                "goes ahead"
+            )
         if line.startswith(objstore.CHANGED):
             raise ForgeError(
                 f"{line} during the run of '{plan}': check your repository with "

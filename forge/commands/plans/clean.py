@@ -278,7 +278,7 @@ def would_clean(repo: Repository, plan: str) -> list[str]:
     notes = []
     for slot in state.slots.values() if state is not None else []:
         path = Path(slot.path)
-        if path.is_dir() and worktrees.dirty_paths(path, repo):
+        if path.is_dir() and worktrees.dirty_paths(path, repo, look_only=True):
             notes.append(f"would salvage uncommitted work in {path} to a ref")
     for ref, head in _task_branches(repo, plan):
         name = refs.branch_name(ref)

@@ -7,11 +7,12 @@ from __future__ import annotations
 import threading
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from forge.base import logs, procgroup
+from forge.base.sandbox import SETUP_CACHE
 from forge.frozen import frozen
 from forge.plan.model import Task
 from forge.run.attempt.confinement import run_contained, sandbox_for
@@ -45,6 +46,7 @@ class Command:
     stop: threading.Event | None = None  # None: the run's
     writable: tuple[Path, ...] = ()  # what else the sandbox lets it write
     network: bool = True  # False: no network in the sandbox (a check without `network`)
+    cache: bool = False  # setup's: its caches go to a folder of forge's in the sandbox
 
 
 class Place(Protocol):
@@ -165,6 +167,8 @@ def group(
             network=c.network,
             sockets=ctx.plan.sockets,
         )
+        if c.cache:  # setup's: the usual cache variables point into a folder of forge's
+            sandbox = replace(sandbox, cache=ctx.repo.state.root / SETUP_CACHE)
     spec = procgroup.GroupSpec(
         c.argv,
         cwd=cwd,

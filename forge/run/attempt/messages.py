@@ -62,6 +62,16 @@ def lost(worker: str) -> str:
     return f"{worker} lost mid-attempt: the attempt runs again elsewhere"
 
 
+DISK_FULL = "no space left on the device: the run paused; the next run goes on"
+
+
+def git_files_put_back(names: list[str], why: str) -> str:
+    """The task changed the user's git files (`names`), which forge put back."""
+    shown = ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
+    said = f"changed your repository's git files while it ran, put back as they were: {shown}"
+    return f"{said} ({why})" if why else said
+
+
 def broken_git(why: object) -> str:
     return f"the task broke its worktree's git directory: {why}"
 

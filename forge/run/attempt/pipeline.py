@@ -9,6 +9,7 @@ one-line reason.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 import traceback
@@ -17,7 +18,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from forge.base import faults
-from forge.base.files import atomic_write_text
+from forge.base.files import DiskFull, atomic_write_text, is_full
+from forge.git import gitfiles
 from forge.git import merge as integrate
 from forge.git.contained import Tampered
 from forge.git.refs import task_ref
@@ -90,7 +92,13 @@ def run_attempt(
         outcome = stop.outcome
     except Tampered as exc:
         outcome = Outcome(Status.FAILED, messages.broken_git(exc))
-    except Exception as exc:  # noqa: BLE001 a bug or an unexpected git failure: record, don't lose state
+    except Exception as exc:  # a bug or an unexpected git failure: record, don't lose state
+        if is_full(exc):
+            # Nobody's failure: the run pauses, this attempt spent nothing.
+            ctx.stop.set()
+            with contextlib.suppress(OSError):
+                _finish(scope, Outcome(Status.INTERRUPTED, messages.DISK_FULL), started)
+            raise DiskFull(exc, resume="`forge run`") from exc
         outcome = Outcome(Status.FAILED, _keep_traceback(attempt_dir, exc))
     except BaseException as exc:
         # Ctrl-C or SystemExit reaching this thread stops the run; it is not the
@@ -134,6 +142,10 @@ def _steps(scope: AttemptScope) -> Outcome:
     ctx, attempt = scope.ctx, scope.attempt
     assert scope.ts.base is not None and scope.ts.branch is not None
     done = _here(scope) if scope.remote is None else scope.remote.attempt(scope)
+    undone = gitfiles.repair(ctx.repo, ctx.kept) if ctx.kept is not None else []
+    if undone:
+        why = done.reason if isinstance(done, Outcome) else ""
+        return Outcome(Status.FAILED, messages.git_files_put_back(undone, why))
     if isinstance(done, Outcome):
         return _said_why_nothing(scope, done)
     faults.point("before-merge")

@@ -67,7 +67,7 @@ def setup(
         log = place.logs / "setup.log"
         limit = order.setup_timeout
         with place.phase("setup", save=True):
-            res = place.group(Command(order.setup, log, limit, env))
+            res = place.group(Command(order.setup, log, limit, env, cache=True))
         if res.stopped:
             return Outcome(Status.INTERRUPTED, messages.SETUP_STOPPED)
         if res.timed_out:

@@ -10,6 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 from types import TracebackType
 from typing import TYPE_CHECKING
 
+from forge.base.files import DiskFull
 from forge.base.text import one_line
 from forge.errors import ForgeError
 from forge.plan.model import Task
@@ -72,6 +73,10 @@ class Workers:
         def work() -> None:
             try:
                 outcome = run_attempt(ctx, task, spec=spec, asked=asked, remote=self.remote)
+            except DiskFull as full:
+                self.fatal = full  # the run pauses: nobody's failure
+                self.ctx.stop.set()
+                outcome = Outcome(Status.INTERRUPTED, messages.DISK_FULL)
             except Exception as exc:  # noqa: BLE001 never let a worker die silently: the loop waits for it
                 outcome = Outcome(Status.FAILED, messages.forge_error(exc))
                 if len(ts.attempts) == counted:

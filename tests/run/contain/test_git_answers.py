@@ -1,10 +1,11 @@
 """What changes every git command's answer is part of the user's fingerprint: a task
-(no sandbox) that writes an alternate, a replace ref, grafts, `shallow`, attributes or
-excludes into the user's git dir is named; `git gc` by the user is told apart from
-objects removed; forge's own git reads no replace ref."""
+(no sandbox) that writes an alternate, a replace ref, grafts, `shallow`, attributes,
+excludes, config or a hook into the user's git dir has it put back as it was, named,
+and fails; `git gc` by the user is told apart from objects removed."""
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -24,56 +25,103 @@ def _run(repo: Path, tmp_path: Path, trick: str, *, verify: str = "true") -> str
     return out
 
 
+_GRAFT = "git -C {repo} rev-parse HEAD > {repo}/.git/"
+
+
 @pytest.mark.parametrize(
     ("trick", "named"),
     [
         (
             "echo $PWD/.git/objects >> {repo}/.git/objects/info/alternates",
-            "git files changed: objects/info/alternates",
+            "objects/info/alternates",
         ),
         (
             "echo http://x/ > {repo}/.git/objects/info/http-alternates",
-            "git files changed: objects/info/http-alternates",
+            "objects/info/http-alternates",
         ),
-        (
-            "git -C {repo} rev-parse HEAD > {repo}/.git/info/grafts",
-            "git files changed: info/grafts",
-        ),
-        ("git -C {repo} rev-parse HEAD > {repo}/.git/shallow", "git files changed: shallow"),
+        (_GRAFT + "info/grafts", "info/grafts"),
+        (_GRAFT + "shallow", "shallow"),
         (
             "mkdir -p {repo}/.git/info; echo '* merge=union' > {repo}/.git/info/attributes",
-            "git files changed: info/attributes",
+            "info/attributes",
         ),
+        ("mkdir -p {repo}/.git/info; echo '*.py' >> {repo}/.git/info/exclude", "info/exclude"),
+        ("git -C {repo} config core.fsmonitor 'touch /tmp/ran'", "config"),
         (
-            "mkdir -p {repo}/.git/info; echo '*.py' >> {repo}/.git/info/exclude",
-            "git files changed: info/exclude",
+            "printf '#!/bin/sh\\ntouch ran\\n' > {repo}/.git/hooks/pre-commit"
+            " && chmod +x {repo}/.git/hooks/pre-commit",
+            "hooks/pre-commit",
         ),
+        ("ln -sf /dev/null {repo}/.git/config", "config"),
         (
             "git -C {repo} replace $(git -C {repo} rev-parse HEAD:README.md)"
             " $(echo evil | git -C {repo} hash-object -w --stdin)",
-            "refs changed: refs/replace/",
+            "refs/replace/",
         ),
     ],
-    ids=["alternates", "http-alternates", "grafts", "shallow", "attributes", "exclude", "replace"],
+    ids=[
+        "alternates",
+        "http-alternates",
+        "grafts",
+        "shallow",
+        "attributes",
+        "exclude",
+        "config",
+        "hook",
+        "config-link",
+        "replace",
+    ],
 )
-def test_what_changes_gits_answers_is_named(
+def test_what_changes_gits_answers_is_put_back_and_fails_the_task(
     repo: Path, tmp_path: Path, trick: str, named: str
 ) -> None:
+    (repo / ".git" / "info").mkdir(exist_ok=True)
+    (repo / ".git" / "info" / "exclude").write_text("# mine\n")
+    before = _git_files(repo)
     out = _run(repo, tmp_path, trick.format(repo=repo))
-    assert named in out, out
-    assert "were not touched" not in out, out
+    assert "put back as they were: " + named in out, out
+    assert statuses(repo) == {"a": "FAILED"}, out
+    assert _git_files(repo) == before
+    assert git(repo, "for-each-ref", "refs/replace") == ""
+    cp = subprocess.run(["git", "status"], cwd=repo, capture_output=True, text=True, check=False)
+    assert cp.returncode == 0 and cp.stderr == "", cp.stderr
+    assert run_forge(repo, "accept").returncode != 0  # nothing passed to accept
 
 
-def test_forge_reads_no_replace_ref(repo: Path, tmp_path: Path) -> None:
-    """A replace ref a task wrote makes no never-verified content reach the user's
-    working tree through `forge accept`."""
+def _git_files(repo: Path) -> dict[str, tuple[bool, bytes]]:
+    """Each file under the user's git dir but its objects, refs and logs (forge
+    writes there): whether it is a link, and its bytes."""
+    found = {}
+    root = repo / ".git"
+    for path in sorted(root.rglob("*")):
+        rel = path.relative_to(root).as_posix()
+        owned = rel.split("/")[0] in ("objects", "refs", "logs", "forge", "index", "packed-refs")
+        if owned and not rel.startswith("objects/info"):
+            continue
+        if path.is_symlink() or path.is_file():
+            data = b"" if path.is_symlink() else path.read_bytes()
+            found[rel] = (path.is_symlink(), data)
+    return found
+
+
+def test_a_lanes_change_to_the_git_files_is_put_back_at_the_runs_end(
+    repo: Path, tmp_path: Path
+) -> None:
+    """A verification lane (no sandbox) that writes a replace ref and a hook into the
+    user's git dir: no task's attempt saw it; the run's end puts both back and says
+    so, no task is blamed, and `forge accept` goes ahead."""
     trick = (
         f"git -C {repo} replace $(echo done | git -C {repo} hash-object -w --stdin)"
-        f" $(echo evil | git -C {repo} hash-object -w --stdin)"
+        f" $(echo evil | git -C {repo} hash-object -w --stdin);"
+        f" echo 'exit 1' > {repo}/.git/hooks/post-merge; grep -q done out.txt"
     )
-    _run(repo, tmp_path, trick, verify="grep -q done out.txt")
+    out = _run(repo, tmp_path, "true", verify=trick)
+    assert "git files put back as they were: hooks/post-merge, refs/replace/" in out, out
     assert statuses(repo) == {"a": "MERGED"}
-    assert run_forge(repo, "accept").returncode == 0
+    assert not (repo / ".git" / "hooks" / "post-merge").exists()
+    assert git(repo, "for-each-ref", "refs/replace") == ""
+    cp = run_forge(repo, "accept")
+    assert cp.returncode == 0, cp.stdout + cp.stderr
     assert (repo / "out.txt").read_text() == "done\n"
 
 
