@@ -151,7 +151,7 @@ def uninstall(repo: Repository) -> list[str]:
             done.append(f"restored your {name} hook")
         elif removed:
             done.append(f"removed {target}")
-    return done
+    return done or [f"no forge hooks in {where}: nothing to remove"]
 
 
 # --- running a hook -----------------------------------------------------------------
