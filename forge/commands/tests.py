@@ -95,8 +95,17 @@ def _iso(at: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(at))
 
 
-def render(rows: list[KnownTest]) -> list[str]:
+TEST_WIDTH = 64  # the test column's widest: a parametrized id made a 300-column table
+
+
+def render(rows: list[KnownTest], *, only: str = "", known: int = 0) -> list[str]:
+    """The table; `only` names the filter the rows went through ("flaky", "failing")
+    and `known` how many tests forge knows without it, so that an empty answer says
+    which of the two is empty."""
     if not rows:
+        if only and known:
+            what = "flaky test" if only == "flaky" else "test whose last run failed"
+            return [f"no {what} among the {known} tests forge knows (`forge tests` lists them)"]
         return ["no test runs recorded yet (forge records them at each verification)"]
     table = []
     for r in rows:
@@ -106,7 +115,7 @@ def render(rows: list[KnownTest]) -> list[str]:
         failed = "-" if last is None else f"{short_sha(last['tree'])} {last['message'][:60]}"
         table.append(
             [
-                r["test"],
+                _cut(r["test"], TEST_WIDTH),
                 r["lane"],
                 str(r["runs"]),
                 str(r["failures"]),
@@ -128,7 +137,18 @@ def render(rows: list[KnownTest]) -> list[str]:
     ]
     lines = text_table(heads, table)
     logs = [f"  {r['test']}: log {last['log']}" for r in rows if (last := r["last_failure"])]
-    return [*lines, *(["", "last failures' logs:", *logs] if logs else [])]
+    cut = any(len(r["test"]) > TEST_WIDTH for r in rows)
+    whole = ["", "(a long test id is cut in the middle; `--json` and the logs name it whole)"]
+    return [*lines, *(whole if cut else []), *(["", "last failures' logs:", *logs] if logs else [])]
+
+
+def _cut(test: str, width: int) -> str:
+    """`test` in at most `width` characters, cut in the middle: its file and the end of
+    its parameters stay readable."""
+    if len(test) <= width:
+        return test
+    tail = width // 3
+    return f"{test[: width - tail - 1]}…{test[-tail:]}"
 
 
 def word(repo: Repository, test: str, what: str) -> str:

@@ -61,6 +61,32 @@ def test_each_test_is_recorded_with_its_full_id_and_a_flake_is_named_then_quaran
     assert f"PASS (quarantined: {FLAKY} failed)" in again.stdout
     assert by_test(listed(repo))[FLAKY]["runs"] == 3
     assert [r["test"] for r in listed(repo, "--failing")] == [FLAKY]
+    assert run_forge(repo, "tests", "--forget", FLAKY).returncode == 0
+    none = run_forge(repo, "tests", "--flaky")
+    assert none.returncode == 0
+    assert none.stdout == "no flaky test among the 3 tests forge knows (`forge tests` lists them)\n"
+
+
+def test_a_long_parametrized_id_is_cut_in_the_table_and_whole_in_the_logs() -> None:
+    from forge.commands.tests import TEST_WIDTH, KnownTest, render
+
+    long_id = "tests/test_lib.py::test_sizes[" + "x" * 280 + "-end]"
+    row: KnownTest = {
+        "test": long_id,
+        "lane": "verify",
+        "runs": 2,
+        "failures": 1,
+        "flaky": False,
+        "flake_rate": None,
+        "quarantined": False,
+        "why": None,
+        "last_failure": {"tree": "a" * 40, "message": "boom", "log": "/tmp/v.log", "at": "x"},
+        "last_seen": "2026-12-07T00:00:00Z",
+    }
+    lines = render([row])
+    assert lines[0].index("lane") == TEST_WIDTH + 2, lines[0]
+    assert lines[2].startswith("tests/test_lib.py::test_sizes[xxx") and "x-end]" in lines[2]
+    assert f"  {long_id}: log /tmp/v.log" in lines
 
 
 @pytest.mark.slow
