@@ -273,9 +273,15 @@ def clean(
             typer.echo(f"pool: {note}")
         if not (plan_ref or all_plans):
             return
-    names = repo.state.recorded_plans() if all_plans else [plan_name(repo, plan_ref)]
+    recorded = repo.state.recorded_plans()
+    if not (plan_ref or all_plans) and len(recorded) > 1:
+        raise ForgeError(
+            f"several plans are recorded ({', '.join(recorded)}); name one, "
+            f"or give --all to clean every plan"
+        )
+    names = recorded if all_plans else [plan_name(repo, plan_ref)]
     for name in names:
-        for note in clean_plan(repo, name, dry_run=dry_run):
+        for note in clean_plan(repo, name, dry_run=dry_run, with_all=all_plans):
             typer.echo(f"{name}: {note}")
     shared = clean_shared(repo, names, dry_run=dry_run) if all_plans else []
     for note in shared:
