@@ -166,6 +166,7 @@ def accept(
     squash_plan: Annotated[
         bool, typer.Option("--squash-plan", help="One new commit for the whole plan.")
     ] = False,
+    as_json: JsonOpt = False,
 ) -> None:
     """Bring a verified integration branch into your branch (fast-forward by default)."""
     from forge.commands.plans.accept import Squash
@@ -175,7 +176,8 @@ def accept(
         raise ForgeError("give --squash or --squash-plan, not both")
     how: Squash | None = "task" if squash else "plan" if squash_plan else None
     repo = repo_here()
-    typer.echo(do_accept(repo, plan_name(repo, plan_ref), merge=merge, now=now, squash=how))
+    done = do_accept(repo, plan_name(repo, plan_ref), merge=merge, now=now, squash=how)
+    answer(done.as_json() if as_json else done.text + "\n")
 
 
 @app.command()
