@@ -300,6 +300,12 @@ def draft(
             say(f"note: try {number}: {n} problem{'s' * (n != 1)}; asking again")
     if not result.sound:
         return result
+    if result.checked.plan is not None:
+        from forge.commands.plan import missing_binaries
+
+        # Said as `forge plan --check` says it, not sent back: the machine that runs
+        # the plan (or its `env`) may have the program.
+        result.checked.warnings += missing_binaries(result.checked.plan, repo.root)
     _write(file, result.answer or "", force=opts.force)
     return result
 

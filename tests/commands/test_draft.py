@@ -241,3 +241,16 @@ def test_a_planner_that_gives_no_plan_is_asked_again(repo: Path, tmp_path: Path)
     assert cp.returncode == 2 and not (repo / FILE).exists()
     said = "no plan in the answer (agent exited 1: I would rather not): write it to"
     assert said in cp.stderr and said in (kept / "prompt-2.md").read_text()
+
+
+def test_a_plan_whose_agent_is_not_installed_is_written_with_a_warning(
+    repo: Path, tmp_path: Path
+) -> None:
+    ghost = 'agent = "ghost"\n[agents.ghost]\ncommand = ["forge-no-such-agent", "{prompt_file}"]\n'
+    _planner(repo, tmp_path, ghost + SOUND)
+    cp = run_forge(repo, "draft", GOAL)
+    assert cp.returncode == 0, cp.stderr
+    check = run_forge(repo, "plan", "--check", FILE)
+    said = [line for line in check.stderr.splitlines() if "forge-no-such-agent" in line]
+    assert said and said[0] in cp.stderr.splitlines(), (said, cp.stderr)
+    assert "tasks on it would stop as INFRA" in said[0]
