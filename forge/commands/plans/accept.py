@@ -124,22 +124,30 @@ def _accept(
             f"{branch} has moved since the plan's base, so it cannot be fast-forwarded to "
             f"{short}; use `forge accept --merge` for a merge commit"
         )
-    cp = repo.try_git("merge", "--no-ff", "--quiet", "-m", f"forge: accept plan {plan}", head)
-    if cp.returncode != 0:
-        conflicts = _conflicts(cp)
-        repo.try_git("merge", "--abort")
-        _restore_orig_head(repo, orig_head)
-        if conflicts:
-            raise ForgeError(
-                f"{short} and {branch} both changed {conflicts}: git cannot merge them, and "
-                f"{branch} is left as it was; merge by hand (`git merge {short}`) to "
-                f"resolve it"
-            )
-        raise ForgeError(f"git could not merge {short} into {branch}: {_why(cp)}")
+    _merge(repo, short, branch, head, orig_head=orig_head, message=f"forge: accept plan {plan}")
     if running:
         new = repo.git("rev-parse", "HEAD").strip()
         accepted.record(repo.state, plan, ref=f"refs/heads/{branch}", old=user_head, new=new)
     return done("merge", f"merged {short} into {branch}", _landed(repo, user_head, head))
+
+
+def _merge(
+    repo: Repository, short: str, branch: str, head: str, *, orig_head: str | None, message: str
+) -> None:
+    """`git merge --no-ff` of the integration head; a refusal leaves all as it was and
+    says what conflicted (not the `Auto-merging` git prints first)."""
+    cp = repo.try_git("merge", "--no-ff", "--quiet", "-m", message, head)
+    if cp.returncode == 0:
+        return
+    conflicts = _conflicts(cp)
+    repo.try_git("merge", "--abort")
+    _restore_orig_head(repo, orig_head)
+    if conflicts:
+        raise ForgeError(
+            f"{short} and {branch} both changed {conflicts}: git cannot merge them, and "
+            f"{branch} is left as it was; merge by hand (`git merge {short}`) to resolve it"
+        )
+    raise ForgeError(f"git could not merge {short} into {branch}: {_why(cp)}")
 
 
 def _objects_unchanged(plan: str, state: RunState) -> None:
