@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from forge.base.text import usd as fmt_usd
 from forge.errors import ExitCode, ForgeError, Interrupted, PlanError
 from forge.frozen import frozen
 from forge.git.repo import Repository, short_sha
@@ -111,7 +112,7 @@ class Drafted:
 def _usd(usd: float | None, *, unpriced: bool) -> str:
     if usd is None:
         return "unknown (" + ("no price for its model" if unpriced else "not reported") + ")"
-    text = f"${usd:.2f}" if usd >= 0.01 or usd == 0 else f"${usd:.4f}"
+    text = fmt_usd(usd)
     return text + (" and tokens without a price" if unpriced else "")
 
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, TextIO
 
-from forge.base.text import one_line, raw_stream
+from forge.base.text import one_line, raw_stream, usd
 from forge.commands.candidate_view import live_lines
 from forge.commands.status import doing_text, fmt_seconds
 from forge.commands.status_rows import GateView, gate_view
@@ -168,9 +168,9 @@ class LiveView:
         parts += [f"{n} {s.lower()}" for s, n in counts.items() if s not in ORDER and n]
         spend = sum(self._usd.values(), Spend())
         if spend.unpriced:  # a price unknown is not zero
-            parts.append(f"${spend.usd:.2f} + unknown" if spend.priced else "cost unknown")
+            parts.append(f"{usd(spend.usd)} + unknown" if spend.priced else "cost unknown")
         elif spend.usd:
-            parts.append(f"${spend.usd:.2f}")
+            parts.append(usd(spend.usd))
         parts.append(f"{fmt_seconds(elapsed)} elapsed")
         eta = self.eta.text()
         if eta:

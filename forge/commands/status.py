@@ -350,7 +350,7 @@ def spend_line(spend: SpendData, budget: float | None) -> str:
     text = whole.describe()
     landed = spend.get("landed")
     if landed:
-        text += f"; {per_landed(whole, int(landed))}"
+        text += f"; {per_landed(whole, int(landed), int(spend.get('landed_by_agents') or 0))}"
     return f"cost: {text}" + (f" (budget {budget:g} USD)" if budget is not None else "")
 
 

@@ -101,6 +101,18 @@ def test_a_sound_answer_is_written_checked_and_nothing_else_changes(
     rows = {r["agent"]: r for r in json.loads(run_forge(repo, "stats", "--json").stdout)["rows"]}
     assert rows["planner (draft)"]["attempts"] == 1
     assert rows["planner (draft)"]["cost_usd"] == 0.0125
+    table = run_forge(repo, "stats").stdout.splitlines()
+    total = next(line for line in table if line.startswith("total "))
+    assert total.split()[:2] == ["total", "1"] and "$0.01" in total, table
+
+
+def test_stats_say_n_a_of_a_planner_that_reported_no_cost(repo: Path, tmp_path: Path) -> None:
+    _planner(repo, tmp_path, SOUND)
+    assert run_forge(repo, "draft", GOAL).returncode == 0
+    table = run_forge(repo, "stats").stdout
+    assert "$0.00" not in table, table
+    row = next(line for line in table.splitlines() if line.startswith("planner (draft)"))
+    assert row.split()[7] == "n/a", row
 
 
 def test_a_cycle_is_sent_back_named_and_the_second_answer_written(

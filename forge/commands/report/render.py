@@ -15,7 +15,7 @@ from datetime import datetime
 from html import escape
 from pathlib import Path
 
-from forge.base.text import write_output_file
+from forge.base.text import usd, write_output_file
 from forge.commands.candidate_view import summary, timeline_attempts
 from forge.commands.report import svg, tests_section
 from forge.commands.report.axis import Clock, clock
@@ -25,7 +25,13 @@ from forge.frozen import frozen
 from forge.git.repo import Repository
 from forge.plan.registry import Recorded
 from forge.run.gate import story
-from forge.run.records.spend import Spend, attempt_spend, per_landed, plan_spend
+from forge.run.records.spend import (
+    Spend,
+    attempt_spend,
+    landed_by_agents,
+    per_landed,
+    plan_spend,
+)
 from forge.run.state.gate_story import GateStep
 from forge.run.state.run_state import Attempt, RunState, Status
 from forge.run.state.store import StateStore
@@ -134,7 +140,10 @@ def _header(name: str, state: RunState, spend: Spend, recorded: Recorded, axis: 
         ("tasks", ", ".join(f"{n} {s.lower()}" for s, n in sorted(counts.items()))),
         ("wall time", _wall(state, axis)),
         ("agent time", fmt_seconds(agent_time)),
-        ("cost", f"{spend.describe()}; {per_landed(spend, counts.get(Status.MERGED, 0))}"),
+        (
+            "cost",
+            f"{spend.describe()}; {per_landed(spend, counts.get(Status.MERGED, 0), landed_by_agents(state))}",
+        ),
         ("base", f"{recorded.base_ref} @ {recorded.base_commit[:12]}"),
         ("integration", state.integration.removeprefix("refs/heads/")),
         ("run", f"{state.started or '-'} \u2192 {state.finished or 'not finished'}"),
@@ -319,7 +328,7 @@ def _usage(attempt: Attempt, prices: dict[str, tuple[float, float]]) -> str:
     spend = attempt_spend(attempt, prices)
     parts = []
     if spend.priced:
-        parts.append(f"${spend.usd:.4f}" + ("" if attempt.cost_usd is not None else " (priced)"))
+        parts.append(usd(spend.usd, 4) + ("" if attempt.cost_usd is not None else " (priced)"))
     elif spend.unpriced:
         parts.append("cost unknown")
     if attempt.input_tokens is not None or attempt.output_tokens is not None:
