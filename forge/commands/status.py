@@ -360,6 +360,9 @@ def _usage(t: Tried) -> str:
         return usd(t.cost_usd, 4)
     if a.input_tokens is not None:
         return f"{a.input_tokens}/{a.output_tokens} tok"
+    if t.spent is not None:  # the candidate's spend, counted on its own row
+        said = usd(t.spent.usd, 4) if t.spent.usd is not None else "unknown"
+        return f"{said}, {t.spent.input_tokens}/{t.spent.output_tokens} tok (candidate's)"
     return ""
 
 

@@ -135,11 +135,14 @@ _NOT_SHOWN = frozenset({"infra_kind", "lost"})
 class Tried:
     """An attempt as `forge status TASK` lists it: `counted` is its number among the
     attempts that spent one (None for INFRA and INTERRUPTED tries), `cost_usd` its
-    cost as the run's summary counts it (reported, else priced)."""
+    cost as the run's summary counts it (reported, else priced). An attempt that
+    took a best-of-N candidate's work to the gate has no cost of its own: `spent`
+    is then what that candidate spent (its USD, None when unknown, and its tokens)."""
 
     attempt: Attempt
     counted: int | None
     cost_usd: float | None
+    spent: CandidateSpend | None = None
 
     def to_dict(self) -> dict[str, object]:
         a = self.attempt
@@ -149,6 +152,23 @@ class Tried:
             "counted": self.counted,
             "reported_cost_usd": a.cost_usd,  # the CLI's
             "cost_usd": self.cost_usd,
+            "candidate_spend": None if self.spent is None else self.spent.to_dict(),
+        }
+
+
+@frozen
+class CandidateSpend:
+    """What the candidate whose work an attempt lands spent, over its own attempts."""
+
+    usd: float | None
+    input_tokens: int
+    output_tokens: int
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "cost_usd": self.usd,
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
         }
 
 
@@ -158,8 +178,23 @@ def tried(ts: TaskState, prices: Prices) -> list[Tried]:
         spent = a.status not in UNCOUNTED
         n += spent
         usd = attempt_usd(a, prices)
-        out.append(Tried(a, n if spent else None, None if usd is None else round(usd, 6)))
+        own = None if usd is None else round(usd, 6)
+        out.append(Tried(a, n if spent else None, own, _candidate_spend(ts, a, prices)))
     return out
+
+
+def _candidate_spend(ts: TaskState, a: Attempt, prices: Prices) -> CandidateSpend | None:
+    """The spend of the candidate whose work `a` lands (its label and commit)."""
+    if a.candidate is None:
+        return None
+    from forge.run.records.spend import spend_of
+
+    for cts in ts.candidates.values():
+        if cts.candidate == a.candidate and any(c.commit == a.commit for c in cts.attempts):
+            spend = spend_of(cts.attempts, prices)
+            usd = round(spend.usd, 6) if spend.priced and not spend.unpriced else None
+            return CandidateSpend(usd, spend.input_tokens, spend.output_tokens)
+    return None
 
 
 @frozen
