@@ -115,6 +115,26 @@ def test_stats_say_n_a_of_a_planner_that_reported_no_cost(repo: Path, tmp_path: 
     assert row.split()[7] == "n/a", row
 
 
+def test_a_draft_leaves_no_planner_state_behind(repo: Path, tmp_path: Path) -> None:
+    from forge.git.repo import discover
+    from forge.run.state.folders import agent_state_dir
+
+    _planner(repo, tmp_path, SOUND)
+    folder = agent_state_dir(discover(repo), Path(FILE).stem)
+    seen = tmp_path / "seen"
+    # The planner is told its state folder; it exists while the draft runs.
+    command = json.loads((repo / "forge.toml").read_text().split("command = ")[1].split("\n")[0])
+    command = ["sh", "-c", f'ls -d "$FORGE_STATE_DIR" > {seen}; exec "$@"', "sh", *command]
+    toml = (repo / "forge.toml").read_text().splitlines()
+    toml[1] = f"command = {json.dumps(command)}"
+    (repo / "forge.toml").write_text("\n".join(toml) + "\n")
+    git(repo, "commit", "-qam", "planner says where its state is")
+    cp = run_forge(repo, "draft", GOAL)
+    assert cp.returncode == 0, cp.stderr
+    assert seen.read_text().strip() == str(folder)
+    assert not folder.parent.parent.exists(), list(folder.parent.parent.rglob("*"))
+
+
 def test_a_cycle_is_sent_back_named_and_the_second_answer_written(
     repo: Path, tmp_path: Path
 ) -> None:
