@@ -24,6 +24,7 @@ from forge.commands.status_rows import (
     row_of,
     task_row,
     tried,
+    warnings_now,
 )
 from forge.errors import ForgeError
 from forge.frozen import frozen
@@ -270,7 +271,7 @@ def _combined(combined: Mapping[str, str]) -> list[str]:
 def _task_table(rows: list[TaskRow]) -> str:
     table = []
     for r in rows:
-        reason = r.reason or "; ".join(r.ts.warnings)
+        reason = r.reason or "; ".join(warnings_now(r.ts))
         if r.phase and r.phase_started is not None:
             reason = f"{r.phase} for {fmt_seconds(time.time() - r.phase_started)}"
         table.append(

@@ -12,6 +12,7 @@ from forge.agents.prices import DEFAULT_PRICES
 from forge.commands.candidate_view import candidate_rows
 from forge.errors import StateError
 from forge.frozen import frozen
+from forge.run.attempt.messages import GOES_AGAIN
 from forge.run.attempt.phases import current
 from forge.run.records.spend import attempt_usd, cost_usd
 from forge.run.state.gate_record import GatePhase
@@ -129,6 +130,14 @@ def task_row(ts: TaskState, prices: Prices | None = None) -> dict[str, object]:
 # Attempt fields recorded after the shape of `status --json` was fixed (`lost` is
 # said by the candidates' rows).
 _NOT_SHOWN = frozenset({"infra_kind", "lost"})
+
+
+def warnings_now(ts: TaskState) -> list[str]:
+    """The task's warnings as they read now: a blame given back said that the same
+    change goes to the gate again, which is past once the task has landed."""
+    if ts.status != Status.MERGED:
+        return list(ts.warnings)
+    return [w.removesuffix(f"; {GOES_AGAIN}") for w in ts.warnings]
 
 
 @frozen

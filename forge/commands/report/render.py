@@ -416,6 +416,11 @@ def _verification(record: VerifyRecord | None, folder: Path) -> str:
     return f"<section><h2>Verification</h2>{head}{table}</section>"
 
 
+def _verdict(step: GateStep) -> str:
+    """`FAIL`, or `FAIL (cleared: b)` when the task it blamed had its blame given back."""
+    return step.verdict + (f" (cleared: {', '.join(step.cleared)})" if step.cleared else "")
+
+
 def _gate_section(state: RunState, folder: Path) -> str:
     """Every verification the gate ran, run after run, in order."""
     steps = state.gate_steps
@@ -431,7 +436,7 @@ def _gate_section(state: RunState, folder: Path) -> str:
         rows.append(
             f"<tr><td>{n}</td><td>{'-' if s.run is None else s.run + 1}</td>"
             f"<td>{escape(s.name)}</td>"
-            f"<td>{escape(s.verdict)}</td>"
+            f"<td>{escape(_verdict(s))}</td>"
             f"<td><code>{escape((s.commit or '')[:12])}</code></td>"
             f"<td>{shown or '-'}</td><td>{failing or '-'}</td>"
             f"<td>{s.runs}</td><td>{fmt_seconds(took)}</td><td>{logs}</td></tr>"

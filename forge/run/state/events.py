@@ -181,10 +181,21 @@ class Failed(Event):
 
 @frozen
 class GivenBack(Event):
-    """The gate's blame withdrawn (its tests proved flaky): QUEUED, the same change."""
+    """The gate's blame withdrawn (its tests proved flaky): QUEUED, the same change;
+    `log` is the attempt's own log again (the blame had put the verification's)."""
 
     task: str
     note: str
+    log: str | None = None
+
+
+@frozen
+class StepCleared(Event):
+    """The gate's verification of `commit` blamed `task`, and the blame was given
+    back: the step is shown as cleared."""
+
+    commit: str
+    task: str
 
 
 @frozen

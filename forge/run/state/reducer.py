@@ -179,6 +179,8 @@ def _given_back(ts: TaskState, e: ev.GivenBack) -> None:
     if last is not None:
         last.status, last.reason, last.feedback_source = Status.QUEUED, e.note, None
         last.failures = []
+        if e.log is not None:
+            last.log = e.log
     ts.status, ts.reason, ts.verified_by = Status.QUEUED, e.note, None
 
 
@@ -342,6 +344,12 @@ def _gate_step(st: RunState, e: ev.GateStepKept) -> None:
     st.gate_steps.append(e.step)
 
 
+def _step_cleared(st: RunState, e: ev.StepCleared) -> None:
+    for step in st.gate_steps:
+        if step.commit == e.commit and e.task in step.tasks and e.task not in step.cleared:
+            step.cleared.append(e.task)
+
+
 def _gate_last(st: RunState, e: ev.GateLastRecorded) -> None:
     st.gate_last = e.last
 
@@ -378,6 +386,7 @@ _PLAN: dict[type, Callable[[RunState, ev.Event], None]] = dict(
         _case(ev.VerificationRecorded, _verification),
         _case(ev.GateRecorded, _gate),
         _case(ev.GateStepKept, _gate_step),
+        _case(ev.StepCleared, _step_cleared),
         _case(ev.GateLastRecorded, _gate_last),
         _case(ev.PreExistingRecorded, _pre_existing),
         _case(ev.TasksKept, _tasks_kept),
