@@ -30,6 +30,7 @@ from forge.commands.status_rows import GateView, gate_view
 from forge.run.attempt.phases import current
 from forge.run.capacity import CAP_EVENT
 from forge.run.records.spend import Spend, spend_of
+from forge.run.state.gate_record import GatePhase
 from forge.run.state.run_state import FAILURES, RunState, Status, TaskState
 
 if TYPE_CHECKING:
@@ -278,7 +279,7 @@ class Eta:
         self.left_units = 0.0  # estimate units of the unsettled tasks
         self.running: list[tuple[float, float]] = []  # (estimate, seconds spent) per running task
         self.unsettled = 0  # tasks with work left (not settled, not waiting for the gate)
-        self.verify_left = 0.0  # seconds of verification still ahead (0: none, or unknown)
+        self.verify_left: float | None = 0.0  # seconds of verification ahead (None: unknown)
 
     def update(self, state: RunState, now: float) -> None:
         rates: list[float] = []
@@ -309,32 +310,50 @@ class Eta:
         return max(0.0, self.left_units * rate - done) / slots
 
     def text(self) -> str:
-        tail = self.verify_left
+        # A verification of unknown length (none has finished yet) is named, not 0 s.
+        tail = self.verify_left or 0.0
+        more = " + a verification" if self.verify_left is None else ""
         if not self.unsettled:
+            if more:
+                return "ETA: when the verification under way ends (the plan's first)"
             return f"ETA ~{_fmt(tail)}" if tail >= 1 else ""
         if not self.rates:
             return ""
         if len(self.rates) < SETTLED:
             low = self.seconds(min(self.rates) * RANGE[0]) + tail
             high = self.seconds(max(self.rates) * RANGE[1]) + tail
-            if high < 1:
+            if high < 1 and not more:
                 return ""  # nothing worth a figure is left
             if _fmt(low) == _fmt(high):
-                return f"ETA ~{_fmt(high)}"
-            return f"ETA {_fmt(low)}-{_fmt(high)}"
+                return f"ETA ~{_fmt(high)}{more}"
+            return f"ETA {_fmt(low)}-{_fmt(high)}{more}"
         import statistics  # (its import costs every run's start)
 
-        return f"ETA ~{_fmt(self.seconds(statistics.median(self.rates)) + tail)}"
+        return f"ETA ~{_fmt(self.seconds(statistics.median(self.rates)) + tail)}{more}"
 
 
-def _verification_left(state: RunState, now: float) -> float:
+def _verification_left(state: RunState, now: float) -> float | None:
     """Seconds of the gate's verification still ahead: one more of the median length
-    its finished verifications took, less what the one under way has taken."""
-    took = [s.end - s.start for s in state.gate_steps if s.end is not None]
-    if not took:
+    its finished verifications took (or the head's last verification's, from an
+    earlier run), less what the one under way has taken, and one more such for each
+    step a bisection may still need. None: no verification's length is known yet."""
+    took = sorted(s.end - s.start for s in state.gate_steps if s.end is not None)
+    if took:
+        typical = took[len(took) // 2]
+    elif state.verification is not None and state.verification.duration:
+        typical = state.verification.duration
+    elif state.gate is not None or any(ts.status == Status.QUEUED for ts in state.tasks.values()):
+        return None  # the gate verifies, or will: for how long, nothing says yet
+    else:
         return 0.0
-    took.sort()
-    typical = took[len(took) // 2]
-    under_way = [s.start for s in state.gate_steps if not s.end]
-    spent = now - max(under_way) if under_way else 0.0
-    return max(0.0, typical - spent)
+    gate = state.gate
+    # What runs now started when the gate said so (a step of an earlier run that
+    # never ended, killed, is not under way: the ETA froze on it).
+    this_run = len(state.invocations) - 1
+    under_way = [s.start for s in state.gate_steps if not s.end and s.run in (None, this_run)]
+    since = (
+        gate.since if gate is not None and gate.since is not None else max(under_way, default=None)
+    )
+    spent = now - since if since is not None else 0.0
+    steps = (gate.left or 0) if gate is not None and gate.phase == GatePhase.BISECTING else 0
+    return max(0.0, typical - spent) + steps * typical

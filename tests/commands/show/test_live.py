@@ -20,6 +20,7 @@ from helpers.runkit import plan_and_run, state, wait_for, write_plan
 
 from forge.commands.live import LiveView
 from forge.run.state.gate_story import GateStep, StepKind
+from forge.run.state.invocations import Invocation
 from forge.run.state.records import Phase
 from forge.run.state.run_state import Attempt, RunState, Status, TaskState
 
@@ -356,3 +357,35 @@ def test_the_totals_line_gives_the_runs_wall_time() -> None:
     st = RunState(plan="p", integration="refs/heads/x", tasks=tasks, wall_seconds=25.0)
     total = next(line for line in results_table(st).splitlines() if line.startswith("total "))
     assert "25.0s" in total and "attempts 1m00s together" in total, total
+
+
+def test_the_eta_names_a_first_verification_and_counts_a_bisections_steps() -> None:
+    """Before any verification of the plan has ended, its length is not taken as
+    0 s (`ETA ~1s` through a minute of verification); a bisection still to run
+    counts each of its steps; a step a killed run left open is not under way."""
+    from forge.commands.live import Eta
+    from forge.run.state.gate_record import GatePhase, GateRecord
+
+    tasks = {f"t{i}": TaskState(id=f"t{i}", status=Status.QUEUED) for i in range(2)}
+    for ts in tasks.values():
+        ts.attempts.append(Attempt(number=1, agent="run", duration=1.0))
+    st = RunState(plan="p", integration="refs/heads/x", tasks=tasks)
+    st.gate = GateRecord(batch=["t0", "t1"], head="h", since=100.0)
+    eta = Eta({}, parallel=2)
+    eta.update(st, 130.0)
+    assert eta.text() == "ETA: when the verification under way ends (the plan's first)"
+    tasks["t1"].status = Status.PENDING
+    eta.update(st, 130.0)
+    assert eta.text().endswith(" + a verification"), eta.text()
+    tasks["t1"].status = Status.QUEUED
+    st.gate_steps = [GateStep(StepKind.BATCH, "batch", 0.0, 60.0, "FAIL", run=0)]
+    st.gate = GateRecord(
+        batch=["t0", "t1"], head="h", phase=GatePhase.BISECTING, left=1, since=120.0
+    )
+    eta.update(st, 130.0)
+    assert eta.text() == "ETA ~1m50s"  # 50 s of this step, then one more of 60 s
+    st.gate = None
+    st.gate_steps.append(GateStep(StepKind.BATCH, "batch", 10.0, None, "?", run=0))
+    st.invocations = [Invocation(started="a"), Invocation(started="b")]
+    eta.update(st, 130.0)
+    assert eta.text() == "ETA ~1m00s"  # not frozen at 0 by the open step of run 1
