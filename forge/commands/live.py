@@ -19,6 +19,7 @@ import threading
 import time
 from collections import Counter, deque
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, TextIO
@@ -68,7 +69,7 @@ class LiveView:
         self._counted = 0.0
         self._usd: dict[str, Spend] = {}  # per task, so a change costs one task's attempts
         self.eta = Eta(self.weights, parallel)
-        self._gate = ""  # the gate's line, recounted with the statuses
+        self._gate: GateView | None = None  # the gate, recounted with the statuses
         self._caps: dict[str, str] = {}  # agent -> its cap after rate limits
         self.event_log = event_log
         self._log: TextIO | None = None
@@ -160,7 +161,7 @@ class LiveView:
         self._counted = now
         self._counts = Counter(str(ts.status) for ts in state.tasks.values())
         self.eta.update(state, time.time())
-        self._gate = gate_line(gate_view(state))
+        self._gate = gate_view(state)
 
     def summary(self, now: float) -> str:
         elapsed = now - self._t0
@@ -178,14 +179,16 @@ class LiveView:
             parts.append(eta)
         return "  ".join(parts)
 
-    def lines(self, height: int) -> list[str]:
-        """What the view shows, at most `height` lines."""
+    def lines(self, height: int, width: int | None = None) -> list[str]:
+        """What the view shows, at most `height` lines (the gate's line fitted to
+        `width`, its elapsed time kept)."""
         now = time.monotonic()
         with self._lock:
             self._recount(now)
             out = [self.summary(now)]
-            if self._gate:
-                out.append(self._gate)
+            gate = gate_line(self._gate, width) if self._gate is not None else ""
+            if gate:
+                out.append(gate)
             if self._caps:
                 out.append(self.cap_line())
             wall = time.time()
@@ -216,34 +219,46 @@ class LiveView:
     def _render(self) -> Text:
         from rich.text import Text
 
-        height = self._live.console.size.height if self._live is not None else 24
+        size = self._live.console.size if self._live is not None else None
+        height, width = (size.height, size.width) if size is not None else (24, None)
         # Room for the lines printed above the view, and rich's own last line.
-        return Text("\n".join(self.lines(max(2, height - 2))), no_wrap=True, overflow="ellipsis")
+        text = "\n".join(self.lines(max(2, height - 2), width))
+        return Text(text, no_wrap=True, overflow="ellipsis")
 
 
-def gate_line(gate: GateView) -> str:
+def gate_line(gate: GateView, width: int | None = None) -> str:
     """`gate: verifying t12, t02 (batch of 2) · bisection step 1 of at most 2: running
     1 failing test(s) (tests/test_a.py::test_b) on 1a2b3c4d5e6f (lane unit run 1) for
     3.0s · 3 queued`: what the gate runs now (the whole suite or some failing tests,
-    the lane's setup or its run k of n, the bisection's step) and for how long."""
+    the lane's setup or its run k of n, the bisection's step) and for how long. Past
+    `width` the middle of what runs is cut (`…`), never the time it has run."""
     batch = gate.batch or []
     queued = gate.queued
     if not batch and not queued:
         return ""
-    parts = []
+
+    def line(doing: str) -> str:
+        parts = []
+        if batch:
+            parts.append(f"gate: verifying {', '.join(batch)} (batch of {len(batch)})")
+            bisecting = gate.phase == "bisecting" and gate.left
+            if bisecting and not doing.startswith("bisection step"):
+                parts.append(f"bisection: at most {gate.left} more")
+            if doing:
+                parts.append(doing_text(replace(gate, doing=doing)).removeprefix(": "))
+        else:
+            parts.append("gate: waiting")
+        if queued:
+            parts.append(f"{len(queued)} queued")
+        return " · ".join(parts)
+
     doing = gate.doing or ""
-    if batch:
-        parts.append(f"gate: verifying {', '.join(batch)} (batch of {len(batch)})")
-        bisecting = gate.phase == "bisecting" and gate.left
-        if bisecting and not doing.startswith("bisection step"):
-            parts.append(f"bisection: at most {gate.left} more")
-        if doing:
-            parts.append(doing_text(gate).removeprefix(": "))
-    else:
-        parts.append("gate: waiting")
-    if queued:
-        parts.append(f"{len(queued)} queued")
-    return " · ".join(parts)
+    said = line(doing)
+    over = len(said) - width if width is not None else 0
+    if over > 0 and doing and batch:
+        keep = max(12, len(doing) - over - 1)
+        said = line(doing[:keep].rstrip() + "…") if keep < len(doing) else said
+    return said
 
 
 # --- the ETA ----------------------------------------------------------------------

@@ -209,6 +209,13 @@ def test_the_gate_has_a_line_of_its_own() -> None:
     )
     assert line.startswith(f"gate: verifying t1 (batch of 1) · {doing} for "), line
     assert "at most 2 more" not in line
+    # At 80 columns what runs is cut in its middle; its elapsed time stays.
+    narrow = gate_line(
+        GateView(["q"], ["t1"], GatePhase.BISECTING, left=2, doing=doing, since=time.time() - 3),
+        80,
+    )
+    assert len(narrow) <= 80 and "…" in narrow, narrow
+    assert narrow.endswith(" for 3.0s · 1 queued"), narrow
 
 
 def test_the_gate_says_its_bisection_step_and_what_its_lane_runs() -> None:

@@ -193,6 +193,32 @@ def test_status_says_what_the_gate_runs_now(repo: Path, tmp_path: Path) -> None:
     assert statuses(repo) == {"a": "MERGED"}
 
 
+def test_a_lane_that_is_no_test_suite_is_not_called_the_whole_suite(
+    repo: Path, tmp_path: Path
+) -> None:
+    hold = tmp_path / "hold"
+    hold.write_text("")
+    lane = f"while [ -e {hold} ]; do sleep 0.05; done"  # sleep-ok: the lane waits, not the test
+    plan = write_plan(
+        tmp_path,
+        f"verify = '{lane}'\n" + '[[task]]\nid = "a"\nrun = "echo a > a.txt"\nfiles = ["a.txt"]\n',
+    )
+    assert run_forge(repo, "plan", str(plan)).returncode == 0
+    proc = spawn_forge(repo, "run")
+    try:
+
+        def doing() -> str:
+            data = json.loads(run_forge(repo, "status", "--json").stdout)
+            return str(data["gate"]["doing"] or "")
+
+        wait_for(lambda: "running the verification on " in doing(), timeout=120, what="lane")
+        assert "whole suite" not in doing()
+    finally:
+        hold.unlink()
+        proc.wait(timeout=120)
+    assert statuses(repo) == {"a": "MERGED"}
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_a_best_of_candidate_is_not_ruled_out_by_the_heads_own_failure(
