@@ -68,7 +68,7 @@ class Batches:
             key=ctx.plan.name,
             stop=ctx.stop,
             sandbox=ctx.sandbox,
-            judge=verifier.judge,
+            judge=verifier.judge_prefix,
             on_event=self.on_event,
             on_step=lambda name, at, record: verifier.keep(Kind.SUBSET, at, record, name),
             on_doing=verifier.doing.now,

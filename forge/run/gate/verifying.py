@@ -64,7 +64,14 @@ class Verifier:
             tree_of=ctx.repo.tree_of,
         )
 
-    def judge(self, commit: str, key: str | None = None) -> VerifyRecord:
+    def judge_prefix(self, commit: str) -> VerifyRecord:
+        """The whole run of a prefix that a bisection by tests would land (kept as a
+        `prefix` step, not a bisection one)."""
+        return self.judge(commit, kind=Kind.PREFIX)
+
+    def judge(
+        self, commit: str, key: str | None = None, *, kind: Kind = Kind.BATCH
+    ) -> VerifyRecord:
         tree = self.ctx.repo.tree_of(commit)
         failed = self._failed.get(tree)
         if failed is not None and unblame.excused(self.ctx.repo, self.config, failed):
@@ -76,7 +83,7 @@ class Verifier:
         if record is not None:
             record = replace(record, commit=commit)
         else:
-            record = self.verify(commit, key or self.ctx.plan.name, self.ctx.stop, Kind.BATCH)
+            record = self.verify(commit, key or self.ctx.plan.name, self.ctx.stop, kind)
         if record.verdict == Verdict.FAIL:
             self._failed[tree] = record
         return record

@@ -39,6 +39,7 @@ class StepKind(StrEnum):
     BISECTION = "bisection"  # a prefix of a failing batch
     SPECULATION = "speculation"  # a batch built on a candidate still being judged
     SUBSET = "subset"  # some tests only (a rerun, the head's, a culprit's again)
+    PREFIX = "prefix"  # the whole run of the prefix a bisection by tests would land
 
 
 @frozen

@@ -105,6 +105,34 @@ def test_bisection_runs_only_the_failing_tests(repo: Path, tmp_path: Path) -> No
     assert head["verdict"] == "PASS"
 
 
+@pytest.mark.timeout(600)
+def test_the_whole_run_of_the_prefix_that_lands_is_a_prefix_step(
+    repo: Path, tmp_path: Path
+) -> None:
+    count = tmp_path / "executed"
+    suite(repo, count)
+    ids = ["a", "bad", "b"]  # queued in this order: one at a time
+    extra = 'gate = "end"\nmax_parallel = 1\n'
+    cp = plan_and_run(repo, write_plan(tmp_path, body(ids, culprit="bad", extra=extra)))
+    assert cp.returncode == 5, cp.stdout + cp.stderr
+    steps = state(repo)["gate_steps"]
+    prefix = [s for s in steps if s["name"] == "prefix"]
+    assert [s["tasks"] for s in prefix] == [["a"]], [
+        (s["name"], s["tasks"], s["verdict"]) for s in steps
+    ]
+    assert prefix[0]["verdict"] == "PASS"
+    page = tmp_path / "r.html"
+    assert run_forge(repo, "report", "-o", str(page)).returncode == 0
+    assert "<td>prefix</td>" in page.read_text()
+
+
+def test_the_gates_steps_have_colours_apart() -> None:
+    from forge.commands.report.svg import phase_color
+
+    steps = ("batch", "head", "bisection", "prefix", "speculation")
+    assert len({phase_color(step) for step in steps}) == len(steps)
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_a_red_base_blames_nobody_and_a_culprit_is_still_named(repo: Path, tmp_path: Path) -> None:
