@@ -146,7 +146,7 @@ def _header(name: str, state: RunState, spend: Spend, recorded: Recorded, axis: 
         ),
         ("base", f"{recorded.base_ref} @ {recorded.base_commit[:12]}"),
         ("integration", state.integration.removeprefix("refs/heads/")),
-        ("run", f"{state.started or '-'} \u2192 {state.finished or 'not finished'}"),
+        _runs_fact(state),
     ]
     if state.paused:
         facts.append(("paused", state.paused))
@@ -155,6 +155,17 @@ def _header(name: str, state: RunState, spend: Spend, recorded: Recorded, axis: 
         f'<header><h1>{escape(name)} <span class="verdict v-{cls}">{escape(str(verdict))}'
         f'</span></h1><table class="facts">{rows}</table></header>'
     )
+
+
+def _runs_fact(state: RunState) -> tuple[str, str]:
+    """`run`: from the first invocation's start to the last one's end (`runs` and how
+    many after several: the last invocation alone hid the earlier ones)."""
+    first = state.invocations[0].started if state.invocations else state.started
+    end = state.finished or "not finished"
+    n = len(state.invocations)
+    if n < 2:
+        return "run", f"{first or '-'} \u2192 {end}"
+    return "runs", f"{first} \u2192 {end} ({n} runs; the last from {state.started or '-'})"
 
 
 def _wall(state: RunState, axis: Clock) -> str:
