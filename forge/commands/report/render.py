@@ -63,7 +63,7 @@ def build(
     path = (out or default_path(repo, plan.name)).resolve()
     store = StateStore(repo.state, plan.name)
     state = store.load_existing() or store.load([t.id for t in plan.tasks])
-    tests = tests_section.rows_for(repo, recorded, state.pre_existing)
+    tests = tests_section.rows_for(repo, recorded, state)
     html = render(recorded, state, folder=path.parent, prices=prices or {}, tests=tests)
     return Page(html, path)
 

@@ -236,7 +236,11 @@ def test_a_blame_a_flaky_test_laid_is_given_back_and_the_next_run_lands_it(
     # The report's gate table says that the step which blamed b was cleared.
     page = tmp_path / "r.html"
     assert run_forge(repo, "report", "-o", str(page)).returncode == 0
-    assert "<td>FAIL (cleared: b)</td>" in page.read_text()
+    html = page.read_text()
+    assert "<td>FAIL (cleared: b)</td>" in html
+    # The Tests section names the task the flaky test blamed, cleared since.
+    row = html[html.index(f"<code>{FLAKY}</code>") :].split("</tr>")[0]
+    assert row.endswith("<td>b (cleared)</td>"), row
     shown = json.loads(run_forge(repo, "status", "b", "--json").stdout)
     assert any(w.startswith(cleared) for w in shown["warnings"])
     # The history no longer counts it a culprit: it landed, at its first attempt.

@@ -157,7 +157,9 @@ def test_a_red_base_blames_nobody_and_a_culprit_is_still_named(repo: Path, tmp_p
     assert run_forge(repo, "report", "-o", str(out)).returncode == 0
     page = out.read_text()
     row = page[page.index("<code>tests/test_suite.py::test_red</code>") :].split("</tr>")[0]
-    assert "<h2>Tests</h2>" in page and row.endswith("<td>yes</td>"), row
+    assert "<h2>Tests</h2>" in page and row.endswith("<td>yes</td><td>-</td>"), row
+    guard = page[page.index("<code>tests/test_suite.py::test_guard_one</code>") :]
+    assert guard.split("</tr>")[0].endswith("<td>bad</td>")  # the task it blamed
 
 
 @pytest.mark.timeout(600)
