@@ -8,14 +8,13 @@ from __future__ import annotations
 from dataclasses import replace
 from html import escape
 
-from forge.commands.tests import KnownTest
+from forge.commands.tests import KnownTest, blamed_by
 from forge.errors import ForgeError
 from forge.frozen import frozen
 from forge.git.repo import Repository
 from forge.plan.registry import Recorded
 from forge.plan.repo_config import load_repo_config
-from forge.run.state.records import by_gate
-from forge.run.state.run_state import RunState, Status
+from forge.run.state.run_state import RunState
 
 
 @frozen
@@ -56,25 +55,6 @@ def rows_for(repo: Repository, recorded: Recorded, state: RunState) -> list[Note
     for lane, test in sorted(red - known):  # failing on the head, not in the history
         rows.append(Noted(test, lane, None, None, False, None, False, None, pre_existing=True))
     return rows
-
-
-def blamed_by(state: RunState) -> dict[str, tuple[str, ...]]:
-    """test -> the tasks the gate failed for it: those still blamed, and those whose
-    blame was given back (`b (cleared)`, from the steps that blamed them)."""
-    out: dict[str, list[str]] = {}
-    for tid, ts in state.tasks.items():
-        last = ts.last
-        if ts.status == Status.FAILED and last is not None and by_gate(last.feedback_source):
-            for f in last.failures:
-                if f.test and tid not in out.setdefault(f.test, []):
-                    out[f.test].append(tid)
-    for step in state.gate_steps:
-        for tid in step.cleared:
-            for test in (g.test for g in step.failures if g.test):
-                said = f"{tid} (cleared)"
-                if said not in out.setdefault(test, []):
-                    out[test].append(said)
-    return {test: tuple(tasks) for test, tasks in out.items()}
 
 
 def _noted(r: KnownTest, *, on_head: bool) -> Noted:
