@@ -103,6 +103,14 @@ def retry(
             " (a merged task whose definition changed runs again).",
         ),
     ] = False,
+    requeue: Annotated[
+        bool,
+        typer.Option(
+            "--requeue",
+            help="A task the gate failed: send the same change to the gate again, running"
+            " nothing else (its failure was the environment's, not its change's).",
+        ),
+    ] = False,
     budget: BudgetOpt = None,
     cluster: ClusterOpt = None,
     as_json: JsonOpt = False,
@@ -120,8 +128,19 @@ def retry(
         plan_ref = plan_of_task(repo, task, names)  # the one plan that has the task
     recorded = registry.resolve(repo, plan_ref)
     runner.check_retry(repo, recorded.plan, task, agent=agent, fresh=fresh)
+    if requeue:
+        if agent is not None or fresh:
+            raise ForgeError("--requeue sends the same change again: give no --agent or --fresh")
+        from forge.run.gate import unblame
+
+        unblame.requeue(repo, recorded.plan.name, task)
     options = RunOptions(
-        only=task, fresh=fresh, agent=agent, retry_failed=0, budget=budget_option(budget)
+        only=task,
+        requeued=requeue,
+        fresh=fresh,
+        agent=agent,
+        retry_failed=0,
+        budget=budget_option(budget),
     )
     reply, code = execute(repo, recorded, options, as_json=as_json, cluster=cluster)
     answer(reply)

@@ -68,7 +68,9 @@ def _after_failures(plan: Plan, state: RunState, failed: list[str]) -> list[str]
         others = "" if not more else f" (and {more} more blamed by it)"
         out.append(
             f"next: {first} failed the verification; `forge retry {first} --plan {name}` "
-            f"runs its agent again with the failure as feedback{others}"
+            f"runs its agent again with the failure as feedback{others}; "
+            f"`forge retry {first} --plan {name} --requeue` sends the same change again "
+            f"when the failure was the environment's"
         )
     if blamed_shell:
         # Its command makes the same change again: a retry would fail the same way.
@@ -78,7 +80,7 @@ def _after_failures(plan: Plan, state: RunState, failed: list[str]) -> list[str]
         out.append(
             f"next: {first}'s change failed the verification: it is a shell command, so fix "
             f"its `run` in {where}, then {replan} and `forge retry {first} --plan {name} "
-            f"--fresh`{others}; a plain `forge retry {first} --plan {name}` only when the "
+            f"--fresh`{others}; `forge retry {first} --plan {name} --requeue` when the "
             f"failure was not its change's (a flaky or broken environment)"
         )
     if agents:

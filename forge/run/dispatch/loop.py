@@ -59,7 +59,7 @@ class Dispatcher:
         self.ctx = ctx
         self.on_event = on_event
         self.gate = gate  # verifies QUEUED tasks and lands them (None: tasks merge)
-        self.book = Book(forced=options.only)
+        self.book = Book(forced=None if options.requeued else options.only)
         self.workers = Workers(ctx, options.max_parallel or ctx.plan.max_parallel, remote)
         ctx.slots.on_ready = self.workers.wake
         if gate is not None:

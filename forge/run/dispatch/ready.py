@@ -54,7 +54,8 @@ class Readiness:
     def eligible(self, task: Task) -> bool:
         ts = self.ctx.state.tasks[task.id]
         book = self.book
-        if task.id in book.running or ts.status == Status.MERGED:
+        # A QUEUED task's work is done: it waits for the gate (a re-queued one too).
+        if task.id in book.running or ts.status in (Status.MERGED, Status.QUEUED):
             return False
         if self.options.only and task.id != self.options.only:
             return False

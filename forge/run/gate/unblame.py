@@ -92,3 +92,30 @@ def _own_log(folder: Path) -> str | None:
         if (folder / name).is_file():
             return str(folder / name)
     return None
+
+
+def requeue(repo: Repository, plan: str, task: str) -> None:
+    """A person's word that the gate's failure of `task` was not its change's (a
+    broken or flaky environment): its blame is given back and the same change is
+    QUEUED again, no new attempt made (a merge queue's re-queue). Refused, changing
+    nothing, for a task the gate did not fail."""
+    from forge.base.files import plan_lock
+    from forge.errors import ForgeError
+    from forge.run.state.store import StateStore
+
+    with plan_lock(repo.state, plan, command="forge retry --requeue"):
+        store = StateStore(repo.state, plan)
+        state = store.load_existing()
+        ts = state.tasks.get(task) if state is not None else None
+        last = ts.last if ts is not None else None
+        if state is None or ts is None or last is None:
+            raise ForgeError(f"task '{task}' has not run: nothing to re-queue")
+        if ts.status != Status.FAILED or not by_gate(last.feedback_source) or not last.commit:
+            raise ForgeError(
+                f"task '{task}' is {ts.status}, not failed by the gate's verification: only "
+                f"such a task is re-queued; `forge retry {task} --plan {plan}` runs it again"
+            )
+        note = f"re-queued by a person: {GOES_AGAIN}"
+        folder = repo.state.logs_dir(plan) / task / f"attempt-{last.number}"
+        store.emit(state, ev.Warned(task, note), ev.GivenBack(task, note, _own_log(folder)))
+        store.save(state)
