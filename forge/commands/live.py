@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, TextIO
 from forge.base.text import one_line, raw_stream, usd
 from forge.commands.candidate_view import live_lines
 from forge.commands.status import doing_text, fmt_seconds
-from forge.commands.status_rows import GateView, gate_view
+from forge.commands.status_rows import GateView, gate_view, shown_status
 from forge.run.attempt.phases import current
 from forge.run.capacity import CAP_EVENT
 from forge.run.records.spend import Spend, spend_of
@@ -159,7 +159,7 @@ class LiveView:
         if state is None or now - self._counted < RECOUNT:
             return
         self._counted = now
-        self._counts = Counter(str(ts.status) for ts in state.tasks.values())
+        self._counts = Counter(shown_status(ts) for ts in state.tasks.values())
         self.eta.update(state, time.time())
         self._gate = gate_view(state)
 
@@ -213,7 +213,9 @@ class LiveView:
                 last = ts.last
                 duration = fmt_seconds(last.duration if last else None)
                 # The terminal cuts the line to its width, with `…`.
-                out.append(f"  {ts.id:<24} {ts.status:<8} {duration:>7}  {one_line(ts.reason)}")
+                out.append(
+                    f"  {ts.id:<24} {shown_status(ts):<8} {duration:>7}  {one_line(ts.reason)}"
+                )
         return out[:height]
 
     def _render(self) -> Text:

@@ -22,6 +22,7 @@ from forge.commands.status_rows import (
     gate_view,
     plan_record,
     row_of,
+    shown_status,
     task_row,
     tried,
     warnings_now,
@@ -275,7 +276,7 @@ def _task_table(rows: list[TaskRow]) -> str:
         if r.phase and r.phase_started is not None:
             reason = f"{r.phase} for {fmt_seconds(time.time() - r.phase_started)}"
         table.append(
-            [r.id, str(r.status), str(r.attempts), r.agent, fmt_seconds(r.seconds), reason]
+            [r.id, shown_status(r.ts), str(r.attempts), r.agent, fmt_seconds(r.seconds), reason]
         )
     return _table(["task", "status", "attempts", "agent", "time", "reason"], table).rstrip()
 

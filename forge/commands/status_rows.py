@@ -89,6 +89,7 @@ class TaskRow:
             "suggestion": ts.suggestion,
             "salvage": list(ts.salvage),
             "warnings": list(ts.warnings),
+            "waiting_for_evidence": ts.doubted and ts.status == Status.FAILED,
             "slot": ts.slot,
             "phase": self.phase,
             "phase_started": self.phase_started,
@@ -130,6 +131,15 @@ def task_row(ts: TaskState, prices: Prices | None = None) -> dict[str, object]:
 # Attempt fields recorded after the shape of `status --json` was fixed (`lost` is
 # said by the candidates' rows).
 _NOT_SHOWN = frozenset({"infra_kind", "lost"})
+
+
+WAITING_FOR_EVIDENCE = "blamed, waiting for evidence"
+
+
+def shown_status(ts: TaskState) -> str:
+    """The status as a view says it: a FAILED task whose blame waits for evidence (its
+    failing tests may prove flaky before the run ends) is said so, not FAILED."""
+    return WAITING_FOR_EVIDENCE if ts.doubted and ts.status == Status.FAILED else str(ts.status)
 
 
 def warnings_now(ts: TaskState) -> list[str]:

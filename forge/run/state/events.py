@@ -190,6 +190,15 @@ class GivenBack(Event):
 
 
 @frozen
+class BlameDoubted(Event):
+    """The gate blamed `task` on tests that may yet prove flaky: until the run ends
+    (or the blame is given back) it is FAILED with its evidence pending, a view's
+    "blamed, waiting for evidence", not a status of its own."""
+
+    task: str
+
+
+@frozen
 class StepCleared(Event):
     """The gate's verification of `commit` blamed `task`, and the blame was given
     back: the step is shown as cleared."""

@@ -135,6 +135,12 @@ _ATTEMPT: dict[type, Callable[[Attempt, ev.Event], None]] = dict(
 def _started(ts: TaskState, e: ev.AttemptStarted) -> None:
     ts.attempts.append(e.record)
     ts.status, ts.reason, ts.runner = Status.RUNNING, "", e.runner
+    ts.doubted = False
+
+
+def _doubted(ts: TaskState, e: ev.BlameDoubted) -> None:
+    del e  # (the task is the event's whole content)
+    ts.doubted = ts.status == Status.FAILED
 
 
 def _pinned(ts: TaskState, e: ev.Pinned) -> None:
@@ -182,6 +188,7 @@ def _given_back(ts: TaskState, e: ev.GivenBack) -> None:
         if e.log is not None:
             last.log = e.log
     ts.status, ts.reason, ts.verified_by = Status.QUEUED, e.note, None
+    ts.doubted = False
 
 
 def _interrupted(ts: TaskState, e: ev.Interrupted) -> None:
@@ -266,6 +273,7 @@ _TASK: dict[type, Callable[[TaskState, ev.Event], None]] = dict(
         _case(ev.Advised, _advised),
         _case(ev.AgentSet, _agent_set),
         _case(ev.Warned, _warned),
+        _case(ev.BlameDoubted, _doubted),
         _case(ev.Salvaged, _salvaged),
         _case(ev.CandidateAdded, _candidate_added),
         _case(ev.CandidatesRunning, _candidates_running),
@@ -323,6 +331,8 @@ def _touched(st: RunState, e: ev.Touched) -> None:
 
 def _run_finished(st: RunState, e: ev.RunFinished) -> None:
     st.finished, st.wall_seconds = e.finished, e.wall_seconds
+    for ts in st.tasks.values():  # no more evidence comes: a blame still standing holds
+        ts.doubted = False
     if st.invocations:
         st.invocations[-1].finished = e.finished
         st.invocations[-1].wall_seconds = e.wall_seconds

@@ -396,3 +396,23 @@ def test_the_eta_names_a_first_verification_and_counts_a_bisections_steps() -> N
     st.invocations = [Invocation(started="a"), Invocation(started="b")]
     eta.update(st, 130.0)
     assert eta.text() == "ETA ~1m00s"  # not frozen at 0 by the open step of run 1
+
+
+def test_a_blame_that_waits_for_evidence_is_said_so_not_failed() -> None:
+    from forge.run.state import events as ev
+    from forge.run.state import reducer
+
+    ts = TaskState(id="b", status=Status.RUNNING)
+    st = RunState(plan="p", integration="refs/heads/x", tasks={"b": ts})
+    view = LiveView(quiet=True)
+    view.tty = True
+    view.on_change(st, "b")
+    ts.status, ts.reason = Status.FAILED, "breaks verification: lane unit: tests/t.py::test_x"
+    reducer.apply(st, ev.BlameDoubted("b"))
+    view.on_change(st, "b")
+    view._counted = -1e9  # (recount now)
+    lines = view.lines(10)
+    assert lines[0].startswith("1 blamed, waiting for evidence"), lines
+    assert lines[-1].split()[1:5] == ["blamed,", "waiting", "for", "evidence"], lines
+    reducer.apply(st, ev.RunFinished(finished="t", wall_seconds=1.0))
+    assert not ts.doubted  # the run ended: no evidence comes, the blame holds

@@ -269,6 +269,11 @@ def test_a_blame_given_back_in_the_same_run_lands_the_task_without_a_new_attempt
         cp.stdout + cp.stderr
     )
     assert attempt_row(repo, "b") == ("MERGED", 0, 1)
+    # While its evidence was to come, b was said to wait for it, not FAILED.
+    said = cp.stdout + cp.stderr
+    assert "b: blamed, waiting for evidence (breaks verification" in said, said
+    assert "b: FAILED" not in said
     culprit = state(repo)["tasks"]["culprit"]
     assert ADD in culprit["reason"]
+    assert not culprit["doubted"]  # the run ended: its blame holds, FAILED
     assert ADD in [f["test"] for f in culprit["attempts"][-1]["failures"]]
