@@ -284,7 +284,7 @@ def draft(
     )
     result = Drafted(file=file, shown=shown)
     try:
-        _tries(repo, opts, planner, brief, result, tracked, say=say)
+        _tries(repo, opts, planner, brief, result, say=say)
     finally:
         forget_state(repo, name)
     if not result.sound:
@@ -305,14 +305,13 @@ def _tries(
     planner: Planner,
     brief: Brief,
     result: Drafted,
-    tracked: Sequence[str],
     *,
     say: Callable[[str], None],
 ) -> None:
     """Ask the planner until an answer is sound or the tries are spent."""
     from forge.run.brief import render
 
-    logs, name = planner.logs, planner.name
+    logs, name, tracked = planner.logs, planner.name, brief.tracked
     for number in range(1, opts.tries + 1):
         plan_file = logs / f"try-{number}" / "plan.toml"
         prompt = render(

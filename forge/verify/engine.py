@@ -5,10 +5,9 @@ forge/verify/checkout.py). Each lane's command runs in a process group of its ow
 its own time limit and log, in a checkout that holds exactly the commit plus what the
 plan's setup made (forge/verify/hermetic.py); a failing run names the failing tests its
 log shows (forge/verify/failures.py). A lane that fails with its checkout unchanged is
-rerun up to `reruns` times, until a rerun fails as the run before it did (confirmed,
-as the gate confirms); a later pass makes it FLAKY. A run that changed the checkout
-is FAIL whatever its exit code, is never rerun, and the checkout is restored before
-anything else runs in it. A stop (the `stop` event: SIGINT/SIGTERM, or a newer verification
+rerun up to `reruns` times, until one fails as the run before it (confirmed, as the
+gate does); a later pass makes it FLAKY. A run that changed the checkout is FAIL
+whatever its exit code, is never rerun, and is restored before anything else runs. A stop (the `stop` event: SIGINT/SIGTERM, or a newer verification
 superseding this one) stops every lane's group and makes the lanes INTERRUPTED;
 nothing stopped is rerun, and a stop before a run starts runs nothing.
 
