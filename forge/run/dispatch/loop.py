@@ -141,6 +141,7 @@ class Dispatcher:
         self.live.close(running, finished=True)
         self.cands.close()
         if not state.paused and not self.ctx.stop.is_set() and workers.fatal is None:
+            self.ctx.apply(ev.BlamesSettled())  # the gate is done: blames hold
             self.readiness.mark_blocked()
         self.ctx.save()
         if workers.fatal is not None:

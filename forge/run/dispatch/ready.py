@@ -120,6 +120,8 @@ class Readiness:
         ts = self.ctx.state.tasks[tid]
         if ts.status in (Status.MERGED, Status.QUEUED, Status.RUNNING) or tid in self.book.running:
             return False  # (a QUEUED task lands, or fails and says so: not final yet)
+        if ts.doubted:
+            return False  # blamed, waiting for evidence: it may yet land in this run
         if ts.status == Status.BLOCKED:
             return True
         task = self.plan.find_task(tid)

@@ -199,6 +199,12 @@ class BlameDoubted(Event):
 
 
 @frozen
+class BlamesSettled(Event):
+    """The gate has nothing more to verify in this run: no evidence comes, and every
+    blame still waiting for it holds."""
+
+
+@frozen
 class StepCleared(Event):
     """The gate's verification of `commit` blamed `task`, and the blame was given
     back: the step is shown as cleared."""

@@ -331,11 +331,16 @@ def _touched(st: RunState, e: ev.Touched) -> None:
 
 def _run_finished(st: RunState, e: ev.RunFinished) -> None:
     st.finished, st.wall_seconds = e.finished, e.wall_seconds
-    for ts in st.tasks.values():  # no more evidence comes: a blame still standing holds
-        ts.doubted = False
+    _settled(st, ev.BlamesSettled())
     if st.invocations:
         st.invocations[-1].finished = e.finished
         st.invocations[-1].wall_seconds = e.wall_seconds
+
+
+def _settled(st: RunState, e: ev.BlamesSettled) -> None:
+    del e  # (an event without fields)
+    for ts in st.tasks.values():  # no more evidence comes: a blame still standing holds
+        ts.doubted = False
 
 
 def _paused(st: RunState, e: ev.Paused) -> None:
@@ -391,6 +396,7 @@ _PLAN: dict[type, Callable[[RunState, ev.Event], None]] = dict(
         _case(ev.SlotMeasured, _slot_measured),
         _case(ev.RunStarted, _run_started),
         _case(ev.RunFinished, _run_finished),
+        _case(ev.BlamesSettled, _settled),
         _case(ev.Touched, _touched),
         _case(ev.Paused, _paused),
         _case(ev.VerificationRecorded, _verification),

@@ -414,5 +414,8 @@ def test_a_blame_that_waits_for_evidence_is_said_so_not_failed() -> None:
     lines = view.lines(10)
     assert lines[0].startswith("1 blamed, waiting for evidence"), lines
     assert lines[-1].split()[1:5] == ["blamed,", "waiting", "for", "evidence"], lines
+    reducer.apply(st, ev.BlamesSettled())
+    assert not ts.doubted  # the gate is done: no evidence comes, the blame holds
+    reducer.apply(st, ev.BlameDoubted("b"))
     reducer.apply(st, ev.RunFinished(finished="t", wall_seconds=1.0))
-    assert not ts.doubted  # the run ended: no evidence comes, the blame holds
+    assert not ts.doubted  # and so when the run ends
