@@ -10,6 +10,7 @@ views.hooks_install  # a typer command
 views.hooks_uninstall  # a typer command
 views.demo  # a typer command
 kit.app.registered_groups  # read by typer when it builds the app (forge.cli._app_for)
+kit._Commands.format_commands  # click calls it when it writes the top-level help
 TaskState.merged_commit  # written to state.json for people and tests
 subreaper  # pytest fixtures used by name or autouse
 hermetic

@@ -217,8 +217,27 @@ def said_error(defn: AgentDef, output: str) -> str | None:
     rxs = [re.compile(p, re.IGNORECASE | re.MULTILINE) for p in defn.error_patterns]
     for line in reversed(plain[-_PLAIN_LINES:]):
         if any(rx.search(line) for rx in rxs):
-            return _one_line(line)
+            return _one_line(_unwrapped(output, line))
     return None
+
+
+_WRAPPED = 60  # a line this long that a CLI's console broke (aider: at 80 columns)
+
+
+def _unwrapped(output: str, line: str) -> str:
+    """`line` with the lines a console wrapped it onto (up to a blank line, a line
+    that starts another message, or one that is not full)."""
+    raw = [ln.strip() for ln in output[-_SCAN_BYTES:].splitlines()]
+    at = len(raw) - 1 - raw[::-1].index(line) if line in raw else None
+    if at is None:
+        return line
+    joined, last = [line], line
+    for nxt in raw[at + 1 : at + 6]:
+        if len(last) < _WRAPPED or not nxt or is_noise(nxt) or re.match(r"^\w[\w.]*:\s", nxt):
+            break
+        joined.append(nxt)
+        last = nxt
+    return " ".join(joined)
 
 
 def _reset_epochs(value: object) -> Iterator[tuple[float, bool]]:

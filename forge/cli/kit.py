@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
+import click
 import typer
 import typer.core
 
@@ -24,7 +25,37 @@ if TYPE_CHECKING:
 # rich is importable (the help showed `\[x>=1]`): help is rendered by click, unescaped.
 typer.core.HAS_RICH = False
 
+# The order a person meets the commands in: make a plan, run it, look at it, land it,
+# then the upkeep. A command not named here (a newer one) comes after, as registered.
+COMMAND_ORDER = (
+    "plan", "draft", "run", "retry", "status", "report", "verify", "tests", "stats",
+    "accept", "hold", "resume", "split", "combine", "clean", "forget", "hooks",
+    "doctor", "demo",
+)  # fmt: skip
+
+
+class _Commands(typer.core.TyperGroup):
+    """The top-level help: commands in `COMMAND_ORDER`, each with its first sentence
+    whole (click cut every line at the terminal's width with `...`; the table wraps)."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        names = super().list_commands(ctx)
+        rank = {name: i for i, name in enumerate(COMMAND_ORDER)}
+        return sorted(names, key=lambda name: (rank.get(name, len(rank)), names.index(name)))
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = []
+        for name in self.list_commands(ctx):
+            command = self.get_command(ctx, name)
+            if command is not None and not command.hidden:
+                rows.append((name, command.get_short_help_str(limit=10_000)))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
 app = typer.Typer(
+    cls=_Commands,
     name="forge",
     help="Turn one goal into many coding tasks, run them in parallel git worktrees, "
     "and land them safely.",

@@ -54,5 +54,8 @@ def tests(
     rows = view.tests_data(repo, plan=plan, config=config, flaky=flaky, failing=failing)
     if as_json:
         emit_json(rows)
-    else:
+    elif rows or not (flaky or failing):
         answer([*view.render(rows), *view.ignored_rows(repo)])
+    else:
+        known = len(view.tests_data(repo, plan=plan, config=config))
+        answer(view.render(rows, only="flaky" if flaky else "failing", known=known))

@@ -126,6 +126,14 @@ def retry(
             help="Give the agent the review comments of the plan's pull request, then update it.",
         ),
     ] = False,
+    requeue: Annotated[
+        bool,
+        typer.Option(
+            "--requeue",
+            help="A task the gate failed: send the same change to the gate again, running"
+            " nothing else (its failure was the environment's, not its change's).",
+        ),
+    ] = False,
     budget: BudgetOpt = None,
     cluster: ClusterOpt = None,
     as_json: JsonOpt = False,
@@ -147,8 +155,15 @@ def retry(
         from forge.commands.pr.review import take_review
 
         take_review(repo, recorded.plan.name, task, say=say)
+    if requeue:
+        if agent is not None or fresh:
+            raise ForgeError("--requeue sends the same change again: give no --agent or --fresh")
+        from forge.run.gate import unblame
+
+        unblame.requeue(repo, recorded.plan.name, task)
     options = RunOptions(
         only=task,
+        requeued=requeue,
         fresh=fresh,
         review=review,
         agent=agent,
@@ -203,6 +218,7 @@ def accept(
     squash_plan: Annotated[
         bool, typer.Option("--squash-plan", help="One new commit for the whole plan.")
     ] = False,
+    as_json: JsonOpt = False,
 ) -> None:
     """Bring a verified integration branch into your branch (fast-forward by default)."""
     from forge.commands.plans.accept import Squash
@@ -212,7 +228,8 @@ def accept(
         raise ForgeError("give --squash or --squash-plan, not both")
     how: Squash | None = "task" if squash else "plan" if squash_plan else None
     repo = repo_here()
-    typer.echo(do_accept(repo, plan_name(repo, plan_ref), merge=merge, now=now, squash=how))
+    done = do_accept(repo, plan_name(repo, plan_ref), merge=merge, now=now, squash=how)
+    answer(done.as_json() if as_json else done.text + "\n")
 
 
 @app.command()
@@ -310,9 +327,15 @@ def clean(
             typer.echo(f"pool: {note}")
         if not (plan_ref or all_plans):
             return
-    names = repo.state.recorded_plans() if all_plans else [plan_name(repo, plan_ref)]
+    recorded = repo.state.recorded_plans()
+    if not (plan_ref or all_plans) and len(recorded) > 1:
+        raise ForgeError(
+            f"several plans are recorded ({', '.join(recorded)}); name one, "
+            f"or give --all to clean every plan"
+        )
+    names = recorded if all_plans else [plan_name(repo, plan_ref)]
     for name in names:
-        for note in clean_plan(repo, name, dry_run=dry_run):
+        for note in clean_plan(repo, name, dry_run=dry_run, with_all=all_plans):
             typer.echo(f"{name}: {note}")
     shared = clean_shared(repo, names, dry_run=dry_run) if all_plans else []
     for note in shared:

@@ -14,14 +14,19 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from forge.base.text import usd as fmt_usd
 from forge.errors import ExitCode, ForgeError, Interrupted, PlanError
 from forge.frozen import frozen
 from forge.git.repo import Repository, short_sha
 from forge.plan.dag import Waves
 from forge.plan.model import DEFAULT_TIMEOUT, Plan
-from forge.run.planner import Planner, Try, run_try
+from forge.run.planner import Planner, Try, forget_state, run_try
 from forge.run.state.run_state import Status
+
+if TYPE_CHECKING:
+    from forge.run.brief import Brief
 
 DEFAULT_TRIES = 3
 
@@ -111,7 +116,7 @@ class Drafted:
 def _usd(usd: float | None, *, unpriced: bool) -> str:
     if usd is None:
         return "unknown (" + ("no price for its model" if unpriced else "not reported") + ")"
-    text = f"${usd:.2f}" if usd >= 0.01 or usd == 0 else f"${usd:.4f}"
+    text = fmt_usd(usd)
     return text + (" and tokens without a price" if unpriced else "")
 
 
@@ -238,7 +243,7 @@ def draft(
     from forge.agents.spec import AgentSpec, resolve
     from forge.plan.repo_config import load_repo_config
     from forge.plan.specs import DEFAULT_AGENT
-    from forge.run.brief import Brief, render
+    from forge.run.brief import Brief
 
     if not opts.goal.strip():
         raise ForgeError('give a goal: forge draft "what the plan should achieve"')
@@ -289,6 +294,35 @@ def draft(
         stop=stop if stop is not None else threading.Event(),
     )
     result = Drafted(file=file, shown=shown)
+    try:
+        _tries(repo, opts, planner, brief, result, say=say)
+    finally:
+        forget_state(repo, name)
+    if not result.sound:
+        return result
+    if result.checked.plan is not None:
+        from forge.commands.plan import missing_binaries
+
+        # Said as `forge plan --check` says it, not sent back: the machine that runs
+        # the plan (or its `env`) may have the program.
+        result.checked.warnings += missing_binaries(result.checked.plan, repo.root)
+    _write(file, result.answer or "", force=opts.force)
+    return result
+
+
+def _tries(
+    repo: Repository,
+    opts: Options,
+    planner: Planner,
+    brief: Brief,
+    result: Drafted,
+    *,
+    say: Callable[[str], None],
+) -> None:
+    """Ask the planner until an answer is sound or the tries are spent."""
+    from forge.run.brief import render
+
+    logs, name, tracked = planner.logs, planner.name, brief.tracked
     for number in range(1, opts.tries + 1):
         plan_file = logs / f"try-{number}" / "plan.toml"
         prompt = render(
@@ -309,10 +343,6 @@ def draft(
         if number < opts.tries:
             n = len(result.checked.problems)
             say(f"note: try {number}: {n} problem{'s' * (n != 1)}; asking again")
-    if not result.sound:
-        return result
-    _write(file, result.answer or "", force=opts.force)
-    return result
 
 
 def _judge(

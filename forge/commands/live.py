@@ -19,17 +19,19 @@ import threading
 import time
 from collections import Counter, deque
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, TextIO
 
-from forge.base.text import one_line, raw_stream
+from forge.base.text import one_line, raw_stream, usd
 from forge.commands.candidate_view import live_lines
 from forge.commands.status import doing_text, fmt_seconds
-from forge.commands.status_rows import GateView, gate_view
+from forge.commands.status_rows import GateView, gate_view, shown_status
 from forge.run.attempt.phases import current
 from forge.run.capacity import CAP_EVENT
 from forge.run.records.spend import Spend, spend_of
+from forge.run.state.gate_record import GatePhase
 from forge.run.state.run_state import FAILURES, RunState, Status, TaskState
 
 if TYPE_CHECKING:
@@ -67,7 +69,7 @@ class LiveView:
         self._counted = 0.0
         self._usd: dict[str, Spend] = {}  # per task, so a change costs one task's attempts
         self.eta = Eta(self.weights, parallel)
-        self._gate = ""  # the gate's line, recounted with the statuses
+        self._gate: GateView | None = None  # the gate, recounted with the statuses
         self._caps: dict[str, str] = {}  # agent -> its cap after rate limits
         self.event_log = event_log
         self._log: TextIO | None = None
@@ -157,9 +159,9 @@ class LiveView:
         if state is None or now - self._counted < RECOUNT:
             return
         self._counted = now
-        self._counts = Counter(str(ts.status) for ts in state.tasks.values())
+        self._counts = Counter(shown_status(ts) for ts in state.tasks.values())
         self.eta.update(state, time.time())
-        self._gate = gate_line(gate_view(state))
+        self._gate = gate_view(state)
 
     def summary(self, now: float) -> str:
         elapsed = now - self._t0
@@ -168,23 +170,25 @@ class LiveView:
         parts += [f"{n} {s.lower()}" for s, n in counts.items() if s not in ORDER and n]
         spend = sum(self._usd.values(), Spend())
         if spend.unpriced:  # a price unknown is not zero
-            parts.append(f"${spend.usd:.2f} + unknown" if spend.priced else "cost unknown")
+            parts.append(f"{usd(spend.usd)} + unknown" if spend.priced else "cost unknown")
         elif spend.usd:
-            parts.append(f"${spend.usd:.2f}")
+            parts.append(usd(spend.usd))
         parts.append(f"{fmt_seconds(elapsed)} elapsed")
         eta = self.eta.text()
         if eta:
             parts.append(eta)
         return "  ".join(parts)
 
-    def lines(self, height: int) -> list[str]:
-        """What the view shows, at most `height` lines."""
+    def lines(self, height: int, width: int | None = None) -> list[str]:
+        """What the view shows, at most `height` lines (the gate's line fitted to
+        `width`, its elapsed time kept)."""
         now = time.monotonic()
         with self._lock:
             self._recount(now)
             out = [self.summary(now)]
-            if self._gate:
-                out.append(self._gate)
+            gate = gate_line(self._gate, width) if self._gate is not None else ""
+            if gate:
+                out.append(gate)
             if self._caps:
                 out.append(self.cap_line())
             wall = time.time()
@@ -209,40 +213,54 @@ class LiveView:
                 last = ts.last
                 duration = fmt_seconds(last.duration if last else None)
                 # The terminal cuts the line to its width, with `…`.
-                out.append(f"  {ts.id:<24} {ts.status:<8} {duration:>7}  {one_line(ts.reason)}")
+                out.append(
+                    f"  {ts.id:<24} {shown_status(ts):<8} {duration:>7}  {one_line(ts.reason)}"
+                )
         return out[:height]
 
     def _render(self) -> Text:
         from rich.text import Text
 
-        height = self._live.console.size.height if self._live is not None else 24
+        size = self._live.console.size if self._live is not None else None
+        height, width = (size.height, size.width) if size is not None else (24, None)
         # Room for the lines printed above the view, and rich's own last line.
-        return Text("\n".join(self.lines(max(2, height - 2))), no_wrap=True, overflow="ellipsis")
+        text = "\n".join(self.lines(max(2, height - 2), width))
+        return Text(text, no_wrap=True, overflow="ellipsis")
 
 
-def gate_line(gate: GateView) -> str:
+def gate_line(gate: GateView, width: int | None = None) -> str:
     """`gate: verifying t12, t02 (batch of 2) · bisection step 1 of at most 2: running
     1 failing test(s) (tests/test_a.py::test_b) on 1a2b3c4d5e6f (lane unit run 1) for
     3.0s · 3 queued`: what the gate runs now (the whole suite or some failing tests,
-    the lane's setup or its run k of n, the bisection's step) and for how long."""
+    the lane's setup or its run k of n, the bisection's step) and for how long. Past
+    `width` the middle of what runs is cut (`…`), never the time it has run."""
     batch = gate.batch or []
     queued = gate.queued
     if not batch and not queued:
         return ""
-    parts = []
+
+    def line(doing: str) -> str:
+        parts = []
+        if batch:
+            parts.append(f"gate: verifying {', '.join(batch)} (batch of {len(batch)})")
+            bisecting = gate.phase == "bisecting" and gate.left
+            if bisecting and not doing.startswith("bisection step"):
+                parts.append(f"bisection: at most {gate.left} more")
+            if doing:
+                parts.append(doing_text(replace(gate, doing=doing)).removeprefix(": "))
+        else:
+            parts.append("gate: waiting")
+        if queued:
+            parts.append(f"{len(queued)} queued")
+        return " · ".join(parts)
+
     doing = gate.doing or ""
-    if batch:
-        parts.append(f"gate: verifying {', '.join(batch)} (batch of {len(batch)})")
-        bisecting = gate.phase == "bisecting" and gate.left
-        if bisecting and not doing.startswith("bisection step"):
-            parts.append(f"bisection: at most {gate.left} more")
-        if doing:
-            parts.append(doing_text(gate).removeprefix(": "))
-    else:
-        parts.append("gate: waiting")
-    if queued:
-        parts.append(f"{len(queued)} queued")
-    return " · ".join(parts)
+    said = line(doing)
+    over = len(said) - width if width is not None else 0
+    if over > 0 and doing and batch:
+        keep = max(12, len(doing) - over - 1)
+        said = line(doing[:keep].rstrip() + "…") if keep < len(doing) else said
+    return said
 
 
 # --- the ETA ----------------------------------------------------------------------
@@ -278,7 +296,7 @@ class Eta:
         self.left_units = 0.0  # estimate units of the unsettled tasks
         self.running: list[tuple[float, float]] = []  # (estimate, seconds spent) per running task
         self.unsettled = 0  # tasks with work left (not settled, not waiting for the gate)
-        self.verify_left = 0.0  # seconds of verification still ahead (0: none, or unknown)
+        self.verify_left: float | None = 0.0  # seconds of verification ahead (None: unknown)
 
     def update(self, state: RunState, now: float) -> None:
         rates: list[float] = []
@@ -309,32 +327,50 @@ class Eta:
         return max(0.0, self.left_units * rate - done) / slots
 
     def text(self) -> str:
-        tail = self.verify_left
+        # A verification of unknown length (none has finished yet) is named, not 0 s.
+        tail = self.verify_left or 0.0
+        more = " + a verification" if self.verify_left is None else ""
         if not self.unsettled:
+            if more:
+                return "ETA: when the verification under way ends (the plan's first)"
             return f"ETA ~{_fmt(tail)}" if tail >= 1 else ""
         if not self.rates:
             return ""
         if len(self.rates) < SETTLED:
             low = self.seconds(min(self.rates) * RANGE[0]) + tail
             high = self.seconds(max(self.rates) * RANGE[1]) + tail
-            if high < 1:
+            if high < 1 and not more:
                 return ""  # nothing worth a figure is left
             if _fmt(low) == _fmt(high):
-                return f"ETA ~{_fmt(high)}"
-            return f"ETA {_fmt(low)}-{_fmt(high)}"
+                return f"ETA ~{_fmt(high)}{more}"
+            return f"ETA {_fmt(low)}-{_fmt(high)}{more}"
         import statistics  # (its import costs every run's start)
 
-        return f"ETA ~{_fmt(self.seconds(statistics.median(self.rates)) + tail)}"
+        return f"ETA ~{_fmt(self.seconds(statistics.median(self.rates)) + tail)}{more}"
 
 
-def _verification_left(state: RunState, now: float) -> float:
+def _verification_left(state: RunState, now: float) -> float | None:
     """Seconds of the gate's verification still ahead: one more of the median length
-    its finished verifications took, less what the one under way has taken."""
-    took = [s.end - s.start for s in state.gate_steps if s.end is not None]
-    if not took:
+    its finished verifications took (or the head's last verification's, from an
+    earlier run), less what the one under way has taken, and one more such for each
+    step a bisection may still need. None: no verification's length is known yet."""
+    took = sorted(s.end - s.start for s in state.gate_steps if s.end is not None)
+    if took:
+        typical = took[len(took) // 2]
+    elif state.verification is not None and state.verification.duration:
+        typical = state.verification.duration
+    elif state.gate is not None or any(ts.status == Status.QUEUED for ts in state.tasks.values()):
+        return None  # the gate verifies, or will: for how long, nothing says yet
+    else:
         return 0.0
-    took.sort()
-    typical = took[len(took) // 2]
-    under_way = [s.start for s in state.gate_steps if not s.end]
-    spent = now - max(under_way) if under_way else 0.0
-    return max(0.0, typical - spent)
+    gate = state.gate
+    # What runs now started when the gate said so (a step of an earlier run that
+    # never ended, killed, is not under way: the ETA froze on it).
+    this_run = len(state.invocations) - 1
+    under_way = [s.start for s in state.gate_steps if not s.end and s.run in (None, this_run)]
+    since = (
+        gate.since if gate is not None and gate.since is not None else max(under_way, default=None)
+    )
+    spent = now - since if since is not None else 0.0
+    steps = (gate.left or 0) if gate is not None and gate.phase == GatePhase.BISECTING else 0
+    return max(0.0, typical - spent) + steps * typical

@@ -60,12 +60,28 @@ def _after_failures(plan: Plan, state: RunState, failed: list[str]) -> list[str]
     shell = [t for t in failed if plan.task(t).run is not None and t not in blamed]
     agents = [t for t in failed if t not in shell and t not in blamed]
     out = []
-    if blamed:
-        first = blamed[0]
-        others = "" if len(blamed) == 1 else f" (and {len(blamed) - 1} more blamed by it)"
+    blamed_shell = [t for t in blamed if plan.task(t).run is not None]
+    blamed_agents = [t for t in blamed if t not in blamed_shell]
+    if blamed_agents:
+        first = blamed_agents[0]
+        more = len(blamed_agents) - 1
+        others = "" if not more else f" (and {more} more blamed by it)"
         out.append(
             f"next: {first} failed the verification; `forge retry {first} --plan {name}` "
-            f"verifies its change again (its failure as feedback to an agent){others}"
+            f"runs its agent again with the failure as feedback{others}; "
+            f"`forge retry {first} --plan {name} --requeue` sends the same change again "
+            f"when the failure was the environment's"
+        )
+    if blamed_shell:
+        # Its command makes the same change again: a retry would fail the same way.
+        first = blamed_shell[0]
+        more = len(blamed_shell) - 1
+        others = "" if not more else f" (and {more} more shell task{'s' if more > 1 else ''})"
+        out.append(
+            f"next: {first}'s change failed the verification: it is a shell command, so fix "
+            f"its `run` in {where}, then {replan} and `forge retry {first} --plan {name} "
+            f"--fresh`{others}; `forge retry {first} --plan {name} --requeue` when the "
+            f"failure was not its change's (a flaky or broken environment)"
         )
     if agents:
         first = agents[0]

@@ -119,7 +119,7 @@ def _forecast(repo: Repository, plan: Plan) -> Forecast | None:
 def _warnings(plan: Plan, root: Path | None) -> tuple[str, ...]:
     from forge.plan import advice
 
-    return (*advice.warnings(plan), *_missing_binaries(plan, root))
+    return (*advice.warnings(plan), *missing_binaries(plan, root))
 
 
 def _root() -> Path | None:
@@ -131,7 +131,7 @@ def _root() -> Path | None:
         return None  # no repository here: only the plan's own agents
 
 
-def _missing_binaries(plan: Plan, root: Path | None) -> list[str]:
+def missing_binaries(plan: Plan, root: Path | None) -> list[str]:
     """The agents the plan names whose program is not there (the run would stop
     on them as INFRA): said now, as warnings, since a plan's `env` or the machine
     that runs it may still supply them."""

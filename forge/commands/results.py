@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from forge.commands.candidate_view import summary
 from forge.commands.status import _branch_at, _table, fmt_seconds, touched_lines, verification_lines
-from forge.commands.status_rows import row_of, task_row
+from forge.commands.status_rows import row_of, task_row, warnings_now
 from forge.run.gate import story
 from forge.run.state.run_state import RunState, Status
 
@@ -26,7 +26,7 @@ def results_table(state: RunState, *, width: int | None = None) -> str:
     seconds = 0.0
     for ts in state.tasks.values():
         r = row_of(ts)
-        reason = ts.reason or ("; ".join(ts.warnings) if ts.warnings else "")
+        reason = ts.reason or "; ".join(warnings_now(ts))
         rows.append([ts.id, str(ts.status), str(r.attempts), fmt_seconds(r.seconds), reason])
         attempts += r.attempts
         seconds += r.total_seconds or 0.0

@@ -23,6 +23,7 @@ from forge.base.text import text_table, usd
 from forge.errors import ForgeError
 from forge.plan.candidates import LOST
 from forge.run.records import history
+from forge.run.records.spend import per_landed_usd
 
 
 def _k(n: int) -> str:
@@ -79,7 +80,8 @@ def summarize(rows: Sequence[history.Row], agent: str) -> SpecStats:
         if r.cost_usd is None
         and (r.input_tokens or r.output_tokens or (r.reason or "").startswith(LOST))
     ]
-    cost = None if shell else round(sum(known), 6) if known or not unknown else None
+    # None when nothing was reported: n/a, as the run says, never $0.00.
+    cost = round(sum(known), 6) if known and not shell else None
     times = [r.landed_at - r.started for r in rows if r.landed and r.landed_at]
     checked = [r for r in priced if r.models or r.model_mismatch]
     return {
@@ -94,11 +96,7 @@ def summarize(rows: Sequence[history.Row], agent: str) -> SpecStats:
         "unpriced_attempts": len(unknown),
         "input_tokens": sum(r.input_tokens or 0 for r in rows),
         "output_tokens": sum(r.output_tokens or 0 for r in rows),
-        "cost_per_landed_usd": (
-            round(cost / len(landed_by_agents), 6)
-            if cost is not None and landed_by_agents and not unknown
-            else None
-        ),
+        "cost_per_landed_usd": per_landed_usd(None if unknown else cost, len(landed_by_agents)),
         # None: no attempt's CLI said which model ran, so nothing was checked.
         "median_seconds_to_land": round(statistics.median(times), 3) if times else None,
         "model_mismatches": sum(1 for r in checked if r.model_mismatch) if checked else None,
@@ -113,6 +111,7 @@ def stats_data(state: StateDir, *, plan: str | None, since: str | None) -> Stats
         except (ValueError, ForgeError) as exc:
             raise ForgeError(f"--since {since!r} is not a duration (7d, 12h, 30m): {exc}") from None
     rows = history.rows(state, plan=plan, since=cutoff)
+    drafts = history.draft_rows(state, plan=plan, since=cutoff)  # planners' tries
     if plan is not None and not rows and plan not in state.recorded_plans():
         known = state.recorded_plans()
         listing = ", ".join(known) if known else "none"
@@ -120,12 +119,12 @@ def stats_data(state: StateDir, *, plan: str | None, since: str | None) -> Stats
     by: dict[str, list[history.Row]] = {}
     for r in rows:
         by.setdefault(SHELL if r.agent == "run" else r.agent, []).append(r)
-    for r in history.draft_rows(state, plan=plan, since=cutoff):  # planners' tries
+    for r in drafts:
         by.setdefault(f"{r.agent} (draft)", []).append(r)
     table = [summarize(rs, agent) for agent, rs in sorted(by.items())]
     return {
         "rows": table,
-        "totals": summarize(rows, "total"),
+        "totals": summarize([*rows, *drafts], "total"),
         "plan": plan,
         "since": since,
     }
@@ -138,7 +137,7 @@ def _usd(value: float | None, row: SpecStats, *, tokens: bool) -> str:
         return usd(value)
     if tokens and (row["input_tokens"] or row["output_tokens"]):
         return f"{_k(row['input_tokens'])} in / {_k(row['output_tokens'])} out tok"
-    return "-" if not row["unpriced_attempts"] else "unknown"
+    return "unknown" if row["unpriced_attempts"] else "n/a"
 
 
 def _mismatches(row: SpecStats) -> str:

@@ -22,8 +22,10 @@ from forge.commands.status_rows import (
     gate_view,
     plan_record,
     row_of,
+    shown_status,
     task_row,
     tried,
+    warnings_now,
 )
 from forge.errors import ForgeError
 from forge.frozen import frozen
@@ -280,11 +282,11 @@ def _combined(combined: Mapping[str, str]) -> list[str]:
 def _task_table(rows: list[TaskRow]) -> str:
     table = []
     for r in rows:
-        reason = r.reason or "; ".join(r.ts.warnings)
+        reason = r.reason or "; ".join(warnings_now(r.ts))
         if r.phase and r.phase_started is not None:
             reason = f"{r.phase} for {fmt_seconds(time.time() - r.phase_started)}"
         table.append(
-            [r.id, str(r.status), str(r.attempts), r.agent, fmt_seconds(r.seconds), reason]
+            [r.id, shown_status(r.ts), str(r.attempts), r.agent, fmt_seconds(r.seconds), reason]
         )
     return _table(["task", "status", "attempts", "agent", "time", "reason"], table).rstrip()
 
@@ -374,7 +376,7 @@ def spend_line(spend: SpendData, budget: float | None) -> str:
     text = whole.describe()
     landed = spend.get("landed")
     if landed:
-        text += f"; {per_landed(whole, int(landed))}"
+        text += f"; {per_landed(whole, int(landed), int(spend.get('landed_by_agents') or 0))}"
     return f"cost: {text}" + (f" (budget {budget:g} USD)" if budget is not None else "")
 
 
@@ -384,6 +386,9 @@ def _usage(t: Tried) -> str:
         return usd(t.cost_usd, 4)
     if a.input_tokens is not None:
         return f"{a.input_tokens}/{a.output_tokens} tok"
+    if t.spent is not None:  # the candidate's spend, counted on its own row
+        said = usd(t.spent.usd, 4) if t.spent.usd is not None else "unknown"
+        return f"{said}, {t.spent.input_tokens}/{t.spent.output_tokens} tok (candidate's)"
     return ""
 
 

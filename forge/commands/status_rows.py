@@ -12,6 +12,7 @@ from forge.agents.prices import DEFAULT_PRICES
 from forge.commands.candidate_view import candidate_rows
 from forge.errors import StateError
 from forge.frozen import frozen
+from forge.run.attempt.messages import GOES_AGAIN
 from forge.run.attempt.phases import current
 from forge.run.records.spend import attempt_usd, cost_usd
 from forge.run.state.gate_record import GatePhase
@@ -88,6 +89,7 @@ class TaskRow:
             "suggestion": ts.suggestion,
             "salvage": list(ts.salvage),
             "warnings": list(ts.warnings),
+            "waiting_for_evidence": ts.doubted and ts.status == Status.FAILED,
             "slot": ts.slot,
             "phase": self.phase,
             "phase_started": self.phase_started,
@@ -131,15 +133,35 @@ def task_row(ts: TaskState, prices: Prices | None = None) -> dict[str, object]:
 _NOT_SHOWN = frozenset({"infra_kind", "lost"})
 
 
+WAITING_FOR_EVIDENCE = "blamed, waiting for evidence"
+
+
+def shown_status(ts: TaskState) -> str:
+    """The status as a view says it: a FAILED task whose blame waits for evidence (its
+    failing tests may prove flaky before the run ends) is said so, not FAILED."""
+    return WAITING_FOR_EVIDENCE if ts.doubted and ts.status == Status.FAILED else str(ts.status)
+
+
+def warnings_now(ts: TaskState) -> list[str]:
+    """The task's warnings as they read now: a blame given back said that the same
+    change goes to the gate again, which is past once the task has landed."""
+    if ts.status != Status.MERGED:
+        return list(ts.warnings)
+    return [w.removesuffix(f"; {GOES_AGAIN}") for w in ts.warnings]
+
+
 @frozen
 class Tried:
     """An attempt as `forge status TASK` lists it: `counted` is its number among the
     attempts that spent one (None for INFRA and INTERRUPTED tries), `cost_usd` its
-    cost as the run's summary counts it (reported, else priced)."""
+    cost as the run's summary counts it (reported, else priced). An attempt that
+    took a best-of-N candidate's work to the gate has no cost of its own: `spent`
+    is then what that candidate spent (its USD, None when unknown, and its tokens)."""
 
     attempt: Attempt
     counted: int | None
     cost_usd: float | None
+    spent: CandidateSpend | None = None
 
     def to_dict(self) -> dict[str, object]:
         a = self.attempt
@@ -149,6 +171,23 @@ class Tried:
             "counted": self.counted,
             "reported_cost_usd": a.cost_usd,  # the CLI's
             "cost_usd": self.cost_usd,
+            "candidate_spend": None if self.spent is None else self.spent.to_dict(),
+        }
+
+
+@frozen
+class CandidateSpend:
+    """What the candidate whose work an attempt lands spent, over its own attempts."""
+
+    usd: float | None
+    input_tokens: int
+    output_tokens: int
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "cost_usd": self.usd,
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
         }
 
 
@@ -158,8 +197,23 @@ def tried(ts: TaskState, prices: Prices) -> list[Tried]:
         spent = a.status not in UNCOUNTED
         n += spent
         usd = attempt_usd(a, prices)
-        out.append(Tried(a, n if spent else None, None if usd is None else round(usd, 6)))
+        own = None if usd is None else round(usd, 6)
+        out.append(Tried(a, n if spent else None, own, _candidate_spend(ts, a, prices)))
     return out
+
+
+def _candidate_spend(ts: TaskState, a: Attempt, prices: Prices) -> CandidateSpend | None:
+    """The spend of the candidate whose work `a` lands (its label and commit)."""
+    if a.candidate is None:
+        return None
+    from forge.run.records.spend import spend_of
+
+    for cts in ts.candidates.values():
+        if cts.candidate == a.candidate and any(c.commit == a.commit for c in cts.attempts):
+            spend = spend_of(cts.attempts, prices)
+            usd = round(spend.usd, 6) if spend.priced and not spend.unpriced else None
+            return CandidateSpend(usd, spend.input_tokens, spend.output_tokens)
+    return None
 
 
 @frozen

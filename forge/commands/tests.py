@@ -15,6 +15,8 @@ from forge.base.text import text_table
 from forge.errors import ForgeError
 from forge.git.repo import Repository, short_sha
 from forge.plan.repo_config import VerifyConfig
+from forge.run.state.records import by_gate
+from forge.run.state.run_state import RunState, Status
 from forge.verify import quarantine, testdb
 
 
@@ -42,6 +44,8 @@ class KnownTest(TypedDict):
     why: str | None
     last_failure: LastFailure | None
     last_seen: str
+    flaky_since: str | None  # ISO time, UTC: when it first both passed and failed on a tree
+    blamed: list[str]  # the tasks the gate failed for it, `plan/task` (`(cleared)`: given back)
 
 
 def tests_data(
@@ -56,6 +60,8 @@ def tests_data(
     whose last run failed)."""
     pol = quarantine.policy(repo, config)
     tallies = testdb.tallies(repo.state, plan)
+    since = testdb.first_flaky(repo.state, plan)
+    blamed = _blamed(repo, plan)
     by_lane: dict[str, list[testdb.Tally]] = {}
     for tally in tallies:
         by_lane.setdefault(tally.lane, []).append(tally)
@@ -85,9 +91,47 @@ def tests_data(
                     if last is None
                     else {"tree": last[0], "message": last[1], "log": last[2], "at": _iso(last[3])},
                     "last_seen": _iso(t.last_seen),
+                    "flaky_since": _iso(at)
+                    if s.flaky and (at := since.get((lane, t.test))) is not None
+                    else None,
+                    "blamed": blamed.get(t.test, []),
                 }
             )
     return out
+
+
+def _blamed(repo: Repository, plan: str | None) -> dict[str, list[str]]:
+    """test -> the tasks the gate failed for it, in every plan's run state (or `plan`'s)."""
+    from forge.run.state.store import StateStore
+
+    out: dict[str, list[str]] = {}
+    for name in [plan] if plan is not None else repo.state.recorded_plans():
+        try:
+            state = StateStore(repo.state, name).load_existing()
+        except ForgeError:
+            continue  # a state that cannot be read names nobody
+        for test, tasks in blamed_by(state).items() if state is not None else []:
+            out.setdefault(test, []).extend(f"{name}/{t}" for t in tasks)
+    return out
+
+
+def blamed_by(state: RunState) -> dict[str, tuple[str, ...]]:
+    """test -> the tasks of a plan the gate failed for it: those still blamed, and
+    those whose blame was given back (`b (cleared)`, from the steps that blamed them)."""
+    out: dict[str, list[str]] = {}
+    for tid, ts in state.tasks.items():
+        last = ts.last
+        if ts.status == Status.FAILED and last is not None and by_gate(last.feedback_source):
+            for f in last.failures:
+                if f.test and tid not in out.setdefault(f.test, []):
+                    out[f.test].append(tid)
+    for step in state.gate_steps:
+        for tid in step.cleared:
+            for test in (g.test for g in step.failures if g.test):
+                said = f"{tid} (cleared)"
+                if said not in out.setdefault(test, []):
+                    out[test].append(said)
+    return {test: tuple(tasks) for test, tasks in out.items()}
 
 
 def _rate(t: testdb.Tally) -> float:
@@ -102,18 +146,28 @@ def _iso(at: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(at))
 
 
-def render(rows: list[KnownTest]) -> list[str]:
+TEST_WIDTH = 64  # the test column's widest: a parametrized id made a 300-column table
+
+
+def render(rows: list[KnownTest], *, only: str = "", known: int = 0) -> list[str]:
+    """The table; `only` names the filter the rows went through ("flaky", "failing")
+    and `known` how many tests forge knows without it, so that an empty answer says
+    which of the two is empty."""
     if not rows:
+        if only and known:
+            what = "flaky test" if only == "flaky" else "test whose last run failed"
+            return [f"no {what} among the {known} tests forge knows (`forge tests` lists them)"]
         return ["no test runs recorded yet (forge records them at each verification)"]
     table = []
     for r in rows:
-        flaky = f"{r['flaky_on']} ({r['flake_rate']:.0%})" if r["flaky"] else "no"
+        since = f", since {r['flaky_since'][:10]}" if r["flaky_since"] else ""
+        flaky = f"{r['flaky_on']} ({r['flake_rate']:.0%}{since})" if r["flaky"] else "no"
         held = f"yes ({r['why']})" if r["quarantined"] else "no"
         last = r["last_failure"]
         failed = "-" if last is None else f"{short_sha(last['tree'])} {last['message'][:60]}"
         table.append(
             [
-                r["test"],
+                _cut(r["test"], TEST_WIDTH),
                 r["lane"],
                 str(r["runs"]),
                 str(r["failures"]),
@@ -121,6 +175,7 @@ def render(rows: list[KnownTest]) -> list[str]:
                 held,
                 failed,
                 r["last_seen"],
+                ", ".join(r["blamed"]) or "-",
             ]
         )
     heads = [
@@ -132,10 +187,22 @@ def render(rows: list[KnownTest]) -> list[str]:
         "quarantined",
         "last failure",
         "last seen",
+        "blamed",
     ]
     lines = text_table(heads, table)
     logs = [f"  {r['test']}: log {last['log']}" for r in rows if (last := r["last_failure"])]
-    return [*lines, *(["", "last failures' logs:", *logs] if logs else [])]
+    cut = any(len(r["test"]) > TEST_WIDTH for r in rows)
+    whole = ["", "(a long test id is cut in the middle; `--json` and the logs name it whole)"]
+    return [*lines, *(whole if cut else []), *(["", "last failures' logs:", *logs] if logs else [])]
+
+
+def _cut(test: str, width: int) -> str:
+    """`test` in at most `width` characters, cut in the middle: its file and the end of
+    its parameters stay readable."""
+    if len(test) <= width:
+        return test
+    tail = width // 3
+    return f"{test[: width - tail - 1]}…{test[-tail:]}"
 
 
 def ignored_rows(repo: Repository) -> list[str]:

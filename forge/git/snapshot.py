@@ -136,12 +136,20 @@ def _index(repo: Repository) -> dict[str, str]:
     return index
 
 
+# A person writes plans while a run runs (`forge draft -o plans/next.toml`, an editor):
+# a new file there is theirs and forge's own folder for plans, not a change by a task.
+_PLANS = "plans/"
+
+
 def _tree(root: Path, status: str) -> dict[str, str]:
-    """What `git status` shows, each path with its size and mtime."""
+    """What `git status` shows, each path with its size and mtime (untracked files in
+    `plans/` left out)."""
     tree = {}
     for entry in status.split("\0"):
         if len(entry) > 3:
             path = entry[3:]
+            if entry.startswith("??") and path.startswith(_PLANS):
+                continue
             tree[path] = f"{entry[:2]} {_stat(root / path)}"
     return tree
 

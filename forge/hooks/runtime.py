@@ -151,7 +151,7 @@ def uninstall(repo: Repository) -> list[str]:
             done.append(f"restored your {name} hook")
         elif removed:
             done.append(f"removed {target}")
-    return done
+    return done or [f"no forge hooks in {where}: nothing to remove"]
 
 
 # --- running a hook -----------------------------------------------------------------
@@ -288,38 +288,63 @@ def _pre_push(stdin: bytes) -> int:
             continue
         from forge.verify.engine import describe_failure
 
-        if _already_failing(repo, tip, config, record):
+        on_old = _failing_on_old(repo, tip, config, record)
+        if on_old is not None and all(f.test in on_old for f in record.failures):
+            tests = ", ".join(f.test for f in record.failures[:10])
+            _say(
+                f"{short}: FAIL, but only in tests already failing on the remote's "
+                f"{short_sha(tip.old)} ({tests}): push allowed"
+            )
             continue
         _say(f"{short}: {record.summary}{how}: push blocked")
         _say(describe_failure(record))
-        for failure in record.failures[:10]:  # each failing test with its first error
-            _say(f"  failed: {failure.describe()}")
+        old = on_old or frozenset()
+        for failure in sorted(record.failures, key=lambda f: f.test in old)[:10]:
+            # each failing test with its first error; new ones first
+            also = f" (also failing on the remote's {short_sha(tip.old)})"
+            _say(
+                f"  failed{also if failure.test in old else ' (new)' if on_old is not None else ''}: "
+                f"{failure.describe()}"
+            )
         _say(f"(set {SKIP_VAR}=1 to push anyway)")
         return 1
     return 0
 
 
-def _already_failing(
+def _failing_on_old(
     repo: Repository, tip: _Tip, config: VerifyConfig, record: VerifyRecord
-) -> bool:
-    """`gate_on = "regressions"`: every failing test of the pushed tip fails on the
-    remote's old tip too (run there now): the push makes nothing worse."""
+) -> frozenset[str] | None:
+    """`gate_on = "regressions"`: of the pushed tip's failing tests, those that fail on
+    the remote's old tip too (run there now); a test the old tip does not have is new.
+    None when that cannot be told (green gate, a new ref, tests not named or not
+    runnable alone): every failure is then just a failure."""
     if record.verdict != Verdict.FAIL or tip.old == ZERO or config.gate_on == "green":
-        return False
+        return None
     if repo.try_git("cat-file", "-e", f"{tip.old}^{{commit}}").returncode != 0:
-        return False
+        return None
     from forge.base import interrupt
-    from forge.run.gate.subsets import Where, head_has_them
+    from forge.run.gate.subsets import Where, failing_by_lane, run_subset
+    from forge.verify.flakes import exists_at
 
+    failing = failing_by_lane(config, record)
+    if not failing:
+        return None
+    asked = {
+        lane: frozenset(t for t in ids if exists_at(repo, tip.old, t))
+        for lane, ids in failing.items()
+    }
+    asked = {lane: ids for lane, ids in asked.items() if ids}
+    if not asked:
+        return frozenset()  # none of them is there: all new
     with interrupt.on_stop_signals() as stop:
-        same = head_has_them(repo, tip.old, config, record, Where(PUSH_KEY, stop, _say))
-    if not same:
-        return False
-    tests = ", ".join(f.test for f in record.failures[:10])
-    _say(
-        f"{tip.ref} {short_sha(tip.commit)}: FAIL, but only in tests already failing on the remote's {short_sha(tip.old)} ({tests}): push allowed"
-    )
-    return True
+        where = Where(PUSH_KEY, stop, _say)
+        judged = run_subset(repo, tip.old, config, asked, first=False, where=where)
+    if judged is None:
+        return None
+    if judged.verdict != Verdict.FAIL:
+        return frozenset()
+    on_old = failing_by_lane(config, judged) or {}
+    return frozenset(t for lane, ids in asked.items() for t in ids & on_old.get(lane, frozenset()))
 
 
 def _verdict_for(repo: Repository, commit: str, config: VerifyConfig) -> VerifyRecord | None:

@@ -17,6 +17,7 @@ class RunOptions:
     retry_failed: int = 0
     infra_retries: int = 3
     only: str | None = None  # `forge retry TASK`: run just this task
+    requeued: bool = False  # `--requeue`: `only` goes to the gate as it is, no attempt
     fresh: bool = False
     review: bool = False  # `forge retry TASK --review`: a merged task runs again on a review
     agent: str | None = None  # `forge retry --agent SPEC`

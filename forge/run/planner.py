@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import shutil
 import threading
 import time
 from collections.abc import Mapping
@@ -182,6 +183,19 @@ def run_try(planner: Planner, number: int, prompt: str) -> Try:
     if failure is not None:
         attempt = replace(attempt, status=failure.status, reason=failure.reason)
     return Try(number, str(spec), answer, failure, changed, read_only, log, answered_in, attempt)
+
+
+def forget_state(repo: Repository, name: str) -> None:
+    """Remove what the planner's CLI kept of draft `name` (its home under the
+    user's state folder), and the folders that held only it: a draft is recorded
+    nowhere, so no `forge clean` would find it later."""
+    folder = agent_state_dir(repo, name)
+    shutil.rmtree(folder / TASK, ignore_errors=True)
+    for empty in (folder, folder.parent, folder.parent.parent):
+        try:
+            empty.rmdir()
+        except OSError:
+            return  # not empty: a plan of that name keeps its agents' state
 
 
 def _sweep(repo: Repository, drafts: Path) -> None:

@@ -45,7 +45,7 @@ def plan_view(repo: Repository, name: str, prices: Prices, tail: Tail | None = N
         state = tail.read() or StateStore(repo.state, name).load(
             [t.id for t in recorded.plan.tasks]
         )
-        tests = tests_section.rows_for(repo, recorded, state.pre_existing)
+        tests = tests_section.rows_for(repo, recorded, state)
         parts = render.sections(recorded, state, links=served_links, prices=prices, tests=tests)
     except (ForgeError, OSError) as exc:
         return _unreadable(name, str(exc))

@@ -5,9 +5,9 @@ forge/verify/checkout.py). Each lane's command runs in a process group of its ow
 its own time limit and log, in a checkout that holds exactly the commit plus what the
 plan's setup made (forge/verify/hermetic.py); a failing run names the failing tests its
 log shows (forge/verify/failures.py). A lane that fails with its checkout unchanged is
-rerun up to `reruns` times; a later pass makes it FLAKY. A run that changed the checkout
-is FAIL whatever its exit code, is never rerun, and the checkout is restored before
-anything else runs in it. A stop (the `stop` event: SIGINT/SIGTERM, or a newer verification
+rerun up to `reruns` times, until one fails as the run before it (confirmed, as the
+gate does); a later pass makes it FLAKY. A run that changed the checkout is FAIL
+whatever its exit code, is never rerun, and is restored before anything else runs. A stop (the `stop` event: SIGINT/SIGTERM, or a newer verification
 superseding this one) stops every lane's group and makes the lanes INTERRUPTED;
 nothing stopped is rerun, and a stop before a run starts runs nothing.
 
@@ -38,7 +38,7 @@ from forge.verify import environment, pool, quarantine, reports
 from forge.verify import records as verify_records
 from forge.verify.checkout import Checkout, check_key, checkout_path, key_lock, prepare
 from forge.verify.failures import Failure
-from forge.verify.flakes import Fixed, Reruns
+from forge.verify.flakes import Once, Reruns
 from forge.verify.lane import Lane, lane_tag, run_lane
 from forge.verify.records import LaneResult, LaneRun, Verdict, VerifyRecord, worst
 
@@ -77,7 +77,7 @@ class Ask:
     `force`: run even when a verdict of the same tree and config is remembered.
     `on_event`: told each step, a line each. `sandbox`: lanes under bubblewrap.
     `reruns` decides whether a failing lane runs again (default: up to the config's
-    `reruns` times). `remember=False` (a run of some tests only) neither enters the
+    `reruns` times, until one fails as the one before it). `remember=False` (a run of some tests only) neither enters the
     verdict cache nor becomes the key's latest. `remembered_fail`: a confirmed FAIL
     of the same tree and config answers too (a person's `forge verify`, the hooks),
     not only a PASS or FLAKY. `on_stage` hears what a lane starts, in a few words
@@ -214,7 +214,7 @@ def _run_lanes(
     """The lanes run in the checkouts of `place` (the member of the verification
     pool, forge/verify/pool.py, held for this verification)."""
     emit: Emit = ask.on_event or (lambda _msg: None)
-    policy, sandbox, stage = ask.reruns or Fixed(config.reruns), ask.sandbox, ask.on_stage
+    policy, sandbox, stage = ask.reruns or Once(config.reruns), ask.sandbox, ask.on_stage
     # One after another: concurrent `git worktree add` calls contend for git's files.
     checkouts: dict[str, Checkout] = {}
     setup = environment.setup_hash(config.setup, config.env) if config.setup else None

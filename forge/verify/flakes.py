@@ -64,6 +64,20 @@ class Fixed:
         return len(runs) <= self.reruns
 
 
+@frozen
+class Once:
+    """Up to `reruns` reruns, until one fails as the run before it did (the same
+    failing tests; the same lane when its log names none): confirmed, as the gate
+    confirms (a verification outside the gate: `forge verify`, the hooks)."""
+
+    reruns: int
+
+    def again(self, lane: str, runs: Sequence[LaneRun]) -> bool:  # noqa: ARG002 - the protocol's
+        if len(runs) > self.reruns:
+            return False
+        return len(runs) < 2 or failing_tests(runs[-1]) != failing_tests(runs[-2])
+
+
 @dataclass
 class Confirm:
     """The gate's rule for one batch (see the module's docstring)."""

@@ -103,7 +103,9 @@ def _outcome(case: ET.Element) -> TestOutcome | None:
         if _RANK[kind] < _RANK[outcome] or outcome == PASSED:
             outcome = kind
             text = child.get("message") or (child.text or "").strip()
-            message = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+            message = _doctest_message(text) or next(
+                (ln.strip() for ln in text.splitlines() if ln.strip()), ""
+            )
     try:
         seconds = float(case.get("time") or 0.0)
     except ValueError:
@@ -111,6 +113,28 @@ def _outcome(case: ET.Element) -> TestOutcome | None:
     if len(message) > MAX_MESSAGE:
         message = message[: MAX_MESSAGE - 3] + "..."
     return TestOutcome(test, outcome, round(seconds, 4), message)
+
+
+def _doctest_message(text: str) -> str | None:
+    """A doctest's failure as what it ran, what was expected and what came (pytest's
+    message starts with the docstring's first numbered line: `002 Natural list.`)."""
+    lines = text.splitlines()
+    if "Expected:" in lines and "Got:" in lines:
+        at, got = lines.index("Expected:"), lines.index("Got:")
+        expected = " ".join(ln.strip() for ln in lines[at + 1 : got] if ln.strip())
+        came = []
+        for ln in lines[got + 1 :]:
+            if not ln.startswith((" ", "\t")):
+                break
+            came.append(ln.strip())
+        what = f"expected {expected or 'nothing'}, got {' '.join(came) or 'nothing'}"
+    elif unexpected := [i for i, ln in enumerate(lines) if ln.startswith("UNEXPECTED EXCEPTION")]:
+        at = unexpected[0]
+        what = "raised " + lines[at].partition(":")[2].strip()
+    else:
+        return None
+    ran = [ln.split(">>> ", 1)[1].strip() for ln in lines[:at] if ">>> " in ln]
+    return f"{ran[-1]}: {what}" if ran else what
 
 
 def node_id(classname: str, name: str, file: str | None) -> str:

@@ -391,6 +391,26 @@ def tallies(state: StateDir, plan: str | None = None) -> list[Tally]:
     return _read(state, work, [])
 
 
+def first_flaky(state: StateDir, plan: str | None = None) -> dict[tuple[str, str], float]:
+    """(lane, test) -> when it first showed flaky: on the first tree where it had both
+    passed and failed, the time the second of those outcomes came."""
+    mine = "" if plan is None else " AND (key = :plan OR key LIKE :prefix)"
+    args = {} if plan is None else {"plan": plan, "prefix": f"{plan}.%"}
+    sql = (
+        "SELECT lane, test, MIN(seen) FROM (SELECT lane, test, "
+        "MAX(MIN(CASE WHEN outcome = 'passed' THEN at END), "
+        f"MIN(CASE WHEN outcome IN {_FAILED} THEN at END)) AS seen FROM test_runs "
+        f"WHERE outcome != 'skipped'{mine} GROUP BY lane, test, tree "
+        f"HAVING SUM(outcome = 'passed') > 0 AND SUM(outcome IN {_FAILED}) > 0) "
+        "GROUP BY lane, test"
+    )
+
+    def work(con: sqlite3.Connection) -> dict[tuple[str, str], float]:
+        return {(lane, test): at for lane, test, at in con.execute(sql, args)}
+
+    return _read(state, work, {})
+
+
 def outcomes(state: StateDir, verification: str) -> list[tuple[str, int, TestOutcome]]:
     """Each test's outcome in one verification (its record's id): (lane, run, outcome),
     in the order they were filed."""

@@ -26,7 +26,7 @@ CASES = {
     "gemini": (
         ["--approval-mode=default", "-o", "json"],
         "--approval-mode=yolo",
-        "cost $0.0010",  # priced as the model it reports (gemini-2.5-flash)
+        "cost $0.00098",  # priced as the model it reports (gemini-2.5-flash), as stats says it
     ),
     "aider": (["--chat-mode", "ask", "--no-auto-commits"], None, "cost $0.0042"),
 }

@@ -80,6 +80,16 @@ def test_aiders_400_is_the_reason_not_no_changes(repo: Path, tmp_path: Path) -> 
     assert "string too long" in ts["reason"] and "no changes" not in ts["reason"]
 
 
+def test_aiders_400_wrapped_at_80_columns_is_quoted_whole(repo: Path, tmp_path: Path) -> None:
+    plan = _replay_plan(tmp_path, "aider", "aider-400-wrapped.log", "--exit", "0")
+    cp = plan_and_run(repo, plan)
+    assert cp.returncode != 0
+    assert state(repo)["tasks"]["t"]["reason"] == (
+        "agent error: litellm.BadRequestError: OpenAIException - fake400: the request is "
+        "malformed in some way the server will not accept (a scripted 400)."
+    )
+
+
 def test_a_small_real_cost_is_not_shown_as_free(repo: Path, tmp_path: Path) -> None:
     plan = _replay_plan(tmp_path, "aider", "aider-success.log", "--exit", "0", "--touch", "t.txt")
     cp = plan_and_run(repo, plan)

@@ -154,3 +154,18 @@ deps = ["early"]
     tasks = {t["id"]: t for t in json.loads(cp.stdout)["tasks"]}
     assert tasks["late"]["deferral"] == "deferred: overlaps `early` on shared.txt"
     assert tasks["early"]["deferral"] is None
+
+
+def test_top_level_help_lists_commands_in_the_order_of_use_and_cuts_no_line(repo: Path) -> None:
+    cp = run_forge(repo, "--help")
+    assert cp.returncode == 0, cp.stderr
+    commands = cp.stdout.split("Commands:\n", 1)[1]
+    assert "..." not in commands
+    names = [
+        line.split()[0]
+        for line in commands.splitlines()
+        if line.startswith("  ") and not line.startswith("   ")
+    ]
+    assert names[:4] == ["plan", "draft", "run", "retry"], names
+    assert names.index("status") < names.index("accept") < names.index("clean")
+    assert "(no AI, no network)" in " ".join(commands.split())

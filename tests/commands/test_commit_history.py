@@ -4,6 +4,7 @@ and `--squash-plan` land the plan as new commits on the user's branch."""
 
 from __future__ import annotations
 
+import json
 import shlex
 import sys
 from pathlib import Path
@@ -81,7 +82,7 @@ def test_accept_squash_lands_one_commit_a_task(repo: Path, tmp_path: Path) -> No
     assert _trailer(repo, "main", "Forge-Task") == ["b"]
     assert _trailer(repo, "main", "Forge-Verification")[0].startswith("PASS ")
     assert _trailer(repo, "main", "Forge-Prompt")[0].startswith("sha256:")
-    assert "run: echo b > b.txt" in git(repo, "log", "-1", "--format=%b", "main")
+    assert "run:\n    echo b > b.txt\n" in git(repo, "log", "-1", "--format=%b", "main")
     assert git(repo, "status", "--porcelain") == ""
     again = run_forge(repo, "accept", "--squash")
     assert again.returncode == 0 and "main already contains forge/p-integration" in again.stdout
@@ -126,3 +127,59 @@ def test_accept_of_a_flaky_head_says_flaky(repo: Path, tmp_path: Path) -> None:
     cp = run_forge(repo, "accept")
     assert cp.returncode == 0, cp.stderr
     assert "(verification FLAKY: lane " in cp.stdout and "passed only on a rerun)" in cp.stdout
+
+
+HEREDOC = """
+[[task]]
+id = "h"
+title = "Write the notes"
+run = '''cat > notes.txt <<EOF
+first line
+second line
+EOF'''
+files = ["notes.txt"]
+"""
+
+
+def test_accept_squash_keeps_a_commands_lines_and_says_what_it_did_as_json(
+    repo: Path, tmp_path: Path
+) -> None:
+    cp = plan_and_run(repo, write_plan(tmp_path, HEREDOC))
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    cp = run_forge(repo, "accept", "--squash", "--json")
+    assert cp.returncode == 0, cp.stderr
+    said = json.loads(cp.stdout)
+    tip = git(repo, "rev-parse", "main")
+    assert said == {
+        "plan": "p",
+        "branch": "main",
+        "how": "squash",
+        "commit": tip,
+        "integration": git(repo, "rev-parse", "forge/p-integration"),
+        "landed": ["p/h"],
+        "not_landed": [],
+    }
+    body = git(repo, "log", "-1", "--format=%b", "main")
+    assert "run:\n    cat > notes.txt <<EOF\n    first line\n    second line\n    EOF\n" in body
+    again = json.loads(run_forge(repo, "accept", "--json").stdout)
+    assert again["how"] == "already" and again["commit"] == tip
+
+
+def test_accept_merge_names_what_conflicted(repo: Path, tmp_path: Path) -> None:
+    plan = write_plan(
+        tmp_path, '[[task]]\nid = "s"\nrun = "echo theirs > shared.txt"\nfiles = ["shared.txt"]\n'
+    )
+    cp = plan_and_run(repo, plan)
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    (repo / "shared.txt").write_text("mine\n")
+    git(repo, "add", "shared.txt")
+    git(repo, "commit", "-qm", "mine")
+    before = git(repo, "rev-parse", "main")
+    cp = run_forge(repo, "accept", "--merge")
+    assert cp.returncode == 2
+    assert cp.stderr == (
+        "forge: forge/p-integration and main both changed shared.txt (add/add): git cannot "
+        "merge them, and main is left as it was; merge by hand "
+        "(`git merge forge/p-integration`) to resolve it\n"
+    )
+    assert git(repo, "rev-parse", "main") == before and git(repo, "status", "--porcelain") == ""

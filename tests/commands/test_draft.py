@@ -101,6 +101,38 @@ def test_a_sound_answer_is_written_checked_and_nothing_else_changes(
     rows = {r["agent"]: r for r in json.loads(run_forge(repo, "stats", "--json").stdout)["rows"]}
     assert rows["planner (draft)"]["attempts"] == 1
     assert rows["planner (draft)"]["cost_usd"] == 0.0125
+    table = run_forge(repo, "stats").stdout.splitlines()
+    total = next(line for line in table if line.startswith("total "))
+    assert total.split()[:2] == ["total", "1"] and "$0.01" in total, table
+
+
+def test_stats_say_n_a_of_a_planner_that_reported_no_cost(repo: Path, tmp_path: Path) -> None:
+    _planner(repo, tmp_path, SOUND)
+    assert run_forge(repo, "draft", GOAL).returncode == 0
+    table = run_forge(repo, "stats").stdout
+    assert "$0.00" not in table, table
+    row = next(line for line in table.splitlines() if line.startswith("planner (draft)"))
+    assert row.split()[7] == "n/a", row
+
+
+def test_a_draft_leaves_no_planner_state_behind(repo: Path, tmp_path: Path) -> None:
+    from forge.git.repo import discover
+    from forge.run.state.folders import agent_state_dir
+
+    _planner(repo, tmp_path, SOUND)
+    folder = agent_state_dir(discover(repo), Path(FILE).stem)
+    seen = tmp_path / "seen"
+    # The planner is told its state folder; it exists while the draft runs.
+    command = json.loads((repo / "forge.toml").read_text().split("command = ")[1].split("\n")[0])
+    command = ["sh", "-c", f'ls -d "$FORGE_STATE_DIR" > {seen}; exec "$@"', "sh", *command]
+    toml = (repo / "forge.toml").read_text().splitlines()
+    toml[1] = f"command = {json.dumps(command)}"
+    (repo / "forge.toml").write_text("\n".join(toml) + "\n")
+    git(repo, "commit", "-qam", "planner says where its state is")
+    cp = run_forge(repo, "draft", GOAL)
+    assert cp.returncode == 0, cp.stderr
+    assert seen.read_text().strip() == str(folder)
+    assert not folder.parent.parent.exists(), list(folder.parent.parent.rglob("*"))
 
 
 def test_a_cycle_is_sent_back_named_and_the_second_answer_written(
@@ -241,3 +273,16 @@ def test_a_planner_that_gives_no_plan_is_asked_again(repo: Path, tmp_path: Path)
     assert cp.returncode == 2 and not (repo / FILE).exists()
     said = "no plan in the answer (agent exited 1: I would rather not): write it to"
     assert said in cp.stderr and said in (kept / "prompt-2.md").read_text()
+
+
+def test_a_plan_whose_agent_is_not_installed_is_written_with_a_warning(
+    repo: Path, tmp_path: Path
+) -> None:
+    ghost = 'agent = "ghost"\n[agents.ghost]\ncommand = ["forge-no-such-agent", "{prompt_file}"]\n'
+    _planner(repo, tmp_path, ghost + SOUND)
+    cp = run_forge(repo, "draft", GOAL)
+    assert cp.returncode == 0, cp.stderr
+    check = run_forge(repo, "plan", "--check", FILE)
+    said = [line for line in check.stderr.splitlines() if "forge-no-such-agent" in line]
+    assert said and said[0] in cp.stderr.splitlines(), (said, cp.stderr)
+    assert "tasks on it would stop as INFRA" in said[0]

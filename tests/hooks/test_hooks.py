@@ -117,6 +117,13 @@ def test_install_keeps_legacy_hooks_chains_them_and_uninstall_restores(
     assert (hooks / "post-commit").read_text() == legacy_commit
     assert not (hooks / "post-merge").exists()
     assert not list(hooks.glob("*.forge-legacy"))
+    assert "restored your pre-push hook" in res.stdout and "removed " in res.stdout
+    nothing = hooks_of(repo)
+    for hook in nothing.iterdir():
+        hook.unlink()
+    again = run_forge(repo, "hooks", "uninstall")
+    assert again.returncode == 0
+    assert again.stdout == f"no forge hooks in {nothing}: nothing to remove\n"
 
 
 def test_install_refuses_when_legacy_name_is_taken(repo: Path) -> None:

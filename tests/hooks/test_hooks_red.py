@@ -80,6 +80,14 @@ def test_pre_push_allows_a_push_whose_failures_the_remote_has(repo: Path, tmp_pa
     blocked = push(repo)
     assert blocked.returncode != 0
     assert "push blocked" in blocked.stderr and "test_guard" in blocked.stderr
+    # Which failures the push brings, and which the remote has already.
+    said = [line for line in blocked.stderr.splitlines() if line.startswith("forge:   failed")]
+    old = git(repo, "rev-parse", "--short=12", "origin/main")
+    assert [line.split("):")[0] + ")" for line in said] == [
+        "forge:   failed (new)",
+        f"forge:   failed (also failing on the remote's {old})",
+    ], said
+    assert "test_guard" in said[0] and "test_red" in said[1]
 
 
 @pytest.mark.timeout(600)

@@ -352,9 +352,11 @@ def test_every_command_names_plans_as_resolve_does(repo: Path, command: str) -> 
         assert cp.returncode == 2 and cp.stderr == f"forge: {_resolve_error(repo, ref)}\n"
     record(discover(repo), write_plan(repo))
     record(discover(repo), write_plan(repo, PLAN.replace('"demo"', '"other"'), "other.toml"))
+    # (clean, which can clean them all, says how)
+    more = ", or give --all to clean every plan" if command == "clean" else ""
     for args, ref in cases:
         cp = run_forge(repo, *args)
-        assert cp.returncode == 2 and cp.stderr == f"forge: {_resolve_error(repo, ref)}\n"
+        assert cp.returncode == 2 and cp.stderr == f"forge: {_resolve_error(repo, ref)}{more}\n"
 
 
 MULTILINE = '''\

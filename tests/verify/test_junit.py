@@ -84,3 +84,26 @@ def test_a_missing_or_foreign_file_is_no_report(tmp_path: Path) -> None:
 )
 def test_which_commands_are_test_runners(command: str, runner: str | None) -> None:
     assert runner_of(command) == runner
+
+
+def test_a_doctests_failure_says_what_was_expected_and_what_came(repo: Path) -> None:
+    from helpers.gitkit import commit_all, run_forge
+    from helpers.suites import PYTEST
+
+    (repo / "words.py").write_text(
+        'def natural_list(items):\n    """Natural list.\n\n'
+        '    >>> natural_list(["one", "two"])\n    \'one and two\'\n    """\n'
+        '    return ", ".join(items)\n\n\n'
+        'def boom():\n    """Boom.\n\n    >>> boom()\n    1\n    """\n'
+        '    raise ValueError("no boom here")\n'
+    )
+    (repo / "forge.toml").write_text(
+        f"[verify]\ncommand = '''{PYTEST} --doctest-modules words.py'''\nreruns = 0\n"
+    )
+    commit_all(repo, "doctests")
+    cp = run_forge(repo, "verify")
+    assert cp.returncode == 5, cp.stdout + cp.stderr
+    out = cp.stdout + cp.stderr
+    assert "natural_list([\"one\", \"two\"]): expected 'one and two', got 'one, two'" in out, out
+    assert "boom(): raised ValueError('no boom here')" in out, out
+    assert "Natural list." not in out

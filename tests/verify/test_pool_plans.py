@@ -68,6 +68,12 @@ def test_two_plans_share_a_verification_checkout_and_clean_leaves_it(
     dry = run_forge(repo, "clean", "a", "--dry-run")
     said = f"would keep shared verification checkouts {member}: used by plan b too"
     assert said in dry.stdout, dry.stdout
+    several = run_forge(repo, "clean", "--dry-run")
+    assert several.returncode == 2 and "give --all to clean every plan" in several.stderr
+    every = run_forge(repo, "clean", "--all", "--dry-run")
+    assert every.returncode == 0, every.stderr
+    about = [line for line in every.stdout.splitlines() if str(member) in line]
+    assert about == [f"would remove verification checkouts {member}"], every.stdout
     assert run_forge(repo, "accept", "a").returncode == 0
     cp = run_forge(repo, "clean", "a")
     assert cp.returncode == 0, cp.stdout + cp.stderr

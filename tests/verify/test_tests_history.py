@@ -52,6 +52,11 @@ def test_each_test_is_recorded_with_its_full_id_and_a_flake_is_named_then_quaran
         True,
     )
     assert flaky["flake_rate"] == 0.5
+    # when it first showed flaky: the pass that followed its failure on one tree
+    assert flaky["flaky_since"] and flaky["flaky_since"] <= flaky["last_seen"]
+    assert rows[ADD]["flaky_since"] is None and rows[ADD]["blamed"] == []
+    shown = run_forge(repo, "tests").stdout
+    assert f"yes (50%, since {flaky['flaky_since'][:10]})" in shown, shown
     assert flaky["last_failure"]["message"].startswith("AssertionError: clock skew at run 1")
     assert rows[ADD]["runs"] == 2 and not rows[ADD]["flaky"] and rows[ADD]["last_failure"] is None
     assert [r["test"] for r in listed(repo, "--flaky")] == [FLAKY]
@@ -62,6 +67,35 @@ def test_each_test_is_recorded_with_its_full_id_and_a_flake_is_named_then_quaran
     rows = by_test(listed(repo))
     assert rows[FLAKY]["runs"] == 2 and rows[ADD]["runs"] == 3
     assert [r["test"] for r in listed(repo, "--failing")] == []
+    assert run_forge(repo, "tests", "--forget", FLAKY).returncode == 0
+    none = run_forge(repo, "tests", "--flaky")
+    assert none.returncode == 0
+    assert none.stdout == "no flaky test among the 3 tests forge knows (`forge tests` lists them)\n"
+
+
+def test_a_long_parametrized_id_is_cut_in_the_table_and_whole_in_the_logs() -> None:
+    from forge.commands.tests import TEST_WIDTH, KnownTest, render
+
+    long_id = "tests/test_lib.py::test_sizes[" + "x" * 280 + "-end]"
+    row: KnownTest = {
+        "test": long_id,
+        "lane": "verify",
+        "runs": 2,
+        "failures": 1,
+        "flaky": False,
+        "flaky_on": None,
+        "flake_rate": None,
+        "quarantined": False,
+        "why": None,
+        "last_failure": {"tree": "a" * 40, "message": "boom", "log": "/tmp/v.log", "at": "x"},
+        "last_seen": "2026-12-07T00:00:00Z",
+        "flaky_since": None,
+        "blamed": [],
+    }
+    lines = render([row])
+    assert lines[0].index("lane") == TEST_WIDTH + 2, lines[0]
+    assert lines[2].startswith("tests/test_lib.py::test_sizes[xxx") and "x-end]" in lines[2]
+    assert f"  {long_id}: log /tmp/v.log" in lines
 
 
 @pytest.mark.slow

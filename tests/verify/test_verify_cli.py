@@ -46,6 +46,22 @@ def test_fail_exits_5_naming_the_log(repo: Path) -> None:
     assert "forge: verification FAIL" in res.stderr and "lint-2.log" in res.stderr
 
 
+def test_a_failure_that_fails_again_alike_is_confirmed_with_two_runs(
+    repo: Path, tmp_path: Path
+) -> None:
+    # As the gate confirms: a rerun that fails as the first did ends the reruns (a
+    # flake must fail twice in a row to fail the verification, as to eject a task).
+    configure(repo, {"same": "echo bad; exit 1"}, reruns=2)
+    res = run_forge(repo, "verify", "--json")
+    assert res.returncode == 5
+    assert len(json.loads(res.stdout)["lanes"]["same"]["runs"]) == 2
+    counter = tmp_path / "n"
+    configure(repo, {"other": f"{PY} {FAKES / 'verify_flaky.py'} {counter} 2"}, reruns=2)
+    res = run_forge(repo, "verify")
+    assert res.returncode == 5, res.stdout + res.stderr
+    assert "lane other: FAIL (2 runs)" in res.stdout
+
+
 def test_flaky_exits_0(repo: Path, tmp_path: Path) -> None:
     configure(repo, {"unit": f"{PY} {FAKES / 'verify_flaky.py'} {tmp_path / 'n'} 1"})
     res = run_forge(repo, "verify")

@@ -32,11 +32,39 @@ if TYPE_CHECKING:
     from forge.plan.model import Task
 
 Squash = Literal["task", "plan"]  # --squash: one commit a task; --squash-plan: one for all
+How = Literal["already", "fast-forward", "merge", "squash"]
+
+
+@frozen
+class Accepted:
+    """What `forge accept` did: said as text, or as JSON (`--json`)."""
+
+    plan: str
+    branch: str
+    how: How
+    commit: str  # the branch's tip afterwards
+    integration: str  # the integration head brought in
+    landed: list[str]  # tasks brought in, as `plan/task`
+    not_landed: list[TaskState]
+    text: str
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "plan": self.plan,
+            "branch": self.branch,
+            "how": self.how,
+            "commit": self.commit,
+            "integration": self.integration,
+            "landed": self.landed,
+            "not_landed": [
+                {"task": t.id, "status": str(t.status), "reason": t.reason} for t in self.not_landed
+            ],
+        }
 
 
 def accept(
     repo: Repository, plan: str, *, merge: bool, now: bool = False, squash: Squash | None = None
-) -> str:
+) -> Accepted:
     with contextlib.ExitStack() as held:
         try:
             held.enter_context(plan_lock(repo.state, plan, command="forge accept"))
@@ -53,7 +81,7 @@ def accept(
 
 def _accept(
     repo: Repository, plan: str, *, merge: bool, running: bool, squash: Squash | None
-) -> str:
+) -> Accepted:
     state = StateStore(repo.state, plan).load_existing()
     if state is None:
         raise ForgeError(f"plan '{plan}' has not run yet: run `forge run {plan}` first")
@@ -66,18 +94,23 @@ def _accept(
     user_head = repo.git("rev-parse", "HEAD").strip()
     unmerged = [t for t in state.tasks.values() if t.status != Status.MERGED]
     note = _note(state, unmerged, verdict)
+
+    def done(how: How, text: str, landed: list[str]) -> Accepted:
+        tip = repo.git("rev-parse", "HEAD").strip()
+        said = text + note + _said_landed(landed) + _not_landed(unmerged)
+        return Accepted(plan, branch, how, tip, head, landed, unmerged, said)
+
     if is_ancestor(repo, head, user_head) or accepted.squashed_in(repo, plan, head, user_head):
-        return f"{branch} already contains {short}{note}" + _not_landed(unmerged)
+        return done("already", f"{branch} already contains {short}", [])
     orig_head = repo.ref_value("ORIG_HEAD")
     if squash is not None:
         made = squash_into(
             repo, state, head=head, user_head=user_head, merge=merge, one=squash == "plan"
         )
-        return (
-            _bring_in(repo, branch, made, user_head=user_head, orig_head=orig_head, running=running)
-            + note
-            + _not_landed(unmerged)
+        text = _bring_in(
+            repo, branch, made, user_head=user_head, orig_head=orig_head, running=running
         )
+        return done("squash", text, [f"{plan}/{t}" for t in made.tasks])
     if is_ancestor(repo, user_head, head):
         cp = repo.try_git("merge", "--ff-only", "--quiet", head)
         if cp.returncode != 0:
@@ -85,29 +118,37 @@ def _accept(
             raise ForgeError(f"git refused to fast-forward {branch}: {_why(cp)}")
         if running:
             accepted.record(repo.state, plan, ref=f"refs/heads/{branch}", old=user_head, new=head)
-        return (
-            f"fast-forwarded {branch} to {short} ({short_sha(head)}){note}"
-            + _landed(repo, user_head, head)
-            + _not_landed(unmerged)
-        )
+        text = f"fast-forwarded {branch} to {short} ({short_sha(head)})"
+        return done("fast-forward", text, _landed(repo, user_head, head))
     if not merge:
         raise ForgeError(
             f"{branch} has moved since the plan's base, so it cannot be fast-forwarded to "
             f"{short}; use `forge accept --merge` for a merge commit"
         )
-    cp = repo.try_git("merge", "--no-ff", "--quiet", "-m", f"forge: accept plan {plan}", head)
-    if cp.returncode != 0:
-        repo.try_git("merge", "--abort")
-        _restore_orig_head(repo, orig_head)
-        raise ForgeError(f"git could not merge {short} into {branch}: {_why(cp)}")
+    _merge(repo, short, branch, head, orig_head=orig_head, message=f"forge: accept plan {plan}")
     if running:
         new = repo.git("rev-parse", "HEAD").strip()
         accepted.record(repo.state, plan, ref=f"refs/heads/{branch}", old=user_head, new=new)
-    return (
-        f"merged {short} into {branch}{note}"
-        + _landed(repo, user_head, head)
-        + _not_landed(unmerged)
-    )
+    return done("merge", f"merged {short} into {branch}", _landed(repo, user_head, head))
+
+
+def _merge(
+    repo: Repository, short: str, branch: str, head: str, *, orig_head: str | None, message: str
+) -> None:
+    """`git merge --no-ff` of the integration head; a refusal leaves all as it was and
+    says what conflicted (not the `Auto-merging` git prints first)."""
+    cp = repo.try_git("merge", "--no-ff", "--quiet", "-m", message, head)
+    if cp.returncode == 0:
+        return
+    conflicts = _conflicts(cp)
+    repo.try_git("merge", "--abort")
+    _restore_orig_head(repo, orig_head)
+    if conflicts:
+        raise ForgeError(
+            f"{short} and {branch} both changed {conflicts}: git cannot merge them, and "
+            f"{branch} is left as it was; merge by hand (`git merge {short}`) to resolve it"
+        )
+    raise ForgeError(f"git could not merge {short} into {branch}: {_why(cp)}")
 
 
 def _objects_unchanged(plan: str, state: RunState) -> None:
@@ -176,9 +217,7 @@ def _bring_in(
     if running:
         accepted.record(repo.state, plan, ref=f"refs/heads/{branch}", old=user_head, new=new)
     how = "one commit" if len(made.commits) == 1 else f"{len(made.commits)} commits"
-    return f"squashed {plan} into {branch} as {how} ({short_sha(new)})" + (
-        f"\nlanded {len(made.tasks)} task(s): {', '.join(made.tasks)}" if made.tasks else ""
-    )
+    return f"squashed {plan} into {branch} as {how} ({short_sha(new)})"
 
 
 def _note(state: RunState, unmerged: list[TaskState], verdict: Verdict | None) -> str:
@@ -208,12 +247,27 @@ def _not_landed(tasks: list[TaskState]) -> str:
     )
 
 
-def _landed(repo: Repository, before: str, head: str) -> str:
+def _landed(repo: Repository, before: str, head: str) -> list[str]:
     found = [trailers.facts(m) for _, m in reversed(repo.first_parent_commits(before, head))]
-    names = [f"{f.plan}/{f.task}" for f in found if f is not None]
-    if not names:
-        return ""
-    return f"\nlanded {len(names)} task(s): {', '.join(names)}"
+    return [f"{f.plan}/{f.task}" for f in found if f is not None]
+
+
+def _said_landed(names: list[str]) -> str:
+    return f"\nlanded {len(names)} task(s): {', '.join(names)}" if names else ""
+
+
+def _conflicts(cp: proc.Completed) -> str:
+    """The paths a merge left in conflict, with git's kind of conflict: `a.txt
+    (content)`; "" when git said no CONFLICT line (its first line is the reason then,
+    not the `Auto-merging` it prints before one)."""
+    found = []
+    for line in f"{cp.stdout}\n{cp.stderr}".splitlines():
+        kind, sep, rest = line.removeprefix("CONFLICT (").partition("): ")
+        if line.startswith("CONFLICT (") and sep:
+            path = rest.rsplit(" in ", 1)[-1].strip()
+            found.append(f"{path} ({kind})")
+    more = f" and {len(found) - 8} more" if len(found) > 8 else ""
+    return ", ".join(found[:8]) + more
 
 
 def _why(cp: proc.Completed) -> str:
@@ -317,10 +371,20 @@ def _digest(task: Task) -> str:
     return "sha256:" + hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+COMMAND_LINES = 12  # of a shell task's command in a squashed commit's body
+
+
 def _prompt_digest(task: Task) -> str:
-    """The prompt (or command) in a few lines a person reads in `git log`."""
-    text = task.prompt or (f"run: {task.run}" if task.run else "")
-    return textwrap.fill(textwrap.shorten(text, 280, placeholder=" …"), 72)
+    """The prompt (or command) in a few lines a person reads in `git log`: a prompt
+    reflowed, a command as written (its line breaks are its meaning: a heredoc made one
+    paragraph is another command), indented, its first lines."""
+    if task.prompt or not task.run:
+        return textwrap.fill(textwrap.shorten(task.prompt or "", 280, placeholder=" …"), 72)
+    lines = task.run.strip("\n").splitlines()
+    shown = [f"    {line}".rstrip() for line in lines[:COMMAND_LINES]]
+    more = len(lines) - COMMAND_LINES
+    cut = [f"    … ({more} more line{'s' if more > 1 else ''})"] if more > 0 else []
+    return "\n".join(["run:", *shown, *cut])
 
 
 def _verified_trailer(by: VerifiedBy) -> str:

@@ -35,9 +35,13 @@ def empty_pool(repo: Repository) -> list[str]:
     return empty(repo)
 
 
-def clean_plan(repo: Repository, plan: str, *, dry_run: bool = False) -> list[str]:
+def clean_plan(
+    repo: Repository, plan: str, *, dry_run: bool = False, with_all: bool = False
+) -> list[str]:
+    """Remove the plan's worktrees and branches; what was done. `with_all`: every plan
+    is being cleaned (`--all`), and the shared checkouts are said by `clean_shared`."""
     if dry_run:
-        return would_clean(repo, plan)
+        return would_clean(repo, plan, with_all=with_all)
     notes: list[str] = []
     with plan_lock(repo.state, plan, command="forge clean"):
         store = StateStore(repo.state, plan)
@@ -268,8 +272,10 @@ def _remove_empty(folder: Path, *, up: int) -> None:
             folder.rmdir()
 
 
-def would_clean(repo: Repository, plan: str) -> list[str]:
-    """What `clean_plan` would remove (and keep), said; nothing is changed."""
+def would_clean(repo: Repository, plan: str, *, with_all: bool = False) -> list[str]:
+    """What `clean_plan` would remove (and keep), said; nothing is changed. With
+    `with_all` the shared checkouts are left to `clean_shared`, which removes them
+    all (a plan would have said "would keep" of one another plan still used)."""
     from forge.run.state.folders import plan_folders
 
     state = StateStore(repo.state, plan).load_existing()
@@ -302,7 +308,8 @@ def would_clean(repo: Repository, plan: str) -> list[str]:
             continue  # said below: kept while another plan or the hooks use it
         if folder.kind != "logs" or (reset and state is not None):
             notes.append(f"would remove {folder.kind}: {folder.path}")
-    notes += release(repo, plan, dry_run=True)
+    if not with_all:
+        notes += release(repo, plan, dry_run=True)
     return notes or ["nothing to remove"]
 
 

@@ -20,7 +20,7 @@ from datetime import datetime
 from html import escape
 from pathlib import Path
 
-from forge.base.text import write_output_file
+from forge.base.text import usd, write_output_file
 from forge.commands.candidate_view import summary, timeline_attempts
 from forge.commands.report import queue, svg, tests_section
 from forge.commands.report.axis import Clock, clock
@@ -30,7 +30,13 @@ from forge.frozen import frozen
 from forge.git.repo import Repository
 from forge.plan.registry import Recorded
 from forge.run.gate import story
-from forge.run.records.spend import Spend, attempt_spend, per_landed, plan_spend
+from forge.run.records.spend import (
+    Spend,
+    attempt_spend,
+    landed_by_agents,
+    per_landed,
+    plan_spend,
+)
 from forge.run.state.gate_story import GateStep
 from forge.run.state.run_state import Attempt, RunState, Status
 from forge.run.state.store import StateStore
@@ -80,7 +86,7 @@ def build(
     path = (out or default_path(repo, plan.name)).resolve()
     store = StateStore(repo.state, plan.name)
     state = store.load_existing() or store.load([t.id for t in plan.tasks])
-    tests = tests_section.rows_for(repo, recorded, state.pre_existing)
+    tests = tests_section.rows_for(repo, recorded, state)
     parts = sections(
         recorded, state, links=relative_links(path.parent), prices=prices or {}, tests=tests
     )
@@ -175,11 +181,14 @@ def _header(name: str, state: RunState, spend: Spend, recorded: Recorded, axis: 
         ("tasks", ", ".join(f"{n} {s.lower()}" for s, n in sorted(counts.items()))),
         ("wall time", _wall(state, axis)),
         ("agent time", fmt_seconds(agent_time)),
-        ("cost", f"{spend.describe()}; {per_landed(spend, counts.get(Status.MERGED, 0))}"),
+        (
+            "cost",
+            f"{spend.describe()}; {per_landed(spend, counts.get(Status.MERGED, 0), landed_by_agents(state))}",
+        ),
         ("budget", _budget(recorded.plan.budget, spend)),
         ("base", f"{recorded.base_ref} @ {recorded.base_commit[:12]}"),
         ("integration", state.integration.removeprefix("refs/heads/")),
-        ("run", f"{state.started or '-'} \u2192 {state.finished or 'not finished'}"),
+        _runs_fact(state),
     ]
     if state.paused:
         facts.append(("paused", state.paused))
@@ -194,6 +203,17 @@ def _budget(budget: float | None, spend: Spend) -> str:
     if budget is None:
         return "none set"
     return f"{budget:g} USD ({spend.usd / budget:.0%} spent)" if budget else f"{budget:g} USD"
+
+
+def _runs_fact(state: RunState) -> tuple[str, str]:
+    """`run`: from the first invocation's start to the last one's end (`runs` and how
+    many after several: the last invocation alone hid the earlier ones)."""
+    first = state.invocations[0].started if state.invocations else state.started
+    end = state.finished or "not finished"
+    n = len(state.invocations)
+    if n < 2:
+        return "run", f"{first or '-'} \u2192 {end}"
+    return "runs", f"{first} \u2192 {end} ({n} runs; the last from {state.started or '-'})"
 
 
 def _wall(state: RunState, axis: Clock) -> str:
@@ -371,7 +391,7 @@ def _usage(attempt: Attempt, prices: dict[str, tuple[float, float]]) -> str:
     spend = attempt_spend(attempt, prices)
     parts = []
     if spend.priced:
-        parts.append(f"${spend.usd:.4f}" + ("" if attempt.cost_usd is not None else " (priced)"))
+        parts.append(usd(spend.usd, 4) + ("" if attempt.cost_usd is not None else " (priced)"))
     elif spend.unpriced:
         parts.append("cost unknown")
     if attempt.input_tokens is not None or attempt.output_tokens is not None:
@@ -459,6 +479,11 @@ def _verification(record: VerifyRecord | None, links: Links) -> str:
     return f"<section><h2>Verification</h2>{head}{table}</section>"
 
 
+def _verdict(step: GateStep) -> str:
+    """`FAIL`, or `FAIL (cleared: b)` when the task it blamed had its blame given back."""
+    return step.verdict + (f" (cleared: {', '.join(step.cleared)})" if step.cleared else "")
+
+
 def _gate_section(state: RunState, links: Links) -> str:
     """Every verification the gate ran, run after run, in order."""
     steps = state.gate_steps
@@ -474,7 +499,7 @@ def _gate_section(state: RunState, links: Links) -> str:
         rows.append(
             f"<tr><td>{n}</td><td>{'-' if s.run is None else s.run + 1}</td>"
             f"<td>{escape(s.name)}</td>"
-            f"<td>{escape(s.verdict)}</td>"
+            f"<td>{escape(_verdict(s))}</td>"
             f"<td><code>{escape((s.commit or '')[:12])}</code></td>"
             f"<td>{shown or '-'}</td><td>{failing or '-'}</td>"
             f"<td>{s.runs}</td><td>{fmt_seconds(took)}</td><td>{logs}</td></tr>"

@@ -36,6 +36,12 @@ PHASE_COLORS: Mapping[str, str] = {
     "merge": "#2e9d5b",
     "attempt": "#7f8c99",
     "initial": "#4f9d8f",
+    # the gate's steps: a batch and the head's run apart at a glance
+    "batch": "#2f6db5",
+    "head": "#d9822b",
+    "bisection": "#8e44ad",
+    "prefix": "#16a085",
+    "speculation": "#7f8c8d",
     "rerun": "#e0a03a",
 }
 _SPARE = ["#6c8ebf", "#b85450", "#82b366", "#d79b00", "#9673a6", "#56517e", "#10739e"]

@@ -187,4 +187,24 @@ def group(
 
 
 def last_line(log: Path) -> str:
-    return reason_line(logs.tail(log))
+    said = reason_line(logs.tail(log))
+    if said != reason_line("") or not log.is_file():
+        return said
+    # The tail began inside one long line and dropped it as cut: a command that printed
+    # one endless line (past the log cap) read "(no output)". Its end says what it did.
+    return long_line(log)
+
+
+def long_line(log: Path, *, shown: int = 120) -> str:
+    """The end of the log's last line of output, said as the end of a long line."""
+    with log.open("rb") as fh:
+        fh.seek(max(0, fh.seek(0, 2) - logs.TAIL_BYTES))
+        text = fh.read().decode("utf-8", errors="replace")
+    lines = text.splitlines()
+    capped = any(line.startswith("forge: log cap of ") for line in lines)
+    output = [line for line in lines if line.strip() and not line.startswith("forge: ")]
+    if not output:
+        return reason_line("")
+    cut = ", cut by the log cap" if capped else ""
+    size = logs.TAIL_BYTES // 1024
+    return f"…{output[-1][-shown:].strip()} (its output ends in one line of over {size} KiB{cut})"

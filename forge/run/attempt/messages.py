@@ -12,6 +12,7 @@ NO_CHANGES = "no changes"
 NO_NET_CHANGES = "no changes (the work adds up to nothing against the base)"
 NO_SHARED_HISTORY = "its commit shares no history with its base"
 NO_PROGRESS = "no progress: the same change as the last failed attempt"
+GOES_AGAIN = "the same change goes to the gate again"  # a blame given back, until it lands
 CONTEXT_OVERFLOW = "the prompt overflowed the agent's context window: split the task"
 
 

@@ -59,7 +59,7 @@ class Dispatcher:
         self.ctx = ctx
         self.on_event = on_event
         self.gate = gate  # verifies QUEUED tasks and lands them (None: tasks merge)
-        self.book = Book(forced=options.only)
+        self.book = Book(forced=None if options.requeued else options.only)
         self.workers = Workers(ctx, options.max_parallel or ctx.plan.max_parallel, remote)
         ctx.slots.on_ready = self.workers.wake
         if gate is not None:
@@ -141,6 +141,7 @@ class Dispatcher:
         self.live.close(running, finished=True)
         self.cands.close()
         if not state.paused and not self.ctx.stop.is_set() and workers.fatal is None:
+            self.ctx.apply(ev.BlamesSettled())  # the gate is done: blames hold
             self.readiness.mark_blocked()
         self.ctx.save()
         if workers.fatal is not None:

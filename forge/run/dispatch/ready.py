@@ -54,7 +54,8 @@ class Readiness:
     def eligible(self, task: Task) -> bool:
         ts = self.ctx.state.tasks[task.id]
         book = self.book
-        if task.id in book.running or ts.status == Status.MERGED:
+        # A QUEUED task's work is done: it waits for the gate (a re-queued one too).
+        if task.id in book.running or ts.status in (Status.MERGED, Status.QUEUED):
             return False
         if self.options.only and task.id != self.options.only:
             return False
@@ -119,6 +120,8 @@ class Readiness:
         ts = self.ctx.state.tasks[tid]
         if ts.status in (Status.MERGED, Status.QUEUED, Status.RUNNING) or tid in self.book.running:
             return False  # (a QUEUED task lands, or fails and says so: not final yet)
+        if ts.doubted:
+            return False  # blamed, waiting for evidence: it may yet land in this run
         if ts.status == Status.BLOCKED:
             return True
         task = self.plan.find_task(tid)

@@ -48,7 +48,7 @@ class Gate:
         self.wake: Callable[[], None] = lambda: None
         # Tasks left QUEUED by an earlier run come first, in plan order (with those a
         # flaky test blamed, given back).
-        unblame.clear(ctx.repo, ctx.state, config, ctx.apply)
+        unblame.clear(ctx.repo, ctx.state, config, ctx.apply, logs=ctx.logs)
         queued = [tid for tid, ts in ctx.state.tasks.items() if ts.status == Status.QUEUED]
         self.chains = Chains(ctx)
         width = ctx.plan.verify_parallel if mode == "queue" else 1
@@ -120,6 +120,6 @@ class Gate:
         out, probe = self.batches.run(batch, head)
         requeue = self.verdicts.settle(batch, out, head, probe)
         with ctx.store.lock:
-            requeue += unblame.clear(ctx.repo, ctx.state, self.config, ctx.apply)
+            requeue += unblame.clear(ctx.repo, ctx.state, self.config, ctx.apply, logs=ctx.logs)
         self.queue.put_back(requeue)
         ctx.emit(ev.GateRecorded(None))

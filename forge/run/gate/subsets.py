@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Protocol
 from forge.frozen import frozen
 from forge.git.repo import Repository
 from forge.plan.repo_config import VerifyConfig
+from forge.run.state.gate_story import StepKind as Kind
 from forge.verify import engine as verify
 from forge.verify import records as verify_records
 from forge.verify.flakes import Fixed, Reruns, exists_at, failing_tests
@@ -208,6 +209,7 @@ class Judge(Protocol):
         forgive: Tests | None = None,
         *,
         again: bool = False,
+        kind: Kind = Kind.BATCH,
     ) -> VerifyRecord: ...
 
 
@@ -230,7 +232,8 @@ class GateProbe:
     _seen: dict[tuple[str, str], bool] = field(default_factory=dict)
 
     def whole(self, commit: str, forgive: Tests) -> VerifyRecord:
-        return self.judge(commit, None, forgive, again=True)
+        # (kept as a `prefix` step: a whole run the judging by tests asks for)
+        return self.judge(commit, None, forgive, again=True, kind=Kind.PREFIX)
 
     def passes_whole(self, commit: str, tests: Tests) -> bool | None:
         """A remembered PASS or FLAKY of the commit's tree whose whole runs left none

@@ -205,10 +205,13 @@ class Verdicts:
                 # (for a culprit: the verification that failed it)
                 verified_by=VerifiedBy(record.id, record.commit, "FAIL"),
             )
-            ctx.emit(*phases.end(tid, last), failed)
+            # Tests named: evidence that they are flaky may come before the run ends.
+            doubt = [ev.BlameDoubted(tid)] if any(f.test for f in record.failures) else []
+            ctx.emit(*phases.end(tid, last), failed, *doubt)
         history.settle(ctx, [tid])
         if last.candidate is None:  # (a candidate's is told by forge/run/candidates.py,
-            self.on_event(f"{tid}: FAILED ({reason})")  # which may land another)
+            said = "blamed, waiting for evidence" if doubt else "FAILED"  # which may land
+            self.on_event(f"{tid}: {said} ({reason})")  # another)
 
 
 def _harness_changes(ctx: RunContext, out: gate.Outcome, head: str) -> dict[str, str]:

@@ -24,6 +24,7 @@ from forge.run.gate.speculation import Speculator
 from forge.run.gate.subsets import SubsetFirst
 from forge.run.state.gate_story import StepKind as Kind
 from forge.verify import engine as verify
+from forge.verify.junit import runner_of
 from forge.verify.records import Verdict, VerifyRecord
 
 Tests = Mapping[str, frozenset[str]]  # lane -> test ids
@@ -53,6 +54,9 @@ class Verifier:
         self.on_event = on_event
         self.before_verify = before_verify
         self.doing = Doing(ctx)  # what the gate runs now, for status and the live view
+        # "the whole suite" only where a lane runs tests (a lint or build lane is no suite)
+        suite = any(runner_of(command) for _name, command in config.lanes)
+        self._whole = "running the whole suite" if suite else "running the verification"
         self.runs = 0  # verifications that ran (not answered by the verdict cache)
         self.reruns: SubsetFirst | None = None  # the running batch's rerun rule
         # the tests the running batch forgives beside the quarantined ones (those the
@@ -77,6 +81,7 @@ class Verifier:
         forgive: Tests | None = None,
         *,
         again: bool = False,
+        kind: Kind = Kind.BATCH,
     ) -> VerifyRecord:
         """A whole run of every lane on `commit`, `forgive`n tests left out (default:
         the running batch's); `again`: run it even when this run judged the tree FAIL
@@ -95,7 +100,7 @@ class Verifier:
             record = replace(record, commit=commit)
         else:
             key = key or self.ctx.plan.name
-            record = self.verify(commit, key, self.ctx.stop, Kind.BATCH, forgive=forgive)
+            record = self.verify(commit, key, self.ctx.stop, kind, forgive=forgive)
         if record.verdict == Verdict.FAIL:
             self._failed[known] = record
         return record
@@ -121,7 +126,7 @@ class Verifier:
         self.before_verify()
         where = "" if key == self.ctx.plan.name else f" [{key.rsplit('.', 1)[-1]}]"
         if not where:
-            self.doing.now(f"running the whole suite on {commit[:12]}")
+            self.doing.now(f"{self._whole} on {commit[:12]}")
         started = time.time()
         record = verify.verify_commit(
             self.ctx.repo,

@@ -129,16 +129,40 @@ def cost_usd(attempts: Iterable[Attempt], prices: Mapping[str, Price]) -> float 
     return round(spend.usd, 6) if spend.priced else None
 
 
-def per_landed(spend: Spend, landed: int) -> str:
-    """`$0.41 per landed task` (every attempt's cost over the tasks that landed)."""
+SHELL = "run"  # the agent of a shell task's attempts
+
+
+def per_landed_usd(cost: float | None, landed_by_agents: int) -> float | None:
+    """The cost per landed task, the one definition the run's summary, `forge status`
+    (and its --json), the report and `forge stats` use: what the agents spent (every
+    attempt, failed ones included) over the tasks agents landed. A shell task costs
+    nothing and is not counted: a plan's shell steps do not make its agents cheaper.
+    None: no figure (nothing priced, or no agent's task landed)."""
+    if cost is None or not landed_by_agents:
+        return None
+    return round(cost / landed_by_agents, 6)
+
+
+def landed_by_agents(state: RunState) -> int:
+    """The plan's tasks that landed an agent's work (not a shell command's)."""
+    return sum(
+        1
+        for ts in state.tasks.values()
+        if ts.status == Status.MERGED and any(a.agent != SHELL for a in ts.every_attempt())
+    )
+
+
+def per_landed(spend: Spend, landed: int, by_agents: int) -> str:
+    """`$0.41 per landed task` (`per_landed_usd`); `landed` counts shell tasks too."""
     if not landed:
         return "no task landed"
     if spend.unpriced and not spend.priced:
         return "unknown per landed task"
-    if not spend.priced:
+    figure = per_landed_usd(spend.usd if spend.priced else None, by_agents)
+    if figure is None:
         return "n/a per landed task"
     more = " (some unknown)" if spend.unpriced else ""
-    return f"{usd(spend.usd / landed)} per landed task{more}"
+    return f"{usd(figure)} per landed task{more}"
 
 
 def spend_of(attempts: Iterable[Attempt], prices: Mapping[str, Price]) -> Spend:
@@ -153,15 +177,15 @@ def plan_spend(state: RunState, prices: Mapping[str, Price]) -> Spend:
 
 
 def spend_data(state: RunState, prices: Mapping[str, Price]) -> dict[str, float | int | None]:
-    """The plan's spend as data, with the tasks that landed and the cost per landed
-    task (every attempt's cost, failed ones included, over them)."""
+    """The plan's spend as data, with the tasks that landed (all, and by agents) and
+    the cost per landed task (`per_landed_usd`)."""
     spend = plan_spend(state, prices)
     landed = sum(1 for ts in state.tasks.values() if ts.status == Status.MERGED)
-    known = spend.known_usd
+    by_agents = landed_by_agents(state)
+    known = spend.known_usd if spend.priced else None
     return {
         **spend.to_dict(),
         "landed": landed,
-        "per_landed_usd": (
-            round(known / landed, 6) if landed and known is not None and spend.priced else None
-        ),
+        "landed_by_agents": by_agents,
+        "per_landed_usd": per_landed_usd(known, by_agents),
     }

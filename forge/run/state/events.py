@@ -181,10 +181,36 @@ class Failed(Event):
 
 @frozen
 class GivenBack(Event):
-    """The gate's blame withdrawn (its tests proved flaky): QUEUED, the same change."""
+    """The gate's blame withdrawn (its tests proved flaky): QUEUED, the same change;
+    `log` is the attempt's own log again (the blame had put the verification's)."""
 
     task: str
     note: str
+    log: str | None = None
+
+
+@frozen
+class BlameDoubted(Event):
+    """The gate blamed `task` on tests that may yet prove flaky: until the run ends
+    (or the blame is given back) it is FAILED with its evidence pending, a view's
+    "blamed, waiting for evidence", not a status of its own."""
+
+    task: str
+
+
+@frozen
+class BlamesSettled(Event):
+    """The gate has nothing more to verify in this run: no evidence comes, and every
+    blame still waiting for it holds."""
+
+
+@frozen
+class StepCleared(Event):
+    """The gate's verification of `commit` blamed `task`, and the blame was given
+    back: the step is shown as cleared."""
+
+    commit: str
+    task: str
 
 
 @frozen

@@ -39,6 +39,7 @@ class StepKind(StrEnum):
     BISECTION = "bisection"  # a prefix of a failing batch
     SPECULATION = "speculation"  # a batch built on a candidate still being judged
     SUBSET = "subset"  # some tests only (a rerun, the head's, a culprit's again)
+    PREFIX = "prefix"  # the whole run of the prefix a bisection by tests would land
 
 
 @frozen
@@ -90,6 +91,7 @@ class GateStep:
     failures: list[GateFailure] = field(default_factory=list)
     logs: dict[str, str] = field(default_factory=dict)  # lane -> its last run's log
     run: int | None = None  # the invocation of the run it belongs to
+    cleared: list[str] = field(default_factory=list)  # tasks it blamed whose blame was given back
 
     def to_dict(self) -> dict[str, object]:
         out: dict[str, object] = {
@@ -106,6 +108,8 @@ class GateStep:
         }
         if self.run is not None:
             out["run"] = self.run
+        if self.cleared:
+            out["cleared"] = list(self.cleared)
         return out
 
     @classmethod
@@ -125,6 +129,7 @@ class GateStep:
             failures=[GateFailure.from_dict(f) for f in _items(data.get("failures"))],
             logs={str(k): str(v) for k, v in logs.items()} if isinstance(logs, Mapping) else {},
             run=run if isinstance(run, int) else None,
+            cleared=_strs(data.get("cleared")),
         )
 
     def tip(self) -> str:

@@ -135,6 +135,12 @@ _ATTEMPT: dict[type, Callable[[Attempt, ev.Event], None]] = dict(
 def _started(ts: TaskState, e: ev.AttemptStarted) -> None:
     ts.attempts.append(e.record)
     ts.status, ts.reason, ts.runner = Status.RUNNING, "", e.runner
+    ts.doubted = False
+
+
+def _doubted(ts: TaskState, e: ev.BlameDoubted) -> None:
+    del e  # (the task is the event's whole content)
+    ts.doubted = ts.status == Status.FAILED
 
 
 def _pinned(ts: TaskState, e: ev.Pinned) -> None:
@@ -179,7 +185,10 @@ def _given_back(ts: TaskState, e: ev.GivenBack) -> None:
     if last is not None:
         last.status, last.reason, last.feedback_source = Status.QUEUED, e.note, None
         last.failures = []
+        if e.log is not None:
+            last.log = e.log
     ts.status, ts.reason, ts.verified_by = Status.QUEUED, e.note, None
+    ts.doubted = False
 
 
 def _interrupted(ts: TaskState, e: ev.Interrupted) -> None:
@@ -264,6 +273,7 @@ _TASK: dict[type, Callable[[TaskState, ev.Event], None]] = dict(
         _case(ev.Advised, _advised),
         _case(ev.AgentSet, _agent_set),
         _case(ev.Warned, _warned),
+        _case(ev.BlameDoubted, _doubted),
         _case(ev.Salvaged, _salvaged),
         _case(ev.CandidateAdded, _candidate_added),
         _case(ev.CandidatesRunning, _candidates_running),
@@ -321,9 +331,16 @@ def _touched(st: RunState, e: ev.Touched) -> None:
 
 def _run_finished(st: RunState, e: ev.RunFinished) -> None:
     st.finished, st.wall_seconds = e.finished, e.wall_seconds
+    _settled(st, ev.BlamesSettled())
     if st.invocations:
         st.invocations[-1].finished = e.finished
         st.invocations[-1].wall_seconds = e.wall_seconds
+
+
+def _settled(st: RunState, e: ev.BlamesSettled) -> None:
+    del e  # (an event without fields)
+    for ts in st.tasks.values():  # no more evidence comes: a blame still standing holds
+        ts.doubted = False
 
 
 def _paused(st: RunState, e: ev.Paused) -> None:
@@ -340,6 +357,12 @@ def _gate(st: RunState, e: ev.GateRecorded) -> None:
 
 def _gate_step(st: RunState, e: ev.GateStepKept) -> None:
     st.gate_steps.append(e.step)
+
+
+def _step_cleared(st: RunState, e: ev.StepCleared) -> None:
+    for step in st.gate_steps:
+        if step.commit == e.commit and e.task in step.tasks and e.task not in step.cleared:
+            step.cleared.append(e.task)
 
 
 def _gate_last(st: RunState, e: ev.GateLastRecorded) -> None:
@@ -373,11 +396,13 @@ _PLAN: dict[type, Callable[[RunState, ev.Event], None]] = dict(
         _case(ev.SlotMeasured, _slot_measured),
         _case(ev.RunStarted, _run_started),
         _case(ev.RunFinished, _run_finished),
+        _case(ev.BlamesSettled, _settled),
         _case(ev.Touched, _touched),
         _case(ev.Paused, _paused),
         _case(ev.VerificationRecorded, _verification),
         _case(ev.GateRecorded, _gate),
         _case(ev.GateStepKept, _gate_step),
+        _case(ev.StepCleared, _step_cleared),
         _case(ev.GateLastRecorded, _gate_last),
         _case(ev.PreExistingRecorded, _pre_existing),
         _case(ev.TasksKept, _tasks_kept),

@@ -173,6 +173,7 @@ class TaskState:
     # name `<task>+<n>`; on such a record, `candidate` is its label.
     candidates: dict[str, TaskState] = field(default_factory=dict)
     candidate: str | None = None
+    doubted: bool = False  # FAILED by the gate, its evidence pending until the run ends
 
     @classmethod
     def from_dict(cls, data: JsonObject) -> TaskState:

@@ -20,6 +20,7 @@ from helpers.runkit import plan_and_run, state, wait_for, write_plan
 
 from forge.commands.live import LiveView
 from forge.run.state.gate_story import GateStep, StepKind
+from forge.run.state.invocations import Invocation
 from forge.run.state.records import Phase
 from forge.run.state.run_state import Attempt, RunState, Status, TaskState
 
@@ -208,6 +209,13 @@ def test_the_gate_has_a_line_of_its_own() -> None:
     )
     assert line.startswith(f"gate: verifying t1 (batch of 1) · {doing} for "), line
     assert "at most 2 more" not in line
+    # At 80 columns what runs is cut in its middle; its elapsed time stays.
+    narrow = gate_line(
+        GateView(["q"], ["t1"], GatePhase.BISECTING, left=2, doing=doing, since=time.time() - 3),
+        80,
+    )
+    assert len(narrow) <= 80 and "…" in narrow, narrow
+    assert narrow.endswith(" for 3.0s · 1 queued"), narrow
 
 
 def test_the_gate_says_its_bisection_step_and_what_its_lane_runs() -> None:
@@ -356,3 +364,58 @@ def test_the_totals_line_gives_the_runs_wall_time() -> None:
     st = RunState(plan="p", integration="refs/heads/x", tasks=tasks, wall_seconds=25.0)
     total = next(line for line in results_table(st).splitlines() if line.startswith("total "))
     assert "25.0s" in total and "attempts 1m00s together" in total, total
+
+
+def test_the_eta_names_a_first_verification_and_counts_a_bisections_steps() -> None:
+    """Before any verification of the plan has ended, its length is not taken as
+    0 s (`ETA ~1s` through a minute of verification); a bisection still to run
+    counts each of its steps; a step a killed run left open is not under way."""
+    from forge.commands.live import Eta
+    from forge.run.state.gate_record import GatePhase, GateRecord
+
+    tasks = {f"t{i}": TaskState(id=f"t{i}", status=Status.QUEUED) for i in range(2)}
+    for ts in tasks.values():
+        ts.attempts.append(Attempt(number=1, agent="run", duration=1.0))
+    st = RunState(plan="p", integration="refs/heads/x", tasks=tasks)
+    st.gate = GateRecord(batch=["t0", "t1"], head="h", since=100.0)
+    eta = Eta({}, parallel=2)
+    eta.update(st, 130.0)
+    assert eta.text() == "ETA: when the verification under way ends (the plan's first)"
+    tasks["t1"].status = Status.PENDING
+    eta.update(st, 130.0)
+    assert eta.text().endswith(" + a verification"), eta.text()
+    tasks["t1"].status = Status.QUEUED
+    st.gate_steps = [GateStep(StepKind.BATCH, "batch", 0.0, 60.0, "FAIL", run=0)]
+    st.gate = GateRecord(
+        batch=["t0", "t1"], head="h", phase=GatePhase.BISECTING, left=1, since=120.0
+    )
+    eta.update(st, 130.0)
+    assert eta.text() == "ETA ~1m50s"  # 50 s of this step, then one more of 60 s
+    st.gate = None
+    st.gate_steps.append(GateStep(StepKind.BATCH, "batch", 10.0, None, "?", run=0))
+    st.invocations = [Invocation(started="a"), Invocation(started="b")]
+    eta.update(st, 130.0)
+    assert eta.text() == "ETA ~1m00s"  # not frozen at 0 by the open step of run 1
+
+
+def test_a_blame_that_waits_for_evidence_is_said_so_not_failed() -> None:
+    from forge.run.state import events as ev
+    from forge.run.state import reducer
+
+    ts = TaskState(id="b", status=Status.RUNNING)
+    st = RunState(plan="p", integration="refs/heads/x", tasks={"b": ts})
+    view = LiveView(quiet=True)
+    view.tty = True
+    view.on_change(st, "b")
+    ts.status, ts.reason = Status.FAILED, "breaks verification: lane unit: tests/t.py::test_x"
+    reducer.apply(st, ev.BlameDoubted("b"))
+    view.on_change(st, "b")
+    view._counted = -1e9  # (recount now)
+    lines = view.lines(10)
+    assert lines[0].startswith("1 blamed, waiting for evidence"), lines
+    assert lines[-1].split()[1:5] == ["blamed,", "waiting", "for", "evidence"], lines
+    reducer.apply(st, ev.BlamesSettled())
+    assert not ts.doubted  # the gate is done: no evidence comes, the blame holds
+    reducer.apply(st, ev.BlameDoubted("b"))
+    reducer.apply(st, ev.RunFinished(finished="t", wall_seconds=1.0))
+    assert not ts.doubted  # and so when the run ends

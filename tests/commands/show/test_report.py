@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from helpers.gitkit import FAKES, git, run_forge
-from helpers.runkit import plan_and_run, write_plan
+from helpers.runkit import plan_and_run, state, write_plan
 
 from forge.git.refs import integration_ref
 from forge.git.repo import discover
@@ -297,6 +297,9 @@ def test_the_report_keeps_every_runs_gate_verifications(repo: Path, tmp_path: Pa
     html = out.read_text()
     text = " ".join(parse(html).text)
     assert "over 3 runs" in text, text[:2000]
+    # The run line goes from the first run's start to the last one's end.
+    started = state(repo)["invocations"]
+    assert f"{started[0]['started']} \u2192 " in text and "(3 runs; the last from" in text
     section = html[html.index("Gate verifications") :]
     rows = section[: section.index("</table>")].count("<tr>") - 1  # less the header
     assert rows >= 3, section[:3000]  # a batch and a bisection, then the retry's batch

@@ -68,3 +68,21 @@ def test_a_bad_log_cap_is_a_plan_error(repo: Path, tmp_path: Path) -> None:
     cp = run_forge(repo, "plan", str(write_plan(tmp_path, 'log_cap = "lots"\n' + LOUD)))
     assert cp.returncode == 2 and "log_cap" in cp.stderr and "lots" in cp.stderr
     assert json.dumps("lots") in cp.stderr or "'lots'" in cp.stderr
+
+
+def test_one_endless_line_is_said_by_its_end_not_as_no_output(repo: Path, tmp_path: Path) -> None:
+    # Past the log cap the kept tail is one line cut at its start, then forge's markers.
+    body = """
+log_cap = "100K"
+[[task]]
+id = "line"
+run = "head -c 200000 /dev/zero | tr '\\\\0' x; exit 4"
+files = ["line.txt"]
+"""
+    assert run_forge(repo, "plan", str(write_plan(tmp_path, body))).returncode == 0
+    assert run_forge(repo, "run").returncode == 5
+    reason = state(repo)["tasks"]["line"]["reason"]
+    assert reason == (
+        "command exited 4: …" + "x" * 120 + " (its output ends in one line of over 64 KiB, "
+        "cut by the log cap)"
+    ), reason

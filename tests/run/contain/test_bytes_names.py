@@ -124,3 +124,18 @@ def test_the_verification_and_setup_leave_ignored_names_that_are_not_utf8(
     assert cp.returncode == 0, cp.stdout + cp.stderr
     assert statuses(repo) == {"a": "MERGED", "b": "MERGED"}
     assert unchanged_but_new(before, user_side(repo)) == comparable(before)
+
+
+def test_a_new_plan_file_in_plans_is_not_a_change_to_the_users_repository(
+    repo: Path, tmp_path: Path
+) -> None:
+    # A person drafts the next plan into plans/ while the run runs; a file elsewhere
+    # is still named.
+    plan = write_plan(
+        tmp_path,
+        f'[[task]]\nid = "a"\nfiles = ["out.txt"]\nrun = \'\'\'mkdir -p {repo}/plans; '
+        f"echo x > {repo}/plans/next.toml; echo y > {repo}/notes.txt; echo x > out.txt'''\n",
+    )
+    cp = plan_and_run(repo, plan)
+    assert "working tree changed: notes.txt" in cp.stdout, cp.stdout
+    assert "plans/next.toml" not in cp.stdout

@@ -77,6 +77,13 @@ def test_the_fast_one_lands_the_slow_one_is_stopped_and_salvaged(
     assert "stopped: lost to fake:fast" in text and "won" in text
     slow_line = next(line for line in text.splitlines() if "lost to fake:fast" in line)
     assert "unknown" in slow_line
+    # The attempt that took fast's work to the gate shows what fast spent.
+    (landing,) = json.loads(run_forge(repo, "status", "a", "--json").stdout)["history"]
+    assert landing["candidate"] == "fake:fast" and landing["cost_usd"] is None
+    assert landing["candidate_spend"]["cost_usd"] == 0.01
+    assert landing["candidate_spend"]["input_tokens"] > 0
+    row = next(line for line in text.splitlines() if line.startswith("1 "))
+    assert "$0.01" in row and "(candidate's)" in row, text
     # Its history says it lost, not that a person stopped it.
     con = sqlite3.connect(repo / ".git" / "forge" / "history.sqlite")
     reasons = [r for (r,) in con.execute("SELECT reason FROM attempts WHERE task = 'a+1'")]

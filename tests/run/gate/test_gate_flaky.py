@@ -231,7 +231,22 @@ def test_a_blame_a_flaky_test_laid_is_given_back_and_the_next_run_lands_it(
     assert [a["status"] for a in landed["attempts"]] == ["MERGED"]  # no new attempt
     cleared = f"blame cleared: {FLAKY} proved flaky"
     assert any(w.startswith(cleared) for w in landed["warnings"]), landed["warnings"]
-    assert cleared in run_forge(repo, "status").stdout
+    table = run_forge(repo, "status").stdout
+    assert cleared in table and "goes to the gate again" not in table, table
+    # Its last log is its own, not the verification's that blamed it.
+    told = run_forge(repo, "status", "p", "b").stdout
+    assert f"last log: {landed['attempts'][-1]['log']}" in told
+    assert landed["attempts"][-1]["log"].endswith("/b/attempt-1/agent.log"), told
+    # The report's gate table says that the step which blamed b was cleared.
+    page = tmp_path / "r.html"
+    assert run_forge(repo, "report", "-o", str(page)).returncode == 0
+    html = page.read_text()
+    assert "<td>FAIL (cleared: b)</td>" in html
+    # The Tests section names the task the flaky test blamed, cleared since.
+    row = html[html.index(f"<code>{FLAKY}</code>") :].split("</tr>")[0]
+    assert row.endswith("<td>b (cleared)</td>"), row
+    known = {r["test"]: r for r in json.loads(run_forge(repo, "tests", "--json").stdout)}
+    assert known[FLAKY]["blamed"] == ["p/b (cleared)"] and known[FLAKY]["flaky_since"]
     shown = json.loads(run_forge(repo, "status", "b", "--json").stdout)
     assert any(w.startswith(cleared) for w in shown["warnings"])
     # The history no longer counts it a culprit: it landed, at its first attempt.

@@ -105,6 +105,34 @@ def test_bisection_runs_only_the_failing_tests(repo: Path, tmp_path: Path) -> No
     assert head["verdict"] == "PASS"
 
 
+@pytest.mark.timeout(600)
+def test_the_whole_run_of_the_prefix_that_lands_is_a_prefix_step(
+    repo: Path, tmp_path: Path
+) -> None:
+    count = tmp_path / "executed"
+    suite(repo, count)
+    ids = ["a", "bad", "b"]  # queued in this order: one at a time
+    extra = 'gate = "end"\nmax_parallel = 1\n'
+    cp = plan_and_run(repo, write_plan(tmp_path, body(ids, culprit="bad", extra=extra)))
+    assert cp.returncode == 5, cp.stdout + cp.stderr
+    steps = state(repo)["gate_steps"]
+    prefix = [s for s in steps if s["name"] == "prefix"]
+    assert [s["tasks"] for s in prefix] == [["a"]], [
+        (s["name"], s["tasks"], s["verdict"]) for s in steps
+    ]
+    assert prefix[0]["verdict"] == "PASS"
+    page = tmp_path / "r.html"
+    assert run_forge(repo, "report", "-o", str(page)).returncode == 0
+    assert "<td>prefix</td>" in page.read_text()
+
+
+def test_the_gates_steps_have_colours_apart() -> None:
+    from forge.commands.report.svg import phase_color
+
+    steps = ("batch", "head", "bisection", "prefix", "speculation")
+    assert len({phase_color(step) for step in steps}) == len(steps)
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_a_red_base_blames_nobody_and_a_culprit_is_still_named(repo: Path, tmp_path: Path) -> None:
@@ -129,7 +157,9 @@ def test_a_red_base_blames_nobody_and_a_culprit_is_still_named(repo: Path, tmp_p
     assert run_forge(repo, "report", "-o", str(out)).returncode == 0
     page = out.read_text()
     row = page[page.index("<code>tests/test_suite.py::test_red</code>") :].split("</tr>")[0]
-    assert "<h2>Tests</h2>" in page and row.endswith("<td>yes</td>"), row
+    assert "<h2>Tests</h2>" in page and row.endswith("<td>yes</td><td>-</td>"), row
+    guard = page[page.index("<code>tests/test_suite.py::test_guard_one</code>") :]
+    assert guard.split("</tr>")[0].endswith("<td>bad</td>")  # the task it blamed
 
 
 @pytest.mark.timeout(600)
@@ -190,6 +220,32 @@ def test_status_says_what_the_gate_runs_now(repo: Path, tmp_path: Path) -> None:
     finally:
         hold.unlink()
         proc.wait(timeout=300)
+    assert statuses(repo) == {"a": "MERGED"}
+
+
+def test_a_lane_that_is_no_test_suite_is_not_called_the_whole_suite(
+    repo: Path, tmp_path: Path
+) -> None:
+    hold = tmp_path / "hold"
+    hold.write_text("")
+    lane = f"while [ -e {hold} ]; do sleep 0.05; done"  # sleep-ok: the lane waits, not the test
+    plan = write_plan(
+        tmp_path,
+        f"verify = '{lane}'\n" + '[[task]]\nid = "a"\nrun = "echo a > a.txt"\nfiles = ["a.txt"]\n',
+    )
+    assert run_forge(repo, "plan", str(plan)).returncode == 0
+    proc = spawn_forge(repo, "run")
+    try:
+
+        def doing() -> str:
+            data = json.loads(run_forge(repo, "status", "--json").stdout)
+            return str(data["gate"]["doing"] or "")
+
+        wait_for(lambda: "running the verification on " in doing(), timeout=120, what="lane")
+        assert "whole suite" not in doing()
+    finally:
+        hold.unlink()
+        proc.wait(timeout=120)
     assert statuses(repo) == {"a": "MERGED"}
 
 
