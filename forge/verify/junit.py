@@ -103,7 +103,7 @@ def _outcome(case: ET.Element) -> TestOutcome | None:
         if _RANK[kind] < _RANK[outcome] or outcome == PASSED:
             outcome = kind
             text = child.get("message") or (child.text or "").strip()
-            message = _doctest_message(text) or next(
+            message = doctest_message(text) or next(
                 (ln.strip() for ln in text.splitlines() if ln.strip()), ""
             )
     try:
@@ -115,7 +115,7 @@ def _outcome(case: ET.Element) -> TestOutcome | None:
     return TestOutcome(test, outcome, round(seconds, 4), message)
 
 
-def _doctest_message(text: str) -> str | None:
+def doctest_message(text: str) -> str | None:
     """A doctest's failure as what it ran, what was expected and what came (pytest's
     message starts with the docstring's first numbered line: `002 Natural list.`)."""
     lines = text.splitlines()

@@ -199,8 +199,9 @@ class Channel:
             return None
         try:
             body = json.loads(data.decode("utf-8", "surrogateescape"))
+            details = {str(k): str(v) for k, v in dict(body.get("details") or {}).items()}
             tests = [
-                TestOutcome(str(t), str(o), float(d), str(m)[: junit.MAX_MESSAGE])
+                TestOutcome(str(t), str(o), float(d), _message(str(m), details.get(str(t), "")))
                 for t, o, d, m in body["tests"]
                 if o in (junit.PASSED, junit.FAILED, junit.ERROR, junit.SKIPPED)
             ]
@@ -210,6 +211,12 @@ class Channel:
         except (ValueError, KeyError, TypeError):
             self.problem = "forge's test report is not one it wrote"
             return None
+
+
+def _message(first: str, detail: str) -> str:
+    """A failure's one line: a doctest's says what it ran, expected and got."""
+    said = junit.doctest_message(detail) if detail else None
+    return (said or first)[: junit.MAX_MESSAGE]
 
 
 @contextlib.contextmanager

@@ -56,7 +56,7 @@ def test_each_test_is_recorded_with_its_full_id_and_a_flake_is_named_then_quaran
     assert flaky["flaky_since"] and flaky["flaky_since"] <= flaky["last_seen"]
     assert rows[ADD]["flaky_since"] is None and rows[ADD]["blamed"] == []
     shown = run_forge(repo, "tests").stdout
-    assert f"yes (50%, since {flaky['flaky_since'][:10]})" in shown, shown
+    assert f"landed (50%, since {flaky['flaky_since'][:10]})" in shown, shown
     assert flaky["last_failure"]["message"].startswith("AssertionError: clock skew at run 1")
     assert rows[ADD]["runs"] == 2 and not rows[ADD]["flaky"] and rows[ADD]["last_failure"] is None
     assert [r["test"] for r in listed(repo, "--flaky")] == [FLAKY]

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from forge.base.text import usd, write_output_file
 from forge.commands.candidate_view import summary, timeline_attempts
-from forge.commands.report import queue, svg, tests_section
+from forge.commands.report import header, queue, svg, tests_section
 from forge.commands.report.axis import Clock, clock
 from forge.commands.report.template import PAGE
 from forge.commands.status import fmt_seconds
@@ -31,10 +31,7 @@ from forge.git.repo import Repository
 from forge.plan.registry import Recorded
 from forge.run.gate import story
 from forge.run.records.spend import (
-    Spend,
     attempt_spend,
-    landed_by_agents,
-    per_landed,
     plan_spend,
 )
 from forge.run.state.gate_story import GateStep
@@ -42,8 +39,6 @@ from forge.run.state.run_state import Attempt, RunState, Status
 from forge.run.state.store import StateStore
 from forge.verify.failures import Failure
 from forge.verify.records import VerifyRecord
-
-WORK_PHASES = ("agent", "run")  # the phases that are the task's own work ("agent time")
 
 # A log's path as the page links to it: relative to the page's file, or the server's URL.
 Links = Callable[[str], str]
@@ -158,7 +153,7 @@ def sections(
         ]
     )
     return [
-        Section("head", _header(plan.name, state, spend, recorded, axis)),
+        Section("head", header.header(plan.name, state, spend, recorded, axis)),
         Section("dag", dag_html),
         Section("timeline", timeline_html),
         Section("queue", queue.section(state)),
@@ -167,70 +162,6 @@ def sections(
         Section("tests", tests_section.section(tests or [])),
         Section("tasks", _task_table(recorded, state, wave_of, links, prices)),
     ]
-
-
-def _header(name: str, state: RunState, spend: Spend, recorded: Recorded, axis: Clock) -> str:
-    counts: dict[str, int] = {}
-    for ts in state.tasks.values():
-        counts[str(ts.status)] = counts.get(str(ts.status), 0) + 1
-    agent_time = sum(
-        _phase_seconds(a, WORK_PHASES) for ts in state.tasks.values() for a in ts.every_attempt()
-    )
-    verdict, cls = story.outcome(state)  # the run's outcome, not only the head's
-    facts = [
-        ("tasks", ", ".join(f"{n} {s.lower()}" for s, n in sorted(counts.items()))),
-        ("wall time", _wall(state, axis)),
-        ("agent time", fmt_seconds(agent_time)),
-        (
-            "cost",
-            f"{spend.describe()}; {per_landed(spend, counts.get(Status.MERGED, 0), landed_by_agents(state))}",
-        ),
-        ("budget", _budget(recorded.plan.budget, spend)),
-        ("base", f"{recorded.base_ref} @ {recorded.base_commit[:12]}"),
-        ("integration", state.integration.removeprefix("refs/heads/")),
-        _runs_fact(state),
-    ]
-    if state.paused:
-        facts.append(("paused", state.paused))
-    rows = "".join(f"<tr><th>{escape(k)}</th><td>{escape(v)}</td></tr>" for k, v in facts)
-    return (
-        f'<header><h1>{escape(name)} <span class="verdict v-{cls}">{escape(str(verdict))}'
-        f'</span></h1><table class="facts">{rows}</table></header>'
-    )
-
-
-def _budget(budget: float | None, spend: Spend) -> str:
-    if budget is None:
-        return "none set"
-    return f"{budget:g} USD ({spend.usd / budget:.0%} spent)" if budget else f"{budget:g} USD"
-
-
-def _runs_fact(state: RunState) -> tuple[str, str]:
-    """`run`: from the first invocation's start to the last one's end (`runs` and how
-    many after several: the last invocation alone hid the earlier ones)."""
-    first = state.invocations[0].started if state.invocations else state.started
-    end = state.finished or "not finished"
-    n = len(state.invocations)
-    if n < 2:
-        return "run", f"{first or '-'} \u2192 {end}"
-    return "runs", f"{first} \u2192 {end} ({n} runs; the last from {state.started or '-'})"
-
-
-def _wall(state: RunState, axis: Clock) -> str:
-    """The last run's wall time; after several runs, their time together too (each
-    invocation counts, however close to the one before)."""
-    runs = max(len(state.invocations), axis.runs)
-    if runs < 2:
-        return fmt_seconds(state.wall_seconds)
-    together = sum(i.wall_seconds or 0.0 for i in state.invocations)
-    active = max(together, axis.active)
-    return f"{fmt_seconds(active)} over {runs} runs (the last {fmt_seconds(state.wall_seconds)})"
-
-
-def _phase_seconds(attempt: Attempt, names: tuple[str, ...]) -> float:
-    if not attempt.phases:  # recorded before phases were: the whole attempt is work
-        return attempt.duration or 0.0
-    return float(sum((p.end or p.start) - p.start for p in attempt.phases if p.name in names))
 
 
 def _epoch(iso: str | None) -> float | None:

@@ -25,6 +25,7 @@ _FD = "FORGE_LANE_REPORT_FD"
 _KEY = "forge_lane_deselected"
 _RANK = {"error": 0, "failed": 1, "skipped": 2, "passed": 3}  # a test's worst phase
 _MESSAGE = 200
+_DETAIL = 4000
 
 
 def _wanted() -> set[str]:
@@ -36,6 +37,7 @@ class _Report:
         self.tests: dict[str, list[Any]] = {}  # id -> [outcome, duration, message]
         self.left_out: set[str] = set()
         self.counts: dict[str, int] = {}  # as pytest's closing line counts
+        self.details: dict[str, str] = {}  # a failure's whole text (a doctest's says more)
 
     def count(self, what: str) -> None:
         self.counts[what] = self.counts.get(what, 0) + 1
@@ -94,6 +96,8 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     else:
         outcome = "passed"
     message = _first_line(report.longrepr) if report.failed else ""
+    if report.failed and report.nodeid not in _report.details:
+        _report.details[report.nodeid] = str(report.longrepr or "")[:_DETAIL]
     _report.add(report.nodeid, outcome, report.duration, message)
     if report.when == "call" or outcome == "skipped":
         xfail = hasattr(report, "wasxfail")
@@ -122,6 +126,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         "version": 1,
         "tests": tests,
         "deselected": sorted(_report.left_out),
+        "details": _report.details,
         "counts": counts,
         "exitstatus": int(exitstatus),
     }

@@ -246,7 +246,7 @@ def test_a_blame_a_flaky_test_laid_is_given_back_and_the_next_run_lands_it(
     row = html[html.index(f"<code>{FLAKY}</code>") :].split("</tr>")[0]
     assert row.endswith("<td>b (cleared)</td>"), row
     known = {r["test"]: r for r in json.loads(run_forge(repo, "tests", "--json").stdout)}
-    assert known[FLAKY]["blamed"] == ["p/b (cleared)"] and known[FLAKY]["flaky_since"]
+    assert known[FLAKY]["blamed"] == ["p/b (cleared)"] and known[FLAKY]["why"] == "a person's word"
     shown = json.loads(run_forge(repo, "status", "b", "--json").stdout)
     assert any(w.startswith(cleared) for w in shown["warnings"])
     # The history no longer counts it a culprit: it landed, at its first attempt.
