@@ -114,9 +114,10 @@ def tests_known_flaky(repo: Repository, lane: str) -> set[str]:
     return {test for (_ln, test) in testdb.flaky_since(repo.state, lane)}
 
 
-def tests_seen_flipping(repo: Repository, lane: str) -> set[str]:
-    """The tests of `lane` seen to pass and fail on one tree, a candidate's too: never
-    a quarantine (that needs landed trees), but a reason to ask more evidence of a
-    failure before it blames anyone."""
-    seen = testdb.flaky_since(repo.state, lane, on="candidate")
-    return tests_known_flaky(repo, lane) | {test for (_ln, test) in seen}
+def tests_seen_flipping(repo: Repository, lane: str, besides: str | None = None) -> set[str]:
+    """The tests of `lane` seen to pass and fail on one tree (`besides` that tree), a
+    candidate's too: never a quarantine (that needs landed trees), but a reason to ask
+    more evidence of a failure before it blames anyone."""
+    seen = testdb.flaky_since(repo.state, lane, on="candidate", besides=besides)
+    landed = testdb.flaky_since(repo.state, lane, besides=besides)
+    return {test for (_ln, test) in [*seen, *landed]}

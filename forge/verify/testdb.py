@@ -272,13 +272,14 @@ def _read(state: StateDir, work: Callable[[sqlite3.Connection], T], default: T) 
 
 
 def flaky_since(
-    state: StateDir, lane: str | None = None, *, on: str = "landed"
+    state: StateDir, lane: str | None = None, *, on: str = "landed", besides: str | None = None
 ) -> dict[tuple[str, str], float]:
     """(lane, test) -> when it was last found flaky on a tree `on` (`landed`, or
-    `candidate`): the latest time such a tree first held both a pass and a failure
-    of it."""
+    `candidate`; `besides` that tree): the latest time such a tree first held both a
+    pass and a failure of it."""
     where = f"WHERE candidate = {int(on == 'candidate')} AND {_RUN_SEALED}"
     where += "" if lane is None else " AND lane = ?"
+    where += "" if besides is None else " AND tree != ?"
     sql = (
         "SELECT lane, test, MAX(MIN(CASE WHEN outcome = 'passed' THEN at END), "
         f"MIN(CASE WHEN outcome IN {_FAILED} THEN at END)) FROM test_runs {where} "
@@ -288,7 +289,8 @@ def flaky_since(
 
     def work(con: sqlite3.Connection) -> dict[tuple[str, str], float]:
         out: dict[tuple[str, str], float] = {}
-        for ln, test, at in con.execute(sql, () if lane is None else (lane,)):
+        args = ([] if lane is None else [lane]) + ([] if besides is None else [besides])
+        for ln, test, at in con.execute(sql, args):
             out[(ln, test)] = max(at, out.get((ln, test), 0.0))
         return out
 

@@ -64,9 +64,9 @@ class Probe(Protocol):
         known)."""
         ...
 
-    def flakiness(self, lane: str, test: str) -> int:
-        """How often the test flipped on landed trees (0: never): the least flaky
-        test leads a bisection."""
+    def flakiness(self, lane: str, test: str, besides: str | None = None) -> int:
+        """How flaky the test was seen to be (0: never seen to flip; `besides`: on
+        trees other than that commit's): the least flaky test leads a bisection."""
         ...
 
     def failing(self, judged: Judged) -> dict[str, frozenset[str]] | None:
@@ -272,9 +272,15 @@ def _order_dependent(
     probe: Probe, tip: str, suspects: Tests, found: Found
 ) -> dict[str, frozenset[str]]:
     """Of `suspects` (failed two whole runs of the tip, passed alone once), those
-    that pass alone every time they run alone (`_ALONE` runs in all): a test that
-    fails alone too is a flake, no longer a suspect."""
-    left = dict(suspects)
+    that pass alone every time they run alone (`_ALONE` runs in all) and were never
+    seen to flip on another tree: a test that fails alone too, or flipped before, is
+    a flake (a flake may fail two whole runs), no longer a suspect."""
+    seen = {
+        lane: frozenset(t for t in ids if probe.flakiness(lane, t, besides=tip))
+        for lane, ids in suspects.items()
+    }
+    found.flaky = union(found.flaky, seen)
+    left = minus(suspects, seen)
     for _ in range(_ALONE - 1):
         if not left:
             break
@@ -356,7 +362,28 @@ def _new(
         again = _failed(probe, probe.subset(tip, asked, first=False, why="rerun"), asked)
         passed = passed_again(asked, again)
         new = minus(new, passed)
+        passed = union(passed, _doubted(probe, tip, _meet(new, again)))
+        new = minus(new, passed)
     return new, passed
+
+
+def _doubted(probe: Probe, tip: str, failed: Tests) -> dict[str, frozenset[str]]:
+    """Of `failed` (they failed alone on the tip too), those seen flipping on some
+    tree before that pass alone in one of `_ALONE - 1` more runs: a flake may fail
+    twice, and only a failure that holds may blame anyone."""
+    doubt = {
+        lane: frozenset(t for t in ids if probe.flakiness(lane, t)) for lane, ids in failed.items()
+    }
+    left = {lane: ids for lane, ids in doubt.items() if ids}
+    passed: dict[str, frozenset[str]] = {}
+    for _ in range(_ALONE - 1):
+        if not left:
+            break
+        judged = probe.subset(tip, left, first=False, why="alone again")
+        still = _failed(probe, judged, left)
+        passed = union(passed, passed_again(left, still))
+        left = _meet(still, left)
+    return passed
 
 
 def _least_flaky(tests: Tests, probe: Probe) -> dict[str, frozenset[str]]:

@@ -245,11 +245,13 @@ class GateProbe:
         out = {(lane, t) for lane, t, _why in known.deselected}
         return not any((lane, t) in out for lane, ids in tests.items() for t in ids)
 
-    def flakiness(self, lane: str, test: str) -> int:
-        """2: flaky on landed trees; 1: seen flipping on a candidate's; 0: neither."""
+    def flakiness(self, lane: str, test: str, besides: str | None = None) -> int:
+        """2: flaky on landed trees; 1: seen flipping on a candidate's (a tree other
+        than the commit `besides`'s); 0: neither."""
         if test in tests_known_flaky(self.repo, lane):
             return 2
-        return int(test in tests_seen_flipping(self.repo, lane))
+        tree = None if besides is None else self.repo.tree_of(besides)
+        return int(test in tests_seen_flipping(self.repo, lane, tree))
 
     def failing(self, judged: Judged) -> dict[str, frozenset[str]] | None:
         assert isinstance(judged, VerifyRecord)
@@ -298,11 +300,11 @@ class GateProbe:
         those that fail again are the culprit's reason."""
         if not tests:
             return None
-        # A test seen flipping (on any tree) must fail every time: one more run.
-        doubt = any(self.flakiness(lane, t) for lane, ids in tests.items() for t in ids)
+        # They must fail every time, twice: a flake met for the first time may fail
+        # the whole run, alone and once more (1 in 16 for a test failing half its runs).
         left = dict(tests)
         again: VerifyRecord | None = None
-        for _ in range(2 if doubt else 1):
+        for _ in range(2):
             again = self.subset(commit, left, first=False, why="the culprit's failing tests again")
             if again is None or again.verdict == Verdict.INTERRUPTED:
                 return None
