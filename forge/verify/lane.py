@@ -131,8 +131,11 @@ class Lane:
             report_problem=problem,
         )
         if report is not None and not (res.stopped or changed):
+            # (a run of chosen tests is filed as `subset`: flakiness is learned from
+            # runs of one kind)
+            filed = "subset" if self.forgiven is None else kind
             where = testdb.RunOf(
-                self.base.id, self.base.key, self.name, self.base.tree, n, kind, str(log)
+                self.base.id, self.base.key, self.name, self.base.tree, n, filed, str(log)
             )
             outcomes = reports.outcomes(tests, failures)
             testdb.record(self.repo.state, where, outcomes, candidate=self.candidate)

@@ -9,7 +9,7 @@
                  passing on `release_after` of them in a row)
 
 A test is flaky on landed trees when it both passed and failed on one tree that
-had landed (the integration head, the base, a commit `forge verify` or a hook
+had landed, in runs of one kind (whole runs of its lane, or runs of some tests alone) (the integration head, the base, a commit `forge verify` or a hook
 judged), and that is what quarantines it for the repository; a flip seen only on a
 candidate's tree (a change the gate is judging) is evidence for that verdict alone
 (`flaky_on`: `landed` or `candidate`).
@@ -83,6 +83,9 @@ _checked: set[Path] = set()
 _RUN_SEALED = "sealed(test, lane, tree, outcome, at, candidate, seal)"
 _WORD_SEALED = "sealed(test, word, at, seal)"
 _TREE_SEALED = "sealed(tree, at, seal)"
+# Flakiness is learned from runs of one kind: a test that fails in a whole run and
+# passes alone is order-dependent, not flaky, so the two are never set side by side.
+_ALONE = "(kind = 'subset')"
 _FAILED = "('failed', 'error')"
 T = TypeVar("T")
 
@@ -283,7 +286,7 @@ def flaky_since(
     sql = (
         "SELECT lane, test, MAX(MIN(CASE WHEN outcome = 'passed' THEN at END), "
         f"MIN(CASE WHEN outcome IN {_FAILED} THEN at END)) FROM test_runs {where} "
-        "GROUP BY lane, test, tree "
+        f"GROUP BY lane, test, tree, {_ALONE} "
         f"HAVING SUM(outcome = 'passed') > 0 AND SUM(outcome IN {_FAILED}) > 0"
     )
 
@@ -402,7 +405,7 @@ def first_flaky(state: StateDir, plan: str | None = None) -> dict[tuple[str, str
         "SELECT lane, test, MIN(seen) FROM (SELECT lane, test, "
         "MAX(MIN(CASE WHEN outcome = 'passed' THEN at END), "
         f"MIN(CASE WHEN outcome IN {_FAILED} THEN at END)) AS seen FROM test_runs "
-        f"WHERE outcome != 'skipped'{mine} GROUP BY lane, test, tree "
+        f"WHERE outcome != 'skipped'{mine} GROUP BY lane, test, tree, {_ALONE} "
         f"HAVING SUM(outcome = 'passed') > 0 AND SUM(outcome IN {_FAILED}) > 0) "
         "GROUP BY lane, test"
     )

@@ -115,6 +115,12 @@ class Verdicts:
         assert out.culprit is not None
         record = story.as_record(out.culprit_record)
         own = out.culprit_tests or probe.failing(record) or {}
+        if not out.culprit_tests:
+            # Found by whole runs (a lane that names no test or cannot run some alone,
+            # or failures the tests could not settle): whole runs are its evidence, a
+            # run of its tests alone would be another kind.
+            self._blame(out.culprit.task, record)
+            return
         if out.order_dependent:
             # They pass alone by definition: two whole runs of the chain failed them and
             # a whole run of the culprit's parent passed them.
