@@ -8,7 +8,7 @@ or a host that does not answer: one line, and nothing half done."""
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from forge.commands.pr.session import (
     METHODS,
@@ -26,7 +26,7 @@ from forge.commands.pr.session import (
 from forge.errors import ForgeError
 from forge.git.repo import Repository, short_sha
 from forge.host import record as records
-from forge.host.api import NewPull, PrState, PullRequest
+from forge.host.api import NewPull, PrState, PullRequest, Repo
 from forge.host.record import PrRecord
 from forge.host.story import body_of, title_of
 from forge.run.state.run_state import RunState
@@ -39,7 +39,19 @@ def hand_off(repo: Repository, plan: str, opts: PrOptions, *, say: Say) -> Hande
         return _hand_off(repo, plan, opts, say=say)
 
 
-def _hand_off(repo: Repository, plan: str, opts: PrOptions, *, say: Say) -> Handed:
+@dataclass(frozen=True)
+class Opened:
+    """What both hand-offs start from: the plan's state, its verified head, the
+    host's session and what the host says of the repository."""
+
+    state: RunState
+    head: str
+    session: Session
+    info: Repo
+
+
+def open_hand_off(repo: Repository, plan: str, opts: PrOptions, *, say: Say) -> Opened:
+    """Check the options and the plan, connect, and make sure the token may push."""
     if opts.merge_method is not None and opts.merge_method not in METHODS:
         raise ForgeError(f"--merge-method must be one of {', '.join(METHODS)}")
     state = StateStore(repo.state, plan).load_existing()
@@ -47,15 +59,21 @@ def _hand_off(repo: Repository, plan: str, opts: PrOptions, *, say: Say) -> Hand
         raise ForgeError(f"plan '{plan}' has not run yet: run `forge run {plan}` first")
     head = verified_head(repo, plan, state)
     session = connect(repo, state, opts, say=say)
-    rec = records.load(repo.state, plan)
-    if rec is not None and rec.remote != opts.remote:
-        rec = None  # another remote: a hand-off of its own
-    repo_info = session.host.repository()
-    if not repo_info.can_push:
+    info = session.host.repository()
+    if not info.can_push:
         raise ForgeError(
             f"the token cannot push to {session.target.slug}: it needs write access "
             "(Contents and Pull requests)"
         )
+    return Opened(state, head, session, info)
+
+
+def _hand_off(repo: Repository, plan: str, opts: PrOptions, *, say: Say) -> Handed:
+    opened = open_hand_off(repo, plan, opts, say=say)
+    state, head, session, repo_info = opened.state, opened.head, opened.session, opened.info
+    rec = records.load(repo.state, plan)
+    if rec is not None and rec.remote != opts.remote:
+        rec = None  # another remote: a hand-off of its own
     base = opts.base or (rec.base if rec else None) or repo_info.default_branch
     rec = rec or PrRecord(opts.remote, session.target.slug, f"forge/{plan}", base)
     rec = replace(rec, base=base)

@@ -13,14 +13,12 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from forge.commands.pr.handoff import verified_head
+from forge.commands.pr.handoff import open_hand_off
 from forge.commands.pr.session import (
-    METHODS,
     Handed,
     PrOptions,
     Say,
     Session,
-    connect,
     fetch,
     leased_push,
     pr_lock,
@@ -32,7 +30,6 @@ from forge.host.api import CheckState, NewPull, PrState
 from forge.host.record import PrRecord
 from forge.host.story import task_body
 from forge.run.state.run_state import RunState, Status
-from forge.run.state.store import StateStore
 
 
 def hand_off_stack(repo: Repository, plan: str, opts: PrOptions, *, say: Say) -> Handed:
@@ -41,21 +38,13 @@ def hand_off_stack(repo: Repository, plan: str, opts: PrOptions, *, say: Say) ->
 
 
 def _hand_off_stack(repo: Repository, plan: str, opts: PrOptions, *, say: Say) -> Handed:
-    if opts.merge_method is not None and opts.merge_method not in METHODS:
-        raise ForgeError(f"--merge-method must be one of {', '.join(METHODS)}")
     if opts.watch:
         raise ForgeError("--watch follows one pull request a plan: leave out --per-task")
-    state = StateStore(repo.state, plan).load_existing()
-    if state is None:
-        raise ForgeError(f"plan '{plan}' has not run yet: run `forge run {plan}` first")
-    head = verified_head(repo, plan, state)
-    order = landing_order(repo, state, head)
+    opened = open_hand_off(repo, plan, opts, say=say)
+    state, session, info = opened.state, opened.session, opened.info
+    order = landing_order(repo, state, opened.head)
     if not order:
         raise ForgeError(f"plan '{plan}' has landed no task: nothing to hand off")
-    session = connect(repo, state, opts, say=say)
-    info = session.host.repository()
-    if not info.can_push:
-        raise ForgeError(f"the token cannot push to {session.target.slug}: it needs write access")
     base = opts.base or info.default_branch
     stack = records.load_stack(repo.state, plan)
     lines: list[str] = []
