@@ -4,18 +4,24 @@ config, hooks, alternates (an object directory that goes with a task's slot brea
 every git command after), grafts and `shallow` (history cut short), attributes,
 excludes, and the replace refs (`git replace` swaps one commit for another).
 
-The bytes are kept in memory (these files are small); a file a task made a link
-is replaced by the file it was, never written through.
+The bytes are kept in memory (these files are small) and in the plan's folder
+(`gitfiles.json`, written before the run's first task starts): a run killed before
+its end leaves that file, and the next run of the plan puts back from it, not from
+what the killed run's tasks left. A file a task made a link is replaced by the file
+it was, never written through.
 """
 
 from __future__ import annotations
 
+import base64
 import os
 import shutil
 import stat
 import threading
 from pathlib import Path
 
+from forge.base.files import read_json_or, write_json
+from forge.errors import StateError
 from forge.frozen import frozen
 from forge.git.repo import Repository
 
@@ -32,6 +38,7 @@ ANSWERS = (
 REPLACE = "refs/replace"
 CHANGED = "git files changed"  # how the fingerprint's line starts (forge/git/snapshot.py)
 PUT_BACK = "git files put back as they were"
+KEPT_FILE = "gitfiles.json"
 _LOCK = threading.Lock()  # attempts end side by side: one repair at a time
 
 
@@ -77,6 +84,66 @@ def keep(repo: Repository) -> Kept:
     common = repo.common_dir
     files = {name: read(common / name) for name in names(common)}
     return Kept(files, _replace_refs(repo))
+
+
+def keep_for_run(repo: Repository, folder: Path) -> Kept:
+    """The run's baseline: the one a run that did not end left in `folder` (its
+    start's, before any of its tasks), else the files as they are now, written
+    there before anything runs."""
+    path = folder / KEPT_FILE
+    data = read_json_or(path, None, what="kept git files")
+    if data is not None:
+        try:
+            return _decoded(data)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise StateError(f"{path}: not forge's kept git files ({exc}): remove it") from None
+    kept = keep(repo)
+    folder.mkdir(parents=True, exist_ok=True)
+    write_json(path, _encoded(kept))
+    return kept
+
+
+def forget_run(folder: Path) -> None:
+    """The run ended with its git files as they were: its baseline is not needed."""
+    (folder / KEPT_FILE).unlink(missing_ok=True)
+
+
+def _encoded(kept: Kept) -> dict[str, object]:
+    files: dict[str, object] = {}
+    for name, f in kept.files.items():
+        files[name] = (
+            None
+            if f is None
+            else {
+                "data": base64.b64encode(f.data).decode("ascii"),
+                "mode": f.mode,
+                "link": f.link,
+                "folder": f.folder,
+            }
+        )
+    return {"files": files, "replaced": dict(kept.replaced)}
+
+
+def _decoded(data: dict[str, object]) -> Kept:
+    files: dict[str, File | None] = {}
+    raw = data["files"]
+    if not isinstance(raw, dict):
+        raise TypeError("files is not a table")
+    for name, f in raw.items():
+        if f is None:
+            files[str(name)] = None
+            continue
+        link = f["link"]
+        files[str(name)] = File(
+            base64.b64decode(str(f["data"])),
+            int(f["mode"]),
+            link=None if link is None else str(link),
+            folder=bool(f["folder"]),
+        )
+    replaced = data["replaced"]
+    if not isinstance(replaced, dict):
+        raise TypeError("replaced is not a table")
+    return Kept(files, {str(k): str(v) for k, v in replaced.items()})
 
 
 def repair(repo: Repository, kept: Kept) -> list[str]:

@@ -101,7 +101,7 @@ def run_plan(
         store = StateStore(repo.state, plan.name)
         started = time.monotonic()
         before = snapshot.take(repo)
-        kept = gitfiles.keep(repo)
+        kept = gitfiles.keep_for_run(repo, repo.state.plan_dir(plan.name))
         accepted.forget(repo.state, plan.name)
         state, integration = _open_state(repo, recorded, store)
         reducer.apply(state, ev.Touched(None))
@@ -324,7 +324,7 @@ def _close_state(
     # Slot sizes are measured here so `forge status` stays fast, beside the snapshot;
     # each slot's own `.git` is brought up to date for whoever looks into it after.
     slots = list(state.slots.values())
-    undone = _put_back(repo, kept)
+    undone = _put_back(repo, store, kept)
     with ThreadPoolExecutor(max_workers=1) as pool:
         sizes = pool.submit(_close_slots, repo, [Path(slot.path) for slot in slots])
         after = snapshot.take(repo)
@@ -337,7 +337,7 @@ def _close_state(
     store.save(state)
 
 
-def _put_back(repo: Repository, kept: gitfiles.Kept) -> list[str]:
+def _put_back(repo: Repository, store: StateStore, kept: gitfiles.Kept) -> list[str]:
     """What of the user's git files changed during the run and was put back (a
     change no attempt's end caught: a lane's, the gate's); one that could not be is
     left for the fingerprint to name, and `forge accept` refuses while it stands."""
@@ -345,6 +345,7 @@ def _put_back(repo: Repository, kept: gitfiles.Kept) -> list[str]:
         undone = gitfiles.repair(repo, kept)
     except (OSError, ForgeError) as exc:
         return [f"{gitfiles.CHANGED}: could not put them back ({exc})"]
+    gitfiles.forget_run(repo.state.plan_dir(store.plan))
     return [f"{gitfiles.PUT_BACK}: " + ", ".join(undone)] if undone else []
 
 

@@ -147,3 +147,35 @@ def test_objects_removed_are_still_named(repo: Path, tmp_path: Path) -> None:
     out = _run(repo, tmp_path, trick)
     assert "object store changed: 1 object removed" in out, out
     assert run_forge(repo, "accept").returncode == 2
+
+
+def test_a_run_killed_after_a_task_planted_an_alternate_is_put_back_by_the_next(
+    repo: Path, tmp_path: Path
+) -> None:
+    """The baseline is on disk before any task runs: a task (no sandbox) that plants an
+    alternate and then kills forge with `kill -9` leaves the user's git files wrong,
+    and the next run of the plan puts them back from the killed run's baseline, not
+    from what its task left."""
+    before = _git_files(repo)
+    marker = tmp_path / "once"
+    owner = repo / ".git" / "forge" / "plans" / "p" / "owner.json"
+    read_pid = f'python3 -c \'import json; print(json.load(open("{owner}"))["pid"])\''
+    trick = (
+        f"if [ ! -e {marker} ]; then touch {marker};"
+        f" echo /nonexistent/objects >> {repo}/.git/objects/info/alternates;"
+        f" kill -9 $({read_pid}); sleep 30; fi"
+    )
+    plan = write_plan(
+        tmp_path,
+        f'sandbox = false\n[[task]]\nid = "a"\nfiles = ["out.txt"]\n'
+        f"run = '''{trick}; echo done > out.txt'''\n",
+    )
+    killed = plan_and_run(repo, plan)
+    assert killed.returncode == -9, killed.stdout + killed.stderr
+    assert (repo / ".git" / "objects" / "info" / "alternates").exists()
+    cp = run_forge(repo, "run")
+    out = cp.stdout + cp.stderr
+    assert "Traceback" not in out, out
+    assert "put back as they were: objects/info/alternates" in out, out
+    assert _git_files(repo) == before
+    assert not (repo / ".git" / "forge" / "plans" / "p" / "gitfiles.json").exists()
