@@ -149,3 +149,20 @@ def demo(
     from forge.commands.demo import run_demo
 
     exit_with(run_demo(path, settings(), echo=typer.echo))
+
+
+@app.command()
+def shell(
+    task: Annotated[str, typer.Argument(metavar="TASK", help="The task whose worktree to open.")],
+    plan_ref: PlanOpt = None,
+    command: Annotated[
+        str | None, typer.Option("-c", "--command", help="Run this command there instead.")
+    ] = None,
+) -> None:
+    """Open a shell in the worktree holding a task's work (a FAILED task's)."""
+    from forge.commands.plans.shell import open_shell
+    from forge.commands.target import status_target
+
+    repo = repo_here()
+    name, _ = status_target(repo, task, plan_ref)
+    raise typer.Exit(open_shell(repo, name, task, command))
