@@ -80,7 +80,7 @@ def resolve(spec: AgentSpec | str, defs: Mapping[str, object]) -> tuple[AgentDef
     """The definition of `spec`'s agent and the spec with its defaults filled in.
 
     `defs` holds the raw `[agents.NAME]` tables, plan ones already merged over
-    forge.toml ones by the caller.
+    forge.toml ones by the caller. A run reads its tables once (forge/agents/book.py).
     """
     if isinstance(spec, str):
         spec = AgentSpec.parse(spec)
@@ -88,15 +88,23 @@ def resolve(spec: AgentSpec | str, defs: Mapping[str, object]) -> tuple[AgentDef
     if table is not None:
         if not isinstance(table, Mapping):
             raise ForgeError(f"[agents.{spec.name}] must be a table")
-        defn = AgentDef.from_table(spec.name, over_preset(spec.name, table))
-    elif spec.name in PRESETS:
-        defn = PRESETS[spec.name]
-    else:
-        known = sorted({*PRESETS, *defs})
-        raise ForgeError(
-            f"unknown agent {spec.name!r}: use one of {', '.join(known)}, "
-            f"or define [agents.{spec.name}] in forge.toml or the plan"
-        )
+        return filled(AgentDef.from_table(spec.name, over_preset(spec.name, table)), spec)
+    return filled(preset(spec.name, defs), spec)
+
+
+def preset(name: str, defs: Mapping[str, object]) -> AgentDef:
+    """The preset `name`, or the one-line error naming the agents there are."""
+    if name in PRESETS:
+        return PRESETS[name]
+    known = sorted({*PRESETS, *defs})
+    raise ForgeError(
+        f"unknown agent {name!r}: use one of {', '.join(known)}, "
+        f"or define [agents.{name}] in forge.toml or the plan"
+    )
+
+
+def filled(defn: AgentDef, spec: AgentSpec) -> tuple[AgentDef, AgentSpec]:
+    """`spec` with the model and effort `defn` picks when it names none."""
     model = _pick(defn, "model", spec.model, defn.models, defn.default_model)
     effort = _pick(defn, "effort", spec.effort, defn.efforts, defn.default_effort)
     return defn, AgentSpec(spec.name, model, effort)

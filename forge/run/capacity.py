@@ -78,9 +78,7 @@ class Capacity:
 
     def max_parallel(self, name: str) -> int | None:
         if name not in self._caps:
-            from forge.agents import spec as agents
-
-            self._caps[name] = agents.resolve(name, self.ctx.agent_defs)[0].max_parallel
+            self._caps[name] = self.ctx.agents.resolve(name)[0].max_parallel
         return self._caps[name]
 
     def cap_of(self, name: str) -> int | None:

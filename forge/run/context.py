@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from forge.agents.book import AgentBook
 from forge.base.liveness import Owner
 from forge.base.settings import Settings
 from forge.git.gitfiles import Kept
@@ -47,7 +48,7 @@ class RunContext:
     slots: SlotPool
     logs: Path
     stop: threading.Event
-    agent_defs: Mapping[str, Mapping[str, object]]  # the `[agents.NAME]` tables
+    agents: AgentBook  # the run's `[agents.NAME]` tables, read once
     owner: Owner  # this run's process, recorded as each task's runner
     # forge.toml as read at the run's start: an edit during the run waits for the next
     repo_config: RepoConfig

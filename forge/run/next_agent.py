@@ -46,7 +46,7 @@ def next_spec(
     from forge.agents import spec as agents
 
     text = base_text or base_spec_text(ctx, task, ts)
-    defn, base = agents.resolve(text, ctx.agent_defs)
+    defn, base = ctx.agents.resolve(text)
     mine = [a for a in ts.attempts if agents.AgentSpec.of(a.agent).name == defn.name]
     if base_text is None and ts.agent and mine and mine[-1].agent != str(base):
         mine = []  # `forge retry --agent` chose a new spec: it starts a fresh streak

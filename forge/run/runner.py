@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from forge.agents.book import AgentBook
 from forge.base import procgroup, sandbox
 from forge.base.clock import now_iso
 from forge.base.files import DiskFull, is_full, plan_lock
@@ -123,7 +124,7 @@ def run_plan(
                 slots=slots,
                 logs=logs,
                 stop=stop,
-                agent_defs=defs,
+                agents=AgentBook.of(defs),
                 owner=owner,
                 repo_config=repo_config,
                 on_change=lambda tid: on_change(state, tid),

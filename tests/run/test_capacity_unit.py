@@ -5,6 +5,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, cast
 
+from forge.agents.book import AgentBook
 from forge.agents.spec import AgentSpec
 from forge.plan.model import Plan, Task
 from forge.run.capacity import Capacity
@@ -29,7 +30,7 @@ def capacity(
     plan: Plan, clock: Clock, retries: int = 2, defs: dict[str, dict[str, Any]] = DEFS
 ) -> Capacity:
     # A stand-in for the run context: the bookkeeping reads its plan and agents only.
-    ctx = cast("RunContext", SimpleNamespace(plan=plan, agent_defs=defs, capacity=None))
+    ctx = cast("RunContext", SimpleNamespace(plan=plan, agents=AgentBook.of(defs), capacity=None))
     return Capacity(ctx, retries=retries, backoff=10.0, cap=300.0, clock=clock)
 
 
@@ -112,7 +113,7 @@ def test_a_rate_limit_halves_the_cap_and_successes_raise_it_again() -> None:
     said: list[str] = []
     ctx = SimpleNamespace(
         plan=Plan(name="p", tasks=(TASK,)),
-        agent_defs={"a": {"command": ["a"], "max_parallel": 8}},
+        agents=AgentBook.of({"a": {"command": ["a"], "max_parallel": 8}}),
     )
     run = cast("RunContext", ctx)
     cap = Capacity(run, retries=5, backoff=1.0, cap=300.0, clock=clock, on_event=said.append)

@@ -54,3 +54,24 @@ def test_a_verification_config_keeps_the_pool_and_tests_words_read_with_it(repo:
     bare = VerifyConfig(lanes=(("verify", "true"),))
     assert pool.pool_max(r, bare) == 1
     assert quarantine.policy(r, bare).team == frozenset()
+
+
+def test_a_runs_agent_tables_are_read_once_not_at_each_use() -> None:
+    """Inside a run, a spec is resolved against the run's AgentBook (its tables read
+    into definitions when the run starts), never against raw tables again: no part of
+    forge/run calls `forge.agents.spec.resolve` but the checks made before a run
+    (a retry's `--agent`, the planner of `forge draft`)."""
+    import ast
+
+    run = Path(__file__).resolve().parents[2] / "forge" / "run"
+    allowed = {"runner.py", "planner.py", "records/forecast.py"}
+    found = []
+    for path in sorted(run.rglob("*.py")):
+        rel = path.relative_to(run).as_posix()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            call = node.func if isinstance(node, ast.Call) else None
+            if isinstance(call, ast.Attribute) and call.attr == "resolve":
+                owner = call.value
+                if isinstance(owner, ast.Name) and owner.id == "agents" and rel not in allowed:
+                    found.append(f"{rel}:{node.lineno}")
+    assert found == []

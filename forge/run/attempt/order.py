@@ -104,10 +104,9 @@ def order_for(scope: AttemptScope) -> WorkOrder:
     )
     if scope.spec is None:
         return order
-    from forge.agents import spec as agents
     from forge.run.attempt import feedback
 
-    defn, resolved = agents.resolve(scope.spec, ctx.agent_defs)
+    defn, resolved = ctx.agents.resolve(scope.spec)
     fb = feedback.for_retry(ctx.repo, ts) if len(ts.attempts) > 1 else None
     fb = feedback.with_review(ctx.repo, plan.name, task.id, fb)
     prompt_file = scope.dir / "prompt.md"

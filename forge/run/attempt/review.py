@@ -69,9 +69,8 @@ def review_order(ctx: RunContext, task: Task) -> ReviewOrder | None:
     text = ctx.plan.review_of(task)
     if text is None:
         return None
-    from forge.agents import spec as agents
 
-    defn, spec = agents.resolve(text, ctx.agent_defs)
+    defn, spec = ctx.agents.resolve(text)
     timeout = ctx.plan.timeout_of(task, defn.timeout)
     prompt = task.prompt or ""
     return ReviewOrder(

@@ -46,13 +46,12 @@ class Launcher:
         """What the next attempt runs with; None when the policy says stop."""
         if task.run is not None:
             return Launch(spec=None)
-        from forge.agents import spec as agents
         from forge.run import next_agent as escalate_run
 
         book = self.book
         ts = self.ctx.state.record(task.id)
         if self.options.agent and book.forced == task.id:
-            return Launch(agents.resolve(self.options.agent, self.ctx.agent_defs)[1])
+            return Launch(self.ctx.agents.resolve(self.options.agent)[1])
         forced = book.forced == task_of_unit(task.id)
         decision = escalate_run.next_spec(self.ctx, task, ts, forced=forced)
         if decision.spec is None:
@@ -78,12 +77,11 @@ class Launcher:
         """The task's own agent spec (before escalation), for capacity questions."""
         if task.run is not None:
             return None
-        from forge.agents import spec as agents
         from forge.run import next_agent as escalate_run
 
         ts = self.ctx.state.tasks[task.id]
         text = escalate_run.base_spec_text(self.ctx, task, ts)
-        return agents.resolve(text, self.ctx.agent_defs)[1]
+        return self.ctx.agents.resolve(text)[1]
 
     def pause_if_stuck(self, task: Task, spec: AgentSpec | None) -> bool:
         """Pause the run when `task` has no agent left to run on in it; whether it did."""

@@ -167,7 +167,6 @@ def _judge(
     out: Selection,
 ) -> None:
     """Ask the judge agent; its answer wins when it names one of `ranked`."""
-    from forge.agents import spec as agents
     from forge.run.attempt.agent import Ask, Folder, ask_agent
     from forge.run.state.run_state import Attempt
 
@@ -176,7 +175,7 @@ def _judge(
     prompt_file, answer, log = folder / "prompt.md", folder / "winner.json", folder / "judge.log"
     answer.unlink(missing_ok=True)
     atomic_write_text(prompt_file, _prompt(ctx, task, ranked, recs, answer))
-    defn, spec = agents.resolve(spec_text, ctx.agent_defs)
+    defn, spec = ctx.agents.resolve(spec_text)
     timeout = ctx.plan.timeout_of(task, defn.timeout)
     env = {"FORGE_JUDGE_FILE": str(answer)}
     ask = Ask((defn, spec), task.id, 1, prompt_file, log, timeout, env)

@@ -222,11 +222,9 @@ class Router:
 
 def router_of(ctx: RunContext) -> Router:
     if not isinstance(ctx.router, Router):
-        from forge.agents import spec as agents
-
         config = ctx.repo_config
         texts = ctx.plan.auto or config.auto
-        pool = {str(agents.resolve(t, ctx.agent_defs)[1]): t for t in texts}
+        pool = {str(ctx.agents.resolve(t)[1]): t for t in texts}
         ctx.router = Router(ctx, pool, config.all_prices())
     return ctx.router
 

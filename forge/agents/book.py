@@ -1,0 +1,39 @@
+"""A run's agents, read once: the `[agents.NAME]` tables (the plan's over
+forge.toml's, over the presets) become definitions when the run starts, and every
+part of the run resolves a spec against them (`book.resolve("claude:opus")`)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from forge.agents.definition import AgentDef
+from forge.agents.names import AgentSpec
+from forge.agents.presets import over_preset
+from forge.agents.spec import filled, preset
+from forge.errors import ForgeError
+from forge.frozen import frozen
+
+
+@frozen
+class AgentBook:
+    """The definitions of one run's agents, by name (the presets not redefined are
+    looked up as they are)."""
+
+    defs: Mapping[str, AgentDef]
+
+    @classmethod
+    def of(cls, tables: Mapping[str, Mapping[str, object]]) -> AgentBook:
+        """Read the tables; a table that is not sound is the one-line error it gives."""
+        defs: dict[str, AgentDef] = {}
+        for name, table in tables.items():
+            if not isinstance(table, Mapping):
+                raise ForgeError(f"[agents.{name}] must be a table")
+            defs[name] = AgentDef.from_table(name, over_preset(name, table))
+        return cls(defs)
+
+    def resolve(self, spec: AgentSpec | str) -> tuple[AgentDef, AgentSpec]:
+        """The definition of `spec`'s agent and the spec with its defaults filled in."""
+        if isinstance(spec, str):
+            spec = AgentSpec.parse(spec)
+        defn = self.defs.get(spec.name) or preset(spec.name, self.defs)
+        return filled(defn, spec)
