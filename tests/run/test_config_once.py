@@ -69,9 +69,10 @@ def test_a_runs_agent_tables_are_read_once_not_at_each_use() -> None:
     for path in sorted(run.rglob("*.py")):
         rel = path.relative_to(run).as_posix()
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            call = node.func if isinstance(node, ast.Call) else None
-            if isinstance(call, ast.Attribute) and call.attr == "resolve":
-                owner = call.value
-                if isinstance(owner, ast.Name) and owner.id == "agents" and rel not in allowed:
+            if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
+                continue
+            owner = node.func.value
+            if node.func.attr == "resolve" and isinstance(owner, ast.Name) and owner.id == "agents":
+                if rel not in allowed:
                     found.append(f"{rel}:{node.lineno}")
     assert found == []
