@@ -72,7 +72,7 @@ def test_a_runs_agent_tables_are_read_once_not_at_each_use() -> None:
             if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
                 continue
             owner = node.func.value
-            if node.func.attr == "resolve" and isinstance(owner, ast.Name) and owner.id == "agents":
-                if rel not in allowed:
-                    found.append(f"{rel}:{node.lineno}")
+            named = isinstance(owner, ast.Name) and owner.id == "agents"
+            if node.func.attr == "resolve" and named and rel not in allowed:
+                found.append(f"{rel}:{node.lineno}")
     assert found == []
