@@ -27,6 +27,9 @@ class AgentDef:
 
     name: str
     command: tuple[str, ...]
+    # Run instead of `command` by forge as root in its own sandbox, where the CLI's
+    # own sandbox cannot start (Codex's; see forge.agents.presets).
+    root_sandbox_command: tuple[str, ...] = ()
     models: tuple[str, ...] = ()  # the ladder, weakest first
     efforts: tuple[str, ...] = ()  # weakest first
     default_model: str | None = None
@@ -95,13 +98,19 @@ class AgentDef:
         command = get.str_list("command", nonempty=True) if "command" in table else []
         if "command" not in table:
             get.problem('needs command = ["program", "arg", ...]')
+        nested = (
+            get.str_list("root_sandbox_command", nonempty=True)
+            if "root_sandbox_command" in table
+            else []
+        )
         models = get.str_list("models", unique=True)
         efforts = get.str_list("efforts", unique=True)
         env = get.str_map("env")
         root_env = get.str_map("root_env")
         isolate_env = get.str_map("isolate_env")
-        for arg in command:
-            _check_placeholders(arg, COMMAND_PLACEHOLDERS, "command", get)
+        for key, argv in (("command", command), ("root_sandbox_command", nested)):
+            for arg in argv:
+                _check_placeholders(arg, COMMAND_PLACEHOLDERS, key, get)
         for key, mapping in (("env", env), ("root_env", root_env), ("isolate_env", isolate_env)):
             for value in mapping.values():
                 _check_placeholders(value, ENV_PLACEHOLDERS, key, get)
@@ -118,6 +127,7 @@ class AgentDef:
         defn = cls(
             name=name,
             command=tuple(command),
+            root_sandbox_command=tuple(nested),
             models=tuple(models),
             efforts=tuple(efforts),
             default_model=default_model,
@@ -144,6 +154,7 @@ class AgentDef:
 
 TABLE_KEYS = (
     "command",
+    "root_sandbox_command",
     "models",
     "efforts",
     "default_model",

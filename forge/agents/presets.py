@@ -17,6 +17,9 @@ Keys beyond SPEC's `command`/`models`/`efforts` (all optional, open to users):
 - `script`: the prompt file is the task's prompt verbatim, run as a script.
 - `usage_format`: which parser reads cost/tokens from the log
   (`claude`, `codex`, `gemini`, `aider`, `none`).
+- `root_sandbox_command`: run instead of `command` when forge runs as root and
+  the agent in forge's sandbox, where the CLI's own sandbox cannot start. A
+  table that sets `command` alone drops the preset's.
 - `env`: always set; `root_env`: set only when forge runs as root;
   `isolate_env` + `isolate_when`: per-task state dirs, set only when one of the
   `isolate_when` entries holds: `VAR` (set, not empty) or `VAR=value`
@@ -115,20 +118,20 @@ CLAUDE: dict[str, object] = {
     },
 }
 
+
 # Codex: `exec` never asks for approval. workspace-write keeps writes inside the
 # worktree (a worktree is a git boundary, not an OS one); `.git` stays
 # read-only so the agent cannot commit, which is what forge wants. In a
 # container where bubblewrap cannot start, override the command with
 # `--dangerously-bypass-approvals-and-sandbox`. The prompt is piped with `-` and
 # stdin then closes: with an open non-TTY stdin codex waits for more input.
-CODEX: dict[str, object] = {
-    "written_for": "Codex CLI 0.151",
-    "command": [
+def _codex(sandbox: str) -> list[str]:
+    return [
         "codex",
         "exec",
         "--json",
         "--sandbox",
-        "workspace-write",
+        sandbox,
         "--skip-git-repo-check",
         "-c",
         "check_for_update_on_startup=false",
@@ -139,7 +142,18 @@ CODEX: dict[str, object] = {
         "-c",
         'model_reasoning_effort="{effort}"',
         "-",
-    ],
+    ]
+
+
+CODEX: dict[str, object] = {
+    "written_for": "Codex CLI 0.151 (checked with 0.171)",
+    "command": _codex("workspace-write"),
+    # Codex's sandbox is bubblewrap in a user namespace of its own. Nested in
+    # forge's as a user it works; as root it cannot start (a namespace nested in
+    # forge's, which holds no capability, may not map uid 0: "bwrap: setting up
+    # uid map: Operation not permitted"), each command fails and codex still
+    # exits 0, having changed nothing. There forge's sandbox is the only one.
+    "root_sandbox_command": _codex("danger-full-access"),
     "prompt_on_stdin": True,
     "models": ["gpt-5.4-mini", "gpt-5.4"],
     "efforts": ["minimal", "low", "medium", "high", "xhigh"],
@@ -295,11 +309,14 @@ SHELL: dict[str, object] = {
 def over_preset(name: str, table: Mapping[str, object]) -> Mapping[str, object]:
     """The table an `[agents.NAME]` table stands for: named like a preset, it
     overrides only the keys it sets. A new ladder without a new default drops the
-    preset's default, which may not be on it."""
+    preset's default, which may not be on it; a new command without a new
+    `root_sandbox_command` drops the preset's."""
     preset = PRESET_TABLES.get(name)
     if preset is None:
         return table
     merged = {**preset, **table}
+    if "command" in table and "root_sandbox_command" not in table:
+        merged.pop("root_sandbox_command", None)  # the user's command, everywhere
     for ladder, default in (("models", "default_model"), ("efforts", "default_effort")):
         on = table.get(ladder)
         if ladder in table and default not in table and not _holds(on, merged.get(default)):
