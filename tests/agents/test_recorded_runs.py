@@ -141,3 +141,51 @@ def test_a_printed_retry_delay_counts_from_when_the_cli_printed_it(tmp_path: Pat
     assert failure is not None and failure.kind == "rate-limit"
     assert failure.retry_after == pytest.approx(240 - (now - res.last_output))
     assert failure.retry_after is not None and failure.retry_after < 238.5
+
+
+# The real CLIs' output when their task landed in forge's default sandbox
+# (bench/real_clis.py against bench/model_server.py; tests/fixtures/agents/README.md).
+LANDED = [
+    ("claude", "claude-sandboxed.jsonl", 0.00015, ("claude-sonnet-5",)),
+    ("codex", "codex-sandboxed-root.jsonl", (20 * 1.25 + 6 * 10) / 1e6, ()),
+    ("codex", "codex-sandboxed-user.jsonl", (20 * 1.25 + 6 * 10) / 1e6, ()),
+    ("gemini", "gemini-sandboxed.log", None, ("gemini-3.8-flash",)),
+    # Priced as the sonnet it was asked for: it printed tokens, no cost.
+    ("aider", "aider-sandboxed-user.log", (844 * 3 + 9 * 15) / 1e6, ()),
+]
+
+
+@pytest.mark.parametrize(("spec", "fixture", "cost", "models"), LANDED)
+def test_a_real_clis_landed_run_is_read(
+    repo: Path,
+    tmp_path: Path,
+    spec: str,
+    fixture: str,
+    cost: float | None,
+    models: tuple[str, ...],
+) -> None:
+    plan = _replay_plan(tmp_path, spec, fixture, "--exit", "0", "--touch", "t.txt")
+    cp = plan_and_run(repo, plan)
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    assert state(repo)["tasks"]["t"]["status"] == "MERGED"
+    (attempt,) = _history(repo)
+    assert attempt["model_mismatch"] is None and attempt["failures"] == []
+    assert tuple(attempt["models"] or ()) == models  # type: ignore[arg-type]
+    if cost is None:  # a model the price table does not know: unknown, not free
+        assert attempt["cost_usd"] is None
+    else:
+        assert attempt["cost_usd"] == pytest.approx(cost)
+    tokens = (attempt["input_tokens"], attempt["output_tokens"])
+    assert tokens == ((844, 9) if spec == "aider" else (20, 6))
+
+
+def test_codex_whose_own_sandbox_could_not_start_changed_nothing(
+    repo: Path, tmp_path: Path
+) -> None:
+    # Recorded as root in forge's sandbox with `--sandbox workspace-write`: the
+    # shell call failed inside codex ("bwrap: setting up uid map"), which says
+    # nothing of it in its JSON and exits 0. Hence the preset's root_sandbox_command.
+    plan = _replay_plan(tmp_path, "codex", "codex-own-sandbox-root.jsonl", "--exit", "0")
+    cp = plan_and_run(repo, plan)
+    assert cp.returncode != 0
+    assert state(repo)["tasks"]["t"]["reason"] == "no changes"
