@@ -17,9 +17,10 @@ Keys beyond SPEC's `command`/`models`/`efforts` (all optional, open to users):
 - `script`: the prompt file is the task's prompt verbatim, run as a script.
 - `usage_format`: which parser reads cost/tokens from the log
   (`claude`, `codex`, `gemini`, `aider`, `none`).
-- `root_sandbox_command`: run instead of `command` when forge runs as root and
-  the agent in forge's sandbox, where the CLI's own sandbox cannot start. A
-  table that sets `command` alone drops the preset's.
+- `sandbox_command`, `root_sandbox_command`: run instead of `command` when the
+  agent runs in forge's sandbox (as root, `root_sandbox_command` first), where
+  the CLI's own sandbox cannot start as it would outside. A table that sets
+  `command` alone drops the preset's.
 - `env`: always set; `root_env`: set only when forge runs as root;
   `isolate_env` + `isolate_when`: per-task state dirs, set only when one of the
   `isolate_when` entries holds: `VAR` (set, not empty) or `VAR=value`
@@ -45,6 +46,7 @@ from __future__ import annotations
 
 from collections.abc import Container, Mapping
 
+
 # Claude Code: `-p` is print (headless) mode; bypassPermissions because the agent
 # runs unattended in a worktree of its own, and any permission prompt would hang
 # or deny. The final `result` event carries `total_cost_usd` and `usage`.
@@ -52,9 +54,8 @@ from collections.abc import Container, Mapping
 # retries a 429 or an outage it prints only `api_retry` events, so a run that
 # waits until forge's timeout still says why (json prints nothing until the
 # end). The prompt goes on stdin (no argv limit).
-CLAUDE: dict[str, object] = {
-    "written_for": "Claude Code 2.1.x",
-    "command": [
+def _claude(*settings: str) -> list[str]:
+    return [
         "claude",
         "-p",
         "--permission-mode",
@@ -66,7 +67,20 @@ CLAUDE: dict[str, object] = {
         "{model}",
         "--effort",
         "{effort}",
-    ],
+        *(["--settings", *settings] if settings else []),
+    ]
+
+
+CLAUDE: dict[str, object] = {
+    "written_for": "Claude Code 2.1.x (checked with 2.1.197)",
+    "command": _claude(),
+    # Claude Code's own sandbox (off unless its settings turn it on) runs each
+    # Bash command under bubblewrap. In forge's, a new /proc cannot be mounted
+    # (forge covers /proc/sys): its weaker nested mode binds the one there. As
+    # root no namespace can be made at all ("bwrap: Creating new namespace
+    # failed"; nested, uid 0 cannot be mapped): off, forge's sandbox holds.
+    "sandbox_command": _claude('{"sandbox":{"enableWeakerNestedSandbox":true}}'),
+    "root_sandbox_command": _claude('{"sandbox":{"enabled":false}}'),
     "prompt_on_stdin": True,
     "models": ["haiku", "sonnet", "opus"],
     "efforts": ["low", "medium", "high", "xhigh", "max"],
@@ -309,14 +323,15 @@ SHELL: dict[str, object] = {
 def over_preset(name: str, table: Mapping[str, object]) -> Mapping[str, object]:
     """The table an `[agents.NAME]` table stands for: named like a preset, it
     overrides only the keys it sets. A new ladder without a new default drops the
-    preset's default, which may not be on it; a new command without a new
-    `root_sandbox_command` drops the preset's."""
+    preset's default, which may not be on it; a new command drops the preset's
+    `sandbox_command` and `root_sandbox_command` (unless the table sets them)."""
     preset = PRESET_TABLES.get(name)
     if preset is None:
         return table
     merged = {**preset, **table}
-    if "command" in table and "root_sandbox_command" not in table:
-        merged.pop("root_sandbox_command", None)  # the user's command, everywhere
+    for nested in ("sandbox_command", "root_sandbox_command"):
+        if "command" in table and nested not in table:
+            merged.pop(nested, None)  # the user's command, everywhere
     for ladder, default in (("models", "default_model"), ("efforts", "default_effort")):
         on = table.get(ladder)
         if ladder in table and default not in table and not _holds(on, merged.get(default)):

@@ -1,6 +1,8 @@
-"""An agent CLI's own sandbox inside forge's: `root_sandbox_command` (Codex's
-bubblewrap cannot map uid 0 in a namespace nested in forge's), and an API key
-given in the table's `env` isolating the CLI's state like one in the environment."""
+"""An agent CLI's own sandbox inside forge's: `sandbox_command` and
+`root_sandbox_command` (Codex's and Claude Code's bubblewrap cannot map uid 0 in
+a namespace nested in forge's; Claude Code's cannot mount a new /proc there), and
+an API key given in the table's `env` isolating the CLI's state like one in the
+environment."""
 
 from __future__ import annotations
 
@@ -37,9 +39,8 @@ class FakeRunner:
 def _ran(tmp_path: Path, *, sandboxed: bool, root: bool, mp: pytest.MonkeyPatch) -> list[str]:
     mp.setattr("forge.run.attempt.agent.os.geteuid", lambda: 0 if root else 1000)
     _, spec = resolve("codex", {"codex": {"command": ["true", "plain"]}})
-    defn = AgentDef.from_table(
-        "codex", {"command": ["true", "plain"], "root_sandbox_command": ["true", "nested"]}
-    )
+    table = {"command": ["true", "plain"], "root_sandbox_command": ["true", "root"]}
+    defn = AgentDef.from_table("codex", {**table, "sandbox_command": ["true", "nested"]})
     prompt = tmp_path / "prompt.md"
     prompt.write_text("edit\n")
     runner = FakeRunner(tmp_path, sandboxed=sandboxed)
@@ -49,31 +50,48 @@ def _ran(tmp_path: Path, *, sandboxed: bool, root: bool, mp: pytest.MonkeyPatch)
 
 @pytest.mark.parametrize(
     ("sandboxed", "root", "second"),
-    [(True, True, "nested"), (True, False, "plain"), (False, True, "plain")],
+    [
+        (True, True, "root"),
+        (True, False, "nested"),
+        (False, True, "plain"),
+        (False, False, "plain"),
+    ],
 )
-def test_the_root_sandbox_command_runs_only_as_root_in_forges_sandbox(
+def test_the_sandbox_commands_run_only_in_forges_sandbox(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sandboxed: bool, root: bool, second: str
 ) -> None:
     assert _ran(tmp_path, sandboxed=sandboxed, root=root, mp=monkeypatch)[1] == second
 
 
-def test_codex_runs_without_its_own_sandbox_only_there() -> None:
+def test_codex_runs_without_its_own_sandbox_only_as_root_in_forges() -> None:
     defn, _ = resolve("codex", {})
     assert defn.command[3:5] == ("--sandbox", "workspace-write")
     assert defn.root_sandbox_command[3:5] == ("--sandbox", "danger-full-access")
-    assert resolve("claude", {})[0].root_sandbox_command == ()
+    assert defn.sandbox_command == ()
 
 
-def test_a_users_command_drops_the_presets_root_sandbox_command() -> None:
-    assert "root_sandbox_command" not in over_preset("codex", {"command": ["my-codex"]})
+def test_claude_codes_own_sandbox_is_nested_or_off_in_forges() -> None:
+    defn, _ = resolve("claude", {})
+    assert "--settings" not in defn.command
+    nested, root = defn.sandbox_command, defn.root_sandbox_command
+    assert nested[-2:] == ("--settings", '{"sandbox":{"enableWeakerNestedSandbox":true}}')
+    assert root[-2:] == ("--settings", '{"sandbox":{"enabled":false}}')
+    assert nested[:-2] == root[:-2] == defn.command
+
+
+def test_a_users_command_drops_the_presets_sandbox_commands() -> None:
+    mine = over_preset("claude", {"command": ["my-claude"]})
+    assert "root_sandbox_command" not in mine and "sandbox_command" not in mine
     both = over_preset("codex", {"command": ["a"], "root_sandbox_command": ["b"]})
     assert both["root_sandbox_command"] == ["b"]
-    assert "root_sandbox_command" in over_preset("codex", {"models": ["m"]})
+    kept = over_preset("claude", {"models": ["m"]})
+    assert "root_sandbox_command" in kept and "sandbox_command" in kept
 
 
 def test_a_root_sandbox_command_is_checked_like_the_command() -> None:
-    with pytest.raises(ForgeError, match=r"root_sandbox_command: unknown placeholder \{nope\}"):
-        AgentDef.from_table("x", {"command": ["a"], "root_sandbox_command": ["b", "{nope}"]})
+    for key in ("sandbox_command", "root_sandbox_command"):
+        with pytest.raises(ForgeError, match=rf"{key}: unknown placeholder \{{nope\}}"):
+            AgentDef.from_table("x", {"command": ["a"], key: ["b", "{nope}"]})
 
 
 def test_an_api_key_in_the_tables_env_isolates_the_state(tmp_path: Path) -> None:

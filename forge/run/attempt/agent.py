@@ -94,8 +94,11 @@ def ask_agent(ask: Ask, runner: Runner) -> Answer:
     from forge.run.attempt.watch import infra_watch
 
     defn, spec = ask.agent
-    if runner.sandboxed and defn.root_sandbox_command and os.geteuid() == 0:
-        defn = dataclasses.replace(defn, command=defn.root_sandbox_command)
+    if runner.sandboxed:
+        nested = defn.root_sandbox_command if os.geteuid() == 0 else ()
+        nested = nested or defn.sandbox_command
+        if nested:
+            defn = dataclasses.replace(defn, command=nested)
     missing = agents.check_binary(defn)
     if missing:
         from forge.agents.output import InfraFailure
