@@ -3,18 +3,25 @@
     python bench/model_server.py PORT MODE      # MODE: ok | 500 | 429
 
 It speaks just enough of each provider's API for one turn: Anthropic
-`/v1/messages` (streaming or not), OpenAI `/v1/responses` (SSE) and Gemini
-`:generateContent` / `:streamGenerateContent`. In `ok` mode a Claude Code turn
-that offers the Write tool gets one tool call: a task's `x.txt` in its working
-directory, or, for a reviewer, a reject verdict in the review file its prompt
-names. `500` and `429` (Retry-After: 30) answer every request with that status.
+`/v1/messages` (streaming or not), OpenAI `/v1/responses` (SSE) and
+`/v1/chat/completions`, and Gemini `:generateContent` /
+`:streamGenerateContent`. In `ok` mode each CLI's first request gets the one
+tool call that creates `x.txt` in its working directory, the next a short text:
+- Claude Code: a Write tool call (or, for a reviewer, a reject verdict in the
+  review file its prompt names);
+- Codex: an `exec_command` function call running `printf 'written\n' > x.txt`;
+- Gemini CLI: a `write_file` functionCall;
+- aider (chat completions): the file in its "whole" edit format (the path, then
+  the content fenced); it has no tools, so every request gets it.
+`500` and `429` (Retry-After: 30) answer every request with that status.
 
-Point the CLIs at it (each with a dummy key):
+Point the CLIs at it (each with a dummy key), as bench/real_clis.py does:
 - Claude Code: `ANTHROPIC_BASE_URL=http://127.0.0.1:PORT` (or `env` in its settings.json)
-- Codex: a model provider in `$CODEX_HOME/config.toml` with
-  `base_url = "http://127.0.0.1:PORT/v1"`, `wire_api = "responses"`
-- Gemini CLI: `GOOGLE_GEMINI_BASE_URL=http://127.0.0.1:PORT`
-- aider: `--openai-api-base http://127.0.0.1:PORT/v1` (only `429`/`500` modes)
+- Codex: a model provider (`-c model_provider=...` or `$CODEX_HOME/config.toml`)
+  with `base_url = "http://127.0.0.1:PORT/v1"`, `wire_api = "responses"`
+- Gemini CLI: `GOOGLE_GEMINI_BASE_URL=http://127.0.0.1:PORT`, and its settings
+  choosing `"security": {"auth": {"selectedType": "gemini-api-key"}}`
+- aider: `--model openai/NAME` with `OPENAI_API_BASE=http://127.0.0.1:PORT/v1`
 
 It listens on 127.0.0.1 only. Not used by the tests: they replay recorded
 output (tests/fixtures/agents) through fakes, with no CLI installed.

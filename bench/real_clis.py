@@ -2,6 +2,7 @@
 by hand (CI has no CLI).
 
     python bench/real_clis.py [--cli claude,codex] [--bin DIR ...] [--keep DIR] [--record DIR]
+                              [--host-ports]
 
 For each of claude, codex, gemini and aider found on PATH (or in a `--bin`
 folder), it makes a throwaway git repository, a one-task plan whose agent is that
@@ -19,6 +20,8 @@ CLI `GOOGLE_GEMINI_BASE_URL` and a settings file choosing its API-key login
 folder forge's `GEMINI_CLI_HOME` names; aider an OpenAI-compatible model
 (`openai/bench`, `OPENAI_API_BASE`). `--record DIR` copies each agent's log to
 DIR/CLI-ROLE.log (ROLE: root or user), the fixtures of tests/fixtures/agents.
+`--host-ports` names the server's port in the plan's `[sandbox] host_ports`, for
+a forge whose agents have a network namespace of their own.
 """
 
 from __future__ import annotations
@@ -85,7 +88,8 @@ def agent_table(cli: str, exe: str, port: int) -> dict[str, object]:
     """The plan's `[agents.CLI]` table: the preset's commands run from `exe`,
     pointed at the server on `port`."""
     preset = PRESET_TABLES[cli]
-    commands = {k: _argv(preset, k) for k in ("command", "root_sandbox_command")}
+    keys = ("command", "sandbox_command", "root_sandbox_command")
+    commands = {k: _argv(preset, k) for k in keys}
     commands = {k: [exe, *argv[1:]] for k, argv in commands.items() if argv}
     preset_env = preset.get("env")
     env = {str(k): str(v) for k, v in preset_env.items()} if isinstance(preset_env, dict) else {}
@@ -127,9 +131,11 @@ def _toml(value: object) -> str:
     return json.dumps(value)
 
 
-def write_plan(where: Path, cli: str, table: dict[str, object]) -> Path:
+def write_plan(where: Path, cli: str, table: dict[str, object], ports: list[int]) -> Path:
     lines = [f'name = "{cli}"', f'agent = "{cli}"', 'verify = "test -f x.txt"', f"[agents.{cli}]"]
     lines += [f"{key} = {_toml(value)}" for key, value in table.items()]
+    if ports:  # the host's ports an agent in a network namespace of its own reaches
+        lines += ["[sandbox]", f"host_ports = {ports}"]
     lines += ["[[task]]", 'id = "x"', f"prompt = {json.dumps(PROMPT)}", 'files = ["x.txt"]']
     plan = where / f"{cli}.toml"
     plan.write_text("\n".join(lines) + "\n")
@@ -162,25 +168,28 @@ def _version(exe: str) -> str:
     return lines[-1] if lines else "?"
 
 
-def check(cli: str, exe: str, port: int, where: Path, record: Path | None) -> str:
+def check(cli: str, exe: str, port: int, where: Path, args: argparse.Namespace) -> str:
     """Run the one-task plan of `cli`; one line: landed, or what went wrong."""
     where.mkdir(parents=True)
     repo = write_repo(where)
-    plan = write_plan(where, cli, agent_table(cli, exe, port))
+    plan = write_plan(where, cli, agent_table(cli, exe, port), [port] if args.host_ports else [])
     cp = _forge(repo, "plan", str(plan))
     if cp.returncode != 0:
         return f"forge plan failed: {(cp.stderr or cp.stdout).strip()}"
     run = _forge(repo, "run", cli)
     said = [ln for ln in (run.stdout + run.stderr).splitlines() if ln.startswith(("sandbox", "["))]
     mode = next((ln.split("] ", 1)[-1] for ln in said if "sandbox:" in ln), "sandbox: ?")
-    task = read_state(repo / ".git" / "forge" / "plans" / cli / "state.json")["tasks"]["x"]
+    state = repo / ".git" / "forge" / "plans" / cli / "state.json"
+    if not state.is_file():
+        return f"forge run exited {run.returncode}: {(run.stderr or run.stdout).strip()}"
+    task = read_state(state)["tasks"]["x"]
     logs = sorted((repo / ".git" / "forge" / "plans" / cli / "logs" / "x").glob("attempt-*"))
-    if record is not None and logs:
+    if args.record is not None and logs:
         role = "root" if os.geteuid() == 0 else "user"
-        record.mkdir(parents=True, exist_ok=True)
-        shutil.copy(logs[-1] / "agent.log", record / f"{cli}-{role}.log")
+        args.record.mkdir(parents=True, exist_ok=True)
+        shutil.copy(logs[-1] / "agent.log", args.record / f"{cli}-{role}.log")
     cost = next((ln for ln in run.stdout.splitlines() if ln.startswith("cost:")), "cost: ?")
-    head = f"exit {run.returncode}, {mode.strip()}, {cost}"
+    head = f"exit {run.returncode}, {mode.split(' (')[0].strip()}, {cost}"
     if task["status"] == "MERGED":
         return f"landed ({head})"
     last = (logs[-1] / "agent.log").read_text(errors="replace")[-300:] if logs else ""
@@ -193,6 +202,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--bin", action="append", default=[], help="a folder holding CLIs")
     ap.add_argument("--keep", type=Path, help="work in this folder and keep it")
     ap.add_argument("--record", type=Path, help="copy each agent's log into this folder")
+    ap.add_argument(
+        "--host-ports", action="store_true", help="name the server's port in `[sandbox] host_ports`"
+    )
     args = ap.parse_args(argv)
     path = os.pathsep.join([*args.bin, os.environ.get("PATH", "")])
     # Not under /tmp: the sandbox's /tmp is its own, and the links forge makes
@@ -209,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
             if exe is None:
                 print(f"{cli}: not installed (not on PATH nor in --bin)")
                 continue
-            line = check(cli, exe, port, where / cli, args.record)
+            line = check(cli, exe, port, where / cli, args)
             failed += not line.startswith("landed")
             print(f"{cli} {_version(exe)}: {line}", flush=True)
     finally:
