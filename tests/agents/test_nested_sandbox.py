@@ -103,3 +103,16 @@ def test_an_api_key_in_the_tables_env_isolates_the_state(tmp_path: Path) -> None
     assert Path(env["CODEX_HOME"]).is_relative_to(tmp_path / "state" / "t1")
     bare, spec = resolve("codex", {})
     assert "CODEX_HOME" not in agent_env(bare, spec, call, environ={}, as_root=False)
+
+
+def test_a_planner_stays_read_only_in_forges_sandbox() -> None:
+    from forge.agents.planners import as_planner
+
+    claude, read_only = as_planner(resolve("claude", {})[0])
+    assert read_only
+    for argv in (claude.command, claude.sandbox_command, claude.root_sandbox_command):
+        assert argv[2:4] == ("--permission-mode", "plan")
+    codex, _ = as_planner(resolve("codex", {})[0])
+    assert codex.command[3:5] == ("--sandbox", "read-only")
+    # As root in forge's sandbox Codex's own cannot start, read-only or not.
+    assert codex.root_sandbox_command[3:5] == ("--sandbox", "danger-full-access")
