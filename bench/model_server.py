@@ -1,6 +1,6 @@
 """A scripted model server on 127.0.0.1, to check the real agent CLIs by hand.
 
-    python bench/model_server.py PORT MODE      # MODE: ok | 500 | 429
+    python bench/model_server.py PORT MODE      # MODE: ok | bash | 500 | 429
 
 It speaks just enough of each provider's API for one turn: Anthropic
 `/v1/messages` (streaming or not), OpenAI `/v1/responses` (SSE) and
@@ -13,6 +13,8 @@ tool call that creates `x.txt` in its working directory, the next a short text:
 - Gemini CLI: a `write_file` functionCall;
 - aider (chat completions): the file in its "whole" edit format (the path, then
   the content fenced); it has no tools, so every request gets it.
+`bash` is `ok` but for Claude Code, whose call is to Bash, running the same
+command as Codex's (its own sandbox, when its settings turn it on, wraps it).
 `500` and `429` (Retry-After: 30) answer every request with that status.
 
 Point the CLIs at it (each with a dummy key), as bench/real_clis.py does:
@@ -100,7 +102,10 @@ class Handler(BaseHTTPRequestHandler):
         fresh = "tool_result" not in raw and req.get("stream") and "Write" in tools
         verdict = re.search(r"to the file `([^`]+review\.json)`", raw)
         cwd = re.search(r"working directory: ([^\\\n\"]+)", raw)
-        if fresh and verdict:
+        if fresh and self.mode == "bash" and "Bash" in tools:
+            run = {"command": WRITE_CMD, "description": "Write x.txt"}
+            content = {"type": "tool_use", "id": "toolu_1", "name": "Bash", "input": run}
+        elif fresh and verdict:
             findings = {"verdict": "reject", "findings": "x.txt says nothing useful"}
             write = {"file_path": verdict.group(1), "content": json.dumps(findings)}
             content = {"type": "tool_use", "id": "toolu_1", "name": "Write", "input": write}

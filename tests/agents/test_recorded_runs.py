@@ -179,13 +179,23 @@ def test_a_real_clis_landed_run_is_read(
     assert tokens == ((844, 9) if spec == "aider" else (20, 6))
 
 
-def test_codex_whose_own_sandbox_could_not_start_changed_nothing(
-    repo: Path, tmp_path: Path
+@pytest.mark.parametrize(
+    "fixture",
+    [
+        "codex-own-sandbox-root.jsonl",
+        "claude-own-sandbox-root.jsonl",
+        "claude-own-sandbox-user.jsonl",
+    ],
+)
+def test_a_cli_whose_own_sandbox_could_not_start_changed_nothing(
+    repo: Path, tmp_path: Path, fixture: str
 ) -> None:
-    # Recorded as root in forge's sandbox with `--sandbox workspace-write`: the
-    # shell call failed inside codex ("bwrap: setting up uid map"), which says
-    # nothing of it in its JSON and exits 0. Hence the preset's root_sandbox_command.
-    plan = _replay_plan(tmp_path, "codex", "codex-own-sandbox-root.jsonl", "--exit", "0")
+    # Recorded in forge's sandbox with the CLI's own on: its shell call failed
+    # inside ("bwrap: setting up uid map", "Creating new namespace failed", "Can't
+    # mount proc"), told only to the model, and the CLI exits 0. Hence the
+    # presets' sandbox_command and root_sandbox_command.
+    spec = fixture.split("-")[0]
+    plan = _replay_plan(tmp_path, spec, fixture, "--exit", "0")
     cp = plan_and_run(repo, plan)
     assert cp.returncode != 0
     assert state(repo)["tasks"]["t"]["reason"] == "no changes"
