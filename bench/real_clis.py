@@ -2,7 +2,7 @@
 by hand (CI has no CLI).
 
     python bench/real_clis.py [--cli claude,codex] [--bin DIR ...] [--keep DIR] [--record DIR]
-                              [--host-ports]
+                              [--host-ports] [--claude-sandbox]
 
 For each of claude, codex, gemini and aider found on PATH (or in a `--bin`
 folder), it makes a throwaway git repository, a one-task plan whose agent is that
@@ -21,7 +21,10 @@ folder forge's `GEMINI_CLI_HOME` names; aider an OpenAI-compatible model
 (`openai/bench`, `OPENAI_API_BASE`). `--record DIR` copies each agent's log to
 DIR/CLI-ROLE.log (ROLE: root or user), the fixtures of tests/fixtures/agents.
 `--host-ports` names the server's port in the plan's `[sandbox] host_ports`, for
-a forge whose agents have a network namespace of their own.
+a forge whose agents have a network namespace of their own. `--claude-sandbox`
+turns Claude Code's own sandbox on in its settings (it needs bubblewrap and
+socat) and starts the server in `bash` mode, so that its turn is a Bash call
+that sandbox wraps.
 """
 
 from __future__ import annotations
@@ -54,10 +57,10 @@ def _free_port() -> int:
         return port
 
 
-def _serve(port: int) -> subprocess.Popen[bytes]:
+def _serve(port: int, mode: str) -> subprocess.Popen[bytes]:
     """The model server, once it listens."""
     server = subprocess.Popen(
-        [sys.executable, str(BENCH / "model_server.py"), str(port), "ok"],
+        [sys.executable, str(BENCH / "model_server.py"), str(port), mode],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -142,16 +145,27 @@ def write_plan(where: Path, cli: str, table: dict[str, object], ports: list[int]
     return plan
 
 
-def _forge(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    # Gemini CLI's login choice, in the folder forge links each task's
-    # GEMINI_CLI_HOME to (forge.agents.config_home).
-    home = repo.parent.parent / "gemini-home"
-    (home / ".gemini").mkdir(parents=True, exist_ok=True)
-    (home / ".gemini" / "settings.json").write_text(json.dumps(GEMINI_SETTINGS))
+def _homes(where: Path, claude_sandbox: bool) -> dict[str, str]:
+    """The CLIs' settings, in the folders forge links each task's CLI home to
+    (forge.agents.config_home): Gemini CLI's login choice, and Claude Code's own
+    sandbox turned on when asked."""
+    gemini, claude = where / "gemini-home", where / "claude-home"
+    (gemini / ".gemini").mkdir(parents=True, exist_ok=True)
+    (gemini / ".gemini" / "settings.json").write_text(json.dumps(GEMINI_SETTINGS))
+    # forge's own state (its key, each task's agent state) goes with the rest.
+    homes = {"GEMINI_CLI_HOME": str(gemini), "XDG_STATE_HOME": str(where / "state")}
+    if claude_sandbox:
+        claude.mkdir(parents=True, exist_ok=True)
+        (claude / "settings.json").write_text(json.dumps({"sandbox": {"enabled": True}}))
+        homes["CLAUDE_CONFIG_DIR"] = str(claude)
+    return homes
+
+
+def _forge(repo: Path, homes: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "forge", *args],
         cwd=repo,
-        env={**os.environ, "GEMINI_CLI_HOME": str(home)},
+        env={**os.environ, **homes},
         capture_output=True,
         text=True,
         stdin=subprocess.DEVNULL,
@@ -173,10 +187,11 @@ def check(cli: str, exe: str, port: int, where: Path, args: argparse.Namespace) 
     where.mkdir(parents=True)
     repo = write_repo(where)
     plan = write_plan(where, cli, agent_table(cli, exe, port), [port] if args.host_ports else [])
-    cp = _forge(repo, "plan", str(plan))
+    homes = _homes(where.parent, args.claude_sandbox)
+    cp = _forge(repo, homes, "plan", str(plan))
     if cp.returncode != 0:
         return f"forge plan failed: {(cp.stderr or cp.stdout).strip()}"
-    run = _forge(repo, "run", cli)
+    run = _forge(repo, homes, "run", cli)
     said = [ln for ln in (run.stdout + run.stderr).splitlines() if ln.startswith(("sandbox", "["))]
     mode = next((ln.split("] ", 1)[-1] for ln in said if "sandbox:" in ln), "sandbox: ?")
     state = repo / ".git" / "forge" / "plans" / cli / "state.json"
@@ -205,13 +220,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--host-ports", action="store_true", help="name the server's port in `[sandbox] host_ports`"
     )
+    ap.add_argument(
+        "--claude-sandbox",
+        action="store_true",
+        help="turn Claude Code's own sandbox on (it needs socat); its turn is a Bash call",
+    )
     args = ap.parse_args(argv)
     path = os.pathsep.join([*args.bin, os.environ.get("PATH", "")])
     # Not under /tmp: the sandbox's /tmp is its own, and the links forge makes
     # into each task's CLI home must lead somewhere it sees.
     where = args.keep or Path(tempfile.mkdtemp(prefix="forge-real-clis-", dir=Path.home()))
     port = _free_port()
-    server = _serve(port)
+    server = _serve(port, "bash" if args.claude_sandbox else "ok")
     who = "root" if os.geteuid() == 0 else f"uid {os.geteuid()}"
     print(f"as {who}, model server on 127.0.0.1:{port}, work in {where}")
     failed = 0
