@@ -199,3 +199,16 @@ def test_a_cli_whose_own_sandbox_could_not_start_changed_nothing(
     cp = plan_and_run(repo, plan)
     assert cp.returncode != 0
     assert state(repo)["tasks"]["t"]["reason"] == "no changes"
+
+
+def test_a_cli_under_tmp_is_a_missing_binary_in_the_sandbox(repo: Path, tmp_path: Path) -> None:
+    # Recorded with Claude Code installed under /tmp: the sandbox's /tmp is its
+    # own, so bubblewrap cannot find it (exit 1). Not the task's failure: exit 8.
+    plan = _replay_plan(tmp_path, "claude", "claude-under-tmp.log", "--exit", "1")
+    cp = plan_and_run(repo, plan)
+    assert cp.returncode == 8, cp.stdout + cp.stderr
+    task = state(repo)["tasks"]["t"]
+    assert task["status"] == "INFRA"
+    assert task["reason"] == (
+        "binary-missing: bwrap: execvp /tmp/clis/claude: No such file or directory"
+    )
