@@ -115,6 +115,10 @@ KEYS: dict[str, dict[str, str]] = {
     "[agents.NAME]": {
         "command": "argv with placeholders `{prompt_file}`, `{model}`, `{effort}`, `{task}`, "
         "`{worktree}`, `{review_file}`",
+        "sandbox_command": "run instead of `command` in forge's sandbox, where the CLI's own "
+        "sandbox needs telling (the `claude` preset's: its weaker nested mode)",
+        "root_sandbox_command": "run instead of `command` as root in forge's sandbox, where the "
+        "CLI's own sandbox cannot start (the `codex` and `claude` presets': theirs off)",
         "models": "the model ladder, weakest first",
         "efforts": "the efforts it accepts, weakest first",
         "default_model": "the model used when a spec names none",

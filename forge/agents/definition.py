@@ -27,6 +27,10 @@ class AgentDef:
 
     name: str
     command: tuple[str, ...]
+    # Run instead of `command` in forge's own sandbox (as root: `root_sandbox_command`
+    # first), where the CLI's own sandbox needs telling (see forge.agents.presets).
+    sandbox_command: tuple[str, ...] = ()
+    root_sandbox_command: tuple[str, ...] = ()
     models: tuple[str, ...] = ()  # the ladder, weakest first
     efforts: tuple[str, ...] = ()  # weakest first
     default_model: str | None = None
@@ -95,13 +99,20 @@ class AgentDef:
         command = get.str_list("command", nonempty=True) if "command" in table else []
         if "command" not in table:
             get.problem('needs command = ["program", "arg", ...]')
+        nested, root_nested = (
+            get.str_list(key, nonempty=True) if key in table else []
+            for key in ("sandbox_command", "root_sandbox_command")
+        )
         models = get.str_list("models", unique=True)
         efforts = get.str_list("efforts", unique=True)
         env = get.str_map("env")
         root_env = get.str_map("root_env")
         isolate_env = get.str_map("isolate_env")
-        for arg in command:
-            _check_placeholders(arg, COMMAND_PLACEHOLDERS, "command", get)
+        commands = {"command": command, "sandbox_command": nested}
+        commands["root_sandbox_command"] = root_nested
+        for key, argv in commands.items():
+            for arg in argv:
+                _check_placeholders(arg, COMMAND_PLACEHOLDERS, key, get)
         for key, mapping in (("env", env), ("root_env", root_env), ("isolate_env", isolate_env)):
             for value in mapping.values():
                 _check_placeholders(value, ENV_PLACEHOLDERS, key, get)
@@ -118,6 +129,8 @@ class AgentDef:
         defn = cls(
             name=name,
             command=tuple(command),
+            sandbox_command=tuple(nested),
+            root_sandbox_command=tuple(root_nested),
             models=tuple(models),
             efforts=tuple(efforts),
             default_model=default_model,
@@ -144,6 +157,8 @@ class AgentDef:
 
 TABLE_KEYS = (
     "command",
+    "sandbox_command",
+    "root_sandbox_command",
     "models",
     "efforts",
     "default_model",

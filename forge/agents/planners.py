@@ -33,16 +33,32 @@ _BLOCK = re.compile(r"^[ \t]*(`{3,})[ \t]*(toml)?[ \t]*\n(.*?)^[ \t]*\1[ \t]*$",
 
 
 def as_planner(defn: AgentDef) -> tuple[AgentDef, bool]:
-    """The definition a planner runs with, and whether it is read-only."""
+    """The definition a planner runs with, and whether it is read-only. Its commands
+    in forge's sandbox are swapped the same way; one without the task's arguments
+    stays as it is (Codex as root there: its own sandbox, read-only too, could
+    not start; forge's keeps its writes in the checkout)."""
     swap = READ_ONLY.get(defn.name)
     if swap is None:
         return defn, False
-    old, new = swap
-    cmd = defn.command
+    command = _swapped(defn.command, *swap)
+    if command is None:
+        return defn, False
+    nested = _swapped(defn.sandbox_command, *swap) or defn.sandbox_command
+    root = _swapped(defn.root_sandbox_command, *swap) or defn.root_sandbox_command
+    new = dataclasses.replace(
+        defn, command=command, sandbox_command=nested, root_sandbox_command=root
+    )
+    return new, True
+
+
+def _swapped(
+    cmd: tuple[str, ...], old: tuple[str, ...], new: tuple[str, ...]
+) -> tuple[str, ...] | None:
+    """`cmd` with its first `old` run of arguments replaced by `new` (None: none)."""
     for i in range(len(cmd) - len(old) + 1):
         if cmd[i : i + len(old)] == old:
-            return dataclasses.replace(defn, command=(*cmd[:i], *new, *cmd[i + len(old) :])), True
-    return defn, False
+            return (*cmd[:i], *new, *cmd[i + len(old) :])
+    return None
 
 
 def _strings(value: object) -> Iterator[str]:

@@ -17,6 +17,10 @@ Keys beyond SPEC's `command`/`models`/`efforts` (all optional, open to users):
 - `script`: the prompt file is the task's prompt verbatim, run as a script.
 - `usage_format`: which parser reads cost/tokens from the log
   (`claude`, `codex`, `gemini`, `aider`, `none`).
+- `sandbox_command`, `root_sandbox_command`: run instead of `command` when the
+  agent runs in forge's sandbox (as root, `root_sandbox_command` first), where
+  the CLI's own sandbox cannot start as it would outside. A table that sets
+  `command` alone drops the preset's.
 - `env`: always set; `root_env`: set only when forge runs as root;
   `isolate_env` + `isolate_when`: per-task state dirs, set only when one of the
   `isolate_when` entries holds: `VAR` (set, not empty) or `VAR=value`
@@ -42,6 +46,7 @@ from __future__ import annotations
 
 from collections.abc import Container, Mapping
 
+
 # Claude Code: `-p` is print (headless) mode; bypassPermissions because the agent
 # runs unattended in a worktree of its own, and any permission prompt would hang
 # or deny. The final `result` event carries `total_cost_usd` and `usage`.
@@ -49,9 +54,8 @@ from collections.abc import Container, Mapping
 # retries a 429 or an outage it prints only `api_retry` events, so a run that
 # waits until forge's timeout still says why (json prints nothing until the
 # end). The prompt goes on stdin (no argv limit).
-CLAUDE: dict[str, object] = {
-    "written_for": "Claude Code 2.1.x",
-    "command": [
+def _claude(*settings: str) -> list[str]:
+    return [
         "claude",
         "-p",
         "--permission-mode",
@@ -63,7 +67,20 @@ CLAUDE: dict[str, object] = {
         "{model}",
         "--effort",
         "{effort}",
-    ],
+        *(["--settings", *settings] if settings else []),
+    ]
+
+
+CLAUDE: dict[str, object] = {
+    "written_for": "Claude Code 2.1.x (checked with 2.1.197)",
+    "command": _claude(),
+    # Claude Code's own sandbox (off unless its settings turn it on) runs each
+    # Bash command under bubblewrap. In forge's, a new /proc cannot be mounted
+    # (forge covers /proc/sys): its weaker nested mode binds the one there. As
+    # root no namespace can be made at all ("bwrap: Creating new namespace
+    # failed"; nested, uid 0 cannot be mapped): off, forge's sandbox holds.
+    "sandbox_command": _claude('{"sandbox":{"enableWeakerNestedSandbox":true}}'),
+    "root_sandbox_command": _claude('{"sandbox":{"enabled":false}}'),
     "prompt_on_stdin": True,
     "models": ["haiku", "sonnet", "opus"],
     "efforts": ["low", "medium", "high", "xhigh", "max"],
@@ -115,20 +132,20 @@ CLAUDE: dict[str, object] = {
     },
 }
 
+
 # Codex: `exec` never asks for approval. workspace-write keeps writes inside the
 # worktree (a worktree is a git boundary, not an OS one); `.git` stays
 # read-only so the agent cannot commit, which is what forge wants. In a
 # container where bubblewrap cannot start, override the command with
 # `--dangerously-bypass-approvals-and-sandbox`. The prompt is piped with `-` and
 # stdin then closes: with an open non-TTY stdin codex waits for more input.
-CODEX: dict[str, object] = {
-    "written_for": "Codex CLI 0.151",
-    "command": [
+def _codex(sandbox: str) -> list[str]:
+    return [
         "codex",
         "exec",
         "--json",
         "--sandbox",
-        "workspace-write",
+        sandbox,
         "--skip-git-repo-check",
         "-c",
         "check_for_update_on_startup=false",
@@ -139,7 +156,18 @@ CODEX: dict[str, object] = {
         "-c",
         'model_reasoning_effort="{effort}"',
         "-",
-    ],
+    ]
+
+
+CODEX: dict[str, object] = {
+    "written_for": "Codex CLI 0.151 (checked with 0.171)",
+    "command": _codex("workspace-write"),
+    # Codex's sandbox is bubblewrap in a user namespace of its own. Nested in
+    # forge's as a user it works; as root it cannot start (a namespace nested in
+    # forge's, which holds no capability, may not map uid 0: "bwrap: setting up
+    # uid map: Operation not permitted"), each command fails and codex still
+    # exits 0, having changed nothing. There forge's sandbox is the only one.
+    "root_sandbox_command": _codex("danger-full-access"),
     "prompt_on_stdin": True,
     "models": ["gpt-5.4-mini", "gpt-5.4"],
     "efforts": ["minimal", "low", "medium", "high", "xhigh"],
@@ -295,11 +323,15 @@ SHELL: dict[str, object] = {
 def over_preset(name: str, table: Mapping[str, object]) -> Mapping[str, object]:
     """The table an `[agents.NAME]` table stands for: named like a preset, it
     overrides only the keys it sets. A new ladder without a new default drops the
-    preset's default, which may not be on it."""
+    preset's default, which may not be on it; a new command drops the preset's
+    `sandbox_command` and `root_sandbox_command` (unless the table sets them)."""
     preset = PRESET_TABLES.get(name)
     if preset is None:
         return table
     merged = {**preset, **table}
+    for nested in ("sandbox_command", "root_sandbox_command"):
+        if "command" in table and nested not in table:
+            merged.pop(nested, None)  # the user's command, everywhere
     for ladder, default in (("models", "default_model"), ("efforts", "default_effort")):
         on = table.get(ladder)
         if ladder in table and default not in table and not _holds(on, merged.get(default)):

@@ -248,8 +248,8 @@ def _table_env(
     defn: AgentDef, values: Mapping[str, str], *, environ: Mapping[str, str], as_root: bool
 ) -> dict[str, str]:
     """The definition's own variables, placeholders filled: `env`, then `root_env`
-    when running as root, then `isolate_env` when an API key asks for isolation
-    (creating the folders they name)."""
+    when running as root, then `isolate_env` when an API key (in the environment
+    or the table's `env`) asks for isolation (creating the folders they name)."""
     env: dict[str, str] = {}
     for key, value in defn.env:
         env[key] = _fill(value, values, lambda _: "")
@@ -257,7 +257,8 @@ def _table_env(
             Path(env[key]).parent.mkdir(parents=True, exist_ok=True)
     if as_root:
         env.update((k, _fill(v, values, lambda _: "")) for k, v in defn.root_env)
-    if defn.isolate_env and defn.isolates(environ):
+    # A key the table's own `env` sets counts as one in the environment.
+    if defn.isolate_env and defn.isolates({**environ, **env}):
         for key, value in defn.isolate_env:
             env[key] = _fill(value, values, lambda _: "")
             # Per task: sessions, history, locks. Everything else is the user's.

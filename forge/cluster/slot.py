@@ -170,6 +170,7 @@ class WorkerSlot:
         self.logs = where.home / "logs" / job.key.replace("/", "_")
         self.logs.mkdir(parents=True, exist_ok=True)
         self.state_dir = where.home / "agent-state"
+        self.sandboxed = job.sandbox
         self.warnings: list[str] = []
         self.phases: list[Phase] = []
         self.attempt: Attempt | None = None  # the record the steps fill in, sent back

@@ -75,6 +75,7 @@ class DraftPlace:
         self.logs = logs
         self.state_dir = agent_state_dir(planner.repo, planner.name)
         self.stop = planner.stop
+        self.sandboxed = planner.sandbox
         self._attempt = attempt
 
     def group(self, command: Command) -> procgroup.GroupResult:

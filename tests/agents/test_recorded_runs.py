@@ -141,3 +141,74 @@ def test_a_printed_retry_delay_counts_from_when_the_cli_printed_it(tmp_path: Pat
     assert failure is not None and failure.kind == "rate-limit"
     assert failure.retry_after == pytest.approx(240 - (now - res.last_output))
     assert failure.retry_after is not None and failure.retry_after < 238.5
+
+
+# The real CLIs' output when their task landed in forge's default sandbox
+# (bench/real_clis.py against bench/model_server.py; tests/fixtures/agents/README.md).
+LANDED = [
+    ("claude", "claude-sandboxed.jsonl", 0.00015, ("claude-sonnet-5",)),
+    ("codex", "codex-sandboxed-root.jsonl", (20 * 1.25 + 6 * 10) / 1e6, ()),
+    ("codex", "codex-sandboxed-user.jsonl", (20 * 1.25 + 6 * 10) / 1e6, ()),
+    ("gemini", "gemini-sandboxed.log", None, ("gemini-3.8-flash",)),
+    # Priced as the sonnet it was asked for: it printed tokens, no cost.
+    ("aider", "aider-sandboxed-user.log", (844 * 3 + 9 * 15) / 1e6, ()),
+]
+
+
+@pytest.mark.parametrize(("spec", "fixture", "cost", "models"), LANDED)
+def test_a_real_clis_landed_run_is_read(
+    repo: Path,
+    tmp_path: Path,
+    spec: str,
+    fixture: str,
+    cost: float | None,
+    models: tuple[str, ...],
+) -> None:
+    plan = _replay_plan(tmp_path, spec, fixture, "--exit", "0", "--touch", "t.txt")
+    cp = plan_and_run(repo, plan)
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    assert state(repo)["tasks"]["t"]["status"] == "MERGED"
+    (attempt,) = _history(repo)
+    assert attempt["model_mismatch"] is None and attempt["failures"] == []
+    assert tuple(attempt["models"] or ()) == models  # type: ignore[arg-type]
+    if cost is None:  # a model the price table does not know: unknown, not free
+        assert attempt["cost_usd"] is None
+    else:
+        assert attempt["cost_usd"] == pytest.approx(cost)
+    tokens = (attempt["input_tokens"], attempt["output_tokens"])
+    assert tokens == ((844, 9) if spec == "aider" else (20, 6))
+
+
+@pytest.mark.parametrize(
+    "fixture",
+    [
+        "codex-own-sandbox-root.jsonl",
+        "claude-own-sandbox-root.jsonl",
+        "claude-own-sandbox-user.jsonl",
+    ],
+)
+def test_a_cli_whose_own_sandbox_could_not_start_changed_nothing(
+    repo: Path, tmp_path: Path, fixture: str
+) -> None:
+    # Recorded in forge's sandbox with the CLI's own on: its shell call failed
+    # inside ("bwrap: setting up uid map", "Creating new namespace failed", "Can't
+    # mount proc"), told only to the model, and the CLI exits 0. Hence the
+    # presets' sandbox_command and root_sandbox_command.
+    spec = fixture.split("-")[0]
+    plan = _replay_plan(tmp_path, spec, fixture, "--exit", "0")
+    cp = plan_and_run(repo, plan)
+    assert cp.returncode != 0
+    assert state(repo)["tasks"]["t"]["reason"] == "no changes"
+
+
+def test_a_cli_under_tmp_is_a_missing_binary_in_the_sandbox(repo: Path, tmp_path: Path) -> None:
+    # Recorded with Claude Code installed under /tmp: the sandbox's /tmp is its
+    # own, so bubblewrap cannot find it (exit 1). Not the task's failure: exit 8.
+    plan = _replay_plan(tmp_path, "claude", "claude-under-tmp.log", "--exit", "1")
+    cp = plan_and_run(repo, plan)
+    assert cp.returncode == 8, cp.stdout + cp.stderr
+    task = state(repo)["tasks"]["t"]
+    assert task["status"] == "INFRA"
+    assert task["reason"] == (
+        "binary-missing: bwrap: execvp /tmp/clis/claude: No such file or directory"
+    )

@@ -13,6 +13,7 @@ what it spent, and the infrastructure failure its output tells of.
 from __future__ import annotations
 
 import dataclasses
+import os
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -41,6 +42,7 @@ class Runner(Protocol):
     slot: Path  # the folder it runs in (its `{worktree}`)
     state_dir: Path  # the agents' own state (agent_env)
     stop: threading.Event  # set when the run stops
+    sandboxed: bool  # its commands run in forge's sandbox
 
     def group(self, command: Command) -> procgroup.GroupResult: ...
 
@@ -92,6 +94,11 @@ def ask_agent(ask: Ask, runner: Runner) -> Answer:
     from forge.run.attempt.watch import infra_watch
 
     defn, spec = ask.agent
+    if runner.sandboxed:
+        nested = defn.root_sandbox_command if os.geteuid() == 0 else ()
+        nested = nested or defn.sandbox_command
+        if nested:
+            defn = dataclasses.replace(defn, command=nested)
     missing = agents.check_binary(defn)
     if missing:
         from forge.agents.output import InfraFailure
@@ -144,10 +151,12 @@ class Folder:
     attempt: Attempt  # of no task's record: its process group is kept in it
     state_dir: Path = field(init=False)
     stop: threading.Event = field(init=False)
+    sandboxed: bool = field(init=False)
 
     def __post_init__(self) -> None:
         self.state_dir = agent_state_dir(self.ctx.repo, self.ctx.plan.name)
         self.stop = self.ctx.stop
+        self.sandboxed = self.ctx.sandbox
 
     def group(self, command: Command) -> procgroup.GroupResult:
         return group(self.ctx, command, cwd=self.slot, attempt=self.attempt)

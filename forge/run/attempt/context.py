@@ -57,6 +57,7 @@ class Place(Protocol):
     logs: Path  # the attempt's log folder
     state_dir: Path  # the agents' own state (agent_env)
     stop: threading.Event  # set when the run stops
+    sandboxed: bool  # its commands run in forge's sandbox
 
     def group(self, command: Command) -> procgroup.GroupResult:
         """Run a command in the slot (forge.run.attempt.confinement.run_contained)."""

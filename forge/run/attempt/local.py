@@ -28,6 +28,7 @@ class LocalSlot:
         self.logs = scope.dir
         self.state_dir = agent_state_dir(scope.ctx.repo, scope.ctx.plan.name)
         self.stop: threading.Event = scope.ctx.stop
+        self.sandboxed = scope.ctx.sandbox
         self._pooled = slot
         self._new = new
 
