@@ -411,12 +411,14 @@ def secrets(home: Path) -> list[Path]:
 
 
 def git_configs(home: Path, env: Mapping[str, str]) -> list[Path]:
-    """git's global configuration files that exist (each as the file it really is:
-    a bind covers the target, not a link to it)."""
+    """git's global and system configuration files that exist (each as the file it
+    really is: a bind covers the target, not a link to it)."""
     xdg = Path(env.get("XDG_CONFIG_HOME") or home / ".config")
     found = [xdg / "git" / "config", home / ".gitconfig"]
     if env.get("GIT_CONFIG_GLOBAL"):
         found.append(Path(env["GIT_CONFIG_GLOBAL"]).expanduser())
+    if not env.get("GIT_CONFIG_NOSYSTEM"):
+        found.append(Path(env.get("GIT_CONFIG_SYSTEM") or "/etc/gitconfig").expanduser())
     out: list[Path] = []
     for path in found:
         real = path.resolve()
