@@ -349,18 +349,20 @@ class Sandbox:
             mounts.append((folder, ["--tmpfs", str(folder)]))
         mounts += _credentials(tmp, env, [p for p, _ in binds[1:]])
         mounts += [(p, ["--ro-bind", str(p), str(p)]) for p in passed]
-        resolv = Path("/etc/resolv.conf").resolve()
-        if any(_inside(resolv, f) for f in hidden) and resolv.exists():
-            mounts.append((resolv, ["--ro-bind", str(resolv), str(resolv)]))
-        # A mount covers what was mounted below it before: the outer first, so a
-        # writable folder never uncovers what a hidden or read-only one inside it hides.
-        order = sorted(range(len(mounts)), key=lambda i: (len(mounts[i][0].parts), i))
         outer: list[str] = []
         args = ["bwrap", *_flags(probe().user_ns, self.network)]
+        resolv = Path("/etc/resolv.conf").resolve()
+        shown = resolv  # what the command reads as /etc/resolv.conf
         if self.network and stack is not None and pasta.unavailable() is None:
             outer = pasta.own_network(self.host_ports, stack)
             if os.geteuid() != 0 and probe().user_ns:  # pasta's namespace made it uid 0
                 args += ["--uid", str(os.getuid()), "--gid", str(os.getgid())]
+            shown = pasta.resolv_conf(tmp / ".forge-home") or resolv
+        if (shown != resolv or any(_inside(resolv, f) for f in hidden)) and shown.exists():
+            mounts.append((resolv, ["--ro-bind", str(shown), str(resolv)]))
+        # A mount covers what was mounted below it before: the outer first, so a
+        # writable folder never uncovers what a hidden or read-only one inside it hides.
+        order = sorted(range(len(mounts)), key=lambda i: (len(mounts[i][0].parts), i))
         for i in order:
             args += mounts[i][1]
         final = {**caches, **{k: v for k, v in env.items() if k not in unset}}

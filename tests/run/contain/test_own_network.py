@@ -6,9 +6,11 @@ abstract socket and two TCP servers on 127.0.0.1."""
 from __future__ import annotations
 
 import contextlib
+import os
 import secrets
 import shutil
 import socket
+import subprocess
 import sys
 import tempfile
 import threading
@@ -139,3 +141,60 @@ def test_a_command_without_the_network_gets_no_pasta(tmp_path: Path) -> None:
     with contextlib.ExitStack() as stack:
         wrapped = box.wrap(["true"], tmp=tmp_path, env={}, stack=stack)
     assert wrapped.argv[0] == "bwrap" and "--unshare-net" in wrapped.argv
+
+
+# Run in a mount namespace of its own whose /etc/resolv.conf names a resolver on
+# the host's loopback (this one: it answers every A question with 192.0.2.99).
+_LOOKUP = """
+import contextlib, socket, struct, subprocess, sys, threading
+from pathlib import Path
+from forge.base.sandbox import Sandbox
+
+server = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+try:
+    server.bind(("127.0.0.1", 53))
+except OSError:
+    sys.exit(3)
+
+def answer():
+    while True:
+        data, peer = server.recvfrom(512)
+        end = 12
+        while data[end]:
+            end += data[end] + 1
+        question = data[12 : end + 5]
+        a = data[end + 1 : end + 3] == b"\\0\\1"
+        head = data[:2] + b"\\x81\\x80" + struct.pack(">HHHH", 1, int(a), 0, 0)
+        record = b"\\xc0\\x0c" + struct.pack(">HHIH", 1, 1, 60, 4) + bytes([192, 0, 2, 99])
+        server.sendto(head + question + (record if a else b""), peer)
+
+threading.Thread(target=answer, daemon=True).start()
+tmp = Path(sys.argv[1])
+with contextlib.ExitStack() as stack:
+    argv = ["getent", "ahostsv4", "forge-test.invalid"]
+    wrapped = Sandbox((tmp,)).wrap(argv, tmp=tmp, env={"PATH": "/usr/bin:/bin"}, stack=stack)
+    cp = subprocess.run(wrapped.argv, env=wrapped.env, capture_output=True, text=True)
+print(cp.stdout + cp.stderr)
+"""
+
+
+@needs_own_network
+@pytest.mark.skipif(os.geteuid() != 0, reason="a mount namespace of the test's own: root")
+def test_lookups_reach_a_resolver_on_the_hosts_loopback(tmp_path: Path) -> None:
+    (tmp_path / "resolv.conf").write_text("nameserver 127.0.0.1\n")
+    (tmp_path / "lookup.py").write_text(_LOOKUP)
+    (tmp_path / "box").mkdir()
+    inside = (
+        f"mount --bind {tmp_path}/resolv.conf /etc/resolv.conf && "
+        f"exec {sys.executable} {tmp_path}/lookup.py {tmp_path}/box"
+    )
+    cp = subprocess.run(
+        ["unshare", "--mount", "--propagation", "private", "sh", "-c", inside],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    if cp.returncode == 3:
+        pytest.skip("127.0.0.1:53 is taken here")
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    assert cp.stdout.startswith("192.0.2.99 "), cp.stdout + cp.stderr
