@@ -45,6 +45,9 @@ KEYS: dict[str, dict[str, str]] = {
         "quarantine": '`"auto"` (default): a flaky test\'s failure blames nobody; `"off"`',
         "release_after": "passes in a row on landed trees that release a quarantined test (20)",
         "sockets": "sockets the sandbox lets a task reach: variable names or absolute paths",
+        "host_ports": "TCP ports on the host's loopback a sandboxed command with the network "
+        "reaches (it has a network of its own: docs/security.md), at 127.0.0.1:PORT as on the "
+        "host, e.g. [11434]",
         **_SHARED_TASK,
     },
     "[[task]]": {

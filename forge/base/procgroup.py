@@ -25,7 +25,7 @@ from typing import IO
 
 from forge.base import cgroups, proc
 from forge.base.logs import Drain, append_line, log_cap
-from forge.base.sandbox import Sandbox
+from forge.base.sandbox import WRAPPERS, Sandbox
 from forge.base.settings import DEFAULT_GRACE
 from forge.frozen import frozen
 
@@ -241,7 +241,7 @@ def _term_targets(pgid: int, alive: Sequence[int]) -> tuple[int, list[int]]:
     """Whom TERM goes to: the group and what escaped it; under bubblewrap, whose end
     KILLs its pid namespace at once, each process inside instead (their handlers
     get the grace; bwrap ends when they have)."""
-    boxed = [pid for pid in alive if _comm(pid) != "bwrap"]
+    boxed = [pid for pid in alive if _comm(pid) not in WRAPPERS]
     if boxed and len(boxed) < len(alive):
         return 0, boxed
     return pgid, [pid for pid in alive if (info := read_stat(pid)) and info.pgid != pgid]
@@ -340,7 +340,8 @@ def run_group(
             outer.callback(shutil.rmtree, tmp, ignore_errors=True)
             if isinstance(spec.argv, str):
                 args = proc.shell_args(spec.argv, stack=outer, folder=tmp, seen_as="/tmp")
-            wrapped = spec.sandbox.wrap(args, tmp=tmp, env=env)  # bwrap starts with it
+            # bwrap starts with `env`; its own network (if any) goes with `outer`
+            wrapped = spec.sandbox.wrap(args, tmp=tmp, env=env, stack=outer)
             args, env = wrapped.argv, wrapped.env
         elif isinstance(spec.argv, str):
             args = proc.shell_args(spec.argv, stack=outer)
@@ -374,7 +375,7 @@ def _run_group(
         left: tuple[str, ...] = ()
         if found := _survivors(pgid, spec.tag, None, spec.cwd):
             # bwrap tearing its namespace down is forge's, not the command's leftover
-            named = [p for p in found if spec.sandbox is None or _comm(p) != "bwrap"]
+            named = [p for p in found if spec.sandbox is None or _comm(p) not in WRAPPERS]
             if named and not (stopped or timed_out):
                 left = tuple(describe(pid) for pid in named)
                 said = f"left processes behind in group {pgid}: {', '.join(left)}"

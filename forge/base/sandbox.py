@@ -12,7 +12,9 @@ of the sockets the environment names, whose variables are dropped (the plan's
 (it is pid 1 inside, and its /proc/1/environ is readable there), the person's
 credential files are covered and git's global config is a copy without credential
 helpers (`secrets`, `git_configs`). A verification lane or a task's check has no
-network unless it says `network = true`; an agent keeps it (it needs its API).
+network unless it says `network = true`; an agent keeps it (it needs its API), in a
+network namespace of its own where pasta can make one (forge/base/netns/pasta.py):
+the internet, and of the host only the loopback ports the plan names.
 The process group is shared (`--new-session` would take the command out of it);
 bubblewrap's end KILLs its pid namespace, so forge sends TERM to the processes
 inside, not to bwrap (forge/base/procgroup.py), and their handlers get the grace.
@@ -22,6 +24,7 @@ holds no capability (`check`), and refuses a sandbox that keeps one.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import re
@@ -32,6 +35,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from forge.base import seal
+from forge.base.netns import pasta
 from forge.errors import ForgeError
 from forge.frozen import frozen
 
@@ -81,6 +85,9 @@ _VAR_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # host's sysctls, sysrq): read-only inside. bwrap covers some, not /proc/sys.
 _PROC_COVER = ("/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus")
 _CAPS = ("CapInh", "CapPrm", "CapEff", "CapAmb")
+# The processes of the sandbox itself (bubblewrap, and pasta around it): a
+# command's signals go past them, and their ends are no command's leftovers.
+WRAPPERS = ("bwrap", *pasta.COMMS)
 
 
 def _flags(user_ns: bool, network: bool = True) -> list[str]:
@@ -301,13 +308,25 @@ class Sandbox:
     # `npm ci`, `pip install` with the home folder read-only): the usual variables
     # point there unless the command's environment sets them.
     cache: Path | None = None
+    # The host's loopback TCP ports a command with the network reaches, in a network
+    # of its own (forge/base/netns/pasta.py); nothing else of the host's.
+    host_ports: tuple[int, ...] = ()
 
-    def wrap(self, argv: Sequence[str], *, tmp: Path, env: Mapping[str, str]) -> Wrapped:
+    def wrap(
+        self,
+        argv: Sequence[str],
+        *,
+        tmp: Path,
+        env: Mapping[str, str],
+        stack: contextlib.ExitStack | None = None,
+    ) -> Wrapped:
         """The bwrap command line running `argv` inside, its private /tmp the host
         folder `tmp`, and the environment bwrap itself must start with: `env` (the
         command's whole environment) without what the sandbox drops. bwrap is pid 1
         inside, and its `/proc/1/environ` is readable there: a variable dropped with
-        `--unsetenv` would still be read from it."""
+        `--unsetenv` would still be read from it. With `stack`, a command that keeps
+        the network gets a network namespace of its own where pasta can make one,
+        torn down when `stack` closes."""
         binds: list[tuple[Path, str]] = [(tmp, "bind")]
         hidden: list[Path] = []
         binds += [(p, "ro-bind") for p in self.readable if p.exists()]
@@ -330,18 +349,25 @@ class Sandbox:
             mounts.append((folder, ["--tmpfs", str(folder)]))
         mounts += _credentials(tmp, env, [p for p, _ in binds[1:]])
         mounts += [(p, ["--ro-bind", str(p), str(p)]) for p in passed]
+        outer: list[str] = []
+        args = ["bwrap", *_flags(probe().user_ns, self.network)]
         resolv = Path("/etc/resolv.conf").resolve()
-        if any(_inside(resolv, f) for f in hidden) and resolv.exists():
-            mounts.append((resolv, ["--ro-bind", str(resolv), str(resolv)]))
+        shown = resolv  # what the command reads as /etc/resolv.conf
+        if self.network and stack is not None and pasta.unavailable() is None:
+            outer = pasta.own_network(self.host_ports, stack)
+            if os.geteuid() != 0 and probe().user_ns:  # pasta's namespace made it uid 0
+                args += ["--uid", str(os.getuid()), "--gid", str(os.getgid())]
+            shown = pasta.resolv_conf(tmp / ".forge-home") or resolv
+        if (shown != resolv or any(_inside(resolv, f) for f in hidden)) and shown.exists():
+            mounts.append((resolv, ["--ro-bind", str(shown), str(resolv)]))
         # A mount covers what was mounted below it before: the outer first, so a
         # writable folder never uncovers what a hidden or read-only one inside it hides.
         order = sorted(range(len(mounts)), key=lambda i: (len(mounts[i][0].parts), i))
-        args = ["bwrap", *_flags(probe().user_ns, self.network)]
         for i in order:
             args += mounts[i][1]
         final = {**caches, **{k: v for k, v in env.items() if k not in unset}}
         final["TMPDIR"] = "/tmp"
-        return Wrapped([*args, "--", *argv], final)
+        return Wrapped([*outer, *args, "--", *argv], final)
 
     def _sockets(
         self,
@@ -411,12 +437,14 @@ def secrets(home: Path) -> list[Path]:
 
 
 def git_configs(home: Path, env: Mapping[str, str]) -> list[Path]:
-    """git's global configuration files that exist (each as the file it really is:
-    a bind covers the target, not a link to it)."""
+    """git's global and system configuration files that exist (each as the file it
+    really is: a bind covers the target, not a link to it)."""
     xdg = Path(env.get("XDG_CONFIG_HOME") or home / ".config")
     found = [xdg / "git" / "config", home / ".gitconfig"]
     if env.get("GIT_CONFIG_GLOBAL"):
         found.append(Path(env["GIT_CONFIG_GLOBAL"]).expanduser())
+    if not env.get("GIT_CONFIG_NOSYSTEM"):
+        found.append(Path(env.get("GIT_CONFIG_SYSTEM") or "/etc/gitconfig").expanduser())
     out: list[Path] = []
     for path in found:
         real = path.resolve()

@@ -244,6 +244,18 @@ class TableReader:
             self.bad(key, "a list without repeats")
         return list(value)
 
+    def ports(self, key: str) -> tuple[int, ...]:
+        """TCP port numbers (1 to 65535), each once."""
+        value = self.table.get(key, [])
+        if not isinstance(value, list) or not all(
+            isinstance(v, int) and not isinstance(v, bool) and 0 < v < 65536 for v in value
+        ):
+            self.bad(key, "a list of port numbers (1 to 65535)")
+            return ()
+        if len(set(value)) != len(value):
+            self.bad(key, "a list without repeats")
+        return tuple(dict.fromkeys(value))
+
     def str_map(self, key: str) -> dict[str, str]:
         value = self.table.get(key, {})
         if not isinstance(value, Mapping) or not all(

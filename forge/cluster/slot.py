@@ -209,6 +209,7 @@ class WorkerSlot:
             readable=(self.where.home,),
             network=network,
             sockets=self.job.order.sockets,
+            host_ports=self.job.order.host_ports,
         )
 
     # -- the Place of the attempt's steps -----------------------------------------

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TypedDict
 
 from forge.base import cgroups, sandbox, seal
+from forge.base.netns import pasta
 
 
 class Facts(TypedDict):
@@ -27,6 +28,7 @@ class Facts(TypedDict):
     fallbacks: list[str]
     mode: str
     covered: list[str]
+    reach: dict[str, str]
     limits: list[str]
 
 
@@ -58,18 +60,50 @@ def facts() -> Facts:
         "fallbacks": fallbacks(usable, found),
         "mode": _mode(usable),
         "covered": [str(p) for p in sandbox.secrets(Path.home())],
-        "limits": LIMITS if usable else [LIMITS[1]],
+        "reach": reach(usable),
+        "limits": limits(usable),
     }
+
+
+def reach(usable: bool) -> dict[str, str]:
+    """What each role's commands reach over the network in the sandbox (all of the
+    host's network without it)."""
+    if not usable:
+        return {role: "the host's network, as you" for role in ROLES}
+    own = pasta.unavailable()
+    keeps = (
+        "the internet, in a network of its own (pasta): of the host only the plan's "
+        "`host_ports` on 127.0.0.1, none of its abstract unix sockets"
+        if own is None
+        else "the host's network namespace: the internet, every port on the host's "
+        f"loopback and its abstract unix sockets ({own})"
+    )
+    without = "nothing unless it says `network = true`; then " + keeps
+    return {"agent": keeps, "setup": keeps, "check": without, "lane": without}
+
+
+ROLES = ("agent", "setup", "check", "lane")
 
 
 # What the sandbox does not hold, said where it runs (docs/security.md, "Limits").
 LIMITS = [
-    "an agent keeps the host's network namespace: it reaches services on the host's "
-    "loopback and the host's abstract unix sockets (checks and lanes do not)",
+    "an agent keeps the host's network namespace (no pasta here): it reaches services on "
+    "the host's loopback and the host's abstract unix sockets (checks and lanes do not)",
     "without the sandbox a task runs as you: it reads and writes forge's key and records",
     "an agent writes its own state folders (~/.claude, ~/.codex, ~/.cache, ...), which "
     "the person's CLI reads the next time it starts",
+    "a command's own network reaches what the host reaches beyond its loopback: the "
+    "host's other addresses (a container bridge's), private ranges, 169.254.0.0/16; "
+    "forge sets no rules refusing them",
 ]
+
+
+def limits(usable: bool) -> list[str]:
+    """The limits that hold here."""
+    if not usable:
+        return [LIMITS[1]]
+    own = pasta.unavailable() is None
+    return [LIMITS[3] if own else LIMITS[0], *LIMITS[1:3]]
 
 
 def _mode(usable: bool) -> str:
@@ -93,6 +127,8 @@ def fallbacks(usable: bool, found: sandbox.Probe) -> list[str]:
             "no user namespace: capabilities are dropped by --cap-drop ALL alone "
             "(checked: none is kept)"
         )
+    if usable and (why := pasta.unavailable()) is not None:
+        out.append(f"an agent keeps the host's network: {why}")
     if cgroups.delegated() is None:
         out.append(
             "no delegated cgroup: processes a command leaves are found by process "
@@ -121,7 +157,7 @@ def render(data: Facts) -> str:
             lines.append("variables dropped: " + ", ".join(data["dropped_variables"]))
         if data["covered"]:
             lines.append("credentials covered: " + ", ".join(data["covered"]))
-        lines.append("network: an agent keeps it; checks and lanes only with `network = true`")
+    lines += [f"network of {role}: {what}" for role, what in data["reach"].items()]
     lines.append(f"cgroup for commands: {data['cgroup'] or 'none'}")
     lines += [f"fallback: {line}" for line in data["fallbacks"]]
     lines += [f"limit: {line}" for line in data["limits"]]

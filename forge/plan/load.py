@@ -48,7 +48,7 @@ _PLAN_WORDS = (
     "name base max_parallel setup setup_timeout env verify verify_reruns gate "
     "batch_max batch_window gate_on verify_parallel quarantine release_after agent "
     "fallback review timeout log_cap budget escalate_after escalate_effort scope "
-    "clean sandbox sockets strict_model notify auto candidates best_of select judge "
+    "clean sandbox sockets host_ports strict_model notify auto candidates best_of select judge "
     "agents task"
 )
 PLAN_KEYS: tuple[str, ...] = tuple(_PLAN_WORDS.split())
@@ -150,6 +150,7 @@ class _Checker:
                     f"`sockets`: {entry!r} is neither a variable name nor an absolute path",
                     "sockets",
                 )
+        host_ports = get.ports("host_ports")
         strict_model = get.flag("strict_model")
         notify = get.string("notify")
         auto = self.spec_list("auto")
@@ -198,6 +199,7 @@ class _Checker:
             release_after=release_after,
             sandbox=sandbox,
             sockets=sockets,
+            host_ports=host_ports,
             strict_model=strict_model,
             notify=notify,
             auto=auto,

@@ -152,6 +152,8 @@ class Plan:
     # where the sandbox holds (sandbox.choose)
     sandbox: bool | None = None
     sockets: tuple[str, ...] = ()  # sockets (paths or variables) a sandboxed task may reach
+    # the host's loopback TCP ports a sandboxed command with the network reaches
+    host_ports: tuple[int, ...] = ()
     strict_model: bool = False  # an attempt that ran another model than asked is INFRA
     notify: str | None = None  # told of a run's pause or end (forge/run/notify.py)
     auto: tuple[str, ...] = ()  # the pool `agent = "auto"` chooses from (else forge.toml's)
@@ -195,6 +197,8 @@ class Plan:
         config = self.verify if self.verify is not None else repo_default
         if config is None:
             return None
+        if self.host_ports:
+            config = replace(config, host_ports=self.host_ports)
         if self.quarantine or self.release_after:
             config = replace(
                 config,
@@ -259,6 +263,7 @@ class Plan:
             "release_after": self.release_after,
             "sandbox": self.sandbox,
             "sockets": list(self.sockets),
+            "host_ports": list(self.host_ports),
             "strict_model": self.strict_model,
             "notify": self.notify,
             "auto": list(self.auto),
@@ -300,6 +305,7 @@ class Plan:
             release_after=data.get("release_after"),
             sandbox=None if data.get("sandbox") is None else bool(data["sandbox"]),
             sockets=tuple(data.get("sockets", ())),
+            host_ports=tuple(data.get("host_ports", ())),
             strict_model=bool(data.get("strict_model", False)),
             notify=data.get("notify"),
             auto=tuple(data.get("auto", ())),

@@ -65,6 +65,9 @@ class VerifyConfig:
     # The lanes run under bubblewrap: a run's choice (never stored), part of what a
     # verdict means (a PASS without the sandbox does not answer for one with it).
     sandboxed: bool = False
+    # The host's loopback ports a lane with the network reaches in the sandbox: the
+    # plan's `host_ports` (never stored; not part of equality).
+    host_ports: tuple[int, ...] = field(default=(), compare=False)
     team: TestsWord | None = field(default=None, compare=False)
 
     def to_dict(self) -> JsonObject:

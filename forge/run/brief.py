@@ -42,6 +42,7 @@ KEY_HELP: dict[str, str] = {
     "release_after": "passes that release a quarantined test (default 20)",
     "notify": "a command told when the run pauses, needs a person, or ends",
     "sockets": "sockets the sandbox lets a task reach",
+    "host_ports": "the host's loopback TCP ports a sandboxed command with the network reaches",
     "scope": "a change outside a task's files: error or warn",
     "clean": "what a reused worktree drops: untracked or all",
     "sandbox": "every command under bubblewrap",

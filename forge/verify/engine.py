@@ -247,7 +247,7 @@ def _run_lanes(
             if co is None:
                 results[name] = LaneResult(name, command, Verdict.INTERRUPTED, ())
             else:
-                box = _lane_box(repo, co, name in config.networked) if sandbox else None
+                box = _lane_box(repo, co, name in config.networked, config) if sandbox else None
                 lane = Lane(repo, base, config, co, name, stop, emit, box, policy, stage)
                 forgiven = None if ask.chosen else dict((ask.forgive or {}).get(name, {}))
                 lane = replace(lane, forgiven=forgiven, candidate=ask.candidate)
@@ -271,13 +271,16 @@ def _run_lanes(
     return tuple(results[name] for name, _cmd in config.lanes)
 
 
-def _lane_box(repo: Repository, co: Checkout, network: bool) -> Sandbox:
+def _lane_box(repo: Repository, co: Checkout, network: bool, config: VerifyConfig) -> Sandbox:
     """A lane writes only its checkout (forge's test report goes to a file descriptor
     it inherits): no agent folder, no network unless the lane says `network = true`
-    (its setup keeps it: see forge/verify/lane.py). forge's pytest plugin is read where forge
-    is installed, which the sandbox's private /tmp may cover."""
+    (its setup keeps it: see forge/verify/lane.py), and then the plan's `host_ports`.
+    forge's pytest plugin is read where forge is installed, which the sandbox's
+    private /tmp may cover."""
     readable = (repo.root, repo.common_dir, reports.PLUGIN_DIR)
-    return Sandbox((co.path,), readable, agents=False, network=network)
+    return Sandbox(
+        (co.path,), readable, agents=False, network=network, host_ports=config.host_ports
+    )
 
 
 def _unmade(

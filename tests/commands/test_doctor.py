@@ -14,6 +14,8 @@ import pytest
 from helpers.gitkit import run_forge
 
 from forge.base import sandbox
+from forge.base.netns import pasta
+from forge.commands import doctor
 
 
 def test_doctor_says_what_the_sandbox_holds(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -46,3 +48,26 @@ def test_doctor_without_bubblewrap_names_the_fallback(repo: Path, tmp_path: Path
     assert cp.returncode == 0, cp.stderr
     assert "bubblewrap: not installed" in cp.stdout
     assert "fallback: no bubblewrap: `sandbox = true` is refused" in cp.stdout
+
+
+def test_doctor_says_what_each_role_reaches(repo: Path) -> None:
+    data = json.loads(run_forge(repo, "doctor", "--json").stdout)
+    assert set(data["reach"]) == {"agent", "setup", "check", "lane"}
+    if sandbox.unavailable() is not None:
+        return
+    assert data["reach"]["check"].startswith("nothing unless it says `network = true`")
+    if pasta.unavailable() is None:
+        assert "network of its own" in data["reach"]["agent"]
+        assert "`host_ports`" in data["reach"]["agent"]
+    else:
+        assert "abstract unix sockets" in data["reach"]["agent"]
+        assert any("keeps the host's network" in line for line in data["fallbacks"])
+
+
+def test_without_pasta_an_agent_keeps_the_hosts_network(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(shutil, "which", lambda name: None if name == "pasta" else f"/x/{name}")
+    assert pasta.unavailable() is not None and "pasta" in str(pasta.unavailable())
+    reach = doctor.reach(True)
+    assert "the host's network namespace" in reach["agent"]
+    assert "pasta" in reach["agent"]
+    assert doctor.limits(True)[0] == doctor.LIMITS[0]

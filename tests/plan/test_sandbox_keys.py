@@ -1,5 +1,6 @@
-"""The plan keys of the sandbox: `sockets` (variables or absolute paths), a task's
-`network`, a lane table's `network`; each mistake is one line naming the key."""
+"""The plan keys of the sandbox: `sockets` (variables or absolute paths), `host_ports`
+(port numbers), a task's `network`, a lane table's `network`; each mistake is one
+line naming the key."""
 
 from __future__ import annotations
 
@@ -35,3 +36,13 @@ def test_network_is_true_or_false_on_a_task_and_a_lane(repo: Path, tmp_path: Pat
         repo, tmp_path, TASK + '[verify.lanes.net]\ncommand = "true"\nnetwork = true\n'
     )
     assert code == 0, out
+
+
+def test_host_ports_are_port_numbers_each_once(repo: Path, tmp_path: Path) -> None:
+    code, out = _check(repo, tmp_path, "host_ports = [11434, 5432]\n" + TASK)
+    assert code == 0, out
+    for bad in ('["11434"]', "[0]", "[65536]", "[true]", "11434"):
+        code, out = _check(repo, tmp_path, f"host_ports = {bad}\n" + TASK)
+        assert code == 2 and "host_ports" in out and "port numbers" in out, (bad, out)
+    code, out = _check(repo, tmp_path, "host_ports = [11434, 11434]\n" + TASK)
+    assert code == 2 and "without repeats" in out, out

@@ -167,6 +167,7 @@ def group(
             writable=c.writable,
             network=c.network,
             sockets=ctx.plan.sockets,
+            host_ports=ctx.plan.host_ports,
         )
         if c.cache:  # setup's: the usual cache variables point into a folder of forge's
             sandbox = replace(sandbox, cache=ctx.repo.state.root / SETUP_CACHE)

@@ -41,6 +41,7 @@ class WorkOrder:
     check: str | None = None
     check_network: bool = False  # the check keeps the network in the sandbox
     sockets: tuple[str, ...] = ()  # the sockets the plan passes into the sandbox
+    host_ports: tuple[int, ...] = ()  # the host's loopback ports it reaches
     clean_all: bool = False
     env: tuple[tuple[str, str], ...] = ()  # the plan's `env`, expanded in the slot
     judged_hash: str | None = None  # the last judged failure's change: "no progress"
@@ -96,6 +97,7 @@ def order_for(scope: AttemptScope) -> WorkOrder:
         check=task.check,
         check_network=task.network,
         sockets=plan.sockets,
+        host_ports=plan.host_ports,
         clean_all=plan.clean == "all",
         env=tuple(plan.env.items()),
         judged_hash=last_judged_hash(ts.attempts[:-1], person=scope.person),

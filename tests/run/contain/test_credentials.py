@@ -34,12 +34,20 @@ def home(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
         (where / name).write_text("https://me:secret@example.com\n")
     (where / ".aws").mkdir()
     (where / ".aws" / "credentials").write_text("aws_secret_access_key = secret\n")
+    (where / ".docker").mkdir()
+    (where / ".docker" / "config.json").write_text('{"auths": {"x": {"auth": "secret"}}}\n')
+    (where / ".kube").mkdir()
+    (where / ".kube" / "config").write_text("token: secret\n")
+    (where / "system-gitconfig").write_text(
+        '[credential "https://example.org"]\n\thelper = !echo password=secret\n'
+    )
     (where / ".gitconfig").write_text(
         "[user]\n\tname = Me\n[credential]\n\thelper = store\n"
         '[credential "https://example.com"]\n\thelper = !echo password=secret\n'
         '[http "https://example.com/"]\n\textraheader = AUTHORIZATION: basic secret\n'
     )
     monkeypatch.setenv("HOME", str(where))
+    monkeypatch.setenv("GIT_CONFIG_SYSTEM", str(where / "system-gitconfig"))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(where / ".config"))
     yield where
     shutil.rmtree(where, ignore_errors=True)
@@ -107,3 +115,34 @@ def test_the_code_hosts_tokens_never_reach_a_task_without_the_sandbox(
     assert cp.returncode == 0, cp.stdout + cp.stderr
     seen = _merged(repo, "own.txt")
     assert "KEPT_FOR_THE_TASK=yes" in seen and "_secret" not in seen, seen
+
+
+@needs_sandbox
+def test_in_the_sandbox_git_has_no_credential_helper_and_commits_as_the_person(
+    repo: Path, tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GH_TOKEN", "gho_secret")
+    monkeypatch.setenv("GITHUB_TOKEN", "ghs_secret")
+    # The identity from the person's config, and the machine's config read (a fake one).
+    for who in ("AUTHOR", "COMMITTER"):
+        monkeypatch.delenv(f"GIT_{who}_NAME")
+        monkeypatch.delenv(f"GIT_{who}_EMAIL")
+    monkeypatch.delenv("GIT_CONFIG_NOSYSTEM")
+    config = home / ".gitconfig"
+    config.write_text(config.read_text() + "[user]\n\temail = me@example.com\n")
+    run = (
+        "for p in .ssh .config/gh .git-credentials .netrc .aws .docker .kube; do "
+        "find ~/$p -type f -size +0 2>/dev/null; done > seen.txt; "
+        "cat ~/.docker/config.json ~/.kube/config >> seen.txt 2>/dev/null; "
+        'echo "GH_TOKEN=$GH_TOKEN GITHUB_TOKEN=$GITHUB_TOKEN" > token.txt; '
+        "git config --show-origin --get-regexp credential > helper.txt; "
+        "git init -q /tmp/r && git -C /tmp/r commit -q --allow-empty -m x && "
+        "git -C /tmp/r log -1 --format='%an <%ae> %cn' > author.txt"
+    )
+    cp = plan_and_run(repo, write_plan(tmp_path, _task(run, boxed=True)))
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    assert _merged(repo, "seen.txt") == ""
+    assert _merged(repo, "token.txt") == "GH_TOKEN= GITHUB_TOKEN="
+    assert _merged(repo, "helper.txt") == ""
+    assert _merged(repo, "author.txt") == "Me <me@example.com> Me"
+    assert "helper" in (home / "system-gitconfig").read_text()  # the machine's is untouched

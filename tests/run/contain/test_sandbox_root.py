@@ -112,10 +112,11 @@ def test_a_check_has_the_network_only_when_it_says_so(
     repo: Path, tmp_path: Path, listener: int, network: bool
 ) -> None:
     extra = f"check = '''{_connect(listener)}'''\n" + ("network = true\n" if network else "")
-    # The task's own command (an agent's place) keeps the network either way.
-    cp = plan_and_run(
-        repo, write_plan(tmp_path, _task(_connect(listener) + " && touch ok", extra=extra))
-    )
+    # The task's own command (an agent's place) keeps the network either way; the
+    # host's loopback port is reached where the plan names it.
+    head = f"host_ports = [{listener}]\n"
+    plan = _task(_connect(listener) + " && touch ok", extra=extra, head=head)
+    cp = plan_and_run(repo, write_plan(tmp_path, plan))
     assert statuses(repo) == {"a": "MERGED" if network else "FAILED"}, cp.stdout + cp.stderr
 
 
@@ -125,7 +126,8 @@ def test_a_lane_has_the_network_only_when_it_says_so(
 ) -> None:
     lane = f"[verify.lanes.net]\ncommand = '''{_connect(listener)}'''\n"
     lane += "network = true\n" if network else ""
-    plan = write_plan(tmp_path, "sandbox = true\n" + _task_table("echo a > a.txt") + lane)
+    head = f"sandbox = true\nhost_ports = [{listener}]\n"
+    plan = write_plan(tmp_path, head + _task_table("echo a > a.txt") + lane)
     cp = plan_and_run(repo, plan)
     # Without the network the lane fails on the head too: nothing lands, nobody is blamed.
     assert statuses(repo) == {"a": "MERGED" if network else "QUEUED"}, cp.stdout + cp.stderr
