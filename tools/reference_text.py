@@ -38,7 +38,8 @@ KEYS: dict[str, dict[str, str]] = {
         "scope": "`error` (default): a change outside `files` fails the task; `warn`: said only",
         "clean": "`untracked` (default): a reused slot keeps ignored files; `all`: removes them",
         "sandbox": "run every command under bubblewrap, only its worktree writable "
-        "(not said: on where the sandbox holds; `false` turns it off)",
+        "(not said: on where the sandbox holds; `false` turns it off); or a `[sandbox]` "
+        "table of `enabled`, `sockets` and `host_ports`",
         "strict_model": "an attempt that ran another model than asked is INFRA",
         "auto": 'the pool `agent = "auto"` chooses from',
         "notify": "a command told of a run's pause, need of a person, and end (JSON on stdin)",

@@ -142,15 +142,7 @@ class _Checker:
         batch_window = get.one_of("batch_window", ("adaptive", "fixed"))
         gate_on = get.one_of("gate_on", GATE_ON) if "gate_on" in d else None
         verify_parallel = get.integer("verify_parallel", low=1, default=DEFAULT_VERIFY_PARALLEL)
-        sandbox = get.flag("sandbox") if "sandbox" in d else None
-        sockets = tuple(get.str_list("sockets", unique=True))
-        for entry in sockets:
-            if not (_ENV_NAME.match(entry) or entry.startswith("/")):
-                self.add(
-                    f"`sockets`: {entry!r} is neither a variable name nor an absolute path",
-                    "sockets",
-                )
-        host_ports = get.ports("host_ports")
+        sandbox, sockets, host_ports = self.sandbox()
         strict_model = get.flag("strict_model")
         notify = get.string("notify")
         auto = self.spec_list("auto")
@@ -210,6 +202,31 @@ class _Checker:
             agents=agents,
             tasks=tasks,
         )
+
+    def sandbox(self) -> tuple[bool | None, tuple[str, ...], tuple[int, ...]]:
+        """`sandbox = true|false` with `sockets` and `host_ports` beside it, or one
+        `[sandbox]` table holding `enabled`, `sockets` and `host_ports`."""
+        table = self.data.get("sandbox")
+        get = self.get
+        if isinstance(table, Mapping):
+            get = TableReader(table, self.problems, what="[sandbox]", line_of=self.top_line)
+            get.unknown_keys(("enabled", "sockets", "host_ports"))
+            for key in ("sockets", "host_ports"):
+                if key in self.data:
+                    self.add(f"`{key}` is given twice: keep the one in [sandbox]", key)
+        sandbox = None
+        if isinstance(table, Mapping):
+            sandbox = get.flag("enabled") if "enabled" in table else None
+        elif table is not None:
+            sandbox = get.flag("sandbox")
+        sockets = tuple(get.str_list("sockets", unique=True))
+        for entry in sockets:
+            if not (_ENV_NAME.match(entry) or entry.startswith("/")):
+                self.add(
+                    f"`sockets`: {entry!r} is neither a variable name nor an absolute path",
+                    "sockets",
+                )
+        return sandbox, sockets, get.ports("host_ports")
 
     def budget(self) -> float | None:
         if "budget" not in self.data:

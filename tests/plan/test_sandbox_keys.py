@@ -46,3 +46,22 @@ def test_host_ports_are_port_numbers_each_once(repo: Path, tmp_path: Path) -> No
         assert code == 2 and "host_ports" in out and "port numbers" in out, (bad, out)
     code, out = _check(repo, tmp_path, "host_ports = [11434, 11434]\n" + TASK)
     assert code == 2 and "without repeats" in out, out
+
+
+def test_a_sandbox_table_holds_the_switch_and_its_keys(repo: Path, tmp_path: Path) -> None:
+    """`[sandbox]` with `enabled`, `host_ports` and `sockets` says what `sandbox =`,
+    `host_ports =` and `sockets =` say at the top; a key given both ways, or one the
+    table does not know, is one line."""
+    from forge.plan.load import load_plan
+
+    body = '[sandbox]\nenabled = false\nhost_ports = [11434]\nsockets = ["SSH_AUTH_SOCK"]\n'
+    plan = load_plan(write_plan(tmp_path, body + TASK))
+    assert (plan.sandbox, plan.host_ports, plan.sockets) == (False, (11434,), ("SSH_AUTH_SOCK",))
+    plan = load_plan(write_plan(tmp_path, "[sandbox]\nhost_ports = [8080]\n" + TASK))
+    assert (plan.sandbox, plan.host_ports) == (None, (8080,))
+    code, out = _check(repo, tmp_path, "host_ports = [1]\n[sandbox]\nhost_ports = [2]\n" + TASK)
+    assert code == 2 and "`host_ports` is given twice" in out, out
+    code, out = _check(repo, tmp_path, "[sandbox]\nports = [2]\n" + TASK)
+    assert code == 2 and "unknown key ports" in out, out
+    code, out = _check(repo, tmp_path, '[sandbox]\nhost_ports = ["x"]\n' + TASK)
+    assert code == 2 and "port numbers" in out and "Traceback" not in out, out
