@@ -64,7 +64,7 @@ class Landing:
             review=None,
         )
         queued = ev.Queued(task.id, landing, cts.base, cts.branch)
-        self.ctx.emit(queued, phases.begin(task.id, landing.number, "queue"))
+        self.ctx.record(queued, phases.begin(task.id, landing.number, "queue"))
         why = f" ({chosen.why})" if chosen and chosen.why else ""
         self.on_event(f"{task.id}: candidate {c.label} passed; queued{why}")
         if self.gate is not None:
@@ -102,7 +102,7 @@ class Landing:
             failed = ev.Failed(
                 cts.id, ts.status, ts.reason, gate_attempt.log, source, verified_by=ts.verified_by
             )
-            self.ctx.emit(failed, *phases.end(cts.id, own))
+            self.ctx.record(failed, *phases.end(cts.id, own))
         self.on_event(f"{ts.id}: candidate {cts.candidate} {ts.status} ({ts.reason})")
 
     def landed(
@@ -117,7 +117,7 @@ class Landing:
             if c.label == label:
                 if cts.status != Status.MERGED:
                     merged = ev.Merged(c.unit, cts.merged_commit, cts.merged_definition)
-                    self.ctx.emit(merged, *phases.end(c.unit, cts.last))
+                    self.ctx.record(merged, *phases.end(c.unit, cts.last))
             elif c.unit in live:
                 if c.unit not in self.lost:
                     self.lost[c.unit] = label or "another candidate"
@@ -132,7 +132,7 @@ class Landing:
         log = cts.last.log if cts.last is not None else None
         selected = records.FeedbackSource(records.Source.SELECTION)
         failed = ev.Failed(cts.id, Status.FAILED, NOT_CHOSEN, log, selected)
-        self.ctx.emit(failed, *phases.end(cts.id, cts.last))
+        self.ctx.record(failed, *phases.end(cts.id, cts.last))
         if cts.last is not None:
             from forge.run.records import history
 
@@ -146,7 +146,7 @@ class Landing:
         if winner is None or status != Status.INTERRUPTED:
             return False
         cts = self.ctx.state.record(unit)
-        self.ctx.apply(ev.Outrun(unit, f"{LOST}{winner}"))
+        self.ctx.record(ev.Outrun(unit, f"{LOST}{winner}"), later=True)
         if cts.last is not None:  # (its row said "stopped by the user")
             from forge.run.records import history
 
@@ -173,4 +173,4 @@ def salvage(ctx: RunContext, cts: TaskState, *, uncommitted: bool) -> None:
     if not kept and head is not None and head != cts.base:
         kept.append(worktrees.keep(repo, head, plan=plan, task=cts.id))
     if kept:
-        ctx.emit(ev.Salvaged(cts.id, tuple(kept)))
+        ctx.record(ev.Salvaged(cts.id, tuple(kept)))

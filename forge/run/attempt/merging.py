@@ -45,7 +45,7 @@ def merge_and_record(
             verdict = ev.Failed(task.id, Status.CONFLICT, res.refused, last.log, records.MERGED)
         else:
             verdict = _conflict(ctx, task.id, last, res.conflicts)
-        ctx.emit(*also, verdict)
+        ctx.record(*also, verdict)
     return verdict
 
 

@@ -35,15 +35,14 @@ def phase(
     ctx: _Run, task: str, attempt: Attempt, name: str, *, save: bool = False
 ) -> Iterator[None]:
     started = ev.PhaseStarted(task, attempt.number, name, round(time.time(), 3))
-    if save:
-        ctx.store.emit(ctx.state, started)
-    else:
-        ctx.store.apply(ctx.state, started)
+    ctx.store.record(ctx.state, started, later=not save)
     ctx.on_change(task)
     try:
         yield
     finally:
-        ctx.store.apply(ctx.state, ev.PhaseEnded(task, attempt.number, round(time.time(), 3), name))
+        ctx.store.record(
+            ctx.state, ev.PhaseEnded(task, attempt.number, round(time.time(), 3), name), later=True
+        )
 
 
 def current(attempt: Attempt | None) -> Phase | None:

@@ -93,7 +93,7 @@ class Verdicts:
 
     def _broken(self, record: VerifyRecord, head: str) -> None:
         self.broken = record
-        self.ctx.apply(ev.VerificationRecorded(record))  # the head's own verdict
+        self.ctx.record(ev.VerificationRecorded(record), later=True)  # the head's own verdict
         self.on_event(
             f"gate: the integration head {head[:12]} fails verification on its own "
             f"({verify.describe_failure(record)}): nothing lands"
@@ -104,7 +104,7 @@ class Verdicts:
         pauses (exit 8) naming the lane."""
         why = story.empty_reason(record)
         self.broken = record
-        self.ctx.apply(ev.Paused(why), ev.VerificationRecorded(record))
+        self.ctx.record(ev.Paused(why), ev.VerificationRecorded(record), later=True)
         self.on_event(f"gate: {why}: nothing lands, nobody is blamed")
 
     def _culprit(self, out: gate.Outcome, probe: GateProbe, requeue: list[str]) -> None:
@@ -152,7 +152,7 @@ class Verdicts:
                 verification=verification.to_dict(),
                 head=head,
             )
-            ctx.emit(ev.GateRecorded(replace(ctx.state.gate, landing=landing)))
+            ctx.record(ev.GateRecorded(replace(ctx.state.gate, landing=landing)))
         names = [s.task for s in out.landed]
         faults.point("gate-before-land")
         ctx.repo.update_ref(
@@ -183,7 +183,7 @@ class Verdicts:
             said.append(ev.GateRecorded(replace(ctx.state.gate, landing=None)))
             fixed, known = story.landed(ctx.state, names, tip, pre_existing, flaky=out.flaky)
             said += known
-            ctx.store.emit(ctx.state, *said)
+            ctx.store.record(ctx.state, *said)
         history.settle(ctx, names)
         for tid in names:
             ctx.on_change(tid)
@@ -213,7 +213,7 @@ class Verdicts:
             )
             # Tests named: evidence that they are flaky may come before the run ends.
             doubt = [ev.BlameDoubted(tid)] if any(f.test for f in record.failures) else []
-            ctx.emit(*phases.end(tid, last), failed, *doubt)
+            ctx.record(*phases.end(tid, last), failed, *doubt)
         history.settle(ctx, [tid])
         if last.candidate is None:  # (a candidate's is told by forge/run/candidates.py,
             said = "blamed, waiting for evidence" if doubt else "FAILED"  # which may land
@@ -253,7 +253,7 @@ def conflicts(
             # (refused: the one line says why)
             why = conflict_reason(paths, conflict_by.pop(tid, ())) if what else paths[0]
             failed = ev.Failed(tid, Status.CONFLICT, why, str(log), MERGED)
-            ctx.emit(*phases.end(tid, last), failed)
+            ctx.record(*phases.end(tid, last), failed)
         history.settle(ctx, [tid])
         on_event(f"{tid}: CONFLICT ({ts.reason})")
 
@@ -263,7 +263,7 @@ def already(ctx: RunContext, chain: gate.Chain, head: str) -> None:
     for tid in chain.already:
         ts = ctx.state.tasks[tid]
         with ctx.store.lock:
-            ctx.emit(
+            ctx.record(
                 ev.Merged(tid, head, ctx.plan.task(tid).definition()), *phases.end(tid, ts.last)
             )
         history.settle(ctx, [tid])

@@ -11,9 +11,8 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from forge.run.state import events as ev
-from forge.run.state.invocations import Invocation
 from forge.run.state.records import Phase, Source
-from forge.run.state.run_state import Attempt, Lost, RunState, Status, TaskState
+from forge.run.state.run_state import Attempt, Invocation, Lost, RunState, Status, TaskState
 
 E = TypeVar("E", bound=ev.Event)
 R = TypeVar("R", Attempt, TaskState, RunState)

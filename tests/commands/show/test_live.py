@@ -20,9 +20,8 @@ from helpers.runkit import plan_and_run, state, wait_for, write_plan
 
 from forge.commands.live import LiveView
 from forge.run.state.gate_story import GateStep, StepKind
-from forge.run.state.invocations import Invocation
 from forge.run.state.records import Phase
-from forge.run.state.run_state import Attempt, RunState, Status, TaskState
+from forge.run.state.run_state import Attempt, Invocation, RunState, Status, TaskState
 
 
 class Terminal:
