@@ -77,6 +77,6 @@ class RunContext:
         self.store.record(self.state, *said, later=later)
         if later:
             return
-        tasks = [getattr(e, "task", None) for e in said]
-        for task in dict.fromkeys(self.state.owner(t) for t in tasks if isinstance(t, str)):
+        tasks = [e.task for e in said if isinstance(e, ev.TaskEvent)]
+        for task in dict.fromkeys(self.state.owner(t) for t in tasks):
             self.on_change(task)

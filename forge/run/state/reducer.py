@@ -21,18 +21,14 @@ N = TypeVar("N", int, float)
 
 def apply(st: RunState, event: ev.Event) -> None:
     """Apply one event to the state."""
-    case = _TASK.get(type(event))
-    if case is not None:
-        case(st.record(event.task), event)  # type: ignore[attr-defined]
-        return
-    on_attempt = _ATTEMPT.get(type(event))
-    if on_attempt is not None:
-        ts = st.record(event.task)  # type: ignore[attr-defined]
-        found = _attempt(ts, event.attempt)  # type: ignore[attr-defined]
+    if isinstance(event, ev.AttemptEvent):
+        found = _attempt(st.record(event.task), event.attempt)
         if found is not None:
-            on_attempt(found, event)
-        return
-    _PLAN[type(event)](st, event)
+            _ATTEMPT[type(event)](found, event)
+    elif isinstance(event, ev.TaskEvent):
+        _TASK[type(event)](st.record(event.task), event)
+    else:
+        _PLAN[type(event)](st, event)
 
 
 def apply_attempt(attempt: Attempt, event: ev.Event) -> None:

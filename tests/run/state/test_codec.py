@@ -23,6 +23,7 @@ from forge.base.files import StateDir
 from forge.base.liveness import Owner
 from forge.errors import ExitCode, StateError
 from forge.run.state import events as ev
+from forge.run.state import reducer
 from forge.run.state.codec import KINDS, VERSION, event_of, journal_line
 from forge.run.state.gate_record import GateRecord
 from forge.run.state.gate_story import (
@@ -102,9 +103,28 @@ FROZEN = [
 ]
 
 
+KEYS = (ev.TaskEvent, ev.AttemptEvent)  # what a kind's events are keyed by
+
+
+def _kinds(cls: type[ev.Event]) -> set[type[ev.Event]]:
+    subs = cls.__subclasses__()
+    return {k for sub in subs for k in ({sub} | _kinds(sub))} - set(KEYS)
+
+
 def test_the_registry_of_kinds_is_frozen() -> None:
     assert list(KINDS) == FROZEN
-    assert set(KINDS.values()) == set(ev.Event.__subclasses__()), "every event is a kind"
+    assert set(KINDS.values()) == _kinds(ev.Event), "every event is a kind"
+
+
+def test_the_reducer_finds_a_record_by_its_events_key() -> None:
+    """An attempt's event changes an attempt, a task's its record, another the plan."""
+    for kind in KINDS.values():
+        if issubclass(kind, ev.AttemptEvent):
+            assert kind in reducer._ATTEMPT, kind
+        elif issubclass(kind, ev.TaskEvent):
+            assert kind in reducer._TASK, kind
+        else:
+            assert kind in reducer._PLAN, kind
 
 
 # -- every kind, generated -----------------------------------------------------------
