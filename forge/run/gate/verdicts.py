@@ -172,12 +172,10 @@ class Verdicts:
         with ctx.store.lock:
             said: list[ev.Event] = []
             for step in out.landed:
-                ts = ctx.state.tasks[step.task]
                 definition = ctx.plan.task(step.task).definition()
                 if step.task in harnesses:
                     said.append(ev.Warned(step.task, harnesses[step.task]))
-                said.append(ev.Merged(step.task, step.commit, definition, covered))
-                said += phases.end(step.task, ts.last)
+                said.append(ev.Merged(step.task, step.commit, definition, covered, phases.now()))
             said.append(ev.VerificationRecorded(verification))
             assert ctx.state.gate is not None
             said.append(ev.GateRecorded(replace(ctx.state.gate, landing=None)))
@@ -210,10 +208,11 @@ class Verdicts:
                 failures=tuple(record.failures),
                 # (for a culprit: the verification that failed it)
                 verified_by=VerifiedBy(record.id, record.commit, "FAIL"),
+                at=phases.now(),
             )
             # Tests named: evidence that they are flaky may come before the run ends.
             doubt = [ev.BlameDoubted(tid)] if any(f.test for f in record.failures) else []
-            ctx.record(*phases.end(tid, last), failed, *doubt)
+            ctx.record(failed, *doubt)
         history.settle(ctx, [tid])
         if last.candidate is None:  # (a candidate's is told by forge/run/candidates.py,
             said = "blamed, waiting for evidence" if doubt else "FAILED"  # which may land
@@ -252,8 +251,8 @@ def conflicts(
         with ctx.store.lock:
             # (refused: the one line says why)
             why = conflict_reason(paths, conflict_by.pop(tid, ())) if what else paths[0]
-            failed = ev.Failed(tid, Status.CONFLICT, why, str(log), MERGED)
-            ctx.record(*phases.end(tid, last), failed)
+            failed = ev.Failed(tid, Status.CONFLICT, why, str(log), MERGED, at=phases.now())
+            ctx.record(failed)
         history.settle(ctx, [tid])
         on_event(f"{tid}: CONFLICT ({ts.reason})")
 
@@ -261,9 +260,6 @@ def conflicts(
 def already(ctx: RunContext, chain: gate.Chain, head: str) -> None:
     """Each task of `chain` whose work is on `head` already: MERGED there."""
     for tid in chain.already:
-        ts = ctx.state.tasks[tid]
         with ctx.store.lock:
-            ctx.record(
-                ev.Merged(tid, head, ctx.plan.task(tid).definition()), *phases.end(tid, ts.last)
-            )
+            ctx.record(ev.Merged(tid, head, ctx.plan.task(tid).definition(), at=phases.now()))
         history.settle(ctx, [tid])

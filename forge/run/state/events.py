@@ -151,18 +151,21 @@ class AttemptEnded(TaskEvent):
 
 @frozen
 class Merged(TaskEvent):
-    """Its work is on the integration branch, landed by the merge `commit`."""
+    """Its work is on the integration branch, landed by the merge `commit`; `at`:
+    when, and its last attempt's open phases end then (None: they are left)."""
 
     commit: str | None
     definition: str | None
     verified_by: VerifiedBy | None = None
+    at: float | None = None
 
 
 @frozen
 class Failed(TaskEvent):
     """Its last attempt failed after it ended (at the merge or the gate): `source`
     says what failed it, `log` where to read why; the gate's verification names
-    the failing tests (`failures`) and itself (`verified_by`)."""
+    the failing tests (`failures`) and itself (`verified_by`); `at`: when, and the
+    attempt's open phases end then (None: they are left)."""
 
     status: Status
     reason: str
@@ -170,6 +173,7 @@ class Failed(TaskEvent):
     source: FeedbackSource
     failures: tuple[Failure, ...] | None = None
     verified_by: VerifiedBy | None = None
+    at: float | None = None
 
 
 @frozen

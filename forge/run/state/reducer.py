@@ -152,6 +152,15 @@ def _ended(ts: TaskState, e: ev.AttemptEnded) -> None:
     ts.status, ts.reason, ts.runner = e.status, e.reason, None
 
 
+def _close_phases(a: Attempt | None, at: float | None) -> None:
+    """A verdict's consequence: the attempt's open phases end when it was given."""
+    if a is None or at is None:
+        return
+    for phase in a.phases:
+        if phase.end is None:
+            phase.end = at
+
+
 def _merged(ts: TaskState, e: ev.Merged) -> None:
     ts.status, ts.reason = Status.MERGED, ""
     ts.merged_commit, ts.merged_definition = e.commit, e.definition
@@ -159,6 +168,7 @@ def _merged(ts: TaskState, e: ev.Merged) -> None:
         ts.verified_by = e.verified_by
     if ts.last is not None:
         ts.last.status, ts.last.reason = Status.MERGED, ""
+    _close_phases(ts.last, e.at)
 
 
 def _failed(ts: TaskState, e: ev.Failed) -> None:
@@ -171,6 +181,7 @@ def _failed(ts: TaskState, e: ev.Failed) -> None:
         last.lost = Lost.NOT_CHOSEN if e.source.kind == Source.SELECTION else None
         if e.failures is not None:
             last.failures = list(e.failures)
+    _close_phases(last, e.at)
     if e.verified_by is not None:
         ts.verified_by = e.verified_by
 

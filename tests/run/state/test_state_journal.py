@@ -20,6 +20,7 @@ from forge.run.state.gate_story import (
     GateLast,
 )
 from forge.run.state.records import (
+    FeedbackSource,
     Phase,
 )
 from forge.run.state.reducer import apply
@@ -193,4 +194,27 @@ def test_the_journal_is_folded_into_a_snapshot(tmp_path: Path) -> None:
     assert [p.stat().st_size for p in _journals(store)] in ([], [0])
     raw = json.loads(store.path.read_text())
     assert raw["tasks"]["t0"]["reason"] == "again" and raw["tasks"]["t99"]["status"] == "BLOCKED"
+    assert _back(tmp_path).to_dict() == st.to_dict()
+
+
+@pytest.mark.parametrize(
+    "verdict",
+    [
+        ev.Merged("t0", "c1", "def", at=9.0),
+        ev.Failed("t0", Status.CONFLICT, "paths", None, FeedbackSource.verify("unit"), at=9.0),
+    ],
+    ids=["Merged", "Failed"],
+)
+def test_a_verdict_ends_its_attempts_open_phases(tmp_path: Path, verdict: ev.Event) -> None:
+    """The reducer draws the consequence: the open phases end when the verdict was
+    given; read back from the journal alike. A verdict without a time leaves them."""
+    store = StateStore(StateDir(tmp_path), "p")
+    st = _state(1)
+    store.save(st)
+    store.record(st, ev.AttemptStarted("t0", Attempt(number=1, agent="a"), Owner.me()))
+    store.record(st, ev.PhaseStarted("t0", 1, "gate", 1.0), ev.PhaseStarted("t0", 1, "queue", 2.0))
+    store.record(st, ev.Merged("t0", "c0", "def"))
+    assert [p.end for p in st.tasks["t0"].attempts[0].phases] == [None, None]
+    store.record(st, verdict)
+    assert [p.end for p in st.tasks["t0"].attempts[0].phases] == [9.0, 9.0]
     assert _back(tmp_path).to_dict() == st.to_dict()
