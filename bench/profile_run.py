@@ -85,7 +85,7 @@ def instrument(by_cmd: Totals, by_caller: Totals, other: Totals) -> None:
                 other["task command (process group)"].append(time.perf_counter() - t0)
 
     procgroup.run_group = run_group
-    real_save, real_emit = runstate.StateStore.save, runstate.StateStore.emit
+    real_save, real_record = runstate.StateStore.save, runstate.StateStore.record
 
     def save(self: Any, st: Any, **kw: Any) -> None:
         t0 = time.perf_counter()
@@ -95,16 +95,16 @@ def instrument(by_cmd: Totals, by_caller: Totals, other: Totals) -> None:
             with lock:
                 other["state.json save (fsync)"].append(time.perf_counter() - t0)
 
-    def emit(self: Any, st: Any, *said: Any) -> None:
+    def record(self: Any, st: Any, *said: Any, later: bool = False) -> None:
         t0 = time.perf_counter()
         try:
-            real_emit(self, st, *said)
+            real_record(self, st, *said, later=later)
         finally:
             with lock:
                 other["state journal write"].append(time.perf_counter() - t0)
 
     runstate.StateStore.save = save  # type: ignore[method-assign]
-    runstate.StateStore.emit = emit  # type: ignore[method-assign]
+    runstate.StateStore.record = record  # type: ignore[method-assign]
 
 
 def report(title: str, totals: Totals, wall: float, tasks: int, top: int) -> None:

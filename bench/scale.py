@@ -84,7 +84,7 @@ def write_cost(n: int, *, journal: bool) -> float:
             change = ev.AttemptEnded(tid, Status.MERGED, f"change {k}")
             t0 = time.perf_counter()
             if journal:
-                store.emit(st, change)
+                store.record(st, change)
             else:
                 reducer.apply(st, change)
                 store.save(st)

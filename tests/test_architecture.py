@@ -5,7 +5,8 @@ level, inside functions, and under `if TYPE_CHECKING:` (a cycle there is a cycle
 the design). Imports go only down the layers; `forge.errors` and `forge.frozen` are
 importable from anywhere; within one layer any import is fine as long as the graph
 has no cycle.
-Inside run/ its parts are layers too (RUN_LAYERS), and no function of the package
+Inside run/ its parts are layers too (RUN_LAYERS), only the state's store reaches
+the reducer (the one write path of a run's state), and no function of the package
 takes more than 6 parameters (a command's options in forge/cli/ aside).
 """
 
@@ -217,6 +218,40 @@ def test_an_upward_import_is_named(tmp_path: Path) -> None:
         "forge.run.runner",
         "forge.run.state.run_state",
     ]
+
+
+# A run's state changes one way: through its store (`StateStore.record`, and
+# `record_attempt` for an attempt kept outside a plan's state), the one module that
+# applies events with the reducer.
+REDUCER = "forge.run.state.reducer"
+STORE = "forge.run.state.store"
+
+
+def reducer_users(found: list[Import]) -> list[Import]:
+    """The modules besides the store that reach the reducer (to apply an event)."""
+    return [i for i in found if i.target == REDUCER and i.source != STORE]
+
+
+def test_only_the_store_applies_events() -> None:
+    users = reducer_users(imports())
+    assert not users, "record events through the store (StateStore.record), not:\n" + "\n".join(
+        map(str, users)
+    )
+
+
+def test_a_direct_reducer_call_is_named(tmp_path: Path) -> None:
+    """The checker itself: the reducer reached by a module, a name or in a function."""
+    modules = module_names()
+    planted = tmp_path / "planted.py"
+    planted.write_text(
+        "from forge.run.state import reducer\n"
+        "from forge.run.state.reducer import apply\n"
+        "def f() -> None:\n"
+        "    import forge.run.state.reducer\n"
+    )
+    found = imports_in("forge.run.state.recovery", planted, modules)
+    assert [i.where for i in reducer_users(found)] == [f"{planted}:{n}" for n in (1, 2, 4)]
+    assert reducer_users(imports_in(STORE, planted, modules)) == []
 
 
 def _parameters(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> int:

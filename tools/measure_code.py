@@ -1,10 +1,16 @@
 """Print the figures of forge's code the architecture is held to: `Any` and
 `dict[str, Any]` (in the package, and in run/ and cluster/; the uses of the JSON
-edge's alias `JsonObject` apart), functions with more
-than 6 parameters (a command's options in forge/cli/ aside), the largest classes and modules, and blocks of 6 lines repeated
-in the tests.
+edge's alias `JsonObject` apart), functions with more than 6 parameters (a
+command's options in forge/cli/ aside), the largest classes and modules, blocks of
+6 lines repeated in the tests; and of the run journal: the state changed besides
+its store (direct reducer calls), consequences of an event written by hand at its
+writers (`phases.end`, `history.settle`), the event kinds the codec's round-trip
+test covers; classes with 8 fields or more, class names defined more than once,
+and test lines per line of the package.
 
-    python tools/measure_code.py [--json]
+    python tools/measure_code.py [--json] [--root CHECKOUT]
+
+`--root`: measure another checkout of forge (an earlier commit's, say).
 """
 
 from __future__ import annotations
@@ -88,6 +94,109 @@ def repeated_test_blocks() -> int:
     return sum(1 for w in repeated if w[:-1] not in starts)
 
 
+def _trees(paths: list[Path]) -> list[tuple[Path, ast.Module]]:
+    return [(p, ast.parse(p.read_text(encoding="utf-8"))) for p in paths]
+
+
+def reducer_calls() -> list[str]:
+    """Calls of the reducer (`reducer.apply`, `reducer.apply_attempt`, or its
+    functions imported by name) outside the store and the reducer itself."""
+    out = []
+    own = {"forge/run/state/store.py", "forge/run/state/reducer.py"}
+    for path, tree in _trees(_modules(PACKAGE)):
+        if str(path.relative_to(ROOT)) in own:
+            continue
+        named = {
+            a.asname or a.name
+            for node in ast.walk(tree)
+            if isinstance(node, ast.ImportFrom) and (node.module or "").endswith("state.reducer")
+            for a in node.names
+        }
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Call):
+                continue
+            f = node.func
+            direct = isinstance(f, ast.Attribute) and ast.unparse(f.value) == "reducer"
+            if direct or (isinstance(f, ast.Name) and f.id in named):
+                out.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    return out
+
+
+def hand_consequences() -> int:
+    """Call sites that write an event's consequence by hand: an attempt's phases
+    closed (`phases.end`), its history settled (`history.settle`)."""
+    return _count(r"\b(?:phases\.end|history\.settle)\(", _modules(PACKAGE))
+
+
+def _event_kinds() -> list[str]:
+    tree = ast.parse((PACKAGE / "run" / "state" / "events.py").read_text(encoding="utf-8"))
+    classes = [node for node in tree.body if isinstance(node, ast.ClassDef)]
+    bases = {ast.unparse(b) for node in classes for b in node.bases}
+    # (the kinds: every class of the module but those others derive from, Event's own)
+    return [node.name for node in classes if node.name not in bases]
+
+
+def round_trip_kinds() -> tuple[int, int]:
+    """The event kinds the codec's round-trip test covers, and all kinds: all when the
+    test is generated from the registry (`KINDS`), else those its samples name."""
+    kinds = _event_kinds()
+    covered: set[str] = set()
+    for path, tree in _trees(_modules(TESTS / "run" / "state")):
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.FunctionDef) or "reads_back" not in node.name:
+                continue
+            source = ast.unparse(node)
+            if "KINDS" in source:
+                return len(kinds), len(kinds)
+            samples = [
+                n
+                for n in tree.body
+                if isinstance(n, ast.AnnAssign | ast.Assign) and "SAMPLES" in ast.unparse(n)
+            ]
+            text = " ".join(ast.unparse(n) for n in samples) + source
+            covered |= {k for k in kinds if re.search(rf"\b{k}\(", text)}
+        del path
+    return len(covered), len(kinds)
+
+
+def _fields(node: ast.ClassDef) -> int:
+    return sum(
+        1
+        for n in node.body
+        if isinstance(n, ast.AnnAssign)
+        and isinstance(n.target, ast.Name)
+        and "ClassVar" not in ast.unparse(n.annotation)
+    )
+
+
+def wide_classes() -> list[tuple[str, int]]:
+    """Classes of the package with 8 fields or more."""
+    out = []
+    for path, tree in _trees(_modules(PACKAGE)):
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef) and _fields(node) >= 8:
+                out.append((f"{path.relative_to(ROOT)}:{node.lineno} {node.name}", _fields(node)))
+    return sorted(out, key=lambda x: -x[1])
+
+
+def repeated_class_names() -> list[tuple[str, int]]:
+    """Class names the package defines more than once."""
+    names: Counter[str] = Counter(
+        node.name
+        for _path, tree in _trees(_modules(PACKAGE))
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ClassDef)
+    )
+    return sorted(((n, c) for n, c in names.items() if c > 1), key=lambda x: (-x[1], x[0]))
+
+
+def test_lines_per_code_line() -> float:
+    def lines(paths: list[Path]) -> int:
+        return sum(len(p.read_text(encoding="utf-8").splitlines()) for p in paths)
+
+    return round(lines(_modules(TESTS)) / lines(_modules(PACKAGE)), 2)
+
+
 def figures() -> dict[str, object]:
     pkg = _modules(PACKAGE)
     inner = [p for p in pkg if p.parts[len(PACKAGE.parts)] in ("run", "cluster")]
@@ -103,6 +212,13 @@ def figures() -> dict[str, object]:
         "largest classes": classes()[:5],
         "largest modules": modules()[:5],
         f"repeated {BLOCK}-line blocks in tests": repeated_test_blocks(),
+        "ways to change the state besides the store (direct reducer calls)": len(reducer_calls()),
+        "hand-written consequences (phases.end + history.settle calls)": hand_consequences(),
+        "event kinds in the round-trip test (covered/all)": "{}/{}".format(*round_trip_kinds()),
+        "classes with 8 fields or more": len(wide_classes()),
+        "widest classes (fields)": wide_classes()[:5],
+        "class names defined more than once": repeated_class_names(),
+        "test lines per code line": test_lines_per_code_line(),
         "test modules by folder (most)": Counter(
             str(p.parent.relative_to(ROOT)) for p in _modules(TESTS) if p.name.startswith("test_")
         ).most_common(3),
@@ -110,6 +226,10 @@ def figures() -> dict[str, object]:
 
 
 def main(argv: list[str]) -> int:
+    global ROOT, PACKAGE, TESTS
+    if "--root" in argv:
+        ROOT = Path(argv[argv.index("--root") + 1]).resolve()
+        PACKAGE, TESTS = ROOT / "forge", ROOT / "tests"
     data = figures()
     if "--json" in argv:
         print(json.dumps(data, indent=2))

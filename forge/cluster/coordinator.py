@@ -26,6 +26,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -222,10 +223,10 @@ class Cluster:
                 integration_head=repo.ref_value(ctx.state.integration),
                 known_clean=True,
             ),
-            record=ctx.apply,
+            record=partial(ctx.record, later=True),
         )
         if salvaged:
-            ctx.emit()
+            ctx.record()
         job = self._job(scope, start)
         self.publish(start, job.job_ref)
         result = self._wait(ctx, job)
@@ -327,18 +328,18 @@ class Cluster:
                     "(here, or with --cluster)"
                 )
             )
-        ctx.apply(*said)
+        ctx.record(*said, later=True)
         outcome = result.outcome
         commit = self.fetch(job.result_ref) if result.commit else None
         if commit is not None and outcome is not None and outcome.status in UNCOUNTED:
             # A void attempt: its work is kept, named, and not built upon.
             salvage = worktrees.keep(repo, commit, plan=ctx.plan.name, task=scope.task.id)
-            ctx.apply(ev.Salvaged(tid, (salvage,)))
+            ctx.record(ev.Salvaged(tid, (salvage,)), later=True)
             commit = None
         if commit is not None:
             repo.update_ref(ts.branch, commit, job.start, message="forge: attempt on the cluster")
             diff_hash = result.attempt.diff_hash if result.attempt else None
-            ctx.apply(ev.Committed(tid, number, commit, diff_hash))
+            ctx.record(ev.Committed(tid, number, commit, diff_hash), later=True)
         if outcome is not None:
             return outcome
         assert commit is not None, "work that passed its steps is a commit"

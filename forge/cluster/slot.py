@@ -33,9 +33,9 @@ from forge.git.repo import Repository
 from forge.run.attempt.confinement import run_contained
 from forge.run.attempt.context import Command
 from forge.run.state import events as ev
-from forge.run.state import reducer
 from forge.run.state.records import Phase
 from forge.run.state.run_state import Attempt
+from forge.run.state.store import record_attempt
 
 CACHE_VAR = "FORGE_WORKER_CACHE"
 WORKER_PID_VAR = "FORGE_WORKER_PID"
@@ -276,4 +276,4 @@ class WorkerSlot:
 
     def record(self, event: ev.Event) -> None:
         assert self.attempt is not None
-        reducer.apply_attempt(self.attempt, event)
+        record_attempt(self.attempt, event)

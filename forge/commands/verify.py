@@ -75,7 +75,6 @@ def record_in_plan(repo: Repository, plan: str, record: VerifyRecord) -> bool:
     and say whether it did. Only a verification of the integration head counts:
     `forge verify --plan P OLDER_COMMIT` must not vouch for what accept would land."""
     from forge.run.state import events as ev
-    from forge.run.state import reducer
     from forge.run.state.store import StateStore
 
     store = StateStore(repo.state, plan)
@@ -85,8 +84,7 @@ def record_in_plan(repo: Repository, plan: str, record: VerifyRecord) -> bool:
     head = repo.ref_value(f"{state.integration}^{{commit}}")
     if head is None or head != record.commit:
         return False
-    reducer.apply(state, ev.VerificationRecorded(record))
-    store.save(state)
+    store.record(state, ev.VerificationRecorded(record))
     return True
 
 

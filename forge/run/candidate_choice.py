@@ -77,7 +77,7 @@ class Choice:
             cts = recs[unit]
             log = cts.last.log if cts.last is not None else None
             source = records.FeedbackSource.verify("selection")
-            self.ctx.emit(ev.Failed(unit, Status.FAILED, why, log, source))
+            self.ctx.record(ev.Failed(unit, Status.FAILED, why, log, source))
         return done
 
     def _choose(self, task: Task, passed: list[Candidate], recs: dict[str, TaskState]) -> None:

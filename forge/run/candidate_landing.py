@@ -64,7 +64,7 @@ class Landing:
             review=None,
         )
         queued = ev.Queued(task.id, landing, cts.base, cts.branch)
-        self.ctx.emit(queued, phases.begin(task.id, landing.number, "queue"))
+        self.ctx.record(queued, phases.begin(task.id, landing.number, "queue"))
         why = f" ({chosen.why})" if chosen and chosen.why else ""
         self.on_event(f"{task.id}: candidate {c.label} passed; queued{why}")
         if self.gate is not None:
@@ -77,7 +77,7 @@ class Landing:
         """Without a gate the chosen candidate merges at once, as a task would."""
         last = ts.last
         assert last is not None and last.commit is not None
-        merge_and_record(self.ctx, task, last.commit, also=tuple(phases.end(task.id, last)))
+        merge_and_record(self.ctx, task, last.commit, at=phases.now())
         from forge.run.records import history
 
         history.settle(self.ctx, [task.id])  # (the winner's own row: it shares its tag)
@@ -95,14 +95,20 @@ class Landing:
 
     def fail_winner(self, ts: TaskState, cts: TaskState) -> None:
         """The gate failed the queued candidate: a failure of its own, fed to its retry."""
-        gate_attempt, own = ts.last, cts.last
+        gate_attempt = ts.last
         assert gate_attempt is not None
         with self.ctx.store.lock:
             source = gate_attempt.feedback_source or records.FeedbackSource(records.Source.VERIFY)
             failed = ev.Failed(
-                cts.id, ts.status, ts.reason, gate_attempt.log, source, verified_by=ts.verified_by
+                cts.id,
+                ts.status,
+                ts.reason,
+                gate_attempt.log,
+                source,
+                verified_by=ts.verified_by,
+                at=phases.now(),
             )
-            self.ctx.emit(failed, *phases.end(cts.id, own))
+            self.ctx.record(failed)
         self.on_event(f"{ts.id}: candidate {cts.candidate} {ts.status} ({ts.reason})")
 
     def landed(
@@ -116,8 +122,10 @@ class Landing:
             cts = recs[c.unit]
             if c.label == label:
                 if cts.status != Status.MERGED:
-                    merged = ev.Merged(c.unit, cts.merged_commit, cts.merged_definition)
-                    self.ctx.emit(merged, *phases.end(c.unit, cts.last))
+                    merged = ev.Merged(
+                        c.unit, cts.merged_commit, cts.merged_definition, at=phases.now()
+                    )
+                    self.ctx.record(merged)
             elif c.unit in live:
                 if c.unit not in self.lost:
                     self.lost[c.unit] = label or "another candidate"
@@ -131,8 +139,8 @@ class Landing:
         attempt spent and not landed."""
         log = cts.last.log if cts.last is not None else None
         selected = records.FeedbackSource(records.Source.SELECTION)
-        failed = ev.Failed(cts.id, Status.FAILED, NOT_CHOSEN, log, selected)
-        self.ctx.emit(failed, *phases.end(cts.id, cts.last))
+        failed = ev.Failed(cts.id, Status.FAILED, NOT_CHOSEN, log, selected, at=phases.now())
+        self.ctx.record(failed)
         if cts.last is not None:
             from forge.run.records import history
 
@@ -146,7 +154,7 @@ class Landing:
         if winner is None or status != Status.INTERRUPTED:
             return False
         cts = self.ctx.state.record(unit)
-        self.ctx.apply(ev.Outrun(unit, f"{LOST}{winner}"))
+        self.ctx.record(ev.Outrun(unit, f"{LOST}{winner}"), later=True)
         if cts.last is not None:  # (its row said "stopped by the user")
             from forge.run.records import history
 
@@ -173,4 +181,4 @@ def salvage(ctx: RunContext, cts: TaskState, *, uncommitted: bool) -> None:
     if not kept and head is not None and head != cts.base:
         kept.append(worktrees.keep(repo, head, plan=plan, task=cts.id))
     if kept:
-        ctx.emit(ev.Salvaged(cts.id, tuple(kept)))
+        ctx.record(ev.Salvaged(cts.id, tuple(kept)))

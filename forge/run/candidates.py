@@ -79,7 +79,9 @@ class Rounds:
         ts = self.ctx.state.tasks[task.id]
         missing = [c for c in self.of(task) if c.unit not in ts.candidates]
         if missing:
-            self.ctx.apply(*(ev.CandidateAdded(task.id, c.unit, c.label) for c in missing))
+            self.ctx.record(
+                *(ev.CandidateAdded(task.id, c.unit, c.label) for c in missing), later=True
+            )
         return ts.candidates
 
     def eligible(self, task: Task) -> bool | None:
@@ -123,7 +125,7 @@ class Rounds:
         self.rounds.setdefault(tid, set()).add(unit)
         ts = self.ctx.state.tasks[tid]
         if ts.status != Status.RUNNING and ts.status != Status.QUEUED:
-            self.ctx.emit(ev.CandidatesRunning(tid, self.ctx.owner))
+            self.ctx.record(ev.CandidatesRunning(tid, self.ctx.owner))
 
     def skipped(self, unit: str) -> None:
         """A candidate the escalation policy will not run: it counts as ended."""
@@ -260,7 +262,7 @@ class Candidates:
             if self.rounds.is_open(tid) and ts.status == Status.RUNNING:
                 stopped = self.ctx.stop.is_set()
                 status = Status.INTERRUPTED if stopped else Status.PENDING
-                self.ctx.emit(ev.Concluded(tid, status, messages.NOT_EVERY_CANDIDATE))
+                self.ctx.record(ev.Concluded(tid, status, messages.NOT_EVERY_CANDIDATE))
 
     def busy(self) -> bool:
         """A selection still runs: the dispatch is not over."""
@@ -289,7 +291,7 @@ class Candidates:
             return
         if live or pending:
             if live and ts.status != Status.RUNNING:  # (else: when one starts)
-                self.ctx.emit(ev.CandidatesRunning(task.id, self.ctx.owner))
+                self.ctx.record(ev.CandidatesRunning(task.id, self.ctx.owner))
             return
         if (passed or self.choice.busy(task.id)) and self._best(task, passed, recs):
             return
@@ -331,6 +333,6 @@ class Candidates:
                         f"{c.label} {recs[c.unit].reason or recs[c.unit].status}" for c in cands
                     ),
                 )
-            self.ctx.emit(verdict)
+            self.ctx.record(verdict)
         self.rounds.end(task.id)
         self.on_settled(task.id)

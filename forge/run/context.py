@@ -71,15 +71,13 @@ class RunContext:
         """Fold the state into a new snapshot (forge/run/state/store.py)."""
         self.store.save(self.state)
 
-    def emit(self, *said: ev.Event) -> None:
-        """Apply and journal what happened (forge/run/state/store.py), then tell the
-        live view of each task it concerns."""
-        self.store.emit(self.state, *said)
-        tasks = [getattr(e, "task", None) for e in said]
-        for task in dict.fromkeys(self.state.owner(t) for t in tasks if isinstance(t, str)):
+    def record(self, *said: ev.Event, later: bool = False) -> None:
+        """Record what happened through the store (forge/run/state/store.py: applied,
+        and journaled now or, `later`, with the next write), then tell the live view
+        of each task it concerns."""
+        self.store.record(self.state, *said, later=later)
+        if later:
+            return
+        tasks = [e.task for e in said if isinstance(e, ev.TaskEvent)]
+        for task in dict.fromkeys(self.state.owner(t) for t in tasks):
             self.on_change(task)
-
-    def apply(self, *said: ev.Event) -> None:
-        """Apply what happened now; journaled with the next `emit`."""
-        for event in said:
-            self.store.apply(self.state, event)

@@ -28,9 +28,9 @@ from forge.run.attempt.context import Command, Outcome
 from forge.run.attempt.order import WorkOrder
 from forge.run.attempt.work import run_work
 from forge.run.state import events as ev
-from forge.run.state import reducer
 from forge.run.state.folders import agent_state_dir
 from forge.run.state.run_state import Attempt
+from forge.run.state.store import record_attempt
 
 TASK = "draft"  # the task name a planner is told ({task}, FORGE_TASK)
 
@@ -135,7 +135,7 @@ class DraftPlace:
         pass
 
     def record(self, event: ev.Event) -> None:
-        reducer.apply_attempt(self._attempt, event)
+        record_attempt(self._attempt, event)
 
 
 def run_try(planner: Planner, number: int, prompt: str) -> Try:

@@ -30,10 +30,9 @@ from forge.run.attempt import messages
 from forge.run.attempt.context import Remote
 from forge.run.context import RunContext
 from forge.run.options import RunOptions
-from forge.run.state import accepted, reconcile, recovery, reducer
+from forge.run.state import accepted, reconcile, recovery
 from forge.run.state import events as ev
-from forge.run.state.invocations import KEPT
-from forge.run.state.run_state import RunState, Status
+from forge.run.state.run_state import KEPT, RunState, Status
 from forge.run.state.slots import SlotPool
 from forge.run.state.store import StateStore
 from forge.verify.records import Verdict, VerifyRecord
@@ -105,7 +104,7 @@ def run_plan(
         kept = gitfiles.keep_for_run(repo, repo.state.plan_dir(plan.name))
         accepted.forget(repo.state, plan.name)
         state, integration = _open_state(repo, recorded, store)
-        reducer.apply(state, ev.Touched(None))
+        store.record(state, ev.Touched(None), later=True)
         logs = repo.state.logs_dir(plan.name)
         report = RunReport(plan.name, state, ExitCode.OK, logs, integration)
         try:
@@ -173,11 +172,11 @@ def _open_state(repo: Repository, recorded: Recorded, store: StateStore) -> tupl
     had_state = store.load_existing() is not None
     state = store.load([t.id for t in recorded.plan.tasks])
     reconcile.check_integration_is_ours(repo, recorded.plan.name, state if had_state else None)
-    reducer.apply(state, ev.RunStarted(now_iso(), KEPT))
+    store.record(state, ev.RunStarted(now_iso(), KEPT), later=True)
     existed = repo.ref_value(state.integration) is not None
     integration = ensure_integration(repo, state.integration, recorded.base_commit)
     if not existed:
-        _forget_lost_merges(state)
+        _forget_lost_merges(store, state)
     store.save(state)
     return state, integration
 
@@ -213,21 +212,21 @@ def _recover(
     recovered = recovery.recover(repo, plan, state, store, on_event=on_event)
     for tid in list(state.tasks):  # a task dropped from the plan since
         if plan.find_task(tid) is None and state.tasks[tid].status != Status.MERGED:
-            notes = recovery.drop_task(repo, plan, state, tid)
+            notes = recovery.drop_task(repo, plan, store, state, tid)
             recovered += notes
             for note in notes:
                 on_event(note)
     store.save(state)
     if options.agent and options.only:
-        reducer.apply(state, ev.AgentSet(options.only, options.agent))
+        store.record(state, ev.AgentSet(options.only, options.agent), later=True)
         store.save(state)
     if options.only and options.fresh:
         only = plan.find_task(options.only)
-        if only is not None and reconcile.reopen_changed(state, only):
+        if only is not None and reconcile.reopen_changed(store, state, only):
             store.save(state)
     if options.only and options.review and state.tasks[options.only].status == Status.MERGED:
         why = "a review of its pull request asked for changes: running it again"
-        reducer.apply(state, ev.Reopened(options.only, why))
+        store.record(state, ev.Reopened(options.only, why), later=True)
         store.save(state)
     return recovered
 
@@ -302,7 +301,7 @@ def _conclude(
             report.verification = landed
         else:
             report.verification = _verify(ctx, report.integration_head, on_event)
-            reducer.apply(state, ev.VerificationRecorded(report.verification))
+            ctx.record(ev.VerificationRecorded(report.verification), later=True)
         if stop.is_set():
             report.interrupted = True
 
@@ -330,11 +329,13 @@ def _close_state(
         sizes = pool.submit(_close_slots, repo, [Path(slot.path) for slot in slots])
         after = snapshot.take(repo)
         for slot in slots:
-            reducer.apply(state, ev.SlotMeasured(slot.name, sizes.result()[Path(slot.path)]))
+            store.record(
+                state, ev.SlotMeasured(slot.name, sizes.result()[Path(slot.path)]), later=True
+            )
     # `forge accept --now` moved the user's branch during the run: forge did that.
     before = accepted.replay(repo, store.plan, before)
-    reducer.apply(state, ev.Touched((*undone, *after.changes_since(before))))
-    reducer.apply(state, ev.RunFinished(now_iso(), round(time.monotonic() - started, 3)))
+    store.record(state, ev.Touched((*undone, *after.changes_since(before))), later=True)
+    store.record(state, ev.RunFinished(now_iso(), round(time.monotonic() - started, 3)), later=True)
     store.save(state)
 
 
@@ -358,14 +359,14 @@ def _close_slots(repo: Repository, paths: list[Path]) -> dict[Path, int]:
     return worktrees.disk_usages(paths)
 
 
-def _forget_lost_merges(state: RunState) -> None:
+def _forget_lost_merges(store: StateStore, state: RunState) -> None:
     """The integration branch was deleted (by hand, or `git branch -D`) after tasks
     had merged into it: their work is no longer there, so they run again rather than
     count as merged into a branch that does not hold them."""
     for ts in state.tasks.values():
         if ts.status == Status.MERGED:
             why = messages.INTEGRATION_DELETED
-            reducer.apply(state, ev.Reopened(ts.id, why))
+            store.record(state, ev.Reopened(ts.id, why), later=True)
 
 
 class Prewarm:

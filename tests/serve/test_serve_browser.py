@@ -135,7 +135,7 @@ def test_500_tasks_render_fast_and_follow_20_events_a_second(repo: Path, tmp_pat
                 if stop.wait(0.05):  # sleep-ok: the rate of the events, not a wait
                     return
                 attempt = Attempt(number=1, agent="shell", slot=f"slot-{i % 4}")
-                store.emit(st, events.AttemptStarted(f"t{i:03d}", attempt, me))
+                store.record(st, events.AttemptStarted(f"t{i:03d}", attempt, me))
 
         background = threading.Thread(target=stream)
         background.start()
@@ -143,7 +143,7 @@ def test_500_tasks_render_fast_and_follow_20_events_a_second(repo: Path, tmp_pat
         try:
             for i in range(250, 260):
                 tid = f"t{i:03d}"
-                store.emit(st, events.AttemptStarted(tid, Attempt(number=1, agent="shell"), me))
+                store.record(st, events.AttemptStarted(tid, Attempt(number=1, agent="shell"), me))
                 sent = time.monotonic()
                 page.wait_for_function(_status_is(tid, "RUNNING"), polling="raf")
                 delays.append(time.monotonic() - sent)

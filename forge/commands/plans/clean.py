@@ -18,7 +18,6 @@ from forge.git.contained import VIEW_SUFFIX
 from forge.git.merge import is_ancestor
 from forge.git.repo import Repository
 from forge.run.state import events as ev
-from forge.run.state import reducer
 from forge.run.state.folders import is_plan_key, verification_keys
 from forge.run.state.recovery import stop_leftovers, sweep_salvage_indexes
 from forge.run.state.run_state import RunState, Status
@@ -50,7 +49,7 @@ def clean_plan(
         integration = repo.ref_value(integration_ref)
         emptied: dict[Path, int] = {}  # folders that held what was removed: levels to prune
         if state is not None:
-            notes += _stop_leftovers(repo, state)
+            notes += _stop_leftovers(repo, store, state)
             notes += _remove_slots(repo, plan, state, store, emptied)
         notes += _remove_verification_checkouts(repo, plan, emptied)
         notes += release(repo, plan)  # its members of the pool no other plan uses
@@ -120,11 +119,11 @@ def _remove_cluster_cache(repo: Repository, plan: str) -> list[str]:
     return [f"removed the local cluster workers' cache {cache}"]
 
 
-def _stop_leftovers(repo: Repository, state: RunState) -> list[str]:
+def _stop_leftovers(repo: Repository, store: StateStore, state: RunState) -> list[str]:
     notes = []
     for ts in state.tasks.values():
         if ts.status == Status.RUNNING:  # a run killed with its agent still going
-            stopped = stop_leftovers(state, ts, grace=repo.settings.grace)
+            stopped = stop_leftovers(store, state, ts, grace=repo.settings.grace)
             if stopped:
                 notes.append(f"stopped {stopped} leftover process(es) of {ts.id}")
     return notes
@@ -143,7 +142,7 @@ def _remove_slots(
         if ref:
             notes.append(f"salvaged uncommitted work in {path} to {ref}")
             if slot.task and slot.task in state.tasks:
-                reducer.apply(state, ev.Salvaged(slot.task, (ref,)))
+                store.record(state, ev.Salvaged(slot.task, (ref,)), later=True)
             store.save(state)
         faults.point("clean-after-salvage")
         worktrees.remove(repo, path)
@@ -152,7 +151,7 @@ def _remove_slots(
             ev.SlotFreed(None, None, ts.id) for ts in state.tasks.values() if ts.slot == slot.name
         ]
         for event in said:
-            reducer.apply(state, event)
+            store.record(state, event, later=True)
         store.save(state)
         notes.append(f"removed worktree {path}")
         emptied[path.parent] = 2  # the plan's folder, the repository's folder
@@ -178,7 +177,7 @@ def _drop_task_branches(
             kept = worktrees.keep(repo, head, plan=plan, task=task)
             notes.append(f"branch {refs.branch_name(ref)} held unmerged work: kept in {kept}")
             if state is not None and task in state.tasks and kept not in state.tasks[task].salvage:
-                reducer.apply(state, ev.Salvaged(task, (kept,)))
+                store.record(state, ev.Salvaged(task, (kept,)), later=True)
                 store.save(state)
         repo.try_git("update-ref", "-d", ref, head)
         notes.append(f"deleted branch {refs.branch_name(ref)}")

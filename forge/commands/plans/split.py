@@ -166,6 +166,6 @@ def _forget_moved(repo: Repository, plan: Plan, moved: list[str]) -> list[str]:
     notes: list[str] = []
     for tid in moved:
         if tid in state.tasks:
-            notes += drop_task(repo, plan, state, tid)
+            notes += drop_task(repo, plan, store, state, tid)
     store.save(state)
     return notes

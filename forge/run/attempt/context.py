@@ -19,8 +19,8 @@ from forge.run.attempt.confinement import run_contained, sandbox_for
 from forge.run.attempt.reason import reason_line
 from forge.run.context import RunContext
 from forge.run.state import events as ev
-from forge.run.state import reducer
 from forge.run.state.run_state import Attempt, Stall, Status, TaskState
+from forge.run.state.store import record_attempt
 
 if TYPE_CHECKING:
     from forge.agents.spec import AgentSpec
@@ -153,9 +153,9 @@ def group(
         # Kept in memory and saved with the next change: crash recovery finds the
         # processes by their tag, which was saved before the spawn.
         if task is None:  # an attempt of no task's record (a judge's)
-            reducer.apply_attempt(attempt, ev.ProcessGroup("", attempt.number, pgid))
+            record_attempt(attempt, ev.ProcessGroup("", attempt.number, pgid))
         else:
-            ctx.store.apply(ctx.state, ev.ProcessGroup(task, attempt.number, pgid))
+            ctx.store.record(ctx.state, ev.ProcessGroup(task, attempt.number, pgid), later=True)
 
     c = command
     sandbox = None

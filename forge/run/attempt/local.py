@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import threading
 from contextlib import AbstractContextManager
+from functools import partial
 from pathlib import Path
 
 from forge.base import procgroup
@@ -74,14 +75,14 @@ class LocalSlot:
         worktrees.restore(self.scope.ctx.repo, self.slot, commit)
 
     def warn(self, message: str) -> None:
-        self.scope.ctx.apply(ev.Warned(self.scope.task.id, message))
+        self.scope.ctx.record(ev.Warned(self.scope.task.id, message), later=True)
 
     def saved(self) -> None:
-        self.scope.ctx.emit()
+        self.scope.ctx.record()
         self.scope.ctx.on_change(self.scope.task.id)
 
     def record(self, event: ev.Event) -> None:
-        self.scope.ctx.apply(event)
+        self.scope.ctx.record(event, later=True)
 
 
 def prepare(scope: AttemptScope) -> tuple[LocalSlot, str]:
@@ -95,7 +96,7 @@ def prepare(scope: AttemptScope) -> tuple[LocalSlot, str]:
     with phase(ctx, task.id, attempt, "worktree"):
         got = ctx.slots.acquire(task.id, ts.base)
         slot, new = got.slot, not got.slot.setup_done
-        ctx.apply(ev.RanIn(task.id, attempt.number, slot=slot.name))
+        ctx.record(ev.RanIn(task.id, attempt.number, slot=slot.name), later=True)
         path = Path(slot.path)
         # One look at the slot per attempt, none when it is clean by construction; after
         # reset_for_attempt it is clean (anything found was salvaged, then cleared).
@@ -110,10 +111,10 @@ def prepare(scope: AttemptScope) -> tuple[LocalSlot, str]:
                 integration_head=repo.ref_value(ctx.state.integration),
                 known_clean=got.clean,
             ),
-            record=ctx.apply,
+            record=partial(ctx.record, later=True),
         )
         if salvaged:
-            ctx.emit()
+            ctx.record()
             ctx.on_change(task.id)
         # A slot taken over from another plan holds what setup made at its old folder
         # (a virtualenv's scripts name it): removed, and the setup runs again here.

@@ -9,6 +9,8 @@ that names none.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from forge.base.text import one_line
 from forge.git import merge as integrate
 from forge.git.trailers import merge_message
@@ -22,11 +24,11 @@ MERGE_LOG = "merge.log"  # beside the attempt's logs: every conflicting path
 
 
 def merge_and_record(
-    ctx: RunContext, task: Task, commit: str, *, also: tuple[ev.Event, ...] = ()
+    ctx: RunContext, task: Task, commit: str, *, at: float | None = None
 ) -> ev.Merged | ev.Failed:
     """Merge `commit`, the work of `task`'s last attempt, into the integration
-    branch with git's plumbing (no checkout) and emit the verdict, after `also`
-    (the phases it ends): Merged; or Failed as a CONFLICT whose reason names the
+    branch with git's plumbing (no checkout) and record the verdict (`at`: when, its
+    attempt's open phases ending then): Merged; or Failed as a CONFLICT whose reason names the
     conflicting paths and the landed tasks that changed them since the task's
     base, every path listed in the attempt's merge.log; or, when git refuses
     the merge (no shared history), Failed as a CONFLICT saying so."""
@@ -40,12 +42,13 @@ def merge_and_record(
         )
         verdict: ev.Merged | ev.Failed
         if res.merged:
-            verdict = ev.Merged(task.id, res.commit, task.definition())
+            verdict = ev.Merged(task.id, res.commit, task.definition(), at=at)
         elif res.refused:
-            verdict = ev.Failed(task.id, Status.CONFLICT, res.refused, last.log, records.MERGED)
+            why = res.refused
+            verdict = ev.Failed(task.id, Status.CONFLICT, why, last.log, records.MERGED, at=at)
         else:
-            verdict = _conflict(ctx, task.id, last, res.conflicts)
-        ctx.emit(*also, verdict)
+            verdict = replace(_conflict(ctx, task.id, last, res.conflicts), at=at)
+        ctx.record(verdict)
     return verdict
 
 

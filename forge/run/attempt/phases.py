@@ -34,16 +34,13 @@ class _Run(Protocol):
 def phase(
     ctx: _Run, task: str, attempt: Attempt, name: str, *, save: bool = False
 ) -> Iterator[None]:
-    started = ev.PhaseStarted(task, attempt.number, name, round(time.time(), 3))
-    if save:
-        ctx.store.emit(ctx.state, started)
-    else:
-        ctx.store.apply(ctx.state, started)
+    started = ev.PhaseStarted(task, attempt.number, name, now())
+    ctx.store.record(ctx.state, started, later=not save)
     ctx.on_change(task)
     try:
         yield
     finally:
-        ctx.store.apply(ctx.state, ev.PhaseEnded(task, attempt.number, round(time.time(), 3), name))
+        ctx.store.record(ctx.state, ev.PhaseEnded(task, attempt.number, now(), name), later=True)
 
 
 def current(attempt: Attempt | None) -> Phase | None:
@@ -56,12 +53,10 @@ def current(attempt: Attempt | None) -> Phase | None:
 
 def begin(task: str, attempt: int | None, name: str) -> ev.PhaseStarted:
     """A phase that another thread ends (the gate's `queue`)."""
-    return ev.PhaseStarted(task, attempt, name, round(time.time(), 3))
+    return ev.PhaseStarted(task, attempt, name, now())
 
 
-def end(task: str, attempt: Attempt | None) -> list[ev.Event]:
-    """The end of the attempt's open phase, if any."""
-    if current(attempt) is None:
-        return []
-    assert attempt is not None
-    return [ev.PhaseEnded(task, attempt.number, round(time.time(), 3))]
+def now() -> float:
+    """The time a phase starts or ends at, and a verdict that ends the open ones
+    (`Merged`, `Failed`: the reducer ends them)."""
+    return round(time.time(), 3)

@@ -79,7 +79,7 @@ def run_attempt(
     attempt_dir.mkdir(parents=True, exist_ok=True)
     with ctx.store.lock:
         base = ts.base if ts.base is not None else ctx.repo.ref_value(ctx.state.integration)
-        ctx.emit(
+        ctx.record(
             ev.AttemptStarted(task.id, attempt, ctx.owner),
             ev.Pinned(task.id, base, task_ref(ctx.plan.name, task.id)),
         )
@@ -129,7 +129,7 @@ def _finish(scope: AttemptScope, outcome: Outcome, started: float) -> Outcome:
         ctx.slots.release(task.id)
     duration = round(time.monotonic() - started, 3)
     with ctx.store.lock:
-        ctx.emit(
+        ctx.record(
             ev.AttemptEnded(
                 task.id, outcome.status, outcome.reason, outcome.stall, duration, outcome.infra_kind
             )
@@ -152,7 +152,7 @@ def _steps(scope: AttemptScope) -> Outcome:
     _check_stop(ctx)
     if ctx.gated:
         # ended by the gate when the task leaves it
-        ctx.apply(phases.begin(scope.task.id, attempt.number, "queue"))
+        ctx.record(phases.begin(scope.task.id, attempt.number, "queue"), later=True)
         return Outcome(Status.QUEUED, "")  # the gate verifies it with others, then lands it
     with phases.phase(ctx, scope.task.id, attempt, "merge"):
         return _merge(scope, done)

@@ -55,7 +55,7 @@ class Launcher:
         forced = book.forced == task_of_unit(task.id)
         decision = escalate_run.next_spec(self.ctx, task, ts, forced=forced)
         if decision.spec is None:
-            self.ctx.emit(ev.Advised(task.id, decision.reason, decision.suggestion))
+            self.ctx.record(ev.Advised(task.id, decision.reason, decision.suggestion))
             book.no_auto.add(task.id)
             if is_unit(task.id):
                 self.cands.skipped(task.id)
@@ -89,7 +89,7 @@ class Launcher:
         if why is None:
             return False
         what_now = _what_now(why, self.ctx.plan.name, self.ctx.plan.source)
-        self.ctx.emit(ev.Paused(messages.infra_paused(why, what_now)))
+        self.ctx.record(ev.Paused(messages.infra_paused(why, what_now)))
         return True
 
 

@@ -141,7 +141,7 @@ class Dispatcher:
         self.live.close(running, finished=True)
         self.cands.close()
         if not state.paused and not self.ctx.stop.is_set() and workers.fatal is None:
-            self.ctx.apply(ev.BlamesSettled())  # the gate is done: blames hold
+            self.ctx.record(ev.BlamesSettled(), later=True)  # the gate is done: blames hold
             self.readiness.mark_blocked()
         self.ctx.save()
         if workers.fatal is not None:
@@ -157,9 +157,9 @@ class Dispatcher:
         held = holds.active(self.ctx.repo.state, self.ctx.plan.name)
         if held is not None and self.readiness.ready():
             why = messages.held(held.describe(), held.resume)
-            self.ctx.apply(ev.Paused(why))
+            self.ctx.record(ev.Paused(why), later=True)
         if not state.paused and self.budget.spent_out() and self.readiness.ready():
-            self.ctx.apply(ev.Paused(self.budget.describe()))
+            self.ctx.record(ev.Paused(self.budget.describe()), later=True)
 
     def _take_up(self) -> None:
         """A newer version of the plan, recorded by `forge plan` while this runs."""

@@ -104,10 +104,10 @@ class Readiness:
             if blocked_by and ts.status != Status.BLOCKED:
                 d = blocked_by[0]
                 why = messages.dependency_not_merged(d, state.tasks[d].status)
-                self.ctx.apply(ev.Blocked(task.id, why))
+                self.ctx.record(ev.Blocked(task.id, why), later=True)
                 changed = True
             elif not bad and ts.status == Status.BLOCKED:
-                self.ctx.apply(ev.Unblocked(task.id))
+                self.ctx.record(ev.Unblocked(task.id), later=True)
                 changed = True
         if changed:
             self.ctx.save()

@@ -105,7 +105,7 @@ class Batches:
         with ctx.store.lock:
             assert ctx.state.gate is not None
             chained = [[s.task, s.commit] for s in chain.steps]
-            ctx.emit(ev.GateRecorded(replace(ctx.state.gate, chain=chained)))
+            ctx.record(ev.GateRecorded(replace(ctx.state.gate, chain=chained)))
         if chain.steps:
             self.queue.built(chain.steps[-1].commit)
         return chain
@@ -117,7 +117,7 @@ class Batches:
             assert ctx.state.gate is not None
             gate_left = None if search is None else left
             gate_phase = GatePhase(phase)
-            ctx.emit(ev.GateRecorded(replace(ctx.state.gate, phase=gate_phase, left=gate_left)))
+            ctx.record(ev.GateRecorded(replace(ctx.state.gate, phase=gate_phase, left=gate_left)))
         if GatePhase(phase) == GatePhase.VERIFYING:
             faults.point("gate-candidate-built")
         else:

@@ -7,8 +7,8 @@ what the verification's lanes started last (`setup of lane unit`, `lane unit run
 of at most 3`, from forge/verify/engine.py's `on_stage`); `since` is when that last
 part began, so the time shown is the time of what runs now.
 
-Each line is emitted (journaled at once), not applied to wait for the next emit as
-a phase's start is: it comes before a verification that may run for minutes, with
+Each line is recorded and journaled at once, not left for the next write as a
+phase's start is: it comes before a verification that may run for minutes, with
 nothing else written meanwhile, and `forge status` reads the state on disk.
 """
 
@@ -62,4 +62,4 @@ class Doing:
         with self.ctx.store.lock:
             gate = self.ctx.state.gate
             if gate is not None:
-                self.ctx.emit(ev.GateRecorded(replace(gate, doing=text, since=time.time())))
+                self.ctx.record(ev.GateRecorded(replace(gate, doing=text, since=time.time())))

@@ -14,6 +14,7 @@ everything it came to is written."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 
 from forge.plan.repo_config import VerifyConfig
 from forge.run.context import RunContext
@@ -48,7 +49,7 @@ class Gate:
         self.wake: Callable[[], None] = lambda: None
         # Tasks left QUEUED by an earlier run come first, in plan order (with those a
         # flaky test blamed, given back).
-        unblame.clear(ctx.repo, ctx.state, config, ctx.apply, logs=ctx.logs)
+        unblame.clear(ctx.repo, ctx.state, config, partial(ctx.record, later=True), logs=ctx.logs)
         queued = [tid for tid, ts in ctx.state.tasks.items() if ts.status == Status.QUEUED]
         self.chains = Chains(ctx)
         width = ctx.plan.verify_parallel if mode == "queue" else 1
@@ -116,10 +117,12 @@ class Gate:
         ctx = self.ctx
         head = ctx.repo.ref_value(ctx.state.integration)
         assert head is not None
-        ctx.emit(ev.GateRecorded(GateRecord(batch=list(batch), head=head)))
+        ctx.record(ev.GateRecorded(GateRecord(batch=list(batch), head=head)))
         out, probe = self.batches.run(batch, head)
         requeue = self.verdicts.settle(batch, out, head, probe)
         with ctx.store.lock:
-            requeue += unblame.clear(ctx.repo, ctx.state, self.config, ctx.apply, logs=ctx.logs)
+            requeue += unblame.clear(
+                ctx.repo, ctx.state, self.config, partial(ctx.record, later=True), logs=ctx.logs
+            )
         self.queue.put_back(requeue)
-        ctx.emit(ev.GateRecorded(None))
+        ctx.record(ev.GateRecorded(None))

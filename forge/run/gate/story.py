@@ -320,7 +320,7 @@ def keep_step(
         kind, started, record, name=name or kind, tasks=tasks, tests_of=flakes.failing_tests
     )
     kept.run = len(ctx.state.invocations) - 1
-    ctx.apply(ev.GateStepKept(kept))
+    ctx.record(ev.GateStepKept(kept), later=True)
 
 
 def tell(
@@ -346,7 +346,7 @@ def tell(
         last = failed(batch, record, culprit=culprit, tasks=tasks, tests_of=flakes.failing_tests)
     elif last and last.verdict == Verdict.INTERRUPTED:
         last = None  # verified since: the interruption is history
-    ctx.apply(ev.GateLastRecorded(last))
+    ctx.record(ev.GateLastRecorded(last), later=True)
 
 
 def landing_verdict(

@@ -47,19 +47,19 @@ def clear(
     repo: Repository,
     state: RunState,
     config: VerifyConfig | None,
-    apply: Callable[[ev.Event], None],
+    record: Callable[[ev.Event], None],
     *,
     logs: Path | None = None,
 ) -> list[str]:
     """Give back every blame of `state` whose failing tests are now known flaky: the
     tasks QUEUED again with their change (the ids, in plan order), each change
-    `apply`ed. `logs`: the plan's logs folder, where each attempt's own log is. The
+    recorded (`record`). `logs`: the plan's logs folder, where each attempt's own log is. The
     caller holds the state's lock and saves it."""
     cleared = []
     for tid, ts in state.tasks.items():
         if _blamed_by_flake(repo, config, ts):
             for event in _give_back(ts, logs):
-                apply(event)
+                record(event)
             cleared.append(tid)
     return cleared
 
@@ -117,5 +117,5 @@ def requeue(repo: Repository, plan: str, task: str) -> None:
             )
         note = f"re-queued by a person: {GOES_AGAIN}"
         folder = repo.state.logs_dir(plan) / task / f"attempt-{last.number}"
-        store.emit(state, ev.Warned(task, note), ev.GivenBack(task, note, _own_log(folder)))
+        store.record(state, ev.Warned(task, note), ev.GivenBack(task, note, _own_log(folder)))
         store.save(state)

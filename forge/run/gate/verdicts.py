@@ -93,7 +93,7 @@ class Verdicts:
 
     def _broken(self, record: VerifyRecord, head: str) -> None:
         self.broken = record
-        self.ctx.apply(ev.VerificationRecorded(record))  # the head's own verdict
+        self.ctx.record(ev.VerificationRecorded(record), later=True)  # the head's own verdict
         self.on_event(
             f"gate: the integration head {head[:12]} fails verification on its own "
             f"({verify.describe_failure(record)}): nothing lands"
@@ -104,7 +104,7 @@ class Verdicts:
         pauses (exit 8) naming the lane."""
         why = story.empty_reason(record)
         self.broken = record
-        self.ctx.apply(ev.Paused(why), ev.VerificationRecorded(record))
+        self.ctx.record(ev.Paused(why), ev.VerificationRecorded(record), later=True)
         self.on_event(f"gate: {why}: nothing lands, nobody is blamed")
 
     def _culprit(self, out: gate.Outcome, probe: GateProbe, requeue: list[str]) -> None:
@@ -152,7 +152,7 @@ class Verdicts:
                 verification=verification.to_dict(),
                 head=head,
             )
-            ctx.emit(ev.GateRecorded(replace(ctx.state.gate, landing=landing)))
+            ctx.record(ev.GateRecorded(replace(ctx.state.gate, landing=landing)))
         names = [s.task for s in out.landed]
         faults.point("gate-before-land")
         ctx.repo.update_ref(
@@ -172,18 +172,16 @@ class Verdicts:
         with ctx.store.lock:
             said: list[ev.Event] = []
             for step in out.landed:
-                ts = ctx.state.tasks[step.task]
                 definition = ctx.plan.task(step.task).definition()
                 if step.task in harnesses:
                     said.append(ev.Warned(step.task, harnesses[step.task]))
-                said.append(ev.Merged(step.task, step.commit, definition, covered))
-                said += phases.end(step.task, ts.last)
+                said.append(ev.Merged(step.task, step.commit, definition, covered, phases.now()))
             said.append(ev.VerificationRecorded(verification))
             assert ctx.state.gate is not None
             said.append(ev.GateRecorded(replace(ctx.state.gate, landing=None)))
             fixed, known = story.landed(ctx.state, names, tip, pre_existing, flaky=out.flaky)
             said += known
-            ctx.store.emit(ctx.state, *said)
+            ctx.store.record(ctx.state, *said)
         history.settle(ctx, names)
         for tid in names:
             ctx.on_change(tid)
@@ -210,10 +208,11 @@ class Verdicts:
                 failures=tuple(record.failures),
                 # (for a culprit: the verification that failed it)
                 verified_by=VerifiedBy(record.id, record.commit, "FAIL"),
+                at=phases.now(),
             )
             # Tests named: evidence that they are flaky may come before the run ends.
             doubt = [ev.BlameDoubted(tid)] if any(f.test for f in record.failures) else []
-            ctx.emit(*phases.end(tid, last), failed, *doubt)
+            ctx.record(failed, *doubt)
         history.settle(ctx, [tid])
         if last.candidate is None:  # (a candidate's is told by forge/run/candidates.py,
             said = "blamed, waiting for evidence" if doubt else "FAILED"  # which may land
@@ -252,8 +251,8 @@ def conflicts(
         with ctx.store.lock:
             # (refused: the one line says why)
             why = conflict_reason(paths, conflict_by.pop(tid, ())) if what else paths[0]
-            failed = ev.Failed(tid, Status.CONFLICT, why, str(log), MERGED)
-            ctx.emit(*phases.end(tid, last), failed)
+            failed = ev.Failed(tid, Status.CONFLICT, why, str(log), MERGED, at=phases.now())
+            ctx.record(failed)
         history.settle(ctx, [tid])
         on_event(f"{tid}: CONFLICT ({ts.reason})")
 
@@ -261,9 +260,6 @@ def conflicts(
 def already(ctx: RunContext, chain: gate.Chain, head: str) -> None:
     """Each task of `chain` whose work is on `head` already: MERGED there."""
     for tid in chain.already:
-        ts = ctx.state.tasks[tid]
         with ctx.store.lock:
-            ctx.emit(
-                ev.Merged(tid, head, ctx.plan.task(tid).definition()), *phases.end(tid, ts.last)
-            )
+            ctx.record(ev.Merged(tid, head, ctx.plan.task(tid).definition(), at=phases.now()))
         history.settle(ctx, [tid])

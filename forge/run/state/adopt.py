@@ -28,7 +28,6 @@ from forge.errors import ForgeError
 from forge.git import contained, worktrees
 from forge.git.repo import Repository
 from forge.run.state import events as ev
-from forge.run.state import reducer
 from forge.run.state.run_state import Slot, Status, TaskState
 from forge.run.state.store import StateStore
 
@@ -85,7 +84,7 @@ def _take_from(
             return
         into[0].parent.mkdir(parents=True, exist_ok=True)
         for slot in taken:
-            reducer.apply(state, ev.SlotRemoved(slot.name))
+            store.record(state, ev.SlotRemoved(slot.name), later=True)
         store.save(state)  # that plan forgets them before they move
         kept = list(taken)  # still that plan's, unless moved
         try:
@@ -101,7 +100,7 @@ def _take_from(
         finally:
             if kept:  # nothing of them moved: still that plan's
                 for slot in kept:
-                    reducer.apply(state, ev.SlotAdded(slot))
+                    store.record(state, ev.SlotAdded(slot), later=True)
                 store.save(state)
 
 

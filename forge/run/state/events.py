@@ -5,9 +5,10 @@ A plan's run state is what these events leave when applied in order
 event is a frozen record of one change; the store writes each as a line of its
 journal and reads it back (forge/run/state/store.py).
 
-An event of a task names the task's record (`<task>+<n>` for a best-of-N
-candidate's); one of an attempt also names the attempt by its number (None: the
-task's last attempt)."""
+An event of a task (a `TaskEvent`) is keyed by the task's record (`<task>+<n>` for
+a best-of-N candidate's); one of an attempt (an `AttemptEvent`) also by the
+attempt's number (None: the task's last attempt). The reducer finds the record by
+the key, so an event's kind says what it changes."""
 
 from __future__ import annotations
 
@@ -32,118 +33,112 @@ class Event:
     """What happened to a run (each kind below is one)."""
 
 
+@frozen
+class TaskEvent(Event):
+    """What happened to a task: keyed by its record's id."""
+
+    task: str
+
+
+@frozen
+class AttemptEvent(TaskEvent):
+    """What happened to one attempt of a task: keyed by the task and the attempt's
+    number (None: the task's last attempt)."""
+
+    attempt: int | None
+
+
 # -- an attempt: its start, its steps, its end -----------------------------------
 
 
 @frozen
-class AttemptStarted(Event):
+class AttemptStarted(TaskEvent):
     """A new attempt of the task starts, run by `runner`."""
 
-    task: str
     record: Attempt
     runner: Owner
 
 
 @frozen
-class Pinned(Event):
+class Pinned(TaskEvent):
     """The task's base (pinned at its first attempt) and its branch."""
 
-    task: str
     base: str | None
     branch: str | None
 
 
 @frozen
-class PhaseStarted(Event):
-    task: str
-    attempt: int | None
+class PhaseStarted(AttemptEvent):
     name: str
     start: float
 
 
 @frozen
-class PhaseEnded(Event):
+class PhaseEnded(AttemptEvent):
     """The attempt's open phase ends (`name`: the last open phase of that name)."""
 
-    task: str
-    attempt: int | None
     end: float
     name: str | None = None
 
 
 @frozen
-class ProcessGroup(Event):
+class ProcessGroup(AttemptEvent):
     """The attempt's process group while it runs (None: it is stopped)."""
 
-    task: str
-    attempt: int | None
     pgid: int | None
 
 
 @frozen
-class FeedbackNoted(Event):
+class FeedbackNoted(AttemptEvent):
     """What failed the attempt (or will, if it fails here) and the log saying why
     (None: unchanged)."""
 
-    task: str
-    attempt: int | None
     log: str | None = None
     source: FeedbackSource | None = None
 
 
 @frozen
-class Committed(Event):
+class Committed(AttemptEvent):
     """The task branch head the attempt produced, and its change's hash."""
 
-    task: str
-    attempt: int | None
     commit: str
     diff_hash: str | None
 
 
 @frozen
-class AttemptUsage(Event):
+class AttemptUsage(AttemptEvent):
     """Spend the agent (or its reviewer, or a judge) reported: added to the attempt's."""
 
-    task: str
-    attempt: int | None
     cost_usd: float | None
     input_tokens: int | None
     output_tokens: int | None
 
 
 @frozen
-class ModelsReported(Event):
-    task: str
-    attempt: int | None
+class ModelsReported(AttemptEvent):
     models: tuple[str, ...] | None
     mismatch: str | None
 
 
 @frozen
-class Reviewed(Event):
+class Reviewed(AttemptEvent):
     """The reviewer's verdict on the attempt (forge/run/attempt/review.py)."""
 
-    task: str
-    attempt: int | None
     review: Review | None
 
 
 @frozen
-class RanIn(Event):
+class RanIn(AttemptEvent):
     """Where the attempt ran: its slot here, or the cluster worker (`where`)."""
 
-    task: str
-    attempt: int | None
     slot: str | None = None
     where: str | None = None
 
 
 @frozen
-class AttemptEnded(Event):
+class AttemptEnded(TaskEvent):
     """The last attempt ended as `status` (the task too)."""
 
-    task: str
     status: Status
     reason: str
     stall: Stall | None = None
@@ -155,47 +150,46 @@ class AttemptEnded(Event):
 
 
 @frozen
-class Merged(Event):
-    """Its work is on the integration branch, landed by the merge `commit`."""
+class Merged(TaskEvent):
+    """Its work is on the integration branch, landed by the merge `commit`; `at`:
+    when, and its last attempt's open phases end then (None: they are left)."""
 
-    task: str
     commit: str | None
     definition: str | None
     verified_by: VerifiedBy | None = None
+    at: float | None = None
 
 
 @frozen
-class Failed(Event):
+class Failed(TaskEvent):
     """Its last attempt failed after it ended (at the merge or the gate): `source`
     says what failed it, `log` where to read why; the gate's verification names
-    the failing tests (`failures`) and itself (`verified_by`)."""
+    the failing tests (`failures`) and itself (`verified_by`); `at`: when, and the
+    attempt's open phases end then (None: they are left)."""
 
-    task: str
     status: Status
     reason: str
     log: str | None
     source: FeedbackSource
     failures: tuple[Failure, ...] | None = None
     verified_by: VerifiedBy | None = None
+    at: float | None = None
 
 
 @frozen
-class GivenBack(Event):
+class GivenBack(TaskEvent):
     """The gate's blame withdrawn (its tests proved flaky): QUEUED, the same change;
     `log` is the attempt's own log again (the blame had put the verification's)."""
 
-    task: str
     note: str
     log: str | None = None
 
 
 @frozen
-class BlameDoubted(Event):
+class BlameDoubted(TaskEvent):
     """The gate blamed `task` on tests that may yet prove flaky: until the run ends
     (or the blame is given back) it is FAILED with its evidence pending, a view's
     "blamed, waiting for evidence", not a status of its own."""
-
-    task: str
 
 
 @frozen
@@ -214,68 +208,60 @@ class StepCleared(Event):
 
 
 @frozen
-class Interrupted(Event):
+class Interrupted(TaskEvent):
     """Its runner is gone: the attempt spent nothing."""
 
-    task: str
     reason: str
 
 
 @frozen
-class Blocked(Event):
-    task: str
+class Blocked(TaskEvent):
     reason: str
 
 
 @frozen
-class Unblocked(Event):
-    task: str
+class Unblocked(TaskEvent):
+    """BLOCKED no more: PENDING again."""
 
 
 @frozen
-class Reopened(Event):
+class Reopened(TaskEvent):
     """PENDING again, its merge forgotten: it runs again on what integration is then."""
 
-    task: str
     reason: str
 
 
 @frozen
-class Rebased(Event):
+class Rebased(TaskEvent):
     """Its base moves (its slot was reset onto the integration head)."""
 
-    task: str
     base: str | None
 
 
 @frozen
-class Advised(Event):
+class Advised(TaskEvent):
     """The escalation policy stops: why (kept when one is said), and what to do."""
 
-    task: str
     reason: str
     suggestion: str | None
 
 
 @frozen
-class AgentSet(Event):
+class AgentSet(TaskEvent):
     """`forge retry --agent`: the spec the task runs with from now on."""
 
-    task: str
     agent: str | None
 
 
 @frozen
-class Warned(Event):
-    task: str
+class Warned(TaskEvent):
     message: str
 
 
 @frozen
-class Salvaged(Event):
+class Salvaged(TaskEvent):
     """Refs holding the task's salvaged work (each kept once)."""
 
-    task: str
     refs: tuple[str, ...]
 
 
@@ -283,43 +269,38 @@ class Salvaged(Event):
 
 
 @frozen
-class CandidateAdded(Event):
-    task: str
+class CandidateAdded(TaskEvent):
     unit: str
     label: str
 
 
 @frozen
-class CandidatesRunning(Event):
+class CandidatesRunning(TaskEvent):
     """A best-of-N task whose candidate runs: RUNNING, with no attempt of its own."""
 
-    task: str
     runner: Owner
 
 
 @frozen
-class Queued(Event):
+class Queued(TaskEvent):
     """A candidate's work waits for the gate as the task's `landing` attempt."""
 
-    task: str
     landing: Attempt
     base: str | None
     branch: str | None
 
 
 @frozen
-class Outrun(Event):
+class Outrun(TaskEvent):
     """A candidate that lost to another (its reason says which)."""
 
-    task: str
     reason: str
 
 
 @frozen
-class Concluded(Event):
+class Concluded(TaskEvent):
     """Its candidates ended (or stopped) with none left to land: the task's verdict."""
 
-    task: str
     status: Status
     reason: str
 

@@ -14,7 +14,6 @@ from forge.git.refs import integration_ref
 from forge.git.repo import Repository
 from forge.plan.model import Plan, Task
 from forge.run.state import events as ev
-from forge.run.state import reducer
 from forge.run.state.run_state import RunState, Status, TaskState
 from forge.run.state.store import StateStore
 
@@ -74,14 +73,16 @@ def check_integration_is_ours(repo: Repository, plan: str, state: RunState | Non
     )
 
 
-def reopen_changed(state: RunState, task: Task) -> bool:
+def reopen_changed(store: StateStore, state: RunState, task: Task) -> bool:
     """`forge retry TASK --fresh` of a merged task whose definition changed: it runs
     again on the current integration head (its old work is already there)."""
     ts = state.tasks[task.id]
     if not changed_since_merge(ts, task):
         return False
     # Pinned at dispatch on the integration head, which holds the old work.
-    reducer.apply(
-        state, ev.Reopened(ts.id, "its definition changed since it merged: running it again")
+    store.record(
+        state,
+        ev.Reopened(ts.id, "its definition changed since it merged: running it again"),
+        later=True,
     )
     return True

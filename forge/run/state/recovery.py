@@ -20,7 +20,6 @@ from forge.git.merge import is_ancestor
 from forge.git.repo import Repository
 from forge.plan.model import Plan
 from forge.run.state import events as ev
-from forge.run.state import reducer
 from forge.run.state.run_state import RunState, Status, TaskState
 from forge.run.state.store import StateStore
 from forge.verify.records import VerifyRecord
@@ -38,19 +37,19 @@ def recover(
     for folder in {Path(slot.path).parent for slot in state.slots.values()}:
         sweep_salvage_indexes(folder)
     integration = repo.ref_value(state.integration)
-    notes += _recover_landing(repo, plan, state, integration)
+    notes += _recover_landing(repo, plan, store, state, integration)
     if integration:
-        notes += _forget_rewritten(repo, state, integration)
+        notes += _forget_rewritten(repo, store, state, integration)
     for ts in state.tasks.values():
         for cts in ts.candidates.values():  # best-of-N: each candidate ran on its own
             if cts.status == Status.RUNNING:
-                notes += _recover_running(repo, state, cts)
+                notes += _recover_running(repo, store, state, cts)
         if ts.status == Status.RUNNING:
-            notes += _recover_running(repo, state, ts)
+            notes += _recover_running(repo, store, state, ts)
         if ts.status != Status.MERGED and integration and _landed(repo, ts, integration):
             task = plan.find_task(ts.id)
             definition = task.definition() if task else None
-            reducer.apply(state, ev.Merged(ts.id, integration, definition))
+            store.record(state, ev.Merged(ts.id, integration, definition), later=True)
             notes.append(f"{ts.id}: its merge had landed before the crash; recorded as MERGED")
     for note in notes:
         on_event(note)
@@ -59,14 +58,14 @@ def recover(
 
 
 def _recover_landing(
-    repo: Repository, plan: Plan, state: RunState, integration: str | None
+    repo: Repository, plan: Plan, store: StateStore, state: RunState, integration: str | None
 ) -> list[str]:
     """A run killed while the gate verified a batch: its tasks are still QUEUED (the
     next run verifies them again). Killed while landing one: the intent was written
     before the ref moved, so a ref that did move is recorded as the landing it was,
     and one that did not lands nothing."""
     landing = state.gate.landing if state.gate else None
-    reducer.apply(state, ev.GateRecorded(None))
+    store.record(state, ev.GateRecorded(None), later=True)
     if not landing or not integration or not is_ancestor(repo, landing.to, integration):
         return []
     notes = []
@@ -76,14 +75,18 @@ def _recover_landing(
             continue
         task = plan.find_task(tid)
         definition = task.definition() if task is not None else None
-        reducer.apply(state, ev.Merged(tid, commit, definition, landing.verified_by))
+        store.record(state, ev.Merged(tid, commit, definition, landing.verified_by), later=True)
         notes.append(f"{tid}: its landing had happened before the crash; recorded as MERGED")
     if integration == landing.to and landing.verification:
-        reducer.apply(state, ev.VerificationRecorded(VerifyRecord.from_dict(landing.verification)))
+        store.record(
+            state, ev.VerificationRecorded(VerifyRecord.from_dict(landing.verification)), later=True
+        )
     return notes
 
 
-def _forget_rewritten(repo: Repository, state: RunState, integration: str) -> list[str]:
+def _forget_rewritten(
+    repo: Repository, store: StateStore, state: RunState, integration: str
+) -> list[str]:
     """The integration branch was rewound or rewritten by hand: a task whose merge is
     no longer on it does not hold its work there, so it runs again instead of
     counting as merged (and the next verification judging a tree without it)."""
@@ -95,7 +98,7 @@ def _forget_rewritten(repo: Repository, state: RunState, integration: str) -> li
         if is_ancestor(repo, ts.merged_commit, integration):
             continue
         why = f"its merge {ts.merged_commit[:12]} is no longer on {branch} (rewritten)"
-        reducer.apply(state, ev.Reopened(ts.id, why))
+        store.record(state, ev.Reopened(ts.id, why), later=True)
         notes.append(f"{ts.id}: {ts.reason}; it runs again")
     return notes
 
@@ -129,7 +132,7 @@ def _landed(repo: Repository, ts: TaskState, integration: str) -> bool:
     return is_ancestor(repo, last.commit, integration)
 
 
-def stop_leftovers(state: RunState, ts: TaskState, *, grace: float) -> int:
+def stop_leftovers(store: StateStore, state: RunState, ts: TaskState, *, grace: float) -> int:
     """Stop what the task's last attempt left running; returns how many were alive.
 
     Processes are found by the tag in their environment, never by a recorded pgid
@@ -144,16 +147,18 @@ def stop_leftovers(state: RunState, ts: TaskState, *, grace: float) -> int:
             groups.add(os.getpgid(pid))
     for pgid in groups:
         procgroup.stop_group(pgid, grace=grace, tag=last.tag)
-    reducer.apply(state, ev.ProcessGroup(ts.id, last.number, None))
+    store.record(state, ev.ProcessGroup(ts.id, last.number, None), later=True)
     return len(pids)
 
 
-def drop_task(repo: Repository, plan: Plan, state: RunState, tid: str) -> list[str]:
+def drop_task(
+    repo: Repository, plan: Plan, store: StateStore, state: RunState, tid: str
+) -> list[str]:
     """A task removed from the plan since the last run: stop what it left running,
     save its uncommitted work under its own name, give its slot back clean."""
     notes = []
     ts = state.tasks[tid]
-    stopped = stop_leftovers(state, ts, grace=repo.settings.grace)
+    stopped = stop_leftovers(store, state, ts, grace=repo.settings.grace)
     if stopped:
         notes.append(f"{tid} (no longer in the plan): stopped {stopped} leftover process(es)")
     slot = state.slots.get(ts.slot or "")
@@ -164,19 +169,21 @@ def drop_task(repo: Repository, plan: Plan, state: RunState, tid: str) -> list[s
             notes.append(f"{tid} (no longer in the plan): its work is kept in {ref}")
         worktrees.detach(repo, path)
         clean = ref is not None or not worktrees.dirty_paths(path, repo)
-        reducer.apply(state, ev.SlotFreed(slot.name, clean))
-    reducer.apply(state, ev.TasksKept(tuple(t for t in state.tasks if t != tid)))
+        store.record(state, ev.SlotFreed(slot.name, clean), later=True)
+    store.record(state, ev.TasksKept(tuple(t for t in state.tasks if t != tid)), later=True)
     return notes
 
 
-def _recover_running(repo: Repository, state: RunState, ts: TaskState) -> list[str]:
+def _recover_running(
+    repo: Repository, store: StateStore, state: RunState, ts: TaskState
+) -> list[str]:
     notes = []
     runner = ts.runner
     who = runner.describe() if runner else "an earlier run"
     last = ts.last
     if last is not None:
-        stopped = stop_leftovers(state, ts, grace=repo.settings.grace)
+        stopped = stop_leftovers(store, state, ts, grace=repo.settings.grace)
         if stopped:
             notes.append(f"{ts.id}: stopped {stopped} leftover process(es)")
-    reducer.apply(state, ev.Interrupted(ts.id, f"the run was killed ({who} is gone)"))
+    store.record(state, ev.Interrupted(ts.id, f"the run was killed ({who} is gone)"), later=True)
     return notes

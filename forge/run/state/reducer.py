@@ -11,9 +11,8 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from forge.run.state import events as ev
-from forge.run.state.invocations import Invocation
 from forge.run.state.records import Phase, Source
-from forge.run.state.run_state import Attempt, Lost, RunState, Status, TaskState
+from forge.run.state.run_state import Attempt, Invocation, Lost, RunState, Status, TaskState
 
 E = TypeVar("E", bound=ev.Event)
 R = TypeVar("R", Attempt, TaskState, RunState)
@@ -22,18 +21,14 @@ N = TypeVar("N", int, float)
 
 def apply(st: RunState, event: ev.Event) -> None:
     """Apply one event to the state."""
-    case = _TASK.get(type(event))
-    if case is not None:
-        case(st.record(event.task), event)  # type: ignore[attr-defined]
-        return
-    on_attempt = _ATTEMPT.get(type(event))
-    if on_attempt is not None:
-        ts = st.record(event.task)  # type: ignore[attr-defined]
-        found = _attempt(ts, event.attempt)  # type: ignore[attr-defined]
+    if isinstance(event, ev.AttemptEvent):
+        found = _attempt(st.record(event.task), event.attempt)
         if found is not None:
-            on_attempt(found, event)
-        return
-    _PLAN[type(event)](st, event)
+            _ATTEMPT[type(event)](found, event)
+    elif isinstance(event, ev.TaskEvent):
+        _TASK[type(event)](st.record(event.task), event)
+    else:
+        _PLAN[type(event)](st, event)
 
 
 def apply_attempt(attempt: Attempt, event: ev.Event) -> None:
@@ -157,6 +152,15 @@ def _ended(ts: TaskState, e: ev.AttemptEnded) -> None:
     ts.status, ts.reason, ts.runner = e.status, e.reason, None
 
 
+def _close_phases(a: Attempt | None, at: float | None) -> None:
+    """A verdict's consequence: the attempt's open phases end when it was given."""
+    if a is None or at is None:
+        return
+    for phase in a.phases:
+        if phase.end is None:
+            phase.end = at
+
+
 def _merged(ts: TaskState, e: ev.Merged) -> None:
     ts.status, ts.reason = Status.MERGED, ""
     ts.merged_commit, ts.merged_definition = e.commit, e.definition
@@ -164,6 +168,7 @@ def _merged(ts: TaskState, e: ev.Merged) -> None:
         ts.verified_by = e.verified_by
     if ts.last is not None:
         ts.last.status, ts.last.reason = Status.MERGED, ""
+    _close_phases(ts.last, e.at)
 
 
 def _failed(ts: TaskState, e: ev.Failed) -> None:
@@ -176,6 +181,7 @@ def _failed(ts: TaskState, e: ev.Failed) -> None:
         last.lost = Lost.NOT_CHOSEN if e.source.kind == Source.SELECTION else None
         if e.failures is not None:
             last.failures = list(e.failures)
+    _close_phases(last, e.at)
     if e.verified_by is not None:
         ts.verified_by = e.verified_by
 

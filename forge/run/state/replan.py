@@ -25,7 +25,6 @@ from forge.plan import registry
 from forge.plan.model import Plan
 from forge.plan.registry import Recorded
 from forge.run.state import events as ev
-from forge.run.state import reducer
 from forge.run.state.run_state import RunState, Status
 from forge.run.state.store import StateStore
 
@@ -273,10 +272,10 @@ def take_up(
             and ts.status not in UNDER_WAY
         ]
         for tid in dropped:
-            notes += recovery.drop_task(repo, plan, scratch, tid)
+            notes += recovery.drop_task(repo, plan, store, scratch, tid)
         added = [tid for tid in ids if tid not in scratch.tasks]
         order = {tid: i for i, tid in enumerate(ids)}
         kept = sorted([*scratch.tasks, *added], key=lambda tid: order.get(tid, len(order)))
-        reducer.apply(state, ev.TasksKept(tuple(kept)))  # (swapped in whole)
+        store.record(state, ev.TasksKept(tuple(kept)), later=True)  # (swapped in whole)
         store.save(state)
     return notes

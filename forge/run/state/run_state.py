@@ -17,10 +17,22 @@ from forge.plan.candidates import LOST, NOT_CHOSEN, task_of_unit
 from forge.run.state import records
 from forge.run.state.gate_record import GateRecord
 from forge.run.state.gate_story import GateLast, GateStep, PreExisting, steps_from
-from forge.run.state.invocations import Invocation
 from forge.run.state.records import Failure, Phase, Review, VerifiedBy
 from forge.run.state.records import FeedbackSource as Feedback
 from forge.verify.records import VerifyRecord
+
+KEPT = 200  # invocations kept (the oldest go first)
+
+
+@dataclass
+class Invocation:
+    """A `forge run` or `forge retry` of the plan, kept in its run state: when it
+    started and ended, so the report tells nine invocations as nine (the timeline
+    merges those close together into one stretch of activity)."""
+
+    started: str  # ISO time
+    finished: str | None = None
+    wall_seconds: float | None = None
 
 
 class Status(StrEnum):

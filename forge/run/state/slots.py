@@ -73,7 +73,7 @@ class SlotPool:
                 return True  # a retry in its own slot (acquire remakes it if it is gone)
             for slot in sorted(self.state.slots.values(), key=_order):
                 if slot.task is None and slot.name not in self._making:
-                    self.store.emit(self.state, ev.SlotTaken(slot.name, task, dirty=False))
+                    self.store.record(self.state, ev.SlotTaken(slot.name, task, dirty=False))
                     return True
         return False
 
@@ -92,11 +92,11 @@ class SlotPool:
                     n += 1
                 slot = Slot(name=f"slot-{n}", path=str(self.root / f"slot-{n}"), clean=True)
                 # recorded before the folder exists
-                self.store.apply(self.state, ev.SlotAdded(slot))
+                self.store.record(self.state, ev.SlotAdded(slot), later=True)
                 self._making.add(slot.name)
                 made.append(slot)
             if made:
-                self.store.emit(self.state)
+                self.store.record(self.state)
         # Taken from other plans in one go (one hold of each one's lock), else each
         # checked out in a thread of its own.
         batches = [made] if self._may_adopt else [[slot] for slot in made]
@@ -135,7 +135,7 @@ class SlotPool:
         except proc.Stopped:
             with self._lock, self.store.lock:  # no task took it: it never was
                 if self.state.slots.get(slot.name) is slot and slot.task is None:
-                    self.store.emit(self.state, ev.SlotRemoved(slot.name))
+                    self.store.record(self.state, ev.SlotRemoved(slot.name))
         except Exception as exc:  # noqa: BLE001 the dispatcher makes it in the task instead, and says why
             self.error = str(exc)
         finally:
@@ -171,26 +171,26 @@ class SlotPool:
                     n += 1
                 name = f"slot-{n}"
                 slot = Slot(name=name, path=str(self.root / name))
-                self.store.apply(self.state, ev.SlotAdded(slot))
+                self.store.record(self.state, ev.SlotAdded(slot), later=True)
             was_clean = slot.clean
             # from now on it may hold the task's uncommitted work
-            self.store.emit(self.state, ev.SlotTaken(slot.name, task, dirty=True))
+            self.store.record(self.state, ev.SlotTaken(slot.name, task, dirty=True))
         path = Path(slot.path)
         created = False
         broken = worktrees.usable(self.repo, path)
         if broken is not None:
             aside = worktrees.set_aside(path)
             said = f"slot {slot.name} was unusable ({broken}); its files are in {aside}"
-            self.store.apply(self.state, ev.Warned(task, said))
+            self.store.record(self.state, ev.Warned(task, said), later=True)
         if not worktrees.is_worktree(path):
-            self.store.apply(self.state, ev.SlotSetUp(slot.name, False))
+            self.store.record(self.state, ev.SlotSetUp(slot.name, False), later=True)
             worktrees.add(self.repo, path, base)
             created = True
         return Acquired(slot, created=created, clean=created or was_clean)
 
     def mark_setup(self, slot: Slot) -> None:
         # Not saved on its own: losing it to a crash only runs the setup once more.
-        self.store.apply(self.state, ev.SlotSetUp(slot.name, True))
+        self.store.record(self.state, ev.SlotSetUp(slot.name, True), later=True)
 
     def release(self, task: str) -> None:
         """Give the merged task's slot back to the pool. Its work is committed and
@@ -205,7 +205,7 @@ class SlotPool:
         with self._lock, self.store.lock:
             held = slot is not None and slot.task == task
             freed = ev.SlotFreed(slot.name if held and slot else None, True, task)
-            self.store.apply(self.state, freed)
+            self.store.record(self.state, freed, later=True)
 
     def free_merged(self) -> None:
         """Slots still held by merged tasks (a run killed before it released them)."""
@@ -213,7 +213,7 @@ class SlotPool:
             owner = self.state.tasks.get(slot.task or "")
             if slot.task is not None and (owner is None or owner.status == Status.MERGED):
                 freed = ev.SlotFreed(slot.name, None, None if owner is None else owner.id)
-                self.store.apply(self.state, freed)
+                self.store.record(self.state, freed, later=True)
 
 
 @frozen

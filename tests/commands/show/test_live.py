@@ -20,9 +20,8 @@ from helpers.runkit import plan_and_run, state, wait_for, write_plan
 
 from forge.commands.live import LiveView
 from forge.run.state.gate_story import GateStep, StepKind
-from forge.run.state.invocations import Invocation
 from forge.run.state.records import Phase
-from forge.run.state.run_state import Attempt, RunState, Status, TaskState
+from forge.run.state.run_state import Attempt, Invocation, RunState, Status, TaskState
 
 
 class Terminal:
@@ -232,12 +231,13 @@ def test_the_gate_says_its_bisection_step_and_what_its_lane_runs() -> None:
     state = RunState("p", "refs/heads/x", {}, gate=GateRecord(batch=["t"], head="h"))
     saved: list[ev.Event] = []
 
-    def emit(*events: ev.Event) -> None:
+    def record(*events: ev.Event, later: bool = False) -> None:
+        del later  # (held in memory here either way)
         for event in events:
             reducer.apply(state, event)
             saved.append(event)
 
-    ctx = SimpleNamespace(store=SimpleNamespace(lock=threading.Lock()), state=state, emit=emit)
+    ctx = SimpleNamespace(store=SimpleNamespace(lock=threading.Lock()), state=state, record=record)
 
     def gate() -> GateRecord:
         assert state.gate is not None

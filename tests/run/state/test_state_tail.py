@@ -38,8 +38,8 @@ def test_following_equals_reading_whole_across_folds(tmp_path: Path) -> None:
     snapshots = set()
     for n in range(300):  # past 256 lines: the journal is folded into a new snapshot
         tid = f"t{n % 4}"
-        store.emit(st, ev.AttemptStarted(tid, Attempt(number=n + 1, agent="shell"), me))
-        store.emit(st, ev.AttemptEnded(tid, Status.FAILED, f"try {n}"))
+        store.record(st, ev.AttemptStarted(tid, Attempt(number=n + 1, agent="shell"), me))
+        store.record(st, ev.AttemptEnded(tid, Status.FAILED, f"try {n}"))
         if n % 7 == 0:
             followed = tail.read()
             assert followed is not None and followed.to_dict() == _whole(store)
@@ -51,7 +51,7 @@ def test_following_equals_reading_whole_across_folds(tmp_path: Path) -> None:
 
 def test_a_half_written_line_waits_for_its_end(tmp_path: Path) -> None:
     store, st = _store(tmp_path, 2)
-    store.emit(st, ev.AttemptStarted("t0", Attempt(number=1, agent="shell"), Owner.me("t")))
+    store.record(st, ev.AttemptStarted("t0", Attempt(number=1, agent="shell"), Owner.me("t")))
     tail = Tail(store.path)
     assert tail.read() is not None
     (journal,) = store.path.parent.glob(f"{JOURNAL_PREFIX}*.jsonl")
@@ -69,7 +69,7 @@ def test_a_half_written_line_waits_for_its_end(tmp_path: Path) -> None:
 def test_a_newer_forges_line_is_a_state_error_and_no_state_is_none(tmp_path: Path) -> None:
     assert Tail(tmp_path / "plans" / "p" / "state.json").read() is None
     store, st = _store(tmp_path, 1)
-    store.emit(st, ev.AttemptStarted("t0", Attempt(number=1, agent="shell"), Owner.me("t")))
+    store.record(st, ev.AttemptStarted("t0", Attempt(number=1, agent="shell"), Owner.me("t")))
     (journal,) = store.path.parent.glob(f"{JOURNAL_PREFIX}*.jsonl")
     with journal.open("a") as fh:
         fh.write('{"kind":"SomethingNew","task":"t0"}\n')
