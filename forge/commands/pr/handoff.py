@@ -8,7 +8,7 @@ or a host that does not answer: one line, and nothing half done."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from forge.commands.pr.session import (
     METHODS,
@@ -24,6 +24,7 @@ from forge.commands.pr.session import (
     state_lines,
 )
 from forge.errors import ForgeError
+from forge.frozen import frozen
 from forge.git.repo import Repository, short_sha
 from forge.host import record as records
 from forge.host.api import NewPull, PrState, PullRequest, Repo
@@ -39,7 +40,7 @@ def hand_off(repo: Repository, plan: str, opts: PrOptions, *, say: Say) -> Hande
         return _hand_off(repo, plan, opts, say=say)
 
 
-@dataclass(frozen=True)
+@frozen
 class Opened:
     """What both hand-offs start from: the plan's state, its verified head, the
     host's session and what the host says of the repository."""

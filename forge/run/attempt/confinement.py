@@ -25,21 +25,17 @@ def sandbox_for(
     *,
     writable: tuple[Path, ...] = (),
     network: bool = True,
-    sockets: tuple[str, ...] = (),
-    host_ports: tuple[int, ...] = (),
 ) -> Sandbox:
     """The sandbox of a command run in the slot `cwd` (when the run has one): the
     slot, forge's per-plan agent state folder and `writable` may be written; the
-    network is there when `network` (in a namespace of its own reaching the host's
-    `host_ports`), and the `sockets` the plan passes."""
+    network is there when `network` (in a namespace of its own: the caller adds the
+    plan's `host_ports` and the `sockets` it passes)."""
     state_dir = agent_state_dir(repo, logs.parent.name)  # the agents' own state (agent_env)
     state_dir.mkdir(parents=True, exist_ok=True)
     return Sandbox(
         writable=(cwd, state_dir, *writable),
         readable=(repo.root, repo.common_dir),
         network=network,
-        sockets=sockets,
-        host_ports=host_ports,
     )
 
 

@@ -160,12 +160,8 @@ def group(
     c = command
     sandbox = None
     if ctx.sandbox:
-        sandbox = sandbox_for(
-            ctx.repo,
-            ctx.logs,
-            cwd,
-            writable=c.writable,
-            network=c.network,
+        sandbox = replace(
+            sandbox_for(ctx.repo, ctx.logs, cwd, writable=c.writable, network=c.network),
             sockets=ctx.plan.sockets,
             host_ports=ctx.plan.host_ports,
         )
