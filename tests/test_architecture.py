@@ -30,6 +30,7 @@ LAYERS = (
     "verify",
     "plan",
     "agents",
+    "layers",
     "git",
     "base",
 )
