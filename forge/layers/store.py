@@ -190,13 +190,3 @@ def empty(repo: Repository) -> list[str]:
             else:
                 notes.append(f"kept layer {layer}: a verification is using it")
     return notes
-
-
-def disk(repo: Repository) -> int:
-    """Bytes the layer store holds."""
-    total = 0
-    for folder, _dirs, files in os.walk(store_dir(repo)):
-        for name in files:
-            with contextlib.suppress(OSError):
-                total += os.lstat(os.path.join(folder, name)).st_blocks * 512
-    return total

@@ -4,18 +4,22 @@ forge falls back to (`FORGE_LAYERS=off`). Each test runs both ways."""
 
 from __future__ import annotations
 
+import os
 import shlex
+import signal
 import sys
 from pathlib import Path
 
 import pytest
-from helpers.gitkit import commit_all
+from helpers.gitkit import commit_all, run_forge
+from helpers.runkit import alive as running
 
 from forge.base import sandbox
 from forge.git.repo import Repository, discover
 from forge.layers import mode as layer_mode
 from forge.layers.store import kind_dir, store_dir
 from forge.plan.repo_config import VerifyConfig
+from forge.run.state.folders import repository_use
 from forge.verify.engine import Ask, Verdict, verify_commit
 
 PY = shlex.quote(sys.executable)
@@ -131,3 +135,48 @@ def test_a_lane_that_edits_the_tree_fails_and_the_next_sees_the_tree(r: Reposito
     look = "grep -qx more src/app.py && test ! -e new.txt && test ! -e a.cache && git diff --quiet HEAD"
     again = verify_commit(r, "HEAD", cfg(look, setup=None), key="k")
     assert again.verdict == Verdict.PASS, [lane.lines() for lane in again.lanes]
+
+
+def test_a_daemon_a_run_leaves_behind_never_reaches_the_next(
+    r: Repository, layers: str, tmp_path: Path
+) -> None:
+    if layers == "off":
+        pytest.skip(
+            "a checkout is the next run's too: a daemon that left it is ended only by a namespace"
+        )
+    pid_file, go = tmp_path / "daemon.pid", tmp_path / "go"
+    loop = (
+        f'cd /; echo $$ > {pid_file}; while :; do echo x > "$1/late.cache"; '
+        f'if [ -e {go} ]; then echo broken > "$1/src/app.py"; fi; sleep 0.01; done'
+    )
+    lane = (
+        f'setsid -f env -i PATH="$PATH" sh -c \'{loop}\' sh "$PWD"; '
+        "while [ ! -e late.cache ]; do sleep 0.01; done"
+    )
+    assert verify_commit(r, "HEAD", cfg(lane, setup=None), key="k").verdict == Verdict.PASS
+    daemon = int(pid_file.read_text())
+    try:
+        go.write_text("")  # it now rewrites a tracked file wherever it can
+        another_tree(r)
+        look = "grep -qx 'VALUE = 1' src/app.py && test ! -e late.cache"
+        rec = verify_commit(r, "HEAD", cfg(look, setup=None), key="k")
+        assert rec.verdict == Verdict.PASS, [lane.lines() for lane in rec.lanes]
+        assert running(daemon)  # it outlived its run, and wrote nowhere anyone sees
+    finally:
+        os.kill(daemon, signal.SIGKILL)
+
+
+def test_the_layers_are_counted_and_removed_by_clean_pool(r: Repository, layers: str) -> None:
+    assert verify_commit(r, "HEAD", cfg(CHECK), key="k").verdict == Verdict.PASS
+    use = repository_use(r)
+    assert ("verification layers" in use) == (layers == "on"), use
+    cp = run_forge(r.root, "clean", "--pool")
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    if layers == "on":
+        root = kind_dir(r, layer_mode.choose(store_dir(r)))
+        assert f"pool: removed layer {root / 'base'}/" in cp.stdout
+        assert not [p for p in (root / "base").iterdir() if p.is_dir()]
+        assert not [p for p in (root / "setup").iterdir() if p.is_dir()]
+    # made again when needed
+    another_tree(r)
+    assert verify_commit(r, "HEAD", cfg(CHECK), key="k").verdict == Verdict.PASS
