@@ -8,7 +8,7 @@ commit) and is discarded when the run ends: nothing one run writes (a `.pyc`, a
 `.pth`, a `.git`, a daemon's file) is seen by the next. The layers below are
 read-only: the base layer (a checkout of the tree) and, when the plan has a
 `setup`, the setup layer (what setup added, made once per setup, env, lane and the
-contents of the files setup reads: see `setup_inputs`).
+contents of the lock and manifest files setup reads: `SETUP_INPUTS`).
 """
 
 from __future__ import annotations

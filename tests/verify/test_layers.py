@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers.gitkit import commit_all, run_forge
+from helpers.gitkit import commit_all, git, run_forge
 from helpers.runkit import alive as running
 
 from forge.base import sandbox
@@ -180,3 +180,29 @@ def test_the_layers_are_counted_and_removed_by_clean_pool(r: Repository, layers:
     # made again when needed
     another_tree(r)
     assert verify_commit(r, "HEAD", cfg(CHECK), key="k").verdict == Verdict.PASS
+
+
+def test_where_no_overlay_can_be_mounted_checkouts_are_used_and_said_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, layers: str
+) -> None:
+    if layers == "on":
+        pytest.skip("the fallback is what forge chooses unasked")
+    monkeypatch.delenv(layer_mode.MODE_VAR)
+    odd = tmp_path / "a:b"  # a path an overlay's options cannot name
+    odd.mkdir()
+    git(odd, "init", "-q", "-b", "main")
+    (odd / "README.md").write_text("x\n")
+    commit_all(odd, "initial")
+    r = discover(odd)
+    said: list[str] = []
+    ask = Ask(on_event=said.append, force=True)
+    for _ in range(2):
+        assert (
+            verify_commit(r, "HEAD", cfg("true", setup=None), key="k", ask=ask).verdict
+            == Verdict.PASS
+        )
+    fallback = [line for line in said if line.startswith("verification checkouts: checkouts (")]
+    assert fallback == [
+        f"verification checkouts: checkouts (the layer store's path {store_dir(r)} holds a `,`, `:` or `\\`)"
+    ]
+    assert not store_dir(r).exists() or not list(store_dir(r).rglob("tree"))
