@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import contextlib
 import filecmp
+import json
 import os
 import stat
+import sys
 from pathlib import Path
 
 from forge.base import proc
@@ -157,3 +159,13 @@ def head_of(git_dir: Path, upper_git: Path) -> str:
         ref = text[5:].strip()
         return read(ref) or text
     return text
+
+
+def of_run(upper: Path, base: Path, git_dir: Path) -> list[str]:
+    """The tracked paths a run changed and the new paths git does not ignore."""
+    changed, new = walk(upper, base)
+    return sorted({*changed, *not_ignored(base, git_dir, new)})
+
+
+if __name__ == "__main__":  # in a namespace where the lower layers are mounted here
+    print(json.dumps(of_run(Path(sys.argv[1]), Path.cwd(), Path(sys.argv[2]))))

@@ -69,8 +69,13 @@ def enter_argv(user_ns: bool, options: str, mount_point: Path) -> list[str]:
     ]
 
 
-def overlay_options(lowers: list[Path], upper: Path, work: Path, user_ns: bool) -> str:
-    opts = f"lowerdir={':'.join(map(str, lowers))},upperdir={upper},workdir={work}"
+def overlay_options(
+    lowers: list[Path], upper: Path | None, work: Path | None, user_ns: bool
+) -> str:
+    """An overlay's options (no upper layer: read-only, at least two lower ones)."""
+    opts = f"lowerdir={':'.join(map(str, lowers))}"
+    if upper is not None and work is not None:
+        opts += f",upperdir={upper},workdir={work}"
     return opts + (",userxattr" if user_ns else "")
 
 

@@ -21,14 +21,17 @@ import contextlib
 import fcntl
 import os
 import shutil
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 from forge.git import worktrees
+from forge.git.contained import Contained
 from forge.git.repo import Repository
 from forge.layers.mode import Mode
 
 KEEP_BASES = 8  # base layers kept beyond those in use
+KEEP_DELTAS = 64  # delta layers (forge/layers/delta.py), each the size of its changes
 _LOCK = ".lock"
 
 
@@ -148,6 +151,22 @@ def evict(root: Path, *, keep: int = KEEP_BASES) -> None:
     )
     for layer in bases[keep:]:
         _drop(layer)
+    deltas = root / "delta"
+    found = (
+        sorted((p for p in deltas.iterdir() if p.is_dir()), key=_used, reverse=True)
+        if deltas.is_dir()
+        else []
+    )
+    for n, layer in enumerate(found):
+        if n >= KEEP_DELTAS or not (folder / layer.name.split("-", 1)[0]).is_dir():
+            _drop(layer)  # beyond the limit, or its base layer is gone
+
+
+def latest_base(root: Path) -> Path | None:
+    """The most recently used base layer (None: none)."""
+    folder = root / "base"
+    bases = [p for p in folder.iterdir() if (p / "tree").is_dir()] if folder.is_dir() else []
+    return max(bases, key=_used, default=None)
 
 
 def base_layer(repo: Repository, root: Path, commit: str, tree: str) -> Path:
@@ -159,12 +178,34 @@ def base_layer(repo: Repository, root: Path, commit: str, tree: str) -> Path:
     tmp = new_dir(root, "tmp")
     try:
         worktrees.add(repo, tmp / "tree", commit, what="base layer")
+        _settle(repo, tmp / "tree")
         final.parent.mkdir(parents=True, exist_ok=True)
         with contextlib.suppress(OSError):  # made meanwhile by another verification
             os.rename(tmp, final)
     finally:
         remove(tmp)
     return final
+
+
+def _settle(repo: Repository, tree: Path) -> None:
+    """Make the base layer's index trusted as it is: its files' times set back
+    (nothing writes them again) and the index refreshed after them, so no entry is
+    racily clean and git, in every view of the layer, reads no file's contents to
+    see it unchanged."""
+    back = time.time_ns() - _RACY_NS
+    for folder, dirs, files in os.walk(tree):
+        if folder == str(tree):
+            dirs[:] = [d for d in dirs if d != ".git"]
+        for name in files + [d for d in dirs if os.path.islink(os.path.join(folder, d))]:
+            with contextlib.suppress(OSError):
+                os.utime(os.path.join(folder, name), ns=(back, back), follow_symlinks=False)
+    own = Contained(repo, tree)
+    own.run("update-index", "-q", "--refresh", check=False)
+    own.owe()  # the view's own `.git/index` is the refreshed one
+    own.settle()
+
+
+_RACY_NS = 2_000_000_000  # how far back a base layer's file times are set
 
 
 def seal(made: Path, final: Path) -> Path:

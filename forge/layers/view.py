@@ -17,13 +17,16 @@ import contextlib
 import fnmatch
 import hashlib
 import json
+import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import field
 from pathlib import Path
 
+from forge.base import proc
 from forge.frozen import frozen
 from forge.git.repo import Repository, short_sha
 from forge.layers import changes, store
+from forge.layers import delta as deltas
 from forge.layers.mode import Mode, enter_argv, overlay_options
 
 # The lock and manifest files whose contents decide what a setup installs.
@@ -69,6 +72,9 @@ def setup_key(setup: str, env: Sequence[tuple[str, str]], lane: str, inputs: str
     return hashlib.sha256(what.encode()).hexdigest()[:16]
 
 
+_HOME = str(Path(__file__).resolve().parents[2])  # where forge is imported from
+
+
 @frozen
 class Begun:
     """A run started in a checkout: the argv prefix its command runs under, and
@@ -94,7 +100,8 @@ class View:
     making: Path | None = None  # a setup layer being made: the upper is kept here
     # The landed tree a shared setup layer is made from, when the judged commit is a
     # candidate with the same setup inputs (its base layer, its commit).
-    landed: tuple[Path, str] | None = None
+    landed: tuple[Path, str, Path | None] | None = None
+    delta: Path | None = None  # the delta layer over the base layer (forge/layers/delta.py)
 
     @property
     def tree(self) -> Path:
@@ -106,18 +113,33 @@ class View:
         (upper / ".git").mkdir(parents=True, exist_ok=True)
         work.mkdir(exist_ok=True)
         (upper / ".git" / "HEAD").write_text(f"{self.commit}\n")
-        lowers = [*self.layers, self.tree]
+        lowers = [*self.layers, *self._below()]
         opts = overlay_options(lowers, upper, work, self.mode.user_ns)
         return Begun(tuple(enter_argv(self.mode.user_ns, opts, self.path)), run, upper)
+
+    def _below(self) -> list[Path]:
+        """The layers of the tree itself: the base layer, and its delta layer."""
+        return [*([self.delta / "layer"] if self.delta else []), self.tree]
+
+    def _changes(self, run: Path) -> list[str]:
+        """What the run left in its upper layer, against the layers of the tree (with
+        a delta layer, read where they are mounted, in a namespace of its own)."""
+        upper, git_dir = run / "layer", self.base / "tree.git"
+        if self.delta is None:
+            return changes.of_run(upper, self.tree, git_dir)
+        seen = run / "lower"
+        seen.mkdir(exist_ok=True)
+        opts = overlay_options(self._below(), None, None, self.mode.user_ns)
+        argv = [*enter_argv(self.mode.user_ns, opts, seen), sys.executable, "-m", changes.__name__]
+        cp = proc.run([*argv, str(upper), str(git_dir)], cwd=seen, env={"PYTHONPATH": _HOME})
+        return [str(p) for p in json.loads(cp.stdout)]
 
     def finish(self, begun: Begun, _commit: str = "") -> list[str]:
         """What the run changed (HEAD first when it moved); its upper layer is
         discarded (a setup layer being made is kept)."""
         run = Path(str(begun.state))
         upper = run / "layer"
-        changed, new = changes.walk(upper, self.tree)
-        changed += changes.not_ignored(self.tree, self.base / "tree.git", new)
-        out = sorted(set(changed))
+        out = self._changes(run)
         head = changes.head_of(self.tree / ".git", upper / ".git")
         if head != self.commit:
             out.insert(0, f"HEAD (moved to {short_sha(head) or 'nothing'})")
@@ -137,10 +159,10 @@ class View:
     def for_setup(self) -> View:
         """The view setup runs in: the base layer alone, its upper kept."""
         root = self.scratch if self.shared is None else self.scratch.parent.parent
-        base, commit = self.landed or (self.base, self.commit)
-        return View(
-            self.path, base, commit, self.scratch, self.mode, making=store.new_dir(root, "tmp")
-        )
+        base, commit = self.landed[:2] if self.landed else (self.base, self.commit)
+        delta = self.landed[2] if self.landed else self.delta
+        made = store.new_dir(root, "tmp")
+        return View(self.path, base, commit, self.scratch, self.mode, making=made, delta=delta)
 
     def adopt(self, made: View) -> None:
         """Setup ran well in `made`: its upper layer becomes this view's setup layer."""
@@ -179,8 +201,7 @@ class Session:
         """The lane's view of `commit` (its base layer made now if need be); `setup`:
         the plan's setup command, env and setup inputs (None: no setup)."""
         tree = self.repo.tree_of(commit)
-        base = store.base_layer(self.repo, self.root, commit, tree)
-        self.stack.enter_context(store.pinned(base))
+        base, delta = self._tree(commit, tree)
         mount = self.repo.worktrees_root() / ".verify" / "layered" / lane
         mount.mkdir(parents=True, exist_ok=True)
         layers: list[Path] = []
@@ -198,11 +219,38 @@ class Session:
                 if landed is None:
                     shared = None  # a candidate's own setup: discarded after
                 return View(
-                    mount, base, commit, self.scratch, self.mode, layers, shared, landed=landed
+                    mount,
+                    base,
+                    commit,
+                    self.scratch,
+                    self.mode,
+                    layers,
+                    shared,
+                    landed=landed,
+                    delta=delta,
                 )
-        return View(mount, base, commit, self.scratch, self.mode, layers, shared)
+        return View(mount, base, commit, self.scratch, self.mode, layers, shared, delta=delta)
 
-    def _landed(self, commit: str, inputs: str, patterns: Sequence[str]) -> tuple[Path, str] | None:
+    def _tree(self, commit: str, tree: str) -> tuple[Path, Path | None]:
+        """The layers of `tree` (pinned): its base layer, or the latest base layer
+        and a delta layer over it; a new base layer when the delta would be large."""
+        found = self.root / "base" / tree
+        latest = None if (found / "tree").is_dir() else store.latest_base(self.root)
+        delta = None
+        if latest is not None:
+            self.stack.enter_context(store.pinned(latest))
+            delta = deltas.layer(self.repo, self.root, self.mode, latest, commit)
+        if delta is None:
+            base = store.base_layer(self.repo, self.root, commit, tree)
+            self.stack.enter_context(store.pinned(base))
+            return base, None
+        self.stack.enter_context(store.pinned(delta))
+        assert latest is not None
+        return latest, delta
+
+    def _landed(
+        self, commit: str, inputs: str, patterns: Sequence[str]
+    ) -> tuple[Path, str, Path | None] | None:
         """The base layer and commit of the landed tree the candidate `commit` goes
         on (its first parent), when its setup inputs are the candidate's."""
         cp = self.repo.try_git("rev-parse", "--verify", "--quiet", f"{commit}^1")
@@ -212,9 +260,8 @@ class Session:
         tree = self.repo.tree_of(parent)
         if inputs_hash(self.repo, tree, patterns or SETUP_INPUTS) != inputs:
             return None
-        base = store.base_layer(self.repo, self.root, parent, tree)
-        self.stack.enter_context(store.pinned(base))
-        return base, parent
+        base, delta = self._tree(parent, tree)
+        return base, parent, delta
 
 
 @contextlib.contextmanager
