@@ -16,50 +16,16 @@ from __future__ import annotations
 
 import contextlib
 import filecmp
-import json
 import os
 import stat
-import sys
 from pathlib import Path
 
 from forge.base import proc
 from forge.git.contained import HARDENED, NO_HOOKS
-
-_OPAQUE = ("trusted.overlay.opaque", "user.overlay.opaque")
-
-
-def _whiteout(st: os.stat_result) -> bool:
-    return stat.S_ISCHR(st.st_mode) and st.st_rdev == 0
+from forge.layers.below import Below, opaque, whiteout
 
 
-def _opaque(path: str) -> bool:
-    for name in _OPAQUE:
-        with contextlib.suppress(OSError):
-            if os.getxattr(path, name, follow_symlinks=False) == b"y":
-                return True
-    return False
-
-
-def _tracked_under(base: Path, rel: str) -> list[str]:
-    """The base layer's files at or under `rel` (what hiding `rel` deletes)."""
-    top = base / rel
-    if not os.path.lexists(top):
-        return []
-    if not top.is_dir() or top.is_symlink():
-        return [rel]
-    out = []
-    for folder, dirs, files in os.walk(top):
-        dirs.sort()
-        out += [os.path.relpath(os.path.join(folder, n), base) for n in sorted(files)]
-        out += [
-            os.path.relpath(os.path.join(folder, n), base)
-            for n in dirs
-            if os.path.islink(os.path.join(folder, n))
-        ]
-    return out
-
-
-def _same(upper: str, lower: Path) -> bool:
+def _same(upper: str, lower: str) -> bool:
     """The file the run left is the base layer's (kind, executable bit, contents)."""
     try:
         a, b = os.lstat(upper), os.lstat(lower)
@@ -74,23 +40,22 @@ def _same(upper: str, lower: Path) -> bool:
     return a.st_size == b.st_size and filecmp.cmp(upper, lower, shallow=False)
 
 
-def _entry(upper: str, rel: str, base: Path, found: tuple[list[str], list[str]]) -> bool:
+def _entry(upper: str, rel: str, below: Below, found: tuple[list[str], list[str]]) -> bool:
     """Note what the upper layer's `rel` changes into `found` (changed, new): whether
     it is a folder to look into."""
     changed, new = found
     st = os.lstat(upper)
-    lower = base / rel
-    below = os.path.lexists(lower)
-    folder_below = below and lower.is_dir() and not lower.is_symlink()
-    if _whiteout(st):
-        changed += _tracked_under(base, rel)
+    lower = below.find(rel)
+    folder_below = lower is not None and os.path.isdir(lower) and not os.path.islink(lower)
+    if whiteout(st):
+        changed += below.files_under(rel)
     elif stat.S_ISDIR(st.st_mode):
-        if below and not folder_below:
+        if lower is not None and not folder_below:
             changed.append(rel)  # a folder where a tracked file was
         return True
     elif folder_below:
-        changed += _tracked_under(base, rel)  # a file over a tracked folder
-    elif below:
+        changed += below.files_under(rel)  # a file over a tracked folder
+    elif lower is not None:
         if not _same(upper, lower):
             changed.append(rel)
     else:
@@ -98,9 +63,9 @@ def _entry(upper: str, rel: str, base: Path, found: tuple[list[str], list[str]])
     return False
 
 
-def walk(upper: Path, base: Path) -> tuple[list[str], list[str]]:
-    """(tracked paths changed, new paths) the upper layer shows against the base
-    layer, each relative to the tree; the view's `.git` left out."""
+def walk(upper: Path, below: Below) -> tuple[list[str], list[str]]:
+    """(tracked paths changed, new paths) the upper layer shows against the layers
+    below it, each relative to the tree; the view's `.git` left out."""
     found: tuple[list[str], list[str]] = ([], [])
     stack = [""]
     while stack:
@@ -110,25 +75,27 @@ def walk(upper: Path, base: Path) -> tuple[list[str], list[str]]:
             names = sorted(os.listdir(folder))
         except OSError:
             continue
-        if rel_dir and _opaque(folder):  # what was below it is gone
-            below = base / rel_dir
-            for name in sorted(os.listdir(below)) if below.is_dir() else []:
+        if rel_dir and opaque(folder):  # what was below it is gone
+            for name in below.names(rel_dir):
                 if name not in names:
-                    found[0].extend(_tracked_under(base, os.path.join(rel_dir, name)))
+                    found[0].extend(below.files_under(f"{rel_dir}/{name}"))
         for name in names:
-            rel = os.path.join(rel_dir, name)
-            if rel != ".git" and _entry(os.path.join(folder, name), rel, base, found):
+            rel = f"{rel_dir}/{name}" if rel_dir else name
+            if rel != ".git" and _entry(os.path.join(folder, name), rel, below, found):
                 stack.append(rel)
     return sorted(set(found[0])), sorted(found[1])
 
 
-def not_ignored(base: Path, git_dir: Path, paths: list[str]) -> list[str]:
-    """The paths git does not ignore, by the base layer's rules (what lies in a
-    nested `.git`, which git never shows, left out)."""
+def not_ignored(
+    base: Path, git_dir: Path, paths: list[str], enter: tuple[str, ...] = ()
+) -> list[str]:
+    """The paths git does not ignore, by the rules of the tree at `base` (`enter`:
+    the prefix that mounts it there; what lies in a nested `.git`, which git never
+    shows, left out)."""
     paths = [p for p in paths if ".git" not in p.split("/")]
     if not paths:
         return []
-    argv = ["git", f"--git-dir={git_dir}", f"--work-tree={base}", *NO_HOOKS]
+    argv = [*enter, "git", f"--git-dir={git_dir}", f"--work-tree={base}", *NO_HOOKS]
     cp = proc.run(
         [*argv, "check-ignore", "-z", "--stdin", "--no-index"],
         cwd=base,
@@ -149,7 +116,7 @@ def head_of(git_dir: Path, upper_git: Path) -> str:
             path = where / rel
             with contextlib.suppress(OSError):
                 st = os.lstat(path)
-                if _whiteout(st):
+                if whiteout(st):
                     return None
                 return path.read_text(errors="replace").strip()
         return None
@@ -159,13 +126,3 @@ def head_of(git_dir: Path, upper_git: Path) -> str:
         ref = text[5:].strip()
         return read(ref) or text
     return text
-
-
-def of_run(upper: Path, base: Path, git_dir: Path) -> list[str]:
-    """The tracked paths a run changed and the new paths git does not ignore."""
-    changed, new = walk(upper, base)
-    return sorted({*changed, *not_ignored(base, git_dir, new)})
-
-
-if __name__ == "__main__":  # in a namespace where the lower layers are mounted here
-    print(json.dumps(of_run(Path(sys.argv[1]), Path.cwd(), Path(sys.argv[2]))))

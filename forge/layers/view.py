@@ -17,16 +17,15 @@ import contextlib
 import fnmatch
 import hashlib
 import json
-import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import field
 from pathlib import Path
 
-from forge.base import proc
 from forge.frozen import frozen
 from forge.git.repo import Repository, short_sha
 from forge.layers import changes, store
 from forge.layers import delta as deltas
+from forge.layers.below import Below
 from forge.layers.mode import Mode, enter_argv, overlay_options
 
 # The lock and manifest files whose contents decide what a setup installs.
@@ -70,9 +69,6 @@ def inputs_hash(repo: Repository, tree: str, patterns: Sequence[str] = SETUP_INP
 def setup_key(setup: str, env: Sequence[tuple[str, str]], lane: str, inputs: str) -> str:
     what = json.dumps([setup, sorted(map(list, env)), lane, inputs])
     return hashlib.sha256(what.encode()).hexdigest()[:16]
-
-
-_HOME = str(Path(__file__).resolve().parents[2])  # where forge is imported from
 
 
 @frozen
@@ -122,17 +118,17 @@ class View:
         return [*([self.delta / "layer"] if self.delta else []), self.tree]
 
     def _changes(self, run: Path) -> list[str]:
-        """What the run left in its upper layer, against the layers of the tree (with
-        a delta layer, read where they are mounted, in a namespace of its own)."""
+        """What the run left in its upper layer, against the layers of the tree (a
+        new file's ignore rules read where they are mounted, with a delta layer)."""
         upper, git_dir = run / "layer", self.base / "tree.git"
-        if self.delta is None:
-            return changes.of_run(upper, self.tree, git_dir)
+        changed, new = changes.walk(upper, Below(tuple(self._below())))
+        if self.delta is None or not new:
+            return sorted({*changed, *changes.not_ignored(self.tree, git_dir, new)})
         seen = run / "lower"
         seen.mkdir(exist_ok=True)
         opts = overlay_options(self._below(), None, None, self.mode.user_ns)
-        argv = [*enter_argv(self.mode.user_ns, opts, seen), sys.executable, "-m", changes.__name__]
-        cp = proc.run([*argv, str(upper), str(git_dir)], cwd=seen, env={"PYTHONPATH": _HOME})
-        return [str(p) for p in json.loads(cp.stdout)]
+        enter = tuple(enter_argv(self.mode.user_ns, opts, seen))
+        return sorted({*changed, *changes.not_ignored(seen, git_dir, new, enter)})
 
     def finish(self, begun: Begun, _commit: str = "") -> list[str]:
         """What the run changed (HEAD first when it moved); its upper layer is
