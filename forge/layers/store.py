@@ -3,6 +3,7 @@ every plan and hook of the repository.
 
     <git common dir>/forge/layers/<kind>/base/<tree>/tree     a checkout of the tree
                                         base/<tree>/tree.git forge's git dir of it
+                                        delta/<base>-<tree>/layer  a later tree over a base
                                         setup/<key>/layer    what setup added on top
                                         tmp/<pid>-<n>        a layer being made
                                         runs/<pid>-<n>       a run's upper layers
@@ -10,7 +11,8 @@ every plan and hook of the repository.
 A layer is made under `tmp/` and renamed into place once complete: a half-made one
 is never used, and removed once the process making it is gone. A layer in use is
 pinned (a shared lock); the least recently used unpinned base layers beyond
-`KEEP_BASES` are removed, and `forge clean --pool` removes every unpinned one.
+`KEEP_BASES` are removed (and deltas past `KEEP_DELTAS`, or whose base is gone),
+and `forge clean --pool` removes every unpinned one.
 `<kind>` is `root` or `userns` (overlays made in a user namespace mark whiteouts
 and opaque folders otherwise): layers of the other kind are never read.
 """

@@ -206,3 +206,19 @@ def test_where_no_overlay_can_be_mounted_checkouts_are_used_and_said_once(
         f"verification checkouts: checkouts (the layer store's path {store_dir(r)} holds a `,`, `:` or `\\`)"
     ]
     assert not store_dir(r).exists() or not list(store_dir(r).rglob("tree"))
+
+
+def test_a_later_tree_and_a_folder_made_again_are_read_through_the_layers(r: Repository) -> None:
+    assert verify_commit(r, "HEAD", cfg("true", setup=None), key="k").verdict == Verdict.PASS
+    (r.root / "src" / "app.py").unlink()  # the next tree: a delta over the first's layer
+    (r.root / "src" / "keep.py").write_text("KEEP = 1\n")
+    (r.root / "src" / "other.py").write_text("OTHER = 1\n")
+    commit_all(r.root, "app.py gone, two new")
+    seen = "test ! -e src/app.py && grep -q KEEP src/keep.py && git diff --quiet HEAD"
+    rec = verify_commit(r, "HEAD", cfg(seen, setup=None), key="k")
+    assert rec.verdict == Verdict.PASS, [lane.lines() for lane in rec.lanes]
+    # the folder removed and made again (opaque) with one of its files as it was
+    again = "rm -rf src && mkdir src && echo 'OTHER = 1' > src/other.py"
+    rec = verify_commit(r, "HEAD", cfg(again, setup=None), key="k")
+    assert rec.verdict == Verdict.FAIL
+    assert rec.lanes[0].runs[0].changed == ("src/keep.py",)
