@@ -69,5 +69,7 @@ def layer(repo: Repository, root: Path, mode: Mode, base: Path, commit: str) -> 
         for folder in (git_dir, work, mnt):
             store.remove(folder)
         return store.seal(tmp, final)
+    except OSError:  # the base layer removed meanwhile: a base layer of its own
+        return None
     finally:
         store.remove(tmp)

@@ -227,22 +227,25 @@ class Session:
                 )
         return View(mount, base, commit, self.scratch, self.mode, layers, shared, delta=delta)
 
+    def _pin(self, layer: Path) -> bool:
+        """Pin the layer for this verification: whether it is still there (a clean
+        that held it first has removed it)."""
+        self.stack.enter_context(store.pinned(layer))
+        return layer.is_dir()
+
     def _tree(self, commit: str, tree: str) -> tuple[Path, Path | None]:
         """The layers of `tree` (pinned): its base layer, or the latest base layer
         and a delta layer over it; a new base layer when the delta would be large."""
         found = self.root / "base" / tree
         latest = None if (found / "tree").is_dir() else store.latest_base(self.root)
-        delta = None
-        if latest is not None:
-            self.stack.enter_context(store.pinned(latest))
+        if latest is not None and self._pin(latest):
             delta = deltas.layer(self.repo, self.root, self.mode, latest, commit)
-        if delta is None:
-            base = store.base_layer(self.repo, self.root, commit, tree)
-            self.stack.enter_context(store.pinned(base))
-            return base, None
-        self.stack.enter_context(store.pinned(delta))
-        assert latest is not None
-        return latest, delta
+            if delta is not None and self._pin(delta):
+                return latest, delta
+        base = store.base_layer(self.repo, self.root, commit, tree)
+        if not self._pin(base):
+            base = store.base_layer(self.repo, self.root, commit, tree)  # removed meanwhile
+        return base, None
 
     def _landed(
         self, commit: str, inputs: str, patterns: Sequence[str]
