@@ -30,6 +30,7 @@ def hermetic(
     tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[None]:
     home = tmp_path_factory.mktemp("home")
+    layers = os.environ.get("FORGE_TEST_LAYERS", "off")
     for var in list(os.environ):
         if var.startswith(("GIT_", "FORGE_")):
             monkeypatch.delenv(var, raising=False)
@@ -49,6 +50,10 @@ def hermetic(
     # Without the sandbox unless a test (or its plan) asks: the same on a machine with
     # bubblewrap and without (tests/run/contain/test_default_mode.py leaves it unset).
     monkeypatch.setenv("FORGE_SANDBOX", "off")
+    # Verification checkouts as the old pool of checkouts unless a test (or the
+    # suite's caller: FORGE_TEST_LAYERS=on) asks for layers (tests/verify/test_layers.py
+    # runs both ways).
+    monkeypatch.setenv("FORGE_LAYERS", layers)
     monkeypatch.setenv("NO_COLOR", "1")
     monkeypatch.setenv("COLUMNS", "200")
     yield

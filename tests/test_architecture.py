@@ -31,6 +31,7 @@ LAYERS = (
     "verify",
     "plan",
     "agents",
+    "layers",
     "git",
     "base",
 )

@@ -153,6 +153,10 @@ ENVIRONMENT: dict[str, str] = {
     "FORGE_GRACE": "seconds between TERM and KILL when a command is stopped (default 5)",
     "FORGE_SANDBOX": "`on` or `off`: the sandbox mode when neither the command nor the plan "
     "says (default: on where `forge doctor` finds that it holds)",
+    "FORGE_LAYERS": "`on` or `off`: verification checkouts as layers (a fresh upper layer "
+    "each run over read-only base and setup layers) or as checkouts cleaned between runs "
+    "(default: layers where an overlay can be mounted in a mount namespace; `forge doctor` "
+    "says which)",
     "FORGE_INFRA_BACKOFF": "seconds to wait after an INFRA failure, doubled up to 5 minutes "
     "(default 5)",
     "FORGE_LOG_CAP": "output kept in each command's log when the plan sets no `log_cap`",

@@ -85,6 +85,7 @@ class GroupSpec:
     sandbox: Sandbox | None = None  # run under bubblewrap (forge/base/sandbox.py)
     pass_fds: tuple[int, ...] = ()  # file descriptors the command inherits
     tokens: bool = False  # the code host's tokens reach it (only the person's notify)
+    enter: tuple[str, ...] = ()  # what it runs under: a layered checkout's namespace
 
     def log(self, line: str) -> None:
         append_line(self.log_path, line)
@@ -304,12 +305,9 @@ def become_subreaper() -> bool:
         import ctypes  # only here: importing it costs ~10 ms on every command
 
         libc = ctypes.CDLL(None, use_errno=True)
-        return int(libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)) == 0
+        return int(libc.prctl(36, 1, 0, 0, 0)) == 0  # PR_SET_CHILD_SUBREAPER
     except (OSError, AttributeError):
         return False
-
-
-_PR_SET_CHILD_SUBREAPER = 36
 
 
 def run_group(
@@ -345,6 +343,7 @@ def run_group(
             args, env = wrapped.argv, wrapped.env
         elif isinstance(spec.argv, str):
             args = proc.shell_args(spec.argv, stack=outer)
+        args = [*spec.enter, *args]
         group = cgroups.for_command(spec.tag)
         if group is not None:
             args = group.wrap(args)

@@ -1,6 +1,7 @@
 """`forge doctor`: what a sandbox holds on this machine, found by making one (the
-capabilities a command inside keeps, the namespaces it gets, what is hidden), and
-what forge falls back to where something is missing."""
+capabilities a command inside keeps, the namespaces it gets, what is hidden), how
+verification checkouts are made (layers or checkouts, and why), and what forge
+falls back to where something is missing."""
 
 from __future__ import annotations
 
@@ -30,6 +31,33 @@ class Facts(TypedDict):
     covered: list[str]
     reach: dict[str, str]
     limits: list[str]
+    checkouts: str
+
+
+def _checkouts() -> str:
+    """How verification checkouts are made here (in the repository's layer store,
+    else in a temp folder), and why."""
+    import tempfile
+
+    from forge.errors import ForgeError
+    from forge.git.repo import discover
+    from forge.layers import mode
+    from forge.layers.store import store_dir
+
+    try:
+        place = store_dir(discover(Path.cwd()))
+    except ForgeError:
+        place = Path(tempfile.gettempdir())
+    try:
+        return mode.choose(place).line()
+    except ForgeError as exc:
+        return f"verification checkouts: refused: {exc}"
+
+
+LAYER_LIMIT = (
+    "a lane without the sandbox runs as you: it could write the layer store "
+    "(<git dir>/forge/layers), which later verifications read"
+)
 
 
 def facts() -> Facts:
@@ -40,7 +68,7 @@ def facts() -> Facts:
     runtime = os.environ.get("XDG_RUNTIME_DIR")
     hidden = [str(seal.key_dir()), "/run", *([runtime] if runtime else [])]
     hidden += [str(p.parent) for paths in named.values() for p in paths if not p.is_dir()]
-    return {
+    facts_: Facts = {
         "root": os.geteuid() == 0,
         "bwrap": found.bwrap,
         "sandbox": usable,
@@ -62,7 +90,11 @@ def facts() -> Facts:
         "covered": [str(p) for p in sandbox.secrets(Path.home())],
         "reach": reach(usable),
         "limits": limits(usable),
+        "checkouts": _checkouts(),
     }
+    if "verification checkouts: layers" in facts_["checkouts"]:
+        facts_["limits"].append(LAYER_LIMIT)
+    return facts_
 
 
 def reach(usable: bool) -> dict[str, str]:
@@ -159,6 +191,7 @@ def render(data: Facts) -> str:
             lines.append("credentials covered: " + ", ".join(data["covered"]))
     lines += [f"network of {role}: {what}" for role, what in data["reach"].items()]
     lines.append(f"cgroup for commands: {data['cgroup'] or 'none'}")
+    lines.append(data["checkouts"])
     lines += [f"fallback: {line}" for line in data["fallbacks"]]
     lines += [f"limit: {line}" for line in data["limits"]]
     return "".join(f"{line}\n" for line in lines)

@@ -30,6 +30,7 @@ from forge.frozen import frozen
 from forge.git import contained, worktrees
 from forge.git.contained import Contained
 from forge.git.repo import Repository, short_sha
+from forge.layers.view import Begun
 from forge.verify import hermetic
 
 HIDDEN = "!! "  # a fingerprint entry of what hides a change from `git status`
@@ -99,7 +100,16 @@ class Checkout:
         what it made, and what it made as it was when setup ended."""
         paths = hermetic.untracked(self.path, self.git_dir)
         sums = hermetic.products_fingerprint(self.path, paths)
-        write_json(self.setup_file, {"setup": self.setup, "paths": paths, "sums": sums})
+        pyc = hermetic.bytecode(self.path, paths)
+        write_json(self.setup_file, {"setup": self.setup, "paths": paths, "sums": sums, "pyc": pyc})
+
+    def drop_bytecode(self) -> None:
+        """The bytecode in setup's products that a run wrote or rewrote, removed (the
+        products fingerprint leaves Python's caches out)."""
+        data = read_json_or(self.setup_file, None, what="setup products")
+        if isinstance(data, dict) and isinstance(data.get("pyc"), dict):
+            kept = {str(k): str(v) for k, v in data["pyc"].items()}
+            hermetic.drop_bytecode(self.path, [str(p) for p in data.get("paths", [])], kept)
 
     def products_intact(self) -> bool:
         """Setup's products are as setup left them (a run that wrote a `.pth` into
@@ -158,8 +168,25 @@ class Checkout:
         changed = self.git("diff", "--name-only", "-z", "--no-renames", was, commit)
         return any(p.rsplit("/", 1)[-1] == ".gitattributes" for p in changed.split("\0"))
 
-    def begin_run(self) -> None:
+    def begin(self) -> Begun:
+        """Before a run: what the checkout holds (the run runs as it is)."""
+        before = self.fingerprint()
         write_json(self.marker, {"path": str(self.path)})
+        return Begun((), before)
+
+    def finish(self, begun: Begun, commit: str) -> list[str]:
+        """After a run: what it changed, undone (the checkout restored to `commit`)."""
+        assert isinstance(begun.state, Fingerprint)
+        changed = self.fingerprint().changes_since(begun.state)
+        if changed:
+            self.restore(commit)
+        self.end_run()
+        return changed
+
+    def again(self, commit: str) -> None:
+        """Before a rerun: what the failed run left must not decide it (it set no
+        index flag: that would have changed its checkout, and it would not be rerun)."""
+        self.restore(commit, unflag=False)
 
     def end_run(self) -> None:
         with contextlib.suppress(FileNotFoundError):

@@ -19,12 +19,13 @@ person's retry again).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import shutil
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import replace
 from datetime import UTC, datetime
 
@@ -33,6 +34,9 @@ from forge.base.sandbox import Sandbox
 from forge.base.text import one_line
 from forge.frozen import frozen
 from forge.git.repo import Repository, short_sha
+from forge.layers import mode as layer_mode
+from forge.layers.store import store_dir
+from forge.layers.view import Session, View, session
 from forge.plan.repo_config import VerifyConfig
 from forge.verify import environment, pool, quarantine, reports
 from forge.verify import records as verify_records
@@ -181,7 +185,7 @@ def verify_commit(
         record = _interrupted_before_start(base, config)
     else:
         procgroup.become_subreaper()  # orphaned grandchildren of lanes come back to be reaped
-        with key_lock(repo, key), pool.checkouts_for(repo, key, config) as place:
+        with key_lock(repo, key), _places(repo, key, config, ask) as place:
             lanes = _run_lanes(repo, base, config, place, stop, replace(ask, forgive=forgiven))
         record = replace(
             base,
@@ -192,6 +196,25 @@ def verify_commit(
     verify_records.save(repo.state, record, remember=remember)
     emit(f"verification {record.verdict} ({short_sha(record.commit)})")
     return record
+
+
+_said: set[str] = set()  # the fallback is said once per run (process)
+
+
+@contextlib.contextmanager
+def _places(repo: Repository, key: str, config: VerifyConfig, ask: Ask) -> Iterator[str | Session]:
+    """Where the lanes run: a session of layers (forge/layers/), else a member of
+    the pool of checkouts (forge/verify/pool.py), held for this verification."""
+    mode = layer_mode.choose(store_dir(repo))
+    if mode.layers:
+        with session(repo, mode, candidate=ask.candidate) as layered:
+            yield layered
+        return
+    if layer_mode.MODE_VAR not in os.environ and mode.why not in _said:
+        _said.add(mode.why)
+        (ask.on_event or (lambda _msg: None))(mode.line())
+    with pool.checkouts_for(repo, key, config) as member:
+        yield member
 
 
 def _interrupted_before_start(base: VerifyRecord, config: VerifyConfig) -> VerifyRecord:
@@ -207,30 +230,22 @@ def _run_lanes(
     repo: Repository,
     base: VerifyRecord,
     config: VerifyConfig,
-    place: str,
+    place: str | Session,
     stop: threading.Event,
     ask: Ask,
 ) -> tuple[LaneResult, ...]:
     """The lanes run in the checkouts of `place` (the member of the verification
-    pool, forge/verify/pool.py, held for this verification)."""
+    pool, forge/verify/pool.py, held for this verification; or layered views)."""
     emit: Emit = ask.on_event or (lambda _msg: None)
     policy, sandbox, stage = ask.reruns or Once(config.reruns), ask.sandbox, ask.on_stage
     # One after another: concurrent `git worktree add` calls contend for git's files.
-    checkouts: dict[str, Checkout] = {}
-    setup = environment.setup_hash(config.setup, config.env) if config.setup else None
+    checkouts: dict[str, Checkout | View] = {}
     results: dict[str, LaneResult] = {}
     for name, cmd in config.lanes:
         if stop.is_set():
             break
         try:
-            checkouts[name] = prepare(
-                repo,
-                key=place,
-                lane=name,
-                commit=base.commit,
-                setup=setup,
-                say=functools.partial(_say_lane, emit, name),
-            )
+            checkouts[name] = _prepare(repo, base, config, place, name, emit)
         except proc.CommandError as exc:
             # git cannot make the commit's files (a required filter that fails on
             # them, a path this file system refuses): the commit's failure, blamed
@@ -271,7 +286,32 @@ def _run_lanes(
     return tuple(results[name] for name, _cmd in config.lanes)
 
 
-def _lane_box(repo: Repository, co: Checkout, network: bool, config: VerifyConfig) -> Sandbox:
+def _prepare(
+    repo: Repository,
+    base: VerifyRecord,
+    config: VerifyConfig,
+    place: str | Session,
+    name: str,
+    emit: Emit,
+) -> Checkout | View:
+    """The lane's checkout of the commit: its layered view, or its checkout in the
+    pool's member, moved to the commit."""
+    if isinstance(place, Session):
+        made = (config.setup, config.env, ()) if config.setup else None
+        return place.view(name, base.commit, made)
+    return prepare(
+        repo,
+        key=place,
+        lane=name,
+        commit=base.commit,
+        setup=environment.setup_hash(config.setup, config.env) if config.setup else None,
+        say=functools.partial(_say_lane, emit, name),
+    )
+
+
+def _lane_box(
+    repo: Repository, co: Checkout | View, network: bool, config: VerifyConfig
+) -> Sandbox:
     """A lane writes only its checkout (forge's test report goes to a file descriptor
     it inherits): no agent folder, no network unless the lane says `network = true`
     (its setup keeps it: see forge/verify/lane.py), and then the plan's `host_ports`.
@@ -286,7 +326,7 @@ def _lane_box(repo: Repository, co: Checkout, network: bool, config: VerifyConfi
 def _unmade(
     repo: Repository,
     base: VerifyRecord,
-    where: tuple[str, str],
+    where: tuple[str | Session, str],
     command: str,
     exc: proc.CommandError,
 ) -> LaneResult:
@@ -297,8 +337,8 @@ def _unmade(
     log = verify_records.logs_dir(repo.state, base.id) / f"{name}-checkout.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     log.write_text(f"$ {' '.join(exc.argv)}\n{exc.output}", errors="backslashreplace")
-    path = checkout_path(repo, place, name)
-    shutil.rmtree(path, ignore_errors=True)
+    if isinstance(place, str):
+        shutil.rmtree(checkout_path(repo, place, name), ignore_errors=True)
     said = one_line(proc.tail(exc.output, 1)) or f"git exited {exc.returncode}"
     run = LaneRun(
         kind="checkout",

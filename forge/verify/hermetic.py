@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from forge.base import proc
+from forge.git import taskgit
 from forge.git.contained import HARDENED, NO_HOOKS
 
 # What forge never writes in a checkout's git dir, and what would hide a change.
@@ -86,6 +87,21 @@ def scrub(work_tree: Path, git_dir: Path, *, keep: Sequence[str]) -> None:
     products, as `untracked` listed them) and what lies under them."""
     excludes = [arg for path in keep for arg in ("-e", "/" + _pattern(path))]
     _git(work_tree, git_dir, "clean", "-ffdxq", *excludes)
+    _nested_git(work_tree, keep)
+
+
+def _nested_git(work_tree: Path, keep: Sequence[str]) -> None:
+    """Remove every `.git` below the top (which `git status` never shows, and `git
+    clean` never removes from a tracked folder): a run's hidden repository."""
+    kept = {os.path.join(work_tree, p.rstrip("/")) for p in keep}
+    for folder, dirs, files in os.walk(work_tree):
+        if folder == str(work_tree):
+            dirs[:] = [d for d in dirs if d != ".git"]
+            continue
+        dirs[:] = [d for d in dirs if os.path.join(folder, d) not in kept]
+        if ".git" in dirs or ".git" in files:
+            dirs[:] = [d for d in dirs if d != ".git"]
+            taskgit.remove(Path(folder) / ".git")
 
 
 def _pattern(path: str) -> str:
@@ -149,6 +165,31 @@ def products_entries(
                     entry += " " + hashlib.sha256(f.read()).hexdigest()
             out[rel] = entry
     return out
+
+
+def bytecode(work_tree: Path, paths: Sequence[str]) -> dict[str, str]:
+    """The bytecode files (`__pycache__/*.pyc`) among setup's products, each known by
+    its inode, size and change time (which no write leaves as it was)."""
+    out: dict[str, str] = {}
+    root = len(str(work_tree)) + 1
+    for top in sorted(paths):
+        for path in _walk(os.path.join(work_tree, top.rstrip("/"))):
+            folder, name = os.path.split(path)
+            if os.path.basename(folder) == "__pycache__" and name.endswith(".pyc"):
+                with contextlib.suppress(OSError):
+                    st = os.lstat(path)
+                    out[path[root:]] = f"{st.st_ino} {st.st_size} {st.st_ctime_ns}"
+    return out
+
+
+def drop_bytecode(work_tree: Path, paths: Sequence[str], kept: dict[str, str]) -> None:
+    """Remove the bytecode among setup's products that setup did not leave as it is
+    (`kept`): a run may have planted a `.pyc` Python never checks against its source
+    (an unchecked hash), and Python writes what it needs anew."""
+    for rel, entry in bytecode(work_tree, paths).items():
+        if kept.get(rel) != entry:
+            with contextlib.suppress(OSError):
+                os.unlink(os.path.join(work_tree, rel))
 
 
 def _walk(top: str) -> list[str]:

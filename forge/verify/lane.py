@@ -24,6 +24,7 @@ from forge.base.sandbox import SETUP_CACHE, Sandbox
 from forge.frozen import frozen
 from forge.git.contained import ceiling_env
 from forge.git.repo import Repository
+from forge.layers.view import View
 from forge.plan.repo_config import VerifyConfig
 from forge.verify import environment, offline, quarantine, reports, testdb
 from forge.verify import records as verify_records
@@ -47,7 +48,7 @@ class Lane:
     repo: Repository
     base: VerifyRecord
     config: VerifyConfig
-    co: Checkout
+    co: Checkout | View
     name: str
     stop: threading.Event
     emit: Emit
@@ -74,8 +75,11 @@ class Lane:
             if report is not None:
                 env = report.env(env, channel)
                 report.clear()
-            before = co.fingerprint()
-            co.begin_run()
+            begun = co.begin()
+            if report is not None and report.inside and report.path and begun.upper:
+                # a report the run writes in a view is read from its upper layer
+                seen = begun.upper / report.path.relative_to(co.path)
+                report = replace(report, path=seen)
             res = procgroup.run_group(
                 procgroup.GroupSpec(
                     command,
@@ -92,6 +96,7 @@ class Lane:
                     if self.box and kind == "setup"
                     else self.box,
                     pass_fds=() if channel is None else (channel.fd,),
+                    enter=begun.enter,
                 ),
                 stop=self.stop,
             )
@@ -108,10 +113,7 @@ class Lane:
         if problem:
             problem = f"its test report was not believed: {problem}"
             self.emit(f"lane {self.name}: {problem}")
-        changed = co.fingerprint().changes_since(before)
-        if changed:
-            co.restore(self.base.commit)
-        co.end_run()
+        changed = co.finish(begun, self.base.commit)
         failed = res.returncode != 0 and not (res.timed_out or res.stopped)
         failures = _failures(self.name, log) if failed and kind != "setup" else ()
         if failed and tests is not None:
@@ -164,9 +166,7 @@ def run_lane(lane: Lane, command: str) -> LaneResult:
             break
         kind = "initial" if n == 1 else "rerun"
         if n > 1:
-            # What the failed run left must not decide the rerun (it set no index
-            # flag: that would have changed its checkout, and it would not be rerun).
-            co.restore(lane.base.commit, unflag=False)
+            co.again(lane.base.commit)  # (a layered checkout: a fresh upper layer)
             failed_setup = _setup(lane)  # setup's products as setup left them
             if failed_setup is not None:
                 runs.append(failed_setup)
@@ -243,7 +243,10 @@ def _setup(lane: Lane) -> LaneRun | None:
     config, co = lane.config, lane.co
     if not config.setup:
         return None
+    if isinstance(co, View):
+        return _setup_layer(lane, co, config.setup)
     digest = environment.setup_hash(config.setup, config.env)
+    co.drop_bytecode()
     if (
         environment.is_set_up(co.path, digest)
         and co.products() is not None
@@ -263,6 +266,25 @@ def _setup(lane: Lane) -> LaneRun | None:
         co.record_products()
         environment.mark_set_up(co.path, digest)
         return None
+    return run
+
+
+def _setup_layer(lane: Lane, co: View, setup: str) -> LaneRun | None:
+    """Make the view's setup layer unless it is there: setup runs once over the base
+    layer, at the view's own path, and what it adds becomes a read-only layer (a
+    setup that writes or deletes a tracked path fails, naming them)."""
+    if co.ready():
+        return None
+    made = co.for_setup()
+    log = verify_records.logs_dir(lane.repo.state, lane.base.id) / f"{lane.name}-setup.log"
+    lane.emit(f"lane {lane.name}: setup, making its layer (log {log})")
+    if lane.stage is not None:
+        lane.stage(f"setup of lane {lane.name}")
+    run = replace(lane, co=made).run("setup", setup, log=log, timeout=lane.config.setup_timeout)
+    if run.exit_code == 0 and not (run.timed_out or run.stopped or run.changed):
+        co.adopt(made)
+        return None
+    co.discard(made)
     return run
 
 

@@ -157,7 +157,7 @@ class LaneResult:
             return "not started"
         if last.kind == "setup":
             why = (
-                f"left files git does not ignore: {', '.join(last.changed[:8])}"
+                f"wrote or deleted paths git does not ignore: {', '.join(last.changed[:8])}"
                 if last.changed
                 else "timed out (setup_timeout)"
                 if last.timed_out

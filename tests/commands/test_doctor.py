@@ -71,3 +71,26 @@ def test_without_pasta_an_agent_keeps_the_hosts_network(monkeypatch: pytest.Monk
     assert "the host's network namespace" in reach["agent"]
     assert "pasta" in reach["agent"]
     assert doctor.limits(True)[0] == doctor.LIMITS[0]
+
+
+@pytest.mark.parametrize("layers", ["on", "off"])
+def test_doctor_names_how_verification_checkouts_are_made(
+    repo: Path, monkeypatch: pytest.MonkeyPatch, layers: str
+) -> None:
+    monkeypatch.setenv("FORGE_LAYERS", layers)
+    cp = run_forge(repo, "doctor")
+    assert cp.returncode == 0, cp.stderr
+    if layers == "off":
+        assert "verification checkouts: checkouts (FORGE_LAYERS=off)" in cp.stdout
+    else:
+        said = [line for line in cp.stdout.splitlines() if line.startswith("verification")]
+        assert said, cp.stdout
+        # layers where an overlay mounts here; `on` where it cannot is refused, said why
+        assert said[0].startswith(
+            (
+                "verification checkouts: layers (an overlay per run",
+                "verification checkouts: refused",
+            )
+        )
+    data = json.loads(run_forge(repo, "doctor", "--json").stdout)
+    assert data["checkouts"].startswith("verification checkouts: ")

@@ -27,11 +27,12 @@ from forge.verify.pool import release, remove, used_by
 
 def empty_pool(repo: Repository) -> list[str]:
     """`forge clean --pool`: the shared verification checkouts of every plan, of
-    `forge verify` and of the hooks (forge/verify/pool.py), those no verification is
-    using."""
+    `forge verify` and of the hooks (forge/verify/pool.py), and the verification
+    layers (forge/layers/store.py), those no verification is using."""
+    from forge.layers import store
     from forge.verify.pool import empty
 
-    return empty(repo)
+    return empty(repo) + store.empty(repo)
 
 
 def clean_plan(

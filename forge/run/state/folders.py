@@ -30,6 +30,8 @@ from forge.git import worktrees
 from forge.git.repo import Repository
 from forge.verify.pool import plan_of, used_by, users
 
+LAYERS = "layers"  # forge/layers/store.py: <state>/layers
+
 CLUSTER_CACHE = ".cluster"  # cluster/coordinator.py's LOCAL_CACHE (not imported: it is slow)
 KINDS = (
     "task worktrees",
@@ -104,6 +106,7 @@ REPOSITORY_KINDS = (
     "task worktrees",
     "plans' verification checkouts",
     "other checkouts",  # the hooks', `forge verify`'s outside a plan
+    "verification layers",  # shared by every plan and hook (forge/layers/store.py)
     "records and logs",
     "agent state",
 )
@@ -124,7 +127,9 @@ def repository_use(repo: Repository) -> dict[str, int]:
     for path in sorted(verify.iterdir()) if verify.is_dir() else []:
         ours = path.name in pooled or any(is_plan_key(plan, path.name) for plan in plans)
         kinds[path] = "plans' verification checkouts" if ours else "other checkouts"
-    kinds[repo.state.root] = "records and logs"
+    state = repo.state.root
+    for path in sorted(state.iterdir()) if state.is_dir() else []:
+        kinds[path] = "verification layers" if path.name == LAYERS else "records and logs"
     kinds[agent_state_dir(repo, "-").parent.parent] = "agent state"
     sizes = worktrees.disk_usages(list(kinds))
     use: dict[str, int] = {}
