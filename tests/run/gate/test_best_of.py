@@ -85,7 +85,7 @@ def test_the_fast_one_lands_the_slow_one_is_stopped_and_salvaged(
     row = next(line for line in text.splitlines() if line.startswith("1 "))
     assert "$0.01" in row and "(candidate's)" in row, text
     # Its history says it lost, not that a person stopped it.
-    con = sqlite3.connect(repo / ".git" / "forge" / "history.sqlite")
+    con = sqlite3.connect(repo / ".git" / "forge" / "private" / "history.sqlite")
     reasons = [r for (r,) in con.execute("SELECT reason FROM attempts WHERE task = 'a+1'")]
     con.close()
     assert reasons == ["stopped: lost to fake:fast"]
@@ -116,7 +116,7 @@ def test_best_picks_the_smaller_passing_diff(repo: Path, tmp_path: Path) -> None
     # The runner-up ends with the task: not QUEUED for good, in the state or the history.
     records = state(repo)["tasks"]["a"]["candidates"]
     assert all(r["status"] != "QUEUED" for r in records.values())
-    con = sqlite3.connect(repo / ".git" / "forge" / "history.sqlite")
+    con = sqlite3.connect(repo / ".git" / "forge" / "private" / "history.sqlite")
     outcomes = dict(con.execute("SELECT task, outcome FROM attempts WHERE task LIKE 'a+%'"))
     con.close()
     assert "QUEUED" not in outcomes.values() and outcomes["a+1"] == "FAILED"

@@ -142,7 +142,7 @@ def test_a_rewritten_report_and_a_planted_history_row_change_no_verdict(
     repo: Path, tmp_path: Path
 ) -> None:
     suite(repo)
-    history = repo / ".git" / "forge" / "history.sqlite"
+    history = repo / ".git" / "forge" / "private" / "history.sqlite"
     # The culprit breaks add(), plants a person's word quarantining its own broken test
     # in forge's history, and adds a test whose exit handler rewrites any report file
     # it can find to name an innocent test.
@@ -184,7 +184,7 @@ def test_a_rewritten_report_and_a_planted_history_row_change_no_verdict(
 
 
 def test_a_history_that_is_not_forges_is_one_clear_error(repo: Path) -> None:
-    history = repo / ".git" / "forge" / "history.sqlite"
+    history = repo / ".git" / "forge" / "private" / "history.sqlite"
     history.parent.mkdir(parents=True, exist_ok=True)
     history.write_text("not a database at all\n" * 10)
     cp = run_forge(repo, "tests")
