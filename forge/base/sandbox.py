@@ -301,6 +301,7 @@ class Sandbox:
     # `npm ci`, `pip install` with the home folder read-only): the usual variables
     # point there unless the command's environment sets them.
     cache: Path | None = None
+    private: tuple[Path, ...] = ()  # forge's folders hidden like its key (GroupSpec.hide)
 
     def wrap(self, argv: Sequence[str], *, tmp: Path, env: Mapping[str, str]) -> Wrapped:
         """The bwrap command line running `argv` inside, its private /tmp the host
@@ -323,8 +324,7 @@ class Sandbox:
         mounts: list[tuple[Path, list[str]]] = [(Path("/tmp"), ["--bind", str(tmp), "/tmp"])]
         mounts += [(p, [f"--{kind}", str(p), str(p)]) for p, kind in binds[1:]]
         keys = seal.key_dir()
-        if keys.is_dir():
-            hidden.append(keys)
+        hidden += [p for p in (keys, *self.private) if p.is_dir()]
         unset, passed = self._sockets(env, [p for p, _ in binds[1:]], hidden, mounts)
         for folder in hidden:
             mounts.append((folder, ["--tmpfs", str(folder)]))

@@ -92,6 +92,7 @@ class Lane:
                     if self.box and kind == "setup"
                     else self.box,
                     pass_fds=() if channel is None else (channel.fd,),
+                    hide=(self.repo.state.private_dir,),
                 ),
                 stop=self.stop,
             )
