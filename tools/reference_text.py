@@ -145,6 +145,9 @@ ENVIRONMENT: dict[str, str] = {
     "FORGE_GRACE": "seconds between TERM and KILL when a command is stopped (default 5)",
     "FORGE_SANDBOX": "`on` or `off`: the sandbox mode when neither the command nor the plan "
     "says (default: on where `forge doctor` finds that it holds)",
+    "FORGE_BOX": "`off`: commands run without the sandbox get no box (pid and mount "
+    "namespaces hiding forge's key and history), as where none can be made; for tests "
+    "whose commands write down `$$`",
     "FORGE_INFRA_BACKOFF": "seconds to wait after an INFRA failure, doubled up to 5 minutes "
     "(default 5)",
     "FORGE_LOG_CAP": "output kept in each command's log when the plan sets no `log_cap`",
