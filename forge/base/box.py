@@ -2,17 +2,19 @@
 (nothing it starts outlives it) and forge's records (out of its sight).
 
 **Namespaces.** Without the sandbox (forge/base/sandbox.py), a task's commands, its
-check and a verification lane run under `unshare`: a pid namespace of their own
+check, the planner and a verification lane run under `unshare`: a pid namespace of their own
 with a fresh /proc, and a private mount namespace in which an empty tmpfs covers
 forge's key folder (forge/base/seal.py) and the repository's private folder (the
 history: attempts, test runs, a person's words). As root that is all; as anyone
 else the namespaces are made in a user namespace, and the command runs in one more,
 as its own user again and without any capability, so that it cannot unmount what
-covers the records (those mounts are locked). The box's pid 1 is this module
-(`main`): it makes the mounts, runs the command, and when the command exits names
-the processes it left (on a file descriptor forge reads), sends them TERM, waits
-up to the grace and exits: the kernel KILLs whatever is left in the namespace. A
-pid it names is the namespace's, as the command saw it (`$$`).
+covers the records (those mounts are locked). The box's pid 1 is a bash script
+(`_SETUP`, then `_WAITER`): it makes the mounts, runs the command, and when the
+command exits names the processes it left (into a file forge reads), sends them
+TERM, waits up to the grace and exits: the kernel KILLs whatever is left in the
+namespace. A pid it names is the namespace's, as the command saw it (`$$`). pid 1
+of a namespace gets no signal it has no handler for, so forge's TERM to the
+process group reaches the command, not it; and a box costs ~30 ms a command.
 
 Where no namespace can be made (`unavailable` says why; FORGE_BOX=off acts as if,
 for tests), forge relies on the process group, its tag and its orphans
@@ -201,14 +203,21 @@ def _tools() -> tuple[str, str, str]:
     return unshare, bash, mount
 
 
-def wrap(argv: Sequence[str], *, hide: Sequence[Path], report: int, grace: float) -> list[str]:
-    """`argv` run in a box whose pid 1 covers forge's key folder and each folder of
-    `hide` (made when missing, so that one made later is covered too), and writes to
-    the file descriptor `report` what the command left (`read_report`)."""
+def made(hide: Sequence[Path]) -> list[Path]:
+    """forge's key folder and the folders `hide`, made where missing: a folder made
+    only while a command runs would not be covered in its namespace."""
     folders = [seal.key_dir(), *hide]
     for folder in folders:
         with contextlib.suppress(OSError):
             folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    return folders
+
+
+def wrap(argv: Sequence[str], *, hide: Sequence[Path], report: int, grace: float) -> list[str]:
+    """`argv` run in a box whose pid 1 covers forge's key folder and each folder of
+    `hide` (made when missing, so that one made later is covered too), and writes to
+    the file descriptor `report` what the command left (`read_report`)."""
+    folders = made(hide)
     unshare, bash, mount = _tools()
     args = [unshare, "--pid", "--fork", "--mount", "--propagation", "private", "--mount-proc"]
     who = ""
