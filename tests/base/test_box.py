@@ -6,7 +6,9 @@ real where the hierarchy is delegated to us, otherwise detection (saying why).""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
+import tempfile
 import threading
 from pathlib import Path
 
@@ -166,3 +168,39 @@ def test_a_daemon_that_leaves_everything_behind_is_killed(tmp_path: Path) -> Non
         and Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[:2] == [b"sleep", mark.encode()]
     ]
     assert not left
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"), reason="becomes a user")
+def test_as_a_user_the_records_are_covered_and_cannot_be_uncovered(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A user's box is made in a user namespace, and the command runs in one more, as
+    the user again: it holds no capability there, so `umount` is refused and what
+    covers forge's records stays. forge itself cannot run as another user here (its
+    interpreter is root's), so the box forge would make for one is run as one."""
+    with tempfile.TemporaryDirectory() as where:
+        top = Path(where)
+        top.chmod(0o755)
+        monkeypatch.setenv("XDG_STATE_HOME", str(top / "state"))
+        key = seal.key_dir() / "key"
+        key.parent.mkdir(parents=True)
+        key.write_text("the-secret-key\n")
+        private = top / "private"
+        private.mkdir()
+        (private / "history.sqlite").write_text("the-history\n")
+        subprocess.run(["chown", "-R", "65534:65534", where], check=True)
+        for name in ("geteuid", "getuid", "getgid"):
+            monkeypatch.setattr(os, name, lambda: 65534)
+        look = f"id -u; cat {key} {private}/history.sqlite; umount {private}; ls -A {private}"
+        with box.report_file() as fd:
+            argv = box.wrap(["sh", "-c", look], hide=(private,), report=fd, grace=0)
+            become = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"]
+            cp = subprocess.run(
+                [*become, *argv], capture_output=True, text=True, pass_fds=(fd,), cwd="/"
+            )
+    out = cp.stdout + cp.stderr
+    if "unshare: " in out and "Operation not permitted" in out:
+        pytest.skip(f"no user namespace for a user here: {out}")
+    assert cp.stdout.splitlines()[0] == "65534", out
+    assert "the-secret-key" not in out and "the-history" not in out, out
+    assert "umount: " in out, out
