@@ -3,9 +3,10 @@
 
 **Namespaces.** Without the sandbox (forge/base/sandbox.py), a task's commands, its
 check, the planner and a verification lane run under `unshare`: a pid namespace of their own
-with a fresh /proc, and a private mount namespace in which an empty tmpfs covers
-forge's key folder (forge/base/seal.py) and the repository's private folder (the
-history: attempts, test runs, a person's words). As root that is all; as anyone
+with a fresh /proc, and a private mount namespace in which /dev/null covers forge's
+key (forge/base/seal.py; its folder holds the agents' per-task state, which a task
+uses) and an empty tmpfs the repository's private folder (the history: attempts,
+test runs, a person's words). As root that is all; as anyone
 else the namespaces are made in a user namespace, and the command runs in one more,
 as its own user again and without any capability, so that it cannot unmount what
 covers the records (those mounts are locked). The box's pid 1 is a bash script
@@ -152,12 +153,14 @@ def empty(group: Group, log: Callable[[str], None]) -> None:
 BOX_VAR = "FORGE_BOX"  # "off": run as where no namespace can be made (a test switch)
 _LEFT = "left "  # a report line: `left NAME (pid N)`
 _STEP = 0.05  # seconds between pid 1's looks at what is left
-# pid 1 first: cover each folder up to `--`; then, unless root, become the user
+# pid 1 first: cover each folder (an empty tmpfs) or file (/dev/null) up to `--`; then, unless root, become the user
 # again in one more user namespace (no capability there: the mounts are locked),
 # and exec the waiter (still pid 1).
 _SETUP = r"""w=$1 r=$2 n=$3 who=$4 m=$5 u=$6; shift 6
 while [ "$1" != -- ]; do
-  "$m" -t tmpfs -o size=64k,mode=0755,nosuid,nodev forge-box "$1" || exit 125; shift
+  if [ -d "$1" ]; then "$m" -t tmpfs -o size=64k,mode=0755,nosuid,nodev forge-box "$1"
+  else "$m" --bind /dev/null "$1"; fi || exit 125
+  shift
 done
 shift
 [ -z "$who" ] && exec "$0" -c "$w" sh "$r" "$n" "$@"
@@ -204,20 +207,23 @@ def _tools() -> tuple[str, str, str]:
 
 
 def made(hide: Sequence[Path]) -> list[Path]:
-    """forge's key folder and the folders `hide`, made where missing: a folder made
-    only while a command runs would not be covered in its namespace."""
-    folders = [seal.key_dir(), *hide]
-    for folder in folders:
+    """The folders `hide`, made where missing, and forge's key, made on first use:
+    what is made only while a command runs would not be covered in its namespace."""
+    seal.key()
+    for folder in hide:
         with contextlib.suppress(OSError):
             folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-    return folders
+    return list(hide)
 
 
 def wrap(argv: Sequence[str], *, hide: Sequence[Path], report: int, grace: float) -> list[str]:
-    """`argv` run in a box whose pid 1 covers forge's key folder and each folder of
-    `hide` (made when missing, so that one made later is covered too), and writes to
-    the file descriptor `report` what the command left (`read_report`)."""
-    folders = made(hide)
+    """`argv` run in a box whose pid 1 covers forge's key (the file: its folder holds
+    the agents' per-task state) and each folder of `hide` (made when missing, so that
+    one made later is covered too), and writes to the file descriptor `report` what
+    the command left (`read_report`)."""
+    made(hide)
+    key = seal.key_dir() / "key"
+    covered = [key, *hide] if key.is_file() else list(hide)
     unshare, bash, mount = _tools()
     args = [unshare, "--pid", "--fork", "--mount", "--propagation", "private", "--mount-proc"]
     who = ""
@@ -226,7 +232,7 @@ def wrap(argv: Sequence[str], *, hide: Sequence[Path], report: int, grace: float
         who = f"{os.getuid()}:{os.getgid()}"
     steps = str(max(0, round(grace / _STEP)))
     pid1 = [bash, "-c", _SETUP, bash, _WAITER, str(report), steps, who, mount, unshare]
-    return [*args, "--", *pid1, *map(str, folders), "--", *argv]
+    return [*args, "--", *pid1, *map(str, covered), "--", *argv]
 
 
 @contextlib.contextmanager

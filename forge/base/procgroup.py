@@ -284,7 +284,7 @@ def run_group(
             outer.callback(shutil.rmtree, tmp, ignore_errors=True)
             if isinstance(spec.argv, str):
                 args = proc.shell_args(spec.argv, stack=outer, folder=tmp, seen_as="/tmp")
-            boxed = replace(spec.sandbox, private=tuple(box.made(spec.hide or ())[1:]))
+            boxed = replace(spec.sandbox, private=tuple(box.made(spec.hide or ())))
             wrapped = boxed.wrap(args, tmp=tmp, env=env)  # bwrap starts with it
             args, env = wrapped.argv, wrapped.env
         else:
