@@ -50,7 +50,11 @@ def test_a_boxed_command_reads_neither_forges_key_nor_its_private_folder(tmp_pat
     history = tmp_path / "private" / "history.sqlite"
     history.parent.mkdir()
     history.write_text("the attempts and a person's words")
-    _, log = _run(tmp_path, f"cat {key}; cat {history}; ls -A {key.parent} {history.parent}")
+    session = seal.key_dir() / "repo-0123" / "p" / "agent-state" / "session.json"
+    session.parent.mkdir(parents=True)
+    session.write_text("the agent's own session")
+    _, log = _run(tmp_path, f"cat {key}; cat {history}; ls -A {history.parent}; cat {session}")
+    assert "the agent's own session" in log, "the agents' per-task state is there"
     assert secret.decode() not in log and "person's words" not in log, log
     assert f"{history}: No such file" in log, log
     assert key.read_bytes().strip() == secret, "the host's key is untouched"
