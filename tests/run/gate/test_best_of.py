@@ -45,6 +45,7 @@ def candidates(repo: Path) -> dict[str, dict[str, object]]:
     return {str(c["agent"]): c for c in data["candidates"]}
 
 
+@pytest.mark.usefixtures("unboxed")  # its agent writes down its pids
 def test_the_fast_one_lands_the_slow_one_is_stopped_and_salvaged(
     repo: Path, tmp_path: Path, shared: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -251,6 +252,7 @@ def test_the_judges_agent_state_is_the_plans_and_clean_removes_it(
     assert not where.exists()
 
 
+@pytest.mark.usefixtures("unboxed")  # its agent writes down its pids
 def test_a_killed_run_resumes_its_candidates_and_leaves_no_process(
     repo: Path, tmp_path: Path, shared: Path
 ) -> None:
