@@ -16,6 +16,8 @@ import pytest
 from helpers.gitkit import commit_all, git, run_forge
 from helpers.runkit import plan_and_run, state, statuses, write_plan
 
+from forge.base import box
+
 PY = shlex.quote(sys.executable)
 PYTEST = f"env PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 {PY} -m pytest -q -p no:cacheprovider"
 LIB = "FACTOR = 1\n\n\ndef add(a, b):\n    return (a + b) * FACTOR\n"
@@ -180,7 +182,9 @@ def test_a_rewritten_report_and_a_planted_history_row_change_no_verdict(
     assert not known["tests/test_b.py::test_add"]["quarantined"], known
     with sqlite3.connect(history) as con:
         planted = con.execute("SELECT COUNT(*) FROM test_words WHERE seal IS NULL").fetchone()
-    assert planted == (1,)
+    # In a box the task wrote into an empty folder of its own; with no namespace here
+    # the row is planted, and forge ignores it (it carries no seal).
+    assert planted == ((0,) if box.unavailable() is None else (1,))
 
 
 def test_a_history_that_is_not_forges_is_one_clear_error(repo: Path) -> None:
