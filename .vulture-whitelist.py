@@ -15,6 +15,7 @@ TaskState.merged_commit  # written to state.json for people and tests
 subreaper  # pytest fixtures used by name or autouse
 hermetic
 bytecode
+unboxed
 no_background_left
 quick_backoff
 default_mode

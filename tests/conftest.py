@@ -60,6 +60,14 @@ def hermetic(
 
 
 @pytest.fixture
+def unboxed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Commands run without the sandbox run without a box too (forge/base/box.py), as
+    where no namespace can be made: for a test whose commands write down `$$`, which
+    names a process of the machine only outside a pid namespace."""
+    monkeypatch.setenv("FORGE_BOX", "off")
+
+
+@pytest.fixture
 def repo(tmp_path: Path) -> Path:
     """A real repository with one commit on `main`."""
     path = tmp_path / "repo"

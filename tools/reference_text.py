@@ -157,6 +157,9 @@ ENVIRONMENT: dict[str, str] = {
     "each run over read-only base and setup layers) or as checkouts cleaned between runs "
     "(default: layers where an overlay can be mounted in a mount namespace; `forge doctor` "
     "says which)",
+    "FORGE_BOX": "`off`: commands run without the sandbox get no box (pid and mount "
+    "namespaces hiding forge's key and history), as where none can be made; for tests "
+    "whose commands write down `$$`",
     "FORGE_INFRA_BACKOFF": "seconds to wait after an INFRA failure, doubled up to 5 minutes "
     "(default 5)",
     "FORGE_LOG_CAP": "output kept in each command's log when the plan sets no `log_cap`",

@@ -14,7 +14,8 @@ Layout (``<common>`` is ``git rev-parse --git-common-dir``)::
     <common>/forge/plans/<plan>/hold.json        a hold on this plan only
     <common>/forge/plans/<plan>/logs/...         agent, check, setup, merge logs
     <common>/forge/verify/...                    verification records and verdict cache
-    <common>/forge/history.sqlite                every attempt and test run (SQLite)
+    <common>/forge/private/history.sqlite        every attempt and test run, a person's
+                                                 words (SQLite), out of every command's sight
 
 forge's SQLite files are opened one way (`connect_sqlite`): runs of different plans
 and verifications write at once, so WAL mode (kept in the file once set: any SQLite
@@ -188,6 +189,24 @@ class StateDir:
     @property
     def verify_dir(self) -> Path:
         return self.root / "verify"
+
+    @property
+    def private_dir(self) -> Path:
+        """forge's records that no command it runs sees (the sandbox and the box
+        cover the folder: forge/base/box.py)."""
+        return self.root / "private"
+
+    def history_file(self) -> Path:
+        """The history (attempts, test runs, a person's words); one an older forge
+        kept beside the plans is moved in first."""
+        path = self.private_dir / "history.sqlite"
+        old = self.root / path.name
+        if old.exists() and not path.exists():
+            self.private_dir.mkdir(parents=True, exist_ok=True)
+            for suffix in ("-wal", "-shm", ""):  # the database last: it is what is looked for
+                with contextlib.suppress(FileNotFoundError):
+                    os.rename(f"{old}{suffix}", f"{path}{suffix}")
+        return path
 
     def plan_dir(self, plan: str) -> Path:
         return self.plans_dir / plan

@@ -8,9 +8,54 @@ import os
 from collections.abc import Mapping
 from dataclasses import asdict
 
-from forge.base.procgroup import read_stat
 from forge.base.shape import as_int
 from forge.frozen import frozen
+
+
+@frozen
+class ProcStat:
+    pid: int
+    state: str  # R, S, D, Z (zombie), T, ...
+    ppid: int
+    pgid: int
+    start: int  # clock ticks since boot: with the pid, names one process for good
+
+    @property
+    def zombie(self) -> bool:
+        return self.state == "Z"
+
+
+def read_stat(pid: int) -> ProcStat | None:
+    """The process's stat line, or None when it is gone (or unreadable)."""
+    raw = read_proc(f"/proc/{pid}/stat").decode("utf-8", "replace")
+    if not raw:
+        return None
+    # The command name may hold spaces and parentheses: split after the last ')'.
+    end = raw.rfind(")")
+    fields = raw[end + 2 :].split()
+    if end < 0 or len(fields) < 20:
+        return None
+    return ProcStat(
+        pid=pid, state=fields[0], ppid=int(fields[1]), pgid=int(fields[2]), start=int(fields[19])
+    )
+
+
+def read_proc(path: str) -> bytes:
+    """A /proc file's content (b"": gone or unreadable); plain os calls, as this runs
+    for every process on the machine each time a command ends."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return b""
+    try:
+        chunks = []
+        while chunk := os.read(fd, 65536):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    except OSError:
+        return b""
+    finally:
+        os.close(fd)
 
 
 def start_time(pid: int) -> int | None:

@@ -23,40 +23,12 @@ from pathlib import Path
 from subprocess import Popen
 from typing import IO
 
-from forge.base import cgroups, proc
+from forge.base import box, proc
+from forge.base.liveness import ProcStat, read_proc, read_stat
 from forge.base.logs import Drain, append_line, log_cap
 from forge.base.sandbox import WRAPPERS, Sandbox
 from forge.base.settings import DEFAULT_GRACE
 from forge.frozen import frozen
-
-
-@frozen
-class ProcStat:
-    pid: int
-    state: str  # R, S, D, Z (zombie), T, ...
-    ppid: int
-    pgid: int
-    start: int  # clock ticks since boot: with the pid, names one process for good
-
-    @property
-    def zombie(self) -> bool:
-        return self.state == "Z"
-
-
-def read_stat(pid: int) -> ProcStat | None:
-    """The process's stat line, or None when it is gone (or unreadable)."""
-    raw = _read_proc(f"/proc/{pid}/stat").decode("utf-8", "replace")
-    if not raw:
-        return None
-    # The command name may hold spaces and parentheses: split after the last ')'.
-    end = raw.rfind(")")
-    fields = raw[end + 2 :].split()
-    if end < 0 or len(fields) < 20:
-        return None
-    return ProcStat(
-        pid=pid, state=fields[0], ppid=int(fields[1]), pgid=int(fields[2]), start=int(fields[19])
-    )
-
 
 TAG_VAR = "FORGE_PROC_TAG"
 _POLL = 0.02  # seconds between liveness checks while waiting
@@ -86,6 +58,9 @@ class GroupSpec:
     pass_fds: tuple[int, ...] = ()  # file descriptors the command inherits
     tokens: bool = False  # the code host's tokens reach it (only the person's notify)
     enter: tuple[str, ...] = ()  # what it runs under: a layered checkout's namespace
+    # forge's folders hidden from the command (and its key): outside the sandbox, it
+    # runs in a box (forge/base/box.py). None: as it is (a person's notify command).
+    hide: tuple[Path, ...] | None = None
 
     def log(self, line: str) -> None:
         append_line(self.log_path, line)
@@ -100,24 +75,6 @@ class GroupResult:
     pgid: int  # 0 when the command could not be started at all
     last_output: float | None = None  # when the command last wrote (epoch seconds)
     left: tuple[str, ...] = ()  # `name (pid N)` of each process it left running, stopped
-
-
-def _read_proc(path: str) -> bytes:
-    """A /proc file's content (b"": gone or unreadable); plain os calls, as this runs
-    for every process on the machine each time a command ends."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
-        return b""
-    try:
-        chunks = []
-        while chunk := os.read(fd, 65536):
-            chunks.append(chunk)
-        return b"".join(chunks)
-    except OSError:
-        return b""
-    finally:
-        os.close(fd)
 
 
 def _all_pids() -> list[int]:
@@ -161,7 +118,7 @@ def group_alive(pgid: int) -> bool:
 
 
 def _environ_has(pid: int, needle: bytes) -> bool:
-    return needle in _read_proc(f"/proc/{pid}/environ").split(b"\0")
+    return needle in read_proc(f"/proc/{pid}/environ").split(b"\0")
 
 
 def find_tagged(tag: str, stats: Sequence[ProcStat] | None = None) -> list[int]:
@@ -177,7 +134,7 @@ def find_tagged(tag: str, stats: Sequence[ProcStat] | None = None) -> list[int]:
 
 
 def _comm(pid: int) -> str:
-    return _read_proc(f"/proc/{pid}/comm").decode("utf-8", "replace").strip()
+    return read_proc(f"/proc/{pid}/comm").decode("utf-8", "replace").strip()
 
 
 def describe(pid: int) -> str:
@@ -298,18 +255,6 @@ def stop_group(
     _stop(pgid, grace=grace, tag=tag, log=log or (lambda _line: None))
 
 
-def become_subreaper() -> bool:
-    """Make orphaned descendants re-parent to this process (not to init), so their
-    zombies can be reaped here and a stopped group really empties. Linux only."""
-    try:
-        import ctypes  # only here: importing it costs ~10 ms on every command
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        return int(libc.prctl(36, 1, 0, 0, 0)) == 0  # PR_SET_CHILD_SUBREAPER
-    except (OSError, AttributeError):
-        return False
-
-
 def run_group(
     spec: GroupSpec,
     *,
@@ -324,7 +269,8 @@ def run_group(
     by the group, by `tag` in their environment, as our orphans still working in
     `cwd` (forge is a subreaper) and, where cgroup v2 is delegated, in the command's
     cgroup. A command that cannot start returns 127, the reason in the log. With a
-    `sandbox`, the command runs under bubblewrap (forge/base/sandbox.py).
+    `sandbox`, the command runs under bubblewrap (forge/base/sandbox.py); else, with
+    `hide`, in a box where one can be made (forge/base/box.py).
     """
     if not spec.cwd.is_absolute():
         raise ValueError(f"cwd must be absolute: {spec.cwd}")
@@ -333,23 +279,39 @@ def run_group(
     env = proc.command_env({**(spec.env or {}), **tag}, tokens=spec.tokens)
     with contextlib.ExitStack() as outer:
         args = list(spec.argv) if not isinstance(spec.argv, str) else []
+        report = None
         if spec.sandbox is not None:
             tmp = proc.private_tmp("sandbox")
             outer.callback(shutil.rmtree, tmp, ignore_errors=True)
             if isinstance(spec.argv, str):
                 args = proc.shell_args(spec.argv, stack=outer, folder=tmp, seen_as="/tmp")
             # bwrap starts with `env`; its own network (if any) goes with `outer`
-            wrapped = spec.sandbox.wrap(args, tmp=tmp, env=env, stack=outer)
+            boxed = replace(spec.sandbox, private=tuple(box.made(spec.hide or ())))
+            wrapped = boxed.wrap(args, tmp=tmp, env=env, stack=outer)
             args, env = wrapped.argv, wrapped.env
-        elif isinstance(spec.argv, str):
-            args = proc.shell_args(spec.argv, stack=outer)
-        args = [*spec.enter, *args]
-        group = cgroups.for_command(spec.tag)
+        else:
+            args = proc.shell_args(spec.argv, stack=outer) if isinstance(spec.argv, str) else args
+            if spec.hide is not None and box.unavailable() is None:
+                report = outer.enter_context(box.report_file())
+                args = box.wrap(args, hide=spec.hide, report=report, grace=spec.grace)
+                spec = replace(spec, pass_fds=(*spec.pass_fds, report))
+        args = [*spec.enter, *args]  # a layered checkout's namespace, around it all
+        group = box.for_command(spec.tag)
         if group is not None:
             args = group.wrap(args)
             outer.callback(group.remove)
-            outer.callback(cgroups.empty, group, spec.log)  # runs first: escapees of every kind
-        return _run_group(replace(spec, argv=args), env, stop=stop, on_start=on_start)
+            outer.callback(box.empty, group, spec.log)  # runs first: escapees of every kind
+        result = _run_group(replace(spec, argv=args), env, stop=stop, on_start=on_start)
+        return result if report is None else _boxed(spec, result, box.read_report(report))
+
+
+def _boxed(spec: GroupSpec, result: GroupResult, left: tuple[str, ...]) -> GroupResult:
+    """A boxed command's result with the processes it left, as its box's pid 1 named
+    (and stopped) them."""
+    if not left or result.stopped or result.timed_out:
+        return result
+    spec.log(f"forge: the command exited but left processes behind: {', '.join(left)}")
+    return replace(result, left=(*result.left, *left))
 
 
 def _run_group(

@@ -311,6 +311,7 @@ class Sandbox:
     # The host's loopback TCP ports a command with the network reaches, in a network
     # of its own (forge/base/netns/pasta.py); nothing else of the host's.
     host_ports: tuple[int, ...] = ()
+    private: tuple[Path, ...] = ()  # forge's folders hidden like its key (GroupSpec.hide)
 
     def wrap(
         self,
@@ -342,8 +343,7 @@ class Sandbox:
         mounts: list[tuple[Path, list[str]]] = [(Path("/tmp"), ["--bind", str(tmp), "/tmp"])]
         mounts += [(p, [f"--{kind}", str(p), str(p)]) for p, kind in binds[1:]]
         keys = seal.key_dir()
-        if keys.is_dir():
-            hidden.append(keys)
+        hidden += [p for p in (keys, *self.private) if p.is_dir()]
         unset, passed = self._sockets(env, [p for p, _ in binds[1:]], hidden, mounts)
         for folder in hidden:
             mounts.append((folder, ["--tmpfs", str(folder)]))

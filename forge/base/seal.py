@@ -6,9 +6,9 @@ when its record carries a seal made with forge's key, so a record copied under
 another tree, or written by a task, is re-verified instead of believed.
 
 The key is `$XDG_STATE_HOME/forge/key` (default `~/.local/state/forge/key`), 32
-random bytes made on first use, mode 0600. A task in the sandbox cannot read it
-(forge hides the folder); a task outside it runs as the user and could, which the
-README says.
+random bytes made on first use, mode 0600. A task cannot read it: the sandbox, or
+outside it the box (forge/base/box.py), hides the folder; only where no namespace
+can be made does a task, running as the user, read it (`forge doctor` says so).
 """
 
 from __future__ import annotations

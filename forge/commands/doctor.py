@@ -1,7 +1,8 @@
 """`forge doctor`: what a sandbox holds on this machine, found by making one (the
-capabilities a command inside keeps, the namespaces it gets, what is hidden), how
-verification checkouts are made (layers or checkouts, and why), and what forge
-falls back to where something is missing."""
+capabilities a command inside keeps, the namespaces it gets, what is hidden), what
+a command runs in without it (a box, forge/base/box.py, where a namespace can be
+made), how verification checkouts are made (layers or checkouts, and why), and what
+forge falls back to where something is missing."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import os
 from pathlib import Path
 from typing import TypedDict
 
-from forge.base import cgroups, sandbox, seal
+from forge.base import box, sandbox, seal
 from forge.base.netns import pasta
 
 
@@ -26,6 +27,7 @@ class Facts(TypedDict):
     hidden: list[str]
     dropped_variables: list[str]
     cgroup: str | None
+    box: str | None  # None: commands outside the sandbox run in a box; else why not
     fallbacks: list[str]
     mode: str
     covered: list[str]
@@ -66,7 +68,7 @@ def facts() -> Facts:
     usable = sandbox.unavailable() is None
     named = sandbox.named_sockets(dict(os.environ))
     runtime = os.environ.get("XDG_RUNTIME_DIR")
-    hidden = [str(seal.key_dir()), "/run", *([runtime] if runtime else [])]
+    hidden = [str(seal.key_dir()), ".git/forge/private", "/run", *([runtime] if runtime else [])]
     hidden += [str(p.parent) for paths in named.values() for p in paths if not p.is_dir()]
     facts_: Facts = {
         "root": os.geteuid() == 0,
@@ -84,7 +86,8 @@ def facts() -> Facts:
         },
         "hidden": list(dict.fromkeys(hidden)),
         "dropped_variables": sorted(named),
-        "cgroup": str(cgroups.delegated() or "") or None,
+        "cgroup": str(box.delegated() or "") or None,
+        "box": box.unavailable(),
         "fallbacks": fallbacks(usable, found),
         "mode": _mode(usable),
         "covered": [str(p) for p in sandbox.secrets(Path.home())],
@@ -121,21 +124,34 @@ ROLES = ("agent", "setup", "check", "lane")
 LIMITS = [
     "an agent keeps the host's network namespace (no pasta here): it reaches services on "
     "the host's loopback and the host's abstract unix sockets (checks and lanes do not)",
-    "without the sandbox a task runs as you: it reads and writes forge's key and records",
     "an agent writes its own state folders (~/.claude, ~/.codex, ~/.cache, ...), which "
     "the person's CLI reads the next time it starts",
     "a command's own network reaches what the host reaches beyond its loopback: the "
     "host's other addresses (a container bridge's), private ranges, 169.254.0.0/16; "
     "forge sets no rules refusing them",
 ]
+BOXED = (
+    "without the sandbox a task runs as you, in a box that hides forge's key and history "
+    "but not the rest of forge's state (.git/forge)"
+)
+AS_ROOT = "; as root it keeps every capability, and could undo the box's mounts"
+UNBOXED = (
+    "without the sandbox a task runs as you and, with no namespace here, reads and writes "
+    "forge's key and history ("
+)
 
 
 def limits(usable: bool) -> list[str]:
-    """The limits that hold here."""
+    """What the sandbox (where it runs) and a run without it do not hold here."""
+    why = box.unavailable()
+    if why is not None:
+        outside = UNBOXED + why + ")"
+    else:
+        outside = BOXED + (AS_ROOT if os.geteuid() == 0 else "")
     if not usable:
-        return [LIMITS[1]]
-    own = pasta.unavailable() is None
-    return [LIMITS[3] if own else LIMITS[0], *LIMITS[1:3]]
+        return [outside]
+    own = pasta.unavailable() is None  # a network of its own for what keeps one
+    return [LIMITS[2] if own else LIMITS[0], outside, LIMITS[1]]
 
 
 def _mode(usable: bool) -> str:
@@ -161,12 +177,22 @@ def fallbacks(usable: bool, found: sandbox.Probe) -> list[str]:
         )
     if usable and (why := pasta.unavailable()) is not None:
         out.append(f"an agent keeps the host's network: {why}")
-    if cgroups.delegated() is None:
+    why = box.unavailable()
+    if why is not None and box.delegated() is None:
         out.append(
-            "no delegated cgroup: processes a command leaves are found by process "
-            "group, forge's tag and working folder (" + (cgroups.why_not() or "") + ")"
+            "no box and no delegated cgroup: without the sandbox, processes a command "
+            "leaves are found by process group, forge's tag and working folder, forge "
+            f"being their child subreaper ({why}; {box.why_not()})"
         )
+    elif why is not None:
+        out.append(f"no box: without the sandbox, a command's cgroup holds what it leaves ({why})")
     return out
+
+
+BOX = (
+    "a box (pid and mount namespaces of the command's own: nothing it starts outlives it; "
+    "forge's key and history hidden)"
+)
 
 
 def render(data: Facts) -> str:
@@ -191,6 +217,7 @@ def render(data: Facts) -> str:
             lines.append("credentials covered: " + ", ".join(data["covered"]))
     lines += [f"network of {role}: {what}" for role, what in data["reach"].items()]
     lines.append(f"cgroup for commands: {data['cgroup'] or 'none'}")
+    lines.append(f"without the sandbox: {BOX if data['box'] is None else 'no box: ' + data['box']}")
     lines.append(data["checkouts"])
     lines += [f"fallback: {line}" for line in data["fallbacks"]]
     lines += [f"limit: {line}" for line in data["limits"]]

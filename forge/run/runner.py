@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from forge.agents.book import AgentBook
-from forge.base import procgroup, sandbox
+from forge.base import box, sandbox
 from forge.base.clock import now_iso
 from forge.base.files import DiskFull, is_full, plan_lock
 from forge.errors import ExitCode, ForgeError
@@ -96,7 +96,7 @@ def run_plan(
     check_specs(plan, defs, pool=repo_config.auto)
     # Orphaned grandchildren of agents re-parent to forge, so a stopped group can be
     # reaped to the last process instead of lingering as zombies of init.
-    procgroup.become_subreaper()
+    box.become_subreaper()
     with plan_lock(repo.state, plan.name, command="forge run") as owner:
         store = StateStore(repo.state, plan.name)
         started = time.monotonic()

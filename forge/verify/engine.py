@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import replace
 from datetime import UTC, datetime
 
-from forge.base import proc, procgroup
+from forge.base import box, proc
 from forge.base.sandbox import Sandbox
 from forge.base.text import one_line
 from forge.frozen import frozen
@@ -184,7 +184,7 @@ def verify_commit(
     if stop.is_set():
         record = _interrupted_before_start(base, config)
     else:
-        procgroup.become_subreaper()  # orphaned grandchildren of lanes come back to be reaped
+        box.become_subreaper()  # orphaned grandchildren of lanes come back to be reaped
         with key_lock(repo, key), _places(repo, key, config, ask) as place:
             lanes = _run_lanes(repo, base, config, place, stop, replace(ask, forgive=forgiven))
         record = replace(

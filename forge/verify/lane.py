@@ -97,6 +97,7 @@ class Lane:
                     else self.box,
                     pass_fds=() if channel is None else (channel.fd,),
                     enter=begun.enter,
+                    hide=(self.repo.state.private_dir,),
                 ),
                 stop=self.stop,
             )

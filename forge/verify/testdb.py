@@ -1,5 +1,5 @@
 """What every verification run did to each test, in the history database
-(`.git/forge/history.sqlite`, beside the attempts forge/run/records/history.py keeps).
+(`.git/forge/private/history.sqlite`, beside the attempts forge/run/records/history.py keeps).
 
     test_runs    one row a test a lane's run reported: its outcome (passed, failed,
                  error, skipped), the tree, the lane, the verification and the run,
@@ -91,7 +91,7 @@ T = TypeVar("T")
 
 
 def path_of(state: StateDir) -> Path:
-    return state.root / "history.sqlite"
+    return state.history_file()
 
 
 def row_seal(*values: object) -> str | None:

@@ -14,7 +14,7 @@ import pytest
 from helpers.runkit import alive as running
 from helpers.runkit import wait_for
 
-from forge.base import procgroup
+from forge.base import box, procgroup
 
 FAKES = Path(__file__).resolve().parents[1] / "fakes"
 STUBBORN = FAKES / "verify_stubborn.py"
@@ -28,7 +28,7 @@ def read_pids(path: Path) -> list[int]:
 @pytest.fixture(autouse=True, scope="module")
 def subreaper() -> None:
     # Orphaned grandchildren then become our children, and their zombies get reaped.
-    assert procgroup.become_subreaper()
+    assert box.become_subreaper()
 
 
 @pytest.fixture

@@ -7,8 +7,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from forge.base.liveness import start_time
-from forge.base.procgroup import read_stat
+from forge.base.liveness import read_stat, start_time
 
 
 def test_reads_this_process() -> None:

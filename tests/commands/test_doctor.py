@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from helpers.gitkit import run_forge
 
-from forge.base import sandbox
+from forge.base import box, sandbox
 from forge.base.netns import pasta
 from forge.commands import doctor
 
@@ -94,3 +94,27 @@ def test_doctor_names_how_verification_checkouts_are_made(
         )
     data = json.loads(run_forge(repo, "doctor", "--json").stdout)
     assert data["checkouts"].startswith("verification checkouts: ")
+
+
+def test_doctor_names_the_box_and_the_limit_where_no_namespace_can_be_made(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without the sandbox, a command runs in a box where a namespace can be made;
+    where none can (FORGE_BOX=off acts as if), the fallback and the limit are said."""
+    cp = run_forge(repo, "doctor")
+    assert cp.returncode == 0, cp.stderr
+    data = json.loads(run_forge(repo, "doctor", "--json").stdout)
+    if box.unavailable() is None:
+        assert "without the sandbox: a box (pid and mount namespaces" in cp.stdout
+        assert data["box"] is None
+        assert "limit: without the sandbox a task runs as you, in a box that hides" in cp.stdout
+    monkeypatch.setenv(box.BOX_VAR, "off")
+    cp = run_forge(repo, "doctor")
+    assert cp.returncode == 0, cp.stderr
+    assert "without the sandbox: no box: FORGE_BOX=off says so" in cp.stdout
+    assert "fallback: no box" in cp.stdout
+    assert (
+        "limit: without the sandbox a task runs as you and, with no namespace here, "
+        "reads and writes forge's key and history (FORGE_BOX=off says so)"
+    ) in cp.stdout
+    assert json.loads(run_forge(repo, "doctor", "--json").stdout)["box"] == "FORGE_BOX=off says so"

@@ -19,7 +19,7 @@ def _one_line(cp: subprocess.CompletedProcess[str], code: int) -> str:
 def test_a_test_id_that_is_not_utf8_is_one_line(repo: Path) -> None:
     said = _one_line(run_forge(repo, "tests", "--quarantine", "t\udcff"), 2)
     assert "`t\\xff` is not UTF-8 text" in said
-    assert not (repo / ".git" / "forge" / "history.sqlite").exists()
+    assert not (repo / ".git" / "forge" / "private" / "history.sqlite").exists()
 
 
 def test_draft_refuses_an_agent_that_runs_its_prompt_as_a_script(repo: Path) -> None:

@@ -230,6 +230,7 @@ def test_pre_push_without_config_is_unverified(repo: Path) -> None:
     assert "UNVERIFIED" in res.stderr
 
 
+@pytest.mark.usefixtures("unboxed")  # it writes down `$$`
 def test_newer_commit_supersedes_background_verification(repo: Path, tmp_path: Path) -> None:
     pids = tmp_path / "pids"
     pids.mkdir()

@@ -89,7 +89,33 @@ def test_an_infra_attempts_kind_is_the_one_it_ended_with(
     [only] = state(repo)["tasks"]["t"]["attempts"]
     assert str(only["reason"]).startswith("review: binary-missing")
     assert only["infra_kind"] == "binary-missing"
-    con = sqlite3.connect(repo / ".git" / "forge" / "history.sqlite")
+    con = sqlite3.connect(repo / ".git" / "forge" / "private" / "history.sqlite")
     rows = con.execute("SELECT outcome, infra_kind FROM attempts").fetchall()
     con.close()
     assert rows == [("INFRA", "binary-missing")]
+
+
+def test_a_history_an_older_forge_kept_is_moved_out_of_every_commands_sight(
+    repo: Path, tmp_path: Path
+) -> None:
+    """An older forge kept the history beside the plans (`.git/forge/history.sqlite`):
+    the first forge to open it moves it, with its write-ahead log, into the private
+    folder the sandbox and the box cover, and a run goes on writing it there."""
+    state_dir = StateDir.for_common_dir(repo / ".git")
+    old = state_dir.root / "history.sqlite"
+    old.parent.mkdir(parents=True, exist_ok=True)
+    with history.connect(old) as con:
+        con.execute(
+            "INSERT INTO attempts (tag, plan, task, number, agent, outcome) "
+            "VALUES ('old/t/1/1', 'old', 't', 1, 'run', 'MERGED')"
+        )
+    cp = plan_and_run(
+        repo,
+        write_plan(tmp_path, '[[task]]\nid = "a"\nrun = "echo a > a.txt"\nfiles = ["a.txt"]\n'),
+    )
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    assert not old.exists()
+    con = sqlite3.connect(state_dir.private_dir / "history.sqlite")
+    plans = sorted(r[0] for r in con.execute("SELECT plan FROM attempts"))
+    con.close()
+    assert plans == ["old", "p"]

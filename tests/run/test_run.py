@@ -106,6 +106,7 @@ def test_scope_warn_merges_with_a_warning(repo: Path, tmp_path: Path) -> None:
     assert "other.txt" in state(repo)["tasks"]["a"]["warnings"][0]
 
 
+@pytest.mark.usefixtures("unboxed")  # it writes down `$$`
 def test_timeout_stops_the_whole_group(repo: Path, tmp_path: Path) -> None:
     pids = tmp_path / "pids"
     body = f"""
@@ -178,6 +179,7 @@ files = ["a.txt"]
     assert first.returncode == 0, out + err
 
 
+@pytest.mark.usefixtures("unboxed")  # it writes down `$$`
 def test_sigint_stops_everything_and_the_next_run_resumes(repo: Path, tmp_path: Path) -> None:
     go, pids = tmp_path / "go", tmp_path / "pids"
     body = f"""

@@ -155,6 +155,7 @@ def test_stop_before_start_runs_nothing(r: Repository, tmp_path: Path) -> None:
     assert not marker.exists()
 
 
+@pytest.mark.usefixtures("unboxed")  # its verifier writes down its pids
 def test_stop_during_run_kills_everything_and_is_not_rerun(r: Repository, tmp_path: Path) -> None:
     pidfile = tmp_path / "pids"
     stop = threading.Event()

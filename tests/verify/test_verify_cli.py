@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from helpers.gitkit import commit_all, forge_cmd, run_forge
 from helpers.runkit import alive as running
 from helpers.runkit import wait_for
@@ -105,6 +106,7 @@ def _sigint_when_ready(
     return subprocess.CompletedProcess(child.args, child.returncode, out, err), pids
 
 
+@pytest.mark.usefixtures("unboxed")  # its verifier writes down its pids
 def test_sigint_stops_stubborn_lane_with_grandchildren(repo: Path, tmp_path: Path) -> None:
     pidfile = tmp_path / "pids"
     configure(repo, {"slow": f"{PY} {FAKES / 'verify_stubborn.py'} {pidfile}"})
@@ -120,6 +122,7 @@ def test_sigint_stops_stubborn_lane_with_grandchildren(repo: Path, tmp_path: Pat
     assert "sent TERM" in log and "sent KILL" in log
 
 
+@pytest.mark.usefixtures("unboxed")  # its verifier writes down its pids
 def test_sigint_during_rerun_is_not_rerun_again(repo: Path, tmp_path: Path) -> None:
     pidfile = tmp_path / "pids"
     first = tmp_path / "first"

@@ -47,10 +47,12 @@ def run_contained(
     on_start: Callable[[int], None] | None = None,
 ) -> procgroup.GroupResult:
     """The one way an attempt runs a command: in a process group of its own, tagged,
-    its output capped in its log, its git kept from climbing out of its `cwd`, and the
-    `.git` of the slot `cwd` (whose objects `repo` holds) saying what forge's does."""
+    its output capped in its log, its git kept from climbing out of its `cwd`, the
+    `.git` of the slot `cwd` (whose objects `repo` holds) saying what forge's does,
+    and forge's records out of its sight (in the sandbox, else in a box)."""
     cwd = spec.cwd
     if is_contained(cwd):
         Contained(repo, cwd, strict=False).settle()
     env = {**ceiling_env(cwd), **(spec.env or {})}
-    return procgroup.run_group(replace(spec, env=env), stop=stop, on_start=on_start)
+    hide = spec.hide if spec.hide is not None else (repo.state.private_dir,)
+    return procgroup.run_group(replace(spec, env=env, hide=hide), stop=stop, on_start=on_start)

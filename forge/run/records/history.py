@@ -1,5 +1,5 @@
 """Every attempt of every run, retry and plan, in a SQLite database
-(`.git/forge/history.sqlite`): what `forge stats`, the `auto` agent and the
+(`.git/forge/private/history.sqlite`): what `forge stats`, the `auto` agent and the
 forecast of `forge plan` learn from.
 
 One row per attempt, written when the attempt ends and updated when the gate
@@ -84,7 +84,7 @@ CREATE TABLE IF NOT EXISTS drafts (
 
 
 def path_of(state: StateDir) -> Path:
-    return state.root / "history.sqlite"
+    return state.history_file()
 
 
 def connect(path: Path) -> contextlib.AbstractContextManager[sqlite3.Connection]:

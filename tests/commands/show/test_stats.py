@@ -61,7 +61,7 @@ def test_stats_count_the_attempts_run(repo: Path, tmp_path: Path) -> None:
     assert other.returncode == 2 and other.stdout == ""
     assert other.stderr == "forge: no plan named 'other' is recorded (recorded: p)\n"
     # Any SQLite tool reads it.
-    con = sqlite3.connect(repo / ".git" / "forge" / "history.sqlite")
+    con = sqlite3.connect(repo / ".git" / "forge" / "private" / "history.sqlite")
     assert con.execute("SELECT count(*) FROM attempts WHERE landed").fetchone() == (3,)
     con.close()
 

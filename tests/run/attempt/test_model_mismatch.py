@@ -33,7 +33,7 @@ def test_a_model_mismatch_is_named(repo: Path, tmp_path: Path) -> None:
     (attempt,) = data["history"]
     assert attempt["models"] == ["claude-sonnet-4-5", "claude-haiku-4-5"]
     assert attempt["model_mismatch"] == "asked opus, ran claude-sonnet-4-5"
-    con = sqlite3.connect(repo / ".git" / "forge" / "history.sqlite")
+    con = sqlite3.connect(repo / ".git" / "forge" / "private" / "history.sqlite")
     row = con.execute("SELECT model_mismatch, landed FROM attempts").fetchone()
     con.close()
     assert row == ("asked opus, ran claude-sonnet-4-5", 1)

@@ -45,6 +45,7 @@ def candidates(repo: Path) -> dict[str, dict[str, object]]:
     return {str(c["agent"]): c for c in data["candidates"]}
 
 
+@pytest.mark.usefixtures("unboxed")  # its agent writes down its pids
 def test_the_fast_one_lands_the_slow_one_is_stopped_and_salvaged(
     repo: Path, tmp_path: Path, shared: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -85,7 +86,7 @@ def test_the_fast_one_lands_the_slow_one_is_stopped_and_salvaged(
     row = next(line for line in text.splitlines() if line.startswith("1 "))
     assert "$0.01" in row and "(candidate's)" in row, text
     # Its history says it lost, not that a person stopped it.
-    con = sqlite3.connect(repo / ".git" / "forge" / "history.sqlite")
+    con = sqlite3.connect(repo / ".git" / "forge" / "private" / "history.sqlite")
     reasons = [r for (r,) in con.execute("SELECT reason FROM attempts WHERE task = 'a+1'")]
     con.close()
     assert reasons == ["stopped: lost to fake:fast"]
@@ -116,7 +117,7 @@ def test_best_picks_the_smaller_passing_diff(repo: Path, tmp_path: Path) -> None
     # The runner-up ends with the task: not QUEUED for good, in the state or the history.
     records = state(repo)["tasks"]["a"]["candidates"]
     assert all(r["status"] != "QUEUED" for r in records.values())
-    con = sqlite3.connect(repo / ".git" / "forge" / "history.sqlite")
+    con = sqlite3.connect(repo / ".git" / "forge" / "private" / "history.sqlite")
     outcomes = dict(con.execute("SELECT task, outcome FROM attempts WHERE task LIKE 'a+%'"))
     con.close()
     assert "QUEUED" not in outcomes.values() and outcomes["a+1"] == "FAILED"
@@ -251,6 +252,7 @@ def test_the_judges_agent_state_is_the_plans_and_clean_removes_it(
     assert not where.exists()
 
 
+@pytest.mark.usefixtures("unboxed")  # its agent writes down its pids
 def test_a_killed_run_resumes_its_candidates_and_leaves_no_process(
     repo: Path, tmp_path: Path, shared: Path
 ) -> None:

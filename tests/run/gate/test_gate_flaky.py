@@ -193,7 +193,7 @@ def marked_suite(repo: Path, tmp_path: Path) -> Path:
 
 def attempt_row(repo: Path, task: str) -> tuple[str, int, int]:
     """The history's record of the task's last attempt: (outcome, culprit, landed)."""
-    con = sqlite3.connect(repo / ".git" / "forge" / "history.sqlite")
+    con = sqlite3.connect(repo / ".git" / "forge" / "private" / "history.sqlite")
     try:
         row = con.execute(
             "SELECT outcome, culprit, landed FROM attempts WHERE task = ? ORDER BY number DESC",

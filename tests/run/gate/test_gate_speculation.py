@@ -99,6 +99,7 @@ def test_a_failing_batch_throws_the_speculation_on_it_away(repo: Path, tmp_path:
     assert "a.txt" not in git(repo, "ls-tree", "--name-only", "forge/p-integration").split()
 
 
+@pytest.mark.usefixtures("unboxed")  # it writes down `$$`
 def test_sigint_stops_both_verifications_and_lands_nothing(repo: Path, tmp_path: Path) -> None:
     marks = tmp_path / "marks"
     marks.mkdir()

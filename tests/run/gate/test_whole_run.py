@@ -16,6 +16,8 @@ import pytest
 from helpers.gitkit import commit_all, git, run_forge
 from helpers.runkit import plan_and_run, state, statuses, write_plan
 
+from forge.base import box
+
 PY = shlex.quote(sys.executable)
 PYTEST = f"env PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 {PY} -m pytest -q -p no:cacheprovider"
 LIB = "FACTOR = 1\n\n\ndef add(a, b):\n    return (a + b) * FACTOR\n"
@@ -142,7 +144,7 @@ def test_a_rewritten_report_and_a_planted_history_row_change_no_verdict(
     repo: Path, tmp_path: Path
 ) -> None:
     suite(repo)
-    history = repo / ".git" / "forge" / "history.sqlite"
+    history = repo / ".git" / "forge" / "private" / "history.sqlite"
     # The culprit breaks add(), plants a person's word quarantining its own broken test
     # in forge's history, and adds a test whose exit handler rewrites any report file
     # it can find to name an innocent test.
@@ -180,11 +182,13 @@ def test_a_rewritten_report_and_a_planted_history_row_change_no_verdict(
     assert not known["tests/test_b.py::test_add"]["quarantined"], known
     with sqlite3.connect(history) as con:
         planted = con.execute("SELECT COUNT(*) FROM test_words WHERE seal IS NULL").fetchone()
-    assert planted == (1,)
+    # In a box the task wrote into an empty folder of its own; with no namespace here
+    # the row is planted, and forge ignores it (it carries no seal).
+    assert planted == ((0,) if box.unavailable() is None else (1,))
 
 
 def test_a_history_that_is_not_forges_is_one_clear_error(repo: Path) -> None:
-    history = repo / ".git" / "forge" / "history.sqlite"
+    history = repo / ".git" / "forge" / "private" / "history.sqlite"
     history.parent.mkdir(parents=True, exist_ok=True)
     history.write_text("not a database at all\n" * 10)
     cp = run_forge(repo, "tests")

@@ -216,6 +216,7 @@ def test_a_kill_at_each_point_loses_nothing(point: str, repo: Path, tmp_path: Pa
         assert len(state(repo)["tasks"][landed[0]]["attempts"]) == 1
 
 
+@pytest.mark.usefixtures("unboxed")  # it writes down `$$`
 def test_kill9_while_an_agent_runs(repo: Path, tmp_path: Path) -> None:
     mark, pids = tmp_path / "b-started", tmp_path / "b-pids"
     body = PLAN.replace(
@@ -240,6 +241,7 @@ def test_kill9_while_an_agent_runs(repo: Path, tmp_path: Path) -> None:
     assert "b:" in out
 
 
+@pytest.mark.usefixtures("unboxed")  # it writes down `$$`
 def test_kill9_during_a_batchs_verification(repo: Path, tmp_path: Path) -> None:
     started, pid_file = tmp_path / "verify-started", tmp_path / "verify-pid"
     verify = (
