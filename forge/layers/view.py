@@ -177,7 +177,7 @@ class View:
 
 
 @frozen
-class Session:
+class LayerSession:
     """The layers one verification uses: pinned while it runs; its runs' folders
     (and a private setup layer) removed when it ends."""
 
@@ -264,12 +264,12 @@ class Session:
 
 
 @contextlib.contextmanager
-def session(repo: Repository, mode: Mode, *, candidate: bool = False) -> Iterator[Session]:
+def session(repo: Repository, mode: Mode, *, candidate: bool = False) -> Iterator[LayerSession]:
     root = store.kind_dir(repo, mode)
     root.mkdir(parents=True, exist_ok=True)
     store.sweep(root)
     with contextlib.ExitStack() as stack:
         scratch = store.new_dir(root, "runs")
         stack.callback(store.remove, scratch)
-        yield Session(repo, mode, root, scratch, stack, candidate)
+        yield LayerSession(repo, mode, root, scratch, stack, candidate)
     store.evict(root)

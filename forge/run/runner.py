@@ -101,9 +101,10 @@ def run_plan(
         store = StateStore(repo.state, plan.name)
         started = time.monotonic()
         before = snapshot.take(repo)
-        kept = gitfiles.keep_for_run(repo, repo.state.plan_dir(plan.name))
         accepted.forget(repo.state, plan.name)
         state, integration = _open_state(repo, recorded, store)
+        # before any task runs: a run killed from here on is put back by the next
+        kept = gitfiles.keep_for_run(repo, repo.state.plan_dir(plan.name))
         store.record(state, ev.Touched(None), later=True)
         logs = repo.state.logs_dir(plan.name)
         report = RunReport(plan.name, state, ExitCode.OK, logs, integration)

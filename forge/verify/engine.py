@@ -36,7 +36,7 @@ from forge.frozen import frozen
 from forge.git.repo import Repository, short_sha
 from forge.layers import mode as layer_mode
 from forge.layers.store import store_dir
-from forge.layers.view import Session, View, session
+from forge.layers.view import LayerSession, View, session
 from forge.plan.repo_config import VerifyConfig
 from forge.verify import environment, pool, quarantine, reports
 from forge.verify import records as verify_records
@@ -202,7 +202,9 @@ _said: set[str] = set()  # the fallback is said once per run (process)
 
 
 @contextlib.contextmanager
-def _places(repo: Repository, key: str, config: VerifyConfig, ask: Ask) -> Iterator[str | Session]:
+def _places(
+    repo: Repository, key: str, config: VerifyConfig, ask: Ask
+) -> Iterator[str | LayerSession]:
     """Where the lanes run: a session of layers (forge/layers/), else a member of
     the pool of checkouts (forge/verify/pool.py), held for this verification."""
     mode = layer_mode.choose(store_dir(repo))
@@ -230,7 +232,7 @@ def _run_lanes(
     repo: Repository,
     base: VerifyRecord,
     config: VerifyConfig,
-    place: str | Session,
+    place: str | LayerSession,
     stop: threading.Event,
     ask: Ask,
 ) -> tuple[LaneResult, ...]:
@@ -290,13 +292,13 @@ def _prepare(
     repo: Repository,
     base: VerifyRecord,
     config: VerifyConfig,
-    place: str | Session,
+    place: str | LayerSession,
     name: str,
     emit: Emit,
 ) -> Checkout | View:
     """The lane's checkout of the commit: its layered view, or its checkout in the
     pool's member, moved to the commit."""
-    if isinstance(place, Session):
+    if isinstance(place, LayerSession):
         made = (config.setup, config.env, ()) if config.setup else None
         return place.view(name, base.commit, made)
     return prepare(
@@ -326,7 +328,7 @@ def _lane_box(
 def _unmade(
     repo: Repository,
     base: VerifyRecord,
-    where: tuple[str | Session, str],
+    where: tuple[str | LayerSession, str],
     command: str,
     exc: proc.CommandError,
 ) -> LaneResult:

@@ -149,6 +149,7 @@ def test_objects_removed_are_still_named(repo: Path, tmp_path: Path) -> None:
     assert run_forge(repo, "accept").returncode == 2
 
 
+@pytest.mark.usefixtures("unboxed")  # the task kills forge by its pid on the machine
 def test_a_run_killed_after_a_task_planted_an_alternate_is_put_back_by_the_next(
     repo: Path, tmp_path: Path
 ) -> None:
