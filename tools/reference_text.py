@@ -155,7 +155,8 @@ ENVIRONMENT: dict[str, str] = {
     "says (default: on where `forge doctor` finds that it holds)",
     "FORGE_LAYERS": "`on` or `off`: verification checkouts as layers (a fresh upper layer "
     "each run over read-only base and setup layers) or as checkouts cleaned between runs "
-    "(default: layers where an overlay can be mounted in a mount namespace; `forge doctor` "
+    "(default `off`: layers are opt-in in this release; with `on`, layers where an overlay "
+    "can be mounted in a mount namespace, else checkouts, said once a run; `forge doctor` "
     "says which)",
     "FORGE_BOX": "`off`: commands run without the sandbox get no box (pid and mount "
     "namespaces hiding forge's key and history), as where none can be made; for tests "

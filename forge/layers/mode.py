@@ -1,8 +1,10 @@
 """Which backend makes verification checkouts here: layers (an overlay mount in a
 mount namespace of the run's own) or checkouts (a folder per lane, cleaned between
-runs: forge/verify/checkout.py). `FORGE_LAYERS=off` chooses checkouts; by default
-forge uses layers where an overlay can be mounted in a private mount namespace (as
-root, or in a user namespace), and says once per run when it cannot.
+runs: forge/verify/checkout.py). `FORGE_LAYERS=on` chooses layers where an overlay
+can be mounted in a private mount namespace (as root, or in a user namespace), and
+says once per run when it cannot; unset or `off`, checkouts. Layers are opt-in in
+this release: with them, a repository without a lock file forge recognises runs
+`setup` once per tree (its inputs are the whole tree), where checkouts reuse it.
 
 The backend is an interface of three calls (forge/layers/view.py: a run's argv
 prefix, what the run changed, its upper layer discarded), so that a backend
@@ -22,7 +24,7 @@ from pathlib import Path
 from forge.errors import ForgeError
 from forge.frozen import frozen
 
-MODE_VAR = "FORGE_LAYERS"  # "on", "off", or unset: layers where they work
+MODE_VAR = "FORGE_LAYERS"  # "on" (layers where they work), "off" or unset: checkouts
 _ON, _OFF = ("1", "on", "true", "yes"), ("0", "off", "false", "no")
 _UNSAFE = (",", ":", "\\")  # what an overlay's mount options cannot hold in a path
 
@@ -34,6 +36,7 @@ class Mode:
     layers: bool
     why: str
     user_ns: bool = False  # the mount is made in a user namespace (not root)
+    probed: bool = True  # found by trying a mount (not chosen by a setting)
 
     @property
     def name(self) -> str:
@@ -122,9 +125,7 @@ def _probe(place: Path) -> Mode:
         why = _try(place, user_ns)
         if why is None:
             how = "in a user namespace" if user_ns else "as root"
-            return Mode(
-                True, f"an overlay per run, mounted {how}; {MODE_VAR}=off turns it off", user_ns
-            )
+            return Mode(True, f"an overlay per run, mounted {how}; {MODE_VAR}=on", user_ns)
         last = why
     return Mode(False, f"no overlay can be mounted in a mount namespace here: {last}")
 
@@ -132,11 +133,10 @@ def _probe(place: Path) -> Mode:
 def choose(store: Path) -> Mode:
     """The backend for the layer store at `store` ($FORGE_LAYERS, else what works)."""
     value = os.environ.get(MODE_VAR, "").strip().lower()
+    if not value:
+        return Mode(False, f"layers are opt-in: {MODE_VAR}=on", probed=False)
     if value in _OFF:
         return Mode(False, f"{MODE_VAR}={value}")
     if value and value not in _ON:
         raise ForgeError(f"{MODE_VAR}={value!r}: give on or off")
-    found = _probe(store)
-    if value and not found.layers:
-        raise ForgeError(f"{MODE_VAR}={value} but {found.why}")
-    return found
+    return _probe(store)  # where no overlay mounts: checkouts, and why

@@ -212,7 +212,7 @@ def _places(
         with session(repo, mode, candidate=ask.candidate) as layered:
             yield layered
         return
-    if layer_mode.MODE_VAR not in os.environ and mode.why not in _said:
+    if mode.probed and mode.why not in _said:
         _said.add(mode.why)
         (ask.on_event or (lambda _msg: None))(mode.line())
     with pool.checkouts_for(repo, key, config) as member:
