@@ -153,6 +153,7 @@ def test_sigint_stops_the_attempts_on_every_worker(repo: Path, tmp_path: Path) -
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("unboxed")  # it writes down `$PPID`: the worker, on the machine
 def test_a_worker_killed_mid_task_costs_no_attempt_and_lands_once(
     repo: Path, tmp_path: Path
 ) -> None:

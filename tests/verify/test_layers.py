@@ -22,7 +22,9 @@ from forge.plan.repo_config import VerifyConfig
 from forge.run.state.folders import repository_use
 from forge.verify.engine import Ask, Verdict, verify_commit
 
-PY = shlex.quote(sys.executable)
+# The interpreter itself, not a virtualenv's link to it: a virtualenv under /tmp
+# (a clone checked there) is covered by the sandbox's private /tmp.
+PY = shlex.quote(os.path.realpath(sys.executable))
 # setup's environment: a module the lanes import from `.venv`
 SETUP = "mkdir -p .venv && printf 'def ok():\\n    return True\\n' > .venv/helper.py"
 CHECK = f"{PY} -c \"import sys; sys.path.insert(0, '.venv'); import helper; sys.exit(0 if helper.ok() else 7)\""

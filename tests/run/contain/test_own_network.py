@@ -69,6 +69,10 @@ def _services() -> Iterator[tuple[str, int, int]]:
             server.close()
 
 
+# The interpreter itself, not a virtualenv's link to it: a virtualenv under /tmp
+# (a clone checked there) is covered by the sandbox's private /tmp.
+PY = os.path.realpath(sys.executable)
+
 _PROBE = """
 import socket, sys
 def reach(family, where):
@@ -100,7 +104,7 @@ def _reach(repo: Path, tmp_path: Path, *, boxed: bool) -> dict[str, str]:
         plan = (
             f"sandbox = {'true' if boxed else 'false'}\nhost_ports = [{named}]\n"
             '[[task]]\nid = "a"\nfiles = ["."]\n'
-            f"run = '''{sys.executable} - {name} {named} {unnamed} < {probe} > reach.txt'''\n"
+            f"run = '''{PY} - {name} {named} {unnamed} < {probe} > reach.txt'''\n"
         )
         cp = plan_and_run(repo, write_plan(tmp_path, plan))
     assert cp.returncode == 0, cp.stdout + cp.stderr
@@ -186,7 +190,7 @@ def test_lookups_reach_a_resolver_on_the_hosts_loopback(tmp_path: Path) -> None:
     (tmp_path / "box").mkdir()
     inside = (
         f"mount --bind {tmp_path}/resolv.conf /etc/resolv.conf && "
-        f"exec {sys.executable} {tmp_path}/lookup.py {tmp_path}/box"
+        f"exec {PY} {tmp_path}/lookup.py {tmp_path}/box"
     )
     cp = subprocess.run(
         ["unshare", "--mount", "--propagation", "private", "sh", "-c", inside],
