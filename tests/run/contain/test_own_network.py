@@ -190,7 +190,7 @@ def test_lookups_reach_a_resolver_on_the_hosts_loopback(tmp_path: Path) -> None:
     (tmp_path / "box").mkdir()
     inside = (
         f"mount --bind {tmp_path}/resolv.conf /etc/resolv.conf && "
-        f"exec {PY} {tmp_path}/lookup.py {tmp_path}/box"
+        f"exec {sys.executable} {tmp_path}/lookup.py {tmp_path}/box"
     )
     cp = subprocess.run(
         ["unshare", "--mount", "--propagation", "private", "sh", "-c", inside],
