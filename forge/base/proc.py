@@ -232,7 +232,7 @@ def sweep_private_tmp(where: Path | None = None) -> list[Path]:
         return gone
     for name in names:
         m = _PRIVATE.match(name)
-        if m is None or _alive(int(m.group(1))):
+        if m is None or pid_alive(int(m.group(1))):
             continue
         path = root / name
         try:
@@ -245,7 +245,8 @@ def sweep_private_tmp(where: Path | None = None) -> list[Path]:
     return gone
 
 
-def _alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether a process `pid` exists (one of another user's counts as alive)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

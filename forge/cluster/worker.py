@@ -29,6 +29,7 @@ import threading
 from pathlib import Path
 
 from forge.base import logs, procgroup, sandbox
+from forge.base.proc import pid_alive
 from forge.cluster.job import Job, JobResult
 from forge.cluster.slot import WORKER_PID_VAR, WorkerSlot, slot
 from forge.git.contained import Tampered
@@ -181,7 +182,7 @@ def sweep_orphans() -> list[int]:
     stopped: list[int] = []
     for pid in _pids():
         owner = _environ_value(pid, needle)
-        if owner is None or _alive(owner):
+        if owner is None or pid_alive(owner):
             continue
         with contextlib.suppress(ProcessLookupError, PermissionError):
             pgid = os.getpgid(pid)
@@ -204,13 +205,3 @@ def _environ_value(pid: int, needle: bytes) -> int | None:
             value = item[len(needle) :]
             return int(value) if value.isdigit() else None
     return None
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

@@ -27,6 +27,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from forge.base.proc import pid_alive
 from forge.git import worktrees
 from forge.git.contained import Contained
 from forge.git.repo import Repository
@@ -44,16 +45,6 @@ def store_dir(repo: Repository) -> Path:
 
 def kind_dir(repo: Repository, mode: Mode) -> Path:
     return store_dir(repo) / ("userns" if mode.user_ns else "root")
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def new_dir(root: Path, what: str) -> Path:
@@ -87,7 +78,7 @@ def sweep(root: Path) -> None:
         folder = root / what
         for name in os.listdir(folder) if folder.is_dir() else []:
             pid = name.split("-", 1)[0]
-            if pid.isdigit() and not _alive(int(pid)):
+            if pid.isdigit() and not pid_alive(int(pid)):
                 remove(folder / name)
 
 
